@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Loom needs to build, test, benchmark and run its demo, and only
+# those that are missing. Idempotent; fetches nothing outside Debian's archive.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake ninja-build g++ ccache
+  # libraries (DESIGN.md, "Dependencies")
+  libtorch-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
+  # tests and benchmarks
+  libgtest-dev libbenchmark-dev
+  # data: Fashion-MNIST for the demo and tests
+  dataset-fashion-mnist
+  # peers for benchmarks and the TorchScript test (same LibTorch version as libtorch-dev)
+  python3 python3-torch python3-torchvision
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,57 @@
+// `loom config`: the resolved configuration (defaults + file + --set), the reference of every
+// key, or the LOOM_* environment settings, as a user would want to check them before a run.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "loom/cli/commands.h"
+#include "loom/core/config.h"
+#include "loom/core/settings.h"
+
+namespace loom::cli {
+namespace {
+
+struct ConfigArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool reference = false;
+  bool settings = false;
+};
+
+int print_reference() {
+  std::printf("| key | type | default | description |\n|---|---|---|---|\n");
+  for (const auto& row : describe_config()) {
+    std::printf("| `%s` | %s | `%s` | %s |\n", row.key.c_str(), row.type.c_str(),
+                row.default_value.c_str(), row.help.c_str());
+  }
+  return 0;
+}
+
+int print_settings() {
+  std::printf("| variable | default | description |\n|---|---|---|\n");
+  for (const auto& s : all_settings()) {
+    std::printf("| `%s` | `%s` | %s |\n", s.name, s.default_value, s.description);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_config_command(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  CLI::App* sub = app.add_subcommand("config", "Print the resolved configuration or its reference");
+  sub->add_option("config", args->config_path, "YAML configuration file");
+  sub->add_option("--set", args->overrides, "Override a key: --set train.epochs=5 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("--reference", args->reference, "Print every key as a Markdown table");
+  sub->add_flag("--settings", args->settings, "Print the LOOM_* environment settings");
+  return {sub, [args] {
+    if (args->reference) return print_reference();
+    if (args->settings) return print_settings();
+    std::fputs(config_to_yaml(load_config(args->config_path, args->overrides)).c_str(), stdout);
+    return 0;
+  }};
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,41 @@
+// Entry point of the `loom` command: parses the command line, runs the chosen subcommand and
+// turns errors into exit codes. This is the only place that decides them.
+#include <cstdio>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
+  app.require_subcommand(1);
+  app.failure_message(CLI::FailureMessage::help);
+  const loom::cli::Command commands[] = {loom::cli::add_train_command(app),
+                                         loom::cli::add_config_command(app),
+                                         loom::cli::add_version_command(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  for (const auto& command : commands) {
+    CLI::App* sub = command.sub;
+    if (!sub->parsed()) continue;
+    try {
+      return command.run();
+    } catch (const loom::ConfigError& e) {
+      std::fprintf(stderr, "loom %s: configuration error: %s\n", sub->get_name().c_str(), e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loom %s: error: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
+    }
+  }
+  return 2;
+}

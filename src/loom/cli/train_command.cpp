@@ -1,0 +1,81 @@
+// `loom train [CONFIG.yaml] [--set key=value ...] [--out DIR] [--resume]`
+#include <ctime>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "loom/cli/commands.h"
+#include "loom/cli/progress.h"
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+#include "loom/core/topology.h"
+#include "loom/train/trainer.h"
+
+namespace loom::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string out_dir;
+  bool resume = false;
+};
+
+std::string timestamped_run_dir() {
+  std::time_t now = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "runs/%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+// --resume without --out continues the newest run under runs/.
+std::string newest_run_dir() {
+  namespace fs = std::filesystem;
+  std::string newest;
+  if (fs::is_directory("runs")) {
+    for (const auto& entry : fs::directory_iterator("runs")) {
+      if (entry.is_directory() && entry.path().string() > newest) newest = entry.path().string();
+    }
+  }
+  if (newest.empty()) throw ConfigError("--resume: no --out given and no run under runs/ to resume");
+  return newest;
+}
+
+int run_train(const TrainArgs& args) {
+  Config config = load_config(args.config_path, args.overrides);
+  train::TrainOptions options;
+  options.out_dir = !args.out_dir.empty() ? args.out_dir
+                    : args.resume         ? newest_run_dir()
+                                          : timestamped_run_dir();
+  options.resume = args.resume;
+  options.topology = detect_topology();
+  Progress progress(stdout);
+  options.observer = &progress;
+
+  train::TrainSummary s = train::train(config, options);
+  std::printf("\nsummary: test accuracy %.2f%%  test loss %.4f  %lld steps in %s  "
+              "%.0f samples/s (%s, %s, %d threads)\n",
+              100 * s.test_accuracy, s.test_loss, static_cast<long long>(s.steps),
+              format_duration(s.wall_seconds).c_str(), s.samples_per_second,
+              s.runtime.precision.c_str(), s.runtime.memory_format.c_str(), s.runtime.threads);
+  std::printf("wrote %s/summary.json, metrics.jsonl, config.yaml, checkpoints/\n",
+              options.out_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "train", "Train a model (default: the small CNN on Fashion-MNIST)");
+  sub->add_option("config", args->config_path, "YAML configuration file (default: built-in defaults)");
+  sub->add_option("--set", args->overrides, "Override a key: --set train.epochs=5 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--out", args->out_dir, "Output directory (default: runs/<timestamp>)");
+  sub->add_flag("--resume", args->resume, "Continue from the latest checkpoint in the output directory");
+  return {sub, [args] { return run_train(*args); }};
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,361 @@
+#include "loom/core/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "loom/core/error.h"
+#include "loom/core/text.h"
+
+namespace loom {
+namespace {
+
+// `model: cnn` and `data: synthetic` are shorthand for the keys they most often set.
+const std::map<std::string, std::string> kShorthands = {{"model", "model.name"},
+                                                        {"data", "data.source"}};
+
+struct FlatValue {
+  YAML::Node node;
+  std::string origin;  // "in FILE" or "from --set"
+};
+using FlatConfig = std::map<std::string, FlatValue>;
+
+// Collects the known keys.
+class KeyLister : public ConfigVisitor {
+ public:
+  std::vector<std::string> keys;
+  void integer(const char* k, int64_t&, int64_t, const char*) override { keys.push_back(k); }
+  void number(const char* k, double&, double, const char*) override { keys.push_back(k); }
+  void boolean(const char* k, bool&, const char*) override { keys.push_back(k); }
+  void text(const char* k, std::string&, const char*) override { keys.push_back(k); }
+  void choice(const char* k, std::string&, const std::vector<std::string>&, const char*) override {
+    keys.push_back(k);
+  }
+  void count_or_auto(const char* k, int64_t&, const char*) override { keys.push_back(k); }
+};
+
+std::vector<std::string> known_keys() {
+  Config scratch;
+  KeyLister lister;
+  visit_config(scratch, lister);
+  return lister.keys;
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& origin,
+                              const std::vector<std::string>& known) {
+  std::string message = "unknown config key '" + key + "' (" + origin + ")";
+  std::string hint = closest_match(key, known);
+  if (!hint.empty()) message += "; did you mean '" + hint + "'?";
+  throw ConfigError(message);
+}
+
+bool is_section(const std::string& key, const std::vector<std::string>& known) {
+  for (const auto& k : known) {
+    if (k.rfind(key + ".", 0) == 0) return true;
+  }
+  return false;
+}
+
+void flatten(const YAML::Node& node, const std::string& prefix, const std::string& origin,
+             const std::vector<std::string>& known, FlatConfig& out) {
+  for (const auto& entry : node) {
+    std::string name = entry.first.as<std::string>();
+    std::string key = prefix.empty() ? name : prefix + "." + name;
+    const YAML::Node& value = entry.second;
+    bool is_known = std::find(known.begin(), known.end(), key) != known.end();
+    auto shorthand = kShorthands.find(key);
+    if (is_known) {
+      out[key] = {value, origin};
+    } else if (shorthand != kShorthands.end() && value.IsScalar()) {
+      out[shorthand->second] = {value, origin};
+    } else if (value.IsMap() && is_section(key, known)) {
+      flatten(value, key, origin, known, out);
+    } else if (is_section(key, known)) {
+      throw ConfigError("config key '" + key + "' (" + origin +
+                        ") is a section: give it a mapping of keys, not a value");
+    } else {
+      unknown_key(key, origin, known);
+    }
+  }
+}
+
+std::string describe_node(const YAML::Node& node) {
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+// Reads values from the flattened YAML into the Config, checking type and range.
+class Reader : public ConfigVisitor {
+ public:
+  explicit Reader(const FlatConfig& flat) : flat_(flat) {}
+  std::set<std::string> set_keys;
+
+  void integer(const char* key, int64_t& value, int64_t min, const char*) override {
+    if (const FlatValue* v = find(key)) {
+      value = as_integer(key, *v);
+      if (value < min) fail(key, *v, "must be >= " + std::to_string(min));
+    }
+  }
+  void number(const char* key, double& value, double min, const char*) override {
+    if (const FlatValue* v = find(key)) {
+      value = convert<double>(key, *v, "a number");
+      if (!std::isfinite(value)) fail(key, *v, "must be a finite number");
+      if (value < min) fail(key, *v, "must be >= " + format_number(min));
+    }
+  }
+  void boolean(const char* key, bool& value, const char*) override {
+    if (const FlatValue* v = find(key)) value = convert<bool>(key, *v, "true or false");
+  }
+  void text(const char* key, std::string& value, const char*) override {
+    if (const FlatValue* v = find(key)) value = convert<std::string>(key, *v, "a string");
+  }
+  void choice(const char* key, std::string& value, const std::vector<std::string>& options,
+              const char*) override {
+    const FlatValue* v = find(key);
+    if (!v) return;
+    std::string got = convert<std::string>(key, *v, "one of " + join_alternatives(options));
+    if (std::find(options.begin(), options.end(), got) == options.end()) {
+      std::string hint = closest_match(got, options);
+      fail(key, *v, "expected one of " + join_alternatives(options) + ", got '" + got + "'" +
+                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+    }
+    value = got;
+  }
+  void count_or_auto(const char* key, int64_t& value, const char*) override {
+    const FlatValue* v = find(key);
+    if (!v) return;
+    if (v->node.IsScalar() && v->node.Scalar() == "auto") {
+      value = 0;
+      return;
+    }
+    value = as_integer(key, *v, "an integer >= 1 or 'auto'");
+    if (value < 1) fail(key, *v, "expected an integer >= 1 or 'auto', got " + describe_node(v->node));
+  }
+
+ private:
+  const FlatValue* find(const char* key) {
+    auto it = flat_.find(key);
+    if (it == flat_.end()) return nullptr;
+    set_keys.insert(key);
+    return &it->second;
+  }
+
+  [[noreturn]] static void fail(const std::string& key, const FlatValue& v, const std::string& what) {
+    throw ConfigError("config key '" + key + "' (" + v.origin + "): " + what);
+  }
+
+  template <typename T>
+  static T convert(const std::string& key, const FlatValue& v, const std::string& expected) {
+    if (v.node.IsScalar()) {
+      try {
+        return v.node.as<T>();
+      } catch (const YAML::Exception&) {
+      }
+    }
+    fail(key, v, "expected " + expected + ", got " + describe_node(v.node));
+  }
+
+  static int64_t as_integer(const std::string& key, const FlatValue& v,
+                            const std::string& expected = "an integer") {
+    return convert<int64_t>(key, v, expected);
+  }
+
+  static std::string format_number(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+  }
+
+  const FlatConfig& flat_;
+};
+
+// The shortest decimal text that reads back as the same double.
+std::string shortest_double(double x) {
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a float in YAML
+  return s;
+}
+
+// Writes every field, nested by the dots of its key, into YAML and JSON at once.
+class Writer : public ConfigVisitor {
+ public:
+  YAML::Node yaml{YAML::NodeType::Map};
+  nlohmann::json json = nlohmann::json::object();
+
+  void integer(const char* k, int64_t& v, int64_t, const char*) override { put(k, v, v); }
+  void number(const char* k, double& v, double, const char*) override {
+    put(k, shortest_double(v), v);
+  }
+  void boolean(const char* k, bool& v, const char*) override { put(k, v, v); }
+  void text(const char* k, std::string& v, const char*) override { put(k, v, v); }
+  void choice(const char* k, std::string& v, const std::vector<std::string>&, const char*) override {
+    put(k, v, v);
+  }
+  void count_or_auto(const char* k, int64_t& v, const char*) override {
+    if (v == 0) {
+      put(k, std::string("auto"), std::string("auto"));
+    } else {
+      put(k, v, v);
+    }
+  }
+
+ private:
+  template <typename Y, typename J>
+  void put(const std::string& key, const Y& yaml_value, const J& json_value) {
+    std::vector<std::string> parts;
+    std::stringstream ss(key);
+    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    // yaml-cpp nodes are handles: walk down by reassigning copies of child handles.
+    YAML::Node node = yaml;
+    nlohmann::json* j = &json;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      node.reset(node[parts[i]]);
+      j = &(*j)[parts[i]];
+    }
+    node[parts.back()] = yaml_value;
+    (*j)[parts.back()] = json_value;
+  }
+};
+
+void check_consistency(Config& c, const std::set<std::string>& set_keys) {
+  if (!c.model.torchscript.empty()) {
+    if (set_keys.count("model.name") && c.model.name != "torchscript") {
+      throw ConfigError("config key 'model.name' is '" + c.model.name +
+                        "' but model.torchscript is set; use one or the other");
+    }
+    c.model.name = "torchscript";
+  } else if (c.model.name == "torchscript") {
+    throw ConfigError("config key 'model.torchscript': a path is required when model.name is "
+                      "torchscript");
+  }
+  if (c.train.label_smoothing >= 1.0) {
+    throw ConfigError("config key 'train.label_smoothing': must be < 1, got " +
+                      shortest_double(c.train.label_smoothing));
+  }
+  for (auto [key, beta] : {std::pair{"optimizer.beta1", c.optimizer.beta1},
+                           std::pair{"optimizer.beta2", c.optimizer.beta2}}) {
+    if (beta >= 1.0) {
+      throw ConfigError(std::string("config key '") + key + "': must be < 1, got " +
+                        shortest_double(beta));
+    }
+  }
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  const std::vector<std::string> known = known_keys();
+  FlatConfig flat;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("config " + origin + ": not valid YAML: " + e.what());
+  }
+  if (root.IsMap()) {
+    flatten(root, "", "in " + origin, known, flat);
+  } else if (!root.IsNull()) {
+    throw ConfigError("config " + origin + ": expected a mapping of keys at the top level");
+  }
+  for (const auto& override_text : overrides) {
+    auto eq = override_text.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError("--set expects key=value, got '" + override_text + "'");
+    }
+    std::string key = override_text.substr(0, eq);
+    std::string value = override_text.substr(eq + 1);
+    if (auto s = kShorthands.find(key); s != kShorthands.end()) key = s->second;
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      unknown_key(key, "from --set", known);
+    }
+    YAML::Node node;
+    try {
+      node = YAML::Load(value);
+    } catch (const YAML::Exception&) {
+      node = YAML::Node(value);
+    }
+    if (node.IsNull()) node = YAML::Node(value);
+    flat[key] = {node, "from --set"};
+  }
+  Config config = default_config();
+  Reader reader(flat);
+  visit_config(config, reader);
+  check_consistency(config, reader.set_keys);
+  return config;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::string text;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) throw ConfigError("config file '" + path + "' cannot be read (does it exist?)");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  return parse_config(text, path.empty() ? "defaults" : path, overrides);
+}
+
+std::string config_to_yaml(const Config& config) {
+  Config copy = config;
+  Writer writer;
+  visit_config(copy, writer);
+  YAML::Emitter out;
+  out << writer.yaml;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string config_to_json(const Config& config) {
+  Config copy = config;
+  Writer writer;
+  visit_config(copy, writer);
+  return writer.json.dump();
+}
+
+std::vector<ConfigKeyDoc> describe_config() {
+  class Describer : public ConfigVisitor {
+   public:
+    std::vector<ConfigKeyDoc> rows;
+    void integer(const char* k, int64_t& v, int64_t min, const char* h) override {
+      rows.push_back({k, "integer >= " + std::to_string(min), std::to_string(v), h});
+    }
+    void number(const char* k, double& v, double, const char* h) override {
+      rows.push_back({k, "number", shortest_double(v), h});
+    }
+    void boolean(const char* k, bool& v, const char* h) override {
+      rows.push_back({k, "boolean", v ? "true" : "false", h});
+    }
+    void text(const char* k, std::string& v, const char* h) override {
+      rows.push_back({k, "string", v.empty() ? "\"\"" : v, h});
+    }
+    void choice(const char* k, std::string& v, const std::vector<std::string>& options,
+                const char* h) override {
+      std::string type;
+      for (const auto& o : options) type += (type.empty() ? "" : " \\| ") + o;
+      rows.push_back({k, type, v, h});
+    }
+    void count_or_auto(const char* k, int64_t& v, const char* h) override {
+      rows.push_back({k, "integer >= 1 \\| auto", v == 0 ? "auto" : std::to_string(v), h});
+    }
+  };
+  Config config = default_config();
+  Describer describer;
+  visit_config(config, describer);
+  return describer.rows;
+}
+
+}  // namespace loom

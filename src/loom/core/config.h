@@ -1,0 +1,124 @@
+// Loom's configuration: typed structs with their defaults, one schema (visit_config) that every
+// reader, writer and the documentation walk, and load_config() which turns YAML plus
+// `--set key=value` overrides into a validated Config. Errors are ConfigError and name the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+struct ModelConfig {
+  std::string name = "cnn";   // mlp | cnn | resnet18 | resnet50 | vit_tiny | torchscript
+  std::string torchscript;    // path of a TorchScript module, when name is torchscript
+  int64_t width = 32;         // cnn: channels of the first stage
+  int64_t depth = 1;          // cnn: convolutions per stage
+  double dropout = 0.25;
+  int64_t patch_size = 16;    // vit_tiny
+};
+
+struct DataConfig {
+  std::string source = "fashion_mnist";  // fashion_mnist | idx | synthetic
+  std::string path;                      // folder of IDX files; default from settings
+  int64_t batch_size = 64;
+  int64_t eval_batch_size = 500;
+  bool augment = false;      // random flip and shift of training images (IDX sources)
+  int64_t image_size = 224;  // synthetic: height and width
+  int64_t channels = 3;      // synthetic
+  int64_t classes = 10;      // synthetic
+  int64_t train_samples = 1024;  // synthetic
+  int64_t test_samples = 256;    // synthetic
+};
+
+struct TrainConfig {
+  int64_t epochs = 3;
+  int64_t max_steps = 0;  // optimizer steps; 0 = run all epochs
+  int64_t grad_accum = 1;
+  double grad_clip = 0.0;  // max global L2 norm; 0 = off
+  double label_smoothing = 0.0;
+  int64_t log_every = 50;
+  bool eval = true;  // evaluate on the test split after every epoch
+};
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | adam | adamw
+  double lr = 0.05;
+  double momentum = 0.9;
+  bool nesterov = true;
+  double weight_decay = 5e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct ScheduleConfig {
+  std::string name = "cosine";  // constant | step | cosine
+  int64_t warmup_steps = 100;
+  int64_t step_size = 1000;  // step: multiply by gamma every step_size steps
+  double gamma = 0.1;
+  double min_lr = 0.0;  // cosine floor
+};
+
+struct RuntimeConfig {
+  std::string precision = "auto";      // auto | fp32 | bf16
+  std::string memory_format = "auto";  // auto | contiguous | channels_last
+  int64_t threads = 0;                 // 0 = auto (usable cores)
+};
+
+struct CheckpointConfig {
+  bool enabled = true;
+  int64_t every_steps = 0;  // 0 = at the end of every epoch
+  int64_t keep = 3;
+};
+
+struct Config {
+  int64_t seed = 0;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  RuntimeConfig runtime;
+  CheckpointConfig checkpoint;
+};
+
+// The schema, as a visitor over every field. Keys are dotted paths ("train.epochs").
+class ConfigVisitor {
+ public:
+  virtual ~ConfigVisitor() = default;
+  virtual void integer(const char* key, int64_t& value, int64_t min, const char* help) = 0;
+  virtual void number(const char* key, double& value, double min, const char* help) = 0;
+  virtual void boolean(const char* key, bool& value, const char* help) = 0;
+  virtual void text(const char* key, std::string& value, const char* help) = 0;
+  virtual void choice(const char* key, std::string& value, const std::vector<std::string>& options,
+                      const char* help) = 0;
+  // An integer >= 1, or "auto" stored as 0.
+  virtual void count_or_auto(const char* key, int64_t& value, const char* help) = 0;
+};
+
+void visit_config(Config& config, ConfigVisitor& visitor);
+
+// Defaults, with data.path taken from LOOM_FASHION_MNIST_DIR.
+Config default_config();
+
+// YAML text (may be empty) plus "key=value" overrides -> validated Config. `origin` names the
+// YAML's source in messages. Throws ConfigError naming the key.
+Config parse_config(const std::string& yaml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides);
+
+// Reads the file (or starts from defaults when `path` is empty) and applies overrides.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// The resolved configuration with every field written out, as YAML and as JSON text.
+std::string config_to_yaml(const Config& config);
+std::string config_to_json(const Config& config);
+
+// One row per key for the configuration reference: key, type, default, description.
+struct ConfigKeyDoc {
+  std::string key, type, default_value, help;
+};
+std::vector<ConfigKeyDoc> describe_config();
+
+}  // namespace loom

@@ -1,0 +1,83 @@
+// The one list of configuration keys. Add a field here and it is read, validated, written to
+// config.yaml, stored in checkpoints and documented.
+#include "loom/core/config.h"
+#include "loom/core/settings.h"
+
+namespace loom {
+
+void visit_config(Config& c, ConfigVisitor& v) {
+  v.integer("seed", c.seed, 0, "Seed for initialisation, data order and augmentation.");
+
+  v.choice("model.name", c.model.name, {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "torchscript"},
+           "Model architecture. `model: NAME` is shorthand for this key.");
+  v.text("model.torchscript", c.model.torchscript,
+         "Path of a TorchScript module to train (`model: {torchscript: PATH}`).");
+  v.integer("model.width", c.model.width, 1, "cnn: channels of the first stage (x2 in the second).");
+  v.integer("model.depth", c.model.depth, 1, "cnn: convolutions per stage.");
+  v.number("model.dropout", c.model.dropout, 0.0, "Dropout before the classifier (mlp, cnn).");
+  v.integer("model.patch_size", c.model.patch_size, 1, "Patch size of vit_tiny.");
+
+  v.choice("data.source", c.data.source, {"fashion_mnist", "idx", "synthetic"},
+           "Where samples come from. `data: SOURCE` is shorthand for this key.");
+  v.text("data.path", c.data.path, "Folder with the four IDX files (fashion_mnist, idx).");
+  v.integer("data.batch_size", c.data.batch_size, 1, "Samples per optimizer micro-step.");
+  v.integer("data.eval_batch_size", c.data.eval_batch_size, 1, "Samples per evaluation batch.");
+  v.boolean("data.augment", c.data.augment,
+            "Random horizontal flip and +-2 pixel shift of training images.");
+  v.integer("data.image_size", c.data.image_size, 1, "Synthetic images: height and width.");
+  v.integer("data.channels", c.data.channels, 1, "Synthetic images: channels.");
+  v.integer("data.classes", c.data.classes, 2, "Synthetic images: number of classes.");
+  v.integer("data.train_samples", c.data.train_samples, 1, "Synthetic images: training samples.");
+  v.integer("data.test_samples", c.data.test_samples, 1, "Synthetic images: test samples.");
+
+  v.integer("train.epochs", c.train.epochs, 1, "Passes over the training set.");
+  v.integer("train.max_steps", c.train.max_steps, 0,
+            "Stop after this many optimizer steps (0 = run all epochs).");
+  v.integer("train.grad_accum", c.train.grad_accum, 1,
+            "Micro-batches accumulated per optimizer step.");
+  v.number("train.grad_clip", c.train.grad_clip, 0.0,
+           "Clip the global gradient L2 norm to this value (0 = off).");
+  v.number("train.label_smoothing", c.train.label_smoothing, 0.0,
+           "Label smoothing of the cross-entropy loss, in [0, 1).");
+  v.integer("train.log_every", c.train.log_every, 1, "Optimizer steps between metric lines.");
+  v.boolean("train.eval", c.train.eval, "Evaluate on the test split after every epoch.");
+
+  v.choice("optimizer.name", c.optimizer.name, {"sgd", "adam", "adamw"}, "Optimizer.");
+  v.number("optimizer.lr", c.optimizer.lr, 0.0, "Peak learning rate.");
+  v.number("optimizer.momentum", c.optimizer.momentum, 0.0, "SGD momentum.");
+  v.boolean("optimizer.nesterov", c.optimizer.nesterov, "SGD Nesterov momentum.");
+  v.number("optimizer.weight_decay", c.optimizer.weight_decay, 0.0,
+           "L2 penalty (sgd, adam) or decoupled weight decay (adamw).");
+  v.number("optimizer.beta1", c.optimizer.beta1, 0.0, "Adam/AdamW first-moment decay.");
+  v.number("optimizer.beta2", c.optimizer.beta2, 0.0, "Adam/AdamW second-moment decay.");
+  v.number("optimizer.eps", c.optimizer.eps, 0.0, "Adam/AdamW denominator epsilon.");
+
+  v.choice("schedule.name", c.schedule.name, {"constant", "step", "cosine"},
+           "Learning-rate schedule after warm-up.");
+  v.integer("schedule.warmup_steps", c.schedule.warmup_steps, 0,
+            "Linear warm-up from 0 to optimizer.lr over this many steps.");
+  v.integer("schedule.step_size", c.schedule.step_size, 1,
+            "step: multiply the rate by schedule.gamma every this many steps.");
+  v.number("schedule.gamma", c.schedule.gamma, 0.0, "step: decay factor.");
+  v.number("schedule.min_lr", c.schedule.min_lr, 0.0, "cosine: final learning rate.");
+
+  v.choice("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16"},
+           "auto = bf16 autocast when the CPU has AVX-512 BF16 or AMX, else fp32.");
+  v.choice("runtime.memory_format", c.runtime.memory_format, {"auto", "contiguous", "channels_last"},
+           "auto = channels_last for convolutional models.");
+  v.count_or_auto("runtime.threads", c.runtime.threads,
+                  "Compute threads; auto = the cores this process may run on.");
+
+  v.boolean("checkpoint.enabled", c.checkpoint.enabled, "Write checkpoints.");
+  v.integer("checkpoint.every_steps", c.checkpoint.every_steps, 0,
+            "Optimizer steps between checkpoints (0 = at the end of every epoch).");
+  v.integer("checkpoint.keep", c.checkpoint.keep, 1, "Checkpoints kept; older ones are deleted.");
+}
+
+Config default_config() {
+  Config c;
+  c.data.path = setting("LOOM_FASHION_MNIST_DIR");
+  return c;
+}
+
+}  // namespace loom

@@ -1,0 +1,51 @@
+#include "loom/core/text.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace loom {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), size_t{0});
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const auto& c : candidates) {
+    // Compare against the whole dotted key and against its last part, so that both
+    // "train.epoch" and a misplaced top-level "epochs" find "train.epochs".
+    size_t d = edit_distance(word, c);
+    auto dot = c.find_last_of('.');
+    if (dot != std::string::npos) d = std::min(d, edit_distance(word, c.substr(dot + 1)));
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  // Beyond about a third of the word, the suggestion is noise rather than help.
+  size_t limit = std::max<size_t>(2, word.size() / 3 + 1);
+  return best_distance <= limit ? best : std::string();
+}
+
+std::string join_alternatives(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += (i + 1 == words.size()) ? " or " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,19 @@
+// Small text helpers shared by error messages.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+
+// Levenshtein edit distance (insertions, deletions, substitutions all cost 1).
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word`, or "" when none is within a plausible typo distance.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// "a, b or c"
+std::string join_alternatives(const std::vector<std::string>& words);
+
+}  // namespace loom

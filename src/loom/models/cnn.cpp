@@ -1,0 +1,56 @@
+#include "loom/models/cnn.h"
+
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+
+#include "loom/core/error.h"
+
+namespace loom::models {
+namespace {
+
+class Cnn : public Classifier {
+ public:
+  Cnn(const InputSpec& in, int64_t width, int64_t depth, double dropout) {
+    torch::nn::Sequential features;
+    int64_t channels = in.channels;
+    for (int64_t stage = 0; stage < 2; ++stage) {
+      const int64_t out = width << stage;
+      for (int64_t i = 0; i < depth; ++i) {
+        features->push_back(torch::nn::Conv2d(
+            torch::nn::Conv2dOptions(channels, out, 3).padding(1).bias(false)));
+        features->push_back(torch::nn::BatchNorm2d(out));
+        features->push_back(torch::nn::ReLU());
+        channels = out;
+      }
+      features->push_back(torch::nn::MaxPool2d(2));
+    }
+    features_ = register_module("features", features);
+    const int64_t flat = channels * (in.height / 4) * (in.width / 4);
+    classifier_ = register_module(
+        "classifier",
+        torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Dropout(dropout),
+                              torch::nn::Linear(flat, 256), torch::nn::ReLU(),
+                              torch::nn::Dropout(dropout), torch::nn::Linear(256, in.classes)));
+  }
+  at::Tensor forward(at::Tensor x) override { return classifier_->forward(features_->forward(x)); }
+
+ private:
+  torch::nn::Sequential features_{nullptr}, classifier_{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<Classifier> make_cnn(const InputSpec& input, int64_t width, int64_t depth,
+                                     double dropout) {
+  if (input.height < 4 || input.width < 4) {
+    throw ConfigError("model 'cnn' needs images of at least 4x4 pixels, got " +
+                      std::to_string(input.height) + "x" + std::to_string(input.width));
+  }
+  return std::make_shared<Cnn>(input, width, depth, dropout);
+}
+
+}  // namespace loom::models

@@ -1,0 +1,96 @@
+#include "loom/models/vit.h"
+
+#include <torch/nn/init.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+
+#include "loom/core/error.h"
+
+namespace loom::models {
+namespace {
+
+constexpr int64_t kDim = 192, kDepth = 12, kHeads = 3, kMlp = 768;
+
+class EncoderBlock : public torch::nn::Module {
+ public:
+  EncoderBlock() {
+    norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
+    qkv_ = register_module("qkv", torch::nn::Linear(kDim, 3 * kDim));
+    proj_ = register_module("proj", torch::nn::Linear(kDim, kDim));
+    norm2_ = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
+    fc1_ = register_module("fc1", torch::nn::Linear(kDim, kMlp));
+    fc2_ = register_module("fc2", torch::nn::Linear(kMlp, kDim));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = x + attention(norm1_->forward(x));
+    return h + fc2_->forward(at::gelu(fc1_->forward(norm2_->forward(h))));
+  }
+
+ private:
+  at::Tensor attention(const at::Tensor& x) {
+    const int64_t b = x.size(0), n = x.size(1), head_dim = kDim / kHeads;
+    // [B, N, 3*D] -> [3, B, heads, N, head_dim]
+    at::Tensor qkv = qkv_->forward(x).reshape({b, n, 3, kHeads, head_dim}).permute({2, 0, 3, 1, 4});
+    at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(double(head_dim));
+    at::Tensor out = at::matmul(scores.softmax(-1), qkv[2]);
+    return proj_->forward(out.transpose(1, 2).reshape({b, n, kDim}));
+  }
+
+  torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
+  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+};
+
+class VitTiny : public Classifier {
+ public:
+  VitTiny(const InputSpec& in, int64_t patch) {
+    const int64_t patches = (in.height / patch) * (in.width / patch);
+    patch_embed_ = register_module(
+        "patch_embed", torch::nn::Conv2d(torch::nn::Conv2dOptions(in.channels, kDim, patch).stride(patch)));
+    cls_token_ = register_parameter("cls_token", at::zeros({1, 1, kDim}));
+    pos_embed_ = register_parameter("pos_embed", at::zeros({1, patches + 1, kDim}));
+    // A ModuleList names the blocks "blocks.0" ... as timm does; blocks_ keeps typed handles.
+    torch::nn::ModuleList list;
+    for (int64_t i = 0; i < kDepth; ++i) {
+      blocks_.push_back(std::make_shared<EncoderBlock>());
+      list->push_back(blocks_.back());
+    }
+    register_module("blocks", list);
+    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
+    head_ = register_module("head", torch::nn::Linear(kDim, in.classes));
+    torch::NoGradGuard no_grad;
+    pos_embed_.normal_(0.0, 0.02);
+    cls_token_.normal_(0.0, 0.02);
+  }
+
+  at::Tensor forward(at::Tensor x) override {
+    x = patch_embed_->forward(x).flatten(2).transpose(1, 2);  // [B, N, D]
+    x = at::cat({cls_token_.expand({x.size(0), -1, -1}), x}, 1) + pos_embed_;
+    for (auto& block : blocks_) x = block->forward(x);
+    return head_->forward(norm_->forward(x).select(1, 0));
+  }
+
+ private:
+  torch::nn::Conv2d patch_embed_{nullptr};
+  at::Tensor cls_token_, pos_embed_;
+  std::vector<std::shared_ptr<EncoderBlock>> blocks_;
+  torch::nn::LayerNorm norm_{nullptr};
+  torch::nn::Linear head_{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<Classifier> make_vit_tiny(const InputSpec& input, int64_t patch_size) {
+  if (input.height % patch_size != 0 || input.width % patch_size != 0) {
+    throw ConfigError("config key 'model.patch_size': " + std::to_string(patch_size) +
+                      " does not divide the input size " + std::to_string(input.height) + "x" +
+                      std::to_string(input.width));
+  }
+  return std::make_shared<VitTiny>(input, patch_size);
+}
+
+}  // namespace loom::models

@@ -1,0 +1,12 @@
+// ViT-Ti/16 (Dosovitskiy et al.; the "tiny" size of DeiT): 16x16 patches embedded to 192
+// dimensions, a class token, learned position embeddings, 12 pre-norm transformer blocks with
+// 3 heads and a 768-wide MLP. With 224x224x3 input and 1000 classes: 5,717,416 parameters.
+#pragma once
+
+#include "loom/models/module_model.h"
+
+namespace loom::models {
+
+std::shared_ptr<Classifier> make_vit_tiny(const InputSpec& input, int64_t patch_size);
+
+}  // namespace loom::models

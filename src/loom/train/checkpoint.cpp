@@ -1,0 +1,156 @@
+#include "loom/train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "loom/core/error.h"
+#include "loom/train/durable_file.h"
+#include "loom/train/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace loom::train {
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr const char* kPrefix = "step-";
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s%08lld", kPrefix, static_cast<long long>(step));
+  return buf;
+}
+
+bool is_complete(const fs::path& dir) { return fs::exists(dir / "manifest.json"); }
+
+models::NamedTensors with_prefix(const std::string& prefix, const models::NamedTensors& tensors) {
+  models::NamedTensors out;
+  for (const auto& [name, t] : tensors) out.emplace_back(prefix + name, t);
+  return out;
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step)
+    : dir_(std::move(dir)), keep_(std::max<int64_t>(1, keep)), kill_in_save_step_(kill_in_save_step) {
+  fs::create_directories(dir_);
+}
+
+std::string CheckpointStore::save(const CheckpointData& data) {
+  const std::string name = step_name(data.position.step);
+  const fs::path final_dir = fs::path(dir_) / name;
+  const fs::path tmp_dir = fs::path(dir_) / (".tmp-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(tmp_dir);
+  fs::create_directories(tmp_dir);
+
+  write_safetensors((tmp_dir / "model.safetensors").string(), data.model,
+                    {{"format", "loom"}, {"step", std::to_string(data.position.step)}});
+  if (kill_in_save_step_ > 0 && data.position.step == kill_in_save_step_) {
+    std::raise(SIGKILL);  // simulate a crash with the checkpoint half written
+  }
+  models::NamedTensors state = with_prefix("optimizer/", data.optimizer);
+  state.emplace_back("rng/cpu", data.rng_state);
+  write_safetensors((tmp_dir / "state.safetensors").string(), state);
+
+  nlohmann::ordered_json manifest = {
+      {"format", "loom-checkpoint"},
+      {"version", kFormatVersion},
+      {"step", data.position.step},
+      {"epoch", data.position.epoch},
+      {"step_in_epoch", data.position.step_in_epoch},
+      {"samples", data.position.samples},
+      {"optimizer", data.optimizer_kind},
+      {"files", {"model.safetensors", "state.safetensors"}},
+      {"config", nlohmann::json::parse(data.config_json)}};
+  write_synced((tmp_dir / "manifest.json").string(), manifest.dump(2) + "\n");
+  fsync_directory(tmp_dir.string());
+
+  // Re-saving a step (rare: a resumed run that saves where it started) swaps the old one out.
+  const fs::path displaced = fs::path(dir_) / (".old-" + name);
+  if (fs::exists(final_dir)) fs::rename(final_dir, displaced);
+  fs::rename(tmp_dir, final_dir);
+  fsync_directory(dir_);
+  replace_file_atomically((fs::path(dir_) / "latest").string(), name + "\n");
+  fs::remove_all(displaced);
+  prune();
+  return final_dir.string();
+}
+
+std::vector<std::string> CheckpointStore::list() const {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string n = entry.path().filename().string();
+    if (entry.is_directory() && n.rfind(kPrefix, 0) == 0 && is_complete(entry.path())) {
+      names.push_back(n);
+    }
+  }
+  std::sort(names.begin(), names.end());  // zero-padded steps sort by number
+  std::vector<std::string> paths;
+  for (const auto& n : names) paths.push_back((fs::path(dir_) / n).string());
+  return paths;
+}
+
+std::optional<std::string> CheckpointStore::latest() const {
+  const fs::path pointer = fs::path(dir_) / "latest";
+  if (fs::exists(pointer)) {
+    std::string name = read_file(pointer.string());
+    name.erase(name.find_last_not_of(" \n") + 1);
+    if (is_complete(fs::path(dir_) / name)) return (fs::path(dir_) / name).string();
+  }
+  // A crash between the rename and the pointer update leaves a complete, newer directory.
+  auto all = list();
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+void CheckpointStore::prune() {
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string n = entry.path().filename().string();
+    if (n.rfind(".tmp-", 0) == 0 || n.rfind(".old-", 0) == 0) fs::remove_all(entry.path());
+  }
+  auto all = list();
+  for (size_t i = 0; i + keep_ < all.size(); ++i) fs::remove_all(all[i]);
+}
+
+CheckpointData CheckpointStore::load(const std::string& path) {
+  const fs::path dir(path);
+  const std::string manifest_path = (dir / "manifest.json").string();
+  if (!fs::exists(manifest_path)) {
+    throw DataError("checkpoint '" + path + "' has no manifest.json (not a committed checkpoint)");
+  }
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(read_file(manifest_path));
+    if (manifest.at("format") != "loom-checkpoint" || manifest.at("version") != kFormatVersion) {
+      throw DataError("checkpoint '" + manifest_path + "': unsupported format or version");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
+  }
+  CheckpointData data;
+  data.position.step = manifest.at("step");
+  data.position.epoch = manifest.at("epoch");
+  data.position.step_in_epoch = manifest.at("step_in_epoch");
+  data.position.samples = manifest.at("samples");
+  data.optimizer_kind = manifest.at("optimizer");
+  data.config_json = manifest.at("config").dump();
+  data.model = read_safetensors((dir / "model.safetensors").string());
+  for (auto& [name, t] : read_safetensors((dir / "state.safetensors").string())) {
+    if (name == "rng/cpu") {
+      data.rng_state = t;
+    } else if (name.rfind("optimizer/", 0) == 0) {
+      data.optimizer.emplace_back(name.substr(10), t);
+    }
+  }
+  if (!data.rng_state.defined()) {
+    throw DataError("checkpoint '" + path + "': state.safetensors has no 'rng/cpu' tensor");
+  }
+  return data;
+}
+
+}  // namespace loom::train

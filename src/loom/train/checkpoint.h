@@ -1,0 +1,65 @@
+// Checkpoints committed atomically. A checkpoint is a directory "step-<N>" holding
+//   model.safetensors  parameters and buffers, by name
+//   state.safetensors  optimizer state ("optimizer/<param>.<field>") and RNG state ("rng/cpu")
+//   manifest.json      format, position (step, epoch, step in epoch), optimizer kind, config
+// It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
+// parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
+// the previous checkpoint intact and loadable. Not thread-safe; one writer per directory.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/models/model.h"
+
+namespace loom::train {
+
+// Where training stands. Positions are at optimizer-step boundaries.
+struct TrainPosition {
+  int64_t step = 0;           // optimizer steps completed
+  int64_t epoch = 0;          // epoch in progress
+  int64_t step_in_epoch = 0;  // optimizer steps completed in that epoch
+  int64_t samples = 0;        // training samples consumed
+};
+
+struct CheckpointData {
+  TrainPosition position;
+  models::NamedTensors model;      // parameters and buffers
+  models::NamedTensors optimizer;  // see export_optimizer_state
+  std::string optimizer_kind;      // sgd | adam | adamw
+  at::Tensor rng_state;            // CPU generator state
+  std::string config_json;
+};
+
+class CheckpointStore {
+ public:
+  // keep: how many committed checkpoints survive pruning. kill_in_save_step: testing aid
+  // (LOOM_FAULT_KILL_IN_SAVE) that SIGKILLs the process halfway through that step's save.
+  CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step = 0);
+
+  const std::string& dir() const { return dir_; }
+
+  // Commits a checkpoint and prunes old ones; returns its path.
+  std::string save(const CheckpointData& data);
+
+  // The checkpoint to resume from: the one `latest` names, else the newest complete one.
+  std::optional<std::string> latest() const;
+
+  // Committed checkpoints, oldest first.
+  std::vector<std::string> list() const;
+
+  // Throws DataError naming the file for a missing or malformed checkpoint.
+  static CheckpointData load(const std::string& path);
+
+ private:
+  void prune();
+
+  std::string dir_;
+  int64_t keep_;
+  int64_t kill_in_save_step_;
+};
+
+}  // namespace loom::train

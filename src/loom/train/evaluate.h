@@ -1,0 +1,20 @@
+// Test-split evaluation: mean cross-entropy (no label smoothing) and top-1 accuracy.
+#pragma once
+
+#include "loom/data/batcher.h"
+#include "loom/data/feeder.h"
+#include "loom/models/model.h"
+
+namespace loom::train {
+
+struct EvalResult {
+  double loss = 0.0;
+  double accuracy = 0.0;  // 0..1
+  int64_t samples = 0;
+};
+
+// Runs in eval mode without gradients and restores train mode afterwards.
+EvalResult evaluate(models::Model& model, const data::Batcher& batches, const data::Feeder& feeder,
+                    bool bf16);
+
+}  // namespace loom::train

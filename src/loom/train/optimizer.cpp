@@ -1,0 +1,142 @@
+#include "loom/train/optimizer.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <map>
+
+#include "loom/core/error.h"
+
+namespace loom::train {
+namespace {
+
+std::vector<at::Tensor> values(const models::NamedTensors& named) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, t] : named) out.push_back(t);
+  return out;
+}
+
+// LibTorch keys optimizer state by the parameter's TensorImpl address.
+std::string state_key(const at::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+template <typename AdamState>
+void export_adam(const AdamState& s, const std::string& name, models::NamedTensors& out) {
+  out.emplace_back(name + ".step", at::scalar_tensor(s.step(), at::kLong));
+  out.emplace_back(name + ".exp_avg", s.exp_avg());
+  out.emplace_back(name + ".exp_avg_sq", s.exp_avg_sq());
+}
+
+class StateLookup {
+ public:
+  explicit StateLookup(const models::NamedTensors& state) {
+    for (const auto& [name, t] : state) map_[name] = t;
+  }
+  bool has(const std::string& key) const { return map_.count(key) > 0; }
+  at::Tensor get(const std::string& key, const at::Tensor& like) const {
+    auto it = map_.find(key);
+    if (it == map_.end()) throw Error("checkpoint: optimizer state '" + key + "' is missing");
+    if (like.defined() && it->second.sizes() != like.sizes()) {
+      throw Error("checkpoint: optimizer state '" + key + "' has shape " +
+                  c10::str(it->second.sizes()) + ", expected " + c10::str(like.sizes()));
+    }
+    if (!like.defined()) return it->second.clone();
+    // A private copy (state is updated in place, so aliasing the source would corrupt it) in
+    // the parameter's layout: channels_last weights have channels_last moments.
+    return it->second.to(like.options(), /*non_blocking=*/false, /*copy=*/true)
+        .contiguous(like.suggest_memory_format());
+  }
+
+ private:
+  std::map<std::string, at::Tensor> map_;
+};
+
+template <typename AdamState>
+std::unique_ptr<AdamState> import_adam(const StateLookup& lookup, const std::string& name,
+                                       const at::Tensor& p) {
+  auto s = std::make_unique<AdamState>();
+  s->step(lookup.get(name + ".step", at::Tensor()).template item<int64_t>());
+  s->exp_avg(lookup.get(name + ".exp_avg", p));
+  s->exp_avg_sq(lookup.get(name + ".exp_avg_sq", p));
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c,
+                                                        const models::NamedTensors& parameters) {
+  if (c.name == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        values(parameters), torch::optim::SGDOptions(c.lr)
+                                .momentum(c.momentum)
+                                .nesterov(c.nesterov && c.momentum > 0)
+                                .weight_decay(c.weight_decay));
+  }
+  if (c.name == "adam") {
+    return std::make_unique<torch::optim::Adam>(
+        values(parameters), torch::optim::AdamOptions(c.lr)
+                                .betas({c.beta1, c.beta2})
+                                .eps(c.eps)
+                                .weight_decay(c.weight_decay));
+  }
+  if (c.name == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(
+        values(parameters), torch::optim::AdamWOptions(c.lr)
+                                .betas({c.beta1, c.beta2})
+                                .eps(c.eps)
+                                .weight_decay(c.weight_decay));
+  }
+  throw ConfigError("config key 'optimizer.name': unknown optimizer '" + c.name + "'");
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+models::NamedTensors export_optimizer_state(torch::optim::Optimizer& optimizer,
+                                            const std::string& kind,
+                                            const models::NamedTensors& parameters) {
+  models::NamedTensors out;
+  auto& state = optimizer.state();
+  for (const auto& [name, p] : parameters) {
+    auto it = state.find(state_key(p));
+    if (it == state.end()) continue;
+    if (kind == "sgd") {
+      const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+      if (s.momentum_buffer().defined()) out.emplace_back(name + ".momentum_buffer", s.momentum_buffer());
+    } else if (kind == "adam") {
+      export_adam(static_cast<const torch::optim::AdamParamState&>(*it->second), name, out);
+    } else if (kind == "adamw") {
+      export_adam(static_cast<const torch::optim::AdamWParamState&>(*it->second), name, out);
+    }
+  }
+  return out;
+}
+
+void import_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& kind,
+                            const models::NamedTensors& parameters,
+                            const models::NamedTensors& saved) {
+  StateLookup lookup(saved);
+  auto& state = optimizer.state();
+  state.clear();
+  for (const auto& [name, p] : parameters) {
+    std::unique_ptr<torch::optim::OptimizerParamState> s;
+    if (kind == "sgd") {
+      if (!lookup.has(name + ".momentum_buffer")) continue;
+      auto sgd = std::make_unique<torch::optim::SGDParamState>();
+      sgd->momentum_buffer(lookup.get(name + ".momentum_buffer", p));
+      s = std::move(sgd);
+    } else if (kind == "adam") {
+      if (!lookup.has(name + ".step")) continue;
+      s = import_adam<torch::optim::AdamParamState>(lookup, name, p);
+    } else if (kind == "adamw") {
+      if (!lookup.has(name + ".step")) continue;
+      s = import_adam<torch::optim::AdamWParamState>(lookup, name, p);
+    }
+    state[state_key(p)] = std::move(s);
+  }
+}
+
+}  // namespace loom::train

@@ -1,0 +1,58 @@
+#include "loom/train/runtime_choice.h"
+
+#include <ATen/autocast_mode.h>
+
+namespace loom::train {
+
+RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topology,
+                             bool convolutional_model, bool onednn_available) {
+  RuntimeChoice c;
+  if (config.precision != "auto") {
+    c.precision = config.precision;
+    c.precision_reason = "set in runtime.precision";
+  } else if (topology.cpu.native_bf16() && onednn_available) {
+    c.precision = "bf16";
+    c.precision_reason = topology.cpu.amx_bf16 ? "CPU has AMX-BF16" : "CPU has AVX-512 BF16";
+  } else {
+    c.precision = "fp32";
+    c.precision_reason = !topology.cpu.native_bf16() ? "CPU has no native bf16"
+                                                     : "LibTorch was built without oneDNN";
+  }
+
+  if (config.memory_format != "auto") {
+    c.memory_format = config.memory_format;
+    c.memory_format_reason = "set in runtime.memory_format";
+  } else if (convolutional_model) {
+    c.memory_format = "channels_last";
+    c.memory_format_reason = "convolutional model";
+  } else {
+    c.memory_format = "contiguous";
+    c.memory_format_reason = "no convolutions to gain from channels_last";
+  }
+
+  if (config.threads > 0) {
+    c.threads = static_cast<int>(config.threads);
+    c.threads_reason = "set in runtime.threads";
+  } else {
+    c.threads = topology.usable_cores;
+    c.threads_reason = "usable cores";
+  }
+  return c;
+}
+
+AutocastScope::AutocastScope(bool bf16) : active_(bf16) {
+  if (!active_) return;
+  was_enabled_ = at::autocast::is_cpu_enabled();
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // The weight-cast cache lives as long as the outermost autocast region, as in PyTorch.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_cpu_enabled(was_enabled_);
+}
+
+}  // namespace loom::train

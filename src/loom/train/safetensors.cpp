@@ -1,0 +1,134 @@
+#include "loom/train/safetensors.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "loom/core/error.h"
+#include "loom/train/durable_file.h"
+
+namespace loom::train {
+namespace {
+
+const std::vector<std::pair<at::ScalarType, const char*>>& dtype_names() {
+  static const std::vector<std::pair<at::ScalarType, const char*>> names = {
+      {at::kFloat, "F32"}, {at::kDouble, "F64"}, {at::kHalf, "F16"}, {at::kBFloat16, "BF16"},
+      {at::kLong, "I64"},  {at::kInt, "I32"},    {at::kShort, "I16"}, {at::kChar, "I8"},
+      {at::kByte, "U8"},   {at::kBool, "BOOL"}};
+  return names;
+}
+
+const char* dtype_name(at::ScalarType type, const std::string& tensor) {
+  for (const auto& [t, name] : dtype_names()) {
+    if (t == type) return name;
+  }
+  throw Error("safetensors: tensor '" + tensor + "' has unsupported dtype " +
+              std::string(c10::toString(type)));
+}
+
+// Row-major CPU copies of the tensors, so bytes can be written straight from them.
+std::vector<at::Tensor> dense_cpu(const models::NamedTensors& tensors) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, t] : tensors) out.push_back(t.detach().to(at::kCPU).contiguous());
+  return out;
+}
+
+// The header, padded with spaces so the data starts 8-byte aligned, with its length prefix.
+std::string encode_header(const models::NamedTensors& tensors, const std::vector<at::Tensor>& dense,
+                          const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t bytes = dense[i].nbytes();
+    header[tensors[i].first] = {{"dtype", dtype_name(dense[i].scalar_type(), tensors[i].first)},
+                                {"shape", dense[i].sizes().vec()},
+                                {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  uint64_t length = json.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  return out + json;
+}
+
+at::ScalarType parse_dtype(const std::string& name, const std::string& tensor,
+                           const std::string& origin) {
+  for (const auto& [t, n] : dtype_names()) {
+    if (name == n) return t;
+  }
+  throw DataError("safetensors file '" + origin + "': tensor '" + tensor + "' has unknown dtype '" +
+                  name + "'");
+}
+
+}  // namespace
+
+std::string encode_safetensors(const models::NamedTensors& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  auto dense = dense_cpu(tensors);
+  std::string out = encode_header(tensors, dense, metadata);
+  for (const auto& t : dense) out.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  return out;
+}
+
+void write_safetensors(const std::string& path, const models::NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  auto dense = dense_cpu(tensors);
+  std::string header = encode_header(tensors, dense, metadata);
+  SyncedWriter writer(path);
+  writer.write(header.data(), header.size());
+  for (const auto& t : dense) writer.write(t.data_ptr(), t.nbytes());
+  writer.close();
+}
+
+models::NamedTensors decode_safetensors(const std::string& bytes, const std::string& origin) {
+  auto bad = [&](const std::string& what) {
+    return DataError("safetensors file '" + origin + "': " + what);
+  };
+  if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
+  uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) {
+    header_length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  }
+  if (header_length > bytes.size() - 8) {
+    throw bad("header length " + std::to_string(header_length) + " exceeds the file size " +
+              std::to_string(bytes.size()));
+  }
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(bytes.substr(8, header_length));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("header is not valid JSON: ") + e.what());
+  }
+  const size_t data_start = 8 + header_length;
+  const size_t data_size = bytes.size() - data_start;
+  models::NamedTensors out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      at::ScalarType type = parse_dtype(entry.at("dtype").get<std::string>(), name, origin);
+      std::vector<int64_t> shape = entry.at("shape").get<std::vector<int64_t>>();
+      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
+        throw bad("tensor '" + name + "' has data_offsets outside the data section");
+      }
+      at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
+      if (t.nbytes() != offsets[1] - offsets[0]) {
+        throw bad("tensor '" + name + "' covers " + std::to_string(offsets[1] - offsets[0]) +
+                  " bytes but its shape and dtype need " + std::to_string(t.nbytes()));
+      }
+      std::memcpy(t.data_ptr(), bytes.data() + data_start + offsets[0], t.nbytes());
+      out.emplace_back(name, t);
+    } catch (const nlohmann::json::exception& e) {
+      throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
+    }
+  }
+  return out;
+}
+
+models::NamedTensors read_safetensors(const std::string& path) {
+  return decode_safetensors(read_file(path), path);
+}
+
+}  // namespace loom::train

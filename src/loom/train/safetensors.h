@@ -1,0 +1,26 @@
+// The safetensors format (an 8-byte little-endian header length, a JSON header giving each
+// tensor's dtype, shape and byte range, then raw little-endian data). Unlike pickle, loading it
+// runs no code, and other tools (Python's safetensors) read it directly.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "loom/models/model.h"
+
+namespace loom::train {
+
+// Writes tensors in the given order with string metadata ("__metadata__"); fsyncs the file.
+void write_safetensors(const std::string& path, const models::NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Serialises to bytes (what write_safetensors writes).
+std::string encode_safetensors(const models::NamedTensors& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// Reads every tensor (in file order). Throws DataError naming the path for anything malformed:
+// short file, bad header, unknown dtype, ranges outside the data or not matching the shape.
+models::NamedTensors read_safetensors(const std::string& path);
+models::NamedTensors decode_safetensors(const std::string& bytes, const std::string& origin);
+
+}  // namespace loom::train

@@ -1,0 +1,39 @@
+#include "loom/train/summary.h"
+
+#include <nlohmann/json.hpp>
+
+#include "loom/train/durable_file.h"
+
+namespace loom::train {
+
+void write_summary(const std::string& path, const TrainSummary& s, const Topology& topology) {
+  nlohmann::ordered_json j = {
+      {"model", s.model},
+      {"parameters", s.parameters},
+      {"test_accuracy", s.test_accuracy},
+      {"test_loss", s.test_loss},
+      {"final_train_loss", s.final_train_loss},
+      {"epochs", s.epochs},
+      {"steps", s.steps},
+      {"samples", s.samples},
+      {"samples_per_second", s.samples_per_second},
+      {"wall_seconds", s.wall_seconds},
+      {"precision", s.runtime.precision},
+      {"memory_format", s.runtime.memory_format},
+      {"threads", s.runtime.threads},
+      {"choices",
+       {{"precision", s.runtime.precision_reason},
+        {"memory_format", s.runtime.memory_format_reason},
+        {"threads", s.runtime.threads_reason}}},
+      {"machine",
+       {{"cpu", topology.cpu_model},
+        {"usable_cores", topology.usable_cores},
+        {"avx512_bf16", topology.cpu.avx512_bf16},
+        {"amx_bf16", topology.cpu.amx_bf16}}},
+      {"resumed_from_step", s.resumed_from_step < 0 ? nlohmann::ordered_json(nullptr)
+                                                    : nlohmann::ordered_json(s.resumed_from_step)},
+      {"last_checkpoint", s.last_checkpoint}};
+  replace_file_atomically(path, j.dump(2) + "\n");
+}
+
+}  // namespace loom::train

@@ -1,0 +1,332 @@
+#include "loom/train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+
+#include "loom/core/error.h"
+#include "loom/core/settings.h"
+#include "loom/models/model.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/durable_file.h"
+#include "loom/train/evaluate.h"
+#include "loom/train/metrics_log.h"
+#include "loom/train/optimizer.h"
+#include "loom/train/schedule.h"
+#include "loom/train/summary.h"
+#include "loom/train/train_data.h"
+
+namespace loom::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One training run; holds everything the loop touches. Lives for the duration of train().
+class TrainingRun {
+ public:
+  TrainingRun(const Config& config, const TrainOptions& options)
+      : config_(config), options_(options), start_(Clock::now()) {}
+
+  TrainSummary run();
+
+ private:
+  void set_up();
+  void resume_if_asked();
+  void train_epoch(int64_t epoch, int64_t first_step);
+  double optimizer_step(int64_t epoch, int64_t step_in_epoch);
+  void save_checkpoint();
+  void report_step(double loss);
+  void observe_step(StepReport& report) {
+    if (options_.observer) options_.observer->on_step(report);
+  }
+
+  Config config_;
+  TrainOptions options_;
+  Clock::time_point start_;
+
+  TrainData data_;
+  std::unique_ptr<models::Model> model_;
+  models::NamedTensors parameters_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<data::Feeder> feeder_;
+  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<MetricsLog> metrics_;
+  RunInfo info_;
+  TrainPosition position_;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  int64_t last_saved_step_ = -1;
+  std::string last_checkpoint_;
+  int64_t stop_after_step_ = 0;
+
+  // Throughput: steady state skips the first steps (allocator and oneDNN warm-up).
+  int64_t warmup_steps_ = 0, steps_this_process_ = 0;
+  double steady_seconds_ = 0.0;
+  int64_t steady_samples_ = 0;
+  // The window since the last log line.
+  double window_loss_ = 0.0, window_seconds_ = 0.0;
+  int64_t window_steps_ = 0, window_samples_ = 0;
+  double epoch_loss_ = 0.0;
+  int64_t epoch_steps_ = 0;
+  double last_lr_ = 0.0;
+  EvalResult last_eval_;
+};
+
+void TrainingRun::set_up() {
+  std::filesystem::create_directories(options_.out_dir);
+  at::manual_seed(static_cast<uint64_t>(config_.seed));
+  data_ = load_train_data(config_);
+  model_ = models::make_model(config_.model, data_.input);
+  info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
+                                 at::hasMKLDNN());
+  at::set_num_threads(info_.runtime.threads);
+  const auto format = info_.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
+                                                                     : at::MemoryFormat::Contiguous;
+  model_->set_memory_format(format);
+  model_->train(true);
+  parameters_ = model_->named_parameters();
+  optimizer_ = make_optimizer(config_.optimizer, parameters_);
+  feeder_ = std::make_unique<data::Feeder>(data_.stats, format);
+
+  steps_per_epoch_ = data_.train->steps_per_epoch() / config_.train.grad_accum;
+  if (steps_per_epoch_ == 0) {
+    throw ConfigError("config key 'train.grad_accum': " + std::to_string(config_.train.grad_accum) +
+                      " micro-batches per step exceed the " +
+                      std::to_string(data_.train->steps_per_epoch()) + " batches of an epoch");
+  }
+  total_steps_ = steps_per_epoch_ * config_.train.epochs;
+  if (config_.train.max_steps > 0) total_steps_ = std::min(total_steps_, config_.train.max_steps);
+  warmup_steps_ = std::min<int64_t>(5, total_steps_ / 10);
+
+  store_ = std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
+                                             setting_int("LOOM_FAULT_KILL_IN_SAVE"));
+  stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
+  replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
+
+  info_.model = model_->name();
+  info_.parameters = model_->parameter_count();
+  info_.machine = describe(options_.topology);
+  info_.train_samples = data_.train->set().size();
+  info_.test_samples = data_.test->set().size();
+  info_.steps_per_epoch = steps_per_epoch_;
+  info_.total_steps = total_steps_;
+  info_.epochs = config_.train.epochs;
+  info_.out_dir = options_.out_dir;
+}
+
+void TrainingRun::resume_if_asked() {
+  const bool resuming = options_.resume && store_->latest().has_value();
+  metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", resuming);
+  if (!resuming) return;
+  const std::string path = *store_->latest();
+  CheckpointData ckpt = CheckpointStore::load(path);
+  if (ckpt.optimizer_kind != config_.optimizer.name) {
+    throw ConfigError("config key 'optimizer.name' is '" + config_.optimizer.name +
+                      "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind + "'");
+  }
+  std::map<std::string, at::Tensor> saved(ckpt.model.begin(), ckpt.model.end());
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : model_->named_parameters()) {
+    auto it = saved.find(name);
+    if (it == saved.end()) throw DataError("checkpoint '" + path + "' has no tensor '" + name + "'");
+    if (it->second.sizes() != t.sizes()) {
+      throw DataError("checkpoint '" + path + "': tensor '" + name + "' has shape " +
+                      c10::str(it->second.sizes()) + ", the model expects " + c10::str(t.sizes()));
+    }
+    t.copy_(it->second);
+  }
+  for (auto& [name, t] : model_->named_buffers()) {
+    auto it = saved.find(name);
+    if (it == saved.end()) throw DataError("checkpoint '" + path + "' has no buffer '" + name + "'");
+    t.copy_(it->second);
+  }
+  import_optimizer_state(*optimizer_, ckpt.optimizer_kind, parameters_, ckpt.optimizer);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
+  generator.set_state(ckpt.rng_state);
+  position_ = ckpt.position;
+  last_saved_step_ = position_.step;
+  last_checkpoint_ = path;
+  info_.resumed_from_step = position_.step;
+}
+
+double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
+  last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
+  set_learning_rate(*optimizer_, last_lr_);
+  optimizer_->zero_grad();
+  const int64_t accum = config_.train.grad_accum;
+  auto loss_options = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(
+      config_.train.label_smoothing);
+  double loss_sum = 0.0;
+  for (int64_t k = 0; k < accum; ++k) {
+    data::Batch batch = data_.train->batch(epoch, step_in_epoch * accum + k);
+    at::Tensor logits;
+    {
+      AutocastScope autocast(info_.runtime.bf16());
+      logits = model_->forward(feeder_->to_input(batch.images));
+    }
+    at::Tensor loss = torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels,
+                                                           loss_options);
+    const double value = loss.item<double>();
+    if (!std::isfinite(value)) {
+      throw Error("training: loss is " + std::to_string(value) + " at step " +
+                  std::to_string(position_.step + 1) + " (epoch " + std::to_string(epoch + 1) +
+                  "); stopped. Last good checkpoint: " +
+                  (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
+    }
+    (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
+    loss_sum += value;
+    position_.samples += batch.labels.size(0);
+  }
+  if (config_.train.grad_clip > 0) {
+    torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(), config_.train.grad_clip);
+  }
+  optimizer_->step();
+  return loss_sum / static_cast<double>(accum);
+}
+
+void TrainingRun::report_step(double loss) {
+  window_loss_ += loss;
+  ++window_steps_;
+  epoch_loss_ += loss;
+  ++epoch_steps_;
+  const bool log_line = position_.step % config_.train.log_every == 0 || position_.step == total_steps_;
+  StepReport r;
+  r.step = position_.step;
+  r.total_steps = total_steps_;
+  r.epoch = position_.epoch;
+  r.epochs = config_.train.epochs;
+  r.loss = window_loss_ / static_cast<double>(window_steps_);
+  r.learning_rate = last_lr_;
+  r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
+  r.elapsed_seconds = seconds_since(start_);
+  const double per_step = steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
+  r.eta_seconds = per_step * static_cast<double>(total_steps_ - position_.step);
+  r.log_line = log_line;
+  observe_step(r);
+  if (!log_line) return;
+  metrics_->write({{"type", "step"},
+                   {"step", r.step},
+                   {"epoch", r.epoch + 1},
+                   {"loss", r.loss},
+                   {"lr", r.learning_rate},
+                   {"samples_per_second", r.samples_per_second},
+                   {"elapsed_seconds", r.elapsed_seconds}});
+  window_loss_ = window_seconds_ = 0.0;
+  window_steps_ = window_samples_ = 0;
+}
+
+void TrainingRun::save_checkpoint() {
+  if (!config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
+  CheckpointData ckpt;
+  ckpt.position = position_;
+  ckpt.model = model_->named_parameters();
+  for (auto& b : model_->named_buffers()) ckpt.model.push_back(b);
+  ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
+  ckpt.optimizer_kind = config_.optimizer.name;
+  ckpt.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  ckpt.config_json = config_to_json(config_);
+  last_checkpoint_ = store_->save(ckpt);
+  last_saved_step_ = position_.step;
+  if (options_.observer) options_.observer->on_checkpoint(last_checkpoint_);
+  if (stop_after_step_ > 0 && position_.step == stop_after_step_) {
+    std::raise(SIGKILL);  // LOOM_FAULT_STOP_AFTER_STEP: preempted right after a commit
+  }
+}
+
+void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
+  const auto epoch_start = Clock::now();
+  epoch_loss_ = 0.0;
+  epoch_steps_ = 0;
+  const int64_t every = config_.checkpoint.every_steps;
+  for (int64_t s = first_step; s < steps_per_epoch_ && position_.step < total_steps_; ++s) {
+    const auto t0 = Clock::now();
+    const int64_t samples_before = position_.samples;
+    const double loss = optimizer_step(epoch, s);
+    const double dt = seconds_since(t0);
+    ++position_.step;
+    position_.step_in_epoch = s + 1;
+    ++steps_this_process_;
+    window_seconds_ += dt;
+    window_samples_ += position_.samples - samples_before;
+    if (steps_this_process_ > warmup_steps_) {
+      steady_seconds_ += dt;
+      steady_samples_ += position_.samples - samples_before;
+    }
+    report_step(loss);
+    if (every > 0 && position_.step % every == 0) save_checkpoint();
+  }
+  EpochReport r;
+  r.epoch = epoch;
+  r.epochs = config_.train.epochs;
+  r.step = position_.step;
+  r.train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
+  const bool epoch_done = position_.step_in_epoch == steps_per_epoch_;
+  if (config_.train.eval && (epoch_done || position_.step == total_steps_)) {
+    last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
+    r.evaluated = true;
+    r.test_loss = last_eval_.loss;
+    r.test_accuracy = last_eval_.accuracy;
+  }
+  r.seconds = seconds_since(epoch_start);
+  if (epoch_done) {
+    position_.epoch = epoch + 1;
+    position_.step_in_epoch = 0;
+  }
+  nlohmann::ordered_json record = {{"type", "epoch"},        {"epoch", epoch + 1},
+                                   {"step", r.step},         {"train_loss", r.train_loss},
+                                   {"seconds", r.seconds}};
+  if (r.evaluated) {
+    record["test_loss"] = r.test_loss;
+    record["test_accuracy"] = r.test_accuracy;
+  }
+  metrics_->write(record);
+  if (options_.observer) options_.observer->on_epoch(r);
+  if (every == 0 && epoch_done) save_checkpoint();
+}
+
+TrainSummary TrainingRun::run() {
+  set_up();
+  resume_if_asked();
+  if (options_.observer) options_.observer->on_start(info_);
+  while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
+    train_epoch(position_.epoch, position_.step_in_epoch);
+  }
+  save_checkpoint();
+
+  TrainSummary s;
+  s.model = info_.model;
+  s.parameters = info_.parameters;
+  s.epochs = position_.epoch;
+  s.steps = position_.step;
+  s.samples = position_.samples;
+  s.test_accuracy = last_eval_.accuracy;
+  s.test_loss = last_eval_.loss;
+  s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
+  const bool have_steady = steady_seconds_ > 0;
+  s.samples_per_second = have_steady ? steady_samples_ / steady_seconds_
+                                     : (window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0);
+  s.wall_seconds = seconds_since(start_);
+  s.runtime = info_.runtime;
+  s.resumed_from_step = info_.resumed_from_step;
+  s.last_checkpoint = last_checkpoint_;
+  write_summary(options_.out_dir + "/summary.json", s, options_.topology);
+  return s;
+}
+
+}  // namespace
+
+TrainSummary train(const Config& config, const TrainOptions& options) {
+  TrainingRun run(config, options);
+  return run.run();
+}
+
+}  // namespace loom::train

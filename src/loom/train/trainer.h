@@ -1,0 +1,79 @@
+// The training loop for one process: data, model, optimizer, schedule, precision, evaluation,
+// checkpoints and metrics. Progress goes to a TrainObserver (the CLI draws it); files go to
+// the output directory: config.yaml, metrics.jsonl, summary.json, checkpoints/.
+//
+// Threading: run() uses the calling thread and sets LibTorch's intra-op thread count for the
+// process. Not reentrant.
+#pragma once
+
+#include <string>
+
+#include "loom/core/config.h"
+#include "loom/core/topology.h"
+#include "loom/train/runtime_choice.h"
+
+namespace loom::train {
+
+struct RunInfo {
+  std::string model;
+  int64_t parameters = 0;
+  RuntimeChoice runtime;
+  std::string machine;  // topology description
+  int64_t train_samples = 0, test_samples = 0;
+  int64_t steps_per_epoch = 0, total_steps = 0, epochs = 0;
+  int64_t resumed_from_step = -1;  // -1: fresh start
+  std::string out_dir;
+};
+
+struct StepReport {
+  int64_t step = 0, total_steps = 0;  // optimizer steps completed / planned
+  int64_t epoch = 0, epochs = 0;
+  double loss = 0.0;                // mean over the steps since the last report line
+  double learning_rate = 0.0;
+  double samples_per_second = 0.0;  // recent throughput
+  double elapsed_seconds = 0.0, eta_seconds = 0.0;
+  bool log_line = false;            // true every train.log_every steps
+};
+
+struct EpochReport {
+  int64_t epoch = 0, epochs = 0, step = 0;
+  double train_loss = 0.0;
+  bool evaluated = false;
+  double test_loss = 0.0, test_accuracy = 0.0;
+  double seconds = 0.0;
+};
+
+struct TrainSummary {
+  std::string model;
+  int64_t parameters = 0;
+  int64_t epochs = 0, steps = 0, samples = 0;
+  double test_accuracy = 0.0, test_loss = 0.0, final_train_loss = 0.0;
+  double samples_per_second = 0.0;  // steady state: training steps only, after warm-up
+  double wall_seconds = 0.0;
+  RuntimeChoice runtime;
+  int64_t resumed_from_step = -1;
+  std::string last_checkpoint;
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_start(const RunInfo&) {}
+  virtual void on_step(const StepReport&) {}
+  virtual void on_epoch(const EpochReport&) {}
+  virtual void on_checkpoint(const std::string& path) {}
+};
+
+struct TrainOptions {
+  std::string out_dir;
+  bool resume = false;                // continue from out_dir/checkpoints (fresh if none)
+  TrainObserver* observer = nullptr;  // not owned; may be null
+  Topology topology;                  // what the process may run on
+};
+
+// Trains as configured. Throws ConfigError for a config that does not fit the data or model,
+// DataError for missing data, and Error for a non-finite loss (naming the step; the last good
+// checkpoint stays intact).
+TrainSummary train(const Config& config, const TrainOptions& options);
+
+}  // namespace loom::train

@@ -1,0 +1,89 @@
+// The `loom` command's contract for bad input: exit 2 and the key for configuration errors,
+// exit 1 with what and where for runtime failures, never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "loom/train/checkpoint.h"
+#include "tools/test_support.h"
+
+namespace loom {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(CliErrors, HelpVersionAndUsage) {
+  EXPECT_EQ(test::run_loom("--help").exit_code, 0);
+  auto train_help = test::run_loom("train --help");
+  EXPECT_EQ(train_help.exit_code, 0);
+  EXPECT_TRUE(contains(train_help.output, "--resume")) << train_help.output;
+  auto version = test::run_loom("version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_TRUE(contains(version.output, "libtorch 1.")) << version.output;
+  EXPECT_EQ(test::run_loom("").exit_code, 2);
+  EXPECT_EQ(test::run_loom("frobnicate").exit_code, 2);
+  EXPECT_EQ(test::run_loom("train --no-such-flag").exit_code, 2);
+}
+
+TEST(CliErrors, UnknownKeyExitsTwoAndSuggests) {
+  auto r = test::run_loom("train --set train.epoch=3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "unknown config key 'train.epoch' (from --set); did you mean "
+                                 "'train.epochs'?"))
+      << r.output;
+}
+
+TEST(CliErrors, WrongTypeInAFileExitsTwoAndNamesKeyTypeAndValue) {
+  test::TempDir dir;
+  test::write_text(dir / "c.yaml", "train:\n  epochs: three\n");
+  auto r = test::run_loom("train " + (dir / "c.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "config key 'train.epochs' (in " + (dir / "c.yaml") +
+                                     "): expected an integer, got 'three'"))
+      << r.output;
+}
+
+TEST(CliErrors, MissingConfigFileNamesThePath) {
+  auto r = test::run_loom("train /nonexistent/loom.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "'/nonexistent/loom.yaml'")) << r.output;
+}
+
+TEST(CliErrors, MissingDataNamesThePathAndThePackage) {
+  test::TempDir dir;
+  auto r = test::run_loom("train --out " + (dir / "run") + " --set data.path=/nonexistent/fmnist");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "'/nonexistent/fmnist'")) << r.output;
+  EXPECT_TRUE(contains(r.output, "dataset-fashion-mnist")) << r.output;
+}
+
+TEST(CliErrors, ModelThatDoesNotFitTheDataIsAConfigError) {
+  test::TempDir dir;
+  auto r = test::run_loom("train --out " + (dir / "run") + " --set model=vit_tiny");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "model.patch_size")) << r.output;
+}
+
+// A diverging run stops at the first non-finite loss, names the step, and the checkpoint
+// written before it is intact.
+TEST(CliErrors, NonFiniteLossStopsWithTheStepAndKeepsTheLastGoodCheckpoint) {
+  test::TempDir dir;
+  auto r = test::run_loom("train --out " + (dir / "run") + " " + test::tiny_synthetic_args() +
+                          " --set model=mlp --set optimizer.lr=1e30 --set schedule.warmup_steps=0"
+                          " --set checkpoint.every_steps=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "at step ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "Last good checkpoint: " + (dir / "run/checkpoints/step-"))) << r.output;
+  train::CheckpointStore store(dir / "run/checkpoints", 3);
+  ASSERT_TRUE(store.latest().has_value());
+  train::CheckpointData last = train::CheckpointStore::load(*store.latest());
+  for (const auto& [name, t] : last.model) {
+    EXPECT_TRUE(t.isfinite().all().item<bool>()) << name << " in the last good checkpoint";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "run/summary.json"));
+}
+
+}  // namespace
+}  // namespace loom

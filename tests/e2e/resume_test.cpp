@@ -1,0 +1,79 @@
+// Exact resume: a run interrupted (after a checkpoint, or in the middle of writing one) and
+// resumed ends with the same bytes in its final checkpoint as a run never interrupted.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "tools/test_support.h"
+
+namespace loom {
+namespace {
+
+std::string final_checkpoint(const std::string& run) {
+  return run + "/checkpoints/" + test::read_text(run + "/checkpoints/latest").substr(0, 13);
+}
+
+void expect_identical_runs(const std::string& a, const std::string& b) {
+  const std::string ca = final_checkpoint(a), cb = final_checkpoint(b);
+  EXPECT_EQ(std::filesystem::path(ca).filename(), std::filesystem::path(cb).filename());
+  for (const char* file : {"/model.safetensors", "/state.safetensors"}) {
+    const std::string bytes_a = test::read_text(ca + file), bytes_b = test::read_text(cb + file);
+    ASSERT_FALSE(bytes_a.empty()) << ca << file;
+    EXPECT_TRUE(bytes_a == bytes_b) << file << " differs between " << a << " and " << b;
+  }
+}
+
+struct ResumeCase {
+  std::string name;
+  std::string settings;
+};
+
+void PrintTo(const ResumeCase& c, std::ostream* out) { *out << c.name; }
+
+class Resume : public ::testing::TestWithParam<ResumeCase> {
+ protected:
+  std::string args(const std::string& out) {
+    return "train --out " + out + " " + test::tiny_synthetic_args() +
+           " --set train.epochs=2 --set checkpoint.every_steps=3 " + GetParam().settings;
+  }
+};
+
+TEST_P(Resume, AfterPreemptionIsBitIdentical) {
+  test::TempDir dir;
+  auto straight = test::run_loom(args(dir / "straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  auto stopped = test::run_loom(args(dir / "resumed"), "LOOM_FAULT_STOP_AFTER_STEP=9");
+  ASSERT_EQ(stopped.signal, SIGKILL) << stopped.output;
+  EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), "step-00000009\n");
+  auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed        from step 9"), std::string::npos) << resumed.output;
+  expect_identical_runs(dir / "straight", dir / "resumed");
+}
+
+TEST_P(Resume, AfterACrashInTheMiddleOfASaveIsBitIdentical) {
+  test::TempDir dir;
+  auto straight = test::run_loom(args(dir / "straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  auto crashed = test::run_loom(args(dir / "resumed"), "LOOM_FAULT_KILL_IN_SAVE=6");
+  ASSERT_EQ(crashed.signal, SIGKILL) << crashed.output;
+  EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), "step-00000003\n");
+  auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_identical_runs(dir / "straight", dir / "resumed");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runs, Resume,
+    ::testing::Values(
+        ResumeCase{"CnnSgdDropoutAugment", "--set model=cnn --set data.augment=true"},
+        ResumeCase{"MlpAdamwAccumulateClip",
+                   "--set model=mlp --set optimizer.name=adamw --set optimizer.lr=0.001 "
+                   "--set train.grad_accum=2 --set train.grad_clip=1.0 --set train.label_smoothing=0.1"}),
+    [](const auto& test_info) { return test_info.param.name; });
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,80 @@
+// `loom train` end to end on real data: the files it writes and what they say.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loom/core/settings.h"
+#include "loom/core/topology.h"
+#include "tools/test_support.h"
+
+namespace loom {
+namespace {
+
+TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
+  if (!std::filesystem::exists(setting("LOOM_FASHION_MNIST_DIR"))) {
+    GTEST_SKIP() << "Fashion-MNIST (dataset-fashion-mnist) is not installed";
+  }
+  test::TempDir dir;
+  auto r = test::run_loom("train --out " + (dir / "run") +
+                          " --set train.max_steps=150 --set train.log_every=50");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
+  for (const char* key : {"test_accuracy", "test_loss", "epochs", "steps", "samples_per_second",
+                          "wall_seconds", "precision", "memory_format", "threads", "model",
+                          "parameters"}) {
+    EXPECT_TRUE(summary.contains(key)) << key;
+  }
+  EXPECT_EQ(summary["model"], "cnn");
+  EXPECT_EQ(summary["steps"], 150);
+  // 150 steps of 64 images already beat 75% on Fashion-MNIST (chance is 10%).
+  EXPECT_GT(summary["test_accuracy"].get<double>(), 0.75);
+  EXPECT_GT(summary["samples_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(summary["memory_format"], "channels_last");  // auto, convolutional model
+
+  // auto threads and precision follow the machine this test runs on.
+  Topology t = detect_topology();
+  EXPECT_EQ(summary["threads"], t.usable_cores);
+  EXPECT_EQ(summary["precision"], t.cpu.native_bf16() ? "bf16" : "fp32");
+
+  std::istringstream metrics(test::read_text(dir / "run/metrics.jsonl"));
+  int steps = 0, epochs = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] == "step") {
+      ++steps;
+      EXPECT_TRUE(std::isfinite(record["loss"].get<double>()));
+    } else if (record["type"] == "epoch") {
+      ++epochs;
+      EXPECT_TRUE(record.contains("test_accuracy"));
+    }
+  }
+  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(epochs, 1);
+
+  // config.yaml holds every key and reproduces the run's configuration.
+  auto resolved = test::run_loom("config " + (dir / "run/config.yaml"));
+  ASSERT_EQ(resolved.exit_code, 0) << resolved.output;
+  EXPECT_EQ(resolved.output, test::read_text(dir / "run/config.yaml"));
+  EXPECT_NE(resolved.output.find("max_steps: 150"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/checkpoints/step-00000150/model.safetensors"));
+}
+
+TEST(TrainRun, ResNet18OnSyntheticData) {
+  test::TempDir dir;
+  auto r = test::run_loom("train --out " + (dir / "run") +
+                          " --set model=resnet18 --set data=synthetic --set data.image_size=32 "
+                          "--set data.train_samples=64 --set data.test_samples=16 "
+                          "--set data.batch_size=16 --set train.max_steps=2 --set checkpoint.enabled=false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
+  EXPECT_EQ(summary["model"], "resnet18");
+  EXPECT_EQ(summary["parameters"], 11181642);  // ResNet-18 with a 10-class head
+  EXPECT_EQ(summary["steps"], 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "run/checkpoints/latest"));
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,76 @@
+#include "tools/test_support.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace loom::test {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "loom-test-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed for: " + command);
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  int status = ::pclose(pipe);
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+    // sh reports a child killed by signal N as exit status 128 + N.
+    if (result.exit_code > 128 && result.exit_code < 160) {
+      result.signal = result.exit_code - 128;
+      result.exit_code = -1;
+    }
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  }
+  return result;
+}
+
+CommandResult run_loom(const std::string& args, const std::string& env) {
+  return run_command(env + (env.empty() ? "" : " ") + LOOM_BINARY + " " + args);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string torch_python() {
+  const std::string python = LOOM_TEST_PYTHON;
+  if (python.empty()) return "";
+  return run_command(python + " -c 'import torch'").exit_code == 0 ? python : "";
+}
+
+std::string tiny_synthetic_args() {
+  return "--set data=synthetic --set data.image_size=16 --set data.channels=3 "
+         "--set data.classes=4 --set data.train_samples=256 --set data.test_samples=64 "
+         "--set data.batch_size=16 --set runtime.threads=1 --set train.log_every=4 "
+         "--set schedule.warmup_steps=2";
+}
+
+}  // namespace loom::test

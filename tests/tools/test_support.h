@@ -1,0 +1,44 @@
+// Helpers shared by the tests: temporary directories, running the real `loom` binary, files.
+#pragma once
+
+#include <string>
+
+namespace loom::test {
+
+// A fresh directory under /tmp, removed with its contents when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;      // the signal that killed it, or 0
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs `sh -c "<command>"` and captures its output.
+CommandResult run_command(const std::string& command);
+
+// Runs the built `loom` binary with these arguments (a shell fragment) and optional
+// environment assignments ("A=1 B=2").
+CommandResult run_loom(const std::string& args, const std::string& env = "");
+
+std::string read_text(const std::string& path);
+void write_text(const std::string& path, const std::string& text);
+
+// The Python that has Debian's torch, or "" when none.
+std::string torch_python();
+
+// A small, fast synthetic-data configuration for e2e runs.
+std::string tiny_synthetic_args();
+
+}  // namespace loom::test

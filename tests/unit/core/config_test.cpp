@@ -1,0 +1,118 @@
+#include "loom/core/config.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+
+namespace loom {
+namespace {
+
+std::string config_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(yaml, "test.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Config, DefaultsAreTheFashionMnistCnn) {
+  Config c = parse_config("", "defaults", {});
+  EXPECT_EQ(c.model.name, "cnn");
+  EXPECT_EQ(c.data.source, "fashion_mnist");
+  EXPECT_EQ(c.runtime.precision, "auto");
+  EXPECT_EQ(c.runtime.threads, 0);
+  EXPECT_FALSE(c.data.path.empty());
+}
+
+TEST(Config, ReadsNestedKeysAndShorthands) {
+  Config c = parse_config("model: resnet18\ndata: synthetic\ntrain:\n  epochs: 7\n  grad_clip: 1.5\n"
+                          "runtime: {threads: 3, precision: fp32}\n",
+                          "t", {});
+  EXPECT_EQ(c.model.name, "resnet18");
+  EXPECT_EQ(c.data.source, "synthetic");
+  EXPECT_EQ(c.train.epochs, 7);
+  EXPECT_DOUBLE_EQ(c.train.grad_clip, 1.5);
+  EXPECT_EQ(c.runtime.threads, 3);
+  EXPECT_EQ(c.runtime.precision, "fp32");
+}
+
+TEST(Config, OverridesWinOverTheFile) {
+  Config c = parse_config("train: {epochs: 7}\n", "t",
+                          {"train.epochs=2", "model=mlp", "optimizer.lr=1e-3", "runtime.threads=auto"});
+  EXPECT_EQ(c.train.epochs, 2);
+  EXPECT_EQ(c.model.name, "mlp");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_EQ(c.runtime.threads, 0);
+}
+
+TEST(Config, UnknownKeyNamesTheKeyAndTheClosestValidOne) {
+  EXPECT_EQ(config_error("train:\n  epoch: 3\n"),
+            "unknown config key 'train.epoch' (in test.yaml); did you mean 'train.epochs'?");
+  EXPECT_EQ(config_error("", {"optimizer.momentun=0.8"}),
+            "unknown config key 'optimizer.momentun' (from --set); did you mean 'optimizer.momentum'?");
+  // A far-off key gets no misleading suggestion.
+  EXPECT_EQ(config_error("colour: blue\n"), "unknown config key 'colour' (in test.yaml)");
+}
+
+TEST(Config, WrongTypeNamesKeyExpectedTypeAndValue) {
+  EXPECT_EQ(config_error("train: {epochs: three}\n"),
+            "config key 'train.epochs' (in test.yaml): expected an integer, got 'three'");
+  EXPECT_EQ(config_error("", {"optimizer.lr=fast"}),
+            "config key 'optimizer.lr' (from --set): expected a number, got 'fast'");
+  EXPECT_EQ(config_error("train: {eval: maybe}\n"),
+            "config key 'train.eval' (in test.yaml): expected true or false, got 'maybe'");
+  EXPECT_EQ(config_error("runtime: {precision: bf61}\n"),
+            "config key 'runtime.precision' (in test.yaml): expected one of auto, fp32 or bf16, "
+            "got 'bf61' (did you mean 'bf16'?)");
+  EXPECT_EQ(config_error("train: {epochs: [1, 2]}\n"),
+            "config key 'train.epochs' (in test.yaml): expected an integer, got a list");
+}
+
+TEST(Config, RangesAreChecked) {
+  EXPECT_EQ(config_error("", {"data.batch_size=0"}),
+            "config key 'data.batch_size' (from --set): must be >= 1");
+  EXPECT_EQ(config_error("", {"runtime.threads=0"}),
+            "config key 'runtime.threads' (from --set): expected an integer >= 1 or 'auto', got '0'");
+  EXPECT_EQ(config_error("", {"train.label_smoothing=1"}),
+            "config key 'train.label_smoothing': must be < 1, got 1.0");
+  EXPECT_EQ(config_error("", {"optimizer.lr=.inf"}),
+            "config key 'optimizer.lr' (from --set): must be a finite number");
+}
+
+TEST(Config, SectionsAndTopLevelShapeAreChecked) {
+  EXPECT_EQ(config_error("train: 3\n"),
+            "config key 'train' (in test.yaml) is a section: give it a mapping of keys, not a value");
+  EXPECT_EQ(config_error("- a\n- b\n"), "config test.yaml: expected a mapping of keys at the top level");
+  EXPECT_NE(config_error("train: {epochs: 1\n").find("not valid YAML"), std::string::npos);
+  EXPECT_EQ(config_error("", {"noequals"}), "--set expects key=value, got 'noequals'");
+}
+
+TEST(Config, TorchScriptShorthandSetsTheModelName) {
+  Config c = parse_config("model: {torchscript: /tmp/m.pt}\n", "t", {});
+  EXPECT_EQ(c.model.name, "torchscript");
+  EXPECT_EQ(c.model.torchscript, "/tmp/m.pt");
+  EXPECT_EQ(config_error("model: {name: cnn, torchscript: /tmp/m.pt}\n"),
+            "config key 'model.name' is 'cnn' but model.torchscript is set; use one or the other");
+  EXPECT_EQ(config_error("model: torchscript\n"),
+            "config key 'model.torchscript': a path is required when model.name is torchscript");
+}
+
+TEST(Config, ResolvedYamlRoundTripsWithEveryKey) {
+  Config c = parse_config("", "t", {"optimizer.lr=0.0123", "train.epochs=9", "runtime.threads=4",
+                                    "data.augment=true"});
+  std::string yaml = config_to_yaml(c);
+  for (const auto& row : describe_config()) {
+    const std::string leaf = row.key.substr(row.key.find_last_of('.') + 1);
+    EXPECT_NE(yaml.find(leaf + ":"), std::string::npos) << row.key << " missing from\n" << yaml;
+  }
+  Config again = parse_config(yaml, "resolved", {});
+  EXPECT_EQ(config_to_yaml(again), yaml);
+  EXPECT_DOUBLE_EQ(again.optimizer.lr, 0.0123);
+  EXPECT_EQ(again.runtime.threads, 4);
+  EXPECT_TRUE(again.data.augment);
+  EXPECT_NE(config_to_json(again).find("\"lr\":0.0123"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom

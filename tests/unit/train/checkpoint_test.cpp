@@ -1,0 +1,100 @@
+#include "loom/train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "loom/core/error.h"
+#include "tools/test_support.h"
+
+namespace loom::train {
+namespace {
+
+CheckpointData make_checkpoint(int64_t step) {
+  CheckpointData d;
+  d.position = {step, step / 10, step % 10, step * 32};
+  d.model = {{"w", at::full({2, 3}, static_cast<float>(step))}, {"bn.running_mean", at::zeros({3})}};
+  d.optimizer = {{"w.momentum_buffer", at::ones({2, 3})}};
+  d.optimizer_kind = "sgd";
+  d.rng_state = at::arange(16, at::kByte);
+  d.config_json = R"({"seed":1})";
+  return d;
+}
+
+TEST(Checkpoint, SaveLoadAndKeepTheLastN) {
+  test::TempDir dir;
+  CheckpointStore store(dir / "ckpt", /*keep=*/2);
+  EXPECT_FALSE(store.latest().has_value());
+  for (int64_t step : {10, 20, 30}) store.save(make_checkpoint(step));
+  auto all = store.list();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(std::filesystem::path(all[0]).filename(), "step-00000020");
+  EXPECT_EQ(*store.latest(), all[1]);
+  EXPECT_EQ(test::read_text(dir / "ckpt/latest"), "step-00000030\n");
+
+  CheckpointData back = CheckpointStore::load(*store.latest());
+  EXPECT_EQ(back.position.step, 30);
+  EXPECT_EQ(back.position.epoch, 3);
+  EXPECT_EQ(back.position.samples, 960);
+  EXPECT_EQ(back.optimizer_kind, "sgd");
+  EXPECT_TRUE(back.rng_state.equal(at::arange(16, at::kByte)));
+  ASSERT_EQ(back.model.size(), 2u);
+  EXPECT_TRUE(back.model[0].second.equal(at::full({2, 3}, 30.0f)));
+  ASSERT_EQ(back.optimizer.size(), 1u);
+  EXPECT_EQ(back.optimizer[0].first, "w.momentum_buffer");
+  EXPECT_NE(test::read_text(all[1] + "/manifest.json").find("\"seed\": 1"), std::string::npos);
+}
+
+// A process killed halfway through a save leaves the previous checkpoint as `latest`, intact.
+TEST(Checkpoint, KilledSaveLeavesThePreviousCheckpointLoadable) {
+  test::TempDir dir;
+  {
+    CheckpointStore store(dir / "ckpt", 3);
+    store.save(make_checkpoint(10));
+  }
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    CheckpointStore store(dir / "ckpt", 3, /*kill_in_save_step=*/20);
+    store.save(make_checkpoint(20));
+    _exit(0);  // not reached: the save kills the process
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+
+  CheckpointStore store(dir / "ckpt", 3);
+  ASSERT_TRUE(store.latest().has_value());
+  EXPECT_EQ(std::filesystem::path(*store.latest()).filename(), "step-00000010");
+  EXPECT_EQ(CheckpointStore::load(*store.latest()).position.step, 10);
+  EXPECT_EQ(store.list().size(), 1u);  // the half-written one is not listed
+
+  store.save(make_checkpoint(30));  // the next save clears the debris
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "ckpt")) {
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
+  }
+}
+
+TEST(Checkpoint, FallsBackToTheNewestCompleteCheckpointWithoutPointer) {
+  test::TempDir dir;
+  CheckpointStore store(dir / "ckpt", 3);
+  store.save(make_checkpoint(10));
+  store.save(make_checkpoint(20));
+  std::filesystem::remove(dir / "ckpt/latest");  // as if killed between rename and pointer
+  EXPECT_EQ(std::filesystem::path(*store.latest()).filename(), "step-00000020");
+}
+
+TEST(Checkpoint, LoadingSomethingElseIsADataError) {
+  test::TempDir dir;
+  EXPECT_THROW(CheckpointStore::load(dir.path()), DataError);
+  std::filesystem::create_directories(dir / "x");
+  test::write_text(dir / "x/manifest.json", "{\"format\": \"other\"}");
+  EXPECT_THROW(CheckpointStore::load(dir / "x"), DataError);
+}
+
+}  // namespace
+}  // namespace loom::train
