@@ -27,6 +27,19 @@ TEST(CliErrors, HelpVersionAndUsage) {
   EXPECT_EQ(test::run_loom("train --no-such-flag").exit_code, 2);
 }
 
+TEST(CliErrors, BadEnvironmentSettingsExitTwoAndNameTheVariable) {
+  auto level = test::run_loom("version", "LOOM_LOG_LEVEL=loud");
+  EXPECT_EQ(level.exit_code, 2);
+  EXPECT_TRUE(contains(level.output, "LOOM_LOG_LEVEL")) << level.output;
+  test::TempDir dir;
+  auto fault = test::run_loom("train --out " + (dir / "run") + " " + test::tiny_synthetic_args(),
+                              "LOOM_FAULT_STOP_AFTER_STEP=soon");
+  EXPECT_EQ(fault.exit_code, 2);
+  EXPECT_TRUE(contains(fault.output, "environment variable LOOM_FAULT_STOP_AFTER_STEP: expected an "
+                                     "integer, got 'soon'"))
+      << fault.output;
+}
+
 TEST(CliErrors, UnknownKeyExitsTwoAndSuggests) {
   auto r = test::run_loom("train --set train.epoch=3");
   EXPECT_EQ(r.exit_code, 2);

@@ -53,6 +53,24 @@ TEST_P(Resume, AfterPreemptionIsBitIdentical) {
   expect_identical_runs(dir / "straight", dir / "resumed");
 }
 
+TEST(ResumeFinished, ReportsTheFinishedRunWithoutTrainingMore) {
+  test::TempDir dir;
+  const std::string args = "train --out " + (dir / "run") + " " + test::tiny_synthetic_args() +
+                           " --set model=mlp --set train.epochs=1";
+  ASSERT_EQ(test::run_loom(args).exit_code, 0);
+  const std::string first = test::read_text(dir / "run/summary.json");
+  auto again = test::run_loom(args + " --resume");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const std::string second = test::read_text(dir / "run/summary.json");
+  auto field = [](const std::string& json, const std::string& key) {
+    auto at = json.find("\"" + key + "\":");
+    return json.substr(at, json.find(',', at) - at);
+  };
+  EXPECT_EQ(field(second, "steps"), field(first, "steps"));
+  EXPECT_EQ(field(second, "test_accuracy"), field(first, "test_accuracy"));
+  EXPECT_NE(field(second, "resumed_from_step"), "\"resumed_from_step\": null");
+}
+
 TEST_P(Resume, AfterACrashInTheMiddleOfASaveIsBitIdentical) {
   test::TempDir dir;
   auto straight = test::run_loom(args(dir / "straight"));

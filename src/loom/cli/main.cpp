@@ -4,6 +4,8 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/core/settings.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
@@ -21,6 +23,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return 2;
+  }
+
+  try {
+    loom::set_log_level(loom::parse_log_level(loom::setting("LOOM_LOG_LEVEL")));
+  } catch (const loom::ConfigError& e) {
+    std::fprintf(stderr, "loom: environment variable LOOM_LOG_LEVEL: %s\n", e.what());
     return 2;
   }
 

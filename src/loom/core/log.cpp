@@ -27,10 +27,20 @@ void stderr_sink(LogLevel level, std::string_view subsystem, std::string_view me
                message.data());
 }
 
+// The CLI validates LOOM_LOG_LEVEL up front (exit 2 when it is wrong); a library user with a bad
+// value gets the default rather than an exception from the first log line.
+int initial_level() {
+  try {
+    return static_cast<int>(parse_log_level(setting("LOOM_LOG_LEVEL")));
+  } catch (const Error&) {
+    return static_cast<int>(LogLevel::kInfo);
+  }
+}
+
 struct LogState {
   std::mutex mutex;
   LogSink sink = stderr_sink;
-  std::atomic<int> level{static_cast<int>(parse_log_level(setting("LOOM_LOG_LEVEL")))};
+  std::atomic<int> level{initial_level()};
 };
 
 LogState& state() {

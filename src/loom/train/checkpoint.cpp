@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
+#include "loom/core/log.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/safetensors.h"
 
@@ -105,6 +106,8 @@ std::optional<std::string> CheckpointStore::latest() const {
   // A crash between the rename and the pointer update leaves a complete, newer directory.
   auto all = list();
   if (all.empty()) return std::nullopt;
+  LOOM_LOG(kWarn, "checkpoint") << "'latest' in " << dir_ << " is missing or names an incomplete "
+                                << "checkpoint; using the newest complete one, " << all.back();
   return all.back();
 }
 
@@ -114,7 +117,10 @@ void CheckpointStore::prune() {
     if (n.rfind(".tmp-", 0) == 0 || n.rfind(".old-", 0) == 0) fs::remove_all(entry.path());
   }
   auto all = list();
-  for (size_t i = 0; i + keep_ < all.size(); ++i) fs::remove_all(all[i]);
+  for (size_t i = 0; i + keep_ < all.size(); ++i) {
+    LOOM_LOG(kDebug, "checkpoint") << "pruning " << all[i] << " (checkpoint.keep = " << keep_ << ")";
+    fs::remove_all(all[i]);
+  }
 }
 
 CheckpointData CheckpointStore::load(const std::string& path) {

@@ -301,6 +301,10 @@ TrainSummary TrainingRun::run() {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
   save_checkpoint();
+  // Resuming a run that had already finished trains nothing: still report its accuracy.
+  if (config_.train.eval && last_eval_.samples == 0) {
+    last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
+  }
 
   TrainSummary s;
   s.model = info_.model;

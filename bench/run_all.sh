@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs every benchmark against its peer; results go to bench/out/. Record them, with the
+# machine, in bench/RESULTS.md.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$here/out"
+/usr/bin/python3 "$here/train_vs_pytorch.py" --loom "$build/bin/loom" --json "$here/out/train_vs_pytorch.json"
