@@ -62,6 +62,24 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   EXPECT_TRUE(std::filesystem::exists(dir / "run/checkpoints/step-00000150/model.safetensors"));
 }
 
+// The caching allocator changes where tensors live, never what is computed.
+TEST(TrainRun, CachingAndSystemAllocatorsTrainIdentically) {
+  test::TempDir dir;
+  std::string bytes[2];
+  const char* allocators[] = {"caching", "system"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = dir / allocators[i];
+    auto r = test::run_loom("train --out " + out + " " + test::tiny_synthetic_args() +
+                            " --set train.epochs=1 --set runtime.allocator=" + allocators[i]);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto summary = nlohmann::json::parse(test::read_text(out + "/summary.json"));
+    EXPECT_EQ(summary["memory"]["allocator"], allocators[i]);
+    bytes[i] = test::read_text(out + "/checkpoints/step-00000016/model.safetensors");
+  }
+  ASSERT_FALSE(bytes[0].empty());
+  EXPECT_TRUE(bytes[0] == bytes[1]);
+}
+
 TEST(TrainRun, ResNet18OnSyntheticData) {
   test::TempDir dir;
   auto r = test::run_loom("train --out " + (dir / "run") +

@@ -65,6 +65,7 @@ struct RuntimeConfig {
   std::string precision = "auto";      // auto | fp32 | bf16
   std::string memory_format = "auto";  // auto | contiguous | channels_last
   int64_t threads = 0;                 // 0 = auto (usable cores)
+  std::string allocator = "caching";   // caching | system
 };
 
 struct CheckpointConfig {

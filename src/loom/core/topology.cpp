@@ -124,6 +124,8 @@ Topology detect_topology() {
   t.quota_cores = cgroup_v2_quota();
   if (!t.quota_cores) t.quota_cores = cgroup_v1_quota();
   t.usable_cores = usable_cores(t.affinity_cores, t.quota_cores);
+  t.memory_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   t.cpu_model = cpu_model_name();
   t.cpu = detect_cpu_features();
   return t;

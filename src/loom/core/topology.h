@@ -3,6 +3,7 @@
 // to whoever needs it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,7 @@ struct Topology {
   int affinity_cores = 1;               // cores in this process's affinity mask
   std::optional<double> quota_cores;    // cgroup CPU quota in cores, when one is set
   int usable_cores = 1;                 // min(affinity, ceil(quota)), at least 1
+  uint64_t memory_bytes = 0;            // physical memory
   std::string cpu_model;
   CpuFeatures cpu;
 };

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
@@ -83,6 +84,9 @@ class TrainingRun {
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
+  if (config_.runtime.allocator == "caching") {
+    install_caching_cpu_allocator(options_.topology.memory_bytes / 4);
+  }
   at::manual_seed(static_cast<uint64_t>(config_.seed));
   data_ = load_train_data(config_);
   model_ = models::make_model(config_.model, data_.input);
@@ -322,6 +326,12 @@ TrainSummary TrainingRun::run() {
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
   s.last_checkpoint = last_checkpoint_;
+  s.allocator = config_.runtime.allocator;
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    const AllocatorStats stats = a->stats();
+    s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
+    s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
+  }
   write_summary(options_.out_dir + "/summary.json", s, options_.topology);
   return s;
 }

@@ -53,6 +53,9 @@ struct TrainSummary {
   RuntimeChoice runtime;
   int64_t resumed_from_step = -1;
   std::string last_checkpoint;
+  std::string allocator;             // caching | system
+  size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
+  double allocator_hit_rate = 0.0;   // caching allocator: share of blocks served from cache
 };
 
 class TrainObserver {
