@@ -28,6 +28,8 @@ CNN_PEER = ["--model", "cnn", "--data", "fashion_mnist", "--batch", "64", "--ste
 
 SAME_FP32 = (["--set", "runtime.precision=fp32", "--set", "runtime.memory_format=contiguous",
               "--set", "runtime.threads=2"], ["--precision", "fp32", "--threads", "2"])
+SAME_FP32_CL = (["--set", "runtime.precision=fp32", "--set", "runtime.memory_format=channels_last",
+                 "--set", "runtime.threads=2"], ["--precision", "fp32", "--channels-last", "--threads", "2"])
 SAME_BF16 = (["--set", "runtime.precision=bf16", "--set", "runtime.memory_format=channels_last",
               "--set", "runtime.threads=2"],
              ["--precision", "bf16", "--channels-last", "--threads", "2"])
@@ -38,6 +40,7 @@ CASES = [
     ("resnet18-224 same settings fp32", RESNET + SAME_FP32[0], RESNET_PEER + SAME_FP32[1], 1.0),
     ("resnet18-224 same settings bf16+CL", RESNET + SAME_BF16[0], RESNET_PEER + SAME_BF16[1], 1.0),
     ("fmnist-cnn same settings bf16+CL", CNN + SAME_BF16[0], CNN_PEER + SAME_BF16[1], 1.1),
+    ("fmnist-cnn same settings fp32+CL", CNN + SAME_FP32_CL[0], CNN_PEER + SAME_FP32_CL[1], 1.1),
     ("fmnist-cnn same settings fp32", CNN + SAME_FP32[0], CNN_PEER + SAME_FP32[1], 1.1),
 ]
 
@@ -87,6 +90,7 @@ def main():
         results.append({"case": name, "loom": loom_rates, "pytorch": peer_rates, "ratio": ratio,
                         "target": target, "loom_mode": loom_mode, "pytorch_mode": peer_mode})
     if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
             json.dump(results, f, indent=2)
 

@@ -128,10 +128,10 @@ void TrainingRun::set_up() {
 }
 
 void TrainingRun::resume_if_asked() {
-  const bool resuming = options_.resume && store_->latest().has_value();
-  metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", resuming);
-  if (!resuming) return;
-  const std::string path = *store_->latest();
+  const std::optional<std::string> latest = options_.resume ? store_->latest() : std::nullopt;
+  metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", latest.has_value());
+  if (!latest) return;
+  const std::string& path = *latest;
   CheckpointData ckpt = CheckpointStore::load(path);
   if (ckpt.optimizer_kind != config_.optimizer.name) {
     throw ConfigError("config key 'optimizer.name' is '" + config_.optimizer.name +
