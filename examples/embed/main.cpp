@@ -8,7 +8,8 @@
 // Prints one line per epoch; the trainer calls it from the training thread.
 struct EpochPrinter : loom::train::TrainObserver {
   void on_epoch(const loom::train::EpochReport& r) override {
-    std::printf("epoch %lld: test accuracy %.3f\n", static_cast<long long>(r.epoch + 1), r.test_accuracy);
+    std::printf("epoch %lld: test accuracy %.3f\n", static_cast<long long>(r.epoch + 1),
+                r.test_accuracy);
   }
 };
 
@@ -23,7 +24,8 @@ int main(int argc, char** argv) {
     options.observer = &printer;
     options.topology = loom::detect_topology();
     loom::train::TrainSummary s = loom::train::train(config, options);
-    std::printf("%s: %.1f samples/s, accuracy %.3f\n", s.model.c_str(), s.samples_per_second, s.test_accuracy);
+    std::printf("%s: %.1f samples/s, accuracy %.3f\n", s.model.c_str(), s.samples_per_second,
+                s.test_accuracy);
     return 0;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "embed: %s\n", e.what());

@@ -35,16 +35,18 @@ TEST(CliErrors, BadEnvironmentSettingsExitTwoAndNameTheVariable) {
   auto fault = test::run_loom("train --out " + (dir / "run") + " " + test::tiny_synthetic_args(),
                               "LOOM_FAULT_STOP_AFTER_STEP=soon");
   EXPECT_EQ(fault.exit_code, 2);
-  EXPECT_TRUE(contains(fault.output, "environment variable LOOM_FAULT_STOP_AFTER_STEP: expected an "
-                                     "integer, got 'soon'"))
+  EXPECT_TRUE(contains(fault.output,
+                       "environment variable LOOM_FAULT_STOP_AFTER_STEP: expected an "
+                       "integer, got 'soon'"))
       << fault.output;
 }
 
 TEST(CliErrors, UnknownKeyExitsTwoAndSuggests) {
   auto r = test::run_loom("train --set train.epoch=3");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.output, "unknown config key 'train.epoch' (from --set); did you mean "
-                                 "'train.epochs'?"))
+  EXPECT_TRUE(contains(r.output,
+                       "unknown config key 'train.epoch' (from --set); did you mean "
+                       "'train.epochs'?"))
       << r.output;
 }
 
@@ -88,7 +90,8 @@ TEST(CliErrors, NonFiniteLossStopsWithTheStepAndKeepsTheLastGoodCheckpoint) {
                           " --set checkpoint.every_steps=1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "at step ")) << r.output;
-  EXPECT_TRUE(contains(r.output, "Last good checkpoint: " + (dir / "run/checkpoints/step-"))) << r.output;
+  EXPECT_TRUE(contains(r.output, "Last good checkpoint: " + (dir / "run/checkpoints/step-")))
+      << r.output;
   train::CheckpointStore store(dir / "run/checkpoints", 3);
   ASSERT_TRUE(store.latest().has_value());
   train::CheckpointData last = train::CheckpointStore::load(*store.latest());

@@ -88,9 +88,10 @@ INSTANTIATE_TEST_SUITE_P(
     Runs, Resume,
     ::testing::Values(
         ResumeCase{"CnnSgdDropoutAugment", "--set model=cnn --set data.augment=true"},
-        ResumeCase{"MlpAdamwAccumulateClip",
-                   "--set model=mlp --set optimizer.name=adamw --set optimizer.lr=0.001 "
-                   "--set train.grad_accum=2 --set train.grad_clip=1.0 --set train.label_smoothing=0.1"}),
+        ResumeCase{
+            "MlpAdamwAccumulateClip",
+            "--set model=mlp --set optimizer.name=adamw --set optimizer.lr=0.001 "
+            "--set train.grad_accum=2 --set train.grad_clip=1.0 --set train.label_smoothing=0.1"}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace

@@ -22,9 +22,9 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
-  for (const char* key : {"test_accuracy", "test_loss", "epochs", "steps", "samples_per_second",
-                          "wall_seconds", "precision", "memory_format", "threads", "model",
-                          "parameters"}) {
+  for (const char* key :
+       {"test_accuracy", "test_loss", "epochs", "steps", "samples_per_second", "wall_seconds",
+        "precision", "memory_format", "threads", "model", "parameters"}) {
     EXPECT_TRUE(summary.contains(key)) << key;
   }
   EXPECT_EQ(summary["model"], "cnn");
@@ -82,10 +82,11 @@ TEST(TrainRun, CachingAndSystemAllocatorsTrainIdentically) {
 
 TEST(TrainRun, ResNet18OnSyntheticData) {
   test::TempDir dir;
-  auto r = test::run_loom("train --out " + (dir / "run") +
-                          " --set model=resnet18 --set data=synthetic --set data.image_size=32 "
-                          "--set data.train_samples=64 --set data.test_samples=16 "
-                          "--set data.batch_size=16 --set train.max_steps=2 --set checkpoint.enabled=false");
+  auto r = test::run_loom(
+      "train --out " + (dir / "run") +
+      " --set model=resnet18 --set data=synthetic --set data.image_size=32 "
+      "--set data.train_samples=64 --set data.test_samples=16 "
+      "--set data.batch_size=16 --set train.max_steps=2 --set checkpoint.enabled=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
   EXPECT_EQ(summary["model"], "resnet18");

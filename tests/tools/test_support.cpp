@@ -29,7 +29,8 @@ CommandResult run_command(const std::string& command) {
   if (!pipe) throw std::runtime_error("popen failed for: " + command);
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.output.append(buffer.data(), n);
   int status = ::pclose(pipe);
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);

@@ -9,7 +9,7 @@
 namespace loom::cli {
 
 struct Command {
-  CLI::App* sub;            // the parsed subcommand
+  CLI::App* sub;  // the parsed subcommand
   std::function<int()> run;
 };
 

@@ -47,11 +47,12 @@ Command add_config_command(CLI::App& app) {
   sub->add_flag("--reference", args->reference, "Print every key as a Markdown table");
   sub->add_flag("--settings", args->settings, "Print the LOOM_* environment settings");
   return {sub, [args] {
-    if (args->reference) return print_reference();
-    if (args->settings) return print_settings();
-    std::fputs(config_to_yaml(load_config(args->config_path, args->overrides)).c_str(), stdout);
-    return 0;
-  }};
+            if (args->reference) return print_reference();
+            if (args->settings) return print_settings();
+            std::fputs(config_to_yaml(load_config(args->config_path, args->overrides)).c_str(),
+                       stdout);
+            return 0;
+          }};
 }
 
 }  // namespace loom::cli

@@ -26,16 +26,19 @@ void Progress::on_start(const train::RunInfo& info) {
   const auto& r = info.runtime;
   std::fprintf(out_, "loom train: %s, %lld parameters, %lld train / %lld test samples\n",
                info.model.c_str(), static_cast<long long>(info.parameters),
-               static_cast<long long>(info.train_samples), static_cast<long long>(info.test_samples));
+               static_cast<long long>(info.train_samples),
+               static_cast<long long>(info.test_samples));
   std::fprintf(out_, "  machine        %s\n", info.machine.c_str());
   std::fprintf(out_, "  precision      %s (%s)\n", r.precision.c_str(), r.precision_reason.c_str());
-  std::fprintf(out_, "  memory_format  %s (%s)\n", r.memory_format.c_str(), r.memory_format_reason.c_str());
+  std::fprintf(out_, "  memory_format  %s (%s)\n", r.memory_format.c_str(),
+               r.memory_format_reason.c_str());
   std::fprintf(out_, "  threads        %d (%s)\n", r.threads, r.threads_reason.c_str());
   std::fprintf(out_, "  plan           %lld epochs x %lld steps = %lld steps\n",
                static_cast<long long>(info.epochs), static_cast<long long>(info.steps_per_epoch),
                static_cast<long long>(info.total_steps));
   if (info.resumed_from_step >= 0) {
-    std::fprintf(out_, "  resumed        from step %lld\n", static_cast<long long>(info.resumed_from_step));
+    std::fprintf(out_, "  resumed        from step %lld\n",
+                 static_cast<long long>(info.resumed_from_step));
   }
   std::fprintf(out_, "  output         %s\n", info.out_dir.c_str());
   std::fflush(out_);
@@ -44,7 +47,8 @@ void Progress::on_start(const train::RunInfo& info) {
 void Progress::on_step(const train::StepReport& r) {
   if (!terminal_) {
     if (r.log_line) {
-      std::fprintf(out_, "step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s\n",
+      std::fprintf(out_,
+                   "step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s\n",
                    static_cast<long long>(r.step), static_cast<long long>(r.total_steps),
                    static_cast<long long>(r.epoch + 1), static_cast<long long>(r.epochs), r.loss,
                    r.learning_rate, r.samples_per_second, format_duration(r.eta_seconds).c_str());
@@ -76,9 +80,12 @@ void Progress::clear_bar() {
 
 void Progress::on_epoch(const train::EpochReport& r) {
   clear_bar();
-  std::fprintf(out_, "epoch %lld/%lld  step %lld  train loss %.4f", static_cast<long long>(r.epoch + 1),
-               static_cast<long long>(r.epochs), static_cast<long long>(r.step), r.train_loss);
-  if (r.evaluated) std::fprintf(out_, "  test loss %.4f  test accuracy %.2f%%", r.test_loss, 100 * r.test_accuracy);
+  std::fprintf(out_, "epoch %lld/%lld  step %lld  train loss %.4f",
+               static_cast<long long>(r.epoch + 1), static_cast<long long>(r.epochs),
+               static_cast<long long>(r.step), r.train_loss);
+  if (r.evaluated)
+    std::fprintf(out_, "  test loss %.4f  test accuracy %.2f%%", r.test_loss,
+                 100 * r.test_accuracy);
   std::fprintf(out_, "  (%s)\n", format_duration(r.seconds).c_str());
   std::fflush(out_);
 }

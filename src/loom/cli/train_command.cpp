@@ -37,7 +37,8 @@ std::string newest_run_dir() {
       if (entry.is_directory() && entry.path().string() > newest) newest = entry.path().string();
     }
   }
-  if (newest.empty()) throw ConfigError("--resume: no --out given and no run under runs/ to resume");
+  if (newest.empty())
+    throw ConfigError("--resume: no --out given and no run under runs/ to resume");
   return newest;
 }
 
@@ -53,11 +54,12 @@ int run_train(const TrainArgs& args) {
   options.observer = &progress;
 
   train::TrainSummary s = train::train(config, options);
-  std::printf("\nsummary: test accuracy %.2f%%  test loss %.4f  %lld steps in %s  "
-              "%.0f samples/s (%s, %s, %d threads)\n",
-              100 * s.test_accuracy, s.test_loss, static_cast<long long>(s.steps),
-              format_duration(s.wall_seconds).c_str(), s.samples_per_second,
-              s.runtime.precision.c_str(), s.runtime.memory_format.c_str(), s.runtime.threads);
+  std::printf(
+      "\nsummary: test accuracy %.2f%%  test loss %.4f  %lld steps in %s  "
+      "%.0f samples/s (%s, %s, %d threads)\n",
+      100 * s.test_accuracy, s.test_loss, static_cast<long long>(s.steps),
+      format_duration(s.wall_seconds).c_str(), s.samples_per_second, s.runtime.precision.c_str(),
+      s.runtime.memory_format.c_str(), s.runtime.threads);
   std::printf("wrote %s/summary.json, metrics.jsonl, config.yaml, checkpoints/\n",
               options.out_dir.c_str());
   return 0;
@@ -67,14 +69,16 @@ int run_train(const TrainArgs& args) {
 
 Command add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "train", "Train a model (default: the small CNN on Fashion-MNIST)");
-  sub->add_option("config", args->config_path, "YAML configuration file (default: built-in defaults)");
+  CLI::App* sub =
+      app.add_subcommand("train", "Train a model (default: the small CNN on Fashion-MNIST)");
+  sub->add_option("config", args->config_path,
+                  "YAML configuration file (default: built-in defaults)");
   sub->add_option("--set", args->overrides, "Override a key: --set train.epochs=5 (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--out", args->out_dir, "Output directory (default: runs/<timestamp>)");
-  sub->add_flag("--resume", args->resume, "Continue from the latest checkpoint in the output directory");
+  sub->add_flag("--resume", args->resume,
+                "Continue from the latest checkpoint in the output directory");
   return {sub, [args] { return run_train(*args); }};
 }
 

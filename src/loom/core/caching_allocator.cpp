@@ -10,8 +10,8 @@ namespace loom {
 
 // Sits in the 64 bytes before a block's data.
 struct CachingCpuAllocator::Header {
-  size_t size;                        // data bytes (rounded when cached)
-  const CachingCpuAllocator* owner;   // null: not cached, free to the system directly
+  size_t size;                       // data bytes (rounded when cached)
+  const CachingCpuAllocator* owner;  // null: not cached, free to the system directly
 };
 
 namespace {
@@ -128,7 +128,8 @@ void CachingCpuAllocator::release_cached() const {
 
 CachingCpuAllocator& install_caching_cpu_allocator(size_t max_cached_bytes) {
   static CachingCpuAllocator* instance = [&] {
-    auto* a = new CachingCpuAllocator(max_cached_bytes);  // never destroyed: tensors may outlive main
+    auto* a =
+        new CachingCpuAllocator(max_cached_bytes);  // never destroyed: tensors may outlive main
     // Priority above LibTorch's default (0) so a later default registration cannot displace it.
     c10::SetCPUAllocator(a, /*priority=*/1);
     g_installed.store(a);

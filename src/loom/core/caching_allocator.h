@@ -27,10 +27,10 @@
 namespace loom {
 
 struct AllocatorStats {
-  uint64_t allocations = 0;    // blocks handed out (cached sizes only)
-  uint64_t cache_hits = 0;     // ... of which came from the cache
-  size_t bytes_in_use = 0;     // handed out and not yet freed
-  size_t bytes_cached = 0;     // free, kept for reuse
+  uint64_t allocations = 0;  // blocks handed out (cached sizes only)
+  uint64_t cache_hits = 0;   // ... of which came from the cache
+  size_t bytes_in_use = 0;   // handed out and not yet freed
+  size_t bytes_cached = 0;   // free, kept for reuse
   size_t peak_bytes_in_use = 0;
 };
 

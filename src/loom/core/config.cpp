@@ -124,8 +124,9 @@ class Reader : public ConfigVisitor {
     std::string got = convert<std::string>(key, *v, "one of " + join_alternatives(options));
     if (std::find(options.begin(), options.end(), got) == options.end()) {
       std::string hint = closest_match(got, options);
-      fail(key, *v, "expected one of " + join_alternatives(options) + ", got '" + got + "'" +
-                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+      fail(key, *v,
+           "expected one of " + join_alternatives(options) + ", got '" + got + "'" +
+               (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
     }
     value = got;
   }
@@ -137,7 +138,8 @@ class Reader : public ConfigVisitor {
       return;
     }
     value = as_integer(key, *v, "an integer >= 1 or 'auto'");
-    if (value < 1) fail(key, *v, "expected an integer >= 1 or 'auto', got " + describe_node(v->node));
+    if (value < 1)
+      fail(key, *v, "expected an integer >= 1 or 'auto', got " + describe_node(v->node));
   }
 
  private:
@@ -148,7 +150,8 @@ class Reader : public ConfigVisitor {
     return &it->second;
   }
 
-  [[noreturn]] static void fail(const std::string& key, const FlatValue& v, const std::string& what) {
+  [[noreturn]] static void fail(const std::string& key, const FlatValue& v,
+                                const std::string& what) {
     throw ConfigError("config key '" + key + "' (" + v.origin + "): " + what);
   }
 
@@ -201,7 +204,8 @@ class Writer : public ConfigVisitor {
   }
   void boolean(const char* k, bool& v, const char*) override { put(k, v, v); }
   void text(const char* k, std::string& v, const char*) override { put(k, v, v); }
-  void choice(const char* k, std::string& v, const std::vector<std::string>&, const char*) override {
+  void choice(const char* k, std::string& v, const std::vector<std::string>&,
+              const char*) override {
     put(k, v, v);
   }
   void count_or_auto(const char* k, int64_t& v, const char*) override {
@@ -238,8 +242,9 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
     }
     c.model.name = "torchscript";
   } else if (c.model.name == "torchscript") {
-    throw ConfigError("config key 'model.torchscript': a path is required when model.name is "
-                      "torchscript");
+    throw ConfigError(
+        "config key 'model.torchscript': a path is required when model.name is "
+        "torchscript");
   }
   if (c.train.label_smoothing >= 1.0) {
     throw ConfigError("config key 'train.label_smoothing': must be < 1, got " +

@@ -11,12 +11,12 @@
 namespace loom {
 
 struct ModelConfig {
-  std::string name = "cnn";   // mlp | cnn | resnet18 | resnet50 | vit_tiny | torchscript
-  std::string torchscript;    // path of a TorchScript module, when name is torchscript
-  int64_t width = 32;         // cnn: channels of the first stage
-  int64_t depth = 1;          // cnn: convolutions per stage
+  std::string name = "cnn";  // mlp | cnn | resnet18 | resnet50 | vit_tiny | torchscript
+  std::string torchscript;   // path of a TorchScript module, when name is torchscript
+  int64_t width = 32;        // cnn: channels of the first stage
+  int64_t depth = 1;         // cnn: convolutions per stage
   double dropout = 0.25;
-  int64_t patch_size = 16;    // vit_tiny
+  int64_t patch_size = 16;  // vit_tiny
 };
 
 struct DataConfig {
@@ -24,10 +24,10 @@ struct DataConfig {
   std::string path;                      // folder of IDX files; default from settings
   int64_t batch_size = 64;
   int64_t eval_batch_size = 500;
-  bool augment = false;      // random flip and shift of training images (IDX sources)
-  int64_t image_size = 224;  // synthetic: height and width
-  int64_t channels = 3;      // synthetic
-  int64_t classes = 10;      // synthetic
+  bool augment = false;          // random flip and shift of training images (IDX sources)
+  int64_t image_size = 224;      // synthetic: height and width
+  int64_t channels = 3;          // synthetic
+  int64_t classes = 10;          // synthetic
   int64_t train_samples = 1024;  // synthetic
   int64_t test_samples = 256;    // synthetic
 };

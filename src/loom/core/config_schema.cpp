@@ -8,11 +8,13 @@ namespace loom {
 void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("seed", c.seed, 0, "Seed for initialisation, data order and augmentation.");
 
-  v.choice("model.name", c.model.name, {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "torchscript"},
+  v.choice("model.name", c.model.name,
+           {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "torchscript"},
            "Model architecture. `model: NAME` is shorthand for this key.");
   v.text("model.torchscript", c.model.torchscript,
          "Path of a TorchScript module to train (`model: {torchscript: PATH}`).");
-  v.integer("model.width", c.model.width, 1, "cnn: channels of the first stage (x2 in the second).");
+  v.integer("model.width", c.model.width, 1,
+            "cnn: channels of the first stage (x2 in the second).");
   v.integer("model.depth", c.model.depth, 1, "cnn: convolutions per stage.");
   v.number("model.dropout", c.model.dropout, 0.0, "Dropout before the classifier (mlp, cnn).");
   v.integer("model.patch_size", c.model.patch_size, 1, "Patch size of vit_tiny.");
@@ -63,7 +65,8 @@ void visit_config(Config& c, ConfigVisitor& v) {
 
   v.choice("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16"},
            "auto = bf16 autocast when the CPU has AVX-512 BF16 or AMX, else fp32.");
-  v.choice("runtime.memory_format", c.runtime.memory_format, {"auto", "contiguous", "channels_last"},
+  v.choice("runtime.memory_format", c.runtime.memory_format,
+           {"auto", "contiguous", "channels_last"},
            "auto = channels_last for convolutional models.");
   v.count_or_auto("runtime.threads", c.runtime.threads,
                   "Compute threads; auto = the cores this process may run on.");

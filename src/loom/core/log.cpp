@@ -12,11 +12,16 @@ namespace {
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
-    case LogLevel::kOff: return "off";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kOff:
+      return "off";
   }
   return "?";
 }
@@ -51,12 +56,12 @@ LogState& state() {
 }  // namespace
 
 LogLevel parse_log_level(std::string_view text) {
-  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError,
-                     LogLevel::kOff}) {
+  for (LogLevel l :
+       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError, LogLevel::kOff}) {
     if (text == level_name(l)) return l;
   }
-  throw ConfigError("log level must be debug, info, warn, error or off, got '" +
-                    std::string(text) + "'");
+  throw ConfigError("log level must be debug, info, warn, error or off, got '" + std::string(text) +
+                    "'");
 }
 
 void set_log_sink(LogSink sink) {

@@ -42,8 +42,8 @@ class LogLine {
 
 }  // namespace loom
 
-#define LOOM_LOG(level, subsystem)                 \
+#define LOOM_LOG(level, subsystem)                   \
   if (!::loom::log_enabled(::loom::LogLevel::level)) \
-    ;                                              \
-  else                                             \
+    ;                                                \
+  else                                               \
     ::loom::LogLine(::loom::LogLevel::level, subsystem)

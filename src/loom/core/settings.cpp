@@ -39,8 +39,8 @@ long long setting_int(std::string_view name) {
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0') {
-    throw ConfigError("environment variable " + std::string(name) +
-                      ": expected an integer, got '" + text + "'");
+    throw ConfigError("environment variable " + std::string(name) + ": expected an integer, got '" +
+                      text + "'");
   }
   return v;
 }

@@ -133,8 +133,8 @@ Topology detect_topology() {
 
 std::string describe(const Topology& t) {
   std::ostringstream s;
-  s << t.usable_cores << " usable cores (affinity " << t.affinity_cores << " of "
-    << t.online_cores << ", quota ";
+  s << t.usable_cores << " usable cores (affinity " << t.affinity_cores << " of " << t.online_cores
+    << ", quota ";
   if (t.quota_cores) {
     s << *t.quota_cores;
   } else {

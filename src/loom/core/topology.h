@@ -20,11 +20,11 @@ struct CpuFeatures {
 };
 
 struct Topology {
-  int online_cores = 1;                 // cores the machine has online
-  int affinity_cores = 1;               // cores in this process's affinity mask
-  std::optional<double> quota_cores;    // cgroup CPU quota in cores, when one is set
-  int usable_cores = 1;                 // min(affinity, ceil(quota)), at least 1
-  uint64_t memory_bytes = 0;            // physical memory
+  int online_cores = 1;               // cores the machine has online
+  int affinity_cores = 1;             // cores in this process's affinity mask
+  std::optional<double> quota_cores;  // cgroup CPU quota in cores, when one is set
+  int usable_cores = 1;               // min(affinity, ceil(quota)), at least 1
+  uint64_t memory_bytes = 0;          // physical memory
   std::string cpu_model;
   CpuFeatures cpu;
 };

@@ -9,7 +9,8 @@ namespace loom::data {
 
 EpochOrder::EpochOrder(int64_t size, uint64_t seed, bool shuffle)
     : size_(size), seed_(seed), shuffle_(shuffle), half_bits_(1) {
-  if (size <= 0) throw DataError("epoch order: data set is empty (size " + std::to_string(size) + ")");
+  if (size <= 0)
+    throw DataError("epoch order: data set is empty (size " + std::to_string(size) + ")");
   while ((uint64_t{1} << (2 * half_bits_)) < static_cast<uint64_t>(size)) ++half_bits_;
 }
 

@@ -85,9 +85,8 @@ ImageSet load_idx_split(const std::string& dir, const std::string& split,
                     std::to_string(images.dim()));
   }
   if (labels.dim() != 1 || labels.size(0) != images.size(0)) {
-    throw DataError("IDX file '" + labels_path + "': expected " +
-                    std::to_string(images.size(0)) + " labels, got shape " +
-                    std::to_string(labels.numel()));
+    throw DataError("IDX file '" + labels_path + "': expected " + std::to_string(images.size(0)) +
+                    " labels, got shape " + std::to_string(labels.numel()));
   }
   ImageSet set;
   set.images = images.unsqueeze(-1);  // one channel, NHWC

@@ -14,7 +14,8 @@ ImageSet make_synthetic(const SyntheticSpec& spec) {
   at::Tensor prototypes =
       at::upsample_bilinear2d(coarse, {h, w}, /*align_corners=*/false).permute({0, 2, 3, 1});
 
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(hash_key({spec.seed, spec.stream, 29}));
+  at::Generator gen =
+      at::make_generator<at::CPUGeneratorImpl>(hash_key({spec.seed, spec.stream, 29}));
   ImageSet set;
   set.classes = spec.classes;
   set.labels = at::empty({n}, at::kLong);

@@ -20,8 +20,8 @@ class Cnn : public Classifier {
     for (int64_t stage = 0; stage < 2; ++stage) {
       const int64_t out = width << stage;
       for (int64_t i = 0; i < depth; ++i) {
-        features->push_back(torch::nn::Conv2d(
-            torch::nn::Conv2dOptions(channels, out, 3).padding(1).bias(false)));
+        features->push_back(
+            torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, out, 3).padding(1).bias(false)));
         features->push_back(torch::nn::BatchNorm2d(out));
         features->push_back(torch::nn::ReLU());
         channels = out;

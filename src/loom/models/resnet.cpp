@@ -43,8 +43,8 @@ class Block : public torch::nn::Module {
     }
     if (stride != 1 || in != planes * expansion) {
       downsample_ = register_module(
-          "downsample", Sequential(conv(in, planes * expansion, 1, stride),
-                                   BatchNorm2d(planes * expansion)));
+          "downsample",
+          Sequential(conv(in, planes * expansion, 1, stride), BatchNorm2d(planes * expansion)));
     }
   }
 

@@ -21,8 +21,8 @@ class TorchScriptModel : public Model {
   at::Tensor forward(const at::Tensor& input) override {
     c10::IValue out = module_.forward({input});
     if (!out.isTensor()) {
-      throw Error("TorchScript module '" + path_ + "': forward returned " +
-                  out.tagKind() + ", expected a Tensor of logits");
+      throw Error("TorchScript module '" + path_ + "': forward returned " + out.tagKind() +
+                  ", expected a Tensor of logits");
     }
     return out.toTensor();
   }

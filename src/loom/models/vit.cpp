@@ -18,10 +18,12 @@ constexpr int64_t kDim = 192, kDepth = 12, kHeads = 3, kMlp = 768;
 class EncoderBlock : public torch::nn::Module {
  public:
   EncoderBlock() {
-    norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
+    norm1_ = register_module("norm1",
+                             torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
     qkv_ = register_module("qkv", torch::nn::Linear(kDim, 3 * kDim));
     proj_ = register_module("proj", torch::nn::Linear(kDim, kDim));
-    norm2_ = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
+    norm2_ = register_module("norm2",
+                             torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
     fc1_ = register_module("fc1", torch::nn::Linear(kDim, kMlp));
     fc2_ = register_module("fc2", torch::nn::Linear(kMlp, kDim));
   }
@@ -50,7 +52,8 @@ class VitTiny : public Classifier {
   VitTiny(const InputSpec& in, int64_t patch) {
     const int64_t patches = (in.height / patch) * (in.width / patch);
     patch_embed_ = register_module(
-        "patch_embed", torch::nn::Conv2d(torch::nn::Conv2dOptions(in.channels, kDim, patch).stride(patch)));
+        "patch_embed",
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(in.channels, kDim, patch).stride(patch)));
     cls_token_ = register_parameter("cls_token", at::zeros({1, 1, kDim}));
     pos_embed_ = register_parameter("pos_embed", at::zeros({1, patches + 1, kDim}));
     // A ModuleList names the blocks "blocks.0" ... as timm does; blocks_ keeps typed handles.
@@ -60,7 +63,8 @@ class VitTiny : public Classifier {
       list->push_back(blocks_.back());
     }
     register_module("blocks", list);
-    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
+    norm_ = register_module("norm",
+                            torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
     head_ = register_module("head", torch::nn::Linear(kDim, in.classes));
     torch::NoGradGuard no_grad;
     pos_embed_.normal_(0.0, 0.02);

@@ -38,7 +38,9 @@ models::NamedTensors with_prefix(const std::string& prefix, const models::NamedT
 }  // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step)
-    : dir_(std::move(dir)), keep_(std::max<int64_t>(1, keep)), kill_in_save_step_(kill_in_save_step) {
+    : dir_(std::move(dir)),
+      keep_(std::max<int64_t>(1, keep)),
+      kill_in_save_step_(kill_in_save_step) {
   fs::create_directories(dir_);
 }
 
@@ -58,16 +60,15 @@ std::string CheckpointStore::save(const CheckpointData& data) {
   state.emplace_back("rng/cpu", data.rng_state);
   write_safetensors((tmp_dir / "state.safetensors").string(), state);
 
-  nlohmann::ordered_json manifest = {
-      {"format", "loom-checkpoint"},
-      {"version", kFormatVersion},
-      {"step", data.position.step},
-      {"epoch", data.position.epoch},
-      {"step_in_epoch", data.position.step_in_epoch},
-      {"samples", data.position.samples},
-      {"optimizer", data.optimizer_kind},
-      {"files", {"model.safetensors", "state.safetensors"}},
-      {"config", nlohmann::json::parse(data.config_json)}};
+  nlohmann::ordered_json manifest = {{"format", "loom-checkpoint"},
+                                     {"version", kFormatVersion},
+                                     {"step", data.position.step},
+                                     {"epoch", data.position.epoch},
+                                     {"step_in_epoch", data.position.step_in_epoch},
+                                     {"samples", data.position.samples},
+                                     {"optimizer", data.optimizer_kind},
+                                     {"files", {"model.safetensors", "state.safetensors"}},
+                                     {"config", nlohmann::json::parse(data.config_json)}};
   write_synced((tmp_dir / "manifest.json").string(), manifest.dump(2) + "\n");
   fsync_directory(tmp_dir.string());
 
@@ -118,7 +119,8 @@ void CheckpointStore::prune() {
   }
   auto all = list();
   for (size_t i = 0; i + keep_ < all.size(); ++i) {
-    LOOM_LOG(kDebug, "checkpoint") << "pruning " << all[i] << " (checkpoint.keep = " << keep_ << ")";
+    LOOM_LOG(kDebug, "checkpoint")
+        << "pruning " << all[i] << " (checkpoint.keep = " << keep_ << ")";
     fs::remove_all(all[i]);
   }
 }

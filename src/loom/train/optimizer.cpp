@@ -18,9 +18,7 @@ std::vector<at::Tensor> values(const models::NamedTensors& named) {
 }
 
 // LibTorch keys optimizer state by the parameter's TensorImpl address.
-std::string state_key(const at::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
 template <typename AdamState>
 void export_adam(const AdamState& s, const std::string& name, models::NamedTensors& out) {
@@ -68,25 +66,25 @@ std::unique_ptr<AdamState> import_adam(const StateLookup& lookup, const std::str
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c,
                                                         const models::NamedTensors& parameters) {
   if (c.name == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        values(parameters), torch::optim::SGDOptions(c.lr)
-                                .momentum(c.momentum)
-                                .nesterov(c.nesterov && c.momentum > 0)
-                                .weight_decay(c.weight_decay));
+    return std::make_unique<torch::optim::SGD>(values(parameters),
+                                               torch::optim::SGDOptions(c.lr)
+                                                   .momentum(c.momentum)
+                                                   .nesterov(c.nesterov && c.momentum > 0)
+                                                   .weight_decay(c.weight_decay));
   }
   if (c.name == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        values(parameters), torch::optim::AdamOptions(c.lr)
-                                .betas({c.beta1, c.beta2})
-                                .eps(c.eps)
-                                .weight_decay(c.weight_decay));
+    return std::make_unique<torch::optim::Adam>(values(parameters),
+                                                torch::optim::AdamOptions(c.lr)
+                                                    .betas({c.beta1, c.beta2})
+                                                    .eps(c.eps)
+                                                    .weight_decay(c.weight_decay));
   }
   if (c.name == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(
-        values(parameters), torch::optim::AdamWOptions(c.lr)
-                                .betas({c.beta1, c.beta2})
-                                .eps(c.eps)
-                                .weight_decay(c.weight_decay));
+    return std::make_unique<torch::optim::AdamW>(values(parameters),
+                                                 torch::optim::AdamWOptions(c.lr)
+                                                     .betas({c.beta1, c.beta2})
+                                                     .eps(c.eps)
+                                                     .weight_decay(c.weight_decay));
   }
   throw ConfigError("config key 'optimizer.name': unknown optimizer '" + c.name + "'");
 }
@@ -105,7 +103,8 @@ models::NamedTensors export_optimizer_state(torch::optim::Optimizer& optimizer,
     if (it == state.end()) continue;
     if (kind == "sgd") {
       const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-      if (s.momentum_buffer().defined()) out.emplace_back(name + ".momentum_buffer", s.momentum_buffer());
+      if (s.momentum_buffer().defined())
+        out.emplace_back(name + ".momentum_buffer", s.momentum_buffer());
     } else if (kind == "adam") {
       export_adam(static_cast<const torch::optim::AdamParamState&>(*it->second), name, out);
     } else if (kind == "adamw") {

@@ -11,7 +11,7 @@ namespace {
 
 const std::vector<std::pair<at::ScalarType, const char*>>& dtype_names() {
   static const std::vector<std::pair<at::ScalarType, const char*>> names = {
-      {at::kFloat, "F32"}, {at::kDouble, "F64"}, {at::kHalf, "F16"}, {at::kBFloat16, "BF16"},
+      {at::kFloat, "F32"}, {at::kDouble, "F64"}, {at::kHalf, "F16"},  {at::kBFloat16, "BF16"},
       {at::kLong, "I64"},  {at::kInt, "I32"},    {at::kShort, "I16"}, {at::kChar, "I8"},
       {at::kByte, "U8"},   {at::kBool, "BOOL"}};
   return names;

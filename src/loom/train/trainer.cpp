@@ -93,8 +93,9 @@ void TrainingRun::set_up() {
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
   at::set_num_threads(info_.runtime.threads);
-  const auto format = info_.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
-                                                                     : at::MemoryFormat::Contiguous;
+  const auto format = info_.runtime.memory_format == "channels_last"
+                          ? at::MemoryFormat::ChannelsLast
+                          : at::MemoryFormat::Contiguous;
   model_->set_memory_format(format);
   model_->train(true);
   parameters_ = model_->named_parameters();
@@ -111,8 +112,9 @@ void TrainingRun::set_up() {
   if (config_.train.max_steps > 0) total_steps_ = std::min(total_steps_, config_.train.max_steps);
   warmup_steps_ = std::min<int64_t>(5, total_steps_ / 10);
 
-  store_ = std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
-                                             setting_int("LOOM_FAULT_KILL_IN_SAVE"));
+  store_ =
+      std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
+                                        setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
 
@@ -135,13 +137,15 @@ void TrainingRun::resume_if_asked() {
   CheckpointData ckpt = CheckpointStore::load(path);
   if (ckpt.optimizer_kind != config_.optimizer.name) {
     throw ConfigError("config key 'optimizer.name' is '" + config_.optimizer.name +
-                      "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind + "'");
+                      "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind +
+                      "'");
   }
   std::map<std::string, at::Tensor> saved(ckpt.model.begin(), ckpt.model.end());
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : model_->named_parameters()) {
     auto it = saved.find(name);
-    if (it == saved.end()) throw DataError("checkpoint '" + path + "' has no tensor '" + name + "'");
+    if (it == saved.end())
+      throw DataError("checkpoint '" + path + "' has no tensor '" + name + "'");
     if (it->second.sizes() != t.sizes()) {
       throw DataError("checkpoint '" + path + "': tensor '" + name + "' has shape " +
                       c10::str(it->second.sizes()) + ", the model expects " + c10::str(t.sizes()));
@@ -150,7 +154,8 @@ void TrainingRun::resume_if_asked() {
   }
   for (auto& [name, t] : model_->named_buffers()) {
     auto it = saved.find(name);
-    if (it == saved.end()) throw DataError("checkpoint '" + path + "' has no buffer '" + name + "'");
+    if (it == saved.end())
+      throw DataError("checkpoint '" + path + "' has no buffer '" + name + "'");
     t.copy_(it->second);
   }
   import_optimizer_state(*optimizer_, ckpt.optimizer_kind, parameters_, ckpt.optimizer);
@@ -177,8 +182,8 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
       AutocastScope autocast(info_.runtime.bf16());
       logits = model_->forward(feeder_->to_input(batch.images));
     }
-    at::Tensor loss = torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels,
-                                                           loss_options);
+    at::Tensor loss =
+        torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
     const double value = loss.item<double>();
     if (!std::isfinite(value)) {
       throw Error("training: loss is " + std::to_string(value) + " at step " +
@@ -191,7 +196,8 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
     position_.samples += batch.labels.size(0);
   }
   if (config_.train.grad_clip > 0) {
-    torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(), config_.train.grad_clip);
+    torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
+                                      config_.train.grad_clip);
   }
   optimizer_->step();
   return loss_sum / static_cast<double>(accum);
@@ -202,7 +208,8 @@ void TrainingRun::report_step(double loss) {
   ++window_steps_;
   epoch_loss_ += loss;
   ++epoch_steps_;
-  const bool log_line = position_.step % config_.train.log_every == 0 || position_.step == total_steps_;
+  const bool log_line =
+      position_.step % config_.train.log_every == 0 || position_.step == total_steps_;
   StepReport r;
   r.step = position_.step;
   r.total_steps = total_steps_;
@@ -212,7 +219,8 @@ void TrainingRun::report_step(double loss) {
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
   r.elapsed_seconds = seconds_since(start_);
-  const double per_step = steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
+  const double per_step =
+      steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
   r.eta_seconds = per_step * static_cast<double>(total_steps_ - position_.step);
   r.log_line = log_line;
   observe_step(r);
@@ -285,8 +293,10 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     position_.epoch = epoch + 1;
     position_.step_in_epoch = 0;
   }
-  nlohmann::ordered_json record = {{"type", "epoch"},        {"epoch", epoch + 1},
-                                   {"step", r.step},         {"train_loss", r.train_loss},
+  nlohmann::ordered_json record = {{"type", "epoch"},
+                                   {"epoch", epoch + 1},
+                                   {"step", r.step},
+                                   {"train_loss", r.train_loss},
                                    {"seconds", r.seconds}};
   if (r.evaluated) {
     record["test_loss"] = r.test_loss;
@@ -320,8 +330,9 @@ TrainSummary TrainingRun::run() {
   s.test_loss = last_eval_.loss;
   s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool have_steady = steady_seconds_ > 0;
-  s.samples_per_second = have_steady ? steady_samples_ / steady_seconds_
-                                     : (window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0);
+  s.samples_per_second = have_steady
+                             ? steady_samples_ / steady_seconds_
+                             : (window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0);
   s.wall_seconds = seconds_since(start_);
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;

@@ -28,11 +28,11 @@ struct RunInfo {
 struct StepReport {
   int64_t step = 0, total_steps = 0;  // optimizer steps completed / planned
   int64_t epoch = 0, epochs = 0;
-  double loss = 0.0;                // mean over the steps since the last report line
+  double loss = 0.0;  // mean over the steps since the last report line
   double learning_rate = 0.0;
   double samples_per_second = 0.0;  // recent throughput
   double elapsed_seconds = 0.0, eta_seconds = 0.0;
-  bool log_line = false;            // true every train.log_every steps
+  bool log_line = false;  // true every train.log_every steps
 };
 
 struct EpochReport {
@@ -53,9 +53,9 @@ struct TrainSummary {
   RuntimeChoice runtime;
   int64_t resumed_from_step = -1;
   std::string last_checkpoint;
-  std::string allocator;             // caching | system
+  std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
-  double allocator_hit_rate = 0.0;   // caching allocator: share of blocks served from cache
+  double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
 };
 
 class TrainObserver {

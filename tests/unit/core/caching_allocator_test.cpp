@@ -46,7 +46,10 @@ TEST(CachingCpuAllocator, SupportsRawAllocation) {
 
 TEST(CachingCpuAllocator, SmallBlocksBypassTheCache) {
   CachingCpuAllocator a(64 * kBig);
-  { c10::DataPtr p = a.allocate(100); ASSERT_NE(p.get(), nullptr); }
+  {
+    c10::DataPtr p = a.allocate(100);
+    ASSERT_NE(p.get(), nullptr);
+  }
   EXPECT_EQ(a.stats().allocations, 0u);
   EXPECT_EQ(a.stats().bytes_cached, 0u);
 }

@@ -26,9 +26,10 @@ TEST(Config, DefaultsAreTheFashionMnistCnn) {
 }
 
 TEST(Config, ReadsNestedKeysAndShorthands) {
-  Config c = parse_config("model: resnet18\ndata: synthetic\ntrain:\n  epochs: 7\n  grad_clip: 1.5\n"
-                          "runtime: {threads: 3, precision: fp32}\n",
-                          "t", {});
+  Config c = parse_config(
+      "model: resnet18\ndata: synthetic\ntrain:\n  epochs: 7\n  grad_clip: 1.5\n"
+      "runtime: {threads: 3, precision: fp32}\n",
+      "t", {});
   EXPECT_EQ(c.model.name, "resnet18");
   EXPECT_EQ(c.data.source, "synthetic");
   EXPECT_EQ(c.train.epochs, 7);
@@ -38,8 +39,9 @@ TEST(Config, ReadsNestedKeysAndShorthands) {
 }
 
 TEST(Config, OverridesWinOverTheFile) {
-  Config c = parse_config("train: {epochs: 7}\n", "t",
-                          {"train.epochs=2", "model=mlp", "optimizer.lr=1e-3", "runtime.threads=auto"});
+  Config c =
+      parse_config("train: {epochs: 7}\n", "t",
+                   {"train.epochs=2", "model=mlp", "optimizer.lr=1e-3", "runtime.threads=auto"});
   EXPECT_EQ(c.train.epochs, 2);
   EXPECT_EQ(c.model.name, "mlp");
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 1e-3);
@@ -49,8 +51,9 @@ TEST(Config, OverridesWinOverTheFile) {
 TEST(Config, UnknownKeyNamesTheKeyAndTheClosestValidOne) {
   EXPECT_EQ(config_error("train:\n  epoch: 3\n"),
             "unknown config key 'train.epoch' (in test.yaml); did you mean 'train.epochs'?");
-  EXPECT_EQ(config_error("", {"optimizer.momentun=0.8"}),
-            "unknown config key 'optimizer.momentun' (from --set); did you mean 'optimizer.momentum'?");
+  EXPECT_EQ(
+      config_error("", {"optimizer.momentun=0.8"}),
+      "unknown config key 'optimizer.momentun' (from --set); did you mean 'optimizer.momentum'?");
   // A far-off key gets no misleading suggestion.
   EXPECT_EQ(config_error("colour: blue\n"), "unknown config key 'colour' (in test.yaml)");
 }
@@ -72,8 +75,9 @@ TEST(Config, WrongTypeNamesKeyExpectedTypeAndValue) {
 TEST(Config, RangesAreChecked) {
   EXPECT_EQ(config_error("", {"data.batch_size=0"}),
             "config key 'data.batch_size' (from --set): must be >= 1");
-  EXPECT_EQ(config_error("", {"runtime.threads=0"}),
-            "config key 'runtime.threads' (from --set): expected an integer >= 1 or 'auto', got '0'");
+  EXPECT_EQ(
+      config_error("", {"runtime.threads=0"}),
+      "config key 'runtime.threads' (from --set): expected an integer >= 1 or 'auto', got '0'");
   EXPECT_EQ(config_error("", {"train.label_smoothing=1"}),
             "config key 'train.label_smoothing': must be < 1, got 1.0");
   EXPECT_EQ(config_error("", {"optimizer.lr=.inf"}),
@@ -81,9 +85,11 @@ TEST(Config, RangesAreChecked) {
 }
 
 TEST(Config, SectionsAndTopLevelShapeAreChecked) {
-  EXPECT_EQ(config_error("train: 3\n"),
-            "config key 'train' (in test.yaml) is a section: give it a mapping of keys, not a value");
-  EXPECT_EQ(config_error("- a\n- b\n"), "config test.yaml: expected a mapping of keys at the top level");
+  EXPECT_EQ(
+      config_error("train: 3\n"),
+      "config key 'train' (in test.yaml) is a section: give it a mapping of keys, not a value");
+  EXPECT_EQ(config_error("- a\n- b\n"),
+            "config test.yaml: expected a mapping of keys at the top level");
   EXPECT_NE(config_error("train: {epochs: 1\n").find("not valid YAML"), std::string::npos);
   EXPECT_EQ(config_error("", {"noequals"}), "--set expects key=value, got 'noequals'");
 }
@@ -99,8 +105,8 @@ TEST(Config, TorchScriptShorthandSetsTheModelName) {
 }
 
 TEST(Config, ResolvedYamlRoundTripsWithEveryKey) {
-  Config c = parse_config("", "t", {"optimizer.lr=0.0123", "train.epochs=9", "runtime.threads=4",
-                                    "data.augment=true"});
+  Config c = parse_config(
+      "", "t", {"optimizer.lr=0.0123", "train.epochs=9", "runtime.threads=4", "data.augment=true"});
   std::string yaml = config_to_yaml(c);
   for (const auto& row : describe_config()) {
     const std::string leaf = row.key.substr(row.key.find_last_of('.') + 1);

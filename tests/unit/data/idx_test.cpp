@@ -15,7 +15,8 @@ namespace {
 std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
   std::string out = {0, 0, 8, static_cast<char>(dims.size())};
   for (uint32_t d : dims) {
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((d >> shift) & 0xff));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out.push_back(static_cast<char>((d >> shift) & 0xff));
   }
   out.append(data.begin(), data.end());
   return out;

@@ -40,10 +40,10 @@ TEST(ModelZoo, EveryModelMapsABatchToLogits) {
     bool convolutional;
   };
   for (const auto& c : std::vector<Case>{{"mlp", {1, 28, 28, 10}, false},
-                                        {"cnn", {1, 28, 28, 10}, true},
-                                        {"resnet18", {1, 28, 28, 10}, true},
-                                        {"resnet50", {3, 32, 32, 7}, true},
-                                        {"vit_tiny", {3, 32, 32, 5}, false}}) {
+                                         {"cnn", {1, 28, 28, 10}, true},
+                                         {"resnet18", {1, 28, 28, 10}, true},
+                                         {"resnet50", {3, 32, 32, 7}, true},
+                                         {"vit_tiny", {3, 32, 32, 5}, false}}) {
     ModelConfig config;
     config.name = c.name;
     config.patch_size = 8;
@@ -82,7 +82,8 @@ TEST(ModelZoo, ViTPatchMustDivideTheImage) {
     make_model(config, {1, 28, 28, 10});
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "config key 'model.patch_size': 16 does not divide the input size 28x28");
+    EXPECT_STREQ(e.what(),
+                 "config key 'model.patch_size': 16 does not divide the input size 28x28");
   }
 }
 

@@ -16,7 +16,8 @@ namespace {
 CheckpointData make_checkpoint(int64_t step) {
   CheckpointData d;
   d.position = {step, step / 10, step % 10, step * 32};
-  d.model = {{"w", at::full({2, 3}, static_cast<float>(step))}, {"bn.running_mean", at::zeros({3})}};
+  d.model = {{"w", at::full({2, 3}, static_cast<float>(step))},
+             {"bn.running_mean", at::zeros({3})}};
   d.optimizer = {{"w.momentum_buffer", at::ones({2, 3})}};
   d.optimizer_kind = "sgd";
   d.rng_state = at::arange(16, at::kByte);

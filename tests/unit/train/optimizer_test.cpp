@@ -7,8 +7,9 @@ namespace {
 
 models::NamedTensors make_params() {
   at::manual_seed(3);
-  return {{"w", at::randn({3, 2, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_()},
-          {"b", at::randn({4}).requires_grad_()}};
+  return {
+      {"w", at::randn({3, 2, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_()},
+      {"b", at::randn({4}).requires_grad_()}};
 }
 
 void step_with_grads(torch::optim::Optimizer& opt, const models::NamedTensors& params, int seed) {

@@ -19,7 +19,8 @@ TEST(RuntimeChoice, AutoPicksBf16OnlyWithNativeSupportAndOneDnn) {
   RuntimeConfig cfg;
   EXPECT_EQ(choose_runtime(cfg, machine(true, false, 2), true, true).precision, "bf16");
   EXPECT_EQ(choose_runtime(cfg, machine(false, true, 2), true, true).precision, "bf16");
-  EXPECT_EQ(choose_runtime(cfg, machine(false, true, 2), true, true).precision_reason, "CPU has AMX-BF16");
+  EXPECT_EQ(choose_runtime(cfg, machine(false, true, 2), true, true).precision_reason,
+            "CPU has AMX-BF16");
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).precision, "fp32");
   EXPECT_EQ(choose_runtime(cfg, machine(true, false, 2), true, false).precision, "fp32");
   cfg.precision = "bf16";
@@ -28,7 +29,8 @@ TEST(RuntimeChoice, AutoPicksBf16OnlyWithNativeSupportAndOneDnn) {
 
 TEST(RuntimeChoice, AutoLayoutFollowsTheModel) {
   RuntimeConfig cfg;
-  EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).memory_format, "channels_last");
+  EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).memory_format,
+            "channels_last");
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), false, true).memory_format, "contiguous");
   cfg.memory_format = "contiguous";
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).memory_format, "contiguous");

@@ -51,12 +51,12 @@ TEST(Safetensors, MalformedFilesAreDataErrorsNamingTheFile) {
   bad_json[9] = '!';
   std::string bad_dtype = good;
   bad_dtype.replace(bad_dtype.find("F32"), 3, "Q99");
-  for (const auto& [what, bytes] : std::vector<std::pair<std::string, std::string>>{
-           {"too short", "abc"},
-           {"header length", huge_length},
-           {"data_offsets", short_data},
-           {"not valid JSON", bad_json},
-           {"unknown dtype", bad_dtype}}) {
+  for (const auto& [what, bytes] :
+       std::vector<std::pair<std::string, std::string>>{{"too short", "abc"},
+                                                        {"header length", huge_length},
+                                                        {"data_offsets", short_data},
+                                                        {"not valid JSON", bad_json},
+                                                        {"unknown dtype", bad_dtype}}) {
     try {
       decode_safetensors(bytes, "ckpt.safetensors");
       ADD_FAILURE() << what << " accepted";
