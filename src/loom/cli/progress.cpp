@@ -33,9 +33,11 @@ void Progress::on_start(const train::RunInfo& info) {
   std::fprintf(out_, "  memory_format  %s (%s)\n", r.memory_format.c_str(),
                r.memory_format_reason.c_str());
   std::fprintf(out_, "  threads        %d (%s)\n", r.threads, r.threads_reason.c_str());
-  std::fprintf(out_, "  plan           %lld epochs x %lld steps = %lld steps\n",
-               static_cast<long long>(info.epochs), static_cast<long long>(info.steps_per_epoch),
-               static_cast<long long>(info.total_steps));
+  const long long planned = info.epochs * info.steps_per_epoch;
+  std::fprintf(out_, "  plan           %lld steps: %lld epochs x %lld steps%s\n",
+               static_cast<long long>(info.total_steps), static_cast<long long>(info.epochs),
+               static_cast<long long>(info.steps_per_epoch),
+               info.total_steps < planned ? ", capped by train.max_steps" : "");
   if (info.resumed_from_step >= 0) {
     std::fprintf(out_, "  resumed        from step %lld\n",
                  static_cast<long long>(info.resumed_from_step));

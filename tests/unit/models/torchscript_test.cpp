@@ -63,12 +63,13 @@ TEST(TorchScript, TrainsThroughTheCli) {
   if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
   auto r = test::run_loom("train --out " + (dir / "run") + " " + test::tiny_synthetic_args() +
                           " --set model.torchscript=" + path +
-                          " --set train.epochs=4 --set optimizer.lr=0.1");
+                          " --set train.epochs=8 --set optimizer.lr=0.1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
   EXPECT_EQ(summary["model"], "torchscript");
-  // Four classes of smooth prototypes plus noise: chance is 25%, a trained net is far above.
-  EXPECT_GT(summary["test_accuracy"].get<double>(), 0.8) << r.output;
+  // Four classes of smooth prototypes plus noise: chance is 25%; 8 epochs reach 100% for seeds
+  // 0-3 in both bf16 and fp32, so 0.9 leaves room for other CPUs and kernels.
+  EXPECT_GT(summary["test_accuracy"].get<double>(), 0.9) << r.output;
 }
 
 }  // namespace
