@@ -1,0 +1,57 @@
+// Decoding encoded images (JPEG through libjpeg-turbo, PNG through libpng) into uint8 RGB HWC
+// tensors, with the two tricks that make a data pipeline fast: decode only the crop window that
+// will be used, and let the JPEG decoder downscale in the DCT domain when the crop is at least
+// twice the size it will be resized to. Grayscale and CMYK images come out as RGB.
+//
+// Errors are SampleErrors naming `origin` (usually the file path) and the reason. Thread-safe:
+// every call uses its own decoder state.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace loom::data {
+
+enum class ImageFormat { kJpeg, kPng };
+
+struct ImageHeader {
+  ImageFormat format = ImageFormat::kJpeg;
+  int width = 0, height = 0;
+  int channels = 0;  // as stored: 1 gray, 3 color, 4 CMYK or RGBA
+};
+
+struct CropRect {
+  int x = 0, y = 0, width = 0, height = 0;  // in source pixels
+};
+
+struct DecodeOptions {
+  std::optional<CropRect> crop;  // decode only this window (clamped to the image)
+  // The size the result will be resized to, if any. When the (cropped) image is at least twice
+  // as large in both directions, JPEG decoding scales by 1/2, 1/4 or 1/8 on the way.
+  int target_width = 0, target_height = 0;
+  int64_t max_pixels = 0;  // refuse images with more pixels (0 = no limit)
+};
+
+struct DecodedImage {
+  at::Tensor pixels;          // uint8 [H, W, 3]
+  CropRect region;            // the source region the pixels cover
+  int scale_denominator = 1;  // the pixels are the region downscaled by this factor
+};
+
+// Reads dimensions without decoding. Throws SampleError.
+ImageHeader read_image_header(const uint8_t* data, size_t size, const std::string& origin);
+
+DecodedImage decode_image(const uint8_t* data, size_t size, const DecodeOptions& options,
+                          const std::string& origin);
+
+// Encodes uint8 [H, W, C] as a baseline JPEG: C = 3 RGB, 1 grayscale, 4 CMYK (Adobe-style,
+// inverted as Photoshop writes it). For synthetic data sets and tests.
+std::string encode_jpeg(const at::Tensor& pixels, int quality);
+
+// Encodes uint8 [H, W, C] (C = 1 or 3) as PNG.
+std::string encode_png(const at::Tensor& pixels);
+
+}  // namespace loom::data

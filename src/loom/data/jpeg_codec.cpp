@@ -1,0 +1,225 @@
+#include "loom/data/jpeg_codec.h"
+
+// clang-format off
+#include <cstdio>   // jpeglib.h needs FILE and size_t declared first
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstring>
+#include <vector>
+
+#include "loom/data/sample_error.h"
+
+namespace loom::data::jpeg {
+namespace {
+
+// libjpeg reports errors through callbacks; we longjmp back to the guarded call and turn the
+// message into a SampleError there. A premature end of data is only a warning to libjpeg (it
+// pads with gray), but for training data it means a truncated file, so it is fatal here.
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool truncated;
+};
+
+void on_error(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void on_message(j_common_ptr cinfo, int level) {
+  auto* e = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
+    e->truncated = true;
+    (*cinfo->err->format_message)(cinfo, e->message);
+    std::longjmp(e->jump, 1);
+  }
+}
+
+// Owns a decompressor. The guarded_* functions below hold only plain data, because a longjmp
+// out of libjpeg skips C++ destructors between the setjmp and the error.
+struct Decoder {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  Decoder() {
+    std::memset(&err, 0, sizeof err);
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = on_error;
+    err.pub.emit_message = on_message;
+    jpeg_create_decompress(&cinfo);
+  }
+  ~Decoder() { jpeg_destroy_decompress(&cinfo); }
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+};
+
+// Where to decode, in scaled output coordinates.
+struct Window {
+  JDIMENSION x, y, width, height;
+};
+
+bool guarded_read_header(Decoder& d, const uint8_t* data, size_t size) {
+  if (setjmp(d.err.jump)) return false;
+  jpeg_mem_src(&d.cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&d.cinfo, TRUE);
+  return true;
+}
+
+bool guarded_plan(Decoder& d, int denominator, J_COLOR_SPACE out_space) {
+  if (setjmp(d.err.jump)) return false;
+  d.cinfo.scale_num = 1;
+  d.cinfo.scale_denom = static_cast<unsigned>(denominator);
+  d.cinfo.out_color_space = out_space;
+  jpeg_calc_output_dimensions(&d.cinfo);
+  return true;
+}
+
+bool guarded_decode(Decoder& d, Window w, uint8_t* row, uint8_t* out) {
+  if (setjmp(d.err.jump)) return false;
+  jpeg_start_decompress(&d.cinfo);
+  const int comps = d.cinfo.output_components;
+  // jpeg_crop_scanline widens the window to iMCU boundaries; remember where ours starts in it.
+  JDIMENSION crop_x = w.x, crop_width = w.width;
+  if (w.x > 0 || w.width < d.cinfo.output_width) {
+    jpeg_crop_scanline(&d.cinfo, &crop_x, &crop_width);
+  }
+  const size_t skip = static_cast<size_t>(w.x - crop_x) * comps;
+  if (w.y > 0) jpeg_skip_scanlines(&d.cinfo, w.y);
+  for (JDIMENSION r = 0; r < w.height; ++r) {
+    JSAMPROW rows[1] = {row};
+    jpeg_read_scanlines(&d.cinfo, rows, 1);
+    std::memcpy(out + static_cast<size_t>(r) * w.width * comps, row + skip,
+                static_cast<size_t>(w.width) * comps);
+  }
+  jpeg_abort_decompress(&d.cinfo);  // the rows below the window are not needed
+  return true;
+}
+
+[[noreturn]] void fail(const Decoder& d, const std::string& origin) {
+  throw SampleError(d.err.truncated ? SampleFault::kTruncated : SampleFault::kUndecodable,
+                    "JPEG '" + origin + "': " + d.err.message);
+}
+
+// The largest DCT scaling (1/8, 1/4, 1/2) that keeps the crop at least the target size.
+int pick_denominator(int crop_width, int crop_height, const DecodeOptions& o) {
+  if (o.target_width <= 0 || o.target_height <= 0) return 1;
+  for (int d : {8, 4, 2}) {
+    if (crop_width / d >= o.target_width && crop_height / d >= o.target_height) return d;
+  }
+  return 1;
+}
+
+// Adobe CMYK JPEGs store inverted values (the common case); others store plain CMYK.
+void cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, size_t pixels, bool inverted) {
+  for (size_t i = 0; i < pixels; ++i) {
+    int k = inverted ? cmyk[4 * i + 3] : 255 - cmyk[4 * i + 3];
+    for (int c = 0; c < 3; ++c) {
+      int v = inverted ? cmyk[4 * i + c] : 255 - cmyk[4 * i + c];
+      rgb[3 * i + c] = static_cast<uint8_t>((v * k + 127) / 255);
+    }
+  }
+}
+
+}  // namespace
+
+ImageHeader read_header(const uint8_t* data, size_t size, const std::string& origin) {
+  Decoder d;
+  if (!guarded_read_header(d, data, size)) fail(d, origin);
+  return {ImageFormat::kJpeg, static_cast<int>(d.cinfo.image_width),
+          static_cast<int>(d.cinfo.image_height), d.cinfo.num_components};
+}
+
+DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& options,
+                    const std::string& origin) {
+  Decoder d;
+  if (!guarded_read_header(d, data, size)) fail(d, origin);
+  const int width = static_cast<int>(d.cinfo.image_width);
+  const int height = static_cast<int>(d.cinfo.image_height);
+  if (options.max_pixels > 0 && int64_t{width} * height > options.max_pixels) {
+    throw SampleError(SampleFault::kTooLarge, "JPEG '" + origin + "': " + std::to_string(width) +
+                                                  "x" + std::to_string(height) +
+                                                  " pixels exceed the limit of " +
+                                                  std::to_string(options.max_pixels));
+  }
+  CropRect crop{0, 0, width, height};
+  if (options.crop) {
+    crop.x = std::clamp(options.crop->x, 0, width - 1);
+    crop.y = std::clamp(options.crop->y, 0, height - 1);
+    crop.width = std::clamp(options.crop->width, 1, width - crop.x);
+    crop.height = std::clamp(options.crop->height, 1, height - crop.y);
+  }
+  const int denominator = pick_denominator(crop.width, crop.height, options);
+  const bool cmyk = d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK;
+  if (!guarded_plan(d, denominator, cmyk ? JCS_CMYK : JCS_RGB)) fail(d, origin);
+
+  // The crop in scaled coordinates: round outwards so the window covers the whole crop.
+  const auto scaled_w = static_cast<int>(d.cinfo.output_width);
+  const auto scaled_h = static_cast<int>(d.cinfo.output_height);
+  const int x0 = crop.x / denominator, y0 = crop.y / denominator;
+  const int x1 = std::min(scaled_w, (crop.x + crop.width + denominator - 1) / denominator);
+  const int y1 = std::min(scaled_h, (crop.y + crop.height + denominator - 1) / denominator);
+  Window window{static_cast<JDIMENSION>(x0), static_cast<JDIMENSION>(y0),
+                static_cast<JDIMENSION>(x1 - x0), static_cast<JDIMENSION>(y1 - y0)};
+
+  const int comps = cmyk ? 4 : 3;
+  std::vector<uint8_t> row(static_cast<size_t>(scaled_w) * comps);
+  at::Tensor out = at::empty({window.height, window.width, comps}, at::kByte);
+  if (!guarded_decode(d, window, row.data(), out.data_ptr<uint8_t>())) fail(d, origin);
+  if (cmyk) {
+    at::Tensor rgb = at::empty({window.height, window.width, 3}, at::kByte);
+    cmyk_to_rgb(out.data_ptr<uint8_t>(), rgb.data_ptr<uint8_t>(),
+                static_cast<size_t>(window.height) * window.width, d.cinfo.saw_Adobe_marker);
+    out = rgb;
+  }
+  DecodedImage result;
+  result.pixels = out;
+  result.scale_denominator = denominator;
+  result.region = {x0 * denominator, y0 * denominator,
+                   std::min(width - x0 * denominator, (x1 - x0) * denominator),
+                   std::min(height - y0 * denominator, (y1 - y0) * denominator)};
+  return result;
+}
+
+std::string encode(const at::Tensor& rgb, int quality) {
+  at::Tensor pixels = rgb.contiguous();
+  jpeg_compress_struct cinfo;
+  ErrorManager err;
+  std::memset(&err, 0, sizeof err);
+  cinfo.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = on_error;
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_create_compress(&cinfo);
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&cinfo);
+    std::free(buffer);
+    throw Error(std::string("JPEG encode failed: ") + err.message);
+  }
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(pixels.size(1));
+  cinfo.image_height = static_cast<JDIMENSION>(pixels.size(0));
+  const int channels = static_cast<int>(pixels.size(2));
+  cinfo.input_components = channels;
+  cinfo.in_color_space = channels == 1 ? JCS_GRAYSCALE : channels == 4 ? JCS_CMYK : JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, quality, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  const auto* base = pixels.data_ptr<uint8_t>();
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row[1] = {const_cast<uint8_t*>(base) +
+                       static_cast<size_t>(cinfo.next_scanline) * cinfo.image_width * channels};
+    jpeg_write_scanlines(&cinfo, row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::string out(reinterpret_cast<const char*>(buffer), size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(buffer);
+  return out;
+}
+
+}  // namespace loom::data::jpeg
