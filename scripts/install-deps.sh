@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ ccache
   # libraries (DESIGN.md, "Dependencies")
   libtorch-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
-  libjpeg62-turbo-dev libpng-dev
+  libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev
   # tests and benchmarks
   libgtest-dev libbenchmark-dev
   # data: Fashion-MNIST for the demo and tests

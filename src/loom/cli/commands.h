@@ -16,5 +16,6 @@ struct Command {
 Command add_train_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
+Command add_data_command(CLI::App& app);
 
 }  // namespace loom::cli

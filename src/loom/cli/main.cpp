@@ -11,9 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::help);
-  const loom::cli::Command commands[] = {loom::cli::add_train_command(app),
-                                         loom::cli::add_config_command(app),
-                                         loom::cli::add_version_command(app)};
+  const loom::cli::Command commands[] = {
+      loom::cli::add_train_command(app), loom::cli::add_config_command(app),
+      loom::cli::add_data_command(app), loom::cli::add_version_command(app)};
 
   try {
     app.parse(argc, argv);

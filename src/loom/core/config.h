@@ -20,16 +20,22 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string source = "fashion_mnist";  // fashion_mnist | idx | synthetic
-  std::string path;                      // folder of IDX files; default from settings
+  std::string source = "fashion_mnist";  // fashion_mnist | idx | synthetic | image_folder
+  std::string path;                      // folder of IDX files, or the training image folder
+  std::string val_path;                  // image_folder: the validation folder ("" = no evaluation)
   int64_t batch_size = 64;
   int64_t eval_batch_size = 500;
-  bool augment = false;          // random flip and shift of training images (IDX sources)
-  int64_t image_size = 224;      // synthetic: height and width
-  int64_t channels = 3;          // synthetic
-  int64_t classes = 10;          // synthetic
-  int64_t train_samples = 1024;  // synthetic
-  int64_t test_samples = 256;    // synthetic
+  bool augment = false;              // random flip and shift of training images (IDX sources)
+  int64_t workers = 0;               // image_folder: decode threads; 0 = auto (usable cores)
+  int64_t prefetch_batches = 4;      // image_folder: batches decoded ahead
+  std::string bad_samples = "skip";  // skip | fail
+  double max_bad_fraction = 0.05;
+  int64_t max_pixels = 100000000;  // larger images are refused as bad samples
+  int64_t image_size = 224;        // synthetic: height and width; image_folder: crop size
+  int64_t channels = 3;            // synthetic
+  int64_t classes = 10;            // synthetic
+  int64_t train_samples = 1024;    // synthetic
+  int64_t test_samples = 256;      // synthetic
 };
 
 struct TrainConfig {

@@ -5,15 +5,11 @@
 
 #include <ATen/ATen.h>
 
+#include "loom/data/batch_source.h"
 #include "loom/data/epoch_order.h"
 #include "loom/data/image_set.h"
 
 namespace loom::data {
-
-struct Batch {
-  at::Tensor images;  // uint8 [B, H, W, C]
-  at::Tensor labels;  // int64 [B]
-};
 
 struct AugmentSpec {
   bool enabled = false;
@@ -21,17 +17,18 @@ struct AugmentSpec {
   bool flip = true;   // horizontal, with probability 1/2
 };
 
-class Batcher {
+class Batcher : public BatchSource {
  public:
   // drop_last: training batches are all full; evaluation keeps the short final batch.
   Batcher(ImageSet set, int64_t batch_size, EpochOrder order, AugmentSpec augment, uint64_t seed,
           bool drop_last);
 
-  int64_t steps_per_epoch() const;
+  int64_t steps_per_epoch() const override;
+  int64_t samples() const override { return set_.size(); }
   int64_t batch_size() const { return batch_size_; }
   const ImageSet& set() const { return set_; }
 
-  Batch batch(int64_t epoch, int64_t step) const;
+  Batch batch(int64_t epoch, int64_t step) const override;
 
  private:
   void augment_in_place(at::Tensor image, int64_t epoch, int64_t index) const;

@@ -17,8 +17,9 @@ namespace loom::data::jpeg {
 namespace {
 
 // libjpeg reports errors through callbacks; we longjmp back to the guarded call and turn the
-// message into a SampleError there. A premature end of data is only a warning to libjpeg (it
-// pads with gray), but for training data it means a truncated file, so it is fatal here.
+// message into a SampleError there. A premature end of data and corrupt entropy-coded data are
+// only warnings to libjpeg (it pads with gray or resyncs), but for training data they mean a
+// truncated or damaged file, so they are fatal here.
 struct ErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
@@ -32,10 +33,27 @@ void on_error(j_common_ptr cinfo) {
   std::longjmp(e->jump, 1);
 }
 
+// Warnings that mean the entropy-coded data is damaged: libjpeg would carry on and hand back
+// garbage pixels, which must not reach training.
+bool is_corruption(int code) {
+  switch (code) {
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_EXTRANEOUS_DATA:
+    case JWRN_MUST_RESYNC:
+    case JWRN_NOT_SEQUENTIAL:
+    case JWRN_BOGUS_PROGRESSION:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void on_message(j_common_ptr cinfo, int level) {
   auto* e = reinterpret_cast<ErrorManager*>(cinfo->err);
-  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
-    e->truncated = true;
+  const int code = cinfo->err->msg_code;
+  if (level == -1 && (code == JWRN_JPEG_EOF || is_corruption(code))) {
+    e->truncated = code == JWRN_JPEG_EOF;
     (*cinfo->err->format_message)(cinfo, e->message);
     std::longjmp(e->jump, 1);
   }

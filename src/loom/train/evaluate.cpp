@@ -6,8 +6,8 @@
 
 namespace loom::train {
 
-EvalResult evaluate(models::Model& model, const data::Batcher& batches, const data::Feeder& feeder,
-                    bool bf16) {
+EvalResult evaluate(models::Model& model, const data::BatchSource& batches,
+                    const data::Feeder& feeder, bool bf16) {
   torch::NoGradGuard no_grad;
   model.train(false);
   double loss_sum = 0.0;

@@ -14,7 +14,7 @@ struct EvalResult {
 };
 
 // Runs in eval mode without gradients and restores train mode afterwards.
-EvalResult evaluate(models::Model& model, const data::Batcher& batches, const data::Feeder& feeder,
-                    bool bf16);
+EvalResult evaluate(models::Model& model, const data::BatchSource& batches,
+                    const data::Feeder& feeder, bool bf16);
 
 }  // namespace loom::train

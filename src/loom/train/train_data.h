@@ -5,20 +5,21 @@
 #include <memory>
 
 #include "loom/core/config.h"
-#include "loom/data/batcher.h"
+#include "loom/data/batch_source.h"
 #include "loom/data/feeder.h"
 #include "loom/models/model.h"
 
 namespace loom::train {
 
 struct TrainData {
-  std::unique_ptr<data::Batcher> train;
-  std::unique_ptr<data::Batcher> test;
-  data::ChannelStats stats;  // of the training images, for normalisation
+  std::unique_ptr<data::BatchSource> train;
+  std::unique_ptr<data::BatchSource> test;  // null: no test split (no evaluation)
+  data::ChannelStats stats;                 // for normalisation
   models::InputSpec input;
 };
 
-// Loads (or generates) the data set. Throws DataError naming the path when files are missing.
-TrainData load_train_data(const Config& config);
+// Loads (or generates) the data set; `usable_cores` sizes auto loader threads. Throws
+// DataError naming the path when files are missing.
+TrainData load_train_data(const Config& config, int usable_cores);
 
 }  // namespace loom::train

@@ -88,7 +88,7 @@ void TrainingRun::set_up() {
     install_caching_cpu_allocator(options_.topology.memory_bytes / 4);
   }
   at::manual_seed(static_cast<uint64_t>(config_.seed));
-  data_ = load_train_data(config_);
+  data_ = load_train_data(config_, options_.topology.usable_cores);
   model_ = models::make_model(config_.model, data_.input);
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
@@ -121,8 +121,8 @@ void TrainingRun::set_up() {
   info_.model = model_->name();
   info_.parameters = model_->parameter_count();
   info_.machine = describe(options_.topology);
-  info_.train_samples = data_.train->set().size();
-  info_.test_samples = data_.test->set().size();
+  info_.train_samples = data_.train->samples();
+  info_.test_samples = data_.test ? data_.test->samples() : 0;
   info_.steps_per_epoch = steps_per_epoch_;
   info_.total_steps = total_steps_;
   info_.epochs = config_.train.epochs;
@@ -282,7 +282,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   r.step = position_.step;
   r.train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool epoch_done = position_.step_in_epoch == steps_per_epoch_;
-  if (config_.train.eval && (epoch_done || position_.step == total_steps_)) {
+  if (config_.train.eval && data_.test && (epoch_done || position_.step == total_steps_)) {
     last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
     r.evaluated = true;
     r.test_loss = last_eval_.loss;
@@ -316,7 +316,7 @@ TrainSummary TrainingRun::run() {
   }
   save_checkpoint();
   // Resuming a run that had already finished trains nothing: still report its accuracy.
-  if (config_.train.eval && last_eval_.samples == 0) {
+  if (config_.train.eval && data_.test && last_eval_.samples == 0) {
     last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
   }
 

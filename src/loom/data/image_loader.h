@@ -1,0 +1,95 @@
+// Decodes and transforms images on worker threads into uint8 NHWC batches, in order.
+//
+// Each batch is built by one worker as a pure function of (epoch, step): sample indices from
+// the EpochOrder, augmentation randomness keyed by (seed, epoch, sample index). So the output is
+// identical for any number of threads, and resuming at (epoch, step) needs nothing else.
+// Workers run ahead of the consumer by at most `prefetch_batches`. Batch memory comes from
+// LibTorch's CPU allocator, which the caching allocator turns into reused slabs.
+//
+// Bad samples: under `skip` (default) a sample that cannot be read or decoded is counted by
+// reason and left out of its batch; under `fail` it stops the run. Either way the run fails
+// when more than `max_bad_fraction` of the samples seen were bad. The first few bad files are
+// logged with their reasons.
+//
+// Threading: batch() is called from one thread (the trainer); workers are internal and stop
+// when the loader is destroyed.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "loom/data/batch_source.h"
+#include "loom/data/dataset.h"
+#include "loom/data/epoch_order.h"
+#include "loom/data/sample_error.h"
+#include "loom/data/transforms.h"
+
+namespace loom::data {
+
+enum class BadSamplePolicy { kSkip, kFail };
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  int threads = 2;
+  int prefetch_batches = 4;
+  bool drop_last = true;
+  uint64_t seed = 0;
+  TransformSpec transform;
+  BadSamplePolicy policy = BadSamplePolicy::kSkip;
+  double max_bad_fraction = 0.01;
+};
+
+struct LoaderStats {
+  int64_t samples = 0;           // samples attempted
+  std::array<int64_t, 4> bad{};  // by SampleFault
+  int64_t bad_total() const { return bad[0] + bad[1] + bad[2] + bad[3]; }
+};
+
+class ImageLoader : public BatchSource {
+ public:
+  ImageLoader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options);
+  ~ImageLoader() override;
+
+  int64_t steps_per_epoch() const override;
+  int64_t samples() const override { return dataset_->size(); }
+  Batch batch(int64_t epoch, int64_t step) const override;
+
+  LoaderStats stats() const;
+
+  // Builds one batch on the calling thread (what a worker does); public for tests and benches.
+  Batch build_batch(int64_t epoch, int64_t step) const;
+
+ private:
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  void worker_loop() const;
+  void restart_at(int64_t epoch, int64_t step) const;
+  void record_bad(const SampleError& e) const;
+
+  std::shared_ptr<const Dataset> dataset_;
+  EpochOrder order_;
+  LoaderOptions options_;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  mutable bool stopping_ = false;
+  mutable uint64_t generation_ = 0;  // bumped when the consumer jumps; stale work is dropped
+  mutable int64_t epoch_ = -1;
+  mutable int64_t next_to_build_ = 0;
+  mutable int64_t next_to_take_ = 0;
+  mutable std::map<int64_t, Slot> ready_;
+  mutable LoaderStats stats_;
+  mutable int logged_bad_ = 0;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace loom::data
