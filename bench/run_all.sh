@@ -6,3 +6,4 @@ build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$here/out"
 /usr/bin/python3 "$here/train_vs_pytorch.py" --loom "$build/bin/loom" --json "$here/out/train_vs_pytorch.json"
+/usr/bin/python3 "$here/loader_vs_torchvision.py" --loom "$build/bin/loom"

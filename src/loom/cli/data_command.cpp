@@ -1,10 +1,24 @@
-// `loom data ...`: tools for data sets. `synth-images DIR` writes an ImageNet-like JPEG folder.
+// `loom data ...`: tools for data sets.
+//   synth-images DIR     writes an ImageNet-like JPEG folder
+//   bench [CONFIG]       images/s of the input pipeline alone (decode, transforms, feeder);
+//                        --decode-only: full-image decode rate of the same files, same threads
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "loom/cli/commands.h"
+#include "loom/core/caching_allocator.h"
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+#include "loom/core/topology.h"
+#include "loom/data/feeder.h"
+#include "loom/data/image_codec.h"
 #include "loom/data/image_folder.h"
 #include "loom/data/synthetic_images.h"
+#include "loom/train/train_data.h"
 
 namespace loom::cli {
 namespace {
@@ -24,6 +38,71 @@ int run_synth(const SynthArgs& a) {
   return check.size() >= a.spec.count ? 0 : 1;
 }
 
+struct BenchArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int64_t batches = 20;
+  bool decode_only = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Every file decoded whole, split over the workers: the libjpeg-turbo bound for these files.
+double decode_only_rate(const Config& config, int threads, int64_t limit) {
+  data::ImageFolder folder(config.data.path);
+  const int64_t n = std::min(folder.size(), limit);
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> workers;
+  const auto start = Clock::now();
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (int64_t i = next++; i < n; i = next++) {
+        data::Sample s = folder.read(i);
+        data::decode_image(reinterpret_cast<const uint8_t*>(s.bytes.data()), s.bytes.size(), {},
+                           s.key);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  return static_cast<double>(n) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int run_bench(const BenchArgs& a) {
+  Config config = load_config(a.config_path, a.overrides);
+  if (config.data.source != "image_folder") {
+    throw ConfigError("config key 'data.source': loom data bench measures image_folder, got '" +
+                      config.data.source + "'");
+  }
+  const Topology topology = detect_topology();
+  const int threads =
+      config.data.workers > 0 ? static_cast<int>(config.data.workers) : topology.usable_cores;
+  if (config.runtime.allocator == "caching")
+    install_caching_cpu_allocator(topology.memory_bytes / 4);
+  if (a.decode_only) {
+    const double rate = decode_only_rate(config, threads, a.batches * config.data.batch_size);
+    std::printf("{\"mode\": \"decode_only\", \"threads\": %d, \"images_per_second\": %.1f}\n",
+                threads, rate);
+    return 0;
+  }
+  train::TrainData data = train::load_train_data(config, topology.usable_cores);
+  data::Feeder feeder(data.stats, at::MemoryFormat::ChannelsLast);
+  const int64_t steps = std::min(a.batches + 1, data.train->steps_per_epoch());
+  int64_t images = 0;
+  Clock::time_point start;
+  for (int64_t step = 0; step < steps; ++step) {
+    if (step == 1) start = Clock::now();  // the first batch includes thread start-up
+    data::Batch batch = data.train->batch(0, step);
+    at::Tensor input = feeder.to_input(batch.images);
+    if (step >= 1) images += input.size(0);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf(
+      "{\"mode\": \"pipeline\", \"threads\": %d, \"batches\": %lld, "
+      "\"images_per_second\": %.1f}\n",
+      threads, static_cast<long long>(steps - 1), images / seconds);
+  return 0;
+}
+
 }  // namespace
 
 Command add_data_command(CLI::App& app) {
@@ -38,7 +117,17 @@ Command add_data_command(CLI::App& app) {
   s->add_option("--height", synth->spec.height, "Height in pixels")->check(CLI::PositiveNumber);
   s->add_option("--quality", synth->spec.quality, "JPEG quality")->check(CLI::Range(1, 100));
   s->add_option("--seed", synth->spec.seed, "Seed");
-  return {sub, [synth, s] { return s->parsed() ? run_synth(*synth) : 2; }};
+  auto bench = std::make_shared<BenchArgs>();
+  CLI::App* b = sub->add_subcommand("bench", "Images/s of the input pipeline alone");
+  b->add_option("config", bench->config_path, "YAML configuration (data.source: image_folder)");
+  b->add_option("--set", bench->overrides, "Override a key (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  b->add_option("--batches", bench->batches, "Batches to time (after one warm-up batch)")
+      ->check(CLI::PositiveNumber);
+  b->add_flag("--decode-only", bench->decode_only,
+              "Time full-image decoding of the same files instead (the libjpeg-turbo bound)");
+  return {sub, [synth, s, bench] { return s->parsed() ? run_synth(*synth) : run_bench(*bench); }};
 }
 
 }  // namespace loom::cli

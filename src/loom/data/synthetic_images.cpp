@@ -21,8 +21,10 @@ at::Tensor upsample(const at::Tensor& coarse, int height, int width) {
 
 // One image: its class's colour field, a per-image field, and fine noise, as uint8 HWC.
 at::Tensor make_image(const SyntheticFolderSpec& spec, int64_t index, int64_t label) {
-  at::Generator class_gen = at::make_generator<at::CPUGeneratorImpl>(
-      hash_key({spec.seed, 3, static_cast<uint64_t>(label)}));
+  // A class looks the same whatever the seed, so folders written with different seeds are
+  // train and validation splits of one task; the seed varies the individual images.
+  at::Generator class_gen =
+      at::make_generator<at::CPUGeneratorImpl>(hash_key({3, static_cast<uint64_t>(label)}));
   at::Generator image_gen = at::make_generator<at::CPUGeneratorImpl>(
       hash_key({spec.seed, 5, static_cast<uint64_t>(index)}));
   at::Tensor field = upsample(at::rand({3, 5, 5}, class_gen), spec.height, spec.width).mul_(0.6);

@@ -1,5 +1,6 @@
 // Writes an ImageNet-like JPEG folder for tests and benchmarks (`loom data synth-images`):
 // ROOT/class_NNN/img_NNNNNN.jpg, smooth class-specific colour fields with per-image variation
+// (a class looks alike for every seed: write validation splits with another seed)
 // and mild noise, so files compress like photographs (~40 KB at 400x350, quality 90).
 // The same seed always writes the same bytes.
 #pragma once
