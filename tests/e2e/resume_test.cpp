@@ -37,20 +37,32 @@ class Resume : public ::testing::TestWithParam<ResumeCase> {
     return "train --out " + out + " " + test::tiny_synthetic_args() +
            " --set train.epochs=2 --set checkpoint.every_steps=3 " + GetParam().settings;
   }
+
+  // Trains straight through, then again killed by `fault` (which must leave `latest` naming
+  // `survivor`) and resumed; the two final checkpoints must be byte-identical. Returns the
+  // resumed process's output.
+  std::string kill_resume_and_compare(const std::string& fault, const std::string& survivor) {
+    test::TempDir dir;
+    auto straight = test::run_loom(args(dir / "straight"));
+    EXPECT_EQ(straight.exit_code, 0) << straight.output;
+    auto killed = test::run_loom(args(dir / "resumed"), fault);
+    EXPECT_EQ(killed.signal, SIGKILL) << killed.output;
+    EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), survivor + "\n");
+    auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_identical_runs(dir / "straight", dir / "resumed");
+    return resumed.output;
+  }
 };
 
 TEST_P(Resume, AfterPreemptionIsBitIdentical) {
-  test::TempDir dir;
-  auto straight = test::run_loom(args(dir / "straight"));
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const std::string output =
+      kill_resume_and_compare("LOOM_FAULT_STOP_AFTER_STEP=9", "step-00000009");
+  EXPECT_NE(output.find("resumed        from step 9"), std::string::npos) << output;
+}
 
-  auto stopped = test::run_loom(args(dir / "resumed"), "LOOM_FAULT_STOP_AFTER_STEP=9");
-  ASSERT_EQ(stopped.signal, SIGKILL) << stopped.output;
-  EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), "step-00000009\n");
-  auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resumed        from step 9"), std::string::npos) << resumed.output;
-  expect_identical_runs(dir / "straight", dir / "resumed");
+TEST_P(Resume, AfterACrashInTheMiddleOfASaveIsBitIdentical) {
+  kill_resume_and_compare("LOOM_FAULT_KILL_IN_SAVE=6", "step-00000003");
 }
 
 TEST(ResumeFinished, ReportsTheFinishedRunWithoutTrainingMore) {
@@ -69,19 +81,6 @@ TEST(ResumeFinished, ReportsTheFinishedRunWithoutTrainingMore) {
   EXPECT_EQ(field(second, "steps"), field(first, "steps"));
   EXPECT_EQ(field(second, "test_accuracy"), field(first, "test_accuracy"));
   EXPECT_NE(field(second, "resumed_from_step"), "\"resumed_from_step\": null");
-}
-
-TEST_P(Resume, AfterACrashInTheMiddleOfASaveIsBitIdentical) {
-  test::TempDir dir;
-  auto straight = test::run_loom(args(dir / "straight"));
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-
-  auto crashed = test::run_loom(args(dir / "resumed"), "LOOM_FAULT_KILL_IN_SAVE=6");
-  ASSERT_EQ(crashed.signal, SIGKILL) << crashed.output;
-  EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), "step-00000003\n");
-  auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_identical_runs(dir / "straight", dir / "resumed");
 }
 
 INSTANTIATE_TEST_SUITE_P(
