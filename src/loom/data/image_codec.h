@@ -1,7 +1,8 @@
 // Decoding encoded images (JPEG through libjpeg-turbo, PNG through libpng) into uint8 RGB HWC
 // tensors, with the two tricks that make a data pipeline fast: decode only the crop window that
-// will be used, and let the JPEG decoder downscale in the DCT domain when the crop is at least
-// twice the size it will be resized to. Grayscale and CMYK images come out as RGB.
+// will be used, and let the JPEG decoder downscale in the DCT domain (by 1/2 or 1/4, or 1/8) as
+// far as the crop stays at least the size it will be resized to. Grayscale and CMYK images come
+// out as RGB.
 //
 // Errors are SampleErrors naming `origin` (usually the file path) and the reason. Thread-safe:
 // every call uses its own decoder state.
@@ -29,16 +30,16 @@ struct CropRect {
 
 struct DecodeOptions {
   std::optional<CropRect> crop;  // decode only this window (clamped to the image)
-  // The size the result will be resized to, if any. When the (cropped) image is at least twice
-  // as large in both directions, JPEG decoding scales by 1/2, 1/4 or 1/8 on the way.
+  // The size the result will be resized to, if any. When the (cropped) image is larger, JPEG
+  // decoding scales it by the smallest of 1/8, 2/8, 4/8 that stays at least this large.
   int target_width = 0, target_height = 0;
   int64_t max_pixels = 0;  // refuse images with more pixels (0 = no limit)
 };
 
 struct DecodedImage {
-  at::Tensor pixels;          // uint8 [H, W, 3]
-  CropRect region;            // the source region the pixels cover
-  int scale_denominator = 1;  // the pixels are the region downscaled by this factor
+  at::Tensor pixels;      // uint8 [H, W, 3]
+  CropRect region;        // the source region the pixels cover
+  int scale_eighths = 8;  // the pixels are the region scaled by this many eighths
 };
 
 // Reads dimensions without decoding. Throws SampleError.

@@ -16,6 +16,10 @@
 namespace loom::data::jpeg {
 namespace {
 
+// DCT scalings tried, smallest first, in eighths. Only powers of two: libjpeg-turbo has SIMD
+// inverse DCTs for 2x2, 4x4 and 8x8, and the other sizes measured no faster (bench/RESULTS.md).
+constexpr int kScaleEighths[] = {1, 2, 4};
+
 // libjpeg reports errors through callbacks; we longjmp back to the guarded call and turn the
 // message into a SampleError there. A premature end of data and corrupt entropy-coded data are
 // only warnings to libjpeg (it pads with gray or resyncs), but for training data they mean a
@@ -88,10 +92,10 @@ bool guarded_read_header(Decoder& d, const uint8_t* data, size_t size) {
   return true;
 }
 
-bool guarded_plan(Decoder& d, int denominator, J_COLOR_SPACE out_space) {
+bool guarded_plan(Decoder& d, int eighths, J_COLOR_SPACE out_space) {
   if (setjmp(d.err.jump)) return false;
-  d.cinfo.scale_num = 1;
-  d.cinfo.scale_denom = static_cast<unsigned>(denominator);
+  d.cinfo.scale_num = static_cast<unsigned>(eighths);
+  d.cinfo.scale_denom = 8;
   d.cinfo.out_color_space = out_space;
   jpeg_calc_output_dimensions(&d.cinfo);
   return true;
@@ -123,13 +127,14 @@ bool guarded_decode(Decoder& d, Window w, uint8_t* row, uint8_t* out) {
                     "JPEG '" + origin + "': " + d.err.message);
 }
 
-// The largest DCT scaling (1/8, 1/4, 1/2) that keeps the crop at least the target size.
-int pick_denominator(int crop_width, int crop_height, const DecodeOptions& o) {
-  if (o.target_width <= 0 || o.target_height <= 0) return 1;
-  for (int d : {8, 4, 2}) {
-    if (crop_width / d >= o.target_width && crop_height / d >= o.target_height) return d;
+// The smallest DCT scaling M/8 (libjpeg-turbo computes an MxM inverse DCT per 8x8 block) that
+// keeps the crop at least the target size, so the resize that follows only ever shrinks.
+int pick_eighths(int crop_width, int crop_height, const DecodeOptions& o) {
+  if (o.target_width <= 0 || o.target_height <= 0) return 8;
+  for (int m : kScaleEighths) {
+    if (crop_width * m >= o.target_width * 8 && crop_height * m >= o.target_height * 8) return m;
   }
-  return 1;
+  return 8;
 }
 
 // Adobe CMYK JPEGs store inverted values (the common case); others store plain CMYK.
@@ -171,16 +176,16 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
     crop.width = std::clamp(options.crop->width, 1, width - crop.x);
     crop.height = std::clamp(options.crop->height, 1, height - crop.y);
   }
-  const int denominator = pick_denominator(crop.width, crop.height, options);
+  const int m = pick_eighths(crop.width, crop.height, options);
   const bool cmyk = d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK;
-  if (!guarded_plan(d, denominator, cmyk ? JCS_CMYK : JCS_RGB)) fail(d, origin);
+  if (!guarded_plan(d, m, cmyk ? JCS_CMYK : JCS_RGB)) fail(d, origin);
 
   // The crop in scaled coordinates: round outwards so the window covers the whole crop.
   const auto scaled_w = static_cast<int>(d.cinfo.output_width);
   const auto scaled_h = static_cast<int>(d.cinfo.output_height);
-  const int x0 = crop.x / denominator, y0 = crop.y / denominator;
-  const int x1 = std::min(scaled_w, (crop.x + crop.width + denominator - 1) / denominator);
-  const int y1 = std::min(scaled_h, (crop.y + crop.height + denominator - 1) / denominator);
+  const int x0 = crop.x * m / 8, y0 = crop.y * m / 8;
+  const int x1 = std::min(scaled_w, ((crop.x + crop.width) * m + 7) / 8);
+  const int y1 = std::min(scaled_h, ((crop.y + crop.height) * m + 7) / 8);
   Window window{static_cast<JDIMENSION>(x0), static_cast<JDIMENSION>(y0),
                 static_cast<JDIMENSION>(x1 - x0), static_cast<JDIMENSION>(y1 - y0)};
 
@@ -196,10 +201,10 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
   }
   DecodedImage result;
   result.pixels = out;
-  result.scale_denominator = denominator;
-  result.region = {x0 * denominator, y0 * denominator,
-                   std::min(width - x0 * denominator, (x1 - x0) * denominator),
-                   std::min(height - y0 * denominator, (y1 - y0) * denominator)};
+  result.scale_eighths = m;
+  const int rx = x0 * 8 / m, ry = y0 * 8 / m;
+  result.region = {rx, ry, std::min(width - rx, ((x1 - x0) * 8 + m - 1) / m),
+                   std::min(height - ry, ((y1 - y0) * 8 + m - 1) / m)};
   return result;
 }
 

@@ -1,6 +1,6 @@
 // Image transforms on uint8 HWC RGB, fused with decoding: the crop is chosen from the header
-// alone, then only that window is decoded (DCT-downscaled when it is at least twice the target)
-// and resized once with OpenCV's SIMD bilinear resize. All randomness comes from the KeyedRng
+// alone, then only that window is decoded (DCT-downscaled as far as it stays at least the target
+// size) and resized once with OpenCV's SIMD bilinear resize. All randomness comes from the KeyedRng
 // passed in, keyed by (seed, epoch, sample index) by the caller, so results never depend on
 // which thread ran them.
 #pragma once

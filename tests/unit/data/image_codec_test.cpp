@@ -47,7 +47,7 @@ TEST(ImageCodec, JpegDecodesToReferencePixelsWithinCodecTolerance) {
   DecodedImage d = decode(bytes);
   ASSERT_EQ(d.pixels.sizes(), original.sizes());
   EXPECT_LT(mean_abs_diff(d.pixels, original), 2.0);  // quality 95 on a smooth image
-  EXPECT_EQ(d.scale_denominator, 1);
+  EXPECT_EQ(d.scale_eighths, 8);
 }
 
 TEST(ImageCodec, CropWindowMatchesTheSameWindowOfAFullDecode) {
@@ -66,20 +66,32 @@ TEST(ImageCodec, CropWindowMatchesTheSameWindowOfAFullDecode) {
   EXPECT_LT(mean_abs_diff(d.pixels, reference), 0.5);
 }
 
-TEST(ImageCodec, DctScalingWhenTheCropIsAtLeastTwiceTheTarget) {
+TEST(ImageCodec, DctScalingAsFarAsTheCropStaysAtLeastTheTarget) {
   std::string bytes = encode_jpeg(smooth_image(256, 256), 90);
   DecodeOptions options;
   options.target_width = options.target_height = 60;  // 256/4 = 64 >= 60, 256/8 = 32 < 60
   DecodedImage d = decode(bytes, options);
-  EXPECT_EQ(d.scale_denominator, 4);
+  EXPECT_EQ(d.scale_eighths, 2);
   ASSERT_EQ(d.pixels.sizes(), (at::IntArrayRef{64, 64, 3}));
   // The DCT-domain downscale approximates a 4x4 box average of the full image.
   at::Tensor full = decode(bytes).pixels.permute({2, 0, 1}).unsqueeze(0).to(at::kFloat);
   at::Tensor pooled = at::avg_pool2d(full, {4, 4}).squeeze(0).permute({1, 2, 0});
   EXPECT_LT(mean_abs_diff(d.pixels, pooled), 2.0);
 
-  options.target_width = options.target_height = 200;  // not 2x: no scaling
-  EXPECT_EQ(decode(bytes, options).scale_denominator, 1);
+  options.target_width = options.target_height = 100;  // 256 * 4/8 = 128 >= 100
+  EXPECT_EQ(decode(bytes, options).scale_eighths, 4);
+  options.target_width = options.target_height = 200;  // 128 < 200: no scaling
+  EXPECT_EQ(decode(bytes, options).scale_eighths, 8);
+  // The region a scaled crop covers is reported in source pixels.
+  options.target_width = options.target_height = 50;
+  options.crop = CropRect{40, 24, 120, 200};  // 4/8 keeps 60 x 100
+  DecodedImage cropped = decode(bytes, options);
+  EXPECT_EQ(cropped.scale_eighths, 4);
+  EXPECT_EQ(cropped.pixels.sizes(), (at::IntArrayRef{100, 60, 3}));
+  EXPECT_EQ(cropped.region.x, 40);
+  EXPECT_EQ(cropped.region.y, 24);
+  EXPECT_EQ(cropped.region.width, 120);
+  EXPECT_EQ(cropped.region.height, 200);
 }
 
 TEST(ImageCodec, GrayscaleAndCmykBecomeRgb) {
