@@ -16,25 +16,25 @@ Batcher::Batcher(ImageSet set, int64_t batch_size, EpochOrder order, AugmentSpec
       augment_(augment),
       seed_(seed),
       drop_last_(drop_last) {
-  if (order_.size() != set_.size()) {
-    throw Error("batcher: order covers " + std::to_string(order_.size()) + " samples, set has " +
+  if (order_.total() != set_.size()) {
+    throw Error("batcher: order covers " + std::to_string(order_.total()) + " samples, set has " +
                 std::to_string(set_.size()));
   }
   if (steps_per_epoch() == 0) {
     throw ConfigError("config key 'data.batch_size': " + std::to_string(batch_size) +
-                      " is larger than the " + std::to_string(set_.size()) +
+                      " is larger than the " + std::to_string(order_.size()) +
                       " samples available, so an epoch has no full batch");
   }
 }
 
 int64_t Batcher::steps_per_epoch() const {
-  const int64_t n = set_.size();
+  const int64_t n = order_.size();  // this rank's share when sharded
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
 Batch Batcher::batch(int64_t epoch, int64_t step) const {
   const int64_t begin = step * batch_size_;
-  const int64_t count = std::min(batch_size_, set_.size() - begin);
+  const int64_t count = std::min(batch_size_, order_.size() - begin);
   if (step < 0 || step >= steps_per_epoch()) {
     throw Error("batcher: step " + std::to_string(step) + " is outside the epoch's " +
                 std::to_string(steps_per_epoch()) + " steps");

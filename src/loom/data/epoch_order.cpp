@@ -8,7 +8,7 @@
 namespace loom::data {
 
 EpochOrder::EpochOrder(int64_t size, uint64_t seed, bool shuffle)
-    : size_(size), seed_(seed), shuffle_(shuffle), half_bits_(1) {
+    : size_(size), seed_(seed), shuffle_(shuffle), shard_size_(size), half_bits_(1) {
   if (size <= 0)
     throw DataError("epoch order: data set is empty (size " + std::to_string(size) + ")");
   while ((uint64_t{1} << (2 * half_bits_)) < static_cast<uint64_t>(size)) ++half_bits_;
@@ -27,11 +27,29 @@ uint64_t EpochOrder::permute(uint64_t key, uint64_t x) const {
   return (left << half_bits_) | right;
 }
 
-int64_t EpochOrder::index_at(int64_t epoch, int64_t position) const {
-  if (position < 0 || position >= size_) {
-    throw Error("epoch order: position " + std::to_string(position) + " is outside [0, " +
-                std::to_string(size_) + ")");
+EpochOrder EpochOrder::shard(int rank, int world, ShardMode mode) const {
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw Error("epoch order: rank " + std::to_string(rank) + " is outside a world of " +
+                std::to_string(world));
   }
+  EpochOrder out = *this;
+  out.rank_ = rank;
+  out.world_ = world;
+  out.shard_size_ = mode == ShardMode::kDrop ? size_ / world : (size_ + world - 1) / world;
+  if (out.shard_size_ == 0) {
+    throw DataError("epoch order: " + std::to_string(size_) + " samples cannot give each of " +
+                    std::to_string(world) + " ranks one sample");
+  }
+  return out;
+}
+
+int64_t EpochOrder::index_at(int64_t epoch, int64_t position) const {
+  if (position < 0 || position >= shard_size_) {
+    throw Error("epoch order: position " + std::to_string(position) + " is outside [0, " +
+                std::to_string(shard_size_) + ")");
+  }
+  position = position * world_ + rank_;
+  if (position >= size_) position -= size_;  // pad: the last round wraps to the epoch's start
   if (!shuffle_) return position;
   const uint64_t key = hash_key({seed_, static_cast<uint64_t>(epoch)});
   // Cycle walking: the domain is < 4x the size, so this takes under 4 steps on average.

@@ -20,14 +20,14 @@ constexpr int kBadFilesLogged = 5;
 ImageLoader::ImageLoader(std::shared_ptr<const Dataset> dataset, EpochOrder order,
                          LoaderOptions options)
     : dataset_(std::move(dataset)), order_(order), options_(std::move(options)) {
-  if (order_.size() != dataset_->size()) {
-    throw Error("loader: order covers " + std::to_string(order_.size()) +
+  if (order_.total() != dataset_->size()) {
+    throw Error("loader: order covers " + std::to_string(order_.total()) +
                 " samples, data set has " + std::to_string(dataset_->size()));
   }
   if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");
   if (steps_per_epoch() == 0) {
     throw ConfigError("config key 'data.batch_size': " + std::to_string(options_.batch_size) +
-                      " is larger than the " + std::to_string(dataset_->size()) +
+                      " is larger than the " + std::to_string(order_.size()) +
                       " samples available, so an epoch has no full batch");
   }
   for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { worker_loop(); });
@@ -43,7 +43,7 @@ ImageLoader::~ImageLoader() {
 }
 
 int64_t ImageLoader::steps_per_epoch() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size;
+  const int64_t n = order_.size(), b = options_.batch_size;  // this rank's share
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
@@ -60,6 +60,10 @@ void ImageLoader::restart_at(int64_t epoch, int64_t step) const {
 }
 
 Batch ImageLoader::batch(int64_t epoch, int64_t step) const {
+  if (step < 0 || step >= steps_per_epoch()) {
+    throw Error("loader: step " + std::to_string(step) + " is outside the epoch's " +
+                std::to_string(steps_per_epoch()) + " steps");
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
   changed_.notify_all();
@@ -128,7 +132,7 @@ void ImageLoader::record_bad(const SampleError& e) const {
 
 Batch ImageLoader::build_batch(int64_t epoch, int64_t step) const {
   const int64_t begin = step * options_.batch_size;
-  const int64_t count = std::min(options_.batch_size, dataset_->size() - begin);
+  const int64_t count = std::min(options_.batch_size, order_.size() - begin);
   const int64_t side = options_.transform.crop.size;
   at::Tensor images = at::empty({count, side, side, 3}, at::kByte);
   at::Tensor labels = at::empty({count}, at::kLong);

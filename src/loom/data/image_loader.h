@@ -16,7 +16,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <map>

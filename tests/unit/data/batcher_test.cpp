@@ -29,6 +29,23 @@ TEST(Batcher, BatchesFollowTheEpochOrder) {
   }
 }
 
+TEST(Batcher, ShardedBatchersSplitTheEpochWithEqualSteps) {
+  EpochOrder order(21, 5);
+  Batcher rank0(numbered_set(21), 4, order.shard(0, 2, EpochOrder::ShardMode::kDrop), {}, 5, true);
+  Batcher rank1(numbered_set(21), 4, order.shard(1, 2, EpochOrder::ShardMode::kDrop), {}, 5, true);
+  ASSERT_EQ(rank0.steps_per_epoch(), 2);  // 10 samples each, 2 full batches of 4
+  ASSERT_EQ(rank1.steps_per_epoch(), 2);
+  std::vector<int64_t> seen;
+  for (auto* b : {&rank0, &rank1}) {
+    for (int64_t s = 0; s < 2; ++s) {
+      at::Tensor labels = b->batch(0, s).labels;
+      seen.insert(seen.end(), labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + 4);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end());
+}
+
 TEST(Batcher, EvaluationKeepsTheShortLastBatch) {
   Batcher batcher(numbered_set(10), 4, EpochOrder(10, 0, false), {}, 0, /*drop_last=*/false);
   EXPECT_EQ(batcher.steps_per_epoch(), 3);

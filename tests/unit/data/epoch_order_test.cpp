@@ -51,6 +51,45 @@ TEST(EpochOrder, ShuffleLooksRandom) {
   EXPECT_NEAR(low, 2500, 250);
 }
 
+TEST(EpochOrder, ShardsAreDisjointCoverTheEpochAndHaveEqualSizes) {
+  for (int64_t size : {1000, 1001, 1003}) {
+    const EpochOrder order(size, 11);
+    for (int world : {1, 2, 3, 4}) {
+      std::vector<int64_t> seen;
+      for (int rank = 0; rank < world; ++rank) {
+        EpochOrder shard = order.shard(rank, world, EpochOrder::ShardMode::kDrop);
+        EXPECT_EQ(shard.size(), size / world);
+        EXPECT_EQ(shard.total(), size);
+        for (int64_t p = 0; p < shard.size(); ++p) seen.push_back(shard.index_at(2, p));
+      }
+      std::sort(seen.begin(), seen.end());
+      EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end()) << "overlap";
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), size - size % world);  // drop: the remainder
+      // Each rank's share is its stride through the one epoch order, so shards of one epoch are
+      // the unsharded epoch dealt out.
+      EpochOrder second = order.shard(1 % world, world, EpochOrder::ShardMode::kDrop);
+      EXPECT_EQ(second.index_at(2, 0), order.index_at(2, 1 % world));
+    }
+  }
+}
+
+TEST(EpochOrder, PaddedShardsWrapToCoverEverySample) {
+  const EpochOrder order(10, 4);
+  std::vector<int64_t> seen;
+  for (int rank = 0; rank < 4; ++rank) {
+    EpochOrder shard = order.shard(rank, 4, EpochOrder::ShardMode::kPad);
+    EXPECT_EQ(shard.size(), 3);  // ceil(10 / 4): every rank takes three steps of one sample
+    for (int64_t p = 0; p < 3; ++p) seen.push_back(shard.index_at(0, p));
+  }
+  std::vector<int64_t> unique = seen;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  EXPECT_EQ(unique.size(), 10u);  // all covered
+  EXPECT_EQ(seen.size(), 12u);    // two repeated to even out the last round
+  EXPECT_THROW(order.shard(4, 4, EpochOrder::ShardMode::kPad), std::exception);
+  EXPECT_THROW(EpochOrder(3, 0).shard(0, 4, EpochOrder::ShardMode::kDrop), std::exception);
+}
+
 TEST(EpochOrder, RejectsOutOfRangePositions) {
   EpochOrder order(10, 1);
   EXPECT_THROW(order.index_at(0, 10), std::exception);

@@ -83,6 +83,7 @@ TEST(ImageLoader, EvaluationCropsAreDeterministicAndKeepTheLastBatch) {
   EXPECT_EQ(loader.steps_per_epoch(), 3);
   EXPECT_EQ(loader.batch(0, 2).labels.size(0), 4);
   EXPECT_TRUE(loader.batch(0, 0).images.equal(loader.batch(5, 0).images));
+  EXPECT_THROW(loader.batch(0, 3), Error);  // past the epoch: at once, not after a timeout
 }
 
 // A folder with corrupt files of every kind trains through: each is counted, none crashes.
