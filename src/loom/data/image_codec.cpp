@@ -1,5 +1,6 @@
 #include "loom/data/image_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "loom/data/jpeg_codec.h"
@@ -25,6 +26,21 @@ ImageFormat sniff(const uint8_t* data, size_t size, const std::string& origin) {
 }
 
 }  // namespace
+
+CropRect requested_crop(const DecodeOptions& options, const ImageHeader& header) {
+  if (options.crop_from_header) return options.crop_from_header(header);
+  if (options.crop) return *options.crop;
+  return {0, 0, header.width, header.height};
+}
+
+CropRect clamp_crop(const CropRect& crop, int width, int height) {
+  CropRect c;
+  c.x = std::clamp(crop.x, 0, width - 1);
+  c.y = std::clamp(crop.y, 0, height - 1);
+  c.width = std::clamp(crop.width, 1, width - c.x);
+  c.height = std::clamp(crop.height, 1, height - c.y);
+  return c;
+}
 
 ImageHeader read_image_header(const uint8_t* data, size_t size, const std::string& origin) {
   return sniff(data, size, origin) == ImageFormat::kJpeg ? jpeg::read_header(data, size, origin)

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,8 @@ struct CropRect {
 
 struct DecodeOptions {
   std::optional<CropRect> crop;  // decode only this window (clamped to the image)
+  // Or: choose the window from the header, which the decoder reads anyway (one parse, not two).
+  std::function<CropRect(const ImageHeader&)> crop_from_header;
   // The size the result will be resized to, if any. When the (cropped) image is larger, JPEG
   // decoding scales it by the smallest of 1/8, 2/8, 4/8 that stays at least this large.
   int target_width = 0, target_height = 0;
@@ -41,6 +44,11 @@ struct DecodedImage {
   CropRect region;        // the source region the pixels cover
   int scale_eighths = 8;  // the pixels are the region scaled by this many eighths
 };
+
+// The window DecodeOptions asks for (the whole image when none), clamped to the image. For the
+// format decoders.
+CropRect requested_crop(const DecodeOptions& options, const ImageHeader& header);
+CropRect clamp_crop(const CropRect& crop, int width, int height);
 
 // Reads dimensions without decoding. Throws SampleError.
 ImageHeader read_image_header(const uint8_t* data, size_t size, const std::string& origin);

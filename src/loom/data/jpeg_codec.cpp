@@ -169,13 +169,8 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
                                                   " pixels exceed the limit of " +
                                                   std::to_string(options.max_pixels));
   }
-  CropRect crop{0, 0, width, height};
-  if (options.crop) {
-    crop.x = std::clamp(options.crop->x, 0, width - 1);
-    crop.y = std::clamp(options.crop->y, 0, height - 1);
-    crop.width = std::clamp(options.crop->width, 1, width - crop.x);
-    crop.height = std::clamp(options.crop->height, 1, height - crop.y);
-  }
+  const ImageHeader header{ImageFormat::kJpeg, width, height, d.cinfo.num_components};
+  const CropRect crop = clamp_crop(requested_crop(options, header), width, height);
   const int m = pick_eighths(crop.width, crop.height, options);
   const bool cmyk = d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK;
   if (!guarded_plan(d, m, cmyk ? JCS_CMYK : JCS_RGB)) fail(d, origin);

@@ -63,12 +63,9 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
   }
   DecodedImage result;
   result.region = {0, 0, width, height};
-  if (options.crop) {
-    CropRect c;
-    c.x = std::clamp(options.crop->x, 0, width - 1);
-    c.y = std::clamp(options.crop->y, 0, height - 1);
-    c.width = std::clamp(options.crop->width, 1, width - c.x);
-    c.height = std::clamp(options.crop->height, 1, height - c.y);
+  const ImageHeader header{ImageFormat::kPng, width, height, stored_channels(g.image.format)};
+  const CropRect c = clamp_crop(requested_crop(options, header), width, height);
+  if (c.width != width || c.height != height) {
     full = full.slice(0, c.y, c.y + c.height).slice(1, c.x, c.x + c.width).contiguous();
     result.region = c;
   }

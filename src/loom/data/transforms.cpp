@@ -59,14 +59,15 @@ void flip_horizontal(at::Tensor image) {
 
 void decode_transformed(const std::string& bytes, const std::string& origin,
                         const TransformSpec& spec, KeyedRng& rng, at::Tensor out) {
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  const ImageHeader header = read_image_header(data, bytes.size(), origin);
   DecodeOptions options;
   options.max_pixels = spec.max_pixels;
   options.target_width = options.target_height = spec.crop.size;
-  options.crop = spec.train ? sample_resized_crop(header.width, header.height, spec.crop, rng)
-                            : center_crop_region(header.width, header.height, spec.crop.size);
-  DecodedImage decoded = decode_image(data, bytes.size(), options, origin);
+  options.crop_from_header = [&](const ImageHeader& header) {
+    return spec.train ? sample_resized_crop(header.width, header.height, spec.crop, rng)
+                      : center_crop_region(header.width, header.height, spec.crop.size);
+  };
+  DecodedImage decoded =
+      decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), options, origin);
   resize_into(decoded.pixels, out);
   if (spec.train && spec.flip && rng.below(2) == 1) flip_horizontal(out);
 }
