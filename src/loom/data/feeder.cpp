@@ -56,8 +56,8 @@ at::Tensor Feeder::to_input(const at::Tensor& images_nhwc) const {
                    scale_.data_ptr<float>(), shift_.data_ptr<float>(), channels);
     return format_ == at::MemoryFormat::ChannelsLast ? out : out.contiguous();
   }
-  // NHWC viewed as NCHW already has channels_last strides; allocate the output in the target
-  // layout and let one fused multiply-add do the conversion.
+  // Contiguous NCHW from NHWC is a transpose: copy into the target layout, then scale and shift
+  // (three passes; only models that asked for the contiguous layout take this path).
   at::Tensor nchw = images_nhwc.permute({0, 3, 1, 2});
   at::Tensor out = at::empty(nchw.sizes(), at::TensorOptions().dtype(at::kFloat), format_);
   out.copy_(nchw);
