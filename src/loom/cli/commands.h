@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace loom::cli {
 
@@ -12,6 +14,9 @@ struct Command {
   CLI::App* sub;  // the parsed subcommand
   std::function<int()> run;
 };
+
+// The repeatable `--set key=value` option that every configured subcommand takes.
+void add_set_option(CLI::App* sub, std::vector<std::string>& overrides);
 
 Command add_train_command(CLI::App& app);
 Command add_version_command(CLI::App& app);

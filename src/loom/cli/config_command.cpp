@@ -41,9 +41,7 @@ Command add_config_command(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();
   CLI::App* sub = app.add_subcommand("config", "Print the resolved configuration or its reference");
   sub->add_option("config", args->config_path, "YAML configuration file");
-  sub->add_option("--set", args->overrides, "Override a key: --set train.epochs=5 (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_set_option(sub, args->overrides);
   sub->add_flag("--reference", args->reference, "Print every key as a Markdown table");
   sub->add_flag("--settings", args->settings, "Print the LOOM_* environment settings");
   return {sub, [args] {

@@ -76,8 +76,7 @@ int run_bench(const BenchArgs& a) {
   const Topology topology = detect_topology();
   const int threads =
       config.data.workers > 0 ? static_cast<int>(config.data.workers) : topology.usable_cores;
-  if (config.runtime.allocator == "caching")
-    install_caching_cpu_allocator(topology.memory_bytes / 4);
+  use_configured_allocator(config.runtime.allocator, topology.memory_bytes);
   if (a.decode_only) {
     const double rate = decode_only_rate(config, threads, a.batches * config.data.batch_size);
     std::printf("{\"mode\": \"decode_only\", \"threads\": %d, \"images_per_second\": %.1f}\n",
@@ -120,9 +119,7 @@ Command add_data_command(CLI::App& app) {
   auto bench = std::make_shared<BenchArgs>();
   CLI::App* b = sub->add_subcommand("bench", "Images/s of the input pipeline alone");
   b->add_option("config", bench->config_path, "YAML configuration (data.source: image_folder)");
-  b->add_option("--set", bench->overrides, "Override a key (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_set_option(b, bench->overrides);
   b->add_option("--batches", bench->batches, "Batches to time (after one warm-up batch)")
       ->check(CLI::PositiveNumber);
   b->add_flag("--decode-only", bench->decode_only,

@@ -7,6 +7,16 @@
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 
+namespace loom::cli {
+
+void add_set_option(CLI::App* sub, std::vector<std::string>& overrides) {
+  sub->add_option("--set", overrides, "Override a key: --set train.epochs=5 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+}  // namespace loom::cli
+
 int main(int argc, char** argv) {
   CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
   app.require_subcommand(1);

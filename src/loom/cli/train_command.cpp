@@ -73,9 +73,7 @@ Command add_train_command(CLI::App& app) {
       app.add_subcommand("train", "Train a model (default: the small CNN on Fashion-MNIST)");
   sub->add_option("config", args->config_path,
                   "YAML configuration file (default: built-in defaults)");
-  sub->add_option("--set", args->overrides, "Override a key: --set train.epochs=5 (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_set_option(sub, args->overrides);
   sub->add_option("--out", args->out_dir, "Output directory (default: runs/<timestamp>)");
   sub->add_flag("--resume", args->resume,
                 "Continue from the latest checkpoint in the output directory");

@@ -140,4 +140,8 @@ CachingCpuAllocator& install_caching_cpu_allocator(size_t max_cached_bytes) {
 
 CachingCpuAllocator* installed_caching_cpu_allocator() { return g_installed.load(); }
 
+void use_configured_allocator(const std::string& allocator, uint64_t memory_bytes) {
+  if (allocator == "caching") install_caching_cpu_allocator(memory_bytes / 4);
+}
+
 }  // namespace loom

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace loom {
@@ -67,5 +68,9 @@ CachingCpuAllocator& install_caching_cpu_allocator(size_t max_cached_bytes);
 
 // The installed instance, or nullptr.
 CachingCpuAllocator* installed_caching_cpu_allocator();
+
+// runtime.allocator: "caching" installs the caching allocator with a quarter of physical memory
+// as its cache limit; "system" leaves LibTorch's allocator in place.
+void use_configured_allocator(const std::string& allocator, uint64_t memory_bytes);
 
 }  // namespace loom

@@ -15,6 +15,10 @@ struct Batch {
   at::Tensor labels;  // int64 [B]
 };
 
+// Batches in an epoch of `samples`: full batches only (drop_last), or with a short last one.
+// Throws ConfigError naming data.batch_size when not even one batch fits.
+int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last);
+
 class BatchSource {
  public:
   virtual ~BatchSource() = default;

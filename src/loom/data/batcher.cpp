@@ -10,26 +10,12 @@ namespace loom::data {
 
 Batcher::Batcher(ImageSet set, int64_t batch_size, EpochOrder order, AugmentSpec augment,
                  uint64_t seed, bool drop_last)
-    : set_(std::move(set)),
-      batch_size_(batch_size),
-      order_(order),
-      augment_(augment),
-      seed_(seed),
-      drop_last_(drop_last) {
+    : set_(std::move(set)), batch_size_(batch_size), order_(order), augment_(augment), seed_(seed) {
   if (order_.total() != set_.size()) {
     throw Error("batcher: order covers " + std::to_string(order_.total()) + " samples, set has " +
                 std::to_string(set_.size()));
   }
-  if (steps_per_epoch() == 0) {
-    throw ConfigError("config key 'data.batch_size': " + std::to_string(batch_size) +
-                      " is larger than the " + std::to_string(order_.size()) +
-                      " samples available, so an epoch has no full batch");
-  }
-}
-
-int64_t Batcher::steps_per_epoch() const {
-  const int64_t n = order_.size();  // this rank's share when sharded
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  steps_ = batches_per_epoch(order_.size(), batch_size_, drop_last);  // this rank's share
 }
 
 Batch Batcher::batch(int64_t epoch, int64_t step) const {

@@ -23,7 +23,7 @@ class Batcher : public BatchSource {
   Batcher(ImageSet set, int64_t batch_size, EpochOrder order, AugmentSpec augment, uint64_t seed,
           bool drop_last);
 
-  int64_t steps_per_epoch() const override;
+  int64_t steps_per_epoch() const override { return steps_; }
   int64_t samples() const override { return set_.size(); }
   int64_t batch_size() const { return batch_size_; }
   const ImageSet& set() const { return set_; }
@@ -38,7 +38,7 @@ class Batcher : public BatchSource {
   EpochOrder order_;
   AugmentSpec augment_;
   uint64_t seed_;
-  bool drop_last_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace loom::data

@@ -25,11 +25,7 @@ ImageLoader::ImageLoader(std::shared_ptr<const Dataset> dataset, EpochOrder orde
                 " samples, data set has " + std::to_string(dataset_->size()));
   }
   if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");
-  if (steps_per_epoch() == 0) {
-    throw ConfigError("config key 'data.batch_size': " + std::to_string(options_.batch_size) +
-                      " is larger than the " + std::to_string(order_.size()) +
-                      " samples available, so an epoch has no full batch");
-  }
+  steps_ = batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last);
   for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -40,11 +36,6 @@ ImageLoader::~ImageLoader() {
   }
   changed_.notify_all();
   for (auto& w : workers_) w.join();
-}
-
-int64_t ImageLoader::steps_per_epoch() const {
-  const int64_t n = order_.size(), b = options_.batch_size;  // this rank's share
-  return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 LoaderStats ImageLoader::stats() const {

@@ -56,7 +56,7 @@ class ImageLoader : public BatchSource {
   ImageLoader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options);
   ~ImageLoader() override;
 
-  int64_t steps_per_epoch() const override;
+  int64_t steps_per_epoch() const override { return steps_; }
   int64_t samples() const override { return dataset_->size(); }
   Batch batch(int64_t epoch, int64_t step) const override;
 
@@ -77,6 +77,7 @@ class ImageLoader : public BatchSource {
   std::shared_ptr<const Dataset> dataset_;
   EpochOrder order_;
   LoaderOptions options_;
+  int64_t steps_ = 0;  // batches per epoch of this rank's share
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

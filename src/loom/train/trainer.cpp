@@ -47,9 +47,6 @@ class TrainingRun {
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
   void save_checkpoint();
   void report_step(double loss);
-  void observe_step(StepReport& report) {
-    if (options_.observer) options_.observer->on_step(report);
-  }
 
   Config config_;
   TrainOptions options_;
@@ -84,9 +81,7 @@ class TrainingRun {
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
-  if (config_.runtime.allocator == "caching") {
-    install_caching_cpu_allocator(options_.topology.memory_bytes / 4);
-  }
+  use_configured_allocator(config_.runtime.allocator, options_.topology.memory_bytes);
   at::manual_seed(static_cast<uint64_t>(config_.seed));
   data_ = load_train_data(config_, options_.topology.usable_cores);
   model_ = models::make_model(config_.model, data_.input);
@@ -223,7 +218,7 @@ void TrainingRun::report_step(double loss) {
       steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
   r.eta_seconds = per_step * static_cast<double>(total_steps_ - position_.step);
   r.log_line = log_line;
-  observe_step(r);
+  if (options_.observer) options_.observer->on_step(r);
   if (!log_line) return;
   metrics_->write({{"type", "step"},
                    {"step", r.step},
