@@ -61,6 +61,27 @@ void write_text(const std::string& path, const std::string& text) {
   out << text;
 }
 
+void write_corrupt_images(const std::string& dir, const std::string& good) {
+  write_text(dir + "/bad_empty.jpg", "");
+  write_text(dir + "/bad_truncated.jpg", good.substr(0, good.size() / 3));
+  write_text(dir + "/bad_magic.jpg", "BM" + good.substr(2));
+  std::string bomb = good;
+  const size_t frame = bomb.find("\xFF\xC0");  // baseline frame header: height, width at +5, +7
+  for (size_t at : {frame + 5, frame + 7}) {
+    bomb[at] = static_cast<char>(30000 >> 8);
+    bomb[at + 1] = static_cast<char>(30000 & 0xFF);
+  }
+  write_text(dir + "/bad_bomb.jpg", bomb);
+  // Damage inside the entropy-coded data that a decoder can detect: stray markers. (JPEG has
+  // no checksum; a flip that still decodes to valid codes cannot be told from real content.)
+  std::string damaged = good;
+  for (size_t i = damaged.size() / 2; i < damaged.size() / 2 + 32; i += 2) {
+    damaged[i] = '\xFF';
+    damaged[i + 1] = '\xD9';
+  }
+  write_text(dir + "/bad_damaged.jpg", damaged);
+}
+
 std::string torch_python() {
   const std::string python = LOOM_TEST_PYTHON;
   if (python.empty()) return "";

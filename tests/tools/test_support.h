@@ -35,6 +35,12 @@ CommandResult run_loom(const std::string& args, const std::string& env = "");
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 
+// Writes one corrupt variant of a good JPEG of each kind a data set meets into `dir`:
+// bad_empty.jpg (0 bytes) and bad_truncated.jpg (truncated), bad_magic.jpg (wrong magic) and
+// bad_damaged.jpg (stray markers in the scan: undecodable), bad_bomb.jpg (a 30000x30000
+// header: too large).
+void write_corrupt_images(const std::string& dir, const std::string& good_jpeg);
+
 // The Python that has Debian's torch, or "" when none.
 std::string torch_python();
 

@@ -24,6 +24,26 @@ int print_reference() {
     std::printf("| `%s` | %s | `%s` | %s |\n", row.key.c_str(), row.type.c_str(),
                 row.default_value.c_str(), row.help.c_str());
   }
+  std::printf(
+      "\n## Transforms\n\n"
+      "`data.transforms` and `data.eval_transforms` are lists run in order on uint8 pixels. An "
+      "entry is a name (`random_horizontal_flip`), a name with the value of its first parameter "
+      "(`center_crop: 224`), or a name with a mapping (`gaussian_blur: {kernel: 11, sigma: "
+      "[0.1, 2.0]}`). Sizes are `[height, width]` or one number for a square. Random choices are "
+      "keyed by (seed, epoch, sample), so they do not depend on the number of loader threads.\n\n"
+      "| transform | parameter | default | meaning |\n|---|---|---|---|\n");
+  for (const auto& kind : transform_catalog()) {
+    std::printf("| `%s` | | | %s |\n", kind.name, kind.help);
+    for (const auto& p : kind.params) {
+      std::string value = "required";
+      if (!p.defaults.empty()) {
+        TransformConfig probe{kind.name, {{p.name, p.defaults}}};
+        value = describe_transform(probe);
+        value = "`" + value.substr(value.find('=') + 1, value.size() - value.find('=') - 2) + "`";
+      }
+      std::printf("| | `%s` | %s | %s |\n", p.name, value.c_str(), p.help);
+    }
+  }
   return 0;
 }
 

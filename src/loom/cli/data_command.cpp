@@ -69,8 +69,8 @@ double decode_only_rate(const Config& config, int threads, int64_t limit) {
 
 int run_bench(const BenchArgs& a) {
   Config config = load_config(a.config_path, a.overrides);
-  if (config.data.source != "image_folder") {
-    throw ConfigError("config key 'data.source': loom data bench measures image_folder, got '" +
+  if (a.decode_only && config.data.source != "image_folder") {
+    throw ConfigError("config key 'data.source': --decode-only measures image files, got '" +
                       config.data.source + "'");
   }
   const Topology topology = detect_topology();

@@ -38,6 +38,9 @@ class KeyLister : public ConfigVisitor {
     keys.push_back(k);
   }
   void count_or_auto(const char* k, int64_t&, const char*) override { keys.push_back(k); }
+  void transforms(const char* k, std::vector<TransformConfig>&, const char*) override {
+    keys.push_back(k);
+  }
 };
 
 std::vector<std::string> known_keys() {
@@ -141,6 +144,23 @@ class Reader : public ConfigVisitor {
     if (value < 1)
       fail(key, *v, "expected an integer >= 1 or 'auto', got " + describe_node(v->node));
   }
+  void transforms(const char* key, std::vector<TransformConfig>& value, const char*) override {
+    const FlatValue* v = find(key);
+    if (!v) return;
+    if (!v->node.IsSequence()) {
+      fail(key, *v, "expected a list of transforms, got " + describe_node(v->node));
+    }
+    value.clear();
+    for (size_t i = 0; i < v->node.size(); ++i) {
+      const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+      try {
+        value.push_back(read_transform(v->node[i], where));
+        complete_transform(value.back(), where);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) + " (" + v->origin + ")");
+      }
+    }
+  }
 
  private:
   const FlatValue* find(const char* key) {
@@ -169,6 +189,53 @@ class Reader : public ConfigVisitor {
   static int64_t as_integer(const std::string& key, const FlatValue& v,
                             const std::string& expected = "an integer") {
     return convert<int64_t>(key, v, expected);
+  }
+
+  // One list entry: `name`, `name: VALUE-OF-FIRST-PARAMETER` or `name: {param: value, ...}`.
+  static TransformConfig read_transform(const YAML::Node& node, const std::string& where) {
+    TransformConfig t;
+    if (node.IsScalar()) {
+      t.name = node.Scalar();
+      return t;
+    }
+    if (!node.IsMap() || node.size() != 1) {
+      throw ConfigError("config key '" + where +
+                        "': expected a transform name or a one-key mapping name: parameters, "
+                        "got " +
+                        describe_node(node));
+    }
+    const auto entry = *node.begin();
+    t.name = entry.first.as<std::string>();
+    const YAML::Node& body = entry.second;
+    if (body.IsMap()) {
+      for (const auto& param : body) {
+        const std::string name = param.first.as<std::string>();
+        t.params[name] = read_numbers(param.second, where + "." + name);
+      }
+    } else if (!body.IsNull()) {
+      for (const auto& kind : transform_catalog()) {
+        if (t.name == kind.name) t.params[kind.params.front().name] = read_numbers(body, where);
+      }
+    }
+    return t;
+  }
+
+  static std::vector<double> read_numbers(const YAML::Node& node, const std::string& where) {
+    std::vector<double> out;
+    auto read_one = [&](const YAML::Node& n) {
+      try {
+        if (n.IsScalar()) return n.as<double>();
+      } catch (const YAML::Exception&) {
+      }
+      throw ConfigError("config key '" + where + "': expected a number or a list of numbers, got " +
+                        describe_node(n));
+    };
+    if (node.IsSequence()) {
+      for (const auto& n : node) out.push_back(read_one(n));
+    } else {
+      out.push_back(read_one(node));
+    }
+    return out;
   }
 
   static std::string format_number(double x) {
@@ -215,8 +282,38 @@ class Writer : public ConfigVisitor {
       put(k, v, v);
     }
   }
+  // Each entry as `name: {param: value}`, one-number lists written as plain numbers.
+  void transforms(const char* k, std::vector<TransformConfig>& list, const char*) override {
+    YAML::Node yaml_list(YAML::NodeType::Sequence);
+    nlohmann::json json_list = nlohmann::json::array();
+    for (const auto& t : list) {
+      YAML::Node params(YAML::NodeType::Map);
+      nlohmann::json json_params = nlohmann::json::object();
+      for (const auto& [name, values] : t.params) {
+        YAML::Node yaml_values;
+        nlohmann::json json_values = nlohmann::json::array();
+        for (double x : values) {
+          yaml_values.push_back(number_node(x));
+          json_values.push_back(x);
+        }
+        params[name] = values.size() == 1 ? number_node(values[0]) : yaml_values;
+        json_params[name] = values.size() == 1 ? nlohmann::json(values[0]) : json_values;
+      }
+      YAML::Node entry(YAML::NodeType::Map);
+      entry[t.name] = params;
+      yaml_list.push_back(entry);
+      json_list.push_back({{t.name, json_params}});
+    }
+    yaml_list.SetStyle(YAML::EmitterStyle::Flow);
+    put(k, yaml_list, json_list);
+  }
 
  private:
+  static YAML::Node number_node(double x) {
+    if (x == std::floor(x) && std::fabs(x) < 1e15) return YAML::Node(static_cast<int64_t>(x));
+    return YAML::Node(shortest_double(x));
+  }
+
   template <typename Y, typename J>
   void put(const std::string& key, const Y& yaml_value, const J& json_value) {
     std::vector<std::string> parts;
@@ -355,6 +452,9 @@ std::vector<ConfigKeyDoc> describe_config() {
     }
     void count_or_auto(const char* k, int64_t& v, const char* h) override {
       rows.push_back({k, "integer >= 1 \\| auto", v == 0 ? "auto" : std::to_string(v), h});
+    }
+    void transforms(const char* k, std::vector<TransformConfig>& v, const char* h) override {
+      rows.push_back({k, "list of transforms", v.empty() ? "[]" : "(set)", h});
     }
   };
   Config config = default_config();

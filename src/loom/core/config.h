@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/transform_config.h"
+
 namespace loom {
 
 struct ModelConfig {
@@ -25,10 +27,13 @@ struct DataConfig {
   std::string val_path;                  // image_folder: the validation folder ("" = no evaluation)
   int64_t batch_size = 64;
   int64_t eval_batch_size = 500;
-  bool augment = false;              // random flip and shift of training images (IDX sources)
-  int64_t workers = 0;               // image_folder: decode threads; 0 = auto (usable cores)
-  int64_t prefetch_batches = 4;      // image_folder: batches decoded ahead
-  std::string bad_samples = "skip";  // skip | fail
+  bool augment = false;  // random flip and shift of training images (IDX sources)
+  std::vector<TransformConfig> transforms;       // training; empty = the source's default
+  std::vector<TransformConfig> eval_transforms;  // evaluation; empty = resize + center crop
+  int64_t workers = 0;           // image_folder: decode threads; 0 = auto (usable cores)
+  int64_t prefetch_batches = 4;  // batches prepared ahead
+  int64_t prefetch_bytes = int64_t{512} << 20;  // and at most this many bytes of them
+  std::string bad_samples = "skip";             // skip | substitute | fail
   double max_bad_fraction = 0.05;
   int64_t max_pixels = 100000000;  // larger images are refused as bad samples
   int64_t image_size = 224;        // synthetic: height and width; image_folder: crop size
@@ -103,6 +108,9 @@ class ConfigVisitor {
                       const char* help) = 0;
   // An integer >= 1, or "auto" stored as 0.
   virtual void count_or_auto(const char* key, int64_t& value, const char* help) = 0;
+  // A list of transforms (see transform_config.h).
+  virtual void transforms(const char* key, std::vector<TransformConfig>& value,
+                          const char* help) = 0;
 };
 
 void visit_config(Config& config, ConfigVisitor& visitor);

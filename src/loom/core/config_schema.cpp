@@ -29,15 +29,29 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("data.batch_size", c.data.batch_size, 1, "Samples per optimizer micro-step.");
   v.integer("data.eval_batch_size", c.data.eval_batch_size, 1, "Samples per evaluation batch.");
   v.boolean("data.augment", c.data.augment,
-            "Random horizontal flip and +-2 pixel shift of training images.");
+            "IDX and synthetic data without data.transforms: random +-2 pixel shift and "
+            "horizontal flip of training images.");
+  v.transforms("data.transforms", c.data.transforms,
+               "Training transforms, in order (see Transforms below). [] = the source's default: "
+               "random_resized_crop(image_size) + random_horizontal_flip for encoded images, "
+               "nothing (or data.augment) for IDX and synthetic data.");
+  v.transforms("data.eval_transforms", c.data.eval_transforms,
+               "Evaluation transforms. [] = resize(image_size * 8 / 7) + center_crop(image_size) "
+               "for encoded images, nothing for IDX and synthetic data.");
   v.count_or_auto("data.workers", c.data.workers,
-                  "image_folder: decode threads; auto = the usable cores.");
+                  "Loader threads; auto = the usable cores for encoded images, 1 for data held "
+                  "in memory.");
   v.integer("data.prefetch_batches", c.data.prefetch_batches, 1,
-            "image_folder: batches decoded ahead of training.");
-  v.choice("data.bad_samples", c.data.bad_samples, {"skip", "fail"},
-           "image_folder: skip (count and leave out) or fail on an unreadable or corrupt image.");
+            "Batches prepared ahead of training.");
+  v.integer("data.prefetch_bytes", c.data.prefetch_bytes, 1,
+            "Caps the batches prepared ahead by their bytes (uint8 pixels); at least one batch "
+            "is always prepared.");
+  v.choice("data.bad_samples", c.data.bad_samples, {"skip", "substitute", "fail"},
+           "An unreadable or corrupt sample is skipped (counted, its batch comes out shorter), "
+           "substituted (by a deterministic replacement, so batches keep their size), or fails "
+           "the run.");
   v.number("data.max_bad_fraction", c.data.max_bad_fraction, 0.0,
-           "image_folder: fail when more than this share of samples were bad.");
+           "Fail when more than this share of the samples seen were bad.");
   v.integer("data.max_pixels", c.data.max_pixels, 1,
             "image_folder: images with more pixels are refused as bad (decompression bombs).");
   v.integer("data.image_size", c.data.image_size, 1,

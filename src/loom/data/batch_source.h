@@ -6,13 +6,26 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <cstdint>
+
+#include "loom/data/loader_state.h"
 
 namespace loom::data {
 
 struct Batch {
-  at::Tensor images;  // uint8 [B, H, W, C]
-  at::Tensor labels;  // int64 [B]
+  at::Tensor images;   // uint8 [B, H, W, C]
+  at::Tensor labels;   // int64 [B]
+  at::Tensor indices;  // int64 [B]: the data set index each sample came from
+};
+
+// What a source has read so far; bad samples by SampleFault (unreadable, truncated,
+// undecodable, too large).
+struct LoaderStats {
+  int64_t samples = 0;           // batch positions filled or attempted
+  std::array<int64_t, 4> bad{};  // by SampleFault
+  int64_t substituted = 0;       // positions filled by a replacement
+  int64_t bad_total() const { return bad[0] + bad[1] + bad[2] + bad[3]; }
 };
 
 // Batches in an epoch of `samples`: full batches only (drop_last), or with a short last one.
@@ -25,6 +38,11 @@ class BatchSource {
   virtual int64_t steps_per_epoch() const = 0;
   virtual int64_t samples() const = 0;  // in the underlying data set
   virtual Batch batch(int64_t epoch, int64_t step) const = 0;
+  // What fixes the sequence of batches, at position (0, 0); see LoaderState.
+  virtual LoaderState identity() const = 0;
+  virtual LoaderStats stats() const = 0;
+  // Starts preparing batches from (epoch, step), before the first batch() call asks for them.
+  virtual void seek(int64_t /*epoch*/, int64_t /*step*/) const {}
 };
 
 }  // namespace loom::data

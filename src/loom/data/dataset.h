@@ -1,7 +1,9 @@
-// A source of encoded samples: size() and read(index), thread-safe, so that loader workers can
-// read concurrently. Sources are small and composable; decoding and transforms happen in the
-// loader, not here.
+// A source of samples: size() and read(index), thread-safe, so that loader workers can read
+// concurrently. Sources are small and composable; decoding and transforms happen in the loader,
+// not here. A sample is either encoded bytes (files, shards) or pixels (sets held in memory).
 #pragma once
+
+#include <ATen/ATen.h>
 
 #include <cstdint>
 #include <string>
@@ -10,7 +12,8 @@
 namespace loom::data {
 
 struct Sample {
-  std::string bytes;  // the encoded image (JPEG or PNG)
+  std::string bytes;  // the encoded image (JPEG or PNG), or empty when `pixels` is set
+  at::Tensor pixels;  // uint8 [H, W, C], for in-memory sets
   int64_t label = 0;
   std::string key;  // where it came from, for messages (a path, or shard:member)
 };

@@ -24,6 +24,8 @@ class EpochOrder {
   int64_t size() const { return shard_size_; }
   // Samples in the data set the order permutes.
   int64_t total() const { return size_; }
+  int rank() const { return rank_; }
+  int world() const { return world_; }
 
   // The sample index at `position` (0 <= position < size()) of `epoch`.
   int64_t index_at(int64_t epoch, int64_t position) const;

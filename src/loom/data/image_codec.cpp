@@ -27,10 +27,17 @@ ImageFormat sniff(const uint8_t* data, size_t size, const std::string& origin) {
 
 }  // namespace
 
-CropRect requested_crop(const DecodeOptions& options, const ImageHeader& header) {
-  if (options.crop_from_header) return options.crop_from_header(header);
-  if (options.crop) return *options.crop;
-  return {0, 0, header.width, header.height};
+DecodePlan requested_plan(const DecodeOptions& options, const ImageHeader& header) {
+  DecodePlan plan;
+  if (options.plan_from_header) {
+    plan = options.plan_from_header(header);
+  } else {
+    plan.crop = options.crop.value_or(CropRect{0, 0, header.width, header.height});
+    plan.target_width = options.target_width;
+    plan.target_height = options.target_height;
+  }
+  plan.crop = clamp_crop(plan.crop, header.width, header.height);
+  return plan;
 }
 
 CropRect clamp_crop(const CropRect& crop, int width, int height) {

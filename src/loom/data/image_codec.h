@@ -29,13 +29,20 @@ struct CropRect {
   int x = 0, y = 0, width = 0, height = 0;  // in source pixels
 };
 
-struct DecodeOptions {
-  std::optional<CropRect> crop;  // decode only this window (clamped to the image)
-  // Or: choose the window from the header, which the decoder reads anyway (one parse, not two).
-  std::function<CropRect(const ImageHeader&)> crop_from_header;
-  // The size the result will be resized to, if any. When the (cropped) image is larger, JPEG
-  // decoding scales it by the smallest of 1/8, 2/8, 4/8 that stays at least this large.
+// What to decode: a window of the image and the size it will be resized to, if any. When the
+// window is larger than the target, JPEG decoding scales it by the smallest of 1/8, 2/8, 4/8
+// that keeps it at least the target size.
+struct DecodePlan {
+  CropRect crop;  // clamped to the image
   int target_width = 0, target_height = 0;
+};
+
+struct DecodeOptions {
+  std::optional<CropRect> crop;  // decode only this window (default: the whole image)
+  int target_width = 0, target_height = 0;
+  // Or: plan from the header, which the decoder reads anyway (one parse, not two). Replaces the
+  // three fields above.
+  std::function<DecodePlan(const ImageHeader&)> plan_from_header;
   int64_t max_pixels = 0;  // refuse images with more pixels (0 = no limit)
 };
 
@@ -45,9 +52,8 @@ struct DecodedImage {
   int scale_eighths = 8;  // the pixels are the region scaled by this many eighths
 };
 
-// The window DecodeOptions asks for (the whole image when none), clamped to the image. For the
-// format decoders.
-CropRect requested_crop(const DecodeOptions& options, const ImageHeader& header);
+// The plan DecodeOptions asks for, its window clamped to the image. For the format decoders.
+DecodePlan requested_plan(const DecodeOptions& options, const ImageHeader& header);
 CropRect clamp_crop(const CropRect& crop, int width, int height);
 
 // Reads dimensions without decoding. Throws SampleError.

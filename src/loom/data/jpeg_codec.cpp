@@ -129,10 +129,13 @@ bool guarded_decode(Decoder& d, Window w, uint8_t* row, uint8_t* out) {
 
 // The smallest DCT scaling M/8 (libjpeg-turbo computes an MxM inverse DCT per 8x8 block) that
 // keeps the crop at least the target size, so the resize that follows only ever shrinks.
-int pick_eighths(int crop_width, int crop_height, const DecodeOptions& o) {
-  if (o.target_width <= 0 || o.target_height <= 0) return 8;
+int pick_eighths(const DecodePlan& plan) {
+  if (plan.target_width <= 0 || plan.target_height <= 0) return 8;
   for (int m : kScaleEighths) {
-    if (crop_width * m >= o.target_width * 8 && crop_height * m >= o.target_height * 8) return m;
+    if (plan.crop.width * m >= plan.target_width * 8 &&
+        plan.crop.height * m >= plan.target_height * 8) {
+      return m;
+    }
   }
   return 8;
 }
@@ -170,8 +173,9 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
                                                   std::to_string(options.max_pixels));
   }
   const ImageHeader header{ImageFormat::kJpeg, width, height, d.cinfo.num_components};
-  const CropRect crop = clamp_crop(requested_crop(options, header), width, height);
-  const int m = pick_eighths(crop.width, crop.height, options);
+  const DecodePlan plan = requested_plan(options, header);
+  const CropRect& crop = plan.crop;
+  const int m = pick_eighths(plan);
   const bool cmyk = d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK;
   if (!guarded_plan(d, m, cmyk ? JCS_CMYK : JCS_RGB)) fail(d, origin);
 

@@ -64,7 +64,7 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
   DecodedImage result;
   result.region = {0, 0, width, height};
   const ImageHeader header{ImageFormat::kPng, width, height, stored_channels(g.image.format)};
-  const CropRect c = clamp_crop(requested_crop(options, header), width, height);
+  const CropRect c = requested_plan(options, header).crop;
   if (c.width != width || c.height != height) {
     full = full.slice(0, c.y, c.y + c.height).slice(1, c.x, c.x + c.width).contiguous();
     result.region = c;

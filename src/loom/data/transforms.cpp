@@ -5,6 +5,17 @@
 #include <opencv2/imgproc.hpp>
 
 namespace loom::data {
+namespace {
+
+// A view of a uint8 [h, w, C] tensor whose rows may be strided (a window of a larger image).
+cv::Mat as_mat(const at::Tensor& image) {
+  const int channels = static_cast<int>(image.size(2));
+  TORCH_CHECK(image.stride(2) == 1 && image.stride(1) == channels, "image rows must be packed");
+  return cv::Mat(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC(channels),
+                 image.data_ptr<uint8_t>(), static_cast<size_t>(image.stride(0)));
+}
+
+}  // namespace
 
 CropRect sample_resized_crop(int width, int height, const ResizedCropSpec& s, KeyedRng& rng) {
   const double area = double(width) * height;
@@ -31,45 +42,29 @@ CropRect sample_resized_crop(int width, int height, const ResizedCropSpec& s, Ke
   return {(width - w) / 2, (height - h) / 2, w, h};
 }
 
-CropRect center_crop_region(int width, int height, int size) {
-  // Resize the shorter side to size * 8 / 7 (256 for 224), then take the central size x size.
-  const double scale = (size * 8.0 / 7.0) / std::min(width, height);
-  const int side = std::min({width, height, static_cast<int>(std::lround(size / scale))});
-  return {(width - side) / 2, (height - side) / 2, side, side};
-}
-
 void resize_into(const at::Tensor& image, at::Tensor out) {
-  at::Tensor src = image.contiguous();
-  const cv::Mat from(static_cast<int>(src.size(0)), static_cast<int>(src.size(1)), CV_8UC3,
-                     src.data_ptr<uint8_t>());
-  cv::Mat to(static_cast<int>(out.size(0)), static_cast<int>(out.size(1)), CV_8UC3,
-             out.data_ptr<uint8_t>());
+  const at::Tensor src = image.stride(1) == image.size(2) ? image : image.contiguous();
+  const cv::Mat from = as_mat(src);
+  cv::Mat to = as_mat(out);
   if (from.rows == to.rows && from.cols == to.cols) {
     from.copyTo(to);
-    return;
+  } else {
+    cv::resize(from, to, to.size(), 0, 0, cv::INTER_LINEAR);
   }
-  cv::resize(from, to, to.size(), 0, 0, cv::INTER_LINEAR);
 }
 
 void flip_horizontal(at::Tensor image) {
-  cv::Mat m(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC3,
-            image.data_ptr<uint8_t>());
+  cv::Mat m = as_mat(image);
   cv::flip(m, m, 1);
 }
 
-void decode_transformed(const std::string& bytes, const std::string& origin,
-                        const TransformSpec& spec, KeyedRng& rng, at::Tensor out) {
-  DecodeOptions options;
-  options.max_pixels = spec.max_pixels;
-  options.target_width = options.target_height = spec.crop.size;
-  options.crop_from_header = [&](const ImageHeader& header) {
-    return spec.train ? sample_resized_crop(header.width, header.height, spec.crop, rng)
-                      : center_crop_region(header.width, header.height, spec.crop.size);
-  };
-  DecodedImage decoded =
-      decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), options, origin);
-  resize_into(decoded.pixels, out);
-  if (spec.train && spec.flip && rng.below(2) == 1) flip_horizontal(out);
+void gaussian_blur(at::Tensor image, int kernel_height, int kernel_width, double sigma) {
+  // One scratch image per thread: the filter reads rows it has already overwritten in place.
+  thread_local cv::Mat scratch;
+  cv::Mat m = as_mat(image);
+  cv::GaussianBlur(m, scratch, cv::Size(kernel_width, kernel_height), sigma, sigma,
+                   cv::BORDER_REFLECT_101);
+  scratch.copyTo(m);
 }
 
 }  // namespace loom::data

@@ -35,6 +35,29 @@ models::NamedTensors with_prefix(const std::string& prefix, const models::NamedT
   return out;
 }
 
+nlohmann::json loader_json(const std::optional<data::LoaderState>& state) {
+  if (!state) return nullptr;
+  return {{"epoch", state->epoch},
+          {"step", state->step},
+          {"seed", state->seed},
+          {"samples", state->samples},
+          {"steps_per_epoch", state->steps_per_epoch},
+          {"rank", state->rank},
+          {"world", state->world}};
+}
+
+data::LoaderState loader_from_json(const nlohmann::json& j) {
+  data::LoaderState s;
+  s.epoch = j.at("epoch");
+  s.step = j.at("step");
+  s.seed = j.at("seed");
+  s.samples = j.at("samples");
+  s.steps_per_epoch = j.at("steps_per_epoch");
+  s.rank = j.at("rank");
+  s.world = j.at("world");
+  return s;
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step)
@@ -66,6 +89,7 @@ std::string CheckpointStore::save(const CheckpointData& data) {
                                      {"epoch", data.position.epoch},
                                      {"step_in_epoch", data.position.step_in_epoch},
                                      {"samples", data.position.samples},
+                                     {"loader", loader_json(data.loader)},
                                      {"optimizer", data.optimizer_kind},
                                      {"files", {"model.safetensors", "state.safetensors"}},
                                      {"config", nlohmann::json::parse(data.config_json)}};
@@ -131,22 +155,24 @@ CheckpointData CheckpointStore::load(const std::string& path) {
   if (!fs::exists(manifest_path)) {
     throw DataError("checkpoint '" + path + "' has no manifest.json (not a committed checkpoint)");
   }
-  nlohmann::json manifest;
+  CheckpointData data;
   try {
-    manifest = nlohmann::json::parse(read_file(manifest_path));
+    const nlohmann::json manifest = nlohmann::json::parse(read_file(manifest_path));
     if (manifest.at("format") != "loom-checkpoint" || manifest.at("version") != kFormatVersion) {
       throw DataError("checkpoint '" + manifest_path + "': unsupported format or version");
     }
+    data.position.step = manifest.at("step");
+    data.position.epoch = manifest.at("epoch");
+    data.position.step_in_epoch = manifest.at("step_in_epoch");
+    data.position.samples = manifest.at("samples");
+    if (manifest.contains("loader") && !manifest.at("loader").is_null()) {
+      data.loader = loader_from_json(manifest.at("loader"));
+    }
+    data.optimizer_kind = manifest.at("optimizer");
+    data.config_json = manifest.at("config").dump();
   } catch (const nlohmann::json::exception& e) {
     throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
   }
-  CheckpointData data;
-  data.position.step = manifest.at("step");
-  data.position.epoch = manifest.at("epoch");
-  data.position.step_in_epoch = manifest.at("step_in_epoch");
-  data.position.samples = manifest.at("samples");
-  data.optimizer_kind = manifest.at("optimizer");
-  data.config_json = manifest.at("config").dump();
   data.model = read_safetensors((dir / "model.safetensors").string());
   for (auto& [name, t] : read_safetensors((dir / "state.safetensors").string())) {
     if (name == "rng/cpu") {

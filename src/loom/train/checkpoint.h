@@ -1,7 +1,8 @@
 // Checkpoints committed atomically. A checkpoint is a directory "step-<N>" holding
 //   model.safetensors  parameters and buffers, by name
 //   state.safetensors  optimizer state ("optimizer/<param>.<field>") and RNG state ("rng/cpu")
-//   manifest.json      format, position (step, epoch, step in epoch), optimizer kind, config
+//   manifest.json      format, position (step, epoch, step in epoch), the training loader's
+//                      state, optimizer kind, config
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
 // the previous checkpoint intact and loadable. Not thread-safe; one writer per directory.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/data/loader_state.h"
 #include "loom/models/model.h"
 
 namespace loom::train {
@@ -27,10 +29,11 @@ struct TrainPosition {
 
 struct CheckpointData {
   TrainPosition position;
-  models::NamedTensors model;      // parameters and buffers
-  models::NamedTensors optimizer;  // see export_optimizer_state
-  std::string optimizer_kind;      // sgd | adam | adamw
-  at::Tensor rng_state;            // CPU generator state
+  std::optional<data::LoaderState> loader;  // absent in checkpoints from before it was saved
+  models::NamedTensors model;               // parameters and buffers
+  models::NamedTensors optimizer;           // see export_optimizer_state
+  std::string optimizer_kind;               // sgd | adam | adamw
+  at::Tensor rng_state;                     // CPU generator state
   std::string config_json;
 };
 

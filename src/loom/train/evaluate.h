@@ -1,7 +1,7 @@
 // Test-split evaluation: mean cross-entropy (no label smoothing) and top-1 accuracy.
 #pragma once
 
-#include "loom/data/batcher.h"
+#include "loom/data/batch_source.h"
 #include "loom/data/feeder.h"
 #include "loom/models/model.h"
 

@@ -1,26 +1,34 @@
 #include "loom/train/train_data.h"
 
 #include "loom/core/error.h"
-#include "loom/data/batcher.h"
 #include "loom/data/idx.h"
 #include "loom/data/image_folder.h"
-#include "loom/data/image_loader.h"
+#include "loom/data/in_memory_dataset.h"
+#include "loom/data/loader.h"
 #include "loom/data/synthetic.h"
 
 namespace loom::train {
 namespace {
 
-// In-memory sources: Fashion-MNIST and other IDX sets, and synthetic images.
-TrainData in_memory_data(const Config& config) {
+// The two splits of a source, before loaders and transforms.
+struct Splits {
+  std::shared_ptr<const data::Dataset> train, test;  // test may be null
+  int channels = 3;
+  int height = 0, width = 0;  // 0: each image has its own size
+  data::ChannelStats stats;   // unless the transforms normalize
+  std::vector<TransformConfig> default_train, default_eval;
+};
+
+// Fashion-MNIST and other IDX sets, and synthetic images: held in memory as pixels.
+Splits in_memory_splits(const Config& config) {
   const DataConfig& d = config.data;
-  const uint64_t seed = static_cast<uint64_t>(config.seed);
   data::ImageSet train_set, test_set;
   if (d.source == "synthetic") {
     data::SyntheticSpec spec;
     spec.height = spec.width = d.image_size;
     spec.channels = d.channels;
     spec.classes = d.classes;
-    spec.seed = seed;
+    spec.seed = static_cast<uint64_t>(config.seed);
     spec.samples = d.train_samples;
     train_set = data::make_synthetic(spec);
     spec.samples = d.test_samples;
@@ -30,73 +38,110 @@ TrainData in_memory_data(const Config& config) {
     const std::string hint = d.source == "fashion_mnist" ? "dataset-fashion-mnist" : "";
     train_set = data::load_idx_split(d.path, "train", hint);
     test_set = data::load_idx_split(d.path, "t10k", hint);
-    const int64_t classes = std::max(train_set.classes, test_set.classes);
-    train_set.classes = test_set.classes = classes;
+    train_set.classes = test_set.classes = std::max(train_set.classes, test_set.classes);
   }
   if (train_set.images.sizes().slice(1) != test_set.images.sizes().slice(1)) {
     throw DataError("data: training images are " + c10::str(train_set.images.sizes().slice(1)) +
                     " but test images are " + c10::str(test_set.images.sizes().slice(1)));
   }
-
-  TrainData out;
-  out.stats = data::channel_stats(train_set);
-  out.input = {train_set.channels(), train_set.height(), train_set.width(), train_set.classes};
-  data::AugmentSpec augment;
-  augment.enabled = d.augment;
-  const int64_t train_size = train_set.size(), test_size = test_set.size();
-  out.train = std::make_unique<data::Batcher>(std::move(train_set), d.batch_size,
-                                              data::EpochOrder(train_size, seed, true), augment,
-                                              seed, /*drop_last=*/true);
-  out.test = std::make_unique<data::Batcher>(std::move(test_set), d.eval_batch_size,
-                                             data::EpochOrder(test_size, seed, false),
-                                             data::AugmentSpec{}, seed, /*drop_last=*/false);
-  return out;
+  Splits s;
+  s.channels = static_cast<int>(train_set.channels());
+  s.height = static_cast<int>(train_set.height());
+  s.width = static_cast<int>(train_set.width());
+  s.stats = data::channel_stats(train_set);
+  if (d.augment) {  // the classic small-image augmentation: shift by up to 2 pixels, flip
+    s.default_train = {
+        {"random_crop", {{"size", {double(s.height), double(s.width)}}, {"padding", {2}}}},
+        {"random_horizontal_flip", {}}};
+    for (auto& t : s.default_train) complete_transform(t, "data.augment");
+  }
+  s.train = std::make_shared<data::InMemoryDataset>(std::move(train_set));
+  s.test = std::make_shared<data::InMemoryDataset>(std::move(test_set));
+  return s;
 }
 
-// Encoded images decoded on loader threads.
-TrainData image_folder_data(const Config& config, int usable_cores) {
+// Encoded images, decoded on loader threads.
+Splits image_folder_splits(const Config& config) {
   const DataConfig& d = config.data;
-  const uint64_t seed = static_cast<uint64_t>(config.seed);
-  data::LoaderOptions options;
-  options.threads = d.workers > 0 ? static_cast<int>(d.workers) : usable_cores;
-  options.prefetch_batches = static_cast<int>(d.prefetch_batches);
-  options.seed = seed;
-  options.policy =
-      d.bad_samples == "fail" ? data::BadSamplePolicy::kFail : data::BadSamplePolicy::kSkip;
-  options.max_bad_fraction = d.max_bad_fraction;
-  options.transform.crop.size = static_cast<int>(d.image_size);
-  options.transform.max_pixels = d.max_pixels;
-
-  TrainData out;
-  auto train_folder = std::make_shared<data::ImageFolder>(d.path);
-  const int64_t classes = static_cast<int64_t>(train_folder->class_names().size());
-  // ImageNet's channel statistics: measuring a folder's own would mean decoding all of it.
-  out.stats = {{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
-  out.input = {3, d.image_size, d.image_size, classes};
-  options.batch_size = d.batch_size;
-  data::EpochOrder train_order(train_folder->size(), seed, true);
-  out.train = std::make_unique<data::ImageLoader>(std::move(train_folder), train_order, options);
+  Splits s;
+  auto train = std::make_shared<data::ImageFolder>(d.path);
   if (!d.val_path.empty()) {
-    auto val_folder = std::make_shared<data::ImageFolder>(d.val_path);
-    if (val_folder->class_names().size() != static_cast<size_t>(classes)) {
+    auto test = std::make_shared<data::ImageFolder>(d.val_path);
+    if (test->class_names().size() != train->class_names().size()) {
       throw DataError("image folders '" + d.path + "' and '" + d.val_path + "' have " +
-                      std::to_string(classes) + " and " +
-                      std::to_string(val_folder->class_names().size()) + " classes");
+                      std::to_string(train->class_names().size()) + " and " +
+                      std::to_string(test->class_names().size()) + " classes");
     }
-    options.batch_size = d.eval_batch_size;
-    options.drop_last = false;
-    options.transform.train = false;
-    data::EpochOrder val_order(val_folder->size(), seed, false);
-    out.test = std::make_unique<data::ImageLoader>(std::move(val_folder), val_order, options);
+    s.test = test;
   }
-  return out;
+  s.train = train;
+  // ImageNet's channel statistics: measuring a folder's own would mean decoding all of it.
+  s.stats = {{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
+  s.default_train = data::default_train_transforms(static_cast<int>(d.image_size));
+  s.default_eval = data::default_eval_transforms(static_cast<int>(d.image_size));
+  return s;
+}
+
+data::BadSamplePolicy bad_sample_policy(const std::string& name) {
+  if (name == "fail") return data::BadSamplePolicy::kFail;
+  if (name == "substitute") return data::BadSamplePolicy::kSubstitute;
+  return data::BadSamplePolicy::kSkip;
+}
+
+std::shared_ptr<const data::TransformPipeline> pipeline(
+    const std::vector<TransformConfig>& given, const std::vector<TransformConfig>& fallback,
+    const Splits& s, const char* key) {
+  return std::make_shared<data::TransformPipeline>(given.empty() ? fallback : given, s.channels,
+                                                   s.height, s.width, key);
 }
 
 }  // namespace
 
 TrainData load_train_data(const Config& config, int usable_cores) {
-  return config.data.source == "image_folder" ? image_folder_data(config, usable_cores)
-                                              : in_memory_data(config);
+  const DataConfig& d = config.data;
+  const bool encoded = d.source == "image_folder";
+  Splits splits = encoded ? image_folder_splits(config) : in_memory_splits(config);
+
+  data::LoaderOptions options;
+  // Pixels in memory need little work per sample: one thread keeps up and leaves the cores to
+  // compute. Decoding needs them all.
+  options.threads = d.workers > 0 ? static_cast<int>(d.workers) : encoded ? usable_cores : 1;
+  options.prefetch_batches = static_cast<int>(d.prefetch_batches);
+  options.prefetch_bytes = d.prefetch_bytes;
+  options.seed = static_cast<uint64_t>(config.seed);
+  options.policy = bad_sample_policy(d.bad_samples);
+  options.max_bad_fraction = d.max_bad_fraction;
+  options.max_pixels = d.max_pixels;
+  options.batch_size = d.batch_size;
+  options.transforms = pipeline(d.transforms, splits.default_train, splits, "data.transforms");
+  const data::TransformPipeline& train_transforms = *options.transforms;
+
+  TrainData out;
+  out.stats = train_transforms.normalize().value_or(splits.stats);
+  out.input = {splits.channels, train_transforms.height(), train_transforms.width(),
+               static_cast<int64_t>(splits.train->class_names().size())};
+  const int64_t train_size = splits.train->size();
+  out.train = std::make_unique<data::Loader>(
+      splits.train, data::EpochOrder(train_size, options.seed, true), options);
+  if (splits.test) {
+    options.batch_size = d.eval_batch_size;
+    options.drop_last = false;
+    options.transforms =
+        pipeline(d.eval_transforms, splits.default_eval, splits, "data.eval_transforms");
+    if (options.transforms->height() != train_transforms.height() ||
+        options.transforms->width() != train_transforms.width()) {
+      throw ConfigError("config key 'data.eval_transforms': they make " +
+                        std::to_string(options.transforms->height()) + "x" +
+                        std::to_string(options.transforms->width()) +
+                        " images but data.transforms make " +
+                        std::to_string(train_transforms.height()) + "x" +
+                        std::to_string(train_transforms.width()));
+    }
+    const int64_t test_size = splits.test->size();
+    out.test = std::make_unique<data::Loader>(
+        splits.test, data::EpochOrder(test_size, options.seed, false), options);
+  }
+  return out;
 }
 
 }  // namespace loom::train

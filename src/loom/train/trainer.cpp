@@ -46,6 +46,8 @@ class TrainingRun {
   void train_epoch(int64_t epoch, int64_t first_step);
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
   void save_checkpoint();
+  // The training loader's next batch at the current position.
+  data::LoaderState loader_state() const;
   void report_step(double loss);
 
   Config config_;
@@ -157,6 +159,19 @@ void TrainingRun::resume_if_asked() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
   generator.set_state(ckpt.rng_state);
   position_ = ckpt.position;
+  if (ckpt.loader) {
+    // The batches are a pure function of (epoch, step): the same identity and position give the
+    // same samples, for any number of loader threads.
+    check_same_sequence(*ckpt.loader, data_.train->identity(), path);
+    const data::LoaderState expected = loader_state();
+    if (ckpt.loader->epoch != expected.epoch || ckpt.loader->step != expected.step) {
+      throw DataError("checkpoint '" + path + "': the loader stood at batch " +
+                      std::to_string(ckpt.loader->step) + " of epoch " +
+                      std::to_string(ckpt.loader->epoch + 1) + " but training at batch " +
+                      std::to_string(expected.step) + " (train.grad_accum changed?)");
+    }
+    data_.train->seek(ckpt.loader->epoch, ckpt.loader->step);
+  }
   last_saved_step_ = position_.step;
   last_checkpoint_ = path;
   info_.resumed_from_step = position_.step;
@@ -231,10 +246,18 @@ void TrainingRun::report_step(double loss) {
   window_steps_ = window_samples_ = 0;
 }
 
+data::LoaderState TrainingRun::loader_state() const {
+  data::LoaderState state = data_.train->identity();
+  state.epoch = position_.epoch;
+  state.step = position_.step_in_epoch * config_.train.grad_accum;
+  return state;
+}
+
 void TrainingRun::save_checkpoint() {
   if (!config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
   CheckpointData ckpt;
   ckpt.position = position_;
+  ckpt.loader = loader_state();
   ckpt.model = model_->named_parameters();
   for (auto& b : model_->named_buffers()) ckpt.model.push_back(b);
   ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
@@ -333,6 +356,7 @@ TrainSummary TrainingRun::run() {
   s.resumed_from_step = info_.resumed_from_step;
   s.last_checkpoint = last_checkpoint_;
   s.allocator = config_.runtime.allocator;
+  s.data = data_.train->stats();
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;

@@ -10,6 +10,7 @@
 
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
+#include "loom/data/batch_source.h"
 #include "loom/train/runtime_choice.h"
 
 namespace loom::train {
@@ -56,6 +57,7 @@ struct TrainSummary {
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
+  data::LoaderStats data;               // the training loader's samples and bad samples
 };
 
 class TrainObserver {

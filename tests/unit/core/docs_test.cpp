@@ -17,6 +17,10 @@ TEST(Docs, ConfigurationReferenceListsEveryKey) {
               std::string::npos)
         << row.key << " is missing or stale: regenerate with `loom config --reference`";
   }
+  for (const auto& kind : transform_catalog()) {
+    EXPECT_NE(doc.find(std::string("| `") + kind.name + "` | | | " + kind.help), std::string::npos)
+        << "transform " << kind.name << " is missing or stale";
+  }
 }
 
 TEST(Docs, SettingsReferenceListsEverySetting) {

@@ -1,15 +1,17 @@
-// Decodes and transforms images on worker threads into uint8 NHWC batches, in order.
+// Reads, decodes and transforms samples on worker threads into uint8 NHWC batches, in order.
 //
 // Each batch is built by one worker as a pure function of (epoch, step): sample indices from
-// the EpochOrder, augmentation randomness keyed by (seed, epoch, sample index). So the output is
+// the EpochOrder, transform randomness keyed by (seed, epoch, sample index). So the output is
 // identical for any number of threads, and resuming at (epoch, step) needs nothing else.
-// Workers run ahead of the consumer by at most `prefetch_batches`. Batch memory comes from
-// LibTorch's CPU allocator, which the caching allocator turns into reused slabs.
+// Workers run ahead of the consumer by at most `prefetch_batches` batches, fewer when that many
+// would exceed `prefetch_bytes`. Batch memory comes from LibTorch's CPU allocator, which Loom's
+// caching allocator turns into reused slabs.
 //
 // Bad samples: under `skip` (default) a sample that cannot be read or decoded is counted by
-// reason and left out of its batch; under `fail` it stops the run. Either way the run fails
-// when more than `max_bad_fraction` of the samples seen were bad. The first few bad files are
-// logged with their reasons.
+// reason and left out of its batch (which comes out shorter); under `substitute` it is replaced
+// by another sample chosen from (seed, epoch, index), so batches keep their size and every rank
+// its step count; under `fail` it stops the run. In all cases the run fails when more than
+// `max_bad_fraction` of the samples seen were bad. The first few bad files are logged.
 //
 // Threading: batch() is called from one thread (the trainer); workers are internal and stop
 // when the loader is destroyed.
@@ -28,39 +30,40 @@
 #include "loom/data/dataset.h"
 #include "loom/data/epoch_order.h"
 #include "loom/data/sample_error.h"
-#include "loom/data/transforms.h"
+#include "loom/data/transform_pipeline.h"
 
 namespace loom::data {
 
-enum class BadSamplePolicy { kSkip, kFail };
+enum class BadSamplePolicy { kSkip, kSubstitute, kFail };
 
 struct LoaderOptions {
   int64_t batch_size = 64;
   int threads = 2;
   int prefetch_batches = 4;
+  int64_t prefetch_bytes = int64_t{512} << 20;
   bool drop_last = true;
   uint64_t seed = 0;
-  TransformSpec transform;
+  std::shared_ptr<const TransformPipeline> transforms;  // required
+  int64_t max_pixels = 0;                               // for encoded images; 0 = no limit
   BadSamplePolicy policy = BadSamplePolicy::kSkip;
   double max_bad_fraction = 0.01;
 };
 
-struct LoaderStats {
-  int64_t samples = 0;           // samples attempted
-  std::array<int64_t, 4> bad{};  // by SampleFault
-  int64_t bad_total() const { return bad[0] + bad[1] + bad[2] + bad[3]; }
-};
-
-class ImageLoader : public BatchSource {
+class Loader : public BatchSource {
  public:
-  ImageLoader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options);
-  ~ImageLoader() override;
+  Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options);
+  ~Loader() override;
 
   int64_t steps_per_epoch() const override { return steps_; }
   int64_t samples() const override { return dataset_->size(); }
   Batch batch(int64_t epoch, int64_t step) const override;
+  LoaderState identity() const override;
+  void seek(int64_t epoch, int64_t step) const override;
 
-  LoaderStats stats() const;
+  LoaderStats stats() const override;
+  // Batches prepared ahead at most: prefetch_batches, capped by prefetch_bytes.
+  int prefetch_depth() const { return depth_; }
+  int64_t batch_bytes() const;
 
   // Builds one batch on the calling thread (what a worker does); public for tests and benches.
   Batch build_batch(int64_t epoch, int64_t step) const;
@@ -73,11 +76,16 @@ class ImageLoader : public BatchSource {
   void worker_loop() const;
   void restart_at(int64_t epoch, int64_t step) const;
   void record_bad(const SampleError& e) const;
+  void check_bad_fraction(const LoaderStats& seen) const;
+  // Reads and transforms the sample at `index` into `image`, or under `substitute` a
+  // replacement; returns the index used, or -1 when the sample is skipped.
+  int64_t load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label) const;
 
   std::shared_ptr<const Dataset> dataset_;
   EpochOrder order_;
   LoaderOptions options_;
   int64_t steps_ = 0;  // batches per epoch of this rank's share
+  int depth_ = 1;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

@@ -1,0 +1,215 @@
+#include "loom/data/loader.h"
+
+#include <chrono>
+
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/core/rng.h"
+
+namespace loom::data {
+namespace {
+
+// A batch that takes longer than this is a stuck decoder, not a slow one.
+constexpr auto kBatchTimeout = std::chrono::seconds(300);
+// Below this many samples the bad fraction is too noisy to judge.
+constexpr int64_t kMinSamplesForBadFraction = 200;
+constexpr int kBadFilesLogged = 5;
+// Replacements tried for one bad sample before giving up (each is bad with the data set's bad
+// fraction, so eight in a row means the data is mostly bad).
+constexpr int kSubstituteTries = 8;
+
+}  // namespace
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options)
+    : dataset_(std::move(dataset)), order_(order), options_(std::move(options)) {
+  if (order_.total() != dataset_->size()) {
+    throw Error("loader: order covers " + std::to_string(order_.total()) +
+                " samples, data set has " + std::to_string(dataset_->size()));
+  }
+  if (!options_.transforms) throw Error("loader: no transform pipeline given");
+  if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");
+  steps_ = batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last);
+  const int64_t by_bytes = std::max<int64_t>(1, options_.prefetch_bytes / batch_bytes());
+  depth_ = static_cast<int>(std::min<int64_t>(options_.prefetch_batches, by_bytes));
+  for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { worker_loop(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+int64_t Loader::batch_bytes() const {
+  const TransformPipeline& t = *options_.transforms;
+  return options_.batch_size * t.height() * t.width() * t.channels();
+}
+
+LoaderStats Loader::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+LoaderState Loader::identity() const {
+  LoaderState s;
+  s.seed = options_.seed;
+  s.samples = dataset_->size();
+  s.steps_per_epoch = steps_;
+  s.rank = order_.rank();
+  s.world = order_.world();
+  return s;
+}
+
+void Loader::restart_at(int64_t epoch, int64_t step) const {
+  epoch_ = epoch;
+  next_to_build_ = next_to_take_ = step;
+  ready_.clear();
+  ++generation_;
+}
+
+void Loader::seek(int64_t epoch, int64_t step) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
+  changed_.notify_all();
+}
+
+Batch Loader::batch(int64_t epoch, int64_t step) const {
+  if (step < 0 || step >= steps_per_epoch()) {
+    throw Error("loader: step " + std::to_string(step) + " is outside the epoch's " +
+                std::to_string(steps_per_epoch()) + " steps");
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
+  changed_.notify_all();
+  if (!changed_.wait_for(lock, kBatchTimeout, [&] { return ready_.count(step) > 0; })) {
+    throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
+                       std::to_string(epoch + 1) + " not ready after " +
+                       std::to_string(kBatchTimeout.count()) + " s; waited for " +
+                       std::to_string(options_.threads) + " worker threads");
+  }
+  Slot slot = std::move(ready_[step]);
+  ready_.erase(step);
+  next_to_take_ = step + 1;
+  const LoaderStats seen = stats_;
+  lock.unlock();
+  changed_.notify_all();
+
+  if (slot.error) std::rethrow_exception(slot.error);
+  check_bad_fraction(seen);
+  return slot.batch;
+}
+
+void Loader::check_bad_fraction(const LoaderStats& seen) const {
+  if (seen.samples < kMinSamplesForBadFraction ||
+      static_cast<double>(seen.bad_total()) <= options_.max_bad_fraction * seen.samples) {
+    return;
+  }
+  throw DataError(
+      "loader: " + std::to_string(seen.bad_total()) + " of " + std::to_string(seen.samples) +
+      " samples were bad (unreadable " + std::to_string(seen.bad[0]) + ", truncated " +
+      std::to_string(seen.bad[1]) + ", undecodable " + std::to_string(seen.bad[2]) +
+      ", too large " + std::to_string(seen.bad[3]) +
+      "), more than data.max_bad_fraction = " + std::to_string(options_.max_bad_fraction));
+}
+
+void Loader::worker_loop() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] {
+      return stopping_ || (epoch_ >= 0 && next_to_build_ < steps_per_epoch() &&
+                           next_to_build_ < next_to_take_ + depth_);
+    });
+    if (stopping_) return;
+    const int64_t epoch = epoch_, step = next_to_build_++;
+    const uint64_t generation = generation_;
+    lock.unlock();
+    Slot slot;
+    try {
+      slot.batch = build_batch(epoch, step);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    lock.lock();
+    if (generation == generation_) {
+      ready_[step] = std::move(slot);
+      changed_.notify_all();
+    }
+  }
+}
+
+void Loader::record_bad(const SampleError& e) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.bad[static_cast<size_t>(e.fault())];
+  if (logged_bad_ < kBadFilesLogged) {
+    ++logged_bad_;
+    const char* action = options_.policy == BadSamplePolicy::kSkip         ? "skipping"
+                         : options_.policy == BadSamplePolicy::kSubstitute ? "replacing"
+                                                                           : "stopping at";
+    LOOM_LOG(kWarn, "data") << action << " a bad sample (" << fault_name(e.fault())
+                            << "): " << e.what()
+                            << (logged_bad_ == kBadFilesLogged ? " (further ones are only counted)"
+                                                               : "");
+  }
+}
+
+int64_t Loader::load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label) const {
+  const auto seed = options_.seed, e = static_cast<uint64_t>(epoch);
+  for (uint64_t attempt = 0;; ++attempt) {
+    // Replacements are drawn from the whole data set, keyed like everything else.
+    const int64_t candidate =
+        attempt == 0
+            ? index
+            : static_cast<int64_t>(hash_key({seed, e, static_cast<uint64_t>(index), attempt, 307}) %
+                                   static_cast<uint64_t>(dataset_->size()));
+    try {
+      Sample sample = dataset_->read(candidate);
+      KeyedRng rng(hash_key({seed, e, static_cast<uint64_t>(candidate), attempt, 211}));
+      if (sample.pixels.defined()) {
+        options_.transforms->run_pixels(sample.pixels, rng, image);
+      } else {
+        options_.transforms->run_encoded(sample.bytes, sample.key, options_.max_pixels, rng, image);
+      }
+      label = sample.label;
+      return candidate;
+    } catch (const SampleError& error) {
+      record_bad(error);
+      if (options_.policy == BadSamplePolicy::kFail) throw;
+      if (options_.policy == BadSamplePolicy::kSkip) return -1;
+      if (attempt + 1 == kSubstituteTries) {
+        throw DataError("loader: sample " + std::to_string(index) + " and " +
+                        std::to_string(kSubstituteTries - 1) +
+                        " replacements in a row were bad; last: " + error.what());
+      }
+    }
+  }
+}
+
+Batch Loader::build_batch(int64_t epoch, int64_t step) const {
+  const int64_t begin = step * options_.batch_size;
+  const int64_t count = std::min(options_.batch_size, order_.size() - begin);
+  const TransformPipeline& t = *options_.transforms;
+  at::Tensor images = at::empty({count, t.height(), t.width(), t.channels()}, at::kByte);
+  at::Tensor labels = at::empty({count}, at::kLong), indices = at::empty({count}, at::kLong);
+  auto* label_out = labels.data_ptr<int64_t>();
+  auto* index_out = indices.data_ptr<int64_t>();
+  int64_t filled = 0, substituted = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t index = order_.index_at(epoch, begin + i);
+    const int64_t used = load_sample(epoch, index, images[filled], label_out[filled]);
+    if (used < 0) continue;
+    substituted += used != index;
+    index_out[filled++] = used;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.samples += count;
+    stats_.substituted += substituted;
+  }
+  if (filled == count) return {images, labels, indices};
+  return {images.slice(0, 0, filled), labels.slice(0, 0, filled), indices.slice(0, 0, filled)};
+}
+
+}  // namespace loom::data

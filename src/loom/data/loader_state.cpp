@@ -1,0 +1,24 @@
+#include "loom/data/loader_state.h"
+
+#include "loom/core/error.h"
+
+namespace loom::data {
+
+void check_same_sequence(const LoaderState& saved, const LoaderState& now,
+                         const std::string& checkpoint) {
+  auto differs = [&](const char* what, int64_t then, int64_t current) {
+    if (then == current) return;
+    throw DataError("checkpoint '" + checkpoint + "': the data " + what + " was " +
+                    std::to_string(then) + " when it was written and is " +
+                    std::to_string(current) +
+                    " now, so resuming would not see the same samples; start a new run "
+                    "(without --resume) or restore the data");
+  };
+  differs("set size", saved.samples, now.samples);
+  differs("order seed", static_cast<int64_t>(saved.seed), static_cast<int64_t>(now.seed));
+  differs("world size", saved.world, now.world);
+  differs("rank", saved.rank, now.rank);
+  differs("batches per epoch", saved.steps_per_epoch, now.steps_per_epoch);
+}
+
+}  // namespace loom::data
