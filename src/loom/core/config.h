@@ -22,21 +22,22 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string source = "fashion_mnist";  // fashion_mnist | idx | synthetic | image_folder
-  std::string path;                      // folder of IDX files, or the training image folder
-  std::string val_path;                  // image_folder: the validation folder ("" = no evaluation)
+  std::string source =
+      "fashion_mnist";   // fashion_mnist | idx | synthetic | image_folder | tar_shards
+  std::string path;      // folder of IDX files, or the training image folder
+  std::string val_path;  // encoded sources: validation data ("" = no evaluation)
   int64_t batch_size = 64;
   int64_t eval_batch_size = 500;
   bool augment = false;  // random flip and shift of training images (IDX sources)
   std::vector<TransformConfig> transforms;       // training; empty = the source's default
   std::vector<TransformConfig> eval_transforms;  // evaluation; empty = resize + center crop
-  int64_t workers = 0;           // image_folder: decode threads; 0 = auto (usable cores)
-  int64_t prefetch_batches = 4;  // batches prepared ahead
-  int64_t prefetch_bytes = int64_t{512} << 20;  // and at most this many bytes of them
-  std::string bad_samples = "skip";             // skip | substitute | fail
+  int64_t workers = 0;                           // loader threads; 0 = auto
+  int64_t prefetch_batches = 4;                  // batches prepared ahead
+  int64_t prefetch_bytes = int64_t{512} << 20;   // and at most this many bytes of them
+  std::string bad_samples = "skip";              // skip | substitute | fail
   double max_bad_fraction = 0.05;
   int64_t max_pixels = 100000000;  // larger images are refused as bad samples
-  int64_t image_size = 224;        // synthetic: height and width; image_folder: crop size
+  int64_t image_size = 224;        // synthetic: height and width; encoded: default crop size
   int64_t channels = 3;            // synthetic
   int64_t classes = 10;            // synthetic
   int64_t train_samples = 1024;    // synthetic

@@ -19,13 +19,15 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.number("model.dropout", c.model.dropout, 0.0, "Dropout before the classifier (mlp, cnn).");
   v.integer("model.patch_size", c.model.patch_size, 1, "Patch size of vit_tiny.");
 
-  v.choice("data.source", c.data.source, {"fashion_mnist", "idx", "synthetic", "image_folder"},
+  v.choice("data.source", c.data.source,
+           {"fashion_mnist", "idx", "synthetic", "image_folder", "tar_shards"},
            "Where samples come from. `data: SOURCE` is shorthand for this key.");
   v.text("data.path", c.data.path,
-         "Folder with the four IDX files (fashion_mnist, idx), or the training image folder "
-         "(image_folder: one subfolder per class).");
+         "Folder with the four IDX files (fashion_mnist, idx); the training image folder "
+         "(image_folder: one subfolder per class); a .tar shard or a folder of them "
+         "(tar_shards: key.jpg + key.cls members).");
   v.text("data.val_path", c.data.val_path,
-         "image_folder: the validation image folder; empty = no evaluation.");
+         "image_folder, tar_shards: the validation data; empty = no evaluation.");
   v.integer("data.batch_size", c.data.batch_size, 1, "Samples per optimizer micro-step.");
   v.integer("data.eval_batch_size", c.data.eval_batch_size, 1, "Samples per evaluation batch.");
   v.boolean("data.augment", c.data.augment,
@@ -53,9 +55,10 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.number("data.max_bad_fraction", c.data.max_bad_fraction, 0.0,
            "Fail when more than this share of the samples seen were bad.");
   v.integer("data.max_pixels", c.data.max_pixels, 1,
-            "image_folder: images with more pixels are refused as bad (decompression bombs).");
+            "Encoded images with more pixels are refused as bad (decompression bombs).");
   v.integer("data.image_size", c.data.image_size, 1,
-            "Synthetic images: height and width. image_folder: the side of the crop.");
+            "Synthetic images: height and width. Encoded images: the side of the default "
+            "transforms' crop.");
   v.integer("data.channels", c.data.channels, 1, "Synthetic images: channels.");
   v.integer("data.classes", c.data.classes, 2, "Synthetic images: number of classes.");
   v.integer("data.train_samples", c.data.train_samples, 1, "Synthetic images: training samples.");

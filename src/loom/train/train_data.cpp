@@ -6,6 +6,7 @@
 #include "loom/data/in_memory_dataset.h"
 #include "loom/data/loader.h"
 #include "loom/data/synthetic.h"
+#include "loom/data/tar_shards.h"
 
 namespace loom::train {
 namespace {
@@ -60,15 +61,21 @@ Splits in_memory_splits(const Config& config) {
   return s;
 }
 
-// Encoded images, decoded on loader threads.
-Splits image_folder_splits(const Config& config) {
+std::shared_ptr<const data::Dataset> open_encoded(const std::string& source,
+                                                  const std::string& path) {
+  if (source == "tar_shards") return std::make_shared<data::TarShards>(path);
+  return std::make_shared<data::ImageFolder>(path);
+}
+
+// Encoded images (image folders, tar shards), decoded on loader threads.
+Splits encoded_splits(const Config& config) {
   const DataConfig& d = config.data;
   Splits s;
-  auto train = std::make_shared<data::ImageFolder>(d.path);
+  auto train = open_encoded(d.source, d.path);
   if (!d.val_path.empty()) {
-    auto test = std::make_shared<data::ImageFolder>(d.val_path);
+    auto test = open_encoded(d.source, d.val_path);
     if (test->class_names().size() != train->class_names().size()) {
-      throw DataError("image folders '" + d.path + "' and '" + d.val_path + "' have " +
+      throw DataError("data sets '" + d.path + "' and '" + d.val_path + "' have " +
                       std::to_string(train->class_names().size()) + " and " +
                       std::to_string(test->class_names().size()) + " classes");
     }
@@ -99,8 +106,8 @@ std::shared_ptr<const data::TransformPipeline> pipeline(
 
 TrainData load_train_data(const Config& config, int usable_cores) {
   const DataConfig& d = config.data;
-  const bool encoded = d.source == "image_folder";
-  Splits splits = encoded ? image_folder_splits(config) : in_memory_splits(config);
+  const bool encoded = d.source == "image_folder" || d.source == "tar_shards";
+  Splits splits = encoded ? encoded_splits(config) : in_memory_splits(config);
 
   data::LoaderOptions options;
   // Pixels in memory need little work per sample: one thread keeps up and leaves the cores to
