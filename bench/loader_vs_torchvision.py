@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """`loom data bench` against torchvision's DataLoader on the same ImageNet-like JPEG folder
 (made by `loom data synth-images`), with RandomResizedCrop(224) + flip + normalize, batch 64.
-Runs interleaved, R repeats, medians; prints Loom's best over torchvision's best and Loom's
-pipeline over the full-image decode-only rate.
+Runs interleaved, R repeats, medians; prints Loom's best over torchvision's best, Loom's
+pipeline over the full-image decode-only rate, and the pipeline's memory against its budget.
 
-Usage: bench/loader_vs_torchvision.py [--loom build/bin/loom] [--repeats R]
+--blur N adds N x GaussianBlur(11, sigma 2) after the crop (the heavy-preprocessing case);
+torchvision is then timed over fewer batches, as it runs at about 14 img/s.
+
+Usage: bench/loader_vs_torchvision.py [--loom build/bin/loom] [--repeats R] [--blur N]
 """
 import argparse
 import json
@@ -16,20 +19,45 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def loom_rate(loom, folder, threads, decode_only):
+def loom_run(loom, folder, threads, decode_only, blur=0):
     cmd = [loom, "data", "bench", "--set", "data=image_folder", "--set", f"data.path={folder}",
            "--set", f"data.workers={threads}", "--batches", "12"]
+    if blur:
+        steps = ["random_resized_crop: 224", "random_horizontal_flip"]
+        steps += ["{gaussian_blur: {kernel: 11, sigma: 2}}"] * blur
+        cmd += ["--set", "data.transforms=[" + ", ".join(steps) + "]"]
     if decode_only:
         cmd.append("--decode-only")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["images_per_second"]
+    return json.loads(out.strip().splitlines()[-1])
 
 
-def torchvision_rate(folder, workers):
+def loom_rate(loom, folder, threads, decode_only, blur=0):
+    return loom_run(loom, folder, threads, decode_only, blur)["images_per_second"]
+
+
+def torchvision_rate(folder, workers, blur=0):
     cmd = ["/usr/bin/python3", os.path.join(HERE, "peers", "torchvision_loader.py"), folder,
-           "--workers", str(workers), "--batches", "12"]
+           "--workers", str(workers), "--batches", "3" if blur else "12", "--blur", str(blur)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["images_per_second"]
+
+
+def blur_case(a):
+    runs = {}
+    for _ in range(a.repeats):
+        for t in (1, 2):
+            runs.setdefault(f"loom {a.blur}x blur {t} thread(s)", []).append(
+                loom_rate(a.loom, a.folder, t, False, a.blur))
+        for w in (0, 1, 2):
+            runs.setdefault(f"torchvision {a.blur}x blur num_workers={w}", []).append(
+                torchvision_rate(a.folder, w, a.blur))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    for k, v in med.items():
+        print(f"{k:38} {v:8.1f} img/s   runs {[round(x, 1) for x in runs[k]]}")
+    best_tv = max(v for k, v in med.items() if k.startswith("torchvision"))
+    best_loom = max(v for k, v in med.items() if k.startswith("loom"))
+    print(f"loom best / torchvision best           {best_loom / best_tv:5.1f}x   (target >= 30x)")
 
 
 def main():
@@ -37,13 +65,18 @@ def main():
     p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--folder", default=os.path.join(HERE, "out", "imagenet-like-1000"))
+    p.add_argument("--blur", type=int, default=0)
     a = p.parse_args()
     if not os.path.isdir(a.folder):
         subprocess.run([a.loom, "data", "synth-images", a.folder, "--count", "1000"], check=True)
-    runs = {}
+    if a.blur:
+        return blur_case(a)
+    runs, memory = {}, []
     for _ in range(a.repeats):
         for t in (1, 2):
-            runs.setdefault(f"loom pipeline {t} thread(s)", []).append(loom_rate(a.loom, a.folder, t, False))
+            run = loom_run(a.loom, a.folder, t, False)
+            runs.setdefault(f"loom pipeline {t} thread(s)", []).append(run["images_per_second"])
+            memory.append(run)
             runs.setdefault(f"loom decode-only {t} thread(s)", []).append(loom_rate(a.loom, a.folder, t, True))
         for w in (0, 1, 2):
             runs.setdefault(f"torchvision num_workers={w}", []).append(torchvision_rate(a.folder, w))
@@ -56,6 +89,10 @@ def main():
     for t in (1, 2):
         r = med[f"loom pipeline {t} thread(s)"] / med[f"loom decode-only {t} thread(s)"]
         print(f"pipeline / decode-only, {t} thread(s) {r:5.2f}    (target >= 1.00)")
+    worst = max(memory, key=lambda m: m["rss_growth_mb"] - m["prefetch_budget_mb"])
+    print(f"memory: peak RSS growth {worst['rss_growth_mb']:.0f} MB, prefetch budget "
+          f"{worst['prefetch_budget_mb']:.0f} MB + 64 MB allowed "
+          f"({'within' if worst['rss_growth_mb'] <= worst['prefetch_budget_mb'] + 64 else 'OVER'})")
 
 
 if __name__ == "__main__":

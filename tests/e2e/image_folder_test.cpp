@@ -43,6 +43,25 @@ TEST(ImageFolderRun, TrainsThroughCorruptFiles) {
   EXPECT_GT(summary["test_accuracy"].get<double>(), 0.85) << r.output;
 }
 
+TEST(ImageFolderRun, InspectCountsClassesSizesAndBadFiles) {
+  test::TempDir dir;
+  ASSERT_EQ(test::run_loom("data synth-images " + (dir / "d") +
+                           " --count 30 --classes 2 --width 300 --height 200")
+                .exit_code,
+            0);
+  test::write_corrupt_images(dir / "d/class_000",
+                             test::read_text(dir / "d/class_000/img_000000.jpg"));
+  auto r = test::run_loom("data inspect --decode --set data=image_folder --set data.path=" +
+                          (dir / "d"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("35 samples, 2 classes, 5 bad"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("width 300..300, height 200..200"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("<= 512             30"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("truncated 2, undecodable 2, too large 1"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("bad_bomb.jpg"), std::string::npos) << r.output;
+}
+
 TEST(ImageFolderRun, MissingFolderIsNamed) {
   test::TempDir dir;
   auto r = test::run_loom("train --out " + (dir / "run") +

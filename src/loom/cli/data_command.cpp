@@ -2,6 +2,10 @@
 //   synth-images DIR     writes an ImageNet-like JPEG folder
 //   bench [CONFIG]       images/s of the input pipeline alone (decode, transforms, feeder);
 //                        --decode-only: full-image decode rate of the same files, same threads
+//   inspect [CONFIG]     samples per class, image sizes, bad files (data_inspect.cpp)
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +21,7 @@
 #include "loom/data/feeder.h"
 #include "loom/data/image_codec.h"
 #include "loom/data/image_folder.h"
+#include "loom/data/loader.h"
 #include "loom/data/synthetic_images.h"
 #include "loom/train/train_data.h"
 
@@ -43,9 +48,25 @@ struct BenchArgs {
   std::vector<std::string> overrides;
   int64_t batches = 20;
   bool decode_only = false;
+  bool loader_only = false;
 };
 
 using Clock = std::chrono::steady_clock;
+
+double resident_megabytes() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1e6;
+}
+
+double peak_resident_megabytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0 / 1e6;  // ru_maxrss is in KiB
+}
 
 // Every file decoded whole, split over the workers: the libjpeg-turbo bound for these files.
 double decode_only_rate(const Config& config, int threads, int64_t limit) {
@@ -83,7 +104,9 @@ int run_bench(const BenchArgs& a) {
                 threads, rate);
     return 0;
   }
+  const double baseline_mb = resident_megabytes();
   train::TrainData data = train::load_train_data(config, topology.usable_cores);
+  const auto* loader = dynamic_cast<const data::Loader*>(data.train.get());
   data::Feeder feeder(data.stats, at::MemoryFormat::ChannelsLast);
   const int64_t steps = std::min(a.batches + 1, data.train->steps_per_epoch());
   int64_t images = 0;
@@ -91,14 +114,20 @@ int run_bench(const BenchArgs& a) {
   for (int64_t step = 0; step < steps; ++step) {
     if (step == 1) start = Clock::now();  // the first batch includes thread start-up
     data::Batch batch = data.train->batch(0, step);
-    at::Tensor input = feeder.to_input(batch.images);
-    if (step >= 1) images += input.size(0);
+    if (!a.loader_only) feeder.to_input(batch.images);
+    if (step >= 1) images += batch.images.size(0);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  // Everything the pipeline holds: prefetched batches, per-thread decode buffers, the feeder's
+  // output, the allocator's cache.
+  const double budget_mb =
+      loader ? static_cast<double>(loader->prefetch_depth() * loader->batch_bytes()) / 1e6 : 0.0;
   std::printf(
-      "{\"mode\": \"pipeline\", \"threads\": %d, \"batches\": %lld, "
-      "\"images_per_second\": %.1f}\n",
-      threads, static_cast<long long>(steps - 1), images / seconds);
+      "{\"mode\": \"%s\", \"threads\": %d, \"batches\": %lld, "
+      "\"images_per_second\": %.1f, \"prefetch_budget_mb\": %.1f, "
+      "\"rss_growth_mb\": %.1f}\n",
+      a.loader_only ? "loader" : "pipeline", threads, static_cast<long long>(steps - 1),
+      images / seconds, budget_mb, peak_resident_megabytes() - baseline_mb);
   return 0;
 }
 
@@ -124,7 +153,14 @@ Command add_data_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   b->add_flag("--decode-only", bench->decode_only,
               "Time full-image decoding of the same files instead (the libjpeg-turbo bound)");
-  return {sub, [synth, s, bench] { return s->parsed() ? run_synth(*synth) : run_bench(*bench); }};
+  b->add_flag("--loader-only", bench->loader_only,
+              "Leave out the feeder's conversion to float: the loader's own rate and memory");
+  const Command inspect = add_data_inspect_command(*sub);
+  return {sub, [synth, s, bench, b, inspect] {
+            if (s->parsed()) return run_synth(*synth);
+            if (b->parsed()) return run_bench(*bench);
+            return inspect.run();
+          }};
 }
 
 }  // namespace loom::cli

@@ -55,14 +55,17 @@ c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) const {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.allocations;
-    auto it = free_blocks_.find(size);
-    if (it != free_blocks_.end() && !it->second.empty()) {
+    // The smallest free block that fits and wastes at most a quarter: sizes that vary a little
+    // from call to call (decoded crops) reuse blocks instead of piling up new ones.
+    auto it = free_blocks_.lower_bound(size);
+    if (it != free_blocks_.end() && it->first <= size + size / 4) {
       header = it->second.back();
       it->second.pop_back();
-      stats_.bytes_cached -= size;
+      if (it->second.empty()) free_blocks_.erase(it);
+      stats_.bytes_cached -= header->size;
       ++stats_.cache_hits;
     }
-    stats_.bytes_in_use += size;
+    stats_.bytes_in_use += header ? header->size : size;
     stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   }
   if (!header) {

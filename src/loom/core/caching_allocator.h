@@ -6,10 +6,11 @@
 // back. Measured here: 40% of a small CNN's step and 20% of ResNet-18's went to that churn
 // (see bench/RESULTS.md). This is the CPU counterpart of PyTorch's CUDA caching allocator.
 //
-// Blocks of at least kMinCachedBytes are cached by exact size (rounded to 64 bytes, the
-// alignment LibTorch uses); smaller ones go straight to the system, whose small-block heap is
-// already fast. The cache holds at most `max_cached_bytes` of free blocks; beyond that, freed
-// blocks go back to the system. Thread-safe.
+// Blocks of at least kMinCachedBytes are cached by size (rounded to 64 bytes, the alignment
+// LibTorch uses); a request takes the smallest free block that fits with at most a quarter to
+// spare. Smaller blocks go straight to the system, whose small-block heap is already fast. The
+// cache holds at most `max_cached_bytes` of free blocks; beyond that, freed blocks go back to the
+// system. Thread-safe.
 //
 // Every block starts with a 64-byte header (its size and owner) just before the data, so a
 // block is freed from its data pointer alone: LibTorch's raw_allocate() requires the DataPtr's

@@ -189,7 +189,8 @@ DecodedImage decode(const uint8_t* data, size_t size, const DecodeOptions& optio
                 static_cast<JDIMENSION>(x1 - x0), static_cast<JDIMENSION>(y1 - y0)};
 
   const int comps = cmyk ? 4 : 3;
-  std::vector<uint8_t> row(static_cast<size_t>(scaled_w) * comps);
+  thread_local std::vector<uint8_t> row;  // one scanline; grows to the widest image seen
+  row.resize(std::max(row.size(), static_cast<size_t>(scaled_w) * comps));
   at::Tensor out = at::empty({window.height, window.width, comps}, at::kByte);
   if (!guarded_decode(d, window, row.data(), out.data_ptr<uint8_t>())) fail(d, origin);
   if (cmyk) {

@@ -102,11 +102,20 @@ std::shared_ptr<const data::TransformPipeline> pipeline(
                                                    s.height, s.width, key);
 }
 
+bool is_encoded(const DataConfig& d) {
+  return d.source == "image_folder" || d.source == "tar_shards";
+}
+
 }  // namespace
+
+DataSets open_data_sets(const Config& config) {
+  Splits s = is_encoded(config.data) ? encoded_splits(config) : in_memory_splits(config);
+  return {s.train, s.test};
+}
 
 TrainData load_train_data(const Config& config, int usable_cores) {
   const DataConfig& d = config.data;
-  const bool encoded = d.source == "image_folder" || d.source == "tar_shards";
+  const bool encoded = is_encoded(d);
   Splits splits = encoded ? encoded_splits(config) : in_memory_splits(config);
 
   data::LoaderOptions options;

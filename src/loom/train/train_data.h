@@ -6,6 +6,7 @@
 
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
+#include "loom/data/dataset.h"
 #include "loom/data/feeder.h"
 #include "loom/models/model.h"
 
@@ -17,6 +18,12 @@ struct TrainData {
   data::ChannelStats stats;                 // for normalisation
   models::InputSpec input;
 };
+
+// The data sets a config names, without loaders or transforms (for `loom data inspect`).
+struct DataSets {
+  std::shared_ptr<const data::Dataset> train, test;  // test may be null
+};
+DataSets open_data_sets(const Config& config);
 
 // Loads (or generates) the data set; `usable_cores` sizes auto loader threads. Throws
 // DataError naming the path when files are missing.

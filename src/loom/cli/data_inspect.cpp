@@ -1,0 +1,79 @@
+// `loom data inspect [CONFIG]`: what the configured data sets hold before a run uses them —
+// samples per class, image sizes, and the files that cannot be used with why.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "loom/cli/commands.h"
+#include "loom/core/config.h"
+#include "loom/core/topology.h"
+#include "loom/data/dataset_report.h"
+#include "loom/train/train_data.h"
+
+namespace loom::cli {
+namespace {
+
+struct InspectArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool decode = false;
+};
+
+void print_report(const char* split, const std::string& path, const data::Dataset& dataset,
+                  const data::DatasetReport& r) {
+  std::printf("%s: %s\n", split, path.c_str());
+  std::printf("  %lld samples, %zu classes, %lld bad\n", static_cast<long long>(r.samples),
+              r.per_class.size(), static_cast<long long>(r.bad_total()));
+  std::printf("  %-24s %10s\n", "class", "samples");
+  for (size_t c = 0; c < r.per_class.size(); ++c) {
+    std::printf("  %-24s %10lld\n", dataset.class_names()[c].c_str(),
+                static_cast<long long>(r.per_class[c]));
+  }
+  std::printf("  image sizes: width %d..%d, height %d..%d; by the longer side:\n", r.min_width,
+              r.max_width, r.min_height, r.max_height);
+  for (size_t b = 0; b < r.by_longer_side.size(); ++b) {
+    if (r.by_longer_side[b] == 0) continue;
+    const std::string bucket = b < data::DatasetReport::kSideBounds.size()
+                                   ? "<= " + std::to_string(data::DatasetReport::kSideBounds[b])
+                                   : "> " + std::to_string(data::DatasetReport::kSideBounds.back());
+    std::printf("    %-10s %10lld\n", bucket.c_str(), static_cast<long long>(r.by_longer_side[b]));
+  }
+  if (r.bad_total() > 0) {
+    std::printf("  bad: unreadable %lld, truncated %lld, undecodable %lld, too large %lld\n",
+                static_cast<long long>(r.bad[0]), static_cast<long long>(r.bad[1]),
+                static_cast<long long>(r.bad[2]), static_cast<long long>(r.bad[3]));
+    for (const auto& [message, reason] : r.bad_files) {
+      std::printf("    %-12s %s\n", reason.c_str(), message.c_str());
+    }
+  }
+}
+
+int run_inspect(const InspectArgs& a) {
+  const Config config = load_config(a.config_path, a.overrides);
+  const train::DataSets sets = train::open_data_sets(config);
+  const int threads = detect_topology().usable_cores;
+  const auto train_report =
+      data::inspect_dataset(*sets.train, threads, a.decode, config.data.max_pixels);
+  print_report("train", config.data.path, *sets.train, train_report);
+  if (sets.test) {
+    const std::string path = config.data.val_path.empty() ? config.data.path : config.data.val_path;
+    print_report("test", path, *sets.test,
+                 data::inspect_dataset(*sets.test, threads, a.decode, config.data.max_pixels));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_data_inspect_command(CLI::App& data) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* sub =
+      data.add_subcommand("inspect", "Samples per class, image sizes and bad files of the data");
+  sub->add_option("config", args->config_path, "YAML configuration");
+  add_set_option(sub, args->overrides);
+  sub->add_flag("--decode", args->decode,
+                "Decode every image fully (slower; also finds damage inside compressed data)");
+  return {sub, [args] { return run_inspect(*args); }};
+}
+
+}  // namespace loom::cli
