@@ -2,13 +2,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <opencv2/core/utility.hpp>
 #include <opencv2/imgproc.hpp>
 
 namespace loom::data {
 namespace {
 
+// Loom parallelises over samples on its loader threads; OpenCV's own thread pool (TBB in
+// Debian's build) would only add scheduling and spinning on the same cores. Measured: about a
+// fifth of a blur-heavy pipeline's time went to it.
+void serial_opencv() {
+  static const bool once = [] {
+    cv::setNumThreads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 // A view of a uint8 [h, w, C] tensor whose rows may be strided (a window of a larger image).
 cv::Mat as_mat(const at::Tensor& image) {
+  serial_opencv();
   const int channels = static_cast<int>(image.size(2));
   TORCH_CHECK(image.stride(2) == 1 && image.stride(1) == channels, "image rows must be packed");
   return cv::Mat(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC(channels),

@@ -1,5 +1,5 @@
-// The training and test data for a config: batchers over the configured source and the feeder
-// that turns their uint8 batches into model input.
+// The training and test data for a config: loaders over the configured source, and the statistics
+// the feeder uses to turn their uint8 batches into model input.
 #pragma once
 
 #include <memory>
