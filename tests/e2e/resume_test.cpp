@@ -83,6 +83,40 @@ TEST(ResumeFinished, ReportsTheFinishedRunWithoutTrainingMore) {
   EXPECT_NE(field(second, "resumed_from_step"), "\"resumed_from_step\": null");
 }
 
+// Decoded images: the loader's position is in the checkpoint and its batches do not depend on
+// its thread count, so a run resumed with other data.workers ends identical; a resume that would
+// read other samples (here: another batch size) is refused, naming what changed.
+TEST(ResumeImageFolder, AnyLoaderThreadCountContinuesTheSameSamples) {
+  test::TempDir dir;
+  ASSERT_EQ(test::run_loom("data synth-images " + (dir / "images") +
+                           " --count 120 --classes 2 --width 48 --height 40")
+                .exit_code,
+            0);
+  auto args = [&](const std::string& out, int workers) {
+    return "train --out " + out + " --set data=image_folder --set data.path=" + (dir / "images") +
+           " --set data.image_size=24 --set data.batch_size=10 --set model=mlp"
+           " --set train.epochs=2 --set checkpoint.every_steps=5 --set runtime.threads=1"
+           " --set data.workers=" +
+           std::to_string(workers);
+  };
+  auto straight = test::run_loom(args(dir / "straight", 1));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  auto killed = test::run_loom(args(dir / "resumed", 2), "LOOM_FAULT_STOP_AFTER_STEP=15");
+  ASSERT_EQ(killed.signal, SIGKILL) << killed.output;
+  auto resumed = test::run_loom(args(dir / "resumed", 3) + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_identical_runs(dir / "straight", dir / "resumed");
+  const std::string manifest =
+      test::read_text(final_checkpoint(dir / "resumed") + "/manifest.json");
+  EXPECT_NE(manifest.find("\"steps_per_epoch\": 12"), std::string::npos) << manifest;
+
+  auto changed = test::run_loom(args(dir / "resumed", 2) + " --set data.batch_size=8 --resume");
+  EXPECT_EQ(changed.exit_code, 1) << changed.output;
+  EXPECT_NE(changed.output.find("batches per epoch was 12 when it was written and is 15 now"),
+            std::string::npos)
+      << changed.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Runs, Resume,
     ::testing::Values(
