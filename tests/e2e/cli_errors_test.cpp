@@ -27,6 +27,23 @@ TEST(CliErrors, HelpVersionAndUsage) {
   EXPECT_EQ(test::run_loom("train --no-such-flag").exit_code, 2);
 }
 
+// Transform lists are checked against the data before training: exit 2, naming the key.
+TEST(CliErrors, TransformListsThatCannotWorkExitTwoAndNameTheKey) {
+  test::TempDir dir;
+  const std::string base = "train --out " + (dir / "run") + " " + test::tiny_synthetic_args();
+  auto mismatch = test::run_loom(base + " --set 'data.transforms=[center_crop: 8]'");
+  EXPECT_EQ(mismatch.exit_code, 2);
+  EXPECT_TRUE(contains(mismatch.output, "config key 'data.eval_transforms': they make"))
+      << mismatch.output;
+  auto normalize =
+      test::run_loom(base + " --set 'data.eval_transforms=[normalize: {mean: 0.5, std: 0.2}]'");
+  EXPECT_EQ(normalize.exit_code, 2);
+  EXPECT_TRUE(contains(normalize.output, "its normalize differs")) << normalize.output;
+  auto unknown = test::run_loom(base + " --set 'data.transforms=[random_flip]'");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_TRUE(contains(unknown.output, "unknown transform 'random_flip'")) << unknown.output;
+}
+
 TEST(CliErrors, BadEnvironmentSettingsExitTwoAndNameTheVariable) {
   auto level = test::run_loom("version", "LOOM_LOG_LEVEL=loud");
   EXPECT_EQ(level.exit_code, 2);

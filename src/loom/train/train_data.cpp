@@ -153,6 +153,13 @@ TrainData load_train_data(const Config& config, int usable_cores) {
                         std::to_string(train_transforms.height()) + "x" +
                         std::to_string(train_transforms.width()));
     }
+    const auto& eval_normalize = options.transforms->normalize();
+    if (eval_normalize &&
+        (eval_normalize->mean != out.stats.mean || eval_normalize->stddev != out.stats.stddev)) {
+      throw ConfigError(
+          "config key 'data.eval_transforms': its normalize differs from the one training uses; "
+          "the feeder normalises both the same way, so give it in data.transforms only");
+    }
     const int64_t test_size = splits.test->size();
     out.test = std::make_unique<data::Loader>(
         splits.test, data::EpochOrder(test_size, options.seed, false), options);

@@ -187,6 +187,7 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   double loss_sum = 0.0;
   for (int64_t k = 0; k < accum; ++k) {
     data::Batch batch = data_.train->batch(epoch, step_in_epoch * accum + k);
+    if (batch.labels.size(0) == 0) continue;  // every sample of it was bad and skipped
     at::Tensor logits;
     {
       AutocastScope autocast(info_.runtime.bf16());
