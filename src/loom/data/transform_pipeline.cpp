@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "loom/core/error.h"
+#include "loom/data/gaussian_blur.h"
 #include "loom/data/sample_error.h"
 
 namespace loom::data {

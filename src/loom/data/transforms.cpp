@@ -71,13 +71,4 @@ void flip_horizontal(at::Tensor image) {
   cv::flip(m, m, 1);
 }
 
-void gaussian_blur(at::Tensor image, int kernel_height, int kernel_width, double sigma) {
-  // One scratch image per thread: the filter reads rows it has already overwritten in place.
-  thread_local cv::Mat scratch;
-  cv::Mat m = as_mat(image);
-  cv::GaussianBlur(m, scratch, cv::Size(kernel_width, kernel_height), sigma, sigma,
-                   cv::BORDER_REFLECT_101);
-  scratch.copyTo(m);
-}
-
 }  // namespace loom::data

@@ -1,6 +1,7 @@
 // The primitive image operations transform lists are made of, on uint8 HWC tensors with any
-// number of channels: torchvision's RandomResizedCrop sampling, bilinear resize and Gaussian blur
-// through OpenCV's SIMD code, horizontal flip. Randomness comes from the KeyedRng passed in.
+// number of channels: torchvision's RandomResizedCrop sampling, bilinear resize through OpenCV's
+// SIMD code, horizontal flip (Gaussian blur is in gaussian_blur.h). Randomness comes from the
+// KeyedRng passed in.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,8 +25,5 @@ CropRect sample_resized_crop(int width, int height, const ResizedCropSpec& spec,
 void resize_into(const at::Tensor& image, at::Tensor out);
 
 void flip_horizontal(at::Tensor image);  // in place
-
-// In place, with reflected borders (x[-1] = x[1]) as torchvision's gaussian_blur pads.
-void gaussian_blur(at::Tensor image, int kernel_height, int kernel_width, double sigma);
 
 }  // namespace loom::data
