@@ -1,0 +1,18 @@
+// CRC-32C (Castagnoli), the checksum TensorBoard's record framing uses, and its "masked" form.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::profile {
+
+uint32_t crc32c(const void* data, size_t size);
+
+// TFRecord's masking, so that a CRC of data holding CRCs does not look like a CRC:
+// ((crc >> 15) | (crc << 17)) + 0xa282ead8.
+inline uint32_t masked_crc32c(const void* data, size_t size) {
+  const uint32_t crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+}  // namespace loom::profile
