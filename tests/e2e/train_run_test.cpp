@@ -46,6 +46,15 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
     if (record["type"] == "step") {
       ++steps;
       EXPECT_TRUE(std::isfinite(record["loss"].get<double>()));
+      // Every instant of a step is charged to one phase: they sum to the step's wall time.
+      double phases = 0;
+      for (const auto& [name, seconds] : record["phase_seconds"].items()) {
+        phases += seconds.get<double>();
+      }
+      const double wall = record["step_seconds"].get<double>();
+      EXPECT_NEAR(phases, wall, 0.02 * wall) << line;
+      EXPECT_GT(record["phase_seconds"]["forward"].get<double>(), 0.0);
+      EXPECT_GT(record["phase_seconds"]["backward"].get<double>(), 0.0);
     } else if (record["type"] == "epoch") {
       ++epochs;
       EXPECT_TRUE(record.contains("test_accuracy"));
@@ -53,6 +62,23 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   }
   EXPECT_EQ(steps, 3);
   EXPECT_EQ(epochs, 1);
+  double shares = 0;
+  for (const auto& [name, share] : summary["step_time"]["share"].items()) {
+    shares += share.get<double>();
+  }
+  EXPECT_NEAR(shares, 1.0, 0.02) << summary["step_time"];
+  EXPECT_GT(summary["step_time"]["seconds_per_step"].get<double>(), 0.0);
+
+  // TensorBoard scalars, written natively.
+  std::string events;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "run")) {
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) {
+      events = test::read_text(entry.path().string());
+    }
+  }
+  for (const char* tag : {"brain.Event:2", "train/loss", "step_share/data_wait", "test/accuracy"}) {
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
+  }
 
   // config.yaml holds every key and reproduces the run's configuration.
   auto resolved = test::run_loom("config " + (dir / "run/config.yaml"));

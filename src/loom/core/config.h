@@ -52,6 +52,7 @@ struct TrainConfig {
   double label_smoothing = 0.0;
   int64_t log_every = 50;
   bool eval = true;  // evaluate on the test split after every epoch
+  bool tensorboard = true;  // write TensorBoard scalars to the run directory
 };
 
 struct OptimizerConfig {

@@ -75,6 +75,9 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "Label smoothing of the cross-entropy loss, in [0, 1).");
   v.integer("train.log_every", c.train.log_every, 1, "Optimizer steps between metric lines.");
   v.boolean("train.eval", c.train.eval, "Evaluate on the test split after every epoch.");
+  v.boolean("train.tensorboard", c.train.tensorboard,
+            "Write loss, learning rate, samples/s, test results and each phase's share of the "
+            "step time as TensorBoard scalars (events.out.tfevents.* in the run directory).");
 
   v.choice("optimizer.name", c.optimizer.name, {"sgd", "adam", "adamw"}, "Optimizer.");
   v.number("optimizer.lr", c.optimizer.lr, 0.0, "Peak learning rate.");

@@ -6,6 +6,24 @@
 
 namespace loom::train {
 
+namespace {
+
+// Mean seconds per step and each phase's share of it, over the steady-state steps.
+nlohmann::ordered_json step_time_json(const TrainSummary& s) {
+  nlohmann::ordered_json shares = nlohmann::ordered_json::object();
+  const double wall = s.step_times.wall;
+  for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+    shares[profile::phase_name(static_cast<profile::Phase>(i))] =
+        wall > 0 ? s.step_times.seconds[i] / wall : 0.0;
+  }
+  return {
+      {"steps", s.steady_steps},
+      {"seconds_per_step", s.steady_steps > 0 ? wall / static_cast<double>(s.steady_steps) : 0.0},
+      {"share", shares}};
+}
+
+}  // namespace
+
 void write_summary(const std::string& path, const TrainSummary& s, const Topology& topology) {
   nlohmann::ordered_json j = {
       {"model", s.model},
@@ -29,6 +47,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
        {{"allocator", s.allocator},
         {"peak_cached_bytes_in_use", s.peak_cached_bytes_in_use},
         {"allocator_hit_rate", s.allocator_hit_rate}}},
+      {"step_time", step_time_json(s)},
       {"data",
        {{"samples_read", s.data.samples},
         {"bad_samples",

@@ -14,6 +14,8 @@
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
+#include "loom/profile/step_timer.h"
+#include "loom/profile/tfevents_writer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/evaluate.h"
@@ -79,6 +81,11 @@ class TrainingRun {
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
   EvalResult last_eval_;
+  // Step accounting: the current step, the window since the last log line, steady state.
+  profile::StepTimer timer_;
+  profile::StepTimes window_times_, steady_times_;
+  int64_t steady_steps_ = 0;
+  std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
 };
 
 void TrainingRun::set_up() {
@@ -114,6 +121,9 @@ void TrainingRun::set_up() {
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
+  if (config_.train.tensorboard) {
+    events_ = std::make_unique<profile::TfEventsWriter>(options_.out_dir);
+  }
 
   info_.model = model_->name();
   info_.parameters = model_->parameter_count();
@@ -178,6 +188,8 @@ void TrainingRun::resume_if_asked() {
 }
 
 double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
+  using profile::Phase;
+  timer_.enter(Phase::kOptimizer);
   last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*optimizer_, last_lr_);
   optimizer_->zero_grad();
@@ -186,12 +198,16 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
       config_.train.label_smoothing);
   double loss_sum = 0.0;
   for (int64_t k = 0; k < accum; ++k) {
+    timer_.enter(Phase::kDataWait);
     data::Batch batch = data_.train->batch(epoch, step_in_epoch * accum + k);
     if (batch.labels.size(0) == 0) continue;  // every sample of it was bad and skipped
+    timer_.enter(Phase::kH2D);
+    const at::Tensor input = feeder_->to_input(batch.images);
+    timer_.enter(Phase::kForward);
     at::Tensor logits;
     {
       AutocastScope autocast(info_.runtime.bf16());
-      logits = model_->forward(feeder_->to_input(batch.images));
+      logits = model_->forward(input);
     }
     at::Tensor loss =
         torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
@@ -202,10 +218,13 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
                   "); stopped. Last good checkpoint: " +
                   (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
     }
+    timer_.enter(Phase::kBackward);
     (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
+    timer_.enter(Phase::kOther);
     loss_sum += value;
     position_.samples += batch.labels.size(0);
   }
+  timer_.enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) {
     torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
                                       config_.train.grad_clip);
@@ -236,13 +255,31 @@ void TrainingRun::report_step(double loss) {
   r.log_line = log_line;
   if (options_.observer) options_.observer->on_step(r);
   if (!log_line) return;
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  const double steps = static_cast<double>(window_steps_);
+  for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+    phases[profile::phase_name(static_cast<profile::Phase>(i))] = window_times_.seconds[i] / steps;
+  }
   metrics_->write({{"type", "step"},
                    {"step", r.step},
                    {"epoch", r.epoch + 1},
                    {"loss", r.loss},
                    {"lr", r.learning_rate},
                    {"samples_per_second", r.samples_per_second},
-                   {"elapsed_seconds", r.elapsed_seconds}});
+                   {"elapsed_seconds", r.elapsed_seconds},
+                   {"step_seconds", window_times_.wall / steps},
+                   {"phase_seconds", phases}});
+  if (events_) {
+    events_->scalar("train/loss", r.step, r.loss);
+    events_->scalar("train/learning_rate", r.step, r.learning_rate);
+    events_->scalar("train/samples_per_second", r.step, r.samples_per_second);
+    for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+      events_->scalar(
+          std::string("step_share/") + profile::phase_name(static_cast<profile::Phase>(i)), r.step,
+          window_times_.seconds[i] / window_times_.wall);
+    }
+  }
+  window_times_ = {};
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
 }
@@ -279,10 +316,12 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   epoch_steps_ = 0;
   const int64_t every = config_.checkpoint.every_steps;
   for (int64_t s = first_step; s < steps_per_epoch_ && position_.step < total_steps_; ++s) {
-    const auto t0 = Clock::now();
+    timer_.begin_step();
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
-    const double dt = seconds_since(t0);
+    const profile::StepTimes times = timer_.end_step();
+    const double dt = times.wall;
+    window_times_ += times;
     ++position_.step;
     position_.step_in_epoch = s + 1;
     ++steps_this_process_;
@@ -291,6 +330,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (steps_this_process_ > warmup_steps_) {
       steady_seconds_ += dt;
       steady_samples_ += position_.samples - samples_before;
+      steady_times_ += times;
+      ++steady_steps_;
     }
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
@@ -320,6 +361,10 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   if (r.evaluated) {
     record["test_loss"] = r.test_loss;
     record["test_accuracy"] = r.test_accuracy;
+    if (events_) {
+      events_->scalar("test/loss", r.step, r.test_loss);
+      events_->scalar("test/accuracy", r.step, r.test_accuracy);
+    }
   }
   metrics_->write(record);
   if (options_.observer) options_.observer->on_epoch(r);
@@ -358,6 +403,8 @@ TrainSummary TrainingRun::run() {
   s.last_checkpoint = last_checkpoint_;
   s.allocator = config_.runtime.allocator;
   s.data = data_.train->stats();
+  s.step_times = steady_times_;
+  s.steady_steps = steady_steps_;
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;

@@ -11,6 +11,7 @@
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
+#include "loom/profile/step_timer.h"
 #include "loom/train/runtime_choice.h"
 
 namespace loom::train {
@@ -58,6 +59,8 @@ struct TrainSummary {
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
   data::LoaderStats data;               // the training loader's samples and bad samples
+  profile::StepTimes step_times;        // summed over the steady-state steps
+  int64_t steady_steps = 0;
 };
 
 class TrainObserver {

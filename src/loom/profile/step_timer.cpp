@@ -1,0 +1,55 @@
+#include "loom/profile/step_timer.h"
+
+namespace loom::profile {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kDataWait:
+      return "data_wait";
+    case Phase::kH2D:
+      return "h2d";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kCommExposed:
+      return "comm_exposed";
+    case Phase::kOptimizer:
+      return "optimizer";
+    case Phase::kOther:
+      return "other";
+  }
+  return "unknown";
+}
+
+StepTimes& StepTimes::operator+=(const StepTimes& o) {
+  for (size_t i = 0; i < kPhaseCount; ++i) seconds[i] += o.seconds[i];
+  wall += o.wall;
+  return *this;
+}
+
+void StepTimer::begin_step() {
+  start_ = last_ = Clock::now();
+  current_ = Phase::kOther;
+  times_ = {};
+}
+
+void StepTimer::charge(Clock::time_point now) {
+  times_.seconds[static_cast<size_t>(current_)] +=
+      std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+}
+
+void StepTimer::enter(Phase phase) {
+  charge(Clock::now());
+  current_ = phase;
+}
+
+StepTimes StepTimer::end_step() {
+  const Clock::time_point now = Clock::now();
+  charge(now);
+  times_.wall = std::chrono::duration<double>(now - start_).count();
+  return times_;
+}
+
+}  // namespace loom::profile
