@@ -62,6 +62,37 @@ TEST(ImageFolderRun, InspectCountsClassesSizesAndBadFiles) {
   EXPECT_NE(r.output.find("bad_bomb.jpg"), std::string::npos) << r.output;
 }
 
+// A small model behind a heavy blur chain on one loader thread waits for data; the advisor
+// says so and names the key to change. (That following the advice raises samples/s is a
+// timing, measured in bench/, not asserted here.)
+TEST(ImageFolderRun, InputBoundRunIsDiagnosedWithTheLoaderKey) {
+  test::TempDir dir;
+  ASSERT_EQ(test::run_loom("data synth-images " + (dir / "d") +
+                           " --count 200 --classes 2 --width 320 --height 256")
+                .exit_code,
+            0);
+  // Blurring the large crop before shrinking it makes each sample cost milliseconds.
+  std::string blur = "[center_crop: 256";
+  for (int i = 0; i < 10; ++i) blur += ", {gaussian_blur: {kernel: 11, sigma: 2}}";
+  blur += ", resize: [24, 24]]";
+  auto r = test::run_loom(
+      "train --out " + (dir / "run") + " --set data=image_folder" +
+      " --set data.path=" + (dir / "d") + " --set 'data.transforms=" + blur +
+      "' --set data.batch_size=20 --set model=mlp --set train.epochs=2" +
+      " --set data.workers=1 --set runtime.threads=1 --set checkpoint.enabled=false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
+  const nlohmann::json* input_bound = nullptr;
+  for (const auto& f : summary["findings"]) {
+    if (f["id"] == "input_bound") input_bound = &f;
+  }
+  ASSERT_NE(input_bound, nullptr) << summary.dump(2);
+  EXPECT_EQ((*input_bound)["key"], "data.workers");
+  EXPECT_GT((*input_bound)["max_gain"].get<double>(), 1.05);
+  EXPECT_NE(r.output.find("advice ("), std::string::npos) << r.output;
+  EXPECT_GT(summary["step_time"]["share"]["data_wait"].get<double>(), 0.05);
+}
+
 TEST(ImageFolderRun, MissingFolderIsNamed) {
   test::TempDir dir;
   auto r = test::run_loom("train --out " + (dir / "run") +

@@ -78,6 +78,11 @@ int run_train(const TrainArgs& args) {
       format_duration(s.wall_seconds).c_str(), s.samples_per_second, s.runtime.precision.c_str(),
       s.runtime.memory_format.c_str(), s.runtime.threads);
   print_step_time(s);
+  for (const auto& f : s.findings) {
+    std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());
+    if (f.max_gain > 0) std::printf(" (at most %.2fx faster)", f.max_gain);
+    std::printf("\n");
+  }
   std::printf("wrote %s/summary.json, metrics.jsonl, config.yaml, checkpoints/%s\n",
               options.out_dir.c_str(), config.train.tensorboard ? ", TensorBoard events" : "");
   return 0;

@@ -22,6 +22,19 @@ nlohmann::ordered_json step_time_json(const TrainSummary& s) {
       {"share", shares}};
 }
 
+nlohmann::ordered_json findings_json(const TrainSummary& s) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& f : s.findings) {
+    out.push_back({{"id", f.id},
+                   {"severity", f.severity},
+                   {"evidence", f.evidence},
+                   {"advice", f.advice},
+                   {"key", f.key},
+                   {"max_gain", f.max_gain > 0 ? nlohmann::ordered_json(f.max_gain) : nullptr}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_summary(const std::string& path, const TrainSummary& s, const Topology& topology) {
@@ -48,6 +61,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"peak_cached_bytes_in_use", s.peak_cached_bytes_in_use},
         {"allocator_hit_rate", s.allocator_hit_rate}}},
       {"step_time", step_time_json(s)},
+      {"findings", findings_json(s)},
       {"data",
        {{"samples_read", s.data.samples},
         {"bad_samples",

@@ -133,6 +133,8 @@ TrainData load_train_data(const Config& config, int usable_cores) {
   const data::TransformPipeline& train_transforms = *options.transforms;
 
   TrainData out;
+  out.loader_threads = options.threads;
+  out.decoded = encoded;
   out.stats = train_transforms.normalize().value_or(splits.stats);
   out.input = {splits.channels, train_transforms.height(), train_transforms.width(),
                static_cast<int64_t>(splits.train->class_names().size())};

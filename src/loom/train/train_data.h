@@ -17,6 +17,8 @@ struct TrainData {
   std::unique_ptr<data::BatchSource> test;  // null: no test split (no evaluation)
   data::ChannelStats stats;                 // for normalisation
   models::InputSpec input;
+  int loader_threads = 1;
+  bool decoded = false;  // encoded images decoded by the loader (not pixels held in memory)
 };
 
 // The data sets a config names, without loaders or transforms (for `loom data inspect`).

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <sys/resource.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
@@ -28,6 +29,14 @@
 namespace loom::train {
 namespace {
 
+// User + system CPU time of the whole process (all threads), in seconds.
+double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -38,7 +47,10 @@ double seconds_since(Clock::time_point t) {
 class TrainingRun {
  public:
   TrainingRun(const Config& config, const TrainOptions& options)
-      : config_(config), options_(options), start_(Clock::now()) {}
+      : config_(config),
+        options_(options),
+        start_(Clock::now()),
+        cpu_seconds_at_start_(process_cpu_seconds()) {}
 
   TrainSummary run();
 
@@ -50,6 +62,8 @@ class TrainingRun {
   void save_checkpoint();
   // The training loader's next batch at the current position.
   data::LoaderState loader_state() const;
+  // What the advisor reads, for a run of `wall_seconds`.
+  profile::RunProfile run_profile(double wall_seconds) const;
   void report_step(double loss);
 
   Config config_;
@@ -86,6 +100,7 @@ class TrainingRun {
   profile::StepTimes window_times_, steady_times_;
   int64_t steady_steps_ = 0;
   std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
+  double cpu_seconds_at_start_ = 0;
 };
 
 void TrainingRun::set_up() {
@@ -284,6 +299,30 @@ void TrainingRun::report_step(double loss) {
   window_steps_ = window_samples_ = 0;
 }
 
+profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
+  profile::RunProfile p;
+  p.step_times = steady_times_;
+  p.steps = steady_steps_;
+  p.usable_cores = options_.topology.usable_cores;
+  p.compute_threads = info_.runtime.threads;
+  p.loader_threads = data_.loader_threads;
+  p.loader_decodes = data_.decoded;
+  p.precision = info_.runtime.precision;
+  p.native_bf16 = options_.topology.cpu.native_bf16();
+  p.memory_format = info_.runtime.memory_format;
+  p.convolutional = model_->is_convolutional();
+  p.batch_size = config_.data.batch_size;
+  const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
+  if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  if (options_.topology.memory_bytes > 0) {
+    p.memory_fraction = static_cast<double>(usage.ru_maxrss) * 1024.0 /
+                        static_cast<double>(options_.topology.memory_bytes);
+  }
+  return p;
+}
+
 data::LoaderState TrainingRun::loader_state() const {
   data::LoaderState state = data_.train->identity();
   state.epoch = position_.epoch;
@@ -405,6 +444,7 @@ TrainSummary TrainingRun::run() {
   s.data = data_.train->stats();
   s.step_times = steady_times_;
   s.steady_steps = steady_steps_;
+  s.findings = profile::advise(run_profile(s.wall_seconds));
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;

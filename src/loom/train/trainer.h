@@ -11,6 +11,7 @@
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
+#include "loom/profile/advisor.h"
 #include "loom/profile/step_timer.h"
 #include "loom/train/runtime_choice.h"
 
@@ -61,6 +62,7 @@ struct TrainSummary {
   data::LoaderStats data;               // the training loader's samples and bad samples
   profile::StepTimes step_times;        // summed over the steady-state steps
   int64_t steady_steps = 0;
+  std::vector<profile::Finding> findings;  // the advisor's, most important first
 };
 
 class TrainObserver {

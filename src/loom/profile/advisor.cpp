@@ -1,0 +1,106 @@
+#include "loom/profile/advisor.h"
+
+#include <cstdio>
+
+namespace loom::profile {
+namespace {
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * share);
+  return buf;
+}
+
+std::string milliseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f ms", 1e3 * seconds);
+  return buf;
+}
+
+double gain_bound(double share) { return share < 1 ? 1 / (1 - share) : 0; }
+
+}  // namespace
+
+std::vector<Finding> advise(const RunProfile& run) {
+  std::vector<Finding> out;
+  const double wall = run.step_times.wall;
+  const double per_step = run.steps > 0 ? wall / static_cast<double>(run.steps) : 0;
+  auto share = [&](Phase p) { return wall > 0 ? run.step_times[p] / wall : 0; };
+  auto time_evidence = [&](Phase p) {
+    return std::string(phase_name(p)) + " is " + percent(share(p)) + " of the step (" +
+           milliseconds(share(p) * per_step) + " of " + milliseconds(per_step) + ")";
+  };
+
+  const double waiting = share(Phase::kDataWait);
+  if (waiting >= 0.05) {
+    Finding f{"input_bound",
+              waiting >= 0.20 ? "high" : "moderate",
+              time_evidence(Phase::kDataWait),
+              "",
+              "data.workers",
+              gain_bound(waiting)};
+    if (run.loader_threads < run.usable_cores) {
+      f.advice = "give the loader more threads: data.workers is " +
+                 std::to_string(run.loader_threads) + " of " + std::to_string(run.usable_cores) +
+                 " usable cores";
+    } else {
+      f.advice = "the loader already has every core (data.workers " +
+                 std::to_string(run.loader_threads) +
+                 "): make data.transforms cheaper, or add CPU workers";
+      f.key = "data.transforms";
+    }
+    out.push_back(f);
+  }
+
+  const double exposed = share(Phase::kCommExposed);
+  if (exposed >= 0.10) {
+    out.push_back({"exposed_comm", exposed >= 0.30 ? "high" : "moderate",
+                   time_evidence(Phase::kCommExposed),
+                   "gradient exchange is not hidden behind backward: raise data.batch_size so "
+                   "each step computes longer per byte exchanged",
+                   "data.batch_size", gain_bound(exposed)});
+  }
+
+  // With data held in memory the loader needs little CPU: compute should have every core.
+  // (When the loader decodes, fewer compute threads can be the right trade; the autotuner of
+  // issue 5 is to measure it rather than guess.)
+  if (run.compute_threads < run.usable_cores && !run.loader_decodes) {
+    out.push_back({"threads", "moderate",
+                   "compute uses " + std::to_string(run.compute_threads) + " of " +
+                       std::to_string(run.usable_cores) + " usable cores",
+                   "set runtime.threads to auto (the usable cores)", "runtime.threads", 0});
+  }
+
+  if (run.precision == "fp32" && run.native_bf16) {
+    out.push_back({"precision", "moderate",
+                   "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",
+                   "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 weights)",
+                   "runtime.precision", 0});
+  }
+  if (run.convolutional && run.memory_format == "contiguous") {
+    out.push_back({"memory_format", "moderate",
+                   "a convolutional model ran in the contiguous (NCHW) layout",
+                   "set runtime.memory_format to auto or channels_last, which oneDNN's CPU "
+                   "convolutions prefer",
+                   "runtime.memory_format", 0});
+  }
+  if (run.cpu_utilisation > 0 && run.cpu_utilisation < 0.5 && run.batch_size < 64) {
+    out.push_back({"low_utilisation", "moderate",
+                   "the process used " + percent(run.cpu_utilisation) + " of " +
+                       std::to_string(run.usable_cores) + " cores with batches of " +
+                       std::to_string(run.batch_size),
+                   "raise data.batch_size so each operation has more work to split across "
+                   "threads",
+                   "data.batch_size", 0});
+  }
+  if (run.memory_fraction >= 0.90) {
+    out.push_back({"memory", "high",
+                   "peak resident memory was " + percent(run.memory_fraction) + " of the machine's",
+                   "lower data.batch_size or data.prefetch_bytes before the system starts "
+                   "swapping",
+                   "data.batch_size", 0});
+  }
+  return out;
+}
+
+}  // namespace loom::profile

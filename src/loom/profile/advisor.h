@@ -1,0 +1,49 @@
+// Reads a profiled run and says what to change: each finding names its evidence, the most it can
+// gain, and the configuration key to change. Rules and thresholds follow the tools users already
+// trust (TensorFlow's profiler, PyTorch's profiler plugin):
+//   input_bound      data_wait >= 5% of the step (moderate), >= 20% (high)
+//   exposed_comm     comm_exposed >= 10%
+//   threads          compute threads below the usable cores while the loader has little to do
+//   precision        fp32 on a CPU with native bf16
+//   memory_format    contiguous layout for a convolutional model
+//   low_utilisation  process CPU use < 50% of the usable cores with a small batch
+//   memory           peak resident memory >= 90% of the machine's
+// Removing a share x of the step time speeds it up at most 1 / (1 - x): that bound is the
+// "max gain" of the time-based findings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loom/profile/step_timer.h"
+
+namespace loom::profile {
+
+struct RunProfile {
+  StepTimes step_times;  // summed over the steady-state steps
+  int64_t steps = 0;
+  int usable_cores = 1;
+  int compute_threads = 1;
+  int loader_threads = 1;
+  bool loader_decodes = false;  // encoded images (the loader does real work per sample)
+  std::string precision;        // fp32 | bf16
+  bool native_bf16 = false;     // the CPU has AVX-512 BF16 or AMX
+  std::string memory_format;    // contiguous | channels_last
+  bool convolutional = false;
+  int64_t batch_size = 0;
+  double cpu_utilisation = 0;  // process CPU seconds / (wall seconds x usable cores), 0..1
+  double memory_fraction = 0;  // peak resident memory / physical memory
+};
+
+struct Finding {
+  std::string id;        // input_bound, threads, ...
+  std::string severity;  // high | moderate
+  std::string evidence;  // what was measured
+  std::string advice;    // what to change, naming the key
+  std::string key;       // the configuration key
+  double max_gain = 0;   // the most the step could speed up (x), 0 when not time-based
+};
+
+std::vector<Finding> advise(const RunProfile& run);
+
+}  // namespace loom::profile

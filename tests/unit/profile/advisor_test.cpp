@@ -1,0 +1,84 @@
+#include "loom/profile/advisor.h"
+
+#include <gtest/gtest.h>
+
+namespace loom::profile {
+namespace {
+
+// A run of 100 steps of 10 ms with the given share of each step waiting for data.
+RunProfile run_waiting(double data_wait_share) {
+  RunProfile r;
+  r.steps = 100;
+  r.step_times.wall = 1.0;
+  r.step_times.seconds[static_cast<size_t>(Phase::kDataWait)] = data_wait_share;
+  r.step_times.seconds[static_cast<size_t>(Phase::kForward)] = 1.0 - data_wait_share;
+  r.usable_cores = 2;
+  r.compute_threads = 2;
+  r.loader_threads = 1;
+  r.loader_decodes = true;
+  r.precision = "bf16";
+  r.native_bf16 = true;
+  r.memory_format = "channels_last";
+  r.convolutional = true;
+  r.batch_size = 64;
+  return r;
+}
+
+const Finding* find(const std::vector<Finding>& findings, const std::string& id) {
+  for (const auto& f : findings) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+TEST(Advisor, InputBoundThresholdsAndGainBound) {
+  EXPECT_EQ(find(advise(run_waiting(0.04)), "input_bound"), nullptr);
+  const auto moderate = advise(run_waiting(0.10));
+  ASSERT_NE(find(moderate, "input_bound"), nullptr);
+  EXPECT_EQ(find(moderate, "input_bound")->severity, "moderate");
+  const auto high = advise(run_waiting(0.50));
+  const Finding* f = find(high, "input_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_EQ(f->key, "data.workers");
+  EXPECT_DOUBLE_EQ(f->max_gain, 2.0);  // removing half of the step at most doubles the rate
+  EXPECT_NE(f->evidence.find("data_wait is 50% of the step (5.0 ms of 10.0 ms)"), std::string::npos)
+      << f->evidence;
+  EXPECT_NE(f->advice.find("data.workers is 1 of 2"), std::string::npos) << f->advice;
+  // With every core already decoding, more threads cannot help: the transforms can.
+  RunProfile busy = run_waiting(0.5);
+  busy.loader_threads = 2;
+  EXPECT_EQ(find(advise(busy), "input_bound")->key, "data.transforms");
+}
+
+TEST(Advisor, SettingsFindingsNameTheirKeys) {
+  EXPECT_TRUE(advise(run_waiting(0)).empty()) << advise(run_waiting(0)).front().id;
+  RunProfile r = run_waiting(0);
+  r.precision = "fp32";
+  r.memory_format = "contiguous";
+  r.compute_threads = 1;
+  r.loader_decodes = false;
+  r.memory_fraction = 0.95;
+  r.cpu_utilisation = 0.3;
+  r.batch_size = 16;
+  const auto findings = advise(r);
+  EXPECT_EQ(find(findings, "precision")->key, "runtime.precision");
+  EXPECT_EQ(find(findings, "memory_format")->key, "runtime.memory_format");
+  EXPECT_EQ(find(findings, "threads")->key, "runtime.threads");
+  EXPECT_EQ(find(findings, "memory")->severity, "high");
+  EXPECT_EQ(find(findings, "low_utilisation")->key, "data.batch_size");
+  r.native_bf16 = false;  // fp32 is right without native bf16
+  EXPECT_EQ(find(advise(r), "precision"), nullptr);
+}
+
+TEST(Advisor, ExposedCommunication) {
+  RunProfile r = run_waiting(0);
+  r.step_times.seconds[static_cast<size_t>(Phase::kForward)] = 0.8;
+  r.step_times.seconds[static_cast<size_t>(Phase::kCommExposed)] = 0.2;
+  const Finding* f = find(advise(r), "exposed_comm");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->max_gain, 1.25);
+}
+
+}  // namespace
+}  // namespace loom::profile
