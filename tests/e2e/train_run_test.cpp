@@ -1,8 +1,11 @@
 // `loom train` end to end on real data: the files it writes and what they say.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "loom/core/settings.h"
@@ -88,6 +91,52 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   EXPECT_EQ(resolved.output, test::read_text(dir / "run/config.yaml"));
   EXPECT_NE(resolved.output.find("max_steps: 150"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(dir / "run/checkpoints/step-00000150/model.safetensors"));
+}
+
+// `--trace` writes a Chrome trace: one process, the steps of the active window on the main
+// thread with their phases nested inside, loader batches on other threads. A run killed midway
+// leaves a trace that still parses.
+TEST(TrainRun, TraceIsValidJsonWithNestedPhasesEvenWhenKilled) {
+  test::TempDir dir;
+  const std::string args = "train " + test::tiny_synthetic_args() +
+                           " --trace --set profile.trace_wait=2 --set profile.trace_warmup=1"
+                           " --set profile.trace_active=4 --set data.workers=2";
+  auto r = test::run_loom(args + " --out " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto events = nlohmann::json::parse(test::read_text(dir / "run/trace.json"))["traceEvents"];
+  std::vector<nlohmann::json> steps, phases;
+  std::set<int> pids;
+  int main_tid = -1, loader_batches = 0;
+  for (const auto& e : events) {
+    pids.insert(e["pid"].get<int>());
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "main") {
+      main_tid = e["tid"];
+    }
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "step") steps.push_back(e);
+    if (e["cat"] == "phase") phases.push_back(e);
+    if (e["cat"] == "loader") ++loader_batches;
+  }
+  EXPECT_EQ(pids, std::set<int>{0});
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[0]["name"], "step 4");  // after 2 waiting and 1 warm-up step
+  EXPECT_GT(loader_batches, 0);
+  for (const auto& p : phases) {
+    EXPECT_EQ(p["tid"], main_tid);
+    const auto inside = std::find_if(steps.begin(), steps.end(), [&](const nlohmann::json& s) {
+      return p["ts"].get<int64_t>() >= s["ts"].get<int64_t>() &&
+             p["ts"].get<int64_t>() + p["dur"].get<int64_t>() <=
+                 s["ts"].get<int64_t>() + s["dur"].get<int64_t>() + 1;
+    });
+    EXPECT_NE(inside, steps.end()) << "phase slice outside every step: " << p;
+  }
+
+  auto killed = test::run_loom(args + " --out " + (dir / "killed") +
+                                   " --set profile.trace_active=100 --set checkpoint.every_steps=6",
+                               "LOOM_FAULT_STOP_AFTER_STEP=6");
+  EXPECT_EQ(killed.signal, SIGKILL) << killed.output;
+  const auto partial = nlohmann::json::parse(test::read_text(dir / "killed/trace.json"));
+  EXPECT_GE(partial["traceEvents"].size(), 4u);
 }
 
 // The caching allocator changes where tensors live, never what is computed.

@@ -21,6 +21,7 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   std::string out_dir;
   bool resume = false;
+  bool trace = false;
 };
 
 std::string timestamped_run_dir() {
@@ -60,7 +61,9 @@ void print_step_time(const train::TrainSummary& s) {
 }
 
 int run_train(const TrainArgs& args) {
-  Config config = load_config(args.config_path, args.overrides);
+  std::vector<std::string> overrides = args.overrides;
+  if (args.trace) overrides.push_back("profile.trace=true");
+  Config config = load_config(args.config_path, overrides);
   train::TrainOptions options;
   options.out_dir = !args.out_dir.empty() ? args.out_dir
                     : args.resume         ? newest_run_dir()
@@ -71,12 +74,15 @@ int run_train(const TrainArgs& args) {
   options.observer = &progress;
 
   train::TrainSummary s = train::train(config, options);
-  std::printf(
-      "\nsummary: test accuracy %.2f%%  test loss %.4f  %lld steps in %s  "
-      "%.0f samples/s (%s, %s, %d threads)\n",
-      100 * s.test_accuracy, s.test_loss, static_cast<long long>(s.steps),
-      format_duration(s.wall_seconds).c_str(), s.samples_per_second, s.runtime.precision.c_str(),
-      s.runtime.memory_format.c_str(), s.runtime.threads);
+  char result[96] = "no evaluation";
+  if (s.evaluated) {
+    std::snprintf(result, sizeof result, "test accuracy %.2f%%  test loss %.4f",
+                  100 * s.test_accuracy, s.test_loss);
+  }
+  std::printf("\nsummary: %s  %lld steps in %s  %.0f samples/s (%s, %s, %d threads)\n", result,
+              static_cast<long long>(s.steps), format_duration(s.wall_seconds).c_str(),
+              s.samples_per_second, s.runtime.precision.c_str(), s.runtime.memory_format.c_str(),
+              s.runtime.threads);
   print_step_time(s);
   for (const auto& f : s.findings) {
     std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());
@@ -100,6 +106,8 @@ Command add_train_command(CLI::App& app) {
   sub->add_option("--out", args->out_dir, "Output directory (default: runs/<timestamp>)");
   sub->add_flag("--resume", args->resume,
                 "Continue from the latest checkpoint in the output directory");
+  sub->add_flag("--trace", args->trace,
+                "Write a Chrome trace of some steps to OUT/trace.json (profile.trace)");
   return {sub, [args] { return run_train(*args); }};
 }
 

@@ -87,6 +87,13 @@ struct CheckpointConfig {
   int64_t keep = 3;
 };
 
+struct ProfileConfig {
+  bool trace = false;  // write a Chrome trace of some steps (loom train --trace)
+  int64_t trace_wait = 5;
+  int64_t trace_warmup = 1;
+  int64_t trace_active = 10;
+};
+
 struct Config {
   int64_t seed = 0;
   ModelConfig model;
@@ -96,6 +103,7 @@ struct Config {
   ScheduleConfig schedule;
   RuntimeConfig runtime;
   CheckpointConfig checkpoint;
+  ProfileConfig profile;
 };
 
 // The schema, as a visitor over every field. Keys are dotted paths ("train.epochs").

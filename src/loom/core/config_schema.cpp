@@ -113,6 +113,16 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("checkpoint.every_steps", c.checkpoint.every_steps, 0,
             "Optimizer steps between checkpoints (0 = at the end of every epoch).");
   v.integer("checkpoint.keep", c.checkpoint.keep, 1, "Checkpoints kept; older ones are deleted.");
+
+  v.boolean("profile.trace", c.profile.trace,
+            "Write OUT/trace.json, a Chrome trace (Perfetto) of some steps: each step's phases on "
+            "the main thread, batch building on each loader thread, prefetch depth. `loom train "
+            "--trace` sets it.");
+  v.integer("profile.trace_wait", c.profile.trace_wait, 0,
+            "Steps run before tracing starts (start-up is not typical).");
+  v.integer("profile.trace_warmup", c.profile.trace_warmup, 0,
+            "Then steps run without recording, to settle.");
+  v.integer("profile.trace_active", c.profile.trace_active, 1, "Then steps recorded.");
 }
 
 Config default_config() {

@@ -7,7 +7,9 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include "loom/data/loader_state.h"
 
@@ -32,6 +34,11 @@ struct LoaderStats {
 // Throws ConfigError naming data.batch_size when not even one batch fits.
 int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last);
 
+// Told, on the loader thread that built it, when a batch was built and how long it took.
+using BatchObserver =
+    std::function<void(int64_t epoch, int64_t step, std::chrono::steady_clock::time_point begin,
+                       std::chrono::steady_clock::time_point end)>;
+
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
@@ -41,6 +48,10 @@ class BatchSource {
   // What fixes the sequence of batches, at position (0, 0); see LoaderState.
   virtual LoaderState identity() const = 0;
   virtual LoaderStats stats() const = 0;
+  // Batches prepared and waiting for the consumer now (0 for sources that do not prefetch).
+  virtual int ready_batches() const { return 0; }
+  // Set before the first batch() call; default: not observed.
+  virtual void set_batch_observer(BatchObserver) {}
   // Starts preparing batches from (epoch, step), before the first batch() call asks for them.
   virtual void seek(int64_t /*epoch*/, int64_t /*step*/) const {}
 };

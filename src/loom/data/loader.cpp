@@ -53,6 +53,16 @@ LoaderStats Loader::stats() const {
   return stats_;
 }
 
+int Loader::ready_batches() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(ready_.size());
+}
+
+void Loader::set_batch_observer(BatchObserver observer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  observer_ = std::move(observer);
+}
+
 LoaderState Loader::identity() const {
   LoaderState s;
   s.seed = options_.seed;
@@ -125,13 +135,16 @@ void Loader::worker_loop() const {
     if (stopping_) return;
     const int64_t epoch = epoch_, step = next_to_build_++;
     const uint64_t generation = generation_;
+    const BatchObserver observer = observer_;
     lock.unlock();
     Slot slot;
+    const auto begin = std::chrono::steady_clock::now();
     try {
       slot.batch = build_batch(epoch, step);
     } catch (...) {
       slot.error = std::current_exception();
     }
+    if (observer) observer(epoch, step, begin, std::chrono::steady_clock::now());
     lock.lock();
     if (generation == generation_) {
       ready_[step] = std::move(slot);

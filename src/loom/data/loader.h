@@ -61,6 +61,8 @@ class Loader : public BatchSource {
   void seek(int64_t epoch, int64_t step) const override;
 
   LoaderStats stats() const override;
+  int ready_batches() const override;
+  void set_batch_observer(BatchObserver observer) override;
   // Batches prepared ahead at most: prefetch_batches, capped by prefetch_bytes.
   int prefetch_depth() const { return depth_; }
   int64_t batch_bytes() const;
@@ -97,6 +99,7 @@ class Loader : public BatchSource {
   mutable std::map<int64_t, Slot> ready_;
   mutable LoaderStats stats_;
   mutable int logged_bad_ = 0;
+  BatchObserver observer_;  // guarded by mutex_
   std::vector<std::thread> workers_;
 };
 

@@ -28,15 +28,18 @@ StepTimes& StepTimes::operator+=(const StepTimes& o) {
   return *this;
 }
 
-void StepTimer::begin_step() {
+void StepTimer::begin_step(bool record) {
   start_ = last_ = Clock::now();
   current_ = Phase::kOther;
   times_ = {};
+  record_ = record;
+  slices_.clear();
 }
 
 void StepTimer::charge(Clock::time_point now) {
   times_.seconds[static_cast<size_t>(current_)] +=
       std::chrono::duration<double>(now - last_).count();
+  if (record_ && now > last_) slices_.push_back({current_, last_, now});
   last_ = now;
 }
 

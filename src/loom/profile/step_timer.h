@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <vector>
 
 namespace loom::profile {
 
@@ -35,10 +36,19 @@ struct StepTimes {
 class StepTimer {
  public:
   using Clock = std::chrono::steady_clock;
+  struct Slice {
+    Phase phase;
+    Clock::time_point begin, end;
+  };
 
-  void begin_step();  // in kOther until the first enter()
+  // record: also keep this step's slices, in order, for a trace.
+  void begin_step(bool record = false);  // in kOther until the first enter()
   void enter(Phase phase);
   StepTimes end_step();
+
+  Clock::time_point step_begin() const { return start_; }
+  Clock::time_point step_end() const { return last_; }
+  const std::vector<Slice>& slices() const { return slices_; }
 
  private:
   void charge(Clock::time_point now);
@@ -46,6 +56,8 @@ class StepTimer {
   Clock::time_point start_, last_;
   Phase current_ = Phase::kOther;
   StepTimes times_;
+  bool record_ = false;
+  std::vector<Slice> slices_;
 };
 
 }  // namespace loom::profile

@@ -6,6 +6,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -17,6 +18,7 @@
 #include "loom/models/model.h"
 #include "loom/profile/step_timer.h"
 #include "loom/profile/tfevents_writer.h"
+#include "loom/profile/trace_writer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/evaluate.h"
@@ -100,6 +102,10 @@ class TrainingRun {
   profile::StepTimes window_times_, steady_times_;
   int64_t steady_steps_ = 0;
   std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
+  std::unique_ptr<profile::TraceWriter> trace_;      // null unless profile.trace
+  std::atomic<bool> tracing_{false};                 // this step is traced (read by loader threads)
+  bool tracing_step() const;
+  void trace_step(int64_t step);
   double cpu_seconds_at_start_ = 0;
 };
 
@@ -138,6 +144,20 @@ void TrainingRun::set_up() {
   replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
   if (config_.train.tensorboard) {
     events_ = std::make_unique<profile::TfEventsWriter>(options_.out_dir);
+  }
+  if (config_.profile.trace) {
+    trace_ = std::make_unique<profile::TraceWriter>(options_.out_dir + "/trace.json", 0,
+                                                    "loom train (rank 0)");
+    trace_->name_thread("main");
+    // Loader threads draw their batches on their own tracks, while the trace is active.
+    profile::TraceWriter* trace = trace_.get();
+    data_.train->set_batch_observer([this, trace](int64_t, int64_t step, auto begin, auto end) {
+      if (!tracing_.load(std::memory_order_relaxed)) return;
+      thread_local bool named = false;
+      if (!named) trace->name_thread("loader");
+      named = true;
+      trace->complete("batch " + std::to_string(step), "loader", begin, end);
+    });
   }
 
   info_.model = model_->name();
@@ -299,6 +319,21 @@ void TrainingRun::report_step(double loss) {
   window_steps_ = window_samples_ = 0;
 }
 
+// profile.trace_wait steps, then trace_warmup, then trace_active steps are traced.
+bool TrainingRun::tracing_step() const {
+  if (!trace_) return false;
+  const int64_t first = config_.profile.trace_wait + config_.profile.trace_warmup;
+  return steps_this_process_ >= first && steps_this_process_ < first + config_.profile.trace_active;
+}
+
+void TrainingRun::trace_step(int64_t step) {
+  trace_->complete("step " + std::to_string(step), "step", timer_.step_begin(), timer_.step_end());
+  for (const auto& slice : timer_.slices()) {
+    trace_->complete(profile::phase_name(slice.phase), "phase", slice.begin, slice.end);
+  }
+  trace_->counter("prefetched batches", timer_.step_end(), data_.train->ready_batches());
+}
+
 profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   profile::RunProfile p;
   p.step_times = steady_times_;
@@ -355,10 +390,12 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   epoch_steps_ = 0;
   const int64_t every = config_.checkpoint.every_steps;
   for (int64_t s = first_step; s < steps_per_epoch_ && position_.step < total_steps_; ++s) {
-    timer_.begin_step();
+    tracing_ = tracing_step();
+    timer_.begin_step(tracing_);
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
     const profile::StepTimes times = timer_.end_step();
+    if (tracing_) trace_step(position_.step + 1);
     const double dt = times.wall;
     window_times_ += times;
     ++position_.step;
@@ -429,6 +466,7 @@ TrainSummary TrainingRun::run() {
   s.epochs = position_.epoch;
   s.steps = position_.step;
   s.samples = position_.samples;
+  s.evaluated = last_eval_.samples > 0;
   s.test_accuracy = last_eval_.accuracy;
   s.test_loss = last_eval_.loss;
   s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;

@@ -50,6 +50,7 @@ struct TrainSummary {
   std::string model;
   int64_t parameters = 0;
   int64_t epochs = 0, steps = 0, samples = 0;
+  bool evaluated = false;  // test_* hold a result (there is a test split and train.eval is on)
   double test_accuracy = 0.0, test_loss = 0.0, final_train_loss = 0.0;
   double samples_per_second = 0.0;  // steady state: training steps only, after warm-up
   double wall_seconds = 0.0;
