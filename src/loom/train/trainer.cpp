@@ -6,7 +6,6 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -16,15 +15,13 @@
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
-#include "loom/profile/step_timer.h"
-#include "loom/profile/tfevents_writer.h"
-#include "loom/profile/trace_writer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/evaluate.h"
 #include "loom/train/metrics_log.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/schedule.h"
+#include "loom/train/step_telemetry.h"
 #include "loom/train/summary.h"
 #include "loom/train/train_data.h"
 
@@ -97,15 +94,7 @@ class TrainingRun {
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
   EvalResult last_eval_;
-  // Step accounting: the current step, the window since the last log line, steady state.
-  profile::StepTimer timer_;
-  profile::StepTimes window_times_, steady_times_;
-  int64_t steady_steps_ = 0;
-  std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
-  std::unique_ptr<profile::TraceWriter> trace_;      // null unless profile.trace
-  std::atomic<bool> tracing_{false};                 // this step is traced (read by loader threads)
-  bool tracing_step() const;
-  void trace_step(int64_t step);
+  std::unique_ptr<StepTelemetry> telemetry_;
   double cpu_seconds_at_start_ = 0;
 };
 
@@ -142,23 +131,7 @@ void TrainingRun::set_up() {
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
-  if (config_.train.tensorboard) {
-    events_ = std::make_unique<profile::TfEventsWriter>(options_.out_dir);
-  }
-  if (config_.profile.trace) {
-    trace_ = std::make_unique<profile::TraceWriter>(options_.out_dir + "/trace.json", 0,
-                                                    "loom train (rank 0)");
-    trace_->name_thread("main");
-    // Loader threads draw their batches on their own tracks, while the trace is active.
-    profile::TraceWriter* trace = trace_.get();
-    data_.train->set_batch_observer([this, trace](int64_t, int64_t step, auto begin, auto end) {
-      if (!tracing_.load(std::memory_order_relaxed)) return;
-      thread_local bool named = false;
-      if (!named) trace->name_thread("loader");
-      named = true;
-      trace->complete("batch " + std::to_string(step), "loader", begin, end);
-    });
-  }
+  telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train);
 
   info_.model = model_->name();
   info_.parameters = model_->parameter_count();
@@ -224,7 +197,7 @@ void TrainingRun::resume_if_asked() {
 
 double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   using profile::Phase;
-  timer_.enter(Phase::kOptimizer);
+  telemetry_->enter(Phase::kOptimizer);
   last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*optimizer_, last_lr_);
   optimizer_->zero_grad();
@@ -233,12 +206,12 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
       config_.train.label_smoothing);
   double loss_sum = 0.0;
   for (int64_t k = 0; k < accum; ++k) {
-    timer_.enter(Phase::kDataWait);
+    telemetry_->enter(Phase::kDataWait);
     data::Batch batch = data_.train->batch(epoch, step_in_epoch * accum + k);
     if (batch.labels.size(0) == 0) continue;  // every sample of it was bad and skipped
-    timer_.enter(Phase::kH2D);
+    telemetry_->enter(Phase::kH2D);
     const at::Tensor input = feeder_->to_input(batch.images);
-    timer_.enter(Phase::kForward);
+    telemetry_->enter(Phase::kForward);
     at::Tensor logits;
     {
       AutocastScope autocast(info_.runtime.bf16());
@@ -253,13 +226,13 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
                   "); stopped. Last good checkpoint: " +
                   (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
     }
-    timer_.enter(Phase::kBackward);
+    telemetry_->enter(Phase::kBackward);
     (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
-    timer_.enter(Phase::kOther);
+    telemetry_->enter(Phase::kOther);
     loss_sum += value;
     position_.samples += batch.labels.size(0);
   }
-  timer_.enter(Phase::kOptimizer);
+  telemetry_->enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) {
     torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
                                       config_.train.grad_clip);
@@ -290,54 +263,24 @@ void TrainingRun::report_step(double loss) {
   r.log_line = log_line;
   if (options_.observer) options_.observer->on_step(r);
   if (!log_line) return;
-  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
-  const double steps = static_cast<double>(window_steps_);
-  for (size_t i = 0; i < profile::kPhaseCount; ++i) {
-    phases[profile::phase_name(static_cast<profile::Phase>(i))] = window_times_.seconds[i] / steps;
-  }
-  metrics_->write({{"type", "step"},
-                   {"step", r.step},
-                   {"epoch", r.epoch + 1},
-                   {"loss", r.loss},
-                   {"lr", r.learning_rate},
-                   {"samples_per_second", r.samples_per_second},
-                   {"elapsed_seconds", r.elapsed_seconds},
-                   {"step_seconds", window_times_.wall / steps},
-                   {"phase_seconds", phases}});
-  if (events_) {
-    events_->scalar("train/loss", r.step, r.loss);
-    events_->scalar("train/learning_rate", r.step, r.learning_rate);
-    events_->scalar("train/samples_per_second", r.step, r.samples_per_second);
-    for (size_t i = 0; i < profile::kPhaseCount; ++i) {
-      events_->scalar(
-          std::string("step_share/") + profile::phase_name(static_cast<profile::Phase>(i)), r.step,
-          window_times_.seconds[i] / window_times_.wall);
-    }
-  }
-  window_times_ = {};
+  nlohmann::ordered_json record = {{"type", "step"},
+                                   {"step", r.step},
+                                   {"epoch", r.epoch + 1},
+                                   {"loss", r.loss},
+                                   {"lr", r.learning_rate},
+                                   {"samples_per_second", r.samples_per_second},
+                                   {"elapsed_seconds", r.elapsed_seconds}};
+  record.update(
+      telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
+  metrics_->write(record);
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
 }
 
-// profile.trace_wait steps, then trace_warmup, then trace_active steps are traced.
-bool TrainingRun::tracing_step() const {
-  if (!trace_) return false;
-  const int64_t first = config_.profile.trace_wait + config_.profile.trace_warmup;
-  return steps_this_process_ >= first && steps_this_process_ < first + config_.profile.trace_active;
-}
-
-void TrainingRun::trace_step(int64_t step) {
-  trace_->complete("step " + std::to_string(step), "step", timer_.step_begin(), timer_.step_end());
-  for (const auto& slice : timer_.slices()) {
-    trace_->complete(profile::phase_name(slice.phase), "phase", slice.begin, slice.end);
-  }
-  trace_->counter("prefetched batches", timer_.step_end(), data_.train->ready_batches());
-}
-
 profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   profile::RunProfile p;
-  p.step_times = steady_times_;
-  p.steps = steady_steps_;
+  p.step_times = telemetry_->steady();
+  p.steps = telemetry_->steady_steps();
   p.usable_cores = options_.topology.usable_cores;
   p.compute_threads = info_.runtime.threads;
   p.loader_threads = data_.loader_threads;
@@ -390,14 +333,11 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   epoch_steps_ = 0;
   const int64_t every = config_.checkpoint.every_steps;
   for (int64_t s = first_step; s < steps_per_epoch_ && position_.step < total_steps_; ++s) {
-    tracing_ = tracing_step();
-    timer_.begin_step(tracing_);
+    telemetry_->begin_step(steps_this_process_);
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
-    const profile::StepTimes times = timer_.end_step();
-    if (tracing_) trace_step(position_.step + 1);
-    const double dt = times.wall;
-    window_times_ += times;
+    const bool steady = steps_this_process_ + 1 > warmup_steps_;
+    const double dt = telemetry_->end_step(position_.step + 1, steady).wall;
     ++position_.step;
     position_.step_in_epoch = s + 1;
     ++steps_this_process_;
@@ -406,8 +346,6 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (steps_this_process_ > warmup_steps_) {
       steady_seconds_ += dt;
       steady_samples_ += position_.samples - samples_before;
-      steady_times_ += times;
-      ++steady_steps_;
     }
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
@@ -437,10 +375,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   if (r.evaluated) {
     record["test_loss"] = r.test_loss;
     record["test_accuracy"] = r.test_accuracy;
-    if (events_) {
-      events_->scalar("test/loss", r.step, r.test_loss);
-      events_->scalar("test/accuracy", r.step, r.test_accuracy);
-    }
+    telemetry_->log_eval(r.step, r.test_loss, r.test_accuracy);
   }
   metrics_->write(record);
   if (options_.observer) options_.observer->on_epoch(r);
@@ -480,8 +415,8 @@ TrainSummary TrainingRun::run() {
   s.last_checkpoint = last_checkpoint_;
   s.allocator = config_.runtime.allocator;
   s.data = data_.train->stats();
-  s.step_times = steady_times_;
-  s.steady_steps = steady_steps_;
+  s.step_times = telemetry_->steady();
+  s.steady_steps = telemetry_->steady_steps();
   s.findings = profile::advise(run_profile(s.wall_seconds));
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();

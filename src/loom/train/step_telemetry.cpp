@@ -1,0 +1,78 @@
+#include "loom/train/step_telemetry.h"
+
+namespace loom::train {
+
+using profile::Phase;
+
+StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
+                             data::BatchSource& train)
+    : profile_(config.profile), train_(train) {
+  if (config.train.tensorboard) events_ = std::make_unique<profile::TfEventsWriter>(out_dir);
+  if (!profile_.trace) return;
+  trace_ =
+      std::make_unique<profile::TraceWriter>(out_dir + "/trace.json", 0, "loom train (rank 0)");
+  trace_->name_thread("main");
+  // Loader threads draw the batches they build on their own tracks, while the trace is on.
+  train_.set_batch_observer([this](int64_t, int64_t step, auto begin, auto end) {
+    if (!tracing_.load(std::memory_order_relaxed)) return;
+    thread_local bool named = false;
+    if (!named) trace_->name_thread("loader");
+    named = true;
+    trace_->complete("batch " + std::to_string(step), "loader", begin, end);
+  });
+}
+
+void StepTelemetry::begin_step(int64_t index) {
+  // profile.trace_wait steps, then trace_warmup, then trace_active steps are traced.
+  const int64_t first = profile_.trace_wait + profile_.trace_warmup;
+  tracing_ = trace_ && index >= first && index < first + profile_.trace_active;
+  timer_.begin_step(tracing_);
+}
+
+profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
+  const profile::StepTimes times = timer_.end_step();
+  if (tracing_) trace_step(step);
+  window_ += times;
+  if (steady) {
+    steady_ += times;
+    ++steady_steps_;
+  }
+  return times;
+}
+
+void StepTelemetry::trace_step(int64_t step) {
+  trace_->complete("step " + std::to_string(step), "step", timer_.step_begin(), timer_.step_end());
+  for (const auto& slice : timer_.slices()) {
+    trace_->complete(profile::phase_name(slice.phase), "phase", slice.begin, slice.end);
+  }
+  trace_->counter("prefetched batches", timer_.step_end(), train_.ready_batches());
+}
+
+nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, double loss,
+                                                 double lr, double samples_per_second) {
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+    phases[profile::phase_name(static_cast<Phase>(i))] = window_.seconds[i] / n;
+  }
+  if (events_) {
+    events_->scalar("train/loss", step, loss);
+    events_->scalar("train/learning_rate", step, lr);
+    events_->scalar("train/samples_per_second", step, samples_per_second);
+    for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+      events_->scalar(std::string("step_share/") + profile::phase_name(static_cast<Phase>(i)), step,
+                      window_.wall > 0 ? window_.seconds[i] / window_.wall : 0.0);
+    }
+  }
+  nlohmann::ordered_json out = {{"step_seconds", window_.wall / n}, {"phase_seconds", phases}};
+  window_ = {};
+  return out;
+}
+
+void StepTelemetry::log_eval(int64_t step, double loss, double accuracy) {
+  if (!events_) return;
+  events_->scalar("test/loss", step, loss);
+  events_->scalar("test/accuracy", step, accuracy);
+}
+
+}  // namespace loom::train

@@ -1,0 +1,57 @@
+// Where a training run's step time goes, and the files that show it: the trainer marks phase
+// boundaries (enter) and step ends; this keeps the per-window and steady-state sums, writes
+// TensorBoard scalars (train.tensorboard) and the Chrome trace of the profile.trace window.
+//
+// Threading: used from the training thread; the loader observer it installs runs on loader
+// threads and only reads an atomic flag and writes to the (thread-safe) trace.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "loom/core/config.h"
+#include "loom/data/batch_source.h"
+#include "loom/profile/step_timer.h"
+#include "loom/profile/tfevents_writer.h"
+#include "loom/profile/trace_writer.h"
+
+namespace loom::train {
+
+class StepTelemetry {
+ public:
+  // Creates the event file and trace in `out_dir` as configured, and observes `train`'s
+  // batches for the trace.
+  StepTelemetry(const Config& config, const std::string& out_dir, data::BatchSource& train);
+
+  // `index`: steps already run by this process (0 for the first).
+  void begin_step(int64_t index);
+  void enter(profile::Phase phase) { timer_.enter(phase); }
+  // Ends the step numbered `step` (1-based, for the trace); `steady` adds it to the
+  // steady-state sums. Returns its times.
+  profile::StepTimes end_step(int64_t step, bool steady);
+
+  // A log line: the window's mean step time and phases, for metrics.jsonl, and TensorBoard
+  // scalars; starts a new window.
+  nlohmann::ordered_json log_window(int64_t step, int64_t steps, double loss, double lr,
+                                    double samples_per_second);
+  void log_eval(int64_t step, double loss, double accuracy);
+
+  const profile::StepTimes& steady() const { return steady_; }
+  int64_t steady_steps() const { return steady_steps_; }
+
+ private:
+  void trace_step(int64_t step);
+
+  const ProfileConfig profile_;
+  data::BatchSource& train_;
+  profile::StepTimer timer_;
+  profile::StepTimes window_, steady_;
+  int64_t steady_steps_ = 0;
+  std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
+  std::unique_ptr<profile::TraceWriter> trace_;      // null unless profile.trace
+  std::atomic<bool> tracing_{false};                 // this step is traced
+};
+
+}  // namespace loom::train
