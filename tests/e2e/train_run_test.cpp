@@ -71,6 +71,12 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   }
   EXPECT_NEAR(shares, 1.0, 0.02) << summary["step_time"];
   EXPECT_GT(summary["step_time"]["seconds_per_step"].get<double>(), 0.0);
+  // Model FLOPs utilisation: counted forward FLOPs (the default CNN: ~9.3 MFLOP a sample), a
+  // calibrated peak, their ratio.
+  const auto& mfu = summary["mfu"];
+  EXPECT_NEAR(mfu["forward_flops_per_sample"].get<double>(), 9.3e6, 0.3e6) << mfu;
+  EXPECT_GT(mfu["mfu"].get<double>(), 0.0);
+  EXPECT_LE(mfu["mfu"].get<double>(), 1.0);
   // The CNN on in-memory Fashion-MNIST is compute-bound: not called input-bound.
   for (const auto& f : summary["findings"]) EXPECT_NE(f["id"], "input_bound") << f;
 

@@ -57,6 +57,11 @@ void print_step_time(const train::TrainSummary& s) {
   std::sort(shares.rbegin(), shares.rend());
   std::printf("step %.1f ms:", 1e3 * s.step_times.wall / static_cast<double>(s.steady_steps));
   for (const auto& [share, name] : shares) std::printf("  %s %.0f%%", name, 100 * share);
+  if (s.mfu() > 0) {
+    std::printf("  |  %.2f GFLOP/s, MFU %.1f%% of a %.1f GFLOP/s %s matmul",
+                s.achieved_flops_per_second() / 1e9, 100 * s.mfu(), s.peak_flops_per_second / 1e9,
+                s.peak_dtype.c_str());
+  }
   std::printf("\n");
 }
 

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
+#include "loom/profile/flops.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/evaluate.h"
@@ -95,6 +97,7 @@ class TrainingRun {
   double last_lr_ = 0.0;
   EvalResult last_eval_;
   std::unique_ptr<StepTelemetry> telemetry_;
+  double forward_flops_per_sample_ = 0;
   double cpu_seconds_at_start_ = 0;
 };
 
@@ -215,7 +218,12 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
     at::Tensor logits;
     {
       AutocastScope autocast(info_.runtime.bf16());
+      // The first forward pass of the run is also counted, for the model FLOPs utilisation.
+      std::optional<profile::FlopCounter> counter;
+      if (forward_flops_per_sample_ == 0) counter.emplace();
       logits = model_->forward(input);
+      if (counter)
+        forward_flops_per_sample_ = counter->flops() / static_cast<double>(input.size(0));
     }
     at::Tensor loss =
         torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
@@ -418,6 +426,10 @@ TrainSummary TrainingRun::run() {
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();
   s.findings = profile::advise(run_profile(s.wall_seconds));
+  s.forward_flops_per_sample = forward_flops_per_sample_;
+  s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
+  s.peak_flops_per_second =
+      profile::measure_peak_flops(info_.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;

@@ -64,6 +64,16 @@ struct TrainSummary {
   profile::StepTimes step_times;        // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
+  // Model FLOPs utilisation: training is taken as 3 forward passes.
+  double forward_flops_per_sample = 0;  // counted on the first step
+  double peak_flops_per_second = 0;     // calibrated with a matrix product in peak_dtype
+  std::string peak_dtype;
+  double achieved_flops_per_second() const {
+    return 3 * forward_flops_per_sample * samples_per_second;
+  }
+  double mfu() const {
+    return peak_flops_per_second > 0 ? achieved_flops_per_second() / peak_flops_per_second : 0;
+  }
 };
 
 class TrainObserver {
