@@ -13,25 +13,26 @@ StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
       std::make_unique<profile::TraceWriter>(out_dir + "/trace.json", 0, "loom train (rank 0)");
   trace_->name_thread("main");
   // Loader threads draw the batches they build on their own tracks, while the trace is on.
-  train_.set_batch_observer([this](int64_t, int64_t step, auto begin, auto end) {
-    if (!tracing_.load(std::memory_order_relaxed)) return;
-    thread_local bool named = false;
-    if (!named) trace_->name_thread("loader");
-    named = true;
-    trace_->complete("batch " + std::to_string(step), "loader", begin, end);
-  });
+  train_.set_batch_observer(
+      [trace = trace_, tracing = tracing_](int64_t, int64_t step, auto begin, auto end) {
+        if (!tracing->load(std::memory_order_relaxed)) return;
+        thread_local bool named = false;
+        if (!named) trace->name_thread("loader");
+        named = true;
+        trace->complete("batch " + std::to_string(step), "loader", begin, end);
+      });
 }
 
 void StepTelemetry::begin_step(int64_t index) {
   // profile.trace_wait steps, then trace_warmup, then trace_active steps are traced.
   const int64_t first = profile_.trace_wait + profile_.trace_warmup;
-  tracing_ = trace_ && index >= first && index < first + profile_.trace_active;
-  timer_.begin_step(tracing_);
+  *tracing_ = trace_ && index >= first && index < first + profile_.trace_active;
+  timer_.begin_step(*tracing_);
 }
 
 profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
   const profile::StepTimes times = timer_.end_step();
-  if (tracing_) trace_step(step);
+  if (*tracing_) trace_step(step);
   window_ += times;
   if (steady) {
     steady_ += times;

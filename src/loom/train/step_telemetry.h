@@ -50,8 +50,10 @@ class StepTelemetry {
   profile::StepTimes window_, steady_;
   int64_t steady_steps_ = 0;
   std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
-  std::unique_ptr<profile::TraceWriter> trace_;      // null unless profile.trace
-  std::atomic<bool> tracing_{false};                 // this step is traced
+  // Shared with the loader observer, which may run on a loader thread after this object is
+  // gone (the loader outlives it briefly while its threads stop).
+  std::shared_ptr<profile::TraceWriter> trace_;  // null unless profile.trace
+  std::shared_ptr<std::atomic<bool>> tracing_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace loom::train
