@@ -75,7 +75,8 @@ TEST(Advisor, ExposedCommunication) {
   RunProfile r = run_waiting(0);
   r.step_times.seconds[static_cast<size_t>(Phase::kForward)] = 0.8;
   r.step_times.seconds[static_cast<size_t>(Phase::kCommExposed)] = 0.2;
-  const Finding* f = find(advise(r), "exposed_comm");
+  const auto findings = advise(r);
+  const Finding* f = find(findings, "exposed_comm");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->max_gain, 1.25);
 }
