@@ -98,6 +98,7 @@ class TrainingRun {
   EvalResult last_eval_;
   std::unique_ptr<StepTelemetry> telemetry_;
   double forward_flops_per_sample_ = 0;
+  bool flops_counted_ = false;
   double cpu_seconds_at_start_ = 0;
 };
 
@@ -220,10 +221,12 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
       AutocastScope autocast(info_.runtime.bf16());
       // The first forward pass of the run is also counted, for the model FLOPs utilisation.
       std::optional<profile::FlopCounter> counter;
-      if (forward_flops_per_sample_ == 0) counter.emplace();
+      if (!flops_counted_) counter.emplace();
       logits = model_->forward(input);
-      if (counter)
+      if (counter) {
         forward_flops_per_sample_ = counter->flops() / static_cast<double>(input.size(0));
+        flops_counted_ = true;  // once, even for a model with nothing countable
+      }
     }
     at::Tensor loss =
         torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
