@@ -50,7 +50,7 @@ void print_step_time(const train::TrainSummary& s) {
   if (s.steady_steps == 0 || s.step_times.wall <= 0) return;
   std::vector<std::pair<double, const char*>> shares;
   for (size_t i = 0; i < profile::kPhaseCount; ++i) {
-    const double share = s.step_times.seconds[i] / s.step_times.wall;
+    const double share = s.step_times.share(static_cast<profile::Phase>(i));
     if (share >= 0.005)
       shares.emplace_back(share, profile::phase_name(static_cast<profile::Phase>(i)));
   }

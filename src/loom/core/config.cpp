@@ -238,12 +238,6 @@ class Reader : public ConfigVisitor {
     return out;
   }
 
-  static std::string format_number(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", x);
-    return buf;
-  }
-
   const FlatConfig& flat_;
 };
 

@@ -1,6 +1,7 @@
 #include "loom/core/text.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 namespace loom {
@@ -46,6 +47,12 @@ std::string join_alternatives(const std::vector<std::string>& words) {
     out += words[i];
   }
   return out;
+}
+
+std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
 }
 
 }  // namespace loom

@@ -13,6 +13,9 @@ size_t edit_distance(std::string_view a, std::string_view b);
 // The candidate closest to `word`, or "" when none is within a plausible typo distance.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
+// A number for messages, as printf's %g writes it ("0.08", "1e-06", "224").
+std::string format_number(double x);
+
 // "a, b or c"
 std::string join_alternatives(const std::vector<std::string>& words);
 

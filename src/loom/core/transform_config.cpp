@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "loom/core/error.h"
 #include "loom/core/text.h"
@@ -10,16 +9,10 @@
 namespace loom {
 namespace {
 
-std::string number_text(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 std::string values_text(const std::vector<double>& values) {
-  if (values.size() == 1) return number_text(values[0]);
+  if (values.size() == 1) return format_number(values[0]);
   std::string s = "[";
-  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + number_text(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + format_number(values[i]);
   return s + "]";
 }
 
@@ -151,10 +144,11 @@ void complete_transform(TransformConfig& t, const std::string& where) {
     }
     for (double x : v) {
       if (!std::isfinite(x) || x < p.min) {
-        throw ConfigError(key + ": must be >= " + number_text(p.min) + ", got " + number_text(x));
+        throw ConfigError(key + ": must be >= " + format_number(p.min) + ", got " +
+                          format_number(x));
       }
       if (p.integer && x != std::floor(x)) {
-        throw ConfigError(key + ": must be a whole number, got " + number_text(x));
+        throw ConfigError(key + ": must be a whole number, got " + format_number(x));
       }
     }
   }

@@ -25,7 +25,7 @@ std::vector<Finding> advise(const RunProfile& run) {
   std::vector<Finding> out;
   const double wall = run.step_times.wall;
   const double per_step = run.steps > 0 ? wall / static_cast<double>(run.steps) : 0;
-  auto share = [&](Phase p) { return wall > 0 ? run.step_times[p] / wall : 0; };
+  auto share = [&](Phase p) { return run.step_times.share(p); };
   auto time_evidence = [&](Phase p) {
     return std::string(phase_name(p)) + " is " + percent(share(p)) + " of the step (" +
            milliseconds(share(p) * per_step) + " of " + milliseconds(per_step) + ")";

@@ -30,6 +30,8 @@ struct StepTimes {
   std::array<double, kPhaseCount> seconds{};
   double wall = 0;  // begin_step to end_step, measured on its own: the phases sum to it
   double operator[](Phase p) const { return seconds[static_cast<size_t>(p)]; }
+  // The phase's part of the wall time, 0..1 (0 for an empty record).
+  double share(Phase p) const { return wall > 0 ? (*this)[p] / wall : 0.0; }
   StepTimes& operator+=(const StepTimes& o);
 };
 

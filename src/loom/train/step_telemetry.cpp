@@ -62,7 +62,7 @@ nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, do
     events_->scalar("train/samples_per_second", step, samples_per_second);
     for (size_t i = 0; i < profile::kPhaseCount; ++i) {
       events_->scalar(std::string("step_share/") + profile::phase_name(static_cast<Phase>(i)), step,
-                      window_.wall > 0 ? window_.seconds[i] / window_.wall : 0.0);
+                      window_.share(static_cast<Phase>(i)));
     }
   }
   nlohmann::ordered_json out = {{"step_seconds", window_.wall / n}, {"phase_seconds", phases}};

@@ -14,7 +14,7 @@ nlohmann::ordered_json step_time_json(const TrainSummary& s) {
   const double wall = s.step_times.wall;
   for (size_t i = 0; i < profile::kPhaseCount; ++i) {
     shares[profile::phase_name(static_cast<profile::Phase>(i))] =
-        wall > 0 ? s.step_times.seconds[i] / wall : 0.0;
+        s.step_times.share(static_cast<profile::Phase>(i));
   }
   return {
       {"steps", s.steady_steps},
