@@ -22,6 +22,7 @@ Command add_train_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
+Command add_launch_command(CLI::App& app);
 // `loom data inspect`, registered under `data`.
 Command add_data_inspect_command(CLI::App& data);
 

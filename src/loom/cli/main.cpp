@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   app.failure_message(CLI::FailureMessage::help);
   const loom::cli::Command commands[] = {
       loom::cli::add_train_command(app), loom::cli::add_config_command(app),
-      loom::cli::add_data_command(app), loom::cli::add_version_command(app)};
+      loom::cli::add_data_command(app), loom::cli::add_launch_command(app),
+      loom::cli::add_version_command(app)};
 
   try {
     app.parse(argc, argv);

@@ -17,6 +17,21 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_FAULT_KILL_IN_SAVE", "0",
        "Testing aid: SIGKILL the process halfway through writing the checkpoint of this step "
        "(0 = never)."},
+      {"LOOM_LAUNCH_ID", "",
+       "Set by `loom launch` for the ranks it starts: its launch's id. Its presence tells a rank "
+       "that the launcher serves the rendezvous store."},
+      {"LOOM_HOST_ID", "",
+       "Overrides the host identity ranks compare to find which of them share a host (default: "
+       "hostname + kernel boot id). Tests use it to pretend one machine is several hosts."},
+      {"LOOM_GLOO_HOST", "",
+       "Address Gloo binds to (default: 127.0.0.1 when all ranks share a host, else the "
+       "address the hostname resolves to)."},
+      {"LOOM_SHM_CHUNK_BYTES", "4194304",
+       "Shared-memory collectives move data in chunks of this many bytes per rank (two staging "
+       "buffers of this size per rank)."},
+      {"LOOM_SHM_SMALL_BYTES", "262144",
+       "All-reduces up to this size use the copy-in-and-reduce-all path; larger ones use "
+       "reduce-scatter + all-gather."},
   };
   return settings;
 }

@@ -1,0 +1,33 @@
+#include "loom/comm/make_communicator.h"
+
+#include "loom/comm/checked_communicator.h"
+#include "loom/comm/gloo_communicator.h"
+#include "loom/comm/shm_communicator.h"
+#include "loom/core/error.h"
+
+namespace loom::comm {
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend,
+                                                std::shared_ptr<Rendezvous> rendezvous,
+                                                CommOptions options) {
+  const bool one_host = rendezvous->host_count() == 1;
+  std::unique_ptr<Communicator> communicator;
+  if (backend == "gloo" || (backend == "auto" && !one_host)) {
+    // TODO(issue 4): "auto" across hosts becomes hierarchical (shm inside, Gloo between hosts).
+    communicator = std::make_unique<GlooCommunicator>(std::move(rendezvous), options);
+  } else if (backend == "shm" || backend == "auto") {
+    if (!one_host) {
+      throw ConfigError("comm.backend: shm connects ranks of one host, but this job spans " +
+                        std::to_string(rendezvous->host_count()) + " hosts (use auto or gloo)");
+    }
+    communicator = std::make_unique<ShmCommunicator>(std::move(rendezvous), options);
+  } else {
+    throw ConfigError("comm.backend: unknown backend '" + backend + "' (auto, shm or gloo)");
+  }
+  if (options.check_calls) {
+    communicator = std::make_unique<CheckedCommunicator>(std::move(communicator));
+  }
+  return communicator;
+}
+
+}  // namespace loom::comm

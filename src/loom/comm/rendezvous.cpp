@@ -1,0 +1,148 @@
+#include "loom/comm/rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "loom/core/error.h"
+#include "loom/core/settings.h"
+
+namespace loom::comm {
+namespace {
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+std::string random_token() {
+  std::random_device device;
+  const std::uint64_t value = (std::uint64_t{device()} << 32) ^ device() ^ ::getpid();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+c10::intrusive_ptr<c10d::Store> open_store(const WorldInfo& world,
+                                           std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(world.master_port);
+  options.isServer = world.rank == 0 && !world.store_served_by_launcher;
+  options.numWorkers = world.world;
+  options.waitWorkers = false;  // exchange() waits instead, naming whoever is missing
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+  } catch (const std::exception& e) {
+    throw CommError("rendezvous: rank " + std::to_string(world.rank) + " of " +
+                    std::to_string(world.world) + " could not " +
+                    (options.isServer ? "serve" : "reach") + " the store at " + world.master_addr +
+                    ":" + std::to_string(world.master_port) + " (" + world.launcher +
+                    "): " + e.what());
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> serve_store(const std::string& host, int port) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = true;
+  options.waitWorkers = false;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    throw CommError("rendezvous: cannot serve the store on " + host + ":" + std::to_string(port) +
+                    ": " + std::string(e.what()).substr(0, std::string(e.what()).find('\n')));
+  }
+}
+
+int store_port(const c10d::Store& store) {
+  return static_cast<const c10d::TCPStore&>(store).getPort();
+}
+
+std::string host_identity() {
+  if (std::string forced = setting("LOOM_HOST_ID"); !forced.empty()) return forced;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(host) + "/" + boot;
+}
+
+Rendezvous::Rendezvous(WorldInfo world, c10::intrusive_ptr<c10d::Store> store,
+                       std::chrono::milliseconds timeout)
+    : world_(std::move(world)), store_(std::move(store)), timeout_(timeout) {}
+
+std::shared_ptr<Rendezvous> Rendezvous::connect(const WorldInfo& world,
+                                                std::chrono::milliseconds timeout) {
+  std::shared_ptr<Rendezvous> self(new Rendezvous(world, open_store(world, timeout), timeout));
+  std::vector<int> everyone(world.world);
+  for (int r = 0; r < world.world; ++r) everyone[r] = r;
+
+  // Rank 0 draws the job token; everyone learns it together with the host identities.
+  const std::string token = world.rank == 0 ? random_token() : std::string();
+  const auto tokens = self->exchange("loom/rendezvous/token", token, {0});
+  self->job_ = tokens[0];
+  const auto hosts = self->exchange("loom/rendezvous/host", host_identity(), everyone);
+  std::vector<std::string> seen;
+  for (const auto& identity : hosts) {
+    auto it = std::find(seen.begin(), seen.end(), identity);
+    self->host_of_rank_.push_back(static_cast<int>(it - seen.begin()));
+    if (it == seen.end()) seen.push_back(identity);
+  }
+  return self;
+}
+
+int Rendezvous::host_count() const {
+  return host_of_rank_.empty() ? 1
+                               : *std::max_element(host_of_rank_.begin(), host_of_rank_.end()) + 1;
+}
+
+std::vector<int> Rendezvous::ranks_on_host(int host) const {
+  std::vector<int> ranks;
+  for (int r = 0; r < static_cast<int>(host_of_rank_.size()); ++r) {
+    if (host_of_rank_[r] == host) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+std::vector<std::string> Rendezvous::exchange(const std::string& key, const std::string& value,
+                                              const std::vector<int>& ranks) {
+  if (std::find(ranks.begin(), ranks.end(), rank()) != ranks.end()) {
+    store_->set(key + "/" + std::to_string(rank()), bytes_of(value));
+  }
+  // Poll rather than store->wait(): on expiry the error can then list exactly who is missing.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::milliseconds(1);
+  std::vector<std::string> missing;
+  while (true) {
+    missing.clear();
+    for (int r : ranks) {
+      if (!store_->check({key + "/" + std::to_string(r)})) missing.push_back(std::to_string(r));
+    }
+    if (missing.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string list;
+      for (const auto& r : missing) list += (list.empty() ? "" : ", ") + r;
+      throw TimeoutError("rendezvous '" + key + "': " + describe_rank() + " waited " +
+                         std::to_string(timeout_.count() / 1000) + " s for rank(s) " + list +
+                         " of " + std::to_string(world()) + ", which never arrived");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  std::vector<std::string> values;
+  for (int r : ranks) values.push_back(text_of(store_->get(key + "/" + std::to_string(r))));
+  return values;
+}
+
+std::string Rendezvous::describe_rank() const {
+  std::string text = "rank " + std::to_string(rank()) + " of " + std::to_string(world());
+  if (!host_of_rank_.empty()) text += " (host " + std::to_string(host_of_rank_[rank()]) + ")";
+  return text;
+}
+
+}  // namespace loom::comm

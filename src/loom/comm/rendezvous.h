@@ -1,0 +1,68 @@
+// Meeting point of the ranks of one job: a c10d TCPStore at the master address, the job's
+// identity, and which ranks share a host. Every backend builds on it (Gloo exchanges addresses
+// through the store, shm names its segment after the job and groups ranks by host).
+//
+// Same-host detection compares a host identity (hostname + kernel boot id) that each rank puts
+// in the store, not LOCAL_WORLD_SIZE, which launchers do not always set truthfully.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "loom/comm/world_info.h"
+
+namespace loom::comm {
+
+class Rendezvous {
+ public:
+  // Connects to (or, on rank 0 without a launcher-served store, serves) the store and waits for
+  // every rank to check in. Throws TimeoutError naming the ranks that did not.
+  static std::shared_ptr<Rendezvous> connect(const WorldInfo& world,
+                                             std::chrono::milliseconds timeout);
+
+  int rank() const { return world_.rank; }
+  int world() const { return world_.world; }
+  const WorldInfo& world_info() const { return world_; }
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // A token shared by all ranks of this job and no other (names shared-memory segments).
+  const std::string& job() const { return job_; }
+
+  // Host index (0, 1, ... in order of first appearance by rank) of every rank.
+  const std::vector<int>& host_of_rank() const { return host_of_rank_; }
+  int host_count() const;
+  // The ranks on `host`, ascending.
+  std::vector<int> ranks_on_host(int host) const;
+
+  // Puts `key` + "/" + rank into the store, then waits until every rank listed has put its own.
+  // Returns their values in the listed order. Throws TimeoutError naming the missing ranks.
+  std::vector<std::string> exchange(const std::string& key, const std::string& value,
+                                    const std::vector<int>& ranks);
+
+  // "rank 1 of 4 (host 0)": for error messages.
+  std::string describe_rank() const;
+
+ private:
+  Rendezvous(WorldInfo world, c10::intrusive_ptr<c10d::Store> store,
+             std::chrono::milliseconds timeout);
+
+  WorldInfo world_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  std::string job_;
+  std::vector<int> host_of_rank_;
+};
+
+// Serves a TCPStore at host:port (port 0: any free port) for a launcher whose ranks connect to
+// it. Note: LibTorch 1.13's TCPStore binds every interface, whatever `host` says.
+c10::intrusive_ptr<c10d::Store> serve_store(const std::string& host, int port);
+int store_port(const c10d::Store& store);
+
+// hostname + "/" + kernel boot id, or LOOM_HOST_ID when set (tests use it to pretend that ranks
+// of one machine live on several hosts).
+std::string host_identity();
+
+}  // namespace loom::comm

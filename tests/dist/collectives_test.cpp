@@ -1,0 +1,141 @@
+// Collectives between real processes, started by `loom launch` (and once by hand, torchrun
+// style). Every backend is checked against values computed in the worker, shm against Gloo,
+// and the failure cases (mismatched calls, a dead rank, a stalled rank) must end in errors that
+// name the rank, never in a hang. No test may leave a segment in /dev/shm.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+std::set<std::string> loom_segments() {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("loom-", 0) == 0) names.insert(name);
+  }
+  return names;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string worker(const std::string& args) { return std::string(COMM_WORKER) + " " + args; }
+
+CommandResult launch(int ranks, const std::string& args) {
+  return run_loom("launch --nproc-per-node " + std::to_string(ranks) + " --grace 5 -- " +
+                  worker(args));
+}
+
+// Two ranks started by hand with torchrun's variables; rank 0 serves the store.
+CommandResult torchrun_style(const std::string& args) {
+  const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(free_port());
+  return run_command("(RANK=1 LOCAL_RANK=1 " + env + " " + worker(args) +
+                     " & RANK=0 LOCAL_RANK=0 " + env + " " + worker(args) +
+                     "; echo \"rank0 exit $?\"; wait)");
+}
+
+class Collectives : public ::testing::Test {
+ protected:
+  void SetUp() override { before_ = loom_segments(); }
+  void TearDown() override {
+    EXPECT_EQ(loom_segments(), before_) << "a segment was left in /dev/shm";
+  }
+  std::set<std::string> before_;
+};
+
+int count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(Collectives, ShmMatchesReferenceOnTwoRanks) {
+  const auto result = launch(2, "collectives shm");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(count(result.output, "checks passed on shm"), 2) << result.output;
+}
+
+TEST_F(Collectives, ShmMatchesReferenceOnThreeRanks) {
+  const auto result = launch(3, "collectives shm");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(count(result.output, "checks passed on shm"), 3) << result.output;
+}
+
+TEST_F(Collectives, GlooMatchesReferenceOnTwoRanks) {
+  const auto result = launch(2, "collectives gloo");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(count(result.output, "checks passed on gloo"), 2) << result.output;
+}
+
+TEST_F(Collectives, ShmAgreesWithGlooUnderTorchrunVariables) {
+  const auto result = torchrun_style("agree shm");
+  EXPECT_NE(result.output.find("rank0 exit 0"), std::string::npos) << result.output;
+  EXPECT_EQ(count(result.output, "3 checks passed"), 2) << result.output;
+}
+
+TEST_F(Collectives, MismatchedCallsAreReportedWithBothShapes) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto result = launch(2, "mismatch " + backend + " 20000");
+    EXPECT_NE(result.exit_code, 0) << result.output;
+    EXPECT_NE(result.output.find("1024 x Float"), std::string::npos)
+        << backend << ": " << result.output;
+    EXPECT_NE(result.output.find("2048 x Float"), std::string::npos)
+        << backend << ": " << result.output;
+    EXPECT_EQ(result.output.find("was not detected"), std::string::npos) << result.output;
+  }
+}
+
+TEST_F(Collectives, KilledRankIsNamedByTheLauncher) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = launch(2, "die shm 5000");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("rank 1 (pid"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("killed by signal 9 (SIGKILL)"), std::string::npos) << result.output;
+  EXPECT_LT(seconds, 15.0);
+}
+
+TEST_F(Collectives, SurvivorsOfAKilledRankExitWithinTheTimeout) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto result = torchrun_style("die " + backend + " 5000");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(result.output.find("rank0 exit 1"), std::string::npos)
+        << backend << ": " << result.output;
+    EXPECT_NE(result.output.find("rank 1"), std::string::npos) << backend << ": " << result.output;
+    EXPECT_LT(seconds, 5.0 + 10.0) << backend;
+  }
+}
+
+TEST_F(Collectives, StalledRankIsNamedInTheTimeout) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto result = torchrun_style("stall " + backend + " 2000");
+    EXPECT_NE(result.output.find("rank0 exit 1"), std::string::npos)
+        << backend << ": " << result.output;
+    EXPECT_NE(result.output.find("rank 1"), std::string::npos) << backend << ": " << result.output;
+  }
+}
+
+}  // namespace
+}  // namespace loom::test

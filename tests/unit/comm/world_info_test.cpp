@@ -1,0 +1,105 @@
+#include "loom/comm/world_info.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "loom/core/error.h"
+
+namespace loom::comm {
+namespace {
+
+// An environment made of exactly these variables.
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(WorldInfo, NoLauncherMeansAWorldOfOne) {
+  const auto info = world_from_environment(env_of({}));
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_EQ(info.world, 1);
+  EXPECT_EQ(info.launcher, "single process");
+}
+
+TEST(WorldInfo, TorchrunVariables) {
+  const auto info = world_from_environment(env_of({{"RANK", "3"},
+                                                   {"WORLD_SIZE", "4"},
+                                                   {"LOCAL_RANK", "1"},
+                                                   {"LOCAL_WORLD_SIZE", "2"},
+                                                   {"MASTER_ADDR", "10.0.0.5"},
+                                                   {"MASTER_PORT", "29600"}}));
+  EXPECT_EQ(info.launcher, "torchrun");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.world, 4);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world, 2);
+  EXPECT_EQ(info.master_addr, "10.0.0.5");
+  EXPECT_EQ(info.master_port, 29600);
+  EXPECT_FALSE(info.store_served_by_launcher);
+}
+
+TEST(WorldInfo, LoomLaunchServesTheStore) {
+  const auto info = world_from_environment(env_of(
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOOM_LAUNCH_ID", "abc"}, {"MASTER_PORT", "1234"}}));
+  EXPECT_EQ(info.launcher, "loom launch");
+  EXPECT_TRUE(info.store_served_by_launcher);
+  EXPECT_EQ(info.master_addr, "127.0.0.1");
+}
+
+TEST(WorldInfo, OpenMpiVariables) {
+  const auto info = world_from_environment(env_of({{"OMPI_COMM_WORLD_RANK", "5"},
+                                                   {"OMPI_COMM_WORLD_SIZE", "8"},
+                                                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}));
+  EXPECT_EQ(info.launcher, "openmpi");
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.world, 8);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world, 4);
+}
+
+TEST(WorldInfo, SlurmVariablesAndNodeList) {
+  const auto info = world_from_environment(env_of({{"SLURM_PROCID", "2"},
+                                                   {"SLURM_NTASKS", "4"},
+                                                   {"SLURM_LOCALID", "0"},
+                                                   {"SLURM_TASKS_PER_NODE", "2(x2)"},
+                                                   {"SLURM_JOB_NODELIST", "gpu[07-08]"}}));
+  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.world, 4);
+  EXPECT_EQ(info.local_world, 2);
+  EXPECT_EQ(info.master_addr, "gpu07");
+}
+
+TEST(WorldInfo, FirstSlurmHost) {
+  EXPECT_EQ(first_slurm_host("node1"), "node1");
+  EXPECT_EQ(first_slurm_host("a1,b2"), "a1");
+  EXPECT_EQ(first_slurm_host("node[03-05,9],gpu1"), "node03");
+  EXPECT_EQ(first_slurm_host("node[9,3]"), "node9");
+  EXPECT_EQ(first_slurm_host("x1,node[2-3]"), "x1");
+}
+
+TEST(WorldInfo, InconsistentVariablesNameTheVariable) {
+  try {
+    world_from_environment(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}));
+    FAIL() << "RANK=2 of 2 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK=2 is not below WORLD_SIZE=2"), std::string::npos)
+        << e.what();
+  }
+  try {
+    world_from_environment(env_of({{"RANK", "0"}, {"WORLD_SIZE", "two"}}));
+    FAIL() << "WORLD_SIZE=two accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("WORLD_SIZE"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(world_from_environment(
+                   env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "70000"}})),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace loom::comm
