@@ -18,10 +18,6 @@ namespace loom::comm {
 namespace {
 
 constexpr std::size_t kMailboxBytes = std::size_t{1} << 20;
-// Busy-wait this many pauses (tens of microseconds) before sleeping on the futex: long enough
-// to catch a peer that is a few microseconds behind, short enough not to starve compute threads
-// on a machine where ranks share cores.
-constexpr int kSpinPauses = 2000;
 constexpr auto kSleepSlice = std::chrono::milliseconds(5);
 
 // The operation the current communication thread runs, for error messages.
@@ -66,7 +62,8 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Rendezvous> rendezvous, CommOpt
       rendezvous_(std::move(rendezvous)),
       ranks_(std::move(ranks)),
       chunk_bytes_(static_cast<std::size_t>(setting_int("LOOM_SHM_CHUNK_BYTES"))),
-      small_bytes_(static_cast<std::size_t>(setting_int("LOOM_SHM_SMALL_BYTES"))) {
+      small_bytes_(static_cast<std::size_t>(setting_int("LOOM_SHM_SMALL_BYTES"))),
+      spin_(std::chrono::microseconds(setting_int("LOOM_SHM_SPIN_US"))) {
   if (ranks_.empty()) {
     for (int r = 0; r < rendezvous_->world(); ++r) ranks_.push_back(r);
   }
@@ -150,11 +147,14 @@ void ShmCommunicator::throw_if_broken() {
 // ---- waiting -----------------------------------------------------------------------------
 
 void ShmCommunicator::await(ShmFlag& flag, std::uint32_t target, int peer, const char* phase) {
-  for (int i = 0; i < kSpinPauses; ++i) {
+  // Spin first: a peer a few microseconds behind is caught without the futex's wake-up latency
+  // (tens of microseconds). Then sleep, so that a waiting rank leaves its core to computation.
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
     if (reached(flag.value.load(std::memory_order_acquire), target)) return;
     _mm_pause();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() - started > spin_) break;
   }
-  const auto started = std::chrono::steady_clock::now();
   auto& peer_slot = segment_->slot(peer);
   while (true) {
     flag.sleepers.fetch_add(1, std::memory_order_seq_cst);

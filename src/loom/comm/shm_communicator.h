@@ -99,6 +99,7 @@ class ShmCommunicator : public Communicator {
   int world_ = 1;
   std::size_t chunk_bytes_;
   std::size_t small_bytes_;
+  std::chrono::microseconds spin_;  // busy-wait this long before sleeping
   std::unique_ptr<ShmSegment> segment_;
 
   std::uint32_t step_ = 0;  // only the collectives' thread touches it

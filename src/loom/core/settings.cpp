@@ -26,10 +26,13 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_GLOO_HOST", "",
        "Address Gloo binds to (default: 127.0.0.1 when all ranks share a host, else the "
        "address the hostname resolves to)."},
-      {"LOOM_SHM_CHUNK_BYTES", "4194304",
+      {"LOOM_SHM_CHUNK_BYTES", "524288",
        "Shared-memory collectives move data in chunks of this many bytes per rank (two staging "
        "buffers of this size per rank)."},
-      {"LOOM_SHM_SMALL_BYTES", "262144",
+      {"LOOM_SHM_SPIN_US", "50",
+       "A shared-memory wait spins this many microseconds before sleeping on a futex (longer: "
+       "lower latency, more CPU taken from computation)."},
+      {"LOOM_SHM_SMALL_BYTES", "32768",
        "All-reduces up to this size use the copy-in-and-reduce-all path; larger ones use "
        "reduce-scatter + all-gather."},
   };
