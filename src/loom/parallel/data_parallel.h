@@ -1,0 +1,127 @@
+// Synchronous data parallelism for any module given as named parameters and buffers (a
+// torch::nn module or a TorchScript one): every rank computes gradients on its own part of the
+// global batch and DataParallel averages them across ranks while backward still runs.
+//
+// How: gradients live in flat buckets (each parameter's .grad aliases its slice of a bucket, so
+// no copies in or out). A hook on each parameter's gradient accumulator counts the gradients a
+// bucket still waits for; when a bucket is complete and all buckets before it have been
+// started, its all-reduce starts, overlapping the rest of backward. Buckets start in bucket
+// order on every rank, which keeps the ranks' collectives in the same order. After the first
+// step the buckets are rebuilt in the order gradients actually became ready (rank 0's order,
+// shared with all).
+//
+// Per step: zero_grad(), prepare() before forward, backward, finish() before the optimizer.
+// Under no_sync() gradients only accumulate (gradient accumulation); the next synchronised
+// backward reduces the sum.
+//
+// Threading: all calls and the backward pass come from one thread; the communicator runs the
+// all-reduces in the background.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/parallel/bucket_plan.h"
+
+namespace loom::parallel {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct DataParallelOptions {
+  BucketLimits buckets;
+  // Parameters that get no gradient in a backward are tolerated (their gradient counts as
+  // zero). Off: such a step fails and names them, as the usual cause is a bug.
+  bool find_unused_parameters = false;
+  // Buffers (e.g. BatchNorm statistics) are copied from rank 0 before every forward.
+  bool broadcast_buffers = true;
+  // Reduce buckets in this type (bf16 or fp16) to halve the bytes moved; nullopt: as they are.
+  std::optional<c10::ScalarType> compression;
+};
+
+// What the last synchronised step's gradient exchange cost.
+struct SyncStats {
+  int buckets = 0;
+  std::size_t bytes = 0;
+  double comm_seconds = 0;     // first all-reduce start to last all-reduce end
+  double exposed_seconds = 0;  // finish() waiting: communication not hidden behind backward
+  // Share of the communication hidden behind backward, 0..1.
+  double overlap() const {
+    return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
+  }
+};
+
+class DataParallel {
+ public:
+  // Copies rank 0's parameters and buffers to every rank, then attaches the hooks. `comm` must
+  // outlive this object.
+  DataParallel(NamedTensors parameters, NamedTensors buffers, comm::Communicator& comm,
+               DataParallelOptions options = {});
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  void zero_grad();
+  // Before forward: shares buffers, arms the buckets (and rebuilds them after the first step).
+  void prepare();
+  // After backward: starts what has not started, waits for all, checks every gradient came.
+  // Throws Error naming parameters without a gradient (unless find_unused_parameters).
+  void finish();
+
+  // While alive, backward passes only accumulate gradients locally.
+  class NoSync {
+   public:
+    explicit NoSync(DataParallel& owner) : owner_(&owner) { owner_->sync_ = false; }
+    ~NoSync() { owner_->sync_ = true; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DataParallel* owner_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  const SyncStats& last_stats() const { return stats_; }
+  // Parameter names per bucket, in bucket order.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  comm::Communicator& communicator() { return comm_; }
+
+ private:
+  struct Bucket;
+  class ReadyHook;
+
+  void broadcast_initial_state();
+  void broadcast_buffers();
+  void build_buckets(const std::vector<int>& order);
+  void on_gradient_ready(int parameter);
+  void start_ready_buckets();
+  void start(std::size_t bucket);
+  std::vector<int> shared_ready_order();
+
+  NamedTensors parameters_;  // only those that require a gradient
+  NamedTensors buffers_;
+  comm::Communicator& comm_;
+  DataParallelOptions options_;
+
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;                       // parameter -> bucket
+  std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
+  std::vector<std::uintptr_t> hook_keys_;
+
+  bool sync_ = true;
+  bool rebuilt_ = false;
+  std::vector<int> ready_order_;  // first step: the order gradients became ready
+  std::vector<char> ready_;       // this step, per parameter
+  int gradients_seen_ = 0;
+  std::size_t next_bucket_ = 0;  // buckets before it have started
+  std::chrono::steady_clock::time_point first_start_;
+  SyncStats stats_;
+};
+
+}  // namespace loom::parallel
