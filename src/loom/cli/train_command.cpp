@@ -8,6 +8,9 @@
 
 #include "loom/cli/commands.h"
 #include "loom/cli/progress.h"
+#include "loom/comm/make_communicator.h"
+#include "loom/comm/rendezvous.h"
+#include "loom/comm/world_info.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/topology.h"
@@ -70,15 +73,34 @@ int run_train(const TrainArgs& args) {
   if (args.trace) overrides.push_back("profile.trace=true");
   Config config = load_config(args.config_path, overrides);
   train::TrainOptions options;
+  options.topology = detect_topology();
+
+  // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel.
+  const comm::WorldInfo world = comm::world_from_environment();
+  std::unique_ptr<comm::Communicator> communicator;
+  if (world.world > 1) {
+    if (args.out_dir.empty()) {
+      throw ConfigError("--out: a data-parallel run needs an output directory that every rank "
+                        "names the same (e.g. --out runs/ddp)");
+    }
+    comm::CommOptions comm_options;
+    comm_options.timeout = std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000));
+    comm_options.check_calls = config.comm.check_calls;
+    auto rendezvous = comm::Rendezvous::connect(world, comm_options.timeout);
+    communicator = comm::make_communicator(config.comm.backend, rendezvous, comm_options);
+    options.communicator = communicator.get();
+    // The ranks of a host share its cores.
+    options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
+  }
   options.out_dir = !args.out_dir.empty() ? args.out_dir
                     : args.resume         ? newest_run_dir()
                                           : timestamped_run_dir();
   options.resume = args.resume;
-  options.topology = detect_topology();
   Progress progress(stdout);
-  options.observer = &progress;
+  if (world.rank == 0) options.observer = &progress;
 
   train::TrainSummary s = train::train(config, options);
+  if (world.rank != 0) return 0;  // rank 0 reports for all
   char result[96] = "no evaluation";
   if (s.evaluated) {
     std::snprintf(result, sizeof result, "test accuracy %.2f%%  test loss %.4f",
@@ -89,6 +111,12 @@ int run_train(const TrainArgs& args) {
               s.samples_per_second, s.runtime.precision.c_str(), s.runtime.memory_format.c_str(),
               s.runtime.threads);
   print_step_time(s);
+  if (s.ranks > 1) {
+    std::printf("data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
+                "of it hidden behind backward\n",
+                s.ranks, s.comm_backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
+                100 * s.comm_overlap);
+  }
   for (const auto& f : s.findings) {
     std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());
     if (f.max_gain > 0) std::printf(" (at most %.2fx faster)", f.max_gain);

@@ -26,7 +26,9 @@ struct DataConfig {
       "fashion_mnist";   // fashion_mnist | idx | synthetic | image_folder | tar_shards
   std::string path;      // folder of IDX files, or the training image folder
   std::string val_path;  // encoded sources: validation data ("" = no evaluation)
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;   // per rank
+  int64_t global_batch = 0;  // all ranks; 0 = batch_size x ranks, else batch_size is derived
+  std::string shard = "drop";  // drop | pad: how an epoch splits into equal rank shares
   int64_t eval_batch_size = 500;
   bool augment = false;  // random flip and shift of training images (IDX sources)
   std::vector<TransformConfig> transforms;       // training; empty = the source's default
@@ -64,6 +66,7 @@ struct OptimizerConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  std::string lr_scaling = "none";  // none | linear (lr x ranks)
 };
 
 struct ScheduleConfig {
@@ -94,6 +97,21 @@ struct ProfileConfig {
   int64_t trace_active = 10;
 };
 
+// Data-parallel runs (started by `loom launch` or another launcher with more than one rank).
+struct CommConfig {
+  std::string backend = "auto";  // auto | shm | gloo
+  double timeout_s = 300;
+  bool check_calls = false;
+};
+
+struct ParallelConfig {
+  double first_bucket_mb = 1;
+  double bucket_cap_mb = 25;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+  std::string compression = "none";  // none | bf16 | fp16
+};
+
 struct Config {
   int64_t seed = 0;
   ModelConfig model;
@@ -104,6 +122,8 @@ struct Config {
   RuntimeConfig runtime;
   CheckpointConfig checkpoint;
   ProfileConfig profile;
+  CommConfig comm;
+  ParallelConfig parallel;
 };
 
 // The schema, as a visitor over every field. Keys are dotted paths ("train.epochs").

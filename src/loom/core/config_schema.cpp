@@ -28,7 +28,14 @@ void visit_config(Config& c, ConfigVisitor& v) {
          "(tar_shards: key.jpg + key.cls members).");
   v.text("data.val_path", c.data.val_path,
          "image_folder, tar_shards: the validation data; empty = no evaluation.");
-  v.integer("data.batch_size", c.data.batch_size, 1, "Samples per optimizer micro-step.");
+  v.integer("data.batch_size", c.data.batch_size, 1,
+            "Samples per optimizer micro-step on each rank (per-rank batch).");
+  v.integer("data.global_batch", c.data.global_batch, 0,
+            "Samples per micro-step over all ranks; when set, data.batch_size is derived from it "
+            "(global_batch / ranks, which must divide). 0 = data.batch_size x ranks.");
+  v.choice("data.shard", c.data.shard, {"drop", "pad"},
+           "Data-parallel runs: every rank gets an equal share of each epoch; drop leaves out the "
+           "last samples that do not divide evenly, pad repeats a few from the start.");
   v.integer("data.eval_batch_size", c.data.eval_batch_size, 1, "Samples per evaluation batch.");
   v.boolean("data.augment", c.data.augment,
             "IDX and synthetic data without data.transforms: random +-2 pixel shift and "
@@ -88,6 +95,9 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.number("optimizer.beta1", c.optimizer.beta1, 0.0, "Adam/AdamW first-moment decay.");
   v.number("optimizer.beta2", c.optimizer.beta2, 0.0, "Adam/AdamW second-moment decay.");
   v.number("optimizer.eps", c.optimizer.eps, 0.0, "Adam/AdamW denominator epsilon.");
+  v.choice("optimizer.lr_scaling", c.optimizer.lr_scaling, {"none", "linear"},
+           "linear = multiply optimizer.lr (and schedule.min_lr) by the number of ranks, the "
+           "linear scaling rule for a global batch that grows with them.");
 
   v.choice("schedule.name", c.schedule.name, {"constant", "step", "cosine"},
            "Learning-rate schedule after warm-up.");
@@ -123,6 +133,28 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("profile.trace_warmup", c.profile.trace_warmup, 0,
             "Then steps run without recording, to settle.");
   v.integer("profile.trace_active", c.profile.trace_active, 1, "Then steps recorded.");
+
+  v.choice("comm.backend", c.comm.backend, {"auto", "shm", "gloo"},
+           "How ranks exchange gradients: shm = Loom's shared-memory collectives (ranks of one "
+           "host), gloo = TCP (any hosts), auto = shm when all ranks share a host, else gloo.");
+  v.number("comm.timeout_s", c.comm.timeout_s, 1.0,
+           "Longest wait for another rank; the error names the rank that did not arrive.");
+  v.boolean("comm.check_calls", c.comm.check_calls,
+            "Debug: compare every collective's sequence number, size and type across ranks and "
+            "report the first mismatch (one small extra exchange per call).");
+
+  v.number("parallel.first_bucket_mb", c.parallel.first_bucket_mb, 0.0,
+           "Size of the first gradient bucket: small, so its all-reduce starts early in backward.");
+  v.number("parallel.bucket_cap_mb", c.parallel.bucket_cap_mb, 0.0,
+           "Size limit of the other gradient buckets.");
+  v.boolean("parallel.find_unused_parameters", c.parallel.find_unused_parameters,
+            "Tolerate parameters that get no gradient in a step (they count as zero). Off: such "
+            "a step fails and names them.");
+  v.boolean("parallel.broadcast_buffers", c.parallel.broadcast_buffers,
+            "Copy rank 0's buffers (e.g. BatchNorm statistics) to every rank before each forward.");
+  v.choice("parallel.compression", c.parallel.compression, {"none", "bf16", "fp16"},
+           "Reduce gradient buckets in this 16-bit type: half the bytes on the wire, gradients "
+           "rounded once.");
 }
 
 Config default_config() {

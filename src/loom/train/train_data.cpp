@@ -113,7 +113,7 @@ DataSets open_data_sets(const Config& config) {
   return {s.train, s.test};
 }
 
-TrainData load_train_data(const Config& config, int usable_cores) {
+TrainData load_train_data(const Config& config, int usable_cores, int rank, int world) {
   const DataConfig& d = config.data;
   const bool encoded = is_encoded(d);
   Splits splits = encoded ? encoded_splits(config) : in_memory_splits(config);
@@ -139,8 +139,11 @@ TrainData load_train_data(const Config& config, int usable_cores) {
   out.input = {splits.channels, train_transforms.height(), train_transforms.width(),
                static_cast<int64_t>(splits.train->class_names().size())};
   const int64_t train_size = splits.train->size();
+  const auto shard_mode =
+      d.shard == "pad" ? data::EpochOrder::ShardMode::kPad : data::EpochOrder::ShardMode::kDrop;
   out.train = std::make_unique<data::Loader>(
-      splits.train, data::EpochOrder(train_size, options.seed, true), options);
+      splits.train,
+      data::EpochOrder(train_size, options.seed, true).shard(rank, world, shard_mode), options);
   if (splits.test) {
     options.batch_size = d.eval_batch_size;
     options.drop_last = false;

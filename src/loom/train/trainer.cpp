@@ -18,6 +18,7 @@
 #include "loom/models/model.h"
 #include "loom/profile/flops.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/data_parallel_run.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/evaluate.h"
 #include "loom/train/metrics_log.h"
@@ -51,7 +52,16 @@ class TrainingRun {
       : config_(config),
         options_(options),
         start_(Clock::now()),
-        cpu_seconds_at_start_(process_cpu_seconds()) {}
+        cpu_seconds_at_start_(process_cpu_seconds()) {
+    if (options.communicator) {
+      rank_ = options.communicator->rank();
+      world_ = options.communicator->world();
+    }
+    if (!leader()) {  // only rank 0 writes the run's files
+      config_.train.tensorboard = false;
+      config_.profile.trace = false;
+    }
+  }
 
   TrainSummary run();
 
@@ -66,6 +76,13 @@ class TrainingRun {
   // What the advisor reads, for a run of `wall_seconds`.
   profile::RunProfile run_profile(double wall_seconds) const;
   void report_step(double loss);
+  // Rank 0 writes the run's files and reports; the other ranks of a data-parallel run do not.
+  bool leader() const { return rank_ == 0; }
+  void write_metrics(const nlohmann::ordered_json& record) {
+    if (metrics_) metrics_->write(record);
+  }
+  double forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum);
+  double mean_over_ranks(double value);
 
   Config config_;
   TrainOptions options_;
@@ -96,6 +113,11 @@ class TrainingRun {
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
   EvalResult last_eval_;
+  int rank_ = 0, world_ = 1;
+  std::unique_ptr<parallel::DataParallel> data_parallel_;
+  // Gradient exchange summed over the steady-state steps.
+  double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
+  int64_t comm_steps_ = 0;
   std::unique_ptr<StepTelemetry> telemetry_;
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
@@ -106,7 +128,7 @@ void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
   use_configured_allocator(config_.runtime.allocator, options_.topology.memory_bytes);
   at::manual_seed(static_cast<uint64_t>(config_.seed));
-  data_ = load_train_data(config_, options_.topology.usable_cores);
+  data_ = load_train_data(config_, options_.topology.usable_cores, rank_, world_);
   model_ = models::make_model(config_.model, data_.input);
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
@@ -134,7 +156,7 @@ void TrainingRun::set_up() {
       std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
-  replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
+  if (leader()) replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train);
 
   info_.model = model_->name();
@@ -150,7 +172,9 @@ void TrainingRun::set_up() {
 
 void TrainingRun::resume_if_asked() {
   const std::optional<std::string> latest = options_.resume ? store_->latest() : std::nullopt;
-  metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", latest.has_value());
+  if (leader()) {
+    metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", latest.has_value());
+  }
   if (!latest) return;
   const std::string& path = *latest;
   CheckpointData ckpt = CheckpointStore::load(path);
@@ -183,7 +207,9 @@ void TrainingRun::resume_if_asked() {
   position_ = ckpt.position;
   if (ckpt.loader) {
     // The batches are a pure function of (epoch, step): the same identity and position give the
-    // same samples, for any number of loader threads.
+    // same samples, for any number of loader threads. Rank 0 wrote the checkpoint; every rank
+    // stands at the same position of its own share.
+    ckpt.loader->rank = rank_;
     check_same_sequence(*ckpt.loader, data_.train->identity(), path);
     const data::LoaderState expected = loader_state();
     if (ckpt.loader->epoch != expected.epoch || ckpt.loader->step != expected.step) {
@@ -204,44 +230,32 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   telemetry_->enter(Phase::kOptimizer);
   last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*optimizer_, last_lr_);
-  optimizer_->zero_grad();
+  if (data_parallel_) {
+    data_parallel_->zero_grad();
+  } else {
+    optimizer_->zero_grad();
+  }
   const int64_t accum = config_.train.grad_accum;
-  auto loss_options = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(
-      config_.train.label_smoothing);
   double loss_sum = 0.0;
   for (int64_t k = 0; k < accum; ++k) {
+    // Data parallel: micro-batches before the last only accumulate; the last one's backward
+    // all-reduces the sum. Every rank makes the same calls even when its batch is empty.
+    std::optional<parallel::DataParallel::NoSync> accumulate_only;
+    if (data_parallel_) {
+      if (k + 1 < accum) accumulate_only.emplace(*data_parallel_);
+      data_parallel_->prepare();
+    }
     telemetry_->enter(Phase::kDataWait);
     data::Batch batch = data_.train->batch(epoch, step_in_epoch * accum + k);
-    if (batch.labels.size(0) == 0) continue;  // every sample of it was bad and skipped
-    telemetry_->enter(Phase::kH2D);
-    const at::Tensor input = feeder_->to_input(batch.images);
-    telemetry_->enter(Phase::kForward);
-    at::Tensor logits;
-    {
-      AutocastScope autocast(info_.runtime.bf16());
-      // The first forward pass of the run is also counted, for the model FLOPs utilisation.
-      std::optional<profile::FlopCounter> counter;
-      if (!flops_counted_) counter.emplace();
-      logits = model_->forward(input);
-      if (counter) {
-        forward_flops_per_sample_ = counter->flops() / static_cast<double>(input.size(0));
-        flops_counted_ = true;  // once, even for a model with nothing countable
-      }
+    if (batch.labels.size(0) > 0) {  // empty when every sample of it was bad and skipped
+      loss_sum += forward_backward(batch, epoch, accum);
+      position_.samples += batch.labels.size(0) * world_;
     }
-    at::Tensor loss =
-        torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
-    const double value = loss.item<double>();
-    if (!std::isfinite(value)) {
-      throw Error("training: loss is " + std::to_string(value) + " at step " +
-                  std::to_string(position_.step + 1) + " (epoch " + std::to_string(epoch + 1) +
-                  "); stopped. Last good checkpoint: " +
-                  (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
+    if (data_parallel_) {
+      telemetry_->enter(Phase::kCommExposed);
+      data_parallel_->finish();
+      telemetry_->enter(Phase::kOther);
     }
-    telemetry_->enter(Phase::kBackward);
-    (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
-    telemetry_->enter(Phase::kOther);
-    loss_sum += value;
-    position_.samples += batch.labels.size(0);
   }
   telemetry_->enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) {
@@ -250,6 +264,49 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   }
   optimizer_->step();
   return loss_sum / static_cast<double>(accum);
+}
+
+// One micro-batch: forward, loss, backward. Returns the loss.
+double TrainingRun::forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum) {
+  using profile::Phase;
+  telemetry_->enter(Phase::kH2D);
+  const at::Tensor input = feeder_->to_input(batch.images);
+  telemetry_->enter(Phase::kForward);
+  at::Tensor logits;
+  {
+    AutocastScope autocast(info_.runtime.bf16());
+    // The first forward pass of the run is also counted, for the model FLOPs utilisation.
+    std::optional<profile::FlopCounter> counter;
+    if (!flops_counted_) counter.emplace();
+    logits = model_->forward(input);
+    if (counter) {
+      forward_flops_per_sample_ = counter->flops() / static_cast<double>(input.size(0));
+      flops_counted_ = true;  // once, even for a model with nothing countable
+    }
+  }
+  const auto loss_options = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(
+      config_.train.label_smoothing);
+  at::Tensor loss =
+      torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
+  const double value = loss.item<double>();
+  if (!std::isfinite(value)) {
+    throw Error("training: loss is " + std::to_string(value) + " at step " +
+                std::to_string(position_.step + 1) + " (epoch " + std::to_string(epoch + 1) +
+                (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
+                "); stopped. Last good checkpoint: " +
+                (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
+  }
+  telemetry_->enter(Phase::kBackward);
+  (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
+  telemetry_->enter(Phase::kOther);
+  return value;
+}
+
+double TrainingRun::mean_over_ranks(double value) {
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  auto& comm = data_parallel_->communicator();
+  comm.allreduce(t, comm::ReduceOp::kAvg)->wait(comm.options().timeout);
+  return t.item<double>();
 }
 
 void TrainingRun::report_step(double loss) {
@@ -265,6 +322,7 @@ void TrainingRun::report_step(double loss) {
   r.epoch = position_.epoch;
   r.epochs = config_.train.epochs;
   r.loss = window_loss_ / static_cast<double>(window_steps_);
+  if (log_line && data_parallel_) r.loss = mean_over_ranks(r.loss);
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
   r.elapsed_seconds = seconds_since(start_);
@@ -283,7 +341,7 @@ void TrainingRun::report_step(double loss) {
                                    {"elapsed_seconds", r.elapsed_seconds}};
   record.update(
       telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
-  metrics_->write(record);
+  write_metrics(record);
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
 }
@@ -320,7 +378,7 @@ data::LoaderState TrainingRun::loader_state() const {
 }
 
 void TrainingRun::save_checkpoint() {
-  if (!config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
+  if (!leader() || !config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
   CheckpointData ckpt;
   ckpt.position = position_;
   ckpt.loader = loader_state();
@@ -357,10 +415,19 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (steps_this_process_ > warmup_steps_) {
       steady_seconds_ += dt;
       steady_samples_ += position_.samples - samples_before;
+      if (data_parallel_) {
+        const auto& sync = data_parallel_->last_stats();
+        comm_seconds_ += sync.comm_seconds;
+        comm_exposed_ += sync.exposed_seconds;
+        comm_bytes_ += static_cast<double>(sync.bytes);
+        ++comm_steps_;
+      }
     }
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
   }
+  // Each rank saw its own share: the epoch's loss is the mean over all of them.
+  if (data_parallel_) epoch_loss_ = mean_over_ranks(epoch_loss_);
   EpochReport r;
   r.epoch = epoch;
   r.epochs = config_.train.epochs;
@@ -388,7 +455,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     record["test_accuracy"] = r.test_accuracy;
     telemetry_->log_eval(r.step, r.test_loss, r.test_accuracy);
   }
-  metrics_->write(record);
+  write_metrics(record);
   if (options_.observer) options_.observer->on_epoch(r);
   if (every == 0 && epoch_done) save_checkpoint();
 }
@@ -396,6 +463,10 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
 TrainSummary TrainingRun::run() {
   set_up();
   resume_if_asked();
+  if (world_ > 1) {
+    // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
+    data_parallel_ = make_data_parallel(*model_, *options_.communicator, config_.parallel);
+  }
   if (options_.observer) options_.observer->on_start(info_);
   while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
@@ -431,21 +502,33 @@ TrainSummary TrainingRun::run() {
   s.findings = profile::advise(run_profile(s.wall_seconds));
   s.forward_flops_per_sample = forward_flops_per_sample_;
   s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
+  // Every rank calibrates its own cores at the same time; the job's peak is their sum.
   s.peak_flops_per_second =
-      profile::measure_peak_flops(info_.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
+      world_ * profile::measure_peak_flops(info_.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
-  write_summary(options_.out_dir + "/summary.json", s, options_.topology);
+  s.ranks = world_;
+  if (data_parallel_) {
+    s.comm_backend = options_.communicator->backend();
+    s.buckets = data_parallel_->last_stats().buckets;
+    if (comm_steps_ > 0) {
+      s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
+      s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);
+      s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
+    }
+  }
+  if (leader()) write_summary(options_.out_dir + "/summary.json", s, options_.topology);
   return s;
 }
 
 }  // namespace
 
 TrainSummary train(const Config& config, const TrainOptions& options) {
-  TrainingRun run(config, options);
+  const int world = options.communicator ? options.communicator->world() : 1;
+  TrainingRun run(config_for_rank(config, world), options);
   return run.run();
 }
 

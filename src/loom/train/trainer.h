@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
@@ -64,6 +65,13 @@ struct TrainSummary {
   profile::StepTimes step_times;        // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
+  // Data parallel: ranks, and the gradient exchange of the steady-state steps.
+  int ranks = 1;
+  std::string comm_backend;
+  int buckets = 0;
+  double comm_bytes_per_step = 0;
+  double comm_seconds_per_step = 0;  // all-reduces in flight
+  double comm_overlap = 0;           // share of that hidden behind backward
   // Model FLOPs utilisation: training is taken as 3 forward passes.
   double forward_flops_per_sample = 0;  // counted on the first step
   double peak_flops_per_second = 0;     // calibrated with a matrix product in peak_dtype
@@ -87,6 +95,9 @@ class TrainObserver {
 
 struct TrainOptions {
   std::string out_dir;
+  // Data parallel when set with more than one rank (not owned). Rank 0 writes the run
+  // directory; the other ranks write nothing.
+  comm::Communicator* communicator = nullptr;
   bool resume = false;                // continue from out_dir/checkpoints (fresh if none)
   TrainObserver* observer = nullptr;  // not owned; may be null
   Topology topology;                  // what the process may run on

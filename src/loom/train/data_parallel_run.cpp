@@ -1,0 +1,36 @@
+#include "loom/train/data_parallel_run.h"
+
+#include "loom/core/error.h"
+
+namespace loom::train {
+
+Config config_for_rank(Config config, int world) {
+  if (config.data.global_batch > 0) {
+    if (config.data.global_batch % world != 0) {
+      throw ConfigError("config key 'data.global_batch': " + std::to_string(config.data.global_batch) +
+                        " samples do not divide evenly over " + std::to_string(world) + " ranks");
+    }
+    config.data.batch_size = config.data.global_batch / world;
+  }
+  if (config.optimizer.lr_scaling == "linear") {
+    config.optimizer.lr *= world;
+    config.schedule.min_lr *= world;
+  }
+  return config;
+}
+
+std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
+                                                           comm::Communicator& communicator,
+                                                           const ParallelConfig& config) {
+  parallel::DataParallelOptions options;
+  options.buckets.first_bytes = static_cast<std::size_t>(config.first_bucket_mb * (1 << 20));
+  options.buckets.cap_bytes = static_cast<std::size_t>(config.bucket_cap_mb * (1 << 20));
+  options.find_unused_parameters = config.find_unused_parameters;
+  options.broadcast_buffers = config.broadcast_buffers;
+  if (config.compression == "bf16") options.compression = at::kBFloat16;
+  if (config.compression == "fp16") options.compression = at::kHalf;
+  return std::make_unique<parallel::DataParallel>(model.named_parameters(), model.named_buffers(),
+                                                  communicator, options);
+}
+
+}  // namespace loom::train

@@ -1,0 +1,24 @@
+// What changes when `loom train` runs as one rank of several: the per-rank configuration and
+// the DataParallel around the model.
+#pragma once
+
+#include <memory>
+
+#include "loom/comm/communicator.h"
+#include "loom/core/config.h"
+#include "loom/models/model.h"
+#include "loom/parallel/data_parallel.h"
+
+namespace loom::train {
+
+// The configuration one of `world` ranks runs: the per-rank batch derived from
+// data.global_batch, and optimizer.lr scaled by optimizer.lr_scaling. Throws ConfigError naming
+// the key when the global batch does not divide over the ranks.
+Config config_for_rank(Config config, int world);
+
+// DataParallel over the model's parameters and buffers, as parallel.* configures it.
+std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
+                                                           comm::Communicator& communicator,
+                                                           const ParallelConfig& config);
+
+}  // namespace loom::train

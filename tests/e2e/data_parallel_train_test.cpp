@@ -1,0 +1,81 @@
+// `loom launch --nproc-per-node 2 -- loom train`: the user's view of data parallelism. Two ranks
+// on a global batch of B must train like one process on batches of B (the ranks' shares of a
+// global batch are exactly the samples of the single process's batch), rank 0 alone writes the
+// run directory, and a global batch that does not divide over the ranks is a config error.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+// fp32 and no dropout: the only difference left is how the batch is split over ranks.
+std::string exact_args() {
+  return tiny_synthetic_args() +
+         " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32 --set train.epochs=2";
+}
+
+nlohmann::json summary_of(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/summary.json"));
+}
+
+TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
+  TempDir dir;
+  const auto single = run_loom("train " + exact_args() + " --set data.batch_size=32 --out " + (dir / "one"));
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto ddp = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+                            exact_args() + " --set data.global_batch=32 --out " + (dir / "two"));
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+
+  const auto one = summary_of(dir / "one"), two = summary_of(dir / "two");
+  EXPECT_EQ(two["steps"], one["steps"]);
+  EXPECT_EQ(two["data_parallel"]["ranks"], 2);
+  EXPECT_EQ(one["data_parallel"]["ranks"], 1);
+  EXPECT_NEAR(two["test_loss"].get<double>(), one["test_loss"].get<double>(),
+              1e-4 * one["test_loss"].get<double>());
+  EXPECT_NEAR(two["final_train_loss"].get<double>(), one["final_train_loss"].get<double>(),
+              1e-4 * one["final_train_loss"].get<double>());
+  EXPECT_GT(two["data_parallel"]["buckets"].get<int>(), 0);
+  EXPECT_GT(two["data_parallel"]["bytes_per_step"].get<double>(), 0);
+
+  // Rank 0 reports for both: one summary line, one set of files.
+  int summaries = 0;
+  for (auto at = ddp.output.find("summary:"); at != std::string::npos; at = ddp.output.find("summary:", at + 1)) {
+    ++summaries;
+  }
+  EXPECT_EQ(summaries, 1) << ddp.output;
+  EXPECT_NE(ddp.output.find("data parallel: 2 ranks over shm"), std::string::npos) << ddp.output;
+}
+
+TEST(DataParallelTrain, GlobalBatchMustDivideOverTheRanks) {
+  TempDir dir;
+  const auto result = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+                               tiny_synthetic_args() + " --set data.global_batch=33 --out " + dir.path());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("data.global_batch"), std::string::npos) << result.output;
+}
+
+TEST(DataParallelTrain, ResumesOnTwoRanks) {
+  TempDir dir;
+  const std::string launch = "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+                             exact_args() + " --set data.global_batch=32 --set checkpoint.every_steps=4 --out " +
+                             dir.path();
+  // Rank 0 is "preempted" right after the checkpoint of step 8; the launcher stops rank 1.
+  const auto stopped = run_loom(launch, "LOOM_FAULT_STOP_AFTER_STEP=8");
+  EXPECT_NE(stopped.exit_code, 0) << stopped.output;
+  const auto resumed = run_loom(launch + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(summary_of(dir.path())["resumed_from_step"], 8);
+
+  TempDir straight;
+  const auto uninterrupted = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+                                      exact_args() + " --set data.global_batch=32 --out " + straight.path());
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  EXPECT_NEAR(summary_of(dir.path())["test_loss"].get<double>(),
+              summary_of(straight.path())["test_loss"].get<double>(), 1e-5);
+}
+
+}  // namespace
+}  // namespace loom::test
