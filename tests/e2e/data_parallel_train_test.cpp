@@ -23,7 +23,8 @@ nlohmann::json summary_of(const std::string& dir) {
 
 TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   TempDir dir;
-  const auto single = run_loom("train " + exact_args() + " --set data.batch_size=32 --out " + (dir / "one"));
+  const auto single =
+      run_loom("train " + exact_args() + " --set data.batch_size=32 --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto ddp = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
                             exact_args() + " --set data.global_batch=32 --out " + (dir / "two"));
@@ -42,7 +43,8 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
 
   // Rank 0 reports for both: one summary line, one set of files.
   int summaries = 0;
-  for (auto at = ddp.output.find("summary:"); at != std::string::npos; at = ddp.output.find("summary:", at + 1)) {
+  for (auto at = ddp.output.find("summary:"); at != std::string::npos;
+       at = ddp.output.find("summary:", at + 1)) {
     ++summaries;
   }
   EXPECT_EQ(summaries, 1) << ddp.output;
@@ -51,17 +53,18 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
 
 TEST(DataParallelTrain, GlobalBatchMustDivideOverTheRanks) {
   TempDir dir;
-  const auto result = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-                               tiny_synthetic_args() + " --set data.global_batch=33 --out " + dir.path());
+  const auto result =
+      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+               tiny_synthetic_args() + " --set data.global_batch=33 --out " + dir.path());
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("data.global_batch"), std::string::npos) << result.output;
 }
 
 TEST(DataParallelTrain, ResumesOnTwoRanks) {
   TempDir dir;
-  const std::string launch = "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-                             exact_args() + " --set data.global_batch=32 --set checkpoint.every_steps=4 --out " +
-                             dir.path();
+  const std::string launch =
+      "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " + exact_args() +
+      " --set data.global_batch=32 --set checkpoint.every_steps=4 --out " + dir.path();
   // Rank 0 is "preempted" right after the checkpoint of step 8; the launcher stops rank 1.
   const auto stopped = run_loom(launch, "LOOM_FAULT_STOP_AFTER_STEP=8");
   EXPECT_NE(stopped.exit_code, 0) << stopped.output;
@@ -70,8 +73,9 @@ TEST(DataParallelTrain, ResumesOnTwoRanks) {
   EXPECT_EQ(summary_of(dir.path())["resumed_from_step"], 8);
 
   TempDir straight;
-  const auto uninterrupted = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-                                      exact_args() + " --set data.global_batch=32 --out " + straight.path());
+  const auto uninterrupted =
+      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+               exact_args() + " --set data.global_batch=32 --out " + straight.path());
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
   EXPECT_NEAR(summary_of(dir.path())["test_loss"].get<double>(),
               summary_of(straight.path())["test_loss"].get<double>(), 1e-5);

@@ -80,11 +80,13 @@ int run_train(const TrainArgs& args) {
   std::unique_ptr<comm::Communicator> communicator;
   if (world.world > 1) {
     if (args.out_dir.empty()) {
-      throw ConfigError("--out: a data-parallel run needs an output directory that every rank "
-                        "names the same (e.g. --out runs/ddp)");
+      throw ConfigError(
+          "--out: a data-parallel run needs an output directory that every rank "
+          "names the same (e.g. --out runs/ddp)");
     }
     comm::CommOptions comm_options;
-    comm_options.timeout = std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000));
+    comm_options.timeout =
+        std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000));
     comm_options.check_calls = config.comm.check_calls;
     auto rendezvous = comm::Rendezvous::connect(world, comm_options.timeout);
     communicator = comm::make_communicator(config.comm.backend, rendezvous, comm_options);
@@ -112,10 +114,11 @@ int run_train(const TrainArgs& args) {
               s.runtime.threads);
   print_step_time(s);
   if (s.ranks > 1) {
-    std::printf("data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
-                "of it hidden behind backward\n",
-                s.ranks, s.comm_backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
-                100 * s.comm_overlap);
+    std::printf(
+        "data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
+        "of it hidden behind backward\n",
+        s.ranks, s.comm_backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
+        100 * s.comm_overlap);
   }
   for (const auto& f : s.findings) {
     std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());

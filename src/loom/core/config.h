@@ -23,11 +23,11 @@ struct ModelConfig {
 
 struct DataConfig {
   std::string source =
-      "fashion_mnist";   // fashion_mnist | idx | synthetic | image_folder | tar_shards
-  std::string path;      // folder of IDX files, or the training image folder
-  std::string val_path;  // encoded sources: validation data ("" = no evaluation)
-  int64_t batch_size = 64;   // per rank
-  int64_t global_batch = 0;  // all ranks; 0 = batch_size x ranks, else batch_size is derived
+      "fashion_mnist";         // fashion_mnist | idx | synthetic | image_folder | tar_shards
+  std::string path;            // folder of IDX files, or the training image folder
+  std::string val_path;        // encoded sources: validation data ("" = no evaluation)
+  int64_t batch_size = 64;     // per rank
+  int64_t global_batch = 0;    // all ranks; 0 = batch_size x ranks, else batch_size is derived
   std::string shard = "drop";  // drop | pad: how an epoch splits into equal rank shares
   int64_t eval_batch_size = 500;
   bool augment = false;  // random flip and shift of training images (IDX sources)
@@ -53,7 +53,7 @@ struct TrainConfig {
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
   double label_smoothing = 0.0;
   int64_t log_every = 50;
-  bool eval = true;  // evaluate on the test split after every epoch
+  bool eval = true;         // evaluate on the test split after every epoch
   bool tensorboard = true;  // write TensorBoard scalars to the run directory
 };
 

@@ -7,8 +7,9 @@ namespace loom::train {
 Config config_for_rank(Config config, int world) {
   if (config.data.global_batch > 0) {
     if (config.data.global_batch % world != 0) {
-      throw ConfigError("config key 'data.global_batch': " + std::to_string(config.data.global_batch) +
-                        " samples do not divide evenly over " + std::to_string(world) + " ranks");
+      throw ConfigError(
+          "config key 'data.global_batch': " + std::to_string(config.data.global_batch) +
+          " samples do not divide evenly over " + std::to_string(world) + " ranks");
     }
     config.data.batch_size = config.data.global_batch / world;
   }

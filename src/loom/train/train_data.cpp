@@ -142,8 +142,8 @@ TrainData load_train_data(const Config& config, int usable_cores, int rank, int 
   const auto shard_mode =
       d.shard == "pad" ? data::EpochOrder::ShardMode::kPad : data::EpochOrder::ShardMode::kDrop;
   out.train = std::make_unique<data::Loader>(
-      splits.train,
-      data::EpochOrder(train_size, options.seed, true).shard(rank, world, shard_mode), options);
+      splits.train, data::EpochOrder(train_size, options.seed, true).shard(rank, world, shard_mode),
+      options);
   if (splits.test) {
     options.batch_size = d.eval_batch_size;
     options.drop_last = false;

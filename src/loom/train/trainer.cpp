@@ -173,7 +173,8 @@ void TrainingRun::set_up() {
 void TrainingRun::resume_if_asked() {
   const std::optional<std::string> latest = options_.resume ? store_->latest() : std::nullopt;
   if (leader()) {
-    metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", latest.has_value());
+    metrics_ =
+        std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", latest.has_value());
   }
   if (!latest) return;
   const std::string& path = *latest;
