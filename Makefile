@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build demo test bench clean format
+.PHONY: deps configure build demo demo-ddp test bench clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,11 @@ build: configure
 # Trains the default CNN on Fashion-MNIST and prints the summary.
 demo: build
 	$(BUILD)/bin/loom train --out runs/demo
+
+# The same training on two data-parallel ranks of this machine (global batch 64, as the demo).
+demo-ddp: build
+	$(BUILD)/bin/loom launch --nproc-per-node 2 -- $(BUILD)/bin/loom train --out runs/demo-ddp \
+	    --set data.global_batch=64
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

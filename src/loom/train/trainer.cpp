@@ -117,6 +117,7 @@ class TrainingRun {
   std::unique_ptr<parallel::DataParallel> data_parallel_;
   // Gradient exchange summed over the steady-state steps.
   double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
+  double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line
   int64_t comm_steps_ = 0;
   std::unique_ptr<StepTelemetry> telemetry_;
   double forward_flops_per_sample_ = 0;
@@ -342,6 +343,11 @@ void TrainingRun::report_step(double loss) {
                                    {"elapsed_seconds", r.elapsed_seconds}};
   record.update(
       telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
+  if (data_parallel_) {
+    record["comm_overlap"] =
+        window_comm_seconds_ > 0 ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_) : 0.0;
+    window_comm_seconds_ = window_comm_exposed_ = 0.0;
+  }
   write_metrics(record);
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
@@ -412,6 +418,10 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     position_.step_in_epoch = s + 1;
     ++steps_this_process_;
     window_seconds_ += dt;
+    if (data_parallel_) {
+      window_comm_seconds_ += data_parallel_->last_stats().comm_seconds;
+      window_comm_exposed_ += data_parallel_->last_stats().exposed_seconds;
+    }
     window_samples_ += position_.samples - samples_before;
     if (steps_this_process_ > warmup_steps_) {
       steady_seconds_ += dt;
