@@ -86,6 +86,16 @@ TEST_F(Collectives, GlooMatchesReferenceOnTwoRanks) {
   EXPECT_EQ(count(result.output, "checks passed on gloo"), 2) << result.output;
 }
 
+TEST_F(Collectives, HierarchicalMatchesReferenceOnTwoHosts) {
+  // Four ranks that believe they are two per host on two hosts: shm inside, Gloo between.
+  const auto result =
+      run_loom("launch --nproc-per-node 4 --grace 5 -- sh -c 'LOOM_HOST_ID=host$((RANK/2)) exec " +
+               worker("collectives auto") + "'");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(count(result.output, "checks passed on auto(shm x 2 hosts + gloo)"), 4)
+      << result.output;
+}
+
 TEST_F(Collectives, ShmAgreesWithGlooUnderTorchrunVariables) {
   const auto result = torchrun_style("agree shm");
   EXPECT_NE(result.output.find("rank0 exit 0"), std::string::npos) << result.output;

@@ -128,11 +128,13 @@ int main(int argc, char** argv) {
     rank = world.rank;
     auto rendezvous = Rendezvous::connect(world, std::chrono::seconds(30));
     Checker check{rank};
+    std::string used = backend;
     if (scenario == "agree") {
       at::manual_seed(7 + rank);
       check_agreement(rendezvous, options, check);
     } else {
       auto comm = make_communicator(backend, rendezvous, options);
+      used = comm->backend();
       if (scenario == "collectives") {
         check_collectives(*comm, check);
       } else if (scenario == "mismatch") {
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    std::printf("rank %d: %d checks passed on %s\n", rank, check.checks, backend.c_str());
+    std::printf("rank %d: %d checks passed on %s\n", rank, check.checks, used.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());

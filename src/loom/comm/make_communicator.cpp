@@ -2,6 +2,7 @@
 
 #include "loom/comm/checked_communicator.h"
 #include "loom/comm/gloo_communicator.h"
+#include "loom/comm/hierarchical_communicator.h"
 #include "loom/comm/shm_communicator.h"
 #include "loom/core/error.h"
 
@@ -11,10 +12,13 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend,
                                                 std::shared_ptr<Rendezvous> rendezvous,
                                                 CommOptions options) {
   const bool one_host = rendezvous->host_count() == 1;
+  // Across hosts shared memory helps only where a host has more than one rank.
+  const bool one_rank_per_host = rendezvous->host_count() == rendezvous->world();
   std::unique_ptr<Communicator> communicator;
-  if (backend == "gloo" || (backend == "auto" && !one_host)) {
-    // TODO(issue 4): "auto" across hosts becomes hierarchical (shm inside, Gloo between hosts).
+  if (backend == "gloo" || (backend == "auto" && one_rank_per_host && !one_host)) {
     communicator = std::make_unique<GlooCommunicator>(std::move(rendezvous), options);
+  } else if (backend == "auto" && !one_host) {
+    communicator = std::make_unique<HierarchicalCommunicator>(std::move(rendezvous), options);
   } else if (backend == "shm" || backend == "auto") {
     if (!one_host) {
       throw ConfigError("comm.backend: shm connects ranks of one host, but this job spans " +

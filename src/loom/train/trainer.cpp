@@ -344,8 +344,9 @@ void TrainingRun::report_step(double loss) {
   record.update(
       telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
   if (data_parallel_) {
-    record["comm_overlap"] =
-        window_comm_seconds_ > 0 ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_) : 0.0;
+    record["comm_overlap"] = window_comm_seconds_ > 0
+                                 ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
+                                 : 0.0;
     window_comm_seconds_ = window_comm_exposed_ = 0.0;
   }
   write_metrics(record);
