@@ -142,6 +142,7 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
   at::NoGradGuard no_grad;
   std::vector<Bucket> buckets(plan.size());
   bucket_of_.assign(parameters_.size(), -1);
+  aliases_.resize(parameters_.size());
   for (std::size_t b = 0; b < plan.size(); ++b) {
     Bucket& bucket = buckets[b];
     bucket.parameters = plan[b];
@@ -155,8 +156,11 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
     for (int p : plan[b]) {
       at::Tensor& param = parameters_[p].second;
       at::Tensor alias = alias_into(bucket.flat, offset, param);
-      if (param.grad().defined()) alias.copy_(param.grad());  // keep what was accumulated
-      param.mutable_grad() = alias;
+      if (param.grad().defined()) {  // keep what was accumulated
+        alias.copy_(param.grad());
+        param.mutable_grad() = alias;
+      }
+      aliases_[p] = alias;
       bucket_of_[p] = static_cast<int>(b);
       offset += param.numel();
     }
@@ -181,7 +185,10 @@ std::vector<int> DataParallel::shared_ready_order() {
 }
 
 void DataParallel::zero_grad() {
-  for (auto& bucket : buckets_) bucket.flat.zero_();
+  // Leave .grad empty: autograd then hands over its freshly computed gradient instead of adding
+  // it to a zeroed one, and the hook copies it into the bucket (two passes over memory instead
+  // of a memset and a read-add-write). Parameters left without a gradient are zeroed in finish().
+  for (auto& [name, param] : parameters_) param.mutable_grad().reset();
 }
 
 void DataParallel::prepare() {
@@ -201,6 +208,14 @@ void DataParallel::prepare() {
 
 void DataParallel::on_gradient_ready(int parameter) {
   if (!rebuilt_ && ready_order_.size() < parameters_.size()) ready_order_.push_back(parameter);
+  // After zero_grad() autograd stored a new tensor: move it into the bucket, so that later
+  // micro-batches accumulate there and the optimizer reads the reduced values.
+  at::Tensor& param = parameters_[parameter].second;
+  const at::Tensor& alias = aliases_[parameter];
+  if (!param.grad().is_same(alias)) {
+    alias.copy_(param.grad());
+    param.mutable_grad() = alias;
+  }
   if (!sync_ || ready_[parameter]) return;
   ready_[parameter] = 1;
   ++gradients_seen_;
@@ -244,6 +259,9 @@ void DataParallel::finish() {
           std::to_string(comm_.rank()) + " of " + std::to_string(comm_.world()) +
           "); if the model skips them on purpose, set parallel.find_unused_parameters: true");
     }
+    for (std::size_t p = 0; p < parameters_.size(); ++p) {
+      if (!ready_[p]) zero_gradient(static_cast<int>(p));
+    }
     for (auto& bucket : buckets_) bucket.pending = 0;
     start_ready_buckets();
   }
@@ -262,6 +280,15 @@ void DataParallel::finish() {
   stats_.bytes = bytes;
   stats_.comm_seconds = seconds_between(first_start_, last_done);
   stats_.exposed_seconds = seconds_between(finish_start, Clock::now());
+}
+
+void DataParallel::zero_gradient(int parameter) {
+  // Zero unless this step's earlier micro-batches (under no_sync) accumulated into it.
+  at::Tensor& param = parameters_[parameter].second;
+  if (!param.grad().is_same(aliases_[parameter])) {
+    aliases_[parameter].zero_();
+    param.mutable_grad() = aliases_[parameter];
+  }
 }
 
 std::vector<std::vector<std::string>> DataParallel::bucket_names() const {

@@ -2,13 +2,14 @@
 // torch::nn module or a TorchScript one): every rank computes gradients on its own part of the
 // global batch and DataParallel averages them across ranks while backward still runs.
 //
-// How: gradients live in flat buckets (each parameter's .grad aliases its slice of a bucket, so
-// no copies in or out). A hook on each parameter's gradient accumulator counts the gradients a
-// bucket still waits for; when a bucket is complete and all buckets before it have been
-// started, its all-reduce starts, overlapping the rest of backward. Buckets start in bucket
-// order on every rank, which keeps the ranks' collectives in the same order. After the first
-// step the buckets are rebuilt in the order gradients actually became ready (rank 0's order,
-// shared with all).
+// How: gradients live in flat buckets: each parameter's .grad becomes an alias of its slice of
+// a bucket as soon as autograd produces it (one copy), so the all-reduce needs no copies in or
+// out and the optimizer reads the reduced values in place. A hook on each parameter's gradient
+// accumulator counts the gradients a bucket still waits for; when a bucket is complete and all
+// buckets before it have been started, its all-reduce starts, overlapping the rest of backward.
+// Buckets start in bucket order on every rank, which keeps the ranks' collectives in the same
+// order. After the first step the buckets are rebuilt in the order gradients actually became ready
+// (rank 0's order, shared with all).
 //
 // Per step: zero_grad(), prepare() before forward, backward, finish() before the optimizer.
 // Under no_sync() gradients only accumulate (gradient accumulation); the next synchronised
@@ -101,6 +102,7 @@ class DataParallel {
   void build_buckets(const std::vector<int>& order);
   void on_gradient_ready(int parameter);
   void start_ready_buckets();
+  void zero_gradient(int parameter);
   void start(std::size_t bucket);
   std::vector<int> shared_ready_order();
 
@@ -110,7 +112,8 @@ class DataParallel {
   DataParallelOptions options_;
 
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;                       // parameter -> bucket
+  std::vector<int> bucket_of_;       // parameter -> bucket
+  std::vector<at::Tensor> aliases_;  // parameter -> its gradient's slice of its bucket
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
   std::vector<std::uintptr_t> hook_keys_;
 

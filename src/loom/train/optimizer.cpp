@@ -7,6 +7,7 @@
 #include <map>
 
 #include "loom/core/error.h"
+#include "loom/train/fused_sgd.h"
 
 namespace loom::train {
 namespace {
@@ -66,11 +67,11 @@ std::unique_ptr<AdamState> import_adam(const StateLookup& lookup, const std::str
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c,
                                                         const models::NamedTensors& parameters) {
   if (c.name == "sgd") {
-    return std::make_unique<torch::optim::SGD>(values(parameters),
-                                               torch::optim::SGDOptions(c.lr)
-                                                   .momentum(c.momentum)
-                                                   .nesterov(c.nesterov && c.momentum > 0)
-                                                   .weight_decay(c.weight_decay));
+    return std::make_unique<FusedSGD>(values(parameters),
+                                      torch::optim::SGDOptions(c.lr)
+                                          .momentum(c.momentum)
+                                          .nesterov(c.nesterov && c.momentum > 0)
+                                          .weight_decay(c.weight_decay));
   }
   if (c.name == "adam") {
     return std::make_unique<torch::optim::Adam>(values(parameters),

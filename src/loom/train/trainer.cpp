@@ -235,7 +235,9 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   if (data_parallel_) {
     data_parallel_->zero_grad();
   } else {
-    optimizer_->zero_grad();
+    // Unset rather than zeroed: backward then stores its gradient instead of adding it to
+    // zeros, which saves a memset and a read-add-write over every parameter.
+    for (auto& [name, p] : parameters_) p.mutable_grad().reset();
   }
   const int64_t accum = config_.train.grad_accum;
   double loss_sum = 0.0;

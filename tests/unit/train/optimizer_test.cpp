@@ -1,6 +1,9 @@
 #include "loom/train/optimizer.h"
 
 #include <gtest/gtest.h>
+#include <torch/optim/sgd.h>
+
+#include "loom/train/fused_sgd.h"
 
 namespace loom::train {
 namespace {
@@ -71,6 +74,53 @@ TEST(Optimizer, MissingStateIsNamed) {
     FAIL();
   } catch (const std::exception& e) {
     EXPECT_STREQ(e.what(), "checkpoint: optimizer state 'w.exp_avg' is missing");
+  }
+}
+
+}  // namespace
+}  // namespace loom::train
+
+namespace loom::train {
+namespace {
+
+// Runs `steps` updates of the same parameters and gradients through LibTorch's SGD and
+// FusedSGD; returns the largest difference of the parameters.
+double fused_vs_libtorch(const torch::optim::SGDOptions& options, at::MemoryFormat format) {
+  at::manual_seed(3);
+  std::vector<at::Tensor> init = {at::randn({8, 3, 5, 5}).contiguous(format), at::randn({100}),
+                                  at::randn({7, 13})};
+  std::vector<at::Tensor> a, b;
+  for (const auto& t : init) {
+    a.push_back(t.clone().set_requires_grad(true));
+    b.push_back(t.clone().set_requires_grad(true));
+  }
+  torch::optim::SGD reference(a, options);
+  FusedSGD fused(b, options);
+  for (int step = 0; step < 4; ++step) {
+    for (std::size_t i = 0; i < init.size(); ++i) {
+      const auto g = at::randn(init[i].sizes()).contiguous(init[i].suggest_memory_format());
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    reference.step();
+    fused.step();
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < init.size(); ++i) {
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+TEST(FusedSgd, MatchesLibTorchSgd) {
+  using torch::optim::SGDOptions;
+  const SGDOptions cases[] = {SGDOptions(0.1),
+                              SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(5e-4),
+                              SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-2),
+                              SGDOptions(0.2).momentum(0.5)};
+  for (const auto& options : cases) {
+    EXPECT_LT(fused_vs_libtorch(options, at::MemoryFormat::Contiguous), 1e-6);
+    EXPECT_LT(fused_vs_libtorch(options, at::MemoryFormat::ChannelsLast), 1e-6);
   }
 }
 
