@@ -4,7 +4,9 @@
 // run directory, and a global batch that does not divide over the ranks is a config error.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tools/test_support.h"
 
@@ -49,6 +51,27 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   }
   EXPECT_EQ(summaries, 1) << ddp.output;
   EXPECT_NE(ddp.output.find("data parallel: 2 ranks over shm"), std::string::npos) << ddp.output;
+}
+
+TEST(DataParallelTrain, TraceHasOneProcessPerRank) {
+  TempDir dir;
+  const auto result =
+      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+               tiny_synthetic_args() +
+               " --set train.max_steps=8 --set profile.trace_wait=1 --trace --out " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto trace = nlohmann::json::parse(read_text(dir / "trace.json"));
+  std::set<int> pids;
+  std::set<std::string> process_names;
+  for (const auto& event : trace["traceEvents"]) {
+    pids.insert(event["pid"].get<int>());
+    if (event["ph"] == "M" && event["name"] == "process_name") {
+      process_names.insert(event["args"]["name"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  EXPECT_EQ(process_names, (std::set<std::string>{"loom train (rank 0)", "loom train (rank 1)"}));
+  EXPECT_FALSE(std::filesystem::exists(dir / "trace.rank1.json"));  // merged, then removed
 }
 
 TEST(DataParallelTrain, GlobalBatchMustDivideOverTheRanks) {

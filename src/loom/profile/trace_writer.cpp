@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
@@ -44,6 +45,20 @@ int TraceWriter::thread_id() { return static_cast<int>(::syscall(SYS_gettid)); }
 int64_t TraceWriter::micros(Clock::time_point t) const {
   // The steady clock counts from boot: ranks on one host share the time axis.
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+void TraceWriter::merge(const std::string& other_path) {
+  std::ifstream in(other_path);
+  nlohmann::json other;
+  try {
+    other = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error("trace: cannot merge '" + other_path + "': " + e.what());
+  }
+  if (!other.contains("traceEvents") || !other["traceEvents"].is_array()) {
+    throw Error("trace: '" + other_path + "' has no traceEvents list");
+  }
+  for (const auto& event : other["traceEvents"]) append(event.dump());
 }
 
 void TraceWriter::append(const std::string& event) {

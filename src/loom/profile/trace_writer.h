@@ -30,6 +30,9 @@ class TraceWriter {
   void counter(const std::string& name, Clock::time_point at, double value);
   // Names the calling thread's track (once per thread is enough).
   void name_thread(const std::string& name);
+  // Appends every event of another trace file (another rank's, on its own process track).
+  // Throws Error naming the file when it is not a trace.
+  void merge(const std::string& other_path);
 
   const std::string& path() const { return path_; }
 

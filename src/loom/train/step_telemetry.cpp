@@ -1,16 +1,22 @@
 #include "loom/train/step_telemetry.h"
 
+#include <cstdio>
+
 namespace loom::train {
 
 using profile::Phase;
 
+static std::string rank_trace_path(const std::string& out_dir, int rank) {
+  return out_dir + (rank == 0 ? "/trace.json" : "/trace.rank" + std::to_string(rank) + ".json");
+}
+
 StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
-                             data::BatchSource& train)
+                             data::BatchSource& train, int rank)
     : profile_(config.profile), train_(train) {
   if (config.train.tensorboard) events_ = std::make_unique<profile::TfEventsWriter>(out_dir);
   if (!profile_.trace) return;
-  trace_ =
-      std::make_unique<profile::TraceWriter>(out_dir + "/trace.json", 0, "loom train (rank 0)");
+  trace_ = std::make_unique<profile::TraceWriter>(rank_trace_path(out_dir, rank), rank,
+                                                  "loom train (rank " + std::to_string(rank) + ")");
   trace_->name_thread("main");
   // Loader threads draw the batches they build on their own tracks, while the trace is on.
   train_.set_batch_observer(
@@ -74,6 +80,15 @@ void StepTelemetry::log_eval(int64_t step, double loss, double accuracy) {
   if (!events_) return;
   events_->scalar("test/loss", step, loss);
   events_->scalar("test/accuracy", step, accuracy);
+}
+
+void StepTelemetry::merge_rank_traces(const std::string& out_dir, int world) {
+  if (!trace_) return;
+  for (int rank = 1; rank < world; ++rank) {
+    const std::string path = rank_trace_path(out_dir, rank);
+    trace_->merge(path);
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace loom::train

@@ -22,8 +22,12 @@ namespace loom::train {
 class StepTelemetry {
  public:
   // Creates the event file and trace in `out_dir` as configured, and observes `train`'s
-  // batches for the trace.
-  StepTelemetry(const Config& config, const std::string& out_dir, data::BatchSource& train);
+  // batches for the trace. Rank 0 traces into trace.json, rank r into trace.rank<r>.json (each
+  // on its own process track, on the host's common clock); merge_rank_traces() joins them.
+  StepTelemetry(const Config& config, const std::string& out_dir, data::BatchSource& train,
+                int rank = 0);
+  // Rank 0, once every rank has stopped tracing: moves the other ranks' events into trace.json.
+  void merge_rank_traces(const std::string& out_dir, int world);
 
   // `index`: steps already run by this process (0 for the first).
   void begin_step(int64_t index);

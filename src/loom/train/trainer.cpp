@@ -57,10 +57,7 @@ class TrainingRun {
       rank_ = options.communicator->rank();
       world_ = options.communicator->world();
     }
-    if (!leader()) {  // only rank 0 writes the run's files
-      config_.train.tensorboard = false;
-      config_.profile.trace = false;
-    }
+    if (!leader()) config_.train.tensorboard = false;  // rank 0 writes the run's files
   }
 
   TrainSummary run();
@@ -158,7 +155,7 @@ void TrainingRun::set_up() {
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   if (leader()) replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
-  telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train);
+  telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
 
   info_.model = model_->name();
   info_.parameters = model_->parameter_count();
@@ -486,6 +483,12 @@ TrainSummary TrainingRun::run() {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
   save_checkpoint();
+  if (data_parallel_ && config_.profile.trace) {
+    // One trace with a process per rank: rank 0 takes the others' events once all are done.
+    auto& comm = data_parallel_->communicator();
+    comm.barrier()->wait(comm.options().timeout);
+    if (leader()) telemetry_->merge_rank_traces(options_.out_dir, world_);
+  }
   // Resuming a run that had already finished trains nothing: still report its accuracy.
   if (config_.train.eval && data_.test && last_eval_.samples == 0) {
     last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
