@@ -7,3 +7,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$here/out"
 /usr/bin/python3 "$here/train_vs_pytorch.py" --loom "$build/bin/loom" --json "$here/out/train_vs_pytorch.json"
 /usr/bin/python3 "$here/loader_vs_torchvision.py" --loom "$build/bin/loom"
+"$build/bin/loom" launch --nproc-per-node 2 -- "$build/bin/loom" bench comm --json "$here/out/comm.json"
+/usr/bin/python3 "$here/data_parallel_vs_ddp.py" --loom "$build/bin/loom" --json "$here/out/data_parallel.json"
