@@ -72,5 +72,23 @@ TEST(TorchScript, TrainsThroughTheCli) {
   EXPECT_GT(summary["test_accuracy"].get<double>(), 0.9) << r.output;
 }
 
+// The same module on two data-parallel ranks: DataParallel hooks a TorchScript module's
+// parameters like any other.
+TEST(TorchScript, TrainsDataParallelOnTwoRanks) {
+  test::TempDir dir;
+  const std::string path = export_module(dir);
+  if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
+  auto r = test::run_loom(
+      "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train --out " + (dir / "run") +
+      " " + test::tiny_synthetic_args() + " --set model.torchscript=" + path +
+      " --set data.global_batch=16 --set train.epochs=8 --set optimizer.lr=0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto summary = nlohmann::json::parse(test::read_text(dir / "run/summary.json"));
+  EXPECT_EQ(summary["model"], "torchscript");
+  EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
+  EXPECT_GT(summary["data_parallel"]["buckets"].get<int>(), 0);
+  EXPECT_GT(summary["test_accuracy"].get<double>(), 0.9) << r.output;
+}
+
 }  // namespace
 }  // namespace loom::models
