@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "loom/comm/rendezvous.h"
+#include "loom/comm/store_server.h"
 #include "loom/core/error.h"
 
 extern char** environ;
@@ -105,11 +105,11 @@ std::string launch_token() {
 int launch_ranks(const LaunchPlan& plan) {
   // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
   // only connect to it. It lives as long as the ranks do.
-  c10::intrusive_ptr<c10d::Store> store;
+  std::unique_ptr<comm::StoreServer> store;
   int port = plan.master_port;
   if (plan.node_rank == 0) {
-    store = comm::serve_store(plan.master_addr, port);
-    port = comm::store_port(*store);
+    store = std::make_unique<comm::StoreServer>(plan.master_addr, port);
+    port = store->port();
   }
 
   // Signals are taken synchronously with sigtimedwait; children get the original mask back.

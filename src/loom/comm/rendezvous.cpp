@@ -6,8 +6,8 @@
 #include <fstream>
 #include <random>
 #include <thread>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 
@@ -25,43 +25,7 @@ std::string random_token() {
   return text;
 }
 
-c10::intrusive_ptr<c10d::Store> open_store(const WorldInfo& world,
-                                           std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(world.master_port);
-  options.isServer = world.rank == 0 && !world.store_served_by_launcher;
-  options.numWorkers = world.world;
-  options.waitWorkers = false;  // exchange() waits instead, naming whoever is missing
-  options.timeout = timeout;
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
-  } catch (const std::exception& e) {
-    throw CommError("rendezvous: rank " + std::to_string(world.rank) + " of " +
-                    std::to_string(world.world) + " could not " +
-                    (options.isServer ? "serve" : "reach") + " the store at " + world.master_addr +
-                    ":" + std::to_string(world.master_port) + " (" + world.launcher +
-                    "): " + e.what());
-  }
-}
-
 }  // namespace
-
-c10::intrusive_ptr<c10d::Store> serve_store(const std::string& host, int port) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(port);
-  options.isServer = true;
-  options.waitWorkers = false;
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(host, options);
-  } catch (const std::exception& e) {
-    throw CommError("rendezvous: cannot serve the store on " + host + ":" + std::to_string(port) +
-                    ": " + std::string(e.what()).substr(0, std::string(e.what()).find('\n')));
-  }
-}
-
-int store_port(const c10d::Store& store) {
-  return static_cast<const c10d::TCPStore&>(store).getPort();
-}
 
 std::string host_identity() {
   if (std::string forced = setting("LOOM_HOST_ID"); !forced.empty()) return forced;
@@ -72,13 +36,22 @@ std::string host_identity() {
   return std::string(host) + "/" + boot;
 }
 
-Rendezvous::Rendezvous(WorldInfo world, c10::intrusive_ptr<c10d::Store> store,
-                       std::chrono::milliseconds timeout)
-    : world_(std::move(world)), store_(std::move(store)), timeout_(timeout) {}
+Rendezvous::Rendezvous(WorldInfo world, std::chrono::milliseconds timeout)
+    : world_(std::move(world)), timeout_(timeout) {
+  try {
+    if (world_.rank == 0 && !world_.store_served_by_launcher) {
+      server_ = std::make_unique<StoreServer>(world_.master_addr, world_.master_port);
+    }
+    store_ = c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port, timeout);
+  } catch (const Error& e) {
+    throw CommError("rendezvous: rank " + std::to_string(world_.rank) + " of " +
+                    std::to_string(world_.world) + " (" + world_.launcher + "): " + e.what());
+  }
+}
 
 std::shared_ptr<Rendezvous> Rendezvous::connect(const WorldInfo& world,
                                                 std::chrono::milliseconds timeout) {
-  std::shared_ptr<Rendezvous> self(new Rendezvous(world, open_store(world, timeout), timeout));
+  std::shared_ptr<Rendezvous> self(new Rendezvous(world, timeout));
   std::vector<int> everyone(world.world);
   for (int r = 0; r < world.world; ++r) everyone[r] = r;
 

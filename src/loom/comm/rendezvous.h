@@ -1,4 +1,5 @@
-// Meeting point of the ranks of one job: a c10d TCPStore at the master address, the job's
+// Meeting point of the ranks of one job: a key-value store at the master address (Loom's
+// StoreServer, served by the launcher or by rank 0, listening on that address only), the job's
 // identity, and which ranks share a host. Every backend builds on it (Gloo exchanges addresses
 // through the store, shm names its segment after the job and groups ranks by host).
 //
@@ -12,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include "loom/comm/store_server.h"
 #include "loom/comm/world_info.h"
 
 namespace loom::comm {
@@ -46,20 +48,15 @@ class Rendezvous {
   std::string describe_rank() const;
 
  private:
-  Rendezvous(WorldInfo world, c10::intrusive_ptr<c10d::Store> store,
-             std::chrono::milliseconds timeout);
+  Rendezvous(WorldInfo world, std::chrono::milliseconds timeout);
 
   WorldInfo world_;
+  std::unique_ptr<StoreServer> server_;  // rank 0 without a launcher-served store
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   std::string job_;
   std::vector<int> host_of_rank_;
 };
-
-// Serves a TCPStore at host:port (port 0: any free port) for a launcher whose ranks connect to
-// it. Note: LibTorch 1.13's TCPStore binds every interface, whatever `host` says.
-c10::intrusive_ptr<c10d::Store> serve_store(const std::string& host, int port);
-int store_port(const c10d::Store& store);
 
 // hostname + "/" + kernel boot id, or LOOM_HOST_ID when set (tests use it to pretend that ranks
 // of one machine live on several hosts).

@@ -1,0 +1,70 @@
+#include "loom/comm/store_protocol.h"
+
+#include <cstring>
+
+#include "loom/core/error.h"
+
+namespace loom::comm::store_protocol {
+namespace {
+
+constexpr std::uint32_t kMaxField = 1u << 30;
+constexpr std::uint32_t kMaxFields = 1u << 16;
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::uint32_t get_u32(const std::string& in, std::size_t at) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+std::string encode(const Message& message) {
+  std::string out(1, static_cast<char>(message.code));
+  put_u32(out, static_cast<std::uint32_t>(message.fields.size()));
+  for (const auto& field : message.fields) {
+    put_u32(out, static_cast<std::uint32_t>(field.size()));
+    out += field;
+  }
+  return out;
+}
+
+std::optional<Message> decode(std::string& buffer) {
+  if (buffer.size() < 5) return std::nullopt;
+  const std::uint32_t count = get_u32(buffer, 1);
+  if (count > kMaxFields)
+    throw CommError("store: malformed message (" + std::to_string(count) + " fields)");
+  std::size_t at = 5;
+  Message message;
+  message.code = static_cast<std::uint8_t>(buffer[0]);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (buffer.size() < at + 4) return std::nullopt;
+    const std::uint32_t length = get_u32(buffer, at);
+    if (length > kMaxField)
+      throw CommError("store: malformed message (field of " + std::to_string(length) + " bytes)");
+    if (buffer.size() < at + 4 + length) return std::nullopt;
+    message.fields.push_back(buffer.substr(at + 4, length));
+    at += 4 + length;
+  }
+  buffer.erase(0, at);
+  return message;
+}
+
+std::string encode_int(std::int64_t value) {
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &value, 8);  // little-endian hosts only, like the rest of Loom
+  return out;
+}
+
+std::int64_t decode_int(const std::string& field) {
+  if (field.size() != 8) throw CommError("store: malformed integer field");
+  std::int64_t value;
+  std::memcpy(&value, field.data(), 8);
+  return value;
+}
+
+}  // namespace loom::comm::store_protocol
