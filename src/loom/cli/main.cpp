@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   const loom::cli::Command commands[] = {
       loom::cli::add_train_command(app), loom::cli::add_config_command(app),
       loom::cli::add_data_command(app), loom::cli::add_launch_command(app),
-      loom::cli::add_bench_command(app),
+      loom::cli::add_bench_command(app), loom::cli::add_plan_command(app),
       loom::cli::add_version_command(app)};
 
   try {

@@ -27,6 +27,10 @@ struct LoaderStats {
   int64_t samples = 0;           // batch positions filled or attempted
   std::array<int64_t, 4> bad{};  // by SampleFault
   int64_t substituted = 0;       // positions filled by a replacement
+  // Loader threads building batches: wall time, and CPU time (the pipeline's cost per sample
+  // is cpu_seconds / samples, whatever else runs on the cores).
+  double build_seconds = 0;
+  double cpu_seconds = 0;
   int64_t bad_total() const { return bad[0] + bad[1] + bad[2] + bad[3]; }
 };
 

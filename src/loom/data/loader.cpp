@@ -1,6 +1,7 @@
 #include "loom/data/loader.h"
 
 #include <chrono>
+#include <ctime>
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -125,6 +126,13 @@ void Loader::check_bad_fraction(const LoaderStats& seen) const {
       "), more than data.max_bad_fraction = " + std::to_string(options_.max_bad_fraction));
 }
 
+// CPU time of the calling thread.
+static double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 void Loader::worker_loop() const {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -139,13 +147,18 @@ void Loader::worker_loop() const {
     lock.unlock();
     Slot slot;
     const auto begin = std::chrono::steady_clock::now();
+    const double cpu_begin = thread_cpu_seconds();
     try {
       slot.batch = build_batch(epoch, step);
     } catch (...) {
       slot.error = std::current_exception();
     }
-    if (observer) observer(epoch, step, begin, std::chrono::steady_clock::now());
+    const auto end = std::chrono::steady_clock::now();
+    const double cpu = thread_cpu_seconds() - cpu_begin;
+    if (observer) observer(epoch, step, begin, end);
     lock.lock();
+    stats_.build_seconds += std::chrono::duration<double>(end - begin).count();
+    stats_.cpu_seconds += cpu;
     if (generation == generation_) {
       ready_[step] = std::move(slot);
       changed_.notify_all();

@@ -76,7 +76,14 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
           {"truncated", s.data.bad[1]},
           {"undecodable", s.data.bad[2]},
           {"too_large", s.data.bad[3]}}},
-        {"substituted", s.data.substituted}}},
+        {"substituted", s.data.substituted},
+        {"loader_threads", s.loader_threads},
+        {"loader_cpu_seconds", s.data.cpu_seconds},
+        {"cpu_seconds_per_sample",
+         s.data.samples > 0 ? s.data.cpu_seconds / static_cast<double>(s.data.samples) : 0.0},
+        {"loader_busy", s.loader_threads > 0 && s.wall_seconds > 0
+                            ? s.data.build_seconds / (s.loader_threads * s.wall_seconds)
+                            : 0.0}}},
       {"data_parallel",
        {{"ranks", s.ranks},
         {"backend", s.comm_backend},

@@ -514,6 +514,7 @@ TrainSummary TrainingRun::run() {
   s.last_checkpoint = last_checkpoint_;
   s.allocator = config_.runtime.allocator;
   s.data = data_.train->stats();
+  s.loader_threads = data_.loader_threads;
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();
   s.findings = profile::advise(run_profile(s.wall_seconds));

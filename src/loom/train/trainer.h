@@ -61,7 +61,8 @@ struct TrainSummary {
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
-  data::LoaderStats data;               // the training loader's samples and bad samples
+  data::LoaderStats data;               // the training loader's samples, bad samples, time
+  int loader_threads = 0;
   profile::StepTimes step_times;        // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first

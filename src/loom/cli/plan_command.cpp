@@ -1,0 +1,159 @@
+// `loom plan RUN_DIR --prices PRICES.yaml [--samples N] [--trainer NAME] [--worker NAME]`: what
+// the profiled run would cost per instance type, and what adding CPU instances for
+// preprocessing would buy (see profile/cost_planner.h for the arithmetic and its assumptions).
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+#include "loom/profile/cost_planner.h"
+
+namespace loom::cli {
+namespace {
+
+struct PlanArgs {
+  std::string run_dir, prices;
+  double samples = 1e9;
+  std::string trainer, worker;
+};
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(std::string(what) + ": cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+profile::RunMeasurement measurement_of(const std::string& run_dir) {
+  const std::string path = run_dir + "/summary.json";
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(read_file(path, "RUN_DIR"));
+    profile::RunMeasurement m;
+    m.samples_per_second = s.at("samples_per_second").get<double>();
+    m.usable_cores = s.at("machine").at("usable_cores").get<int>();
+    m.data_wait_share = s.at("step_time").at("share").value("data_wait", 0.0);
+    m.cpu_seconds_per_sample = s.at("data").value("cpu_seconds_per_sample", 0.0);
+    if (m.samples_per_second <= 0) throw ConfigError(path + ": the run measured no throughput");
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(path + ": not a Loom run summary (" + std::string(e.what()) + ")");
+  }
+}
+
+const profile::InstanceEstimate* find(const std::vector<profile::InstanceEstimate>& all,
+                                      const std::string& name, const char* option) {
+  for (const auto& e : all) {
+    if (e.instance.name == name) return &e;
+  }
+  throw ConfigError(std::string(option) + ": no instance '" + name + "' in the price list");
+}
+
+// The default what-if: the first accelerator instance with a measured rate (else the first
+// with any estimate) trains; the CPU-only instance with the most vCPUs per dollar preprocesses.
+void pick_defaults(const std::vector<profile::InstanceEstimate>& all, PlanArgs& a) {
+  if (a.trainer.empty()) {
+    for (const auto& e : all) {
+      if (e.samples_per_second && e.instance.gpus > 0) {
+        a.trainer = e.instance.name;
+        break;
+      }
+    }
+    for (const auto& e : all) {
+      if (a.trainer.empty() && e.samples_per_second) a.trainer = e.instance.name;
+    }
+  }
+  if (a.worker.empty()) {
+    double best = 0;
+    for (const auto& e : all) {
+      const double per_dollar = e.instance.vcpus / e.instance.price_per_hour;
+      if (e.instance.gpus == 0 && per_dollar > best) best = per_dollar, a.worker = e.instance.name;
+    }
+  }
+}
+
+void print_instances(const std::vector<profile::InstanceEstimate>& all, double samples) {
+  std::printf("%-16s %6s %5s %9s %10s %12s %10s %10s %10s  %s\n", "instance", "vcpus", "gpus",
+              "$/hour", "samples/s", "samples/$", "hours", "cost $", "spot $", "basis");
+  for (const auto& e : all) {
+    const auto& t = e.instance;
+    if (!e.samples_per_second) {
+      std::printf("%-16s %6d %5d %9.4f %10s %12s %10s %10s %10s  %s\n", t.name.c_str(), t.vcpus,
+                  t.gpus, t.price_per_hour, "-", "-", "-", "-", "-", e.basis.c_str());
+      continue;
+    }
+    char spot[32] = "-";
+    if (t.spot_price_per_hour > 0)
+      std::snprintf(spot, sizeof spot, "%.2f", e.spot_cost_for(samples));
+    std::printf("%-16s %6d %5d %9.4f %10.1f %12.0f %10.2f %10.2f %10s  %s\n", t.name.c_str(),
+                t.vcpus, t.gpus, t.price_per_hour, *e.samples_per_second, e.samples_per_dollar(),
+                e.hours_for(samples), e.cost_for(samples), spot, e.basis.c_str());
+  }
+}
+
+void print_what_if(const profile::WhatIf& w, const std::string& trainer,
+                   const std::string& worker) {
+  std::printf("\nwhat if %s trains and k x %s preprocess:\n", trainer.c_str(), worker.c_str());
+  std::printf(
+      "  the model consumes %.1f samples/s when never waiting for data; the trainer's own loader "
+      "supplies %.1f; one %s supplies %.1f\n",
+      w.model_rate, w.local_input_rate, worker.c_str(), w.per_instance_rate);
+  std::printf(
+      "  break-even: k = %d (more CPU instances add cost, not speed); most samples per dollar: "
+      "k = %d\n",
+      w.break_even, w.best_value);
+  std::printf("  %3s %10s %9s %12s %11s %14s\n", "k", "samples/s", "$/hour", "samples/$",
+              "spot $/hour", "spot samples/$");
+  for (const auto& r : w.rows) {
+    std::printf("  %3d %10.1f %9.4f %12.0f %11.4f %14.0f\n", r.cpu_instances, r.samples_per_second,
+                r.price_per_hour, r.samples_per_dollar(), r.spot_price_per_hour,
+                r.spot_samples_per_dollar());
+  }
+}
+
+int run_plan(PlanArgs a) {
+  const auto run = measurement_of(a.run_dir);
+  const auto prices = profile::parse_prices(read_file(a.prices, "--prices"), a.prices);
+  const auto estimates = profile::estimate_instances(run, prices);
+  std::printf(
+      "run %s: %.1f samples/s on %d cores, data wait %.1f%% of the step, input pipeline %.3g "
+      "CPU ms/sample\n\n",
+      a.run_dir.c_str(), run.samples_per_second, run.usable_cores, 100 * run.data_wait_share,
+      1e3 * run.cpu_seconds_per_sample);
+  std::printf("to train %.3g samples:\n", a.samples);
+  print_instances(estimates, a.samples);
+  pick_defaults(estimates, a);
+  if (a.trainer.empty() || a.worker.empty()) {
+    std::printf(
+        "\n(no what-if: the price list needs an instance with a throughput and a CPU-only one)\n");
+    return 0;
+  }
+  const auto* trainer = find(estimates, a.trainer, "--trainer");
+  const auto* worker = find(estimates, a.worker, "--worker");
+  print_what_if(profile::heterogeneous_what_if(run, *trainer, worker->instance), a.trainer,
+                a.worker);
+  return 0;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Price a profiled run per instance type, with a CPU-preprocessing what-if");
+  sub->add_option("run_dir", args->run_dir, "Output directory of a `loom train` run")->required();
+  sub->add_option("--prices", args->prices, "Price list (YAML; see examples/prices.yaml)")
+      ->required();
+  sub->add_option("--samples", args->samples, "Samples to train, for time and cost")
+      ->capture_default_str();
+  sub->add_option("--trainer", args->trainer,
+                  "Instance that trains in the what-if (default: picked)");
+  sub->add_option("--worker", args->worker,
+                  "CPU instance that preprocesses in the what-if (default: picked)");
+  return {sub, [args] { return run_plan(*args); }};
+}
+
+}  // namespace loom::cli
