@@ -114,9 +114,11 @@ TEST(TrainRun, TraceIsValidJsonWithNestedPhasesEvenWhenKilled) {
   const auto events = nlohmann::json::parse(test::read_text(dir / "run/trace.json"))["traceEvents"];
   std::vector<nlohmann::json> steps, phases;
   std::set<int> pids;
+  std::set<std::string> counters;
   int main_tid = -1, loader_batches = 0;
   for (const auto& e : events) {
     pids.insert(e["pid"].get<int>());
+    if (e["ph"] == "C") counters.insert(e["name"].get<std::string>());
     if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "main") {
       main_tid = e["tid"];
     }
@@ -126,6 +128,8 @@ TEST(TrainRun, TraceIsValidJsonWithNestedPhasesEvenWhenKilled) {
     if (e["cat"] == "loader") ++loader_batches;
   }
   EXPECT_EQ(pids, std::set<int>{0});
+  EXPECT_EQ(counters, (std::set<std::string>{"prefetched batches", "process CPU (cores)",
+                                             "loader threads busy"}));
   ASSERT_EQ(steps.size(), 4u);
   EXPECT_EQ(steps[0]["name"], "step 4");  // after 2 waiting and 1 warm-up step
   EXPECT_GT(loader_batches, 0);

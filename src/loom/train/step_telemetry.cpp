@@ -53,6 +53,19 @@ void StepTelemetry::trace_step(int64_t step) {
     trace_->complete(profile::phase_name(slice.phase), "phase", slice.begin, slice.end);
   }
   trace_->counter("prefetched batches", timer_.step_end(), train_.ready_batches());
+
+  // Utilisation over the step: cores' worth of CPU the process used, and loader threads busy
+  // building batches (thread-seconds per second).
+  const double cpu = profile::process_cpu_seconds();
+  const double built = train_.stats().build_seconds;
+  const double wall =
+      std::chrono::duration<double>(timer_.step_end() - timer_.step_begin()).count();
+  if (last_cpu_seconds_ >= 0 && wall > 0) {
+    trace_->counter("process CPU (cores)", timer_.step_end(), (cpu - last_cpu_seconds_) / wall);
+    trace_->counter("loader threads busy", timer_.step_end(), (built - last_build_seconds_) / wall);
+  }
+  last_cpu_seconds_ = cpu;
+  last_build_seconds_ = built;
 }
 
 nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, double loss,

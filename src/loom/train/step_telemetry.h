@@ -58,6 +58,8 @@ class StepTelemetry {
   // gone (the loader outlives it briefly while its threads stop).
   std::shared_ptr<profile::TraceWriter> trace_;  // null unless profile.trace
   std::shared_ptr<std::atomic<bool>> tracing_ = std::make_shared<std::atomic<bool>>(false);
+  // At the end of the last traced step, for the utilisation counters (-1: none yet).
+  double last_cpu_seconds_ = -1, last_build_seconds_ = 0;
 };
 
 }  // namespace loom::train

@@ -31,14 +31,6 @@
 namespace loom::train {
 namespace {
 
-// User + system CPU time of the whole process (all threads), in seconds.
-double process_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -52,7 +44,7 @@ class TrainingRun {
       : config_(config),
         options_(options),
         start_(Clock::now()),
-        cpu_seconds_at_start_(process_cpu_seconds()) {
+        cpu_seconds_at_start_(profile::process_cpu_seconds()) {
     if (options.communicator) {
       rank_ = options.communicator->rank();
       world_ = options.communicator->world();
@@ -366,7 +358,7 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   p.memory_format = info_.runtime.memory_format;
   p.convolutional = model_->is_convolutional();
   p.batch_size = config_.data.batch_size;
-  const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
+  const double cpu = profile::process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
