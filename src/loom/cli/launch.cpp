@@ -59,6 +59,8 @@ pid_t spawn(const std::vector<std::string>& command, const std::vector<std::stri
   envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // A process group per rank: signals then reach whatever the rank started, too.
+    ::setpgid(0, 0);
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
     ::execvpe(argv[0], argv.data(), envp.data());
     const char message[] = "loom launch: cannot execute the rank's command\n";
@@ -66,6 +68,7 @@ pid_t spawn(const std::vector<std::string>& command, const std::vector<std::stri
     ::_exit(127);
   }
   if (pid < 0) throw Error(std::string("launch: fork failed: ") + std::strerror(errno));
+  ::setpgid(pid, pid);  // also here, so that the group exists before any signal is passed on
   return pid;
 }
 
@@ -83,7 +86,7 @@ std::string describe_status(int status) {
 
 void signal_running(std::vector<Rank>& ranks, int sig) {
   for (auto& r : ranks) {
-    if (r.running) ::kill(r.pid, sig);
+    if (r.running) ::kill(-r.pid, sig);  // the rank's process group
   }
 }
 

@@ -1,0 +1,60 @@
+// `loom launch` as a supervisor: the ranks' environment, signals passed on, and clear errors for
+// a bad command line or a command that cannot run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+TEST(Launch, GivesEveryRankItsPlace) {
+  const auto r = run_loom(
+      "launch --nproc-per-node 3 -- sh -c 'echo \"rank=$RANK world=$WORLD_SIZE "
+      "local=$LOCAL_RANK/$LOCAL_WORLD_SIZE "
+      "master=$MASTER_ADDR launch=${LOOM_LAUNCH_ID:+yes}\"'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string line = "rank=" + std::to_string(rank) +
+                             " world=3 local=" + std::to_string(rank) +
+                             "/3 master=127.0.0.1 launch=yes";
+    EXPECT_NE(r.output.find(line), std::string::npos) << r.output;
+  }
+}
+
+TEST(Launch, PassesSigtermToTheRanks) {
+  const auto start = std::chrono::steady_clock::now();
+  // Each rank traps SIGTERM and says so; the launcher exits with 128 + 15.
+  const auto r = run_command(
+      "(" + std::string(LOOM_BINARY) +
+      " launch --nproc-per-node 2 -- sh -c 'trap \"echo rank $RANK got TERM; exit 0\" TERM; "
+      "sleep 30 & wait' & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"launcher exit $?\")");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.output.find("launcher exit 143"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0 got TERM"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1 got TERM"), std::string::npos) << r.output;
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(Launch, BadCommandLinesAreConfigErrors) {
+  auto r = run_loom("launch --nnodes 2 --node-rank 2 -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--node-rank"), std::string::npos) << r.output;
+  r = run_loom("launch --nnodes 2 -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--master"), std::string::npos) << r.output;
+  r = run_loom("launch --master localhost:99999 -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--master"), std::string::npos) << r.output;
+}
+
+TEST(Launch, CommandThatCannotRunIsNamed) {
+  const auto r = run_loom("launch --nproc-per-node 2 -- /nonexistent/program");
+  EXPECT_EQ(r.exit_code, 127) << r.output;
+  EXPECT_NE(r.output.find("could not be executed"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace loom::test
