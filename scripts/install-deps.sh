@@ -15,6 +15,8 @@ packages=(
   dataset-fashion-mnist
   # peers for benchmarks and the TorchScript test (same LibTorch version as libtorch-dev)
   python3 python3-torch python3-torchvision
+  # the HTML report's test renders it in a headless browser
+  chromium
 )
 
 missing=()

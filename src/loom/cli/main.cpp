@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
       loom::cli::add_train_command(app), loom::cli::add_config_command(app),
       loom::cli::add_data_command(app), loom::cli::add_launch_command(app),
       loom::cli::add_bench_command(app), loom::cli::add_plan_command(app),
+      loom::cli::add_report_command(app),
       loom::cli::add_version_command(app)};
 
   try {

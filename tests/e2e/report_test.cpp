@@ -1,0 +1,56 @@
+// `loom report`: a self-contained HTML page whose charts are drawn by its script. The test opens
+// it in headless Chromium (Debian's `chromium`) and reads back the DOM after the script ran.
+#include <gtest/gtest.h>
+
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+std::string chromium() {
+  for (const char* path : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (run_command(std::string("test -x ") + path).exit_code == 0) return path;
+  }
+  return "";
+}
+
+int count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(Report, RendersItsChartsInHeadlessChromium) {
+  const std::string browser = chromium();
+  if (browser.empty())
+    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  TempDir dir;
+  const auto trained =
+      run_loom("train " + tiny_synthetic_args() + " --set train.epochs=2 --out " + (dir / "run"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto report = run_loom("report " + (dir / "run"));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string page = read_text(dir / "run/report.html");
+  // Self-contained: the only URL is the SVG namespace name, which is not fetched.
+  EXPECT_EQ(count(page, "http"), count(page, "http://www.w3.org/2000/svg")) << page.substr(0, 500);
+
+  const auto dom = run_command(
+      browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" + (dir / "profile") +
+      " --dump-dom file://" + (dir / "run/report.html") + " 2>/dev/null");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  // Three charts drawn: the stacked phases (one area per phase), throughput, loss (+ accuracy
+  // dots).
+  EXPECT_NE(dom.output.find("data-charts=\"3\""), std::string::npos) << dom.output.substr(0, 2000);
+  EXPECT_GE(count(dom.output, "class=\"series\""), 7 + 1 + 1 + 2) << dom.output.substr(0, 2000);
+  EXPECT_NE(dom.output.find("samples/s</b>"), std::string::npos);  // the headline was filled in
+}
+
+TEST(Report, RunWithoutSummaryIsAConfigError) {
+  TempDir dir;
+  const auto r = run_loom("report " + dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("summary.json"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace loom::test
