@@ -65,8 +65,8 @@ WorkPtr SerialExecutor::submit(std::string what, std::function<void()> body) {
   auto work = std::make_shared<QueuedWork>(std::move(what), queue_);
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
-    // The queue holds a raw pointer: a Work is finished before its last owner can let go of
-    // it only if the caller dropped it, so keep it alive until then through the body.
+    // The queue names the Work by raw pointer (run_front compares it); the body's copy of the
+    // shared pointer keeps the Work alive until it has run, even if the caller dropped it.
     queue_->items.emplace_back(work.get(), [work, body = std::move(body)] { body(); });
   }
   queue_->changed.notify_all();

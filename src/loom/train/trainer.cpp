@@ -236,6 +236,7 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
     std::optional<parallel::DataParallel::NoSync> accumulate_only;
     if (data_parallel_) {
       if (k + 1 < accum) accumulate_only.emplace(*data_parallel_);
+      telemetry_->enter(Phase::kCommExposed);  // sharing rank 0's buffers waits on the others
       data_parallel_->prepare();
     }
     telemetry_->enter(Phase::kDataWait);
