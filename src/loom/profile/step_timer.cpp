@@ -46,6 +46,7 @@ void StepTimer::charge(Clock::time_point now) {
 }
 
 void StepTimer::enter(Phase phase) {
+  if (!enabled_) return;
   charge(Clock::now());
   current_ = phase;
 }

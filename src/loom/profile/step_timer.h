@@ -43,6 +43,10 @@ class StepTimer {
     Clock::time_point begin, end;
   };
 
+  // enabled = false keeps only each step's wall time (everything is "other"): the reference
+  // that bench/accounting_overhead.py measures the accounting against (LOOM_STEP_ACCOUNTING=0).
+  explicit StepTimer(bool enabled = true) : enabled_(enabled) {}
+
   // record: also keep this step's slices, in order, for a trace.
   void begin_step(bool record = false);  // in kOther until the first enter()
   void enter(Phase phase);
@@ -59,6 +63,7 @@ class StepTimer {
   Phase current_ = Phase::kOther;
   StepTimes times_;
   bool record_ = false;
+  bool enabled_ = true;
   std::vector<Slice> slices_;
 };
 

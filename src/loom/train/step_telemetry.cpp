@@ -1,5 +1,7 @@
 #include "loom/train/step_telemetry.h"
 
+#include "loom/core/settings.h"
+
 #include <cstdio>
 
 namespace loom::train {
@@ -12,7 +14,7 @@ static std::string rank_trace_path(const std::string& out_dir, int rank) {
 
 StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
                              data::BatchSource& train, int rank)
-    : profile_(config.profile), train_(train) {
+    : profile_(config.profile), train_(train), timer_(setting_int("LOOM_STEP_ACCOUNTING") != 0) {
   if (config.train.tensorboard) events_ = std::make_unique<profile::TfEventsWriter>(out_dir);
   if (!profile_.trace) return;
   trace_ = std::make_unique<profile::TraceWriter>(rank_trace_path(out_dir, rank), rank,
