@@ -106,20 +106,27 @@ std::string launch_token() {
 }  // namespace
 
 int launch_ranks(const LaunchPlan& plan) {
+  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
+  // Blocked before any thread starts (the store's), so that none of them can receive SIGINT or
+  // SIGTERM and end the launcher without the ranks hearing of it.
+  sigset_t handled, original;
+  sigemptyset(&handled);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+
   // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
   // only connect to it. It lives as long as the ranks do.
   std::unique_ptr<comm::StoreServer> store;
   int port = plan.master_port;
   if (plan.node_rank == 0) {
-    store = std::make_unique<comm::StoreServer>(plan.master_addr, port);
+    try {
+      store = std::make_unique<comm::StoreServer>(plan.master_addr, port);
+    } catch (...) {
+      ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
+      throw;
+    }
     port = store->port();
   }
-
-  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
-  sigset_t handled, original;
-  sigemptyset(&handled);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
-  ::sigprocmask(SIG_BLOCK, &handled, &original);
 
   const std::string launch_id = launch_token();
   std::vector<Rank> ranks(plan.procs_per_node);
@@ -170,7 +177,8 @@ int launch_ranks(const LaunchPlan& plan) {
       kill_at = std::chrono::steady_clock::time_point::max();
     }
   }
-  ::sigprocmask(SIG_SETMASK, &original, nullptr);
+  store.reset();  // its thread ends before the signal mask is lifted
+  ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
 
   if (failed) {
     std::fprintf(stderr, "loom launch: failed: rank %d %s\n", failed->rank,
