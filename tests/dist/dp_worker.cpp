@@ -28,13 +28,17 @@ struct NetImpl : torch::nn::Module {
     hidden = register_module("hidden", torch::nn::Linear(4 * kFeatures, 64));
     out = register_module("out", torch::nn::Linear(64, 10));
     if (with_unused) unused = register_module("unused", torch::nn::Linear(64, 10));
+    // Frozen: no gradient, no bucket, but every rank must still start from rank 0's values.
+    frozen = register_module("frozen", torch::nn::Linear(64, 64));
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
   }
   torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(conv->forward(x.view({-1, 1, 4, 5}))).flatten(1);
-    return out->forward(torch::relu(hidden->forward(x)));
+    x = torch::relu(hidden->forward(x));
+    return out->forward(x + frozen->forward(x));
   }
   torch::nn::Conv2d conv{nullptr};
-  torch::nn::Linear hidden{nullptr}, out{nullptr}, unused{nullptr};
+  torch::nn::Linear hidden{nullptr}, out{nullptr}, unused{nullptr}, frozen{nullptr};
 };
 TORCH_MODULE(Net);
 

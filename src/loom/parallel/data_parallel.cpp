@@ -77,14 +77,15 @@ class DataParallel::ReadyHook : public torch::autograd::FunctionPostHook {
 DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::Communicator& comm,
                            DataParallelOptions options)
     : buffers_(std::move(buffers)), comm_(comm), options_(options) {
-  for (auto& named : parameters) {
-    if (named.second.requires_grad()) parameters_.push_back(std::move(named));
-  }
   if (options_.compression && *options_.compression != at::kBFloat16 &&
       *options_.compression != at::kHalf) {
     throw ConfigError("parallel.compression: only bf16 and fp16 buckets are supported");
   }
-  broadcast_initial_state();
+  // Every parameter starts as rank 0's, frozen ones too; only trainable ones get buckets.
+  broadcast_initial_state(parameters);
+  for (auto& named : parameters) {
+    if (named.second.requires_grad()) parameters_.push_back(std::move(named));
+  }
 
   // Until the first step shows the real order, expect gradients in reverse registration order.
   std::vector<int> order(parameters_.size());
@@ -119,9 +120,9 @@ DataParallel::~DataParallel() {
   }
 }
 
-void DataParallel::broadcast_initial_state() {
+void DataParallel::broadcast_initial_state(const NamedTensors& parameters) {
   std::vector<at::Tensor> tensors;
-  for (auto& [name, t] : parameters_) tensors.push_back(t);
+  for (auto& [name, t] : parameters) tensors.push_back(t);
   for (auto& [name, t] : buffers_) tensors.push_back(t);
   broadcast_coalesced(tensors, comm_);
 }

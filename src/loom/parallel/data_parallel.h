@@ -97,7 +97,7 @@ class DataParallel {
   struct Bucket;
   class ReadyHook;
 
-  void broadcast_initial_state();
+  void broadcast_initial_state(const NamedTensors& parameters);
   void broadcast_buffers();
   void build_buckets(const std::vector<int>& order);
   void on_gradient_ready(int parameter);
