@@ -74,28 +74,22 @@ class Collectives : public ::testing::Test {
   std::set<std::string> before_;
 };
 
-int count(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 TEST_F(Collectives, ShmMatchesReferenceOnTwoRanks) {
   const auto result = launch(2, "collectives shm");
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(count(result.output, "checks passed on shm"), 2) << result.output;
+  EXPECT_EQ(count_of(result.output, "checks passed on shm"), 2) << result.output;
 }
 
 TEST_F(Collectives, ShmMatchesReferenceOnThreeRanks) {
   const auto result = launch(3, "collectives shm");
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(count(result.output, "checks passed on shm"), 3) << result.output;
+  EXPECT_EQ(count_of(result.output, "checks passed on shm"), 3) << result.output;
 }
 
 TEST_F(Collectives, GlooMatchesReferenceOnTwoRanks) {
   const auto result = launch(2, "collectives gloo");
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(count(result.output, "checks passed on gloo"), 2) << result.output;
+  EXPECT_EQ(count_of(result.output, "checks passed on gloo"), 2) << result.output;
 }
 
 TEST_F(Collectives, HierarchicalMatchesReferenceOnTwoHosts) {
@@ -104,14 +98,14 @@ TEST_F(Collectives, HierarchicalMatchesReferenceOnTwoHosts) {
       run_loom("launch --nproc-per-node 4 --grace 5 -- sh -c 'LOOM_HOST_ID=host$((RANK/2)) exec " +
                worker("collectives auto") + "'");
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(count(result.output, "checks passed on auto(shm x 2 hosts + gloo)"), 4)
+  EXPECT_EQ(count_of(result.output, "checks passed on auto(shm x 2 hosts + gloo)"), 4)
       << result.output;
 }
 
 TEST_F(Collectives, ShmAgreesWithGlooUnderTorchrunVariables) {
   const auto result = torchrun_style("agree shm");
   EXPECT_NE(result.output.find("rank0 exit 0"), std::string::npos) << result.output;
-  EXPECT_EQ(count(result.output, "3 checks passed"), 2) << result.output;
+  EXPECT_EQ(count_of(result.output, "3 checks passed"), 2) << result.output;
 }
 
 TEST_F(Collectives, MismatchedCallsAreReportedWithBothShapes) {

@@ -44,12 +44,7 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   EXPECT_GT(two["data_parallel"]["bytes_per_step"].get<double>(), 0);
 
   // Rank 0 reports for both: one summary line, one set of files.
-  int summaries = 0;
-  for (auto at = ddp.output.find("summary:"); at != std::string::npos;
-       at = ddp.output.find("summary:", at + 1)) {
-    ++summaries;
-  }
-  EXPECT_EQ(summaries, 1) << ddp.output;
+  EXPECT_EQ(count_of(ddp.output, "summary:"), 1) << ddp.output;
   EXPECT_NE(ddp.output.find("data parallel: 2 ranks over shm"), std::string::npos) << ddp.output;
 }
 

@@ -14,12 +14,6 @@ std::string chromium() {
   return "";
 }
 
-int count(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 TEST(Report, RendersItsChartsInHeadlessChromium) {
   const std::string browser = chromium();
   if (browser.empty())
@@ -32,7 +26,8 @@ TEST(Report, RendersItsChartsInHeadlessChromium) {
   ASSERT_EQ(report.exit_code, 0) << report.output;
   const std::string page = read_text(dir / "run/report.html");
   // Self-contained: the only URL is the SVG namespace name, which is not fetched.
-  EXPECT_EQ(count(page, "http"), count(page, "http://www.w3.org/2000/svg")) << page.substr(0, 500);
+  EXPECT_EQ(count_of(page, "http"), count_of(page, "http://www.w3.org/2000/svg"))
+      << page.substr(0, 500);
 
   const auto dom = run_command(
       browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" + (dir / "profile") +
@@ -41,7 +36,7 @@ TEST(Report, RendersItsChartsInHeadlessChromium) {
   // Three charts drawn: the stacked phases (one area per phase), throughput, loss (+ accuracy
   // dots).
   EXPECT_NE(dom.output.find("data-charts=\"3\""), std::string::npos) << dom.output.substr(0, 2000);
-  EXPECT_GE(count(dom.output, "class=\"series\""), 7 + 1 + 1 + 2) << dom.output.substr(0, 2000);
+  EXPECT_GE(count_of(dom.output, "class=\"series\""), 7 + 1 + 1 + 2) << dom.output.substr(0, 2000);
   EXPECT_NE(dom.output.find("samples/s</b>"), std::string::npos);  // the headline was filled in
 }
 

@@ -95,4 +95,10 @@ std::string tiny_synthetic_args() {
          "--set schedule.warmup_steps=2";
 }
 
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace loom::test

@@ -33,6 +33,8 @@ CommandResult run_command(const std::string& command);
 CommandResult run_loom(const std::string& args, const std::string& env = "");
 
 std::string read_text(const std::string& path);
+// How many times `part` occurs in `text` (overlapping ones included).
+int count_of(const std::string& text, const std::string& part);
 void write_text(const std::string& path, const std::string& text);
 
 // Writes one corrupt variant of a good JPEG of each kind a data set meets into `dir`:

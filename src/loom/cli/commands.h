@@ -18,6 +18,9 @@ struct Command {
 // The repeatable `--set key=value` option that every configured subcommand takes.
 void add_set_option(CLI::App* sub, std::vector<std::string>& overrides);
 
+// The whole of a file the user named; a ConfigError naming `option` when it cannot be read.
+std::string read_user_file(const std::string& path, const std::string& option);
+
 Command add_train_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
 Command add_config_command(CLI::App& app);

@@ -6,6 +6,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
+#include "loom/train/durable_file.h"
 
 namespace loom::cli {
 
@@ -15,6 +16,14 @@ void add_set_option(CLI::App* sub, std::vector<std::string>& overrides) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
+std::string read_user_file(const std::string& path, const std::string& option) {
+  try {
+    return train::read_file(path);
+  } catch (const Error& e) {
+    throw ConfigError(option + ": " + e.what());
+  }
+}
+
 }  // namespace loom::cli
 
 int main(int argc, char** argv) {
@@ -22,11 +31,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::help);
   const loom::cli::Command commands[] = {
-      loom::cli::add_train_command(app), loom::cli::add_config_command(app),
-      loom::cli::add_data_command(app), loom::cli::add_launch_command(app),
-      loom::cli::add_bench_command(app), loom::cli::add_plan_command(app),
-      loom::cli::add_report_command(app),
-      loom::cli::add_version_command(app)};
+      loom::cli::add_train_command(app),  loom::cli::add_config_command(app),
+      loom::cli::add_data_command(app),   loom::cli::add_launch_command(app),
+      loom::cli::add_bench_command(app),  loom::cli::add_plan_command(app),
+      loom::cli::add_report_command(app), loom::cli::add_version_command(app)};
 
   try {
     app.parse(argc, argv);

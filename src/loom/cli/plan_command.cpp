@@ -2,9 +2,7 @@
 // the profiled run would cost per instance type, and what adding CPU instances for
 // preprocessing would buy (see profile/cost_planner.h for the arithmetic and its assumptions).
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
@@ -19,19 +17,11 @@ struct PlanArgs {
   std::string trainer, worker;
 };
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(std::string(what) + ": cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 profile::RunMeasurement measurement_of(const std::string& run_dir) {
   const std::string path = run_dir + "/summary.json";
   nlohmann::json s;
   try {
-    s = nlohmann::json::parse(read_file(path, "RUN_DIR"));
+    s = nlohmann::json::parse(read_user_file(path, "RUN_DIR"));
     profile::RunMeasurement m;
     m.samples_per_second = s.at("samples_per_second").get<double>();
     m.usable_cores = s.at("machine").at("usable_cores").get<int>();
@@ -116,7 +106,7 @@ void print_what_if(const profile::WhatIf& w, const std::string& trainer,
 
 int run_plan(PlanArgs a) {
   const auto run = measurement_of(a.run_dir);
-  const auto prices = profile::parse_prices(read_file(a.prices, "--prices"), a.prices);
+  const auto prices = profile::parse_prices(read_user_file(a.prices, "--prices"), a.prices);
   const auto estimates = profile::estimate_instances(run, prices);
   std::printf(
       "run %s: %.1f samples/s on %d cores, data wait %.1f%% of the step, input pipeline %.3g "

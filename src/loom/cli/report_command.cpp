@@ -1,7 +1,7 @@
 // `loom report RUN_DIR [--out FILE]`: the run's HTML report (default RUN_DIR/report.html).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
@@ -10,22 +10,20 @@
 namespace loom::cli {
 namespace {
 
-std::string read_or_empty(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// Files a run may lack (an interrupted run has no summary yet) read as empty.
+std::string read_if_present(const std::string& path) {
+  return std::filesystem::exists(path) ? read_user_file(path, "RUN_DIR") : std::string();
 }
 
 int run_report(const std::string& run_dir, std::string out) {
   profile::ReportInput input;
-  input.summary_json = read_or_empty(run_dir + "/summary.json");
+  input.summary_json = read_if_present(run_dir + "/summary.json");
   if (input.summary_json.empty()) {
     throw ConfigError("RUN_DIR: no summary.json in '" + run_dir +
                       "' (is it a finished `loom train` run?)");
   }
-  input.metrics_jsonl = read_or_empty(run_dir + "/metrics.jsonl");
-  input.config_yaml = read_or_empty(run_dir + "/config.yaml");
+  input.metrics_jsonl = read_if_present(run_dir + "/metrics.jsonl");
+  input.config_yaml = read_if_present(run_dir + "/config.yaml");
   input.run_name = run_dir;
   if (out.empty()) out = run_dir + "/report.html";
   const std::string page = profile::render_report(input);
