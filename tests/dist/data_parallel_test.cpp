@@ -43,6 +43,15 @@ TEST(DataParallel, Bf16CompressionStaysClose) {
   expect_all_ranks_agree(launch_dp(2, "compression gloo"), 2);
 }
 
+TEST(DataParallel, NewBucketLimitsMidRunKeepTheResult) {
+  const auto result = launch_dp(2, "rebucket shm");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("rank 1: rebucketing 4 buckets"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("rank 1: rebucket on shm, 5 buckets"), std::string::npos)
+      << result.output;
+}
+
 TEST(DataParallel, ParameterWithoutGradientIsNamed) {
   const auto result = launch_dp(2, "unused shm");
   EXPECT_NE(result.exit_code, 0) << result.output;

@@ -6,6 +6,7 @@
 //   compression   bf16 buckets (relative error <= 1e-2)
 //   unused        a parameter without gradient: must fail naming it
 //   unused-ok     the same with find_unused_parameters: must train
+//   rebucket      equivalence with smaller buckets from step 3 on (what the autotuner does)
 // Prints "rank R: ... max relative error E, overlap O%" and exits 0 when the result is right.
 #include <torch/torch.h>
 
@@ -112,6 +113,10 @@ int main(int argc, char** argv) {
       }
       optimizer.step();
       overlap = dp.last_stats().overlap();
+      if (scenario == "rebucket" && step == 1) {
+        std::printf("rank %d: rebucketing %zu buckets\n", rank, dp.bucket_names().size());
+        dp.set_bucket_limits({512, 2048});
+      }
 
       reference_optimizer.zero_grad();
       torch::nn::functional::cross_entropy(reference->forward(x), y).backward();

@@ -58,6 +58,10 @@ class BatchSource {
   virtual void set_batch_observer(BatchObserver) {}
   // Starts preparing batches from (epoch, step), before the first batch() call asks for them.
   virtual void seek(int64_t /*epoch*/, int64_t /*step*/) const {}
+  // Worker threads and batches prepared ahead, changeable between batch() calls (the autotuner
+  // does); they never change which batches come out. Sources without workers ignore them.
+  virtual void set_threads(int /*threads*/) {}
+  virtual void set_prefetch_batches(int /*batches*/) {}
 };
 
 }  // namespace loom::data

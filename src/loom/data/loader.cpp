@@ -30,9 +30,45 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderO
   if (!options_.transforms) throw Error("loader: no transform pipeline given");
   if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");
   steps_ = batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last);
+  depth_ = depth_for(options_.prefetch_batches);
+  set_threads(options_.threads);
+}
+
+int Loader::depth_for(int64_t prefetch_batches) const {
   const int64_t by_bytes = std::max<int64_t>(1, options_.prefetch_bytes / batch_bytes());
-  depth_ = static_cast<int>(std::min<int64_t>(options_.prefetch_batches, by_bytes));
-  for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { worker_loop(); });
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(prefetch_batches, by_bytes)));
+}
+
+void Loader::set_threads(int threads) {
+  if (threads < 1) throw Error("loader: " + std::to_string(threads) + " threads asked for");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_threads_ = threads;
+    // New workers wait for the lock like the others.
+    while (static_cast<int>(workers_.size()) < threads) {
+      const int index = static_cast<int>(workers_.size());
+      workers_.emplace_back([this, index] { worker_loop(index); });
+    }
+  }
+  changed_.notify_all();
+}
+
+void Loader::set_prefetch_batches(int batches) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    depth_ = depth_for(batches);
+  }
+  changed_.notify_all();
+}
+
+int Loader::prefetch_depth() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return depth_;
+}
+
+int Loader::threads() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return active_threads_;
 }
 
 Loader::~Loader() {
@@ -99,7 +135,7 @@ Batch Loader::batch(int64_t epoch, int64_t step) const {
     throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
                        std::to_string(epoch + 1) + " not ready after " +
                        std::to_string(kBatchTimeout.count()) + " s; waited for " +
-                       std::to_string(options_.threads) + " worker threads");
+                       std::to_string(active_threads_) + " worker threads");
   }
   Slot slot = std::move(ready_[step]);
   ready_.erase(step);
@@ -133,12 +169,13 @@ static double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-void Loader::worker_loop() const {
+void Loader::worker_loop(int index) const {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] {
-      return stopping_ || (epoch_ >= 0 && next_to_build_ < steps_per_epoch() &&
-                           next_to_build_ < next_to_take_ + depth_);
+      return stopping_ ||
+             (index < active_threads_ && epoch_ >= 0 && next_to_build_ < steps_per_epoch() &&
+              next_to_build_ < next_to_take_ + depth_);
     });
     if (stopping_) return;
     const int64_t epoch = epoch_, step = next_to_build_++;

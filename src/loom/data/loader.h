@@ -13,8 +13,9 @@
 // its step count; under `fail` it stops the run. In all cases the run fails when more than
 // `max_bad_fraction` of the samples seen were bad. The first few bad files are logged.
 //
-// Threading: batch() is called from one thread (the trainer); workers are internal and stop
-// when the loader is destroyed.
+// Threading: batch(), set_threads() and set_prefetch_batches() are called from one thread (the
+// trainer); workers are internal and stop when the loader is destroyed. Fewer threads than
+// were started leaves the others idle, not joined, so a later increase costs nothing.
 #pragma once
 
 #include <array>
@@ -63,8 +64,11 @@ class Loader : public BatchSource {
   LoaderStats stats() const override;
   int ready_batches() const override;
   void set_batch_observer(BatchObserver observer) override;
+  void set_threads(int threads) override;
+  void set_prefetch_batches(int batches) override;
   // Batches prepared ahead at most: prefetch_batches, capped by prefetch_bytes.
-  int prefetch_depth() const { return depth_; }
+  int prefetch_depth() const;
+  int threads() const;
   int64_t batch_bytes() const;
 
   // Builds one batch on the calling thread (what a worker does); public for tests and benches.
@@ -75,7 +79,9 @@ class Loader : public BatchSource {
     Batch batch;
     std::exception_ptr error;
   };
-  void worker_loop() const;
+  void worker_loop(int index) const;
+  // prefetch_batches capped by prefetch_bytes (at least 1).
+  int depth_for(int64_t prefetch_batches) const;
   void restart_at(int64_t epoch, int64_t step) const;
   void record_bad(const SampleError& e) const;
   void check_bad_fraction(const LoaderStats& seen) const;
@@ -87,11 +93,12 @@ class Loader : public BatchSource {
   EpochOrder order_;
   LoaderOptions options_;
   int64_t steps_ = 0;  // batches per epoch of this rank's share
-  int depth_ = 1;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   mutable bool stopping_ = false;
+  int depth_ = 1;                    // batches prepared ahead at most
+  int active_threads_ = 1;           // workers with an index below this build batches
   mutable uint64_t generation_ = 0;  // bumped when the consumer jumps; stale work is dropped
   mutable int64_t epoch_ = -1;
   mutable int64_t next_to_build_ = 0;

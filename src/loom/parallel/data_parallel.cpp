@@ -135,7 +135,13 @@ void DataParallel::broadcast_buffers() {
   if (!tensors.empty()) broadcast_coalesced(tensors, comm_);
 }
 
+void DataParallel::set_bucket_limits(const BucketLimits& limits) {
+  options_.buckets = limits;
+  limits_changed_ = true;
+}
+
 void DataParallel::build_buckets(const std::vector<int>& order) {
+  bucket_order_ = order;
   std::vector<GradientInfo> gradients;
   for (auto& [name, t] : parameters_) gradients.push_back({t.numel(), t.scalar_type()});
   const auto plan = plan_buckets(gradients, order, options_.buckets);
@@ -197,7 +203,10 @@ void DataParallel::prepare() {
   if (!rebuilt_ && stats_.buckets > 0) {  // after the first synchronised step
     build_buckets(shared_ready_order());
     rebuilt_ = true;
+  } else if (limits_changed_) {
+    build_buckets(bucket_order_);
   }
+  limits_changed_ = false;
   std::fill(ready_.begin(), ready_.end(), 0);
   gradients_seen_ = 0;
   next_bucket_ = 0;

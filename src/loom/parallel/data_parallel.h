@@ -88,6 +88,10 @@ class DataParallel {
   };
   NoSync no_sync() { return NoSync(*this); }
 
+  // Regroups the gradients under new limits at the next prepare(), keeping the bucket order.
+  // Changes the collectives a step makes, so every rank must call it before the same step.
+  void set_bucket_limits(const BucketLimits& limits);
+
   const SyncStats& last_stats() const { return stats_; }
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
@@ -119,8 +123,10 @@ class DataParallel {
 
   bool sync_ = true;
   bool rebuilt_ = false;
-  std::vector<int> ready_order_;  // first step: the order gradients became ready
-  std::vector<char> ready_;       // this step, per parameter
+  bool limits_changed_ = false;
+  std::vector<int> bucket_order_;  // the order the buckets were last built in
+  std::vector<int> ready_order_;   // first step: the order gradients became ready
+  std::vector<char> ready_;        // this step, per parameter
   int gradients_seen_ = 0;
   std::size_t next_bucket_ = 0;  // buckets before it have started
   std::chrono::steady_clock::time_point first_start_;

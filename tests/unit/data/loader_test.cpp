@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "loom/core/error.h"
 #include "loom/data/image_folder.h"
@@ -248,6 +251,40 @@ TEST(Loader, PrefetchIsCappedByBytes) {
   Loader tiny(folder, EpochOrder(40, 9), o);
   EXPECT_EQ(tiny.prefetch_depth(), 1);  // always at least one batch
   EXPECT_TRUE(tiny.batch(0, 1).images.equal(roomy.batch(0, 1).images));
+}
+
+// The autotuner changes threads and prefetch depth while batches flow: the batches stay the
+// same, and after a reduction only the remaining threads build.
+TEST(Loader, ThreadsAndPrefetchChangeWhileRunning) {
+  test::TempDir dir;
+  auto folder = make_folder(dir, 240);  // 30 batches of 8
+  LoaderOptions o = small_options(1);
+  o.prefetch_batches = 2;
+  Loader loader(folder, EpochOrder(240, 9), o);
+  std::mutex mutex;
+  std::map<int64_t, std::thread::id> built_by;
+  loader.set_batch_observer([&](int64_t, int64_t step, auto, auto) {
+    std::lock_guard<std::mutex> lock(mutex);
+    built_by[step] = std::this_thread::get_id();
+  });
+  auto expect_step = [&](int64_t step) {
+    EXPECT_TRUE(loader.batch(0, step).images.equal(loader.build_batch(0, step).images))
+        << "step " << step;
+  };
+  for (int64_t step = 0; step < 4; ++step) expect_step(step);
+  loader.set_threads(3);
+  loader.set_prefetch_batches(6);
+  EXPECT_EQ(loader.threads(), 3);
+  EXPECT_EQ(loader.prefetch_depth(), 6);
+  for (int64_t step = 4; step < 10; ++step) expect_step(step);
+  loader.set_threads(1);
+  loader.set_prefetch_batches(1);
+  for (int64_t step = 10; step < 30; ++step) expect_step(step);
+  // Steps up to 10 + 6 may have been claimed before the change; all later ones by one thread.
+  std::set<std::thread::id> late_builders;
+  for (int64_t step = 17; step < 30; ++step) late_builders.insert(built_by.at(step));
+  EXPECT_EQ(late_builders.size(), 1u);
+  EXPECT_THROW(loader.set_threads(0), Error);
 }
 
 // In-memory sets (IDX, synthetic) go through the same loader, as pixels.
