@@ -48,6 +48,37 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   EXPECT_NE(ddp.output.find("data parallel: 2 ranks over shm"), std::string::npos) << ddp.output;
 }
 
+// Every rank must switch bucket sizes at the same step (or the shm communicator reports
+// mismatched calls), and tuning must not change what is learned.
+TEST(DataParallelTrain, AutotuningTwoRanksKeepsThemInStepAndTheResultTheSame) {
+  TempDir dir;
+  const std::string args = exact_args() +
+                           " --set train.epochs=4 --set parallel.first_bucket_mb=0.01"
+                           " --set parallel.bucket_cap_mb=0.05 --set checkpoint.enabled=false"
+                           " --set optimizer.lr=0.002";  // a loss still far from 0 after 32 steps
+  const auto single =
+      run_loom("train " + args + " --set data.batch_size=32 --out " + (dir / "one"));
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto ddp =
+      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " + args + " " +
+               quick_autotune_args() + " --set data.global_batch=32 --out " + (dir / "two"));
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto one = summary_of(dir / "one"), two = summary_of(dir / "two");
+  const auto& tune = two["autotune"];
+  ASSERT_TRUE(tune.is_object()) << two.dump(2);
+  EXPECT_TRUE(tune["complete"].get<bool>());
+  EXPECT_TRUE(tune["chosen"].contains("parallel.bucket_cap_mb")) << tune.dump(2);
+  int bucket_trials = 0;
+  for (const auto& t : tune["trials"]) bucket_trials += t["varied"] == "parallel.bucket_cap_mb";
+  EXPECT_GE(bucket_trials, 1) << tune.dump(2);  // 2 MB and 5 MB make fewer buckets than 0.05
+  EXPECT_EQ(two["steps"], one["steps"]);
+  EXPECT_GT(one["final_train_loss"].get<double>(), 0.1);
+  EXPECT_NEAR(two["final_train_loss"].get<double>(), one["final_train_loss"].get<double>(),
+              1e-4 * one["final_train_loss"].get<double>());
+  EXPECT_NEAR(two["test_loss"].get<double>(), one["test_loss"].get<double>(),
+              1e-4 * one["test_loss"].get<double>());
+}
+
 TEST(DataParallelTrain, TraceHasOneProcessPerRank) {
   TempDir dir;
   const auto result =

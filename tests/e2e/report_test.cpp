@@ -2,6 +2,8 @@
 // it in headless Chromium (Debian's `chromium`) and reads back the DOM after the script ran.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "tools/test_support.h"
 
 namespace loom::test {
@@ -19,8 +21,8 @@ TEST(Report, RendersItsChartsInHeadlessChromium) {
   if (browser.empty())
     GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
   TempDir dir;
-  const auto trained =
-      run_loom("train " + tiny_synthetic_args() + " --set train.epochs=2 --out " + (dir / "run"));
+  const auto trained = run_loom("train " + tiny_synthetic_args() + " " + quick_autotune_args() +
+                                " --set train.epochs=3 --out " + (dir / "run"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const auto report = run_loom("report " + (dir / "run"));
   ASSERT_EQ(report.exit_code, 0) << report.output;
@@ -38,6 +40,13 @@ TEST(Report, RendersItsChartsInHeadlessChromium) {
   EXPECT_NE(dom.output.find("data-charts=\"3\""), std::string::npos) << dom.output.substr(0, 2000);
   EXPECT_GE(count_of(dom.output, "class=\"series\""), 7 + 1 + 1 + 2) << dom.output.substr(0, 2000);
   EXPECT_NE(dom.output.find("samples/s</b>"), std::string::npos);  // the headline was filled in
+  // The autotuner's trials, one row each after the header.
+  const auto summary = nlohmann::json::parse(read_text(dir / "run/summary.json"));
+  const auto at = dom.output.find("<table id=\"trials\">");
+  ASSERT_NE(at, std::string::npos) << dom.output.substr(0, 2000);
+  const std::string table = dom.output.substr(at, dom.output.find("</table>", at) - at);
+  EXPECT_EQ(count_of(table, "<tr>"), 1 + static_cast<int>(summary["autotune"]["trials"].size()))
+      << table;
 }
 
 TEST(Report, RunWithoutSummaryIsAConfigError) {

@@ -95,6 +95,12 @@ std::string tiny_synthetic_args() {
          "--set schedule.warmup_steps=2";
 }
 
+std::string quick_autotune_args() {
+  return "--autotune --set autotune.samples=3 --set autotune.sample_steps=1 "
+         "--set autotune.sample_seconds=0 --set autotune.warmup_steps=1 "
+         "--set autotune.max_share=1";
+}
+
 int count_of(const std::string& text, const std::string& part) {
   int n = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;

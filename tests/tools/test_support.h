@@ -48,5 +48,7 @@ std::string torch_python();
 
 // A small, fast synthetic-data configuration for e2e runs.
 std::string tiny_synthetic_args();
+// `--autotune` with one-step samples and the whole run allowed for tuning: quick, not precise.
+std::string quick_autotune_args();
 
 }  // namespace loom::test

@@ -1,4 +1,4 @@
-// `loom train [CONFIG.yaml] [--set key=value ...] [--out DIR] [--resume]`
+// `loom train [CONFIG.yaml] [--set key=value ...] [--out DIR] [--resume] [--trace] [--autotune]`
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -25,6 +25,7 @@ struct TrainArgs {
   std::string out_dir;
   bool resume = false;
   bool trace = false;
+  bool autotune = false;
 };
 
 std::string timestamped_run_dir() {
@@ -68,9 +69,32 @@ void print_step_time(const train::TrainSummary& s) {
   std::printf("\n");
 }
 
+// "autotune: data.workers 1 -> 2, runtime.threads 2 -> 1: 412 samples/s (380 at the start) ..."
+void print_autotune(const train::TrainSummary& s, const std::string& out_dir) {
+  if (!s.autotune_skipped.empty())
+    std::printf("autotune: skipped, %s\n", s.autotune_skipped.c_str());
+  if (!s.autotune) return;
+  const profile::AutotuneResult& r = *s.autotune;
+  std::string changes;
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    if (r.chosen[i] == r.start[i]) continue;
+    char change[96];
+    std::snprintf(change, sizeof change, "%s%s %g -> %g", changes.empty() ? "" : ", ",
+                  r.keys[i].c_str(), r.start[i], r.chosen[i]);
+    changes += change;
+  }
+  std::printf(
+      "autotune: %s: %.0f samples/s (%.0f at the start), %zu trials in %lld steps%s; "
+      "wrote %s/autotune.yaml\n",
+      changes.empty() ? "kept the starting settings" : changes.c_str(), r.chosen_score,
+      r.start_score, r.trials.size(), static_cast<long long>(r.steps),
+      r.complete ? "" : " (stopped at autotune.max_share)", out_dir.c_str());
+}
+
 int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
+  if (args.autotune) overrides.push_back("autotune.enabled=true");
   Config config = load_config(args.config_path, overrides);
   train::TrainOptions options;
   options.topology = detect_topology();
@@ -120,6 +144,7 @@ int run_train(const TrainArgs& args) {
         s.ranks, s.comm_backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
         100 * s.comm_overlap);
   }
+  print_autotune(s, options.out_dir);
   for (const auto& f : s.findings) {
     std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());
     if (f.max_gain > 0) std::printf(" (at most %.2fx faster)", f.max_gain);
@@ -144,6 +169,9 @@ Command add_train_command(CLI::App& app) {
                 "Continue from the latest checkpoint in the output directory");
   sub->add_flag("--trace", args->trace,
                 "Write a Chrome trace of some steps to OUT/trace.json (profile.trace)");
+  sub->add_flag("--autotune", args->autotune,
+                "Tune loader and compute threads, prefetch depth and bucket size in the first "
+                "steps; writes OUT/autotune.yaml (autotune.enabled)");
   return {sub, [args] { return run_train(*args); }};
 }
 

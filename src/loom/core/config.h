@@ -97,6 +97,18 @@ struct ProfileConfig {
   int64_t trace_active = 10;
 };
 
+// `loom train --autotune`: the first steps try other values of the settings that trade cores and
+// memory for speed (see profile/autotuner.h).
+struct AutotuneConfig {
+  bool enabled = false;
+  int64_t samples = 3;  // per candidate; the score is their median
+  int64_t sample_steps = 5;
+  double sample_seconds = 0.2;
+  int64_t warmup_steps = 2;  // after each change
+  double min_gain = 0.03;
+  double max_share = 0.25;  // of the run's steps at most
+};
+
 // Data-parallel runs (started by `loom launch` or another launcher with more than one rank).
 struct CommConfig {
   std::string backend = "auto";  // auto | shm | gloo
@@ -122,6 +134,7 @@ struct Config {
   RuntimeConfig runtime;
   CheckpointConfig checkpoint;
   ProfileConfig profile;
+  AutotuneConfig autotune;
   CommConfig comm;
   ParallelConfig parallel;
 };

@@ -134,6 +134,24 @@ void visit_config(Config& c, ConfigVisitor& v) {
             "Then steps run without recording, to settle.");
   v.integer("profile.trace_active", c.profile.trace_active, 1, "Then steps recorded.");
 
+  v.boolean("autotune.enabled", c.autotune.enabled,
+            "Tune data.workers, runtime.threads, data.prefetch_batches and (data parallel) "
+            "parallel.bucket_cap_mb during the first steps, one at a time, by measured samples/s; "
+            "the result goes to summary.json and OUT/autotune.yaml. Never changes the batch size "
+            "or precision. `loom train --autotune` sets it.");
+  v.integer("autotune.samples", c.autotune.samples, 1,
+            "Samples measured per candidate value; its score is their median.");
+  v.integer("autotune.sample_steps", c.autotune.sample_steps, 1, "Steps per sample, at least.");
+  v.number("autotune.sample_seconds", c.autotune.sample_seconds, 0.0,
+           "Seconds per sample, at least (very short steps are noisy).");
+  v.integer("autotune.warmup_steps", c.autotune.warmup_steps, 0,
+            "Steps run after each change before measuring.");
+  v.number("autotune.min_gain", c.autotune.min_gain, 0.0,
+           "A candidate replaces the current value only when this much faster (0.03 = 3%).");
+  v.number("autotune.max_share", c.autotune.max_share, 0.0,
+           "Share of the run's steps the tuning may take at most; it stops there with the best "
+           "values measured so far.");
+
   v.choice("comm.backend", c.comm.backend, {"auto", "shm", "gloo"},
            "How ranks exchange gradients: shm = Loom's shared-memory collectives (ranks of one "
            "host), gloo = TCP (any hosts), auto = shm when all ranks share a host, else gloo.");

@@ -22,6 +22,7 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 <h2>Throughput</h2><div id="throughput" class="chart"></div>
 <h2>Loss and test accuracy</h2><div id="loss" class="chart"></div>
 <h2>Findings</h2><div id="findings"></div>
+<h2>Autotuning</h2><div id="autotune"></div>
 <h2>Settings</h2><div id="settings"></div><pre id="config"></pre>
 <script type="application/json" id="data">@DATA@</script>
 <script>
@@ -128,6 +129,19 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
                           `<td>${esc(f.advice)}</td><td><code>${esc(f.key || '')}</code></td>` +
                           `<td>${f.max_gain ? f.max_gain.toFixed(2) + 'x faster' : ''}</td></tr>`).join('') + '</table>'
       : '<p>The advisor found nothing to change.</p>';
+  const A = S.autotune;
+  const settingsText = s => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');
+  document.getElementById('autotune').innerHTML = !A
+      ? '<p>Not run (<code>loom train --autotune</code> tunes threads, prefetch depth and bucket size).</p>'
+      : A.skipped ? `<p>Skipped: ${esc(A.skipped)}.</p>`
+      : `<p>${A.steps} steps, ${A.seconds.toFixed(1)} s: <b>${fmt(A.chosen_samples_per_second)} samples/s</b> ` +
+        `with <code>${esc(settingsText(A.chosen))}</code>, ${fmt(A.start_samples_per_second)} with the starting ` +
+        `settings${A.complete ? '' : ' (stopped at autotune.max_share)'}.</p>` +
+        '<table id="trials"><tr><th>tried</th><th>settings</th><th>samples/s: median (samples)</th></tr>' +
+        A.trials.map(t => `<tr><td>${esc(t.recheck ? t.varied + ' (current, again)' : t.varied)}</td>` +
+                          `<td><code>${esc(settingsText(t.settings))}</code></td>` +
+                          `<td>${fmt(t.score)} (${t.samples_per_second.map(fmt).join(', ')})</td></tr>`).join('') +
+        '</table>';
   const share = (S.step_time && S.step_time.share) || {};
   const choices = S.choices || {}, machine = S.machine || {};
   const rows = [

@@ -1,11 +1,13 @@
 #include "loom/train/checkpoint.h"
 
+#include <ATen/core/grad_mode.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
@@ -185,6 +187,28 @@ CheckpointData CheckpointStore::load(const std::string& path) {
     throw DataError("checkpoint '" + path + "': state.safetensors has no 'rng/cpu' tensor");
   }
   return data;
+}
+
+void restore_model(const CheckpointData& checkpoint, const std::string& path,
+                   const models::NamedTensors& parameters, const models::NamedTensors& buffers) {
+  std::map<std::string, at::Tensor> saved(checkpoint.model.begin(), checkpoint.model.end());
+  at::NoGradGuard no_grad;
+  auto find = [&](const std::string& name, const char* what) {
+    auto it = saved.find(name);
+    if (it == saved.end()) {
+      throw DataError("checkpoint '" + path + "' has no " + what + " '" + name + "'");
+    }
+    return it->second;
+  };
+  for (const auto& [name, t] : parameters) {
+    const at::Tensor value = find(name, "tensor");
+    if (value.sizes() != t.sizes()) {
+      throw DataError("checkpoint '" + path + "': tensor '" + name + "' has shape " +
+                      c10::str(value.sizes()) + ", the model expects " + c10::str(t.sizes()));
+    }
+    t.copy_(value);
+  }
+  for (const auto& [name, t] : buffers) t.copy_(find(name, "buffer"));
 }
 
 }  // namespace loom::train

@@ -65,4 +65,9 @@ class CheckpointStore {
   int64_t kill_in_save_step_;
 };
 
+// Copies a loaded checkpoint's parameters and buffers into the model's tensors, by name. Throws
+// DataError naming the checkpoint `path` and the tensor for a missing one or a shape mismatch.
+void restore_model(const CheckpointData& checkpoint, const std::string& path,
+                   const models::NamedTensors& parameters, const models::NamedTensors& buffers);
+
 }  // namespace loom::train

@@ -20,12 +20,16 @@ Config config_for_rank(Config config, int world) {
   return config;
 }
 
+parallel::BucketLimits bucket_limits(double first_mb, double cap_mb) {
+  return {static_cast<std::size_t>(first_mb * (1 << 20)),
+          static_cast<std::size_t>(cap_mb * (1 << 20))};
+}
+
 std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
                                                            comm::Communicator& communicator,
                                                            const ParallelConfig& config) {
   parallel::DataParallelOptions options;
-  options.buckets.first_bytes = static_cast<std::size_t>(config.first_bucket_mb * (1 << 20));
-  options.buckets.cap_bytes = static_cast<std::size_t>(config.bucket_cap_mb * (1 << 20));
+  options.buckets = bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
   options.find_unused_parameters = config.find_unused_parameters;
   options.broadcast_buffers = config.broadcast_buffers;
   if (config.compression == "bf16") options.compression = at::kBFloat16;

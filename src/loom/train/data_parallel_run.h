@@ -16,6 +16,9 @@ namespace loom::train {
 // the key when the global batch does not divide over the ranks.
 Config config_for_rank(Config config, int world);
 
+// Bucket limits given in MiB (parallel.first_bucket_mb, parallel.bucket_cap_mb).
+parallel::BucketLimits bucket_limits(double first_mb, double cap_mb);
+
 // DataParallel over the model's parameters and buffers, as parallel.* configures it.
 std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
                                                            comm::Communicator& communicator,

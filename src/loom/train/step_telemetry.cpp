@@ -1,8 +1,8 @@
 #include "loom/train/step_telemetry.h"
 
-#include "loom/core/settings.h"
-
 #include <cstdio>
+
+#include "loom/core/settings.h"
 
 namespace loom::train {
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loom/train/autotune_session.h"
 #include "loom/train/durable_file.h"
 
 namespace loom::train {
@@ -91,6 +92,10 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"bytes_per_step", s.comm_bytes_per_step},
         {"comm_seconds_per_step", s.comm_seconds_per_step},
         {"overlap", s.comm_overlap}}},
+      {"autotune", s.autotune ? autotune_json(*s.autotune)
+                   : s.autotune_skipped.empty()
+                       ? nlohmann::ordered_json(nullptr)
+                       : nlohmann::ordered_json{{"skipped", s.autotune_skipped}}},
       {"machine",
        {{"cpu", topology.cpu_model},
         {"usable_cores", topology.usable_cores},

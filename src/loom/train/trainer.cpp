@@ -17,6 +17,7 @@
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
 #include "loom/profile/flops.h"
+#include "loom/train/autotune_session.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/data_parallel_run.h"
 #include "loom/train/durable_file.h"
@@ -72,6 +73,9 @@ class TrainingRun {
   }
   double forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum);
   double mean_over_ranks(double value);
+  void start_autotune();
+  // Tuning is over: the run goes on with the chosen settings.
+  void finish_autotune();
 
   Config config_;
   TrainOptions options_;
@@ -112,6 +116,7 @@ class TrainingRun {
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
   double cpu_seconds_at_start_ = 0;
+  std::unique_ptr<AutotuneSession> autotune_;  // autotune.enabled
 };
 
 void TrainingRun::set_up() {
@@ -174,24 +179,7 @@ void TrainingRun::resume_if_asked() {
                       "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind +
                       "'");
   }
-  std::map<std::string, at::Tensor> saved(ckpt.model.begin(), ckpt.model.end());
-  torch::NoGradGuard no_grad;
-  for (auto& [name, t] : model_->named_parameters()) {
-    auto it = saved.find(name);
-    if (it == saved.end())
-      throw DataError("checkpoint '" + path + "' has no tensor '" + name + "'");
-    if (it->second.sizes() != t.sizes()) {
-      throw DataError("checkpoint '" + path + "': tensor '" + name + "' has shape " +
-                      c10::str(it->second.sizes()) + ", the model expects " + c10::str(t.sizes()));
-    }
-    t.copy_(it->second);
-  }
-  for (auto& [name, t] : model_->named_buffers()) {
-    auto it = saved.find(name);
-    if (it == saved.end())
-      throw DataError("checkpoint '" + path + "' has no buffer '" + name + "'");
-    t.copy_(it->second);
-  }
+  restore_model(ckpt, path, model_->named_parameters(), model_->named_buffers());
   import_optimizer_state(*optimizer_, ckpt.optimizer_kind, parameters_, ckpt.optimizer);
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
   generator.set_state(ckpt.rng_state);
@@ -294,6 +282,36 @@ double TrainingRun::forward_backward(const data::Batch& batch, int64_t epoch, in
   (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
   telemetry_->enter(Phase::kOther);
   return value;
+}
+
+void TrainingRun::start_autotune() {
+  TunedSettings start;
+  start.loader_threads = data_.loader_threads;
+  start.compute_threads = info_.runtime.threads;
+  start.prefetch_batches = static_cast<int>(config_.data.prefetch_batches);
+  start.bucket_cap_mb = config_.parallel.bucket_cap_mb;
+  std::vector<parallel::GradientInfo> gradients;
+  for (const auto& [name, p] : parameters_) {
+    if (p.requires_grad()) gradients.push_back({p.numel(), p.scalar_type()});
+  }
+  autotune_ = std::make_unique<AutotuneSession>(config_, options_.topology.usable_cores,
+                                                total_steps_ - position_.step, start, *data_.train,
+                                                data_parallel_.get(), gradients);
+}
+
+void TrainingRun::finish_autotune() {
+  const TunedSettings& chosen = autotune_->settings();
+  data_.loader_threads = chosen.loader_threads;
+  info_.runtime.threads = chosen.compute_threads;
+  info_.runtime.threads_reason = "chosen by the autotuner";
+  // The chosen settings may differ from the last ones tried: let them settle before measuring.
+  warmup_steps_ = steps_this_process_ + config_.autotune.warmup_steps;
+  const profile::AutotuneResult& r = *autotune_->result();
+  write_metrics({{"type", "autotune"},
+                 {"step", position_.step},
+                 {"chosen", autotune_json(r)["chosen"]},
+                 {"samples_per_second", r.chosen_score},
+                 {"start_samples_per_second", r.start_score}});
 }
 
 double TrainingRun::mean_over_ranks(double value) {
@@ -405,7 +423,9 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     telemetry_->begin_step(steps_this_process_);
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
-    const bool steady = steps_this_process_ + 1 > warmup_steps_;
+    // Steps run while the autotuner tries settings are not the run's steady state.
+    const bool tuning = autotune_ && autotune_->tuning();
+    const bool steady = !tuning && steps_this_process_ + 1 > warmup_steps_;
     const double dt = telemetry_->end_step(position_.step + 1, steady).wall;
     ++position_.step;
     position_.step_in_epoch = s + 1;
@@ -416,7 +436,11 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
       window_comm_exposed_ += data_parallel_->last_stats().exposed_seconds;
     }
     window_samples_ += position_.samples - samples_before;
-    if (steps_this_process_ > warmup_steps_) {
+    if (tuning) {
+      autotune_->after_step(position_.samples - samples_before, dt);
+      if (!autotune_->tuning()) finish_autotune();
+    }
+    if (steady) {
       steady_seconds_ += dt;
       steady_samples_ += position_.samples - samples_before;
       if (data_parallel_) {
@@ -471,6 +495,7 @@ TrainSummary TrainingRun::run() {
     // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
     data_parallel_ = make_data_parallel(*model_, *options_.communicator, config_.parallel);
   }
+  if (config_.autotune.enabled) start_autotune();
   if (options_.observer) options_.observer->on_start(info_);
   while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
@@ -498,9 +523,11 @@ TrainSummary TrainingRun::run() {
   s.test_loss = last_eval_.loss;
   s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool have_steady = steady_seconds_ > 0;
-  s.samples_per_second = have_steady
-                             ? steady_samples_ / steady_seconds_
-                             : (window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0);
+  s.samples_per_second = have_steady           ? steady_samples_ / steady_seconds_
+                         : window_seconds_ > 0 ? window_samples_ / window_seconds_
+                         : autotune_ && autotune_->result()
+                             ? autotune_->result()->chosen_score  // every step was tuning
+                             : 0.0;
   s.wall_seconds = seconds_since(start_);
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
@@ -529,6 +556,14 @@ TrainSummary TrainingRun::run() {
       s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
       s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);
       s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
+    }
+  }
+  if (autotune_) {
+    if (const profile::AutotuneResult* r = autotune_->result()) s.autotune = *r;
+    s.autotune_skipped = autotune_->skipped();
+    if (leader() && s.autotune) {
+      replace_file_atomically(options_.out_dir + "/autotune.yaml",
+                              autotune_yaml(*s.autotune, info_.machine));
     }
   }
   if (leader()) write_summary(options_.out_dir + "/summary.json", s, options_.topology);

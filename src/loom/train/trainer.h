@@ -6,6 +6,7 @@
 // process. Not reentrant.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "loom/comm/communicator.h"
@@ -13,6 +14,7 @@
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
 #include "loom/profile/advisor.h"
+#include "loom/profile/autotuner.h"
 #include "loom/profile/step_timer.h"
 #include "loom/train/runtime_choice.h"
 
@@ -63,7 +65,7 @@ struct TrainSummary {
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
   data::LoaderStats data;               // the training loader's samples, bad samples, time
   int loader_threads = 0;
-  profile::StepTimes step_times;        // summed over the steady-state steps
+  profile::StepTimes step_times;  // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
   // Data parallel: ranks, and the gradient exchange of the steady-state steps.
@@ -73,6 +75,9 @@ struct TrainSummary {
   double comm_bytes_per_step = 0;
   double comm_seconds_per_step = 0;  // all-reduces in flight
   double comm_overlap = 0;           // share of that hidden behind backward
+  // autotune.enabled: what the autotuner tried and chose, or why it did not run.
+  std::optional<profile::AutotuneResult> autotune;
+  std::string autotune_skipped;
   // Model FLOPs utilisation: training is taken as 3 forward passes.
   double forward_flops_per_sample = 0;  // counted on the first step
   double peak_flops_per_second = 0;     // calibrated with a matrix product in peak_dtype

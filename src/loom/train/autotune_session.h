@@ -1,0 +1,68 @@
+// The autotuner inside a training run (`loom train --autotune`): chooses what to try for this
+// run and machine, applies each setting the autotuner asks for to the running job (loader
+// threads and prefetch depth, compute threads, data-parallel bucket size), and writes the result.
+//
+// On a CPU machine loader and compute threads share the cores, so they are tuned against each
+// other. Data-parallel ranks must change settings at the same step (bucket sizes change the
+// collectives): every rank feeds the autotuner rank 0's step times, so all decide the same.
+//
+// Threading: the training thread.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "loom/core/config.h"
+#include "loom/data/batch_source.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/profile/autotuner.h"
+
+namespace loom::train {
+
+// The settings being tuned, as the job runs with them.
+struct TunedSettings {
+  int loader_threads = 1;
+  int compute_threads = 1;
+  int prefetch_batches = 1;
+  double bucket_cap_mb = 0;  // data parallel only
+};
+
+class AutotuneSession {
+ public:
+  // `start`: the run's settings now. `steps` the run still has: tuning takes at most
+  // autotune.max_share of them. `data_parallel` may be null (one process); `gradients` are its
+  // trainable parameters, to pick bucket sizes that make a difference. Throws ConfigError for
+  // autotune.* values out of range.
+  AutotuneSession(const Config& config, int usable_cores, int64_t steps, const TunedSettings& start,
+                  data::BatchSource& loader, parallel::DataParallel* data_parallel,
+                  const std::vector<parallel::GradientInfo>& gradients);
+
+  bool tuning() const { return tuner_ && !tuner_->done(); }
+  // After each step while tuning(): records the step and applies any new settings.
+  void after_step(int64_t samples, double seconds);
+  const TunedSettings& settings() const { return settings_; }
+  // Null when the run was too short to measure even the starting settings.
+  const profile::AutotuneResult* result() const { return tuner_ ? &tuner_->result() : nullptr; }
+  // Why there is no result ("" when there is one).
+  const std::string& skipped() const { return skipped_; }
+
+ private:
+  void apply(const std::vector<double>& values);
+
+  data::BatchSource& loader_;
+  parallel::DataParallel* data_parallel_;
+  double first_bucket_mb_ = 0;
+  std::unique_ptr<profile::Autotuner> tuner_;
+  TunedSettings settings_;
+  std::string skipped_;
+};
+
+// The result for summary.json: starting and chosen values by key, scores, every trial.
+nlohmann::ordered_json autotune_json(const profile::AutotuneResult& result);
+// The chosen values as a configuration file (nested YAML keys), with a comment saying where they
+// came from; `loom train` reads it like any config.
+std::string autotune_yaml(const profile::AutotuneResult& result, const std::string& machine);
+
+}  // namespace loom::train
