@@ -22,69 +22,94 @@ int reflect(int i, int size) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// The two passes, 16 floats at a time with the sums in registers. Compiled for AVX-512 only in
-// these functions (Loom is built for baseline x86-64) and called after a CPU check.
-#define LOOM_AVX512 __attribute__((target("avx512f")))
+// The two passes, 32 values at a time with the sums in registers. Compiled for AVX-512 (with
+// its 16-bit instructions, BW) only in these functions (Loom is built for baseline x86-64) and
+// called after a CPU check.
+#define LOOM_AVX512 __attribute__((target("avx512f,avx512bw")))
 
-// Where a pass writes: floats as they are, or uint8 rounded and clamped to [0, 255].
-LOOM_AVX512 inline void store16(__m512 sum, float* out) { _mm512_storeu_ps(out, sum); }
-LOOM_AVX512 inline void store16(__m512 sum, uint8_t* out) {
-  sum = _mm512_min_ps(_mm512_max_ps(sum, _mm512_setzero_ps()), _mm512_set1_ps(255.0f));
-  sum = _mm512_add_ps(sum, _mm512_set1_ps(0.5f));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                   _mm512_cvtusepi32_epi8(_mm512_cvttps_epi32(sum)));
+// Fixed point, twice as many values per instruction as float: pixels carry 6 fractional bits in
+// int16 (at most 255 x 64 = 16320, so the pair of symmetric taps still fits), weights are Q15,
+// and _mm512_mulhrs_epi16 multiplies and rounds back to 6 fractional bits. Each product is off by
+// at most half of 1/64 level, so both passes together stay within a tenth of a level of the
+// float result before the final rounding.
+constexpr int kFractionBits = 6;
+
+int16_t mulhrs(int32_t a, int32_t b) { return static_cast<int16_t>((a * b + 0x4000) >> 15); }
+
+// Where a pass writes: the fixed-point values as they are, or uint8 rounded.
+LOOM_AVX512 inline void store32(__m512i sum, int16_t* out) { _mm512_storeu_si512(out, sum); }
+LOOM_AVX512 inline void store32(__m512i sum, uint8_t* out) {
+  const __m512i half = _mm512_set1_epi16(1 << (kFractionBits - 1));
+  const __m512i rounded = _mm512_srai_epi16(_mm512_add_epi16(sum, half), kFractionBits);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtusepi16_epi8(rounded));
 }
-inline void store1(float sum, float* out) { *out = sum; }
-inline void store1(float sum, uint8_t* out) {
-  *out = static_cast<uint8_t>(std::fmin(std::fmax(sum, 0.0f), 255.0f) + 0.5f);
+inline void store1(int32_t sum, int16_t* out) { *out = static_cast<int16_t>(sum); }
+inline void store1(int32_t sum, uint8_t* out) {
+  *out =
+      static_cast<uint8_t>(std::clamp((sum + (1 << (kFractionBits - 1))) >> kFractionBits, 0, 255));
+}
+
+LOOM_AVX512 inline __m512i load32(const int16_t* p) { return _mm512_loadu_si512(p); }
+// w * (a + b), rounded to the pixels' fixed point.
+LOOM_AVX512 inline __m512i pair_product(__m512i w, const int16_t* a, const int16_t* b) {
+  return _mm512_mulhrs_epi16(w, _mm512_add_epi16(load32(a), load32(b)));
 }
 
 // out[k] = sum_i w[i] * input(i)[k] for k < n. The vertical pass gives one row per tap
 // (offset 0: input(i) = rows[i]); the horizontal pass one padded row, shifted by a pixel per
-// tap (offset = channels: input(i) = rows[0] + offset * i). Four independent sums per step:
-// one chain of dependent FMAs would wait on each one's latency.
+// tap (offset = channels: input(i) = rows[0] + offset * i). The kernel is symmetric: the taps
+// either side of the centre are added first, one multiply per pair. Four independent sums per
+// step keep the multiplier busy.
 template <typename Out>
-LOOM_AVX512 void weighted_sum(const float* const* rows, int offset, const float* w, int taps,
+LOOM_AVX512 void weighted_sum(const int16_t* const* rows, int offset, const int16_t* w, int taps,
                               Out* out, int n) {
   auto input = [&](int i) { return offset != 0 ? rows[0] + offset * i : rows[i]; };
-  // The kernel is symmetric: pair the taps either side of the centre, one FMA per pair.
   const int centre = taps / 2;
   int k = 0;
-  for (; k + 64 <= n; k += 64) {
-    const __m512 wc = _mm512_set1_ps(w[centre]);
-    const float* mid = input(centre) + k;
-    __m512 s0 = _mm512_mul_ps(wc, _mm512_loadu_ps(mid));
-    __m512 s1 = _mm512_mul_ps(wc, _mm512_loadu_ps(mid + 16));
-    __m512 s2 = _mm512_mul_ps(wc, _mm512_loadu_ps(mid + 32));
-    __m512 s3 = _mm512_mul_ps(wc, _mm512_loadu_ps(mid + 48));
+  for (; k + 128 <= n; k += 128) {
+    const __m512i wc = _mm512_set1_epi16(w[centre]);
+    const int16_t* mid = input(centre) + k;
+    __m512i s0 = _mm512_mulhrs_epi16(wc, load32(mid));
+    __m512i s1 = _mm512_mulhrs_epi16(wc, load32(mid + 32));
+    __m512i s2 = _mm512_mulhrs_epi16(wc, load32(mid + 64));
+    __m512i s3 = _mm512_mulhrs_epi16(wc, load32(mid + 96));
     for (int i = 0; i < centre; ++i) {
-      const __m512 wi = _mm512_set1_ps(w[i]);
-      const float* a = input(i) + k;
-      const float* b = input(taps - 1 - i) + k;
-      s0 = _mm512_fmadd_ps(wi, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b)), s0);
-      s1 = _mm512_fmadd_ps(wi, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_loadu_ps(b + 16)), s1);
-      s2 = _mm512_fmadd_ps(wi, _mm512_add_ps(_mm512_loadu_ps(a + 32), _mm512_loadu_ps(b + 32)), s2);
-      s3 = _mm512_fmadd_ps(wi, _mm512_add_ps(_mm512_loadu_ps(a + 48), _mm512_loadu_ps(b + 48)), s3);
+      const __m512i wi = _mm512_set1_epi16(w[i]);
+      const int16_t* a = input(i) + k;
+      const int16_t* b = input(taps - 1 - i) + k;
+      s0 = _mm512_add_epi16(s0, pair_product(wi, a, b));
+      s1 = _mm512_add_epi16(s1, pair_product(wi, a + 32, b + 32));
+      s2 = _mm512_add_epi16(s2, pair_product(wi, a + 64, b + 64));
+      s3 = _mm512_add_epi16(s3, pair_product(wi, a + 96, b + 96));
     }
-    store16(s0, out + k);
-    store16(s1, out + k + 16);
-    store16(s2, out + k + 32);
-    store16(s3, out + k + 48);
+    store32(s0, out + k);
+    store32(s1, out + k + 32);
+    store32(s2, out + k + 64);
+    store32(s3, out + k + 96);
   }
-  for (; k + 16 <= n; k += 16) {
-    __m512 sum = _mm512_mul_ps(_mm512_set1_ps(w[centre]), _mm512_loadu_ps(input(centre) + k));
+  for (; k + 32 <= n; k += 32) {
+    __m512i sum = _mm512_mulhrs_epi16(_mm512_set1_epi16(w[centre]), load32(input(centre) + k));
     for (int i = 0; i < centre; ++i) {
-      const __m512 pair =
-          _mm512_add_ps(_mm512_loadu_ps(input(i) + k), _mm512_loadu_ps(input(taps - 1 - i) + k));
-      sum = _mm512_fmadd_ps(_mm512_set1_ps(w[i]), pair, sum);
+      sum = _mm512_add_epi16(
+          sum, pair_product(_mm512_set1_epi16(w[i]), input(i) + k, input(taps - 1 - i) + k));
     }
-    store16(sum, out + k);
+    store32(sum, out + k);
   }
-  for (; k < n; ++k) {
-    float sum = 0;
-    for (int i = 0; i < taps; ++i) sum += w[i] * input(i)[k];
+  for (; k < n; ++k) {  // the same arithmetic, one value at a time
+    int32_t sum = mulhrs(w[centre], input(centre)[k]);
+    for (int i = 0; i < centre; ++i) sum += mulhrs(w[i], input(i)[k] + input(taps - 1 - i)[k]);
     store1(sum, out + k);
   }
+}
+
+// A row of uint8 pixels in fixed point.
+LOOM_AVX512 void widen_row(const uint8_t* in, int16_t* out, int n) {
+  int k = 0;
+  for (; k + 32 <= n; k += 32) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k));
+    _mm512_storeu_si512(out + k, _mm512_slli_epi16(_mm512_cvtepu8_epi16(bytes), kFractionBits));
+  }
+  for (; k < n; ++k) out[k] = static_cast<int16_t>(in[k] << kFractionBits);
 }
 
 #pragma GCC diagnostic pop
@@ -92,9 +117,18 @@ LOOM_AVX512 void weighted_sum(const float* const* rows, int offset, const float*
 bool have_avx512() {
   static const bool yes = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
+    return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
   }();
   return yes;
+}
+
+// torchvision's kernel in Q15 (1.0 = 32768, capped at the largest int16).
+std::vector<int16_t> q15_kernel(int size, double sigma) {
+  std::vector<int16_t> q;
+  for (float w : gaussian_kernel(size, sigma)) {
+    q.push_back(static_cast<int16_t>(std::min(32767L, std::lround(w * 32768.0))));
+  }
+  return q;
 }
 
 }  // namespace
@@ -133,8 +167,8 @@ void gaussian_blur(at::Tensor image, int kernel_height, int kernel_width, double
     gaussian_blur_reference(image, kernel_height, kernel_width, sigma);
     return;
   }
-  const std::vector<float> wy = gaussian_kernel(kernel_height, sigma);
-  const std::vector<float> wx = gaussian_kernel(kernel_width, sigma);
+  const std::vector<int16_t> wy = q15_kernel(kernel_height, sigma);
+  const std::vector<int16_t> wx = q15_kernel(kernel_width, sigma);
   const int row_values = w * c;
   uint8_t* base = image.data_ptr<uint8_t>();
   const int64_t stride = image.stride(0);
@@ -142,31 +176,34 @@ void gaussian_blur(at::Tensor image, int kernel_height, int kernel_width, double
   // Rows are filtered horizontally into a ring of the last kernel_height rows, all in L1 cache,
   // kernel_height - 1 rows ahead of the output row, which is then summed vertically from the
   // ring and written over its input (already consumed).
-  thread_local std::vector<float> ring, padded;
+  thread_local std::vector<int16_t> ring, padded;
+  thread_local std::vector<int16_t*> ring_row;  // image row -> its slot (no division per tap)
   ring.resize(static_cast<size_t>(kernel_height) * row_values);
   padded.resize(static_cast<size_t>(w + 2 * rx) * c);
-  auto filtered = [&](int row) {
-    return ring.data() + static_cast<size_t>(row % kernel_height) * row_values;
-  };
+  ring_row.resize(static_cast<size_t>(h));
+  for (int row = 0, slot = 0; row < h; ++row, slot = slot + 1 == kernel_height ? 0 : slot + 1) {
+    ring_row[static_cast<size_t>(row)] = ring.data() + static_cast<size_t>(slot) * row_values;
+  }
   auto filter_row = [&](int row) {
-    const uint8_t* in = base + row * stride;
-    float* middle = padded.data() + rx * c;
-    for (int k = 0; k < row_values; ++k) middle[k] = in[k];
+    int16_t* middle = padded.data() + rx * c;
+    widen_row(base + row * stride, middle, row_values);
     for (int p = 1; p <= rx; ++p) {  // reflected columns either side
       for (int ch = 0; ch < c; ++ch) {
         middle[-p * c + ch] = middle[p * c + ch];
         middle[(w - 1 + p) * c + ch] = middle[(w - 1 - p) * c + ch];
       }
     }
-    const float* start = padded.data();
-    weighted_sum(&start, c, wx.data(), kernel_width, filtered(row), row_values);
+    const int16_t* start = padded.data();
+    weighted_sum(&start, c, wx.data(), kernel_width, ring_row[static_cast<size_t>(row)],
+                 row_values);
   };
-  std::vector<const float*> rows(static_cast<size_t>(kernel_height));
+  thread_local std::vector<const int16_t*> rows;
+  rows.resize(static_cast<size_t>(kernel_height));
   int done = -1;  // the last row filtered horizontally
   for (int y = 0; y < h; ++y) {
     while (done < std::min(h - 1, y + ry)) filter_row(++done);
     for (int i = 0; i < kernel_height; ++i) {
-      rows[static_cast<size_t>(i)] = filtered(reflect(y + i - ry, h));
+      rows[static_cast<size_t>(i)] = ring_row[static_cast<size_t>(reflect(y + i - ry, h))];
     }
     weighted_sum(rows.data(), 0, wy.data(), kernel_height, base + y * stride, row_values);
   }

@@ -77,6 +77,35 @@ TEST(Transforms, GaussianBlurMatchesOpenCvWithinOneLevel) {
   EXPECT_GT(w[5], w[4]);
 }
 
+// The exact blur in double precision (torchvision's kernel, reflected borders), rounded once.
+at::Tensor exact_blur(const at::Tensor& image, int kh, int kw, double sigma) {
+  at::Tensor x = image.to(at::kDouble).permute({2, 0, 1}).unsqueeze(0);  // 1 C H W
+  const int64_t c = x.size(1);
+  auto kernel = [](int k, double s) {
+    const auto w = gaussian_kernel(k, s);
+    return at::tensor(std::vector<double>(w.begin(), w.end()), at::kDouble);
+  };
+  x = at::reflection_pad2d(x, {kw / 2, kw / 2, kh / 2, kh / 2});
+  x = at::conv2d(x, kernel(kw, sigma).view({1, 1, 1, kw}).repeat({c, 1, 1, 1}), at::Tensor(),
+                 at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, c);
+  x = at::conv2d(x, kernel(kh, sigma).view({1, 1, kh, 1}).repeat({c, 1, 1, 1}), at::Tensor(),
+                 at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, c);
+  return x.squeeze(0).permute({1, 2, 0}).round().clamp(0, 255);
+}
+
+// Fixed point stays within a level of the exact result, and almost always on it.
+TEST(Transforms, GaussianBlurIsWithinALevelOfTheExactResult) {
+  for (double sigma : {0.5, 2.0, 4.0}) {
+    at::manual_seed(3);
+    at::Tensor image = at::randint(0, 256, {61, 75, 3}, at::kByte);
+    at::Tensor fast = image.clone();
+    gaussian_blur(fast, 11, 9, sigma);
+    const at::Tensor diff = (fast.to(at::kDouble) - exact_blur(image, 11, 9, sigma)).abs();
+    EXPECT_LE(diff.max().item<double>(), 1.0) << "sigma " << sigma;
+    EXPECT_LT(diff.gt(0).to(at::kDouble).mean().item<double>(), 0.02) << "sigma " << sigma;
+  }
+}
+
 TEST(Transforms, FlipReversesColumns) {
   at::Tensor image = random_image(4, 5);
   at::Tensor flipped = image.clone();
