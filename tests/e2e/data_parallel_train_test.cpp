@@ -25,11 +25,13 @@ nlohmann::json summary_of(const std::string& dir) {
 
 TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   TempDir dir;
+  // An odd test split: the ranks evaluate 32 and 31 samples, together all 63 once.
+  const std::string args = exact_args() + " --set data.test_samples=63";
   const auto single =
-      run_loom("train " + exact_args() + " --set data.batch_size=32 --out " + (dir / "one"));
+      run_loom("train " + args + " --set data.batch_size=32 --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto ddp = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-                            exact_args() + " --set data.global_batch=32 --out " + (dir / "two"));
+                            args + " --set data.global_batch=32 --out " + (dir / "two"));
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
 
   const auto one = summary_of(dir / "one"), two = summary_of(dir / "two");
@@ -38,6 +40,7 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   EXPECT_EQ(one["data_parallel"]["ranks"], 1);
   EXPECT_NEAR(two["test_loss"].get<double>(), one["test_loss"].get<double>(),
               1e-4 * one["test_loss"].get<double>());
+  EXPECT_DOUBLE_EQ(two["test_accuracy"].get<double>(), one["test_accuracy"].get<double>());
   EXPECT_NEAR(two["final_train_loss"].get<double>(), one["final_train_loss"].get<double>(),
               1e-4 * one["final_train_loss"].get<double>());
   EXPECT_GT(two["data_parallel"]["buckets"].get<int>(), 0);

@@ -35,7 +35,9 @@ EpochOrder EpochOrder::shard(int rank, int world, ShardMode mode) const {
   EpochOrder out = *this;
   out.rank_ = rank;
   out.world_ = world;
-  out.shard_size_ = mode == ShardMode::kDrop ? size_ / world : (size_ + world - 1) / world;
+  out.shard_size_ = mode == ShardMode::kDrop  ? size_ / world
+                    : mode == ShardMode::kPad ? (size_ + world - 1) / world
+                                              : (size_ - rank + world - 1) / world;
   if (out.shard_size_ == 0) {
     throw DataError("epoch order: " + std::to_string(size_) + " samples cannot give each of " +
                     std::to_string(world) + " ranks one sample");

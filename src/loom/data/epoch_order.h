@@ -3,9 +3,10 @@
 // (seed, epoch, position) and resuming needs only two integers of state.
 //
 // shard(rank, world) gives one rank's part of every epoch: positions rank, rank + world, ... of
-// the whole order. Ranks' parts are disjoint and every rank gets the same number of samples:
-// `drop` leaves out the last N mod world positions, `pad` wraps around to the start of the epoch
-// to fill the last round (repeating at most world - 1 samples).
+// the whole order. Ranks' parts are disjoint. For training every rank gets the same number of
+// samples: `drop` leaves out the last N mod world positions, `pad` wraps around to the start of
+// the epoch to fill the last round (repeating at most world - 1 samples). For evaluation `exact`
+// visits every sample once over all ranks, whose parts then differ by at most one sample.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@ class EpochOrder {
   // `size` samples; shuffle=false visits them in index order.
   EpochOrder(int64_t size, uint64_t seed, bool shuffle = true);
 
-  enum class ShardMode { kDrop, kPad };
+  enum class ShardMode { kDrop, kPad, kExact };
   EpochOrder shard(int rank, int world, ShardMode mode) const;
 
   // Positions per epoch (this rank's, when sharded).

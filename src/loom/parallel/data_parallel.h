@@ -88,6 +88,11 @@ class DataParallel {
   };
   NoSync no_sync() { return NoSync(*this); }
 
+  // Copies rank 0's floating-point buffers (e.g. BatchNorm statistics) to every rank, as
+  // prepare() does before each forward: before evaluating, so that every rank's part of the test
+  // set sees rank 0's model.
+  void broadcast_buffers();
+
   // Regroups the gradients under new limits at the next prepare(), keeping the bucket order.
   // Changes the collectives a step makes, so every rank must call it before the same step.
   void set_bucket_limits(const BucketLimits& limits);
@@ -102,7 +107,6 @@ class DataParallel {
   class ReadyHook;
 
   void broadcast_initial_state(const NamedTensors& parameters);
-  void broadcast_buffers();
   void build_buckets(const std::vector<int>& order);
   void on_gradient_ready(int parameter);
   void start_ready_buckets();

@@ -165,9 +165,13 @@ TrainData load_train_data(const Config& config, int usable_cores, int rank, int 
           "config key 'data.eval_transforms': its normalize differs from the one training uses; "
           "the feeder normalises both the same way, so give it in data.transforms only");
     }
+    // Each rank evaluates its own part; together they see every test sample once.
     const int64_t test_size = splits.test->size();
-    out.test = std::make_unique<data::Loader>(
-        splits.test, data::EpochOrder(test_size, options.seed, false), options);
+    out.test =
+        std::make_unique<data::Loader>(splits.test,
+                                       data::EpochOrder(test_size, options.seed, false)
+                                           .shard(rank, world, data::EpochOrder::ShardMode::kExact),
+                                       options);
   }
   return out;
 }

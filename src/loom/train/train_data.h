@@ -28,8 +28,9 @@ struct DataSets {
 DataSets open_data_sets(const Config& config);
 
 // Loads (or generates) the data set; `usable_cores` sizes auto loader threads. The training
-// loader reads this rank's share of every epoch (data.shard); the test loader reads all of the
-// test split on every rank. Throws DataError naming the path when files are missing.
+// loader reads this rank's share of every epoch (data.shard); the test loader reads this rank's
+// part of the test split (all ranks together read each test sample once). Throws DataError naming
+// the path when files are missing.
 TrainData load_train_data(const Config& config, int usable_cores, int rank = 0, int world = 1);
 
 }  // namespace loom::train

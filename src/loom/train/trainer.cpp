@@ -73,6 +73,9 @@ class TrainingRun {
   }
   double forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum);
   double mean_over_ranks(double value);
+  // The test split's loss and accuracy; in a data-parallel run each rank evaluates its part with
+  // rank 0's model and the sums are combined.
+  EvalResult evaluate_test();
   void start_autotune();
   // Tuning is over: the run goes on with the chosen settings.
   void finish_autotune();
@@ -321,6 +324,21 @@ double TrainingRun::mean_over_ranks(double value) {
   return t.item<double>();
 }
 
+EvalResult TrainingRun::evaluate_test() {
+  if (data_parallel_) data_parallel_->broadcast_buffers();
+  EvalResult r = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
+  if (!data_parallel_) return r;
+  const double samples = static_cast<double>(r.samples);
+  at::Tensor sums = at::tensor({r.loss * samples, r.accuracy * samples, samples}, at::kDouble);
+  auto& comm = data_parallel_->communicator();
+  comm.allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  const double* total = sums.data_ptr<double>();
+  r.samples = static_cast<int64_t>(std::llround(total[2]));
+  r.loss = total[2] > 0 ? total[0] / total[2] : 0.0;
+  r.accuracy = total[2] > 0 ? total[1] / total[2] : 0.0;
+  return r;
+}
+
 void TrainingRun::report_step(double loss) {
   window_loss_ += loss;
   ++window_steps_;
@@ -463,7 +481,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   r.train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool epoch_done = position_.step_in_epoch == steps_per_epoch_;
   if (config_.train.eval && data_.test && (epoch_done || position_.step == total_steps_)) {
-    last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
+    last_eval_ = evaluate_test();
     r.evaluated = true;
     r.test_loss = last_eval_.loss;
     r.test_accuracy = last_eval_.accuracy;
@@ -508,9 +526,7 @@ TrainSummary TrainingRun::run() {
     if (leader()) telemetry_->merge_rank_traces(options_.out_dir, world_);
   }
   // Resuming a run that had already finished trains nothing: still report its accuracy.
-  if (config_.train.eval && data_.test && last_eval_.samples == 0) {
-    last_eval_ = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
-  }
+  if (config_.train.eval && data_.test && last_eval_.samples == 0) last_eval_ = evaluate_test();
 
   TrainSummary s;
   s.model = info_.model;

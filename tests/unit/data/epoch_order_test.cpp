@@ -90,6 +90,23 @@ TEST(EpochOrder, PaddedShardsWrapToCoverEverySample) {
   EXPECT_THROW(EpochOrder(3, 0).shard(0, 4, EpochOrder::ShardMode::kDrop), std::exception);
 }
 
+// Evaluation: every sample exactly once over the ranks, parts differing by at most one.
+TEST(EpochOrder, ExactShardsVisitEverySampleOnce) {
+  for (int world : {1, 2, 3, 4}) {
+    const EpochOrder order(10, 4, false);
+    std::vector<int64_t> seen;
+    for (int rank = 0; rank < world; ++rank) {
+      EpochOrder shard = order.shard(rank, world, EpochOrder::ShardMode::kExact);
+      EXPECT_EQ(shard.size(), 10 / world + (rank < 10 % world)) << rank << " of " << world;
+      for (int64_t p = 0; p < shard.size(); ++p) seen.push_back(shard.index_at(0, p));
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int64_t> all(10);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_EQ(seen, all) << "world " << world;
+  }
+}
+
 TEST(EpochOrder, RejectsOutOfRangePositions) {
   EpochOrder order(10, 1);
   EXPECT_THROW(order.index_at(0, 10), std::exception);
