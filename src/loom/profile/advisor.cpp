@@ -39,10 +39,16 @@ std::vector<Finding> advise(const RunProfile& run) {
               "",
               "data.workers",
               gain_bound(waiting)};
-    if (run.loader_threads < run.usable_cores) {
+    if (run.threads_tuned) {
+      f.advice = "the autotuner already chose the split of the cores (data.workers " +
+                 std::to_string(run.loader_threads) + ", runtime.threads " +
+                 std::to_string(run.compute_threads) +
+                 "): make data.transforms cheaper, or add CPU workers";
+      f.key = "data.transforms";
+    } else if (run.loader_threads < run.usable_cores) {
       f.advice = "give the loader more threads: data.workers is " +
                  std::to_string(run.loader_threads) + " of " + std::to_string(run.usable_cores) +
-                 " usable cores";
+                 " usable cores (or let loom train --autotune measure the split of the cores)";
     } else {
       f.advice = "the loader already has every core (data.workers " +
                  std::to_string(run.loader_threads) +
@@ -62,9 +68,9 @@ std::vector<Finding> advise(const RunProfile& run) {
   }
 
   // With data held in memory the loader needs little CPU: compute should have every core.
-  // (When the loader decodes, fewer compute threads can be the right trade; the autotuner of
-  // issue 5 is to measure it rather than guess.)
-  if (run.compute_threads < run.usable_cores && !run.loader_decodes) {
+  // (When the loader decodes, fewer compute threads can be the right trade; --autotune measures
+  // it, and what it measured beats this rule.)
+  if (run.compute_threads < run.usable_cores && !run.loader_decodes && !run.threads_tuned) {
     out.push_back({"threads", "moderate",
                    "compute uses " + std::to_string(run.compute_threads) + " of " +
                        std::to_string(run.usable_cores) + " usable cores",

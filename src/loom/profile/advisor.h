@@ -33,6 +33,7 @@ struct RunProfile {
   int64_t batch_size = 0;
   double cpu_utilisation = 0;  // process CPU seconds / (wall seconds x usable cores), 0..1
   double memory_fraction = 0;  // peak resident memory / physical memory
+  bool threads_tuned = false;  // the autotuner measured loader and compute threads: keep them
 };
 
 struct Finding {

@@ -395,6 +395,7 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   p.memory_format = info_.runtime.memory_format;
   p.convolutional = model_->is_convolutional();
   p.batch_size = config_.data.batch_size;
+  p.threads_tuned = autotune_ && autotune_->result() != nullptr;
   const double cpu = profile::process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};

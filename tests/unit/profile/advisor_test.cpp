@@ -49,6 +49,14 @@ TEST(Advisor, InputBoundThresholdsAndGainBound) {
   RunProfile busy = run_waiting(0.5);
   busy.loader_threads = 2;
   EXPECT_EQ(find(advise(busy), "input_bound")->key, "data.transforms");
+  // After --autotune measured the split, the advice is about the work, not the threads.
+  RunProfile tuned = run_waiting(0.5);
+  tuned.threads_tuned = true;
+  const auto tuned_findings = advise(tuned);
+  const Finding* after = find(tuned_findings, "input_bound");
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->key, "data.transforms");
+  EXPECT_NE(after->advice.find("autotuner already chose"), std::string::npos) << after->advice;
 }
 
 TEST(Advisor, SettingsFindingsNameTheirKeys) {
@@ -67,6 +75,9 @@ TEST(Advisor, SettingsFindingsNameTheirKeys) {
   EXPECT_EQ(find(findings, "threads")->key, "runtime.threads");
   EXPECT_EQ(find(findings, "memory")->severity, "high");
   EXPECT_EQ(find(findings, "low_utilisation")->key, "data.batch_size");
+  r.threads_tuned = true;  // measured: fewer compute threads were faster
+  EXPECT_EQ(find(advise(r), "threads"), nullptr);
+  r.threads_tuned = false;
   r.native_bf16 = false;  // fp32 is right without native bf16
   EXPECT_EQ(find(advise(r), "precision"), nullptr);
 }
