@@ -1,0 +1,117 @@
+// One call of train() (trainer.h): everything the training loop touches, for the duration of the
+// run. Internal to train/. trainer.cpp holds the loop (set-up, resume, steps, epochs,
+// checkpoints); training_run_reports.cpp what the run reports (log lines, evaluation, the
+// advisor's input, the summary) and the autotuner's glue.
+//
+// Threading: one thread (the caller of train()).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "loom/parallel/data_parallel.h"
+#include "loom/profile/step_timer.h"
+#include "loom/train/autotune_session.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/evaluate.h"
+#include "loom/train/metrics_log.h"
+#include "loom/train/optimizer.h"
+#include "loom/train/step_telemetry.h"
+#include "loom/train/train_data.h"
+#include "loom/train/trainer.h"
+
+namespace loom::train {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class TrainingRun {
+ public:
+  TrainingRun(const Config& config, const TrainOptions& options)
+      : config_(config),
+        options_(options),
+        start_(Clock::now()),
+        cpu_seconds_at_start_(profile::process_cpu_seconds()) {
+    if (options.communicator) {
+      rank_ = options.communicator->rank();
+      world_ = options.communicator->world();
+    }
+    if (!leader()) config_.train.tensorboard = false;  // rank 0 writes the run's files
+  }
+
+  TrainSummary run();
+
+ private:
+  void set_up();
+  void resume_if_asked();
+  void train_epoch(int64_t epoch, int64_t first_step);
+  double optimizer_step(int64_t epoch, int64_t step_in_epoch);
+  void save_checkpoint();
+  // The training loader's next batch at the current position.
+  data::LoaderState loader_state() const;
+  // What the advisor reads, for a run of `wall_seconds`.
+  profile::RunProfile run_profile(double wall_seconds) const;
+  void report_step(double loss);
+  // Rank 0 writes the run's files and reports; the other ranks of a data-parallel run do not.
+  bool leader() const { return rank_ == 0; }
+  void write_metrics(const nlohmann::ordered_json& record) {
+    if (metrics_) metrics_->write(record);
+  }
+  double forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum);
+  double mean_over_ranks(double value);
+  // The test split's loss and accuracy; in a data-parallel run each rank evaluates its part with
+  // rank 0's model and the sums are combined.
+  EvalResult evaluate_test();
+  // The summary of the run, written to summary.json by rank 0.
+  TrainSummary summarize();
+  void start_autotune();
+  // Tuning is over: the run goes on with the chosen settings.
+  void finish_autotune();
+
+  Config config_;
+  TrainOptions options_;
+  Clock::time_point start_;
+
+  TrainData data_;
+  std::unique_ptr<models::Model> model_;
+  models::NamedTensors parameters_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<data::Feeder> feeder_;
+  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<MetricsLog> metrics_;
+  RunInfo info_;
+  TrainPosition position_;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  int64_t last_saved_step_ = -1;
+  std::string last_checkpoint_;
+  int64_t stop_after_step_ = 0;
+
+  // Throughput: steady state skips the first steps (allocator and oneDNN warm-up).
+  int64_t warmup_steps_ = 0, steps_this_process_ = 0;
+  double steady_seconds_ = 0.0;
+  int64_t steady_samples_ = 0;
+  // The window since the last log line.
+  double window_loss_ = 0.0, window_seconds_ = 0.0;
+  int64_t window_steps_ = 0, window_samples_ = 0;
+  double epoch_loss_ = 0.0;
+  int64_t epoch_steps_ = 0;
+  double last_lr_ = 0.0;
+  EvalResult last_eval_;
+  int rank_ = 0, world_ = 1;
+  std::unique_ptr<parallel::DataParallel> data_parallel_;
+  // Gradient exchange summed over the steady-state steps.
+  double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
+  double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line
+  int64_t comm_steps_ = 0;
+  std::unique_ptr<StepTelemetry> telemetry_;
+  double forward_flops_per_sample_ = 0;
+  bool flops_counted_ = false;
+  double cpu_seconds_at_start_ = 0;
+  std::unique_ptr<AutotuneSession> autotune_;  // autotune.enabled
+};
+
+}  // namespace loom::train

@@ -1,0 +1,195 @@
+// What a training run reports: log lines, evaluation, the advisor's input, the summary, and the
+// autotuner's start and end (see training_run.h).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "loom/core/caching_allocator.h"
+#include "loom/profile/flops.h"
+#include "loom/train/durable_file.h"
+#include "loom/train/summary.h"
+#include "loom/train/training_run.h"
+
+namespace loom::train {
+
+void TrainingRun::start_autotune() {
+  TunedSettings start;
+  start.loader_threads = data_.loader_threads;
+  start.compute_threads = info_.runtime.threads;
+  start.prefetch_batches = static_cast<int>(config_.data.prefetch_batches);
+  start.bucket_cap_mb = config_.parallel.bucket_cap_mb;
+  std::vector<parallel::GradientInfo> gradients;
+  for (const auto& [name, p] : parameters_) {
+    if (p.requires_grad()) gradients.push_back({p.numel(), p.scalar_type()});
+  }
+  autotune_ = std::make_unique<AutotuneSession>(config_, options_.topology.usable_cores,
+                                                total_steps_ - position_.step, start, *data_.train,
+                                                data_parallel_.get(), gradients);
+}
+
+void TrainingRun::finish_autotune() {
+  const TunedSettings& chosen = autotune_->settings();
+  data_.loader_threads = chosen.loader_threads;
+  info_.runtime.threads = chosen.compute_threads;
+  info_.runtime.threads_reason = "chosen by the autotuner";
+  // The chosen settings may differ from the last ones tried: let them settle before measuring.
+  warmup_steps_ = steps_this_process_ + config_.autotune.warmup_steps;
+  const profile::AutotuneResult& r = *autotune_->result();
+  write_metrics({{"type", "autotune"},
+                 {"step", position_.step},
+                 {"chosen", autotune_json(r)["chosen"]},
+                 {"samples_per_second", r.chosen_score},
+                 {"start_samples_per_second", r.start_score}});
+}
+
+double TrainingRun::mean_over_ranks(double value) {
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  auto& comm = data_parallel_->communicator();
+  comm.allreduce(t, comm::ReduceOp::kAvg)->wait(comm.options().timeout);
+  return t.item<double>();
+}
+
+EvalResult TrainingRun::evaluate_test() {
+  if (data_parallel_) data_parallel_->broadcast_buffers();
+  EvalResult r = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
+  if (!data_parallel_) return r;
+  const double samples = static_cast<double>(r.samples);
+  at::Tensor sums = at::tensor({r.loss * samples, r.accuracy * samples, samples}, at::kDouble);
+  auto& comm = data_parallel_->communicator();
+  comm.allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  const double* total = sums.data_ptr<double>();
+  r.samples = static_cast<int64_t>(std::llround(total[2]));
+  r.loss = total[2] > 0 ? total[0] / total[2] : 0.0;
+  r.accuracy = total[2] > 0 ? total[1] / total[2] : 0.0;
+  return r;
+}
+
+void TrainingRun::report_step(double loss) {
+  window_loss_ += loss;
+  ++window_steps_;
+  epoch_loss_ += loss;
+  ++epoch_steps_;
+  const bool log_line =
+      position_.step % config_.train.log_every == 0 || position_.step == total_steps_;
+  StepReport r;
+  r.step = position_.step;
+  r.total_steps = total_steps_;
+  r.epoch = position_.epoch;
+  r.epochs = config_.train.epochs;
+  r.loss = window_loss_ / static_cast<double>(window_steps_);
+  if (log_line && data_parallel_) r.loss = mean_over_ranks(r.loss);
+  r.learning_rate = last_lr_;
+  r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
+  r.elapsed_seconds = seconds_since(start_);
+  const double per_step =
+      steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
+  r.eta_seconds = per_step * static_cast<double>(total_steps_ - position_.step);
+  r.log_line = log_line;
+  if (options_.observer) options_.observer->on_step(r);
+  if (!log_line) return;
+  nlohmann::ordered_json record = {{"type", "step"},
+                                   {"step", r.step},
+                                   {"epoch", r.epoch + 1},
+                                   {"loss", r.loss},
+                                   {"lr", r.learning_rate},
+                                   {"samples_per_second", r.samples_per_second},
+                                   {"elapsed_seconds", r.elapsed_seconds}};
+  record.update(
+      telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
+  if (data_parallel_) {
+    record["comm_overlap"] = window_comm_seconds_ > 0
+                                 ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
+                                 : 0.0;
+    window_comm_seconds_ = window_comm_exposed_ = 0.0;
+  }
+  write_metrics(record);
+  window_loss_ = window_seconds_ = 0.0;
+  window_steps_ = window_samples_ = 0;
+}
+
+profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
+  profile::RunProfile p;
+  p.step_times = telemetry_->steady();
+  p.steps = telemetry_->steady_steps();
+  p.usable_cores = options_.topology.usable_cores;
+  p.compute_threads = info_.runtime.threads;
+  p.loader_threads = data_.loader_threads;
+  p.loader_decodes = data_.decoded;
+  p.precision = info_.runtime.precision;
+  p.native_bf16 = options_.topology.cpu.native_bf16();
+  p.memory_format = info_.runtime.memory_format;
+  p.convolutional = model_->is_convolutional();
+  p.batch_size = config_.data.batch_size;
+  p.threads_tuned = autotune_ && autotune_->result() != nullptr;
+  const double cpu = profile::process_cpu_seconds() - cpu_seconds_at_start_;
+  if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  if (options_.topology.memory_bytes > 0) {
+    p.memory_fraction = static_cast<double>(usage.ru_maxrss) * 1024.0 /
+                        static_cast<double>(options_.topology.memory_bytes);
+  }
+  return p;
+}
+
+TrainSummary TrainingRun::summarize() {
+  TrainSummary s;
+  s.model = info_.model;
+  s.parameters = info_.parameters;
+  s.epochs = position_.epoch;
+  s.steps = position_.step;
+  s.samples = position_.samples;
+  s.evaluated = last_eval_.samples > 0;
+  s.test_accuracy = last_eval_.accuracy;
+  s.test_loss = last_eval_.loss;
+  s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
+  const bool have_steady = steady_seconds_ > 0;
+  s.samples_per_second = have_steady           ? steady_samples_ / steady_seconds_
+                         : window_seconds_ > 0 ? window_samples_ / window_seconds_
+                         : autotune_ && autotune_->result()
+                             ? autotune_->result()->chosen_score  // every step was tuning
+                             : 0.0;
+  s.wall_seconds = seconds_since(start_);
+  s.runtime = info_.runtime;
+  s.resumed_from_step = info_.resumed_from_step;
+  s.last_checkpoint = last_checkpoint_;
+  s.allocator = config_.runtime.allocator;
+  s.data = data_.train->stats();
+  s.loader_threads = data_.loader_threads;
+  s.step_times = telemetry_->steady();
+  s.steady_steps = telemetry_->steady_steps();
+  s.findings = profile::advise(run_profile(s.wall_seconds));
+  s.forward_flops_per_sample = forward_flops_per_sample_;
+  s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
+  // Every rank calibrates its own cores at the same time; the job's peak is their sum.
+  s.peak_flops_per_second =
+      world_ * profile::measure_peak_flops(info_.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    const AllocatorStats stats = a->stats();
+    s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
+    s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
+  }
+  s.ranks = world_;
+  if (data_parallel_) {
+    s.comm_backend = options_.communicator->backend();
+    s.buckets = data_parallel_->last_stats().buckets;
+    if (comm_steps_ > 0) {
+      s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
+      s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);
+      s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
+    }
+  }
+  if (autotune_) {
+    if (const profile::AutotuneResult* r = autotune_->result()) s.autotune = *r;
+    s.autotune_skipped = autotune_->skipped();
+    if (leader() && s.autotune) {
+      replace_file_atomically(options_.out_dir + "/autotune.yaml",
+                              autotune_yaml(*s.autotune, info_.machine));
+    }
+  }
+  if (leader()) write_summary(options_.out_dir + "/summary.json", s, options_.topology);
+  return s;
+}
+
+}  // namespace loom::train
