@@ -54,8 +54,9 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
             tune["start_samples_per_second"].get<double>());
   EXPECT_NE(read_text(dir / "run/metrics.jsonl").find(R"("type":"autotune")"), std::string::npos);
 
-  // The snippet is a configuration `loom train` accepts, holding the chosen values.
-  const auto config = run_loom("config " + (dir / "run/autotune.yaml"));
+  // The snippet goes on top of the user's configuration: its keys win, the others stay.
+  write_text(dir / "mine.yaml", "data: {workers: 1, prefetch_batches: 4}\ntrain: {epochs: 11}\n");
+  const auto config = run_loom("config " + (dir / "mine.yaml") + " " + (dir / "run/autotune.yaml"));
   ASSERT_EQ(config.exit_code, 0) << config.output;
   EXPECT_NE(config.output.find("  workers: " + chosen["data.workers"].dump() + "\n"),
             std::string::npos)
@@ -63,6 +64,7 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
   EXPECT_NE(config.output.find("  prefetch_batches: " + chosen["data.prefetch_batches"].dump()),
             std::string::npos)
       << config.output;
+  EXPECT_NE(config.output.find("  epochs: 11\n"), std::string::npos) << config.output;
 }
 
 TEST(Autotune, TooShortARunIsNotTunedAndSaysWhy) {

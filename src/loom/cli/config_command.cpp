@@ -12,7 +12,7 @@ namespace loom::cli {
 namespace {
 
 struct ConfigArgs {
-  std::string config_path;
+  std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   bool reference = false;
   bool settings = false;
@@ -60,14 +60,16 @@ int print_settings() {
 Command add_config_command(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();
   CLI::App* sub = app.add_subcommand("config", "Print the resolved configuration or its reference");
-  sub->add_option("config", args->config_path, "YAML configuration file");
+  sub->add_option(
+      "config", args->config_paths,
+      "YAML configuration files; a key in a later one replaces the same key in an earlier one");
   add_set_option(sub, args->overrides);
   sub->add_flag("--reference", args->reference, "Print every key as a Markdown table");
   sub->add_flag("--settings", args->settings, "Print the LOOM_* environment settings");
   return {sub, [args] {
             if (args->reference) return print_reference();
             if (args->settings) return print_settings();
-            std::fputs(config_to_yaml(load_config(args->config_path, args->overrides)).c_str(),
+            std::fputs(config_to_yaml(load_config(args->config_paths, args->overrides)).c_str(),
                        stdout);
             return 0;
           }};

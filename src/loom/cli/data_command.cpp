@@ -44,7 +44,7 @@ int run_synth(const SynthArgs& a) {
 }
 
 struct BenchArgs {
-  std::string config_path;
+  std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   int64_t batches = 20;
   bool decode_only = false;
@@ -89,7 +89,7 @@ double decode_only_rate(const Config& config, int threads, int64_t limit) {
 }
 
 int run_bench(const BenchArgs& a) {
-  Config config = load_config(a.config_path, a.overrides);
+  Config config = load_config(a.config_paths, a.overrides);
   if (a.decode_only && config.data.source != "image_folder") {
     throw ConfigError("config key 'data.source': --decode-only measures image files, got '" +
                       config.data.source + "'");
@@ -147,7 +147,8 @@ Command add_data_command(CLI::App& app) {
   s->add_option("--seed", synth->spec.seed, "Seed");
   auto bench = std::make_shared<BenchArgs>();
   CLI::App* b = sub->add_subcommand("bench", "Images/s of the input pipeline alone");
-  b->add_option("config", bench->config_path, "YAML configuration (data.source: image_folder)");
+  b->add_option("config", bench->config_paths,
+                "YAML configuration files (data.source: image_folder); later ones win");
   add_set_option(b, bench->overrides);
   b->add_option("--batches", bench->batches, "Batches to time (after one warm-up batch)")
       ->check(CLI::PositiveNumber);

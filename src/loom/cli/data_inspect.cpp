@@ -14,7 +14,7 @@ namespace loom::cli {
 namespace {
 
 struct InspectArgs {
-  std::string config_path;
+  std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   bool decode = false;
 };
@@ -49,7 +49,7 @@ void print_report(const char* split, const std::string& path, const data::Datase
 }
 
 int run_inspect(const InspectArgs& a) {
-  const Config config = load_config(a.config_path, a.overrides);
+  const Config config = load_config(a.config_paths, a.overrides);
   const train::DataSets sets = train::open_data_sets(config);
   const int threads = detect_topology().usable_cores;
   const auto train_report =
@@ -69,7 +69,7 @@ Command add_data_inspect_command(CLI::App& data) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub =
       data.add_subcommand("inspect", "Samples per class, image sizes and bad files of the data");
-  sub->add_option("config", args->config_path, "YAML configuration");
+  sub->add_option("config", args->config_paths, "YAML configuration files; later ones win");
   add_set_option(sub, args->overrides);
   sub->add_flag("--decode", args->decode,
                 "Decode every image fully (slower; also finds damage inside compressed data)");

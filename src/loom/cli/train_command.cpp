@@ -1,4 +1,5 @@
-// `loom train [CONFIG.yaml] [--set key=value ...] [--out DIR] [--resume] [--trace] [--autotune]`
+// `loom train [CONFIG.yaml ...] [--set key=value ...] [--out DIR] [--resume] [--trace]
+// [--autotune]`
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -20,7 +21,7 @@ namespace loom::cli {
 namespace {
 
 struct TrainArgs {
-  std::string config_path;
+  std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   std::string out_dir;
   bool resume = false;
@@ -95,7 +96,7 @@ int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   if (args.autotune) overrides.push_back("autotune.enabled=true");
-  Config config = load_config(args.config_path, overrides);
+  Config config = load_config(args.config_paths, overrides);
   train::TrainOptions options;
   options.topology = detect_topology();
 
@@ -161,8 +162,9 @@ Command add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub =
       app.add_subcommand("train", "Train a model (default: the small CNN on Fashion-MNIST)");
-  sub->add_option("config", args->config_path,
-                  "YAML configuration file (default: built-in defaults)");
+  sub->add_option("config", args->config_paths,
+                  "YAML configuration files (default: built-in defaults); a key in a later file "
+                  "replaces the same key in an earlier one, e.g. my.yaml runs/tuned/autotune.yaml");
   add_set_option(sub, args->overrides);
   sub->add_option("--out", args->out_dir, "Output directory (default: runs/<timestamp>)");
   sub->add_flag("--resume", args->resume,

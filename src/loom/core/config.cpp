@@ -352,10 +352,11 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
 
 }  // namespace
 
-Config parse_config(const std::string& yaml_text, const std::string& origin,
-                    const std::vector<std::string>& overrides) {
-  const std::vector<std::string> known = known_keys();
-  FlatConfig flat;
+namespace {
+
+// One YAML text's keys into `flat`, over what earlier texts set.
+void add_yaml(const std::string& yaml_text, const std::string& origin,
+              const std::vector<std::string>& known, FlatConfig& flat) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -367,6 +368,11 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
   } else if (!root.IsNull()) {
     throw ConfigError("config " + origin + ": expected a mapping of keys at the top level");
   }
+}
+
+// The overrides over `flat`, then defaults for the rest, validated.
+Config resolve(FlatConfig& flat, const std::vector<std::string>& known,
+               const std::vector<std::string>& overrides) {
   for (const auto& override_text : overrides) {
     auto eq = override_text.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -394,16 +400,33 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
   return config;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::string text;
-  if (!path.empty()) {
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  const std::vector<std::string> known = known_keys();
+  FlatConfig flat;
+  add_yaml(yaml_text, origin, known, flat);
+  return resolve(flat, known, overrides);
+}
+
+Config load_config(const std::vector<std::string>& paths,
+                   const std::vector<std::string>& overrides) {
+  const std::vector<std::string> known = known_keys();
+  FlatConfig flat;
+  for (const auto& path : paths) {
     std::ifstream in(path);
     if (!in) throw ConfigError("config file '" + path + "' cannot be read (does it exist?)");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    std::stringstream text;
+    text << in.rdbuf();
+    add_yaml(text.str(), path, known, flat);
   }
-  return parse_config(text, path.empty() ? "defaults" : path, overrides);
+  return resolve(flat, known, overrides);
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  return load_config(path.empty() ? std::vector<std::string>{} : std::vector<std::string>{path},
+                     overrides);
 }
 
 std::string config_to_yaml(const Config& config) {

@@ -188,7 +188,8 @@ std::string autotune_yaml(const profile::AutotuneResult& r, const std::string& m
                 r.start_score);
   return "# Chosen by `loom train --autotune` on " + machine + ".\n" + scores +
          (r.complete ? "" : " (stopped at autotune.max_share before trying every value)") +
-         ";\n# every trial is in summary.json. Use this file as a config, or copy its keys.\n" +
+         ";\n# every trial is in summary.json. Give it after your config (loom train my.yaml "
+         "autotune.yaml)\n# or copy its keys.\n" +
          out.c_str() + "\n";
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "loom/core/error.h"
+#include "tools/test_support.h"
 
 namespace loom {
 namespace {
@@ -14,6 +15,31 @@ std::string config_error(const std::string& yaml, const std::vector<std::string>
     return e.what();
   }
   return "no error";
+}
+
+// Later files replace the keys they set (a list whole) and leave the others: a tuned snippet
+// such as autotune.yaml goes on top of the user's configuration.
+TEST(Config, LaterFilesReplaceTheKeysTheySet) {
+  test::TempDir dir;
+  test::write_text(dir / "base.yaml",
+                   "model: resnet18\ndata: {workers: 1, batch_size: 32, transforms: "
+                   "[center_crop: 20, random_horizontal_flip]}\ntrain: {epochs: 7}\n");
+  test::write_text(dir / "tuned.yaml",
+                   "data: {workers: 2, transforms: [center_crop: 16]}\nruntime: {threads: 1}\n");
+  const Config c = load_config({dir / "base.yaml", dir / "tuned.yaml"}, {"train.epochs=9"});
+  EXPECT_EQ(c.model.name, "resnet18");
+  EXPECT_EQ(c.data.batch_size, 32);
+  EXPECT_EQ(c.data.workers, 2);
+  EXPECT_EQ(c.runtime.threads, 1);
+  EXPECT_EQ(c.train.epochs, 9);  // --set comes last
+  ASSERT_EQ(c.data.transforms.size(), 1u);
+  EXPECT_EQ(c.data.transforms[0].name, "center_crop");
+  try {
+    load_config({dir / "base.yaml", dir / "absent.yaml"}, {});
+    FAIL() << "a missing second file was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.yaml"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Config, DefaultsAreTheFashionMnistCnn) {
