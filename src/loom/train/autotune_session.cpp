@@ -14,8 +14,8 @@
 namespace loom::train {
 namespace {
 
-// The order of the autotuner's dimensions.
-enum Dimension { kLoaderThreads, kComputeThreads, kPrefetch, kBucketCap };
+// The settings tuned, in the order of the autotuner's values.
+enum Setting { kLoaderThreads, kComputeThreads, kPrefetch, kBucketCap };
 constexpr const char* kKeys[] = {"data.workers", "runtime.threads", "data.prefetch_batches",
                                  "parallel.bucket_cap_mb"};
 
