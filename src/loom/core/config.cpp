@@ -350,10 +350,6 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // One YAML text's keys into `flat`, over what earlier texts set.
 void add_yaml(const std::string& yaml_text, const std::string& origin,
               const std::vector<std::string>& known, FlatConfig& flat) {
@@ -422,11 +418,6 @@ Config load_config(const std::vector<std::string>& paths,
     add_yaml(text.str(), path, known, flat);
   }
   return resolve(flat, known, overrides);
-}
-
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return load_config(path.empty() ? std::vector<std::string>{} : std::vector<std::string>{path},
-                     overrides);
 }
 
 std::string config_to_yaml(const Config& config) {

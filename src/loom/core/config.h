@@ -166,13 +166,11 @@ Config default_config();
 Config parse_config(const std::string& yaml_text, const std::string& origin,
                     const std::vector<std::string>& overrides);
 
-// Reads the files in order, each key of a later file replacing the same key of an earlier one
-// (a list, such as data.transforms, is replaced whole), then applies the overrides; keys no file
-// sets keep their defaults.
+// Reads the files in order (none: the defaults), each key of a later file replacing the same
+// key of an earlier one (a list, such as data.transforms, is replaced whole), then applies the
+// overrides; keys no file sets keep their defaults.
 Config load_config(const std::vector<std::string>& paths,
                    const std::vector<std::string>& overrides);
-// The same for one file, or for the defaults alone when `path` is empty.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides);
 
 // The resolved configuration with every field written out, as YAML and as JSON text.
 std::string config_to_yaml(const Config& config);

@@ -63,7 +63,10 @@ Autotuner::Autotuner(std::vector<std::string> keys, std::vector<double> start,
   result_.start = start;
   trial_.settings = start;  // the first trial measures the starting settings
   warmup_left_ = options_.first_warmup_steps;
-  if (dimensions_.empty()) conclude();
+  if (dimensions_.empty()) {  // nothing to try
+    result_.complete = true;
+    conclude();
+  }
 }
 
 bool Autotuner::record_step(int64_t samples, double seconds) {
@@ -162,7 +165,6 @@ void Autotuner::start_trial(const std::string& key, bool recheck) {
 }
 
 void Autotuner::conclude() {
-  if (dimensions_.empty()) result_.complete = true;
   done_ = true;
   current_ = best_;
   result_.chosen = best_;
