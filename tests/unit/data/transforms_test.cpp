@@ -48,8 +48,10 @@ TEST(Transforms, ResizeMatchesBilinearReference) {
             1.0f);
 }
 
-// The vectorised blur against OpenCV's filter on odd sizes (vector tails), 1 and 3 channels,
-// square and oblong kernels. (torchvision is the reference in transform_pipeline_test.)
+// The vectorised blur against OpenCV's filter on odd sizes (vector tails, an odd last row after
+// the rows filtered in pairs), 1 and 3 channels, square and oblong kernels, the largest kernel
+// filtered two rows at a time (15) and ones filtered a row at a time (17, 25). (torchvision is
+// the reference in transform_pipeline_test.)
 TEST(Transforms, GaussianBlurMatchesOpenCvWithinOneLevel) {
   struct Case {
     int64_t h, w, c;
@@ -59,7 +61,9 @@ TEST(Transforms, GaussianBlurMatchesOpenCvWithinOneLevel) {
   for (const Case& k : std::vector<Case>{{37, 53, 3, 11, 11, 2.0},
                                          {20, 31, 1, 5, 9, 0.8},
                                          {64, 64, 3, 3, 3, 0.3},
-                                         {13, 17, 3, 25, 7, 5.0}}) {
+                                         {13, 17, 3, 25, 7, 5.0},
+                                         {41, 45, 3, 15, 13, 3.0},
+                                         {30, 40, 3, 17, 5, 3.0}}) {
     at::manual_seed(k.h);
     at::Tensor image = at::randint(0, 256, {k.h, k.w, k.c}, at::kByte);
     at::Tensor fast = image.clone(), reference = image.clone();
@@ -101,6 +105,13 @@ TEST(Transforms, GaussianBlurIsWithinALevelOfTheExactResult) {
     at::Tensor fast = image.clone();
     gaussian_blur(fast, 11, 9, sigma);
     const at::Tensor diff = (fast.to(at::kDouble) - exact_blur(image, 11, 9, sigma)).abs();
+    // A window of a larger image (strided rows) gives the same pixels and leaves the rest.
+    at::Tensor canvas = at::zeros({65, 80, 3}, at::kByte);
+    at::Tensor window = canvas.slice(0, 2, 63).slice(1, 3, 78);
+    window.copy_(image);
+    gaussian_blur(window, 11, 9, sigma);
+    EXPECT_TRUE(window.equal(fast)) << "sigma " << sigma;
+    EXPECT_EQ(canvas.slice(1, 0, 3).sum().item<int64_t>(), 0);
     EXPECT_LE(diff.max().item<double>(), 1.0) << "sigma " << sigma;
     EXPECT_LT(diff.gt(0).to(at::kDouble).mean().item<double>(), 0.02) << "sigma " << sigma;
   }
