@@ -10,6 +10,8 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "loom/data/avx512.h"
+
 namespace loom::data {
 namespace {
 
@@ -24,10 +26,7 @@ int reflect(int i, int size) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// The two passes, 32 values at a time with the sums in registers. Compiled for AVX-512 (with
-// its 16-bit instructions, BW) only in these functions (Loom is built for baseline x86-64) and
-// called after a CPU check.
-#define LOOM_AVX512 __attribute__((target("avx512f,avx512bw")))
+// The two passes, 32 values at a time with the sums in registers (LOOM_AVX512: avx512.h).
 
 // Fixed point, twice as many values per instruction as float: pixels carry 6 fractional bits in
 // int16 (at most 255 x 64 = 16320, so the pair of symmetric taps still fits), weights are Q15,
@@ -190,14 +189,6 @@ VerticalPair vertical_pair_for(int taps) {
   }
 }
 
-bool have_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
-  }();
-  return yes;
-}
-
 // torchvision's kernel in Q15 (1.0 = 32768, capped at the largest int16).
 std::vector<int16_t> q15_kernel(int size, double sigma) {
   std::vector<int16_t> q;
@@ -239,7 +230,7 @@ void gaussian_blur(at::Tensor image, int kernel_height, int kernel_width, double
   TORCH_CHECK(ry < h && rx < w, "gaussian_blur: a ", kernel_height, "x", kernel_width,
               " kernel needs an image larger than its radius, got ", h, "x", w);
   TORCH_CHECK(image.stride(2) == 1 && image.stride(1) == c, "gaussian_blur: rows must be packed");
-  if (!have_avx512()) {
+  if (!cpu_has_avx512()) {
     gaussian_blur_reference(image, kernel_height, kernel_width, sigma);
     return;
   }

@@ -5,6 +5,8 @@
 #include <opencv2/core/utility.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "loom/data/bilinear_resize.h"
+
 namespace loom::data {
 namespace {
 
@@ -61,7 +63,7 @@ void resize_into(const at::Tensor& image, at::Tensor out) {
   cv::Mat to = as_mat(out);
   if (from.rows == to.rows && from.cols == to.cols) {
     from.copyTo(to);
-  } else {
+  } else if (!resize_bilinear_avx512(src, out)) {
     cv::resize(from, to, to.size(), 0, 0, cv::INTER_LINEAR);
   }
 }
