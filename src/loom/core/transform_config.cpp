@@ -89,8 +89,8 @@ const std::vector<TransformKind>& transform_catalog() {
          false,
          1e-6,
          "fixed sigma, or a [low, high] range drawn per image"}},
-       "Gaussian blur of uint8 pixels with reflected borders, computed in float and rounded "
-       "(torchvision's gaussian_blur; AVX-512 where the CPU has it)."},
+       "Gaussian blur of uint8 pixels with reflected borders, rounded once, within one level of "
+       "torchvision's gaussian_blur (16-bit fixed point with AVX-512 where the CPU has it)."},
       {"normalize",
        {{"mean", 1, 4, {}, false, 0, "per channel, in [0, 1] pixel units"},
         {"std", 1, 4, {}, false, 1e-6, "per channel"}},
