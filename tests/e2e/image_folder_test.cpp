@@ -1,5 +1,6 @@
 // `loom data synth-images` and `loom train` on a JPEG folder with corrupt files, as a user runs
 // them: the run finishes, the bad files are skipped, the model learns.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,43 @@ TEST(ImageFolderRun, InspectCountsClassesSizesAndBadFiles) {
   EXPECT_NE(r.output.find("truncated 2, undecodable 2, too large 1"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("bad_bomb.jpg"), std::string::npos) << r.output;
+}
+
+// `loom data bench`: one JSON line per mode, and where the feeder may put batches.
+TEST(ImageFolderBench, PrintsEachModeAndChecksTheDevice) {
+  test::TempDir dir;
+  ASSERT_EQ(
+      test::run_loom("data synth-images " + (dir / "d") + " --count 40 --classes 2").exit_code, 0);
+  const std::string base = "data bench --set data=image_folder --set data.path=" + (dir / "d") +
+                           " --set data.batch_size=8 --set data.workers=2 --batches 3";
+  for (const std::string mode : {"pipeline", "loader", "decode_only"}) {
+    const std::string flag = mode == "loader"        ? " --loader-only"
+                             : mode == "decode_only" ? " --decode-only"
+                                                     : "";
+    auto r = test::run_loom(base + flag);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto line = nlohmann::json::parse(r.output.substr(r.output.rfind('{')));
+    EXPECT_EQ(line["mode"], mode);
+    EXPECT_EQ(line["threads"], 2);
+    EXPECT_GT(line["images_per_second"].get<double>(), 0.0);
+    if (mode != "decode_only") {
+      EXPECT_EQ(line["device"], "cpu");
+      EXPECT_EQ(line["batches"], 3);
+      EXPECT_GT(line["prefetch_budget_mb"].get<double>(), 0.0);
+    }
+  }
+  auto bogus = test::run_loom(base + " --device tpu:0");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.output.find("--device: expected cpu, cuda or cuda:N, got 'tpu:0'"),
+            std::string::npos)
+      << bogus.output;
+  if (!at::hasCUDA()) {
+    auto cuda = test::run_loom(base + " --device cuda");
+    EXPECT_EQ(cuda.exit_code, 2);
+    EXPECT_NE(cuda.output.find("--device: 'cuda' needs a CUDA build of LibTorch"),
+              std::string::npos)
+        << cuda.output;
+  }
 }
 
 // A small model behind a heavy blur chain on one loader thread waits for data; the advisor

@@ -1,12 +1,26 @@
 #include "loom/data/feeder.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <vector>
 
+#include "loom/core/error.h"
+
 namespace loom::data {
 
-Feeder::Feeder(const ChannelStats& stats, at::MemoryFormat format) : format_(format) {
+Feeder::Feeder(const ChannelStats& stats, at::MemoryFormat format, at::Device device)
+    : format_(format), device_(device) {
+  if (device.is_cuda() && !at::hasCUDA()) {
+    throw Error("feeder: device '" + device.str() +
+                "' needs a CUDA build of LibTorch (this one is CPU-only)");
+  }
+  if (!device.is_cpu() && !device.is_cuda()) {
+    throw Error("feeder: device '" + device.str() + "' is not supported (cpu or cuda)");
+  }
   const int64_t c = static_cast<int64_t>(stats.mean.size());
   scale_ = at::empty({1, c, 1, 1}, at::kFloat);
   shift_ = at::empty({1, c, 1, 1}, at::kFloat);
@@ -14,6 +28,28 @@ Feeder::Feeder(const ChannelStats& stats, at::MemoryFormat format) : format_(for
     scale_[0][i] = 1.0 / (255.0 * stats.stddev[i]);
     shift_[0][i] = -stats.mean[i] / stats.stddev[i];
   }
+  if (device.is_cuda()) {
+    scale_ = scale_.to(device);
+    shift_ = shift_.to(device);
+    copy_stream_ = c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device);
+  }
+}
+
+at::Device parse_feed_device(const std::string& text, const std::string& option) {
+  std::optional<at::Device> device;
+  try {
+    device = at::Device(text);
+  } catch (const c10::Error&) {  // not a device name at all: reported below
+  }
+  if (!device || !(device->is_cpu() || device->is_cuda())) {
+    throw ConfigError(option + ": expected cpu, cuda or cuda:N, got '" + text + "'");
+  }
+  if (device->is_cuda() && !at::hasCUDA()) {
+    throw ConfigError(option + ": '" + text +
+                      "' needs a CUDA build of LibTorch; this one (Debian's libtorch-dev) is "
+                      "CPU-only");
+  }
+  return *device;
 }
 
 namespace {
@@ -45,6 +81,10 @@ void normalize_nhwc(const uint8_t* in, float* out, int64_t count, const float* s
 }  // namespace
 
 at::Tensor Feeder::to_input(const at::Tensor& images_nhwc) const {
+  return device_.is_cpu() ? on_cpu(images_nhwc) : on_device(images_nhwc);
+}
+
+at::Tensor Feeder::on_cpu(const at::Tensor& images_nhwc) const {
   const int64_t channels = images_nhwc.size(3);
   if (format_ == at::MemoryFormat::ChannelsLast || channels == 1) {
     // The output's memory order is the input's (NHWC): one fused pass, no layout change.
@@ -60,6 +100,30 @@ at::Tensor Feeder::to_input(const at::Tensor& images_nhwc) const {
   // (three passes; only models that asked for the contiguous layout take this path).
   at::Tensor nchw = images_nhwc.permute({0, 3, 1, 2});
   at::Tensor out = at::empty(nchw.sizes(), at::TensorOptions().dtype(at::kFloat), format_);
+  out.copy_(nchw);
+  return out.mul_(scale_).add_(shift_);
+}
+
+at::Tensor Feeder::on_device(const at::Tensor& images_nhwc) const {
+  const c10::impl::VirtualGuardImpl guard(device_.type());
+  const c10::Stream compute = guard.getStream(device_);
+  at::Tensor staged;
+  {
+    // Asynchronous for pinned memory; from pageable memory the copy still works, synchronously.
+    const c10::StreamGuard on_copy_stream(*copy_stream_);
+    staged = images_nhwc.to(at::TensorOptions().device(device_), /*non_blocking=*/true);
+  }
+  c10::Event copied(device_.type());
+  copied.record(*copy_stream_);
+  copied.block(compute);
+  // Allocated on the copy stream, used (and freed) on the compute stream: tell the caching
+  // allocator, or it could hand the memory out again while the conversion still reads it.
+  staged.record_stream(compute);
+  // One kernel converts to float and, for the contiguous layout, transposes; NHWC viewed as NCHW
+  // is already channels_last.
+  const at::Tensor nchw = staged.permute({0, 3, 1, 2});
+  at::Tensor out =
+      at::empty(nchw.sizes(), at::TensorOptions().dtype(at::kFloat).device(device_), format_);
   out.copy_(nchw);
   return out.mul_(scale_).add_(shift_);
 }

@@ -1,5 +1,7 @@
 #include "loom/data/loader.h"
 
+#include <ATen/Context.h>
+
 #include <chrono>
 #include <ctime>
 
@@ -28,6 +30,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderO
                 " samples, data set has " + std::to_string(dataset_->size()));
   }
   if (!options_.transforms) throw Error("loader: no transform pipeline given");
+  if (options_.pin_memory && !at::hasCUDA()) {
+    throw Error("loader: pinned batches need a CUDA build of LibTorch (this one is CPU-only)");
+  }
   if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");
   steps_ = batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last);
   depth_ = depth_for(options_.prefetch_batches);
@@ -254,7 +259,9 @@ Batch Loader::build_batch(int64_t epoch, int64_t step) const {
   const int64_t begin = step * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, order_.size() - begin);
   const TransformPipeline& t = *options_.transforms;
-  at::Tensor images = at::empty({count, t.height(), t.width(), t.channels()}, at::kByte);
+  at::Tensor images =
+      at::empty({count, t.height(), t.width(), t.channels()},
+                at::TensorOptions().dtype(at::kByte).pinned_memory(options_.pin_memory));
   at::Tensor labels = at::empty({count}, at::kLong), indices = at::empty({count}, at::kLong);
   auto* label_out = labels.data_ptr<int64_t>();
   auto* index_out = indices.data_ptr<int64_t>();

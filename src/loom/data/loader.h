@@ -48,6 +48,9 @@ struct LoaderOptions {
   int64_t max_pixels = 0;                               // for encoded images; 0 = no limit
   BadSamplePolicy policy = BadSamplePolicy::kSkip;
   double max_bad_fraction = 0.01;
+  // Batches in page-locked memory, for a Feeder on a CUDA device (copies from them can be
+  // asynchronous). Needs a CUDA build of LibTorch; the constructor throws otherwise.
+  bool pin_memory = false;
 };
 
 class Loader : public BatchSource {

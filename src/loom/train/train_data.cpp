@@ -113,7 +113,8 @@ DataSets open_data_sets(const Config& config) {
   return {s.train, s.test};
 }
 
-TrainData load_train_data(const Config& config, int usable_cores, int rank, int world) {
+TrainData load_train_data(const Config& config, int usable_cores, int rank, int world,
+                          bool pin_memory) {
   const DataConfig& d = config.data;
   const bool encoded = is_encoded(d);
   Splits splits = encoded ? encoded_splits(config) : in_memory_splits(config);
@@ -129,6 +130,7 @@ TrainData load_train_data(const Config& config, int usable_cores, int rank, int 
   options.max_bad_fraction = d.max_bad_fraction;
   options.max_pixels = d.max_pixels;
   options.batch_size = d.batch_size;
+  options.pin_memory = pin_memory;
   options.transforms = pipeline(d.transforms, splits.default_train, splits, "data.transforms");
   const data::TransformPipeline& train_transforms = *options.transforms;
 

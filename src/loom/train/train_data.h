@@ -29,8 +29,10 @@ DataSets open_data_sets(const Config& config);
 
 // Loads (or generates) the data set; `usable_cores` sizes auto loader threads. The training
 // loader reads this rank's share of every epoch (data.shard); the test loader reads this rank's
-// part of the test split (all ranks together read each test sample once). Throws DataError naming
-// the path when files are missing.
-TrainData load_train_data(const Config& config, int usable_cores, int rank = 0, int world = 1);
+// part of the test split (all ranks together read each test sample once). `pin_memory` puts
+// batches in page-locked memory for a Feeder on a CUDA device. Throws DataError naming the path
+// when files are missing.
+TrainData load_train_data(const Config& config, int usable_cores, int rank = 0, int world = 1,
+                          bool pin_memory = false);
 
 }  // namespace loom::train

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "loom/core/error.h"
+
 namespace loom::data {
 namespace {
 
@@ -19,6 +21,29 @@ TEST(Feeder, NormalisesPerChannelIntoTheRequestedLayout) {
     reference.select(1, 1).sub_(0.25).div_(0.1);
     EXPECT_TRUE(at::allclose(x.to(at::kDouble), reference, 1e-5, 1e-5));
   }
+}
+
+// The device is checked up front: a CUDA feeder or pinned batches on a CPU-only LibTorch are
+// clear errors, not a failure at the first batch; other device types are refused.
+TEST(Feeder, DeviceIsCheckedAtConstruction) {
+  ChannelStats stats{{0.5}, {0.2}};
+  Feeder cpu(stats, at::MemoryFormat::ChannelsLast, at::kCPU);
+  EXPECT_TRUE(cpu.device().is_cpu());
+  at::Tensor images = at::randint(0, 256, {2, 3, 3, 1}, at::kByte);
+  EXPECT_TRUE(
+      cpu.to_input(images).equal(Feeder(stats, at::MemoryFormat::ChannelsLast).to_input(images)));
+  EXPECT_TRUE(parse_feed_device("cpu", "--device").is_cpu());
+  EXPECT_THROW(parse_feed_device("mps", "--device"), ConfigError);
+  EXPECT_THROW(parse_feed_device("gpu", "--device"), ConfigError);
+  if (at::hasCUDA()) GTEST_SKIP() << "a CUDA build: the CPU-only errors do not apply";
+  try {
+    Feeder(stats, at::MemoryFormat::ChannelsLast, at::Device("cuda:0"));
+    FAIL() << "a CUDA feeder on a CPU-only LibTorch";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a CUDA build of LibTorch"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_feed_device("cuda:1", "--device"), ConfigError);
 }
 
 TEST(ChannelStats, MatchesDirectComputation) {

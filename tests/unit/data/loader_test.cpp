@@ -255,6 +255,21 @@ TEST(Loader, PrefetchIsCappedByBytes) {
 
 // The autotuner changes threads and prefetch depth while batches flow: the batches stay the
 // same, and after a reduction only the remaining threads build.
+// Pinned batches are for a CUDA feeder; a CPU-only LibTorch cannot pin, and says so up front.
+TEST(Loader, PinnedBatchesNeedACudaBuild) {
+  if (at::hasCUDA()) GTEST_SKIP() << "a CUDA build can pin";
+  test::TempDir dir;
+  LoaderOptions options = small_options(1);
+  options.pin_memory = true;
+  try {
+    Loader loader(make_folder(dir, 8), EpochOrder(8, 1), options);
+    FAIL() << "pinned batches on a CPU-only LibTorch";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pinned batches need a CUDA build"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Loader, ThreadsAndPrefetchChangeWhileRunning) {
   test::TempDir dir;
   auto folder = make_folder(dir, 240);  // 30 batches of 8
