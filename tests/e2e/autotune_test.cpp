@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tools/test_support.h"
 
@@ -65,6 +67,44 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
             std::string::npos)
       << config.output;
   EXPECT_NE(config.output.find("  epochs: 11\n"), std::string::npos) << config.output;
+}
+
+// A run preempted after tuning resumes with the values it chose, kept in the checkpoint, instead
+// of spending steps to find them again.
+TEST(Autotune, ResumedRunKeepsTheValuesChosenBeforeThePreemption) {
+  TempDir dir;
+  const std::string args = "train " + tiny_synthetic_args() + " " + quick_autotune_args() +
+                           " --set train.epochs=6 --set data.workers=1 --set runtime.threads=1" +
+                           " --set checkpoint.every_steps=16 --out " + (dir / "run");
+  const auto killed = run_loom(args, "LOOM_FAULT_STOP_AFTER_STEP=80");
+  ASSERT_EQ(killed.signal, SIGKILL) << killed.output;
+  // What the first process chose, from its metrics record (it never wrote a summary).
+  nlohmann::json first;
+  std::istringstream lines(read_text(dir / "run/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.value("type", "") == "autotune") first = record;
+  }
+  ASSERT_TRUE(first.is_object()) << "no autotune record before the preemption";
+  ASSERT_LT(first["step"].get<int>(), 80) << "tuning must finish before the checkpoint";
+  EXPECT_FALSE(first["resumed"].get<bool>());
+  const std::string manifest = read_text(dir / "run/checkpoints/step-00000080/manifest.json");
+  EXPECT_NE(manifest.find("\"autotune\""), std::string::npos) << manifest;
+
+  const auto resumed = run_loom(args + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("autotune: chosen before the resume, "), std::string::npos)
+      << resumed.output;
+  const auto summary = nlohmann::json::parse(read_text(dir / "run/summary.json"));
+  const auto& tune = summary["autotune"];
+  EXPECT_TRUE(tune["resumed"].get<bool>()) << tune.dump(2);
+  EXPECT_EQ(tune["chosen"], first["chosen"]) << tune.dump(2);
+  EXPECT_GE(tune["trials"].size(), 3u) << tune.dump(2);  // the earlier trials, kept
+  EXPECT_EQ(summary["data"]["loader_threads"], first["chosen"]["data.workers"]);
+  EXPECT_EQ(summary["threads"], first["chosen"]["runtime.threads"]);
+  EXPECT_EQ(summary["choices"]["threads"], "chosen by the autotuner before the resume");
+  EXPECT_EQ(count_of(read_text(dir / "run/metrics.jsonl"), R"("type":"autotune")"), 2);
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/autotune.yaml"));
 }
 
 TEST(Autotune, TooShortARunIsNotTunedAndSaysWhy) {

@@ -85,8 +85,9 @@ void print_autotune(const train::TrainSummary& s, const std::string& out_dir) {
     changes += change;
   }
   std::printf(
-      "autotune: %s: %.0f samples/s (%.0f at the start), %zu trials in %lld steps%s; "
+      "autotune: %s%s: %.0f samples/s (%.0f at the start), %zu trials in %lld steps%s; "
       "wrote %s/autotune.yaml\n",
+      s.autotune_resumed ? "chosen before the resume, " : "",
       changes.empty() ? "kept the starting settings" : changes.c_str(), r.chosen_score,
       r.start_score, r.trials.size(), static_cast<long long>(r.steps),
       r.complete ? "" : " (stopped at autotune.max_share)", out_dir.c_str());

@@ -114,6 +114,24 @@ AutotuneSession::AutotuneSession(const Config& config, int usable_cores, int64_t
                                                 std::move(dimensions), options);
 }
 
+AutotuneSession::AutotuneSession(const Config& config, const profile::AutotuneResult& earlier,
+                                 const TunedSettings& start, data::BatchSource& loader,
+                                 parallel::DataParallel* data_parallel)
+    : loader_(loader),
+      data_parallel_(data_parallel),
+      first_bucket_mb_(config.parallel.first_bucket_mb),
+      earlier_(earlier),
+      settings_(start) {
+  std::vector<double> values = {double(start.loader_threads), double(start.compute_threads),
+                                double(start.prefetch_batches), start.bucket_cap_mb};
+  for (size_t i = 0; i < earlier.keys.size() && i < earlier.chosen.size(); ++i) {
+    const auto* key = std::find(std::begin(kKeys), std::end(kKeys), earlier.keys[i]);
+    if (key != std::end(kKeys))
+      values[static_cast<size_t>(key - std::begin(kKeys))] = earlier.chosen[i];
+  }
+  apply(values);
+}
+
 void AutotuneSession::after_step(int64_t samples, double seconds) {
   if (!tuning()) return;
   if (data_parallel_) {
@@ -171,6 +189,31 @@ nlohmann::ordered_json autotune_json(const profile::AutotuneResult& r) {
           {"start_samples_per_second", r.start_score},
           {"chosen_samples_per_second", r.chosen_score},
           {"trials", trials}};
+}
+
+profile::AutotuneResult autotune_from_json(const nlohmann::ordered_json& j) {
+  profile::AutotuneResult r;
+  for (const auto& [key, value] : j.at("start").items()) {
+    r.keys.push_back(key);
+    r.start.push_back(value.get<double>());
+    r.chosen.push_back(j.at("chosen").at(key).get<double>());
+  }
+  r.complete = j.at("complete").get<bool>();
+  r.steps = j.at("steps").get<int64_t>();
+  r.seconds = j.at("seconds").get<double>();
+  r.start_score = j.at("start_samples_per_second").get<double>();
+  r.chosen_score = j.at("chosen_samples_per_second").get<double>();
+  for (const auto& t : j.at("trials")) {
+    profile::TuningTrial trial;
+    const auto varied = t.at("varied").get<std::string>();
+    trial.key = varied == "start" ? "" : varied;
+    trial.recheck = t.at("recheck").get<bool>();
+    for (const auto& key : r.keys) trial.settings.push_back(t.at("settings").at(key).get<double>());
+    trial.sample_rates = t.at("samples_per_second").get<std::vector<double>>();
+    trial.score = t.at("score").get<double>();
+    r.trials.push_back(std::move(trial));
+  }
+  return r;
 }
 
 std::string autotune_yaml(const profile::AutotuneResult& r, const std::string& machine) {

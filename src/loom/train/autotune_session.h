@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "loom/core/config.h"
@@ -37,13 +38,23 @@ class AutotuneSession {
   AutotuneSession(const Config& config, int usable_cores, int64_t steps, const TunedSettings& start,
                   data::BatchSource& loader, parallel::DataParallel* data_parallel,
                   const std::vector<parallel::GradientInfo>& gradients);
+  // A resumed run whose checkpoint holds a finished result (`earlier`): applies its chosen
+  // values to the running job and tunes nothing. Keys this run does not tune (a bucket cap
+  // after resuming a data-parallel run in one process) are left out.
+  AutotuneSession(const Config& config, const profile::AutotuneResult& earlier,
+                  const TunedSettings& start, data::BatchSource& loader,
+                  parallel::DataParallel* data_parallel);
 
   bool tuning() const { return tuner_ && !tuner_->done(); }
+  // The result came from the checkpoint the run resumed from.
+  bool resumed() const { return earlier_.has_value(); }
   // After each step while tuning(): records the step and applies any new settings.
   void after_step(int64_t samples, double seconds);
   const TunedSettings& settings() const { return settings_; }
   // Null when the run was too short to measure even the starting settings.
-  const profile::AutotuneResult* result() const { return tuner_ ? &tuner_->result() : nullptr; }
+  const profile::AutotuneResult* result() const {
+    return tuner_ ? &tuner_->result() : earlier_ ? &*earlier_ : nullptr;
+  }
   // Why there is no result ("" when there is one).
   const std::string& skipped() const { return skipped_; }
 
@@ -54,12 +65,17 @@ class AutotuneSession {
   parallel::DataParallel* data_parallel_;
   double first_bucket_mb_ = 0;
   std::unique_ptr<profile::Autotuner> tuner_;
+  std::optional<profile::AutotuneResult> earlier_;  // resumed: the checkpoint's result
   TunedSettings settings_;
   std::string skipped_;
 };
 
-// The result for summary.json: starting and chosen values by key, scores, every trial.
+// The result for summary.json and checkpoints: starting and chosen values by key, scores, every
+// trial.
 nlohmann::ordered_json autotune_json(const profile::AutotuneResult& result);
+// Its inverse, for the result a checkpoint kept. Throws nlohmann::json::exception for a
+// malformed one (the caller names the file).
+profile::AutotuneResult autotune_from_json(const nlohmann::ordered_json& json);
 // The chosen values as a configuration file (nested YAML keys), with a comment saying where they
 // came from; `loom train` reads it like any config.
 std::string autotune_yaml(const profile::AutotuneResult& result, const std::string& machine);

@@ -95,6 +95,9 @@ std::string CheckpointStore::save(const CheckpointData& data) {
                                      {"optimizer", data.optimizer_kind},
                                      {"files", {"model.safetensors", "state.safetensors"}},
                                      {"config", nlohmann::json::parse(data.config_json)}};
+  if (!data.autotune_json.empty()) {
+    manifest["autotune"] = nlohmann::ordered_json::parse(data.autotune_json);
+  }
   write_synced((tmp_dir / "manifest.json").string(), manifest.dump(2) + "\n");
   fsync_directory(tmp_dir.string());
 
@@ -172,6 +175,10 @@ CheckpointData CheckpointStore::load(const std::string& path) {
     }
     data.optimizer_kind = manifest.at("optimizer");
     data.config_json = manifest.at("config").dump();
+    if (manifest.contains("autotune")) {  // again in file order: the keys' order is the tuner's
+      data.autotune_json =
+          nlohmann::ordered_json::parse(read_file(manifest_path)).at("autotune").dump();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
   }

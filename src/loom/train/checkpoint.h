@@ -2,7 +2,7 @@
 //   model.safetensors  parameters and buffers, by name
 //   state.safetensors  optimizer state ("optimizer/<param>.<field>") and RNG state ("rng/cpu")
 //   manifest.json      format, position (step, epoch, step in epoch), the training loader's
-//                      state, optimizer kind, config
+//                      state, optimizer kind, config, the autotuner's finished result
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
 // the previous checkpoint intact and loadable. Not thread-safe; one writer per directory.
@@ -35,6 +35,7 @@ struct CheckpointData {
   std::string optimizer_kind;               // sgd | adam | adamw
   at::Tensor rng_state;                     // CPU generator state
   std::string config_json;
+  std::string autotune_json;  // a finished autotune result (autotune_json), "" when none
 };
 
 class CheckpointStore {

@@ -36,6 +36,18 @@ nlohmann::ordered_json findings_json(const TrainSummary& s) {
   return out;
 }
 
+// The autotuner's result (marked when it came from the checkpoint resumed from), why it did not
+// run, or null when it was not asked for.
+nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
+  if (s.autotune) {
+    nlohmann::ordered_json j = autotune_json(*s.autotune);
+    j["resumed"] = s.autotune_resumed;
+    return j;
+  }
+  if (s.autotune_skipped.empty()) return nullptr;
+  return {{"skipped", s.autotune_skipped}};
+}
+
 }  // namespace
 
 void write_summary(const std::string& path, const TrainSummary& s, const Topology& topology) {
@@ -92,10 +104,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"bytes_per_step", s.comm_bytes_per_step},
         {"comm_seconds_per_step", s.comm_seconds_per_step},
         {"overlap", s.comm_overlap}}},
-      {"autotune", s.autotune ? autotune_json(*s.autotune)
-                   : s.autotune_skipped.empty()
-                       ? nlohmann::ordered_json(nullptr)
-                       : nlohmann::ordered_json{{"skipped", s.autotune_skipped}}},
+      {"autotune", autotune_summary(s)},
       {"machine",
        {{"cpu", topology.cpu_model},
         {"usable_cores", topology.usable_cores},

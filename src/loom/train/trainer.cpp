@@ -107,6 +107,7 @@ void TrainingRun::resume_if_asked() {
   }
   last_saved_step_ = position_.step;
   last_checkpoint_ = path;
+  resumed_autotune_json_ = ckpt.autotune_json;
   info_.resumed_from_step = position_.step;
 }
 
@@ -208,6 +209,9 @@ void TrainingRun::save_checkpoint() {
   ckpt.optimizer_kind = config_.optimizer.name;
   ckpt.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   ckpt.config_json = config_to_json(config_);
+  if (autotune_ && !autotune_->tuning() && autotune_->result()) {
+    ckpt.autotune_json = autotune_json(*autotune_->result()).dump();  // resuming keeps it
+  }
   last_checkpoint_ = store_->save(ckpt);
   last_saved_step_ = position_.step;
   if (options_.observer) options_.observer->on_checkpoint(last_checkpoint_);

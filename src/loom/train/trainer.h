@@ -77,6 +77,7 @@ struct TrainSummary {
   double comm_overlap = 0;           // share of that hidden behind backward
   // autotune.enabled: what the autotuner tried and chose, or why it did not run.
   std::optional<profile::AutotuneResult> autotune;
+  bool autotune_resumed = false;  // the result came from the checkpoint resumed from
   std::string autotune_skipped;
   // Model FLOPs utilisation: training is taken as 3 forward passes.
   double forward_flops_per_sample = 0;  // counted on the first step

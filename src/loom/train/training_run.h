@@ -112,6 +112,7 @@ class TrainingRun {
   bool flops_counted_ = false;
   double cpu_seconds_at_start_ = 0;
   std::unique_ptr<AutotuneSession> autotune_;  // autotune.enabled
+  std::string resumed_autotune_json_;          // the checkpoint's finished result, if any
 };
 
 }  // namespace loom::train

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "loom/core/caching_allocator.h"
+#include "loom/core/error.h"
 #include "loom/profile/flops.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/summary.h"
@@ -23,6 +24,20 @@ void TrainingRun::start_autotune() {
   for (const auto& [name, p] : parameters_) {
     if (p.requires_grad()) gradients.push_back({p.numel(), p.scalar_type()});
   }
+  if (!resumed_autotune_json_.empty()) {
+    // Tuned before the resume: go on with those values rather than spend steps again.
+    profile::AutotuneResult earlier;
+    try {
+      earlier = autotune_from_json(nlohmann::ordered_json::parse(resumed_autotune_json_));
+    } catch (const nlohmann::json::exception& e) {
+      throw DataError("checkpoint '" + last_checkpoint_ +
+                      "': its autotune result is malformed: " + e.what());
+    }
+    autotune_ = std::make_unique<AutotuneSession>(config_, earlier, start, *data_.train,
+                                                  data_parallel_.get());
+    finish_autotune();
+    return;
+  }
   autotune_ = std::make_unique<AutotuneSession>(config_, options_.topology.usable_cores,
                                                 total_steps_ - position_.step, start, *data_.train,
                                                 data_parallel_.get(), gradients);
@@ -32,13 +47,15 @@ void TrainingRun::finish_autotune() {
   const TunedSettings& chosen = autotune_->settings();
   data_.loader_threads = chosen.loader_threads;
   info_.runtime.threads = chosen.compute_threads;
-  info_.runtime.threads_reason = "chosen by the autotuner";
+  info_.runtime.threads_reason = autotune_->resumed() ? "chosen by the autotuner before the resume"
+                                                      : "chosen by the autotuner";
   // The chosen settings may differ from the last ones tried: let them settle before measuring.
-  warmup_steps_ = steps_this_process_ + config_.autotune.warmup_steps;
+  warmup_steps_ = std::max(warmup_steps_, steps_this_process_ + config_.autotune.warmup_steps);
   const profile::AutotuneResult& r = *autotune_->result();
   write_metrics({{"type", "autotune"},
                  {"step", position_.step},
                  {"chosen", autotune_json(r)["chosen"]},
+                 {"resumed", autotune_->resumed()},
                  {"samples_per_second", r.chosen_score},
                  {"start_samples_per_second", r.start_score}});
 }
@@ -182,6 +199,7 @@ TrainSummary TrainingRun::summarize() {
   }
   if (autotune_) {
     if (const profile::AutotuneResult* r = autotune_->result()) s.autotune = *r;
+    s.autotune_resumed = autotune_->resumed();
     s.autotune_skipped = autotune_->skipped();
     if (leader() && s.autotune) {
       replace_file_atomically(options_.out_dir + "/autotune.yaml",

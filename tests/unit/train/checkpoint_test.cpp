@@ -47,6 +47,12 @@ TEST(Checkpoint, SaveLoadAndKeepTheLastN) {
   ASSERT_EQ(back.optimizer.size(), 1u);
   EXPECT_EQ(back.optimizer[0].first, "w.momentum_buffer");
   EXPECT_NE(test::read_text(all[1] + "/manifest.json").find("\"seed\": 1"), std::string::npos);
+  EXPECT_TRUE(back.autotune_json.empty());
+
+  // A finished autotune result comes back as written, keys in their order (not sorted).
+  CheckpointData tuned = make_checkpoint(40);
+  tuned.autotune_json = R"({"start":{"data.workers":1,"runtime.threads":2},"complete":true})";
+  EXPECT_EQ(CheckpointStore::load(store.save(tuned)).autotune_json, tuned.autotune_json);
 }
 
 // A process killed halfway through a save leaves the previous checkpoint as `latest`, intact.
