@@ -118,7 +118,10 @@ int run_bench(const BenchArgs& a) {
   for (int64_t step = 0; step < steps; ++step) {
     if (step == 1) start = Clock::now();  // the first batch includes thread start-up
     data::Batch batch = data.train->batch(0, step);
-    if (!a.loader_only) input = feeder.to_input(batch.images);
+    if (!a.loader_only) {
+      input.reset();  // one converted batch alive at a time, not two while the next is made
+      input = feeder.to_input(batch.images);
+    }
     if (step >= 1) images += batch.images.size(0);
   }
   // A device feeder returns before its copies and conversions finish: wait for the last one.
