@@ -137,7 +137,7 @@ bool resize_bilinear_avx512(const at::Tensor& image, at::Tensor out) {
   // their base whether or not they use them all.
   const int source_values = source_width * channels;
   thread_local std::vector<int16_t> blended;
-  blended.assign(static_cast<size_t>(source_values + 2 * kBlock), 0);
+  blended.resize(static_cast<size_t>(source_values + 2 * kBlock));
   const auto* in = image.data_ptr<uint8_t>();
   auto* to = out.data_ptr<uint8_t>();
   const int64_t in_stride = image.stride(0), out_stride = out.stride(0);

@@ -48,7 +48,7 @@ nlohmann::json loader_json(const std::optional<data::LoaderState>& state) {
           {"world", state->world}};
 }
 
-data::LoaderState loader_from_json(const nlohmann::json& j) {
+data::LoaderState loader_from_json(const nlohmann::ordered_json& j) {
   data::LoaderState s;
   s.epoch = j.at("epoch");
   s.step = j.at("step");
@@ -162,7 +162,8 @@ CheckpointData CheckpointStore::load(const std::string& path) {
   }
   CheckpointData data;
   try {
-    const nlohmann::json manifest = nlohmann::json::parse(read_file(manifest_path));
+    // In file order: the autotune result's keys are in the tuner's order.
+    const auto manifest = nlohmann::ordered_json::parse(read_file(manifest_path));
     if (manifest.at("format") != "loom-checkpoint" || manifest.at("version") != kFormatVersion) {
       throw DataError("checkpoint '" + manifest_path + "': unsupported format or version");
     }
@@ -175,10 +176,7 @@ CheckpointData CheckpointStore::load(const std::string& path) {
     }
     data.optimizer_kind = manifest.at("optimizer");
     data.config_json = manifest.at("config").dump();
-    if (manifest.contains("autotune")) {  // again in file order: the keys' order is the tuner's
-      data.autotune_json =
-          nlohmann::ordered_json::parse(read_file(manifest_path)).at("autotune").dump();
-    }
+    if (manifest.contains("autotune")) data.autotune_json = manifest.at("autotune").dump();
   } catch (const nlohmann::json::exception& e) {
     throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
   }

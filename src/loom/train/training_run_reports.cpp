@@ -20,10 +20,6 @@ void TrainingRun::start_autotune() {
   start.compute_threads = info_.runtime.threads;
   start.prefetch_batches = static_cast<int>(config_.data.prefetch_batches);
   start.bucket_cap_mb = config_.parallel.bucket_cap_mb;
-  std::vector<parallel::GradientInfo> gradients;
-  for (const auto& [name, p] : parameters_) {
-    if (p.requires_grad()) gradients.push_back({p.numel(), p.scalar_type()});
-  }
   if (!resumed_autotune_json_.empty()) {
     // Tuned before the resume: go on with those values rather than spend steps again.
     profile::AutotuneResult earlier;
@@ -37,6 +33,10 @@ void TrainingRun::start_autotune() {
                                                   data_parallel_.get());
     finish_autotune();
     return;
+  }
+  std::vector<parallel::GradientInfo> gradients;
+  for (const auto& [name, p] : parameters_) {
+    if (p.requires_grad()) gradients.push_back({p.numel(), p.scalar_type()});
   }
   autotune_ = std::make_unique<AutotuneSession>(config_, options_.topology.usable_cores,
                                                 total_steps_ - position_.step, start, *data_.train,
