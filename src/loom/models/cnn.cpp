@@ -36,7 +36,23 @@ class Cnn : public Classifier {
                               torch::nn::Linear(flat, 256), torch::nn::ReLU(),
                               torch::nn::Dropout(dropout), torch::nn::Linear(256, in.classes)));
   }
-  at::Tensor forward(at::Tensor x) override { return classifier_->forward(features_->forward(x)); }
+  // A block per convolution (with its batch norm and ReLU, and the stage's max-pool after the
+  // last), then the classifier.
+  std::vector<BlockSpec> block_specs() override {
+    std::vector<BlockSpec> blocks;
+    const size_t layers = features_->size();
+    for (size_t i = 0; i < layers; i += 3) {
+      const bool pool_follows = i + 3 < layers && features_->ptr(i + 3)->as<torch::nn::MaxPool2d>();
+      const size_t end = pool_follows ? i + 4 : i + 3;
+      const std::string conv = "features." + std::to_string(i);
+      blocks.push_back({conv, {conv, "features." + std::to_string(i + 1)},
+                        run_children(features_, i, end)});
+      if (pool_follows) ++i;
+    }
+    blocks.push_back(
+        {"classifier", {"classifier"}, run_children(classifier_, 0, classifier_->size())});
+    return blocks;
+  }
 
  private:
   torch::nn::Sequential features_{nullptr}, classifier_{nullptr};

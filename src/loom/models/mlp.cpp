@@ -17,7 +17,12 @@ class Mlp : public Classifier {
                                         torch::nn::Linear(512, 256), torch::nn::ReLU(),
                                         torch::nn::Linear(256, in.classes)));
   }
-  at::Tensor forward(at::Tensor x) override { return layers_->forward(x); }
+  // A block per linear layer with the activation (and dropout) after it.
+  std::vector<BlockSpec> block_specs() override {
+    return {{"layers.1", {"layers.1"}, run_children(layers_, 0, 4)},
+            {"layers.4", {"layers.4"}, run_children(layers_, 4, 6)},
+            {"layers.6", {"layers.6"}, run_children(layers_, 6, 7)}};
+  }
 
  private:
   torch::nn::Sequential layers_{nullptr};

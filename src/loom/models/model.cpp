@@ -1,6 +1,59 @@
 #include "loom/models/model.h"
 
+#include <torch/nn/modules/container/any.h>
+#include <torch/utils.h>
+
+#include <map>
+
+#include "loom/core/error.h"
+#include "loom/models/module_model.h"
+
 namespace loom::models {
+namespace {
+
+bool owned_by(const std::string& tensor_name, const std::string& prefix) {
+  return tensor_name == prefix ||
+         (tensor_name.size() > prefix.size() && tensor_name.compare(0, prefix.size(), prefix) == 0 &&
+          tensor_name[prefix.size()] == '.');
+}
+
+// The tensors of `all` that one of `prefixes` owns, in the model's order.
+NamedTensors owned(const NamedTensors& all, const std::vector<std::string>& prefixes) {
+  NamedTensors out;
+  for (const auto& item : all) {
+    for (const std::string& prefix : prefixes) {
+      if (owned_by(item.first, prefix)) {
+        out.push_back(item);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Each tensor of `all` must appear exactly once over the blocks' lists.
+void check_owned_once(const std::string& model, const char* what, const NamedTensors& all,
+                      const std::vector<Block>& blocks, NamedTensors Block::*member) {
+  std::map<std::string, std::string> owner;
+  for (const Block& block : blocks) {
+    for (const auto& item : block.*member) {
+      auto [it, fresh] = owner.emplace(item.first, block.name);
+      if (!fresh) {
+        throw ConfigError("model '" + model + "': " + what + " '" + item.first +
+                          "' belongs to two blocks, '" + it->second + "' and '" + block.name +
+                          "'");
+      }
+    }
+  }
+  for (const auto& item : all) {
+    if (!owner.count(item.first)) {
+      throw ConfigError("model '" + model + "': " + what + " '" + item.first +
+                        "' belongs to no block (it is used outside the chain of blocks)");
+    }
+  }
+}
+
+}  // namespace
 
 int64_t Model::parameter_count() {
   int64_t n = 0;
@@ -11,6 +64,54 @@ int64_t Model::parameter_count() {
 void Model::set_memory_format(at::MemoryFormat format) {
   for (auto& [name, p] : named_parameters()) {
     if (p.dim() == 4) p.set_data(p.contiguous(format));
+  }
+}
+
+std::function<at::Tensor(const at::Tensor&)> run_children(torch::nn::Sequential sequential,
+                                                          size_t begin, size_t end) {
+  return [sequential, begin, end](const at::Tensor& input) mutable {
+    at::Tensor x = input;
+    for (size_t i = begin; i < end; ++i) x = sequential->begin()[static_cast<long>(i)].forward(x);
+    return x;
+  };
+}
+
+std::vector<Block> ModuleModel::blocks() {
+  const NamedTensors parameters = named_parameters(), buffers = named_buffers();
+  std::vector<Block> out;
+  for (BlockSpec& spec : net_->block_specs()) {
+    out.push_back({spec.name, std::move(spec.forward), owned(parameters, spec.owns),
+                   owned(buffers, spec.owns)});
+  }
+  return out;
+}
+
+void check_blocks(Model& model, const at::Tensor& probe) {
+  const std::vector<Block> blocks = model.blocks();
+  if (blocks.empty()) throw ConfigError("model '" + model.name() + "' has no blocks");
+  check_owned_once(model.name(), "parameter", model.named_parameters(), blocks,
+                   &Block::parameters);
+  check_owned_once(model.name(), "buffer", model.named_buffers(), blocks, &Block::buffers);
+  torch::NoGradGuard no_grad;
+  model.train(false);
+  at::Tensor whole, chained = probe;
+  try {
+    whole = model.forward(probe);
+    for (const Block& block : blocks) chained = block.forward(chained);
+  } catch (const c10::Error& e) {
+    model.train(true);
+    throw ConfigError("model '" + model.name() + "': running its blocks one after another failed (" +
+                      e.what_without_backtrace() + ")");
+  } catch (const Error& e) {
+    model.train(true);
+    throw ConfigError("model '" + model.name() + "': running its blocks one after another failed (" +
+                      e.what() + ")");
+  }
+  model.train(true);
+  if (!chained.sizes().equals(whole.sizes()) || !at::allclose(chained, whole, 1e-5, 1e-6)) {
+    throw ConfigError("model '" + model.name() +
+                      "': its forward pass is not the chain of its blocks (outputs differ), so it "
+                      "cannot be split into stages");
   }
 }
 

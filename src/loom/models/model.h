@@ -1,10 +1,12 @@
 // The model interface the trainer sees: forward, named parameters and buffers in a stable order,
-// train/eval mode. Implemented over torch::nn modules (the zoo) and TorchScript modules, so the
-// trainer, checkpoints and (later) gradient sync treat both alike.
+// train/eval mode, and the model as an ordered chain of blocks. Implemented over torch::nn
+// modules (the zoo) and TorchScript modules, so the trainer, checkpoints, gradient sync and the
+// pipeline partitioner treat both alike.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +24,18 @@ struct InputSpec {
   int64_t classes = 10;
 };
 
+// One contiguous piece of a model, in forward order: the unit pipeline stages are made of
+// (a stem, a residual block, an encoder layer, a head). Running every block of a model in order
+// on the input is its forward pass.
+struct Block {
+  std::string name;  // e.g. "stem", "layer2.1", "head"
+  // This block's part of forward: the previous block's output in, its own output out.
+  std::function<at::Tensor(const at::Tensor&)> forward;
+  // What it owns, under the model's own names; every parameter and buffer of the model belongs
+  // to exactly one block.
+  NamedTensors parameters, buffers;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -34,6 +48,9 @@ class Model {
   // Convolutional models run faster in channels_last on CPUs with oneDNN.
   virtual bool is_convolutional() const = 0;
   virtual std::string name() const = 0;
+  // The model as a chain of blocks (at least one). The blocks share the model's tensors and
+  // stay valid as long as the model.
+  virtual std::vector<Block> blocks() = 0;
 
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.
@@ -43,5 +60,11 @@ class Model {
 // Builds a model of the configured architecture for the input; throws ConfigError when the two
 // do not fit (e.g. a ViT patch size that does not divide the image).
 std::unique_ptr<Model> make_model(const ModelConfig& config, const InputSpec& input);
+
+// Checks that the model's blocks, run in order on `probe`, give its forward pass (in eval mode,
+// without gradients; the model is left in train mode) and that they own each parameter and
+// buffer exactly once. Throws ConfigError with the reason when not: a model that cannot be split
+// cannot be pipelined.
+void check_blocks(Model& model, const at::Tensor& probe);
 
 }  // namespace loom::models

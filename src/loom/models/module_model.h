@@ -2,16 +2,40 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include "loom/models/model.h"
 
 namespace loom::models {
 
-// Base of the zoo's networks: a torch::nn::Module with a virtual forward.
+// A block as a zoo network declares it: what it runs, and the names of the submodules and
+// parameters it owns (prefixes of the network's parameter names).
+struct BlockSpec {
+  std::string name;
+  std::vector<std::string> owns;
+  std::function<at::Tensor(const at::Tensor&)> forward;
+};
+
+// Base of the zoo's networks: a torch::nn::Module declared as a chain of blocks. Its forward
+// pass is the chain, so the whole model and its pipeline stages run the very same code.
 class Classifier : public torch::nn::Module {
  public:
-  virtual at::Tensor forward(at::Tensor x) = 0;
+  // Called once the submodules are registered; the functions may hold pointers into this.
+  virtual std::vector<BlockSpec> block_specs() = 0;
+
+  at::Tensor forward(at::Tensor x) {
+    if (chain_.empty()) chain_ = block_specs();
+    for (const BlockSpec& block : chain_) x = block.forward(x);
+    return x;
+  }
+
+ private:
+  std::vector<BlockSpec> chain_;
 };
+
+// Runs children [begin, end) of a Sequential: a block made of consecutive layers.
+std::function<at::Tensor(const at::Tensor&)> run_children(torch::nn::Sequential sequential,
+                                                          size_t begin, size_t end);
 
 class ModuleModel : public Model {
  public:
@@ -24,6 +48,7 @@ class ModuleModel : public Model {
   void train(bool on) override { net_->train(on); }
   bool is_convolutional() const override { return convolutional_; }
   std::string name() const override { return name_; }
+  std::vector<Block> blocks() override;
 
   Classifier& module() { return *net_; }
 

@@ -83,12 +83,23 @@ class ResNet : public Classifier {
     initialise();
   }
 
-  at::Tensor forward(at::Tensor x) override {
-    x = bn1_->forward(conv1_->forward(x)).relu_();
-    x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
-    for (auto& layer : layers_) x = layer->forward(x);
-    x = at::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
-    return fc_->forward(x);
+  // The stem, every residual block, the head.
+  std::vector<BlockSpec> block_specs() override {
+    std::vector<BlockSpec> blocks;
+    blocks.push_back({"stem", {"conv1", "bn1"}, [this](const at::Tensor& x) {
+                        at::Tensor y = bn1_->forward(conv1_->forward(x)).relu_();
+                        return at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+                      }});
+    for (size_t stage = 0; stage < layers_.size(); ++stage) {
+      for (size_t b = 0; b < layers_[stage]->size(); ++b) {
+        const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
+        blocks.push_back({name, {name}, run_children(layers_[stage], b, b + 1)});
+      }
+    }
+    blocks.push_back({"head", {"fc"}, [this](const at::Tensor& x) {
+                        return fc_->forward(at::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
+                      }});
+    return blocks;
   }
 
  private:

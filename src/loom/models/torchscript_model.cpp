@@ -32,11 +32,39 @@ class TorchScriptModel : public Model {
   bool is_convolutional() const override { return convolutional_; }
   std::string name() const override { return "torchscript"; }
 
+  // The module's top-level children, in the order they were registered; a parameter or buffer
+  // of the root itself belongs to no child, which check_blocks() reports.
+  std::vector<Block> blocks() override {
+    std::vector<Block> out;
+    for (const auto& child : module_.named_children()) {
+      torch::jit::Module module = child.value;
+      out.push_back({child.name,
+                     [module, name = child.name](const at::Tensor& x) mutable {
+                       c10::IValue y = module.forward({x});
+                       if (!y.isTensor()) {
+                         throw Error("TorchScript block '" + name + "' returned " + y.tagKind() +
+                                     ", expected a Tensor");
+                       }
+                       return y.toTensor();
+                     },
+                     prefixed(child.name, module.named_parameters()),
+                     prefixed(child.name, module.named_buffers())});
+    }
+    return out;
+  }
+
  private:
   template <typename List>
   static NamedTensors collect(const List& list) {
     NamedTensors out;
     for (const auto& item : list) out.emplace_back(item.name, item.value);
+    return out;
+  }
+
+  template <typename List>
+  static NamedTensors prefixed(const std::string& prefix, const List& list) {
+    NamedTensors out;
+    for (const auto& item : list) out.emplace_back(prefix + "." + item.name, item.value);
     return out;
   }
 

@@ -71,11 +71,22 @@ class VitTiny : public Classifier {
     cls_token_.normal_(0.0, 0.02);
   }
 
-  at::Tensor forward(at::Tensor x) override {
-    x = patch_embed_->forward(x).flatten(2).transpose(1, 2);  // [B, N, D]
-    x = at::cat({cls_token_.expand({x.size(0), -1, -1}), x}, 1) + pos_embed_;
-    for (auto& block : blocks_) x = block->forward(x);
-    return head_->forward(norm_->forward(x).select(1, 0));
+  // The embedding, every encoder layer, the head.
+  std::vector<BlockSpec> block_specs() override {
+    std::vector<BlockSpec> blocks;
+    blocks.push_back({"embed", {"patch_embed", "cls_token", "pos_embed"}, [this](const at::Tensor& x) {
+                        at::Tensor y = patch_embed_->forward(x).flatten(2).transpose(1, 2);  // [B, N, D]
+                        return at::cat({cls_token_.expand({y.size(0), -1, -1}), y}, 1) + pos_embed_;
+                      }});
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      auto* block = blocks_[i].get();
+      blocks.push_back({"blocks." + std::to_string(i), {"blocks." + std::to_string(i)},
+                        [block](const at::Tensor& x) { return block->forward(x); }});
+    }
+    blocks.push_back({"head", {"norm", "head"}, [this](const at::Tensor& x) {
+                        return head_->forward(norm_->forward(x).select(1, 0));
+                      }});
+    return blocks;
   }
 
  private:

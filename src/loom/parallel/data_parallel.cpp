@@ -127,7 +127,7 @@ void DataParallel::broadcast_initial_state(const NamedTensors& parameters) {
   broadcast_coalesced(tensors, comm_);
 }
 
-void DataParallel::broadcast_buffers() {
+void DataParallel::sync_buffers() {
   std::vector<at::Tensor> tensors;
   for (auto& [name, t] : buffers_) {
     if (t.is_floating_point()) tensors.push_back(t);  // counters (num_batches_tracked) agree anyway
@@ -199,7 +199,7 @@ void DataParallel::zero_grad() {
 }
 
 void DataParallel::prepare() {
-  if (options_.broadcast_buffers) broadcast_buffers();
+  if (options_.broadcast_buffers) sync_buffers();
   if (!rebuilt_ && stats_.buckets > 0) {  // after the first synchronised step
     build_buckets(shared_ready_order());
     rebuilt_ = true;
@@ -226,7 +226,7 @@ void DataParallel::on_gradient_ready(int parameter) {
     alias.copy_(param.grad());
     param.mutable_grad() = alias;
   }
-  if (!sync_ || ready_[parameter]) return;
+  if (!sync_enabled() || ready_[parameter]) return;
   ready_[parameter] = 1;
   ++gradients_seen_;
   if (--buckets_[bucket_of_[parameter]].pending == 0) start_ready_buckets();
@@ -251,7 +251,7 @@ void DataParallel::start(std::size_t index) {
 }
 
 void DataParallel::finish() {
-  if (!sync_) return;
+  if (!sync_enabled()) return;
   const auto finish_start = Clock::now();
   if (next_bucket_ < buckets_.size()) {
     // Some gradients never came. With no backward at all (every sample of the batch was bad)

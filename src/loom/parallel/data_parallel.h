@@ -30,6 +30,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/parallel/bucket_plan.h"
+#include "loom/parallel/grad_sync.h"
 
 namespace loom::parallel {
 
@@ -46,19 +47,7 @@ struct DataParallelOptions {
   std::optional<c10::ScalarType> compression;
 };
 
-// What the last synchronised step's gradient exchange cost.
-struct SyncStats {
-  int buckets = 0;
-  std::size_t bytes = 0;
-  double comm_seconds = 0;     // first all-reduce start to last all-reduce end
-  double exposed_seconds = 0;  // finish() waiting: communication not hidden behind backward
-  // Share of the communication hidden behind backward, 0..1.
-  double overlap() const {
-    return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
-  }
-};
-
-class DataParallel {
+class DataParallel : public GradSync {
  public:
   // Copies rank 0's parameters and buffers to every rank, then attaches the hooks. `comm` must
   // outlive this object.
@@ -68,36 +57,24 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  void zero_grad();
+  void zero_grad() override;
   // Before forward: shares buffers, arms the buckets (and rebuilds them after the first step).
-  void prepare();
+  void prepare() override;
   // After backward: starts what has not started, waits for all, checks every gradient came.
   // Throws Error naming parameters without a gradient (unless find_unused_parameters).
-  void finish();
-
-  // While alive, backward passes only accumulate gradients locally.
-  class NoSync {
-   public:
-    explicit NoSync(DataParallel& owner) : owner_(&owner) { owner_->sync_ = false; }
-    ~NoSync() { owner_->sync_ = true; }
-    NoSync(const NoSync&) = delete;
-    NoSync& operator=(const NoSync&) = delete;
-
-   private:
-    DataParallel* owner_;
-  };
-  NoSync no_sync() { return NoSync(*this); }
+  void finish() override;
 
   // Copies rank 0's floating-point buffers (e.g. BatchNorm statistics) to every rank, as
   // prepare() does before each forward: before evaluating, so that every rank's part of the test
   // set sees rank 0's model.
-  void broadcast_buffers();
+  void sync_buffers() override;
 
+  std::optional<BucketLimits> bucket_limits() const override { return options_.buckets; }
   // Regroups the gradients under new limits at the next prepare(), keeping the bucket order.
   // Changes the collectives a step makes, so every rank must call it before the same step.
-  void set_bucket_limits(const BucketLimits& limits);
+  void set_bucket_limits(const BucketLimits& limits) override;
 
-  const SyncStats& last_stats() const { return stats_; }
+  const SyncStats& last_stats() const override { return stats_; }
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
   comm::Communicator& communicator() { return comm_; }
@@ -125,7 +102,6 @@ class DataParallel {
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
   std::vector<std::uintptr_t> hook_keys_;
 
-  bool sync_ = true;
   bool rebuilt_ = false;
   bool limits_changed_ = false;
   std::vector<int> bucket_order_;  // the order the buckets were last built in

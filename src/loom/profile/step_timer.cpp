@@ -4,26 +4,6 @@
 
 namespace loom::profile {
 
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kDataWait:
-      return "data_wait";
-    case Phase::kH2D:
-      return "h2d";
-    case Phase::kForward:
-      return "forward";
-    case Phase::kBackward:
-      return "backward";
-    case Phase::kCommExposed:
-      return "comm_exposed";
-    case Phase::kOptimizer:
-      return "optimizer";
-    case Phase::kOther:
-      return "other";
-  }
-  return "unknown";
-}
-
 StepTimes& StepTimes::operator+=(const StepTimes& o) {
   for (size_t i = 0; i < kPhaseCount; ++i) seconds[i] += o.seconds[i];
   wall += o.wall;

@@ -11,20 +11,13 @@
 #include <cstddef>
 #include <vector>
 
+#include "loom/core/step_phase.h"
+
 namespace loom::profile {
 
-enum class Phase {
-  kDataWait,     // blocked on the loader
-  kH2D,          // the feeder: to the device, dtype, layout, normalisation
-  kForward,      // model and loss
-  kBackward,     // autograd
-  kCommExposed,  // gradient exchange not hidden behind compute
-  kOptimizer,    // clipping and the optimizer step
-  kOther,        // everything else: bookkeeping, logging
-};
-constexpr size_t kPhaseCount = 7;
-
-const char* phase_name(Phase phase);
+using loom::kPhaseCount;
+using loom::Phase;
+using loom::phase_name;
 
 struct StepTimes {
   std::array<double, kPhaseCount> seconds{};

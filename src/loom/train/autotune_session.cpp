@@ -61,10 +61,12 @@ nlohmann::ordered_json by_key(const std::vector<std::string>& keys,
 
 AutotuneSession::AutotuneSession(const Config& config, int usable_cores, int64_t steps,
                                  const TunedSettings& start, data::BatchSource& loader,
-                                 parallel::DataParallel* data_parallel,
+                                 parallel::GradSync& grad_sync, comm::Communicator* communicator,
                                  const std::vector<parallel::GradientInfo>& gradients)
     : loader_(loader),
-      data_parallel_(data_parallel),
+      grad_sync_(grad_sync),
+      tune_buckets_(grad_sync.bucket_limits().has_value()),
+      communicator_(communicator),
       first_bucket_mb_(config.parallel.first_bucket_mb),
       settings_(start) {
   const AutotuneConfig& a = config.autotune;
@@ -85,7 +87,7 @@ AutotuneSession::AutotuneSession(const Config& config, int usable_cores, int64_t
   std::vector<std::string> keys(kKeys, kKeys + 3);
   std::vector<double> values = {double(start.loader_threads), double(start.compute_threads),
                                 double(start.prefetch_batches)};
-  if (data_parallel) {
+  if (tune_buckets_) {
     dimensions.push_back(TuningDimension::one(
         kKeys[kBucketCap],
         bucket_cap_candidates(gradients, first_bucket_mb_, start.bucket_cap_mb)));
@@ -116,9 +118,10 @@ AutotuneSession::AutotuneSession(const Config& config, int usable_cores, int64_t
 
 AutotuneSession::AutotuneSession(const Config& config, const profile::AutotuneResult& earlier,
                                  const TunedSettings& start, data::BatchSource& loader,
-                                 parallel::DataParallel* data_parallel)
+                                 parallel::GradSync& grad_sync)
     : loader_(loader),
-      data_parallel_(data_parallel),
+      grad_sync_(grad_sync),
+      tune_buckets_(grad_sync.bucket_limits().has_value()),
       first_bucket_mb_(config.parallel.first_bucket_mb),
       earlier_(earlier),
       settings_(start) {
@@ -134,10 +137,10 @@ AutotuneSession::AutotuneSession(const Config& config, const profile::AutotuneRe
 
 void AutotuneSession::after_step(int64_t samples, double seconds) {
   if (!tuning()) return;
-  if (data_parallel_) {
+  if (communicator_) {
     // Rank 0's step time decides for all; synchronous steps take about as long on every rank.
     at::Tensor shared = at::tensor({seconds}, at::kDouble);
-    auto& comm = data_parallel_->communicator();
+    auto& comm = *communicator_;
     comm.broadcast(shared, 0)->wait(comm.options().timeout);
     seconds = shared.item<double>();
   }
@@ -155,21 +158,21 @@ void AutotuneSession::apply(const std::vector<double>& values) {
   next.loader_threads = static_cast<int>(values[kLoaderThreads]);
   next.compute_threads = static_cast<int>(values[kComputeThreads]);
   next.prefetch_batches = static_cast<int>(values[kPrefetch]);
-  if (data_parallel_) next.bucket_cap_mb = values[kBucketCap];
+  if (tune_buckets_) next.bucket_cap_mb = values[kBucketCap];
 
   if (next.loader_threads != settings_.loader_threads) loader_.set_threads(next.loader_threads);
   if (next.compute_threads != settings_.compute_threads) at::set_num_threads(next.compute_threads);
   if (next.prefetch_batches != settings_.prefetch_batches) {
     loader_.set_prefetch_batches(next.prefetch_batches);
   }
-  if (data_parallel_ && next.bucket_cap_mb != settings_.bucket_cap_mb) {
-    data_parallel_->set_bucket_limits(bucket_limits(first_bucket_mb_, next.bucket_cap_mb));
+  if (tune_buckets_ && next.bucket_cap_mb != settings_.bucket_cap_mb) {
+    grad_sync_.set_bucket_limits(bucket_limits(first_bucket_mb_, next.bucket_cap_mb));
   }
   settings_ = next;
   LOOM_LOG(kDebug, "autotune") << "loader threads " << next.loader_threads << ", compute threads "
                                << next.compute_threads << ", prefetch " << next.prefetch_batches
-                               << (data_parallel_ ? ", bucket cap " : "")
-                               << (data_parallel_ ? std::to_string(next.bucket_cap_mb) : "");
+                               << (tune_buckets_ ? ", bucket cap " : "")
+                               << (tune_buckets_ ? std::to_string(next.bucket_cap_mb) : "");
 }
 
 nlohmann::ordered_json autotune_json(const profile::AutotuneResult& r) {

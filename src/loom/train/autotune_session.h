@@ -16,7 +16,8 @@
 
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
-#include "loom/parallel/data_parallel.h"
+#include "loom/comm/communicator.h"
+#include "loom/parallel/grad_sync.h"
 #include "loom/profile/autotuner.h"
 
 namespace loom::train {
@@ -32,18 +33,20 @@ struct TunedSettings {
 class AutotuneSession {
  public:
   // `start`: the run's settings now. `steps` the run still has: tuning takes at most
-  // autotune.max_share of them. `data_parallel` may be null (one process); `gradients` are its
-  // trainable parameters, to pick bucket sizes that make a difference. Throws ConfigError for
+  // autotune.max_share of them. Bucket sizes are tuned where `grad_sync` has buckets;
+  // `gradients` are its trainable parameters, to pick sizes that make a difference. With several
+  // ranks, `communicator` shares rank 0's step times so that all decide alike (null: one process). Throws ConfigError for
   // autotune.* values out of range.
   AutotuneSession(const Config& config, int usable_cores, int64_t steps, const TunedSettings& start,
-                  data::BatchSource& loader, parallel::DataParallel* data_parallel,
+                  data::BatchSource& loader, parallel::GradSync& grad_sync,
+                  comm::Communicator* communicator,
                   const std::vector<parallel::GradientInfo>& gradients);
   // A resumed run whose checkpoint holds a finished result (`earlier`): applies its chosen
   // values to the running job and tunes nothing. Keys this run does not tune (a bucket cap
   // after resuming a data-parallel run in one process) are left out.
   AutotuneSession(const Config& config, const profile::AutotuneResult& earlier,
                   const TunedSettings& start, data::BatchSource& loader,
-                  parallel::DataParallel* data_parallel);
+                  parallel::GradSync& grad_sync);
 
   bool tuning() const { return tuner_ && !tuner_->done(); }
   // The result came from the checkpoint the run resumed from.
@@ -62,7 +65,9 @@ class AutotuneSession {
   void apply(const std::vector<double>& values);
 
   data::BatchSource& loader_;
-  parallel::DataParallel* data_parallel_;
+  parallel::GradSync& grad_sync_;
+  const bool tune_buckets_;
+  comm::Communicator* communicator_ = nullptr;
   double first_bucket_mb_ = 0;
   std::unique_ptr<profile::Autotuner> tuner_;
   std::optional<profile::AutotuneResult> earlier_;  // resumed: the checkpoint's result

@@ -1,6 +1,8 @@
 #include "loom/train/data_parallel_run.h"
 
 #include "loom/core/error.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/local_grad_sync.h"
 
 namespace loom::train {
 
@@ -25,9 +27,12 @@ parallel::BucketLimits bucket_limits(double first_mb, double cap_mb) {
           static_cast<std::size_t>(cap_mb * (1 << 20))};
 }
 
-std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
-                                                           comm::Communicator& communicator,
-                                                           const ParallelConfig& config) {
+std::unique_ptr<parallel::GradSync> make_grad_sync(models::Model& model,
+                                                   comm::Communicator* communicator,
+                                                   const ParallelConfig& config) {
+  if (!communicator || communicator->world() == 1) {
+    return std::make_unique<parallel::LocalGradSync>(model.named_parameters());
+  }
   parallel::DataParallelOptions options;
   options.buckets = bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
   options.find_unused_parameters = config.find_unused_parameters;
@@ -35,7 +40,7 @@ std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
   if (config.compression == "bf16") options.compression = at::kBFloat16;
   if (config.compression == "fp16") options.compression = at::kHalf;
   return std::make_unique<parallel::DataParallel>(model.named_parameters(), model.named_buffers(),
-                                                  communicator, options);
+                                                  *communicator, options);
 }
 
 }  // namespace loom::train

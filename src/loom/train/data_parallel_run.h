@@ -1,5 +1,5 @@
 // What changes when `loom train` runs as one rank of several: the per-rank configuration and
-// the DataParallel around the model.
+// the gradient sync around the model.
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/models/model.h"
-#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/grad_sync.h"
 
 namespace loom::train {
 
@@ -19,9 +19,10 @@ Config config_for_rank(Config config, int world);
 // Bucket limits given in MiB (parallel.first_bucket_mb, parallel.bucket_cap_mb).
 parallel::BucketLimits bucket_limits(double first_mb, double cap_mb);
 
-// DataParallel over the model's parameters and buffers, as parallel.* configures it.
-std::unique_ptr<parallel::DataParallel> make_data_parallel(models::Model& model,
-                                                           comm::Communicator& communicator,
-                                                           const ParallelConfig& config);
+// The gradient sync of a run: local for one process (`communicator` null), else DataParallel
+// over the model's parameters and buffers, as parallel.* configures it.
+std::unique_ptr<parallel::GradSync> make_grad_sync(models::Model& model,
+                                                   comm::Communicator* communicator,
+                                                   const ParallelConfig& config);
 
 }  // namespace loom::train

@@ -1,12 +1,12 @@
 #include "loom/train/evaluate.h"
 
-#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
 
 #include "loom/train/runtime_choice.h"
 
 namespace loom::train {
 
-EvalResult evaluate(models::Model& model, const data::BatchSource& batches,
+EvalResult evaluate(models::Model& model, const models::Loss& loss, const data::BatchSource& batches,
                     const data::Feeder& feeder, bool bf16) {
   torch::NoGradGuard no_grad;
   model.train(false);
@@ -20,10 +20,7 @@ EvalResult evaluate(models::Model& model, const data::BatchSource& batches,
       logits = model.forward(feeder.to_input(batch.images));
     }
     logits = logits.to(at::kFloat);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, batch.labels,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    loss_sum += loss(logits, batch.labels, models::Reduction::kSum).item<double>();
     correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
     seen += batch.labels.size(0);
   }

@@ -1,8 +1,9 @@
-// Test-split evaluation: mean cross-entropy (no label smoothing) and top-1 accuracy.
+// Test-split evaluation: the mean loss and top-1 accuracy.
 #pragma once
 
 #include "loom/data/batch_source.h"
 #include "loom/data/feeder.h"
+#include "loom/models/loss.h"
 #include "loom/models/model.h"
 
 namespace loom::train {
@@ -14,7 +15,7 @@ struct EvalResult {
 };
 
 // Runs in eval mode without gradients and restores train mode afterwards.
-EvalResult evaluate(models::Model& model, const data::BatchSource& batches,
+EvalResult evaluate(models::Model& model, const models::Loss& loss, const data::BatchSource& batches,
                     const data::Feeder& feeder, bool bf16);
 
 }  // namespace loom::train

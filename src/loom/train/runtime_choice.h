@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "loom/core/autocast_scope.h"
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
 
@@ -24,17 +25,7 @@ struct RuntimeChoice {
 RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topology,
                              bool convolutional_model, bool onednn_available);
 
-// Enables CPU bf16 autocast for its lifetime when asked to; restores the previous state.
-class AutocastScope {
- public:
-  explicit AutocastScope(bool bf16);
-  ~AutocastScope();
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  bool active_;
-  bool was_enabled_ = false;
-};
+// AutocastScope lives in core/autocast_scope.h: every layer that runs a forward pass uses it.
+using loom::AutocastScope;
 
 }  // namespace loom::train

@@ -2,7 +2,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
+#include "loom/parallel/accumulating_executor.h"
 #include "loom/profile/flops.h"
 #include "loom/train/data_parallel_run.h"
 #include "loom/train/durable_file.h"
@@ -41,6 +41,8 @@ void TrainingRun::set_up() {
   model_->train(true);
   parameters_ = model_->named_parameters();
   optimizer_ = make_optimizer(config_.optimizer, parameters_);
+  loss_ = std::make_unique<models::CrossEntropyLoss>(config_.train.label_smoothing);
+  eval_loss_ = std::make_unique<models::CrossEntropyLoss>();
   feeder_ = std::make_unique<data::Feeder>(data_.stats, format);
 
   steps_per_epoch_ = data_.train->steps_per_epoch() / config_.train.grad_accum;
@@ -116,79 +118,45 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   telemetry_->enter(Phase::kOptimizer);
   last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*optimizer_, last_lr_);
-  if (data_parallel_) {
-    data_parallel_->zero_grad();
-  } else {
-    // Unset rather than zeroed: backward then stores its gradient instead of adding it to
-    // zeros, which saves a memset and a read-add-write over every parameter.
-    for (auto& [name, p] : parameters_) p.mutable_grad().reset();
-  }
-  const int64_t accum = config_.train.grad_accum;
-  double loss_sum = 0.0;
-  for (int64_t k = 0; k < accum; ++k) {
-    // Data parallel: micro-batches before the last only accumulate; the last one's backward
-    // all-reduces the sum. Every rank makes the same calls even when its batch is empty.
-    std::optional<parallel::DataParallel::NoSync> accumulate_only;
-    if (data_parallel_) {
-      if (k + 1 < accum) accumulate_only.emplace(*data_parallel_);
-      telemetry_->enter(Phase::kCommExposed);  // sharing rank 0's buffers waits on the others
-      data_parallel_->prepare();
-    }
-    telemetry_->enter(Phase::kDataWait);
-    data::Batch batch = data_.train->batch(epoch, step_in_epoch * accum + k);
-    if (batch.labels.size(0) > 0) {  // empty when every sample of it was bad and skipped
-      loss_sum += forward_backward(batch, epoch, accum);
-      position_.samples += batch.labels.size(0) * world_;
-    }
-    if (data_parallel_) {
-      telemetry_->enter(Phase::kCommExposed);
-      data_parallel_->finish();
-      telemetry_->enter(Phase::kOther);
-    }
-  }
+  const parallel::StepOutcome outcome = executor_->run(
+      [&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
+  position_.samples += outcome.samples * world_;
   telemetry_->enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) {
     torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
                                       config_.train.grad_clip);
   }
   optimizer_->step();
-  return loss_sum / static_cast<double>(accum);
+  return outcome.loss_sum / static_cast<double>(executor_->micro_batches());
 }
 
-// One micro-batch: forward, loss, backward. Returns the loss.
-double TrainingRun::forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum) {
-  using profile::Phase;
-  telemetry_->enter(Phase::kH2D);
-  const at::Tensor input = feeder_->to_input(batch.images);
-  telemetry_->enter(Phase::kForward);
-  at::Tensor logits;
-  {
-    AutocastScope autocast(info_.runtime.bf16());
-    // The first forward pass of the run is also counted, for the model FLOPs utilisation.
-    std::optional<profile::FlopCounter> counter;
-    if (!flops_counted_) counter.emplace();
-    logits = model_->forward(input);
-    if (counter) {
-      forward_flops_per_sample_ = counter->flops() / static_cast<double>(input.size(0));
-      flops_counted_ = true;  // once, even for a model with nothing countable
-    }
-  }
-  const auto loss_options = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(
-      config_.train.label_smoothing);
-  at::Tensor loss =
-      torch::nn::functional::cross_entropy(logits.to(at::kFloat), batch.labels, loss_options);
-  const double value = loss.item<double>();
-  if (!std::isfinite(value)) {
-    throw Error("training: loss is " + std::to_string(value) + " at step " +
-                std::to_string(position_.step + 1) + " (epoch " + std::to_string(epoch + 1) +
-                (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
-                "); stopped. Last good checkpoint: " +
-                (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
-  }
-  telemetry_->enter(Phase::kBackward);
-  (accum > 1 ? loss / static_cast<double>(accum) : loss).backward();
-  telemetry_->enter(Phase::kOther);
-  return value;
+parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k) {
+  telemetry_->enter(profile::Phase::kDataWait);
+  data::Batch batch = data_.train->batch(epoch, step_in_epoch * executor_->micro_batches() + k);
+  if (batch.labels.size(0) == 0) return {at::Tensor(), batch.labels};  // every sample was bad
+  telemetry_->enter(profile::Phase::kH2D);
+  return {feeder_->to_input(batch.images), batch.labels};
+}
+
+void TrainingRun::forward_begins() {
+  if (!flops_counted_) flop_counter_.emplace();
+}
+
+void TrainingRun::forward_ends(int64_t samples) {
+  if (!flop_counter_) return;
+  forward_flops_per_sample_ = flop_counter_->flops() / static_cast<double>(samples);
+  flops_counted_ = true;  // once, even for a model with nothing countable
+  flop_counter_.reset();
+}
+
+void TrainingRun::loss_computed(double value) {
+  if (std::isfinite(value)) return;
+  throw Error("training: loss is " + std::to_string(value) + " at step " +
+              std::to_string(position_.step + 1) + " (epoch " +
+              std::to_string(position_.epoch + 1) +
+              (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
+              "); stopped. Last good checkpoint: " +
+              (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
 }
 
 data::LoaderState TrainingRun::loader_state() const {
@@ -237,10 +205,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     position_.step_in_epoch = s + 1;
     ++steps_this_process_;
     window_seconds_ += dt;
-    if (data_parallel_) {
-      window_comm_seconds_ += data_parallel_->last_stats().comm_seconds;
-      window_comm_exposed_ += data_parallel_->last_stats().exposed_seconds;
-    }
+    window_comm_seconds_ += grad_sync_->last_stats().comm_seconds;
+    window_comm_exposed_ += grad_sync_->last_stats().exposed_seconds;
     window_samples_ += position_.samples - samples_before;
     if (tuning) {
       autotune_->after_step(position_.samples - samples_before, dt);
@@ -249,19 +215,17 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (steady) {
       steady_seconds_ += dt;
       steady_samples_ += position_.samples - samples_before;
-      if (data_parallel_) {
-        const auto& sync = data_parallel_->last_stats();
-        comm_seconds_ += sync.comm_seconds;
-        comm_exposed_ += sync.exposed_seconds;
-        comm_bytes_ += static_cast<double>(sync.bytes);
-        ++comm_steps_;
-      }
+      const auto& sync = grad_sync_->last_stats();
+      comm_seconds_ += sync.comm_seconds;
+      comm_exposed_ += sync.exposed_seconds;
+      comm_bytes_ += static_cast<double>(sync.bytes);
+      ++comm_steps_;
     }
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
   }
   // Each rank saw its own share: the epoch's loss is the mean over all of them.
-  if (data_parallel_) epoch_loss_ = mean_over_ranks(epoch_loss_);
+  if (world_ > 1) epoch_loss_ = mean_over_ranks(epoch_loss_);
   EpochReport r;
   r.epoch = epoch;
   r.epochs = config_.train.epochs;
@@ -297,19 +261,23 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
 TrainSummary TrainingRun::run() {
   set_up();
   resume_if_asked();
-  if (world_ > 1) {
-    // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
-    data_parallel_ = make_data_parallel(*model_, *options_.communicator, config_.parallel);
-  }
+  // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
+  grad_sync_ = make_grad_sync(*model_, options_.communicator, config_.parallel);
+  parallel::AccumulatingOptions step;
+  step.micro_batches = config_.train.grad_accum;
+  step.bf16 = info_.runtime.bf16();
+  parallel::StepObserver& observer = *this;
+  executor_ =
+      std::make_unique<parallel::AccumulatingExecutor>(*model_, *loss_, *grad_sync_, observer, step);
   if (config_.autotune.enabled) start_autotune();
   if (options_.observer) options_.observer->on_start(info_);
   while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
   save_checkpoint();
-  if (data_parallel_ && config_.profile.trace) {
+  if (world_ > 1 && config_.profile.trace) {
     // One trace with a process per rank: rank 0 takes the others' events once all are done.
-    auto& comm = data_parallel_->communicator();
+    auto& comm = *options_.communicator;
     comm.barrier()->wait(comm.options().timeout);
     if (leader()) telemetry_->merge_rank_traces(options_.out_dir, world_);
   }

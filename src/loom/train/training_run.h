@@ -8,9 +8,13 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
-#include "loom/parallel/data_parallel.h"
+#include "loom/models/loss.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/step_executor.h"
+#include "loom/profile/flops.h"
 #include "loom/profile/step_timer.h"
 #include "loom/train/autotune_session.h"
 #include "loom/train/checkpoint.h"
@@ -29,7 +33,9 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-class TrainingRun {
+// The run observes its own steps (parallel::StepObserver): the executor reports phases, forward
+// passes and losses to it.
+class TrainingRun : private parallel::StepObserver {
  public:
   TrainingRun(const Config& config, const TrainOptions& options)
       : config_(config),
@@ -61,7 +67,14 @@ class TrainingRun {
   void write_metrics(const nlohmann::ordered_json& record) {
     if (metrics_) metrics_->write(record);
   }
-  double forward_backward(const data::Batch& batch, int64_t epoch, int64_t accum);
+  // StepObserver: the executor's phases go to the step accounting, the first forward pass is
+  // counted for the FLOPs, and a non-finite loss stops the run.
+  void enter(profile::Phase phase) override { telemetry_->enter(phase); }
+  void forward_begins() override;
+  void forward_ends(int64_t samples) override;
+  void loss_computed(double value) override;
+  // Micro-batch k of the optimizer step at (epoch, step_in_epoch), fed to the model.
+  parallel::MicroBatch micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k);
   double mean_over_ranks(double value);
   // The test split's loss and accuracy; in a data-parallel run each rank evaluates its part with
   // rank 0's model and the sums are combined.
@@ -102,7 +115,10 @@ class TrainingRun {
   double last_lr_ = 0.0;
   EvalResult last_eval_;
   int rank_ = 0, world_ = 1;
-  std::unique_ptr<parallel::DataParallel> data_parallel_;
+  std::unique_ptr<models::Loss> loss_;       // training: with label smoothing
+  std::unique_ptr<models::Loss> eval_loss_;  // the test loss: plain cross-entropy
+  std::unique_ptr<parallel::GradSync> grad_sync_;
+  std::unique_ptr<parallel::StepExecutor> executor_;
   // Gradient exchange summed over the steady-state steps.
   double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
   double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line
@@ -110,6 +126,7 @@ class TrainingRun {
   std::unique_ptr<StepTelemetry> telemetry_;
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
+  std::optional<profile::FlopCounter> flop_counter_;  // around the run's first forward pass
   double cpu_seconds_at_start_ = 0;
   std::unique_ptr<AutotuneSession> autotune_;  // autotune.enabled
   std::string resumed_autotune_json_;          // the checkpoint's finished result, if any

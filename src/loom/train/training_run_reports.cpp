@@ -29,8 +29,8 @@ void TrainingRun::start_autotune() {
       throw DataError("checkpoint '" + last_checkpoint_ +
                       "': its autotune result is malformed: " + e.what());
     }
-    autotune_ = std::make_unique<AutotuneSession>(config_, earlier, start, *data_.train,
-                                                  data_parallel_.get());
+    autotune_ =
+        std::make_unique<AutotuneSession>(config_, earlier, start, *data_.train, *grad_sync_);
     finish_autotune();
     return;
   }
@@ -40,7 +40,7 @@ void TrainingRun::start_autotune() {
   }
   autotune_ = std::make_unique<AutotuneSession>(config_, options_.topology.usable_cores,
                                                 total_steps_ - position_.step, start, *data_.train,
-                                                data_parallel_.get(), gradients);
+                                                *grad_sync_, options_.communicator, gradients);
 }
 
 void TrainingRun::finish_autotune() {
@@ -62,18 +62,18 @@ void TrainingRun::finish_autotune() {
 
 double TrainingRun::mean_over_ranks(double value) {
   at::Tensor t = at::tensor({value}, at::kDouble);
-  auto& comm = data_parallel_->communicator();
+  auto& comm = *options_.communicator;
   comm.allreduce(t, comm::ReduceOp::kAvg)->wait(comm.options().timeout);
   return t.item<double>();
 }
 
 EvalResult TrainingRun::evaluate_test() {
-  if (data_parallel_) data_parallel_->broadcast_buffers();
-  EvalResult r = evaluate(*model_, *data_.test, *feeder_, info_.runtime.bf16());
-  if (!data_parallel_) return r;
+  grad_sync_->sync_buffers();
+  EvalResult r = evaluate(*model_, *eval_loss_, *data_.test, *feeder_, info_.runtime.bf16());
+  if (world_ == 1) return r;
   const double samples = static_cast<double>(r.samples);
   at::Tensor sums = at::tensor({r.loss * samples, r.accuracy * samples, samples}, at::kDouble);
-  auto& comm = data_parallel_->communicator();
+  auto& comm = *options_.communicator;
   comm.allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
   const double* total = sums.data_ptr<double>();
   r.samples = static_cast<int64_t>(std::llround(total[2]));
@@ -95,7 +95,7 @@ void TrainingRun::report_step(double loss) {
   r.epoch = position_.epoch;
   r.epochs = config_.train.epochs;
   r.loss = window_loss_ / static_cast<double>(window_steps_);
-  if (log_line && data_parallel_) r.loss = mean_over_ranks(r.loss);
+  if (log_line && world_ > 1) r.loss = mean_over_ranks(r.loss);
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
   r.elapsed_seconds = seconds_since(start_);
@@ -114,7 +114,7 @@ void TrainingRun::report_step(double loss) {
                                    {"elapsed_seconds", r.elapsed_seconds}};
   record.update(
       telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
-  if (data_parallel_) {
+  if (world_ > 1) {
     record["comm_overlap"] = window_comm_seconds_ > 0
                                  ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
                                  : 0.0;
@@ -188,9 +188,9 @@ TrainSummary TrainingRun::summarize() {
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
   s.ranks = world_;
-  if (data_parallel_) {
+  if (world_ > 1) {
     s.comm_backend = options_.communicator->backend();
-    s.buckets = data_parallel_->last_stats().buckets;
+    s.buckets = grad_sync_->last_stats().buckets;
     if (comm_steps_ > 0) {
       s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
       s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);

@@ -1,0 +1,15 @@
+#include "loom/models/loss.h"
+
+#include <torch/nn/functional/loss.h>
+
+namespace loom::models {
+
+at::Tensor CrossEntropyLoss::operator()(const at::Tensor& logits, const at::Tensor& labels,
+                                        Reduction reduction) const {
+  auto options =
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing_);
+  if (reduction == Reduction::kSum) options.reduction(torch::kSum);
+  return torch::nn::functional::cross_entropy(logits.to(at::kFloat), labels, options);
+}
+
+}  // namespace loom::models

@@ -1,0 +1,32 @@
+// The training objective as an object, so that training, evaluation and a pipeline's last stage
+// compute the loss the same way, and a new objective is one new class.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+namespace loom::models {
+
+enum class Reduction { kMean, kSum };
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  // The loss of `logits` [B, classes] against integer `labels` [B], as a float32 scalar tensor
+  // that backward can start from (bf16 logits are widened first).
+  virtual at::Tensor operator()(const at::Tensor& logits, const at::Tensor& labels,
+                                Reduction reduction = Reduction::kMean) const = 0;
+};
+
+// Cross-entropy with optional label smoothing (0 = none), as torch.nn.CrossEntropyLoss.
+class CrossEntropyLoss : public Loss {
+ public:
+  explicit CrossEntropyLoss(double label_smoothing = 0.0) : label_smoothing_(label_smoothing) {}
+  at::Tensor operator()(const at::Tensor& logits, const at::Tensor& labels,
+                        Reduction reduction = Reduction::kMean) const override;
+  double label_smoothing() const { return label_smoothing_; }
+
+ private:
+  double label_smoothing_;
+};
+
+}  // namespace loom::models

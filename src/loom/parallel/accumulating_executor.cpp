@@ -1,0 +1,63 @@
+#include "loom/parallel/accumulating_executor.h"
+
+#include <optional>
+
+#include "loom/core/autocast_scope.h"
+#include "loom/core/error.h"
+
+namespace loom::parallel {
+
+AccumulatingExecutor::AccumulatingExecutor(models::Model& model, const models::Loss& loss,
+                                           GradSync& sync, StepObserver& observer,
+                                           AccumulatingOptions options)
+    : model_(model), loss_(loss), sync_(sync), observer_(observer), options_(options) {
+  if (options_.micro_batches < 1) {
+    throw Error("AccumulatingExecutor: " + std::to_string(options_.micro_batches) +
+                " micro-batches per step, expected at least 1");
+  }
+}
+
+StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
+  observer_.enter(Phase::kOptimizer);
+  sync_.zero_grad();
+  StepOutcome outcome;
+  const int64_t count = options_.micro_batches;
+  for (int64_t k = 0; k < count; ++k) {
+    // Micro-batches before the last only accumulate; the last one's backward exchanges the sum.
+    // Every rank makes the same calls, even for an empty micro-batch.
+    std::optional<GradSync::NoSync> accumulate_only;
+    if (k + 1 < count) accumulate_only.emplace(sync_);
+    observer_.enter(Phase::kCommExposed);  // e.g. sharing rank 0's buffers waits on the others
+    sync_.prepare();
+    const MicroBatch batch = micro_batch(k);
+    if (batch.labels.size(0) > 0) {
+      outcome.loss_sum += forward_backward(batch);
+      outcome.samples += batch.labels.size(0);
+    }
+    observer_.enter(Phase::kCommExposed);
+    sync_.finish();
+    observer_.enter(Phase::kOther);
+  }
+  return outcome;
+}
+
+double AccumulatingExecutor::forward_backward(const MicroBatch& batch) {
+  observer_.enter(Phase::kForward);
+  at::Tensor logits;
+  {
+    AutocastScope autocast(options_.bf16);
+    observer_.forward_begins();
+    logits = model_.forward(batch.input);
+    observer_.forward_ends(batch.input.size(0));
+  }
+  at::Tensor loss = loss_(logits, batch.labels);
+  const double value = loss.item<double>();
+  observer_.loss_computed(value);
+  observer_.enter(Phase::kBackward);
+  const int64_t count = options_.micro_batches;
+  (count > 1 ? loss / static_cast<double>(count) : loss).backward();
+  observer_.enter(Phase::kOther);
+  return value;
+}
+
+}  // namespace loom::parallel

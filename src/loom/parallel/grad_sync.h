@@ -1,0 +1,74 @@
+// How gradients computed on one rank become the gradients every rank's optimizer applies. The
+// trainer and the step executors hold a GradSync and never ask which kind it is: one process
+// (LocalGradSync), all-reduce data parallelism (DataParallel), and parameter servers next.
+//
+// Per optimizer step: zero_grad(); then for each micro-batch prepare() before its forward, its
+// backward, finish() after it. Under no_sync() backward only accumulates locally and the next
+// synchronised backward exchanges the sum (gradient accumulation).
+//
+// Threading: all calls and the backward passes come from one thread.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+
+#include "loom/parallel/bucket_plan.h"
+
+namespace loom::parallel {
+
+// What the last synchronised step's gradient exchange cost (all zero where nothing is exchanged).
+struct SyncStats {
+  int buckets = 0;
+  std::size_t bytes = 0;
+  double comm_seconds = 0;     // first exchange start to last exchange end
+  double exposed_seconds = 0;  // finish() waiting: communication not hidden behind backward
+  // Share of the communication hidden behind backward, 0..1.
+  double overlap() const {
+    return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
+  }
+};
+
+class GradSync {
+ public:
+  virtual ~GradSync() = default;
+
+  // Clears the gradients for a new optimizer step.
+  virtual void zero_grad() = 0;
+  // Before a micro-batch's forward.
+  virtual void prepare() = 0;
+  // After its backward: the gradients are ready for the optimizer once it returns (when
+  // synchronised). Throws Error when the exchange fails, naming the rank or parameter.
+  virtual void finish() = 0;
+  // Makes state outside the gradients (e.g. BatchNorm statistics) the same on every rank, as
+  // before an evaluation split over the ranks.
+  virtual void sync_buffers() = 0;
+  virtual const SyncStats& last_stats() const = 0;
+
+  // The fusion-buffer limits, where this kind of exchange has buffers whose size is worth
+  // tuning; nullopt otherwise.
+  virtual std::optional<BucketLimits> bucket_limits() const { return std::nullopt; }
+  // Regroups gradients under new limits from the next step on. Only where bucket_limits() has
+  // a value; every rank must call it before the same step.
+  virtual void set_bucket_limits(const BucketLimits& limits) {}
+
+  // While alive, backward passes only accumulate gradients locally.
+  class NoSync {
+   public:
+    explicit NoSync(GradSync& owner) : owner_(&owner) { owner_->sync_ = false; }
+    ~NoSync() { owner_->sync_ = true; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    GradSync* owner_;
+  };
+
+ protected:
+  bool sync_enabled() const { return sync_; }
+
+ private:
+  bool sync_ = true;
+};
+
+}  // namespace loom::parallel

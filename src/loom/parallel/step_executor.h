@@ -1,0 +1,49 @@
+// How one optimizer step's forward and backward work runs: one batch, several accumulated
+// micro-batches, or (next) a pipeline schedule. The trainer asks an executor for a step and then
+// applies the optimizer; it has no branch for the kind of parallelism.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "loom/core/step_phase.h"
+
+namespace loom::parallel {
+
+// One micro-batch as the model takes it: the input on the compute device, and its labels.
+struct MicroBatch {
+  at::Tensor input, labels;
+};
+// Micro-batch k (0-based) of the step. An empty one (every sample of it was bad and skipped)
+// has no forward or backward, but still takes part in the gradient exchange.
+using MicroBatchSource = std::function<MicroBatch(int64_t k)>;
+
+// What one step's forward and backward work gave, on this rank.
+struct StepOutcome {
+  double loss_sum = 0;  // each micro-batch's mean loss, summed
+  int64_t samples = 0;
+};
+
+// What the trainer sees of a running step: phase boundaries for its accounting, each forward
+// pass (for the FLOP count), and each loss before its backward. Called on the training thread.
+class StepObserver : public PhaseSink {
+ public:
+  virtual void forward_begins() {}
+  virtual void forward_ends(int64_t samples) {}
+  // May throw to stop the step before backward (e.g. a non-finite loss).
+  virtual void loss_computed(double value) {}
+};
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // Micro-batches one step reads.
+  virtual int64_t micro_batches() const = 0;
+  // Clears the gradients, runs every micro-batch's forward and backward, and leaves the
+  // synchronised gradients ready for the optimizer.
+  virtual StepOutcome run(const MicroBatchSource& micro_batch) = 0;
+};
+
+}  // namespace loom::parallel

@@ -1,0 +1,123 @@
+// The one-replica step executor against a reference: M accumulated micro-batches give the
+// gradient of one batch of the same samples, phases and losses reach the observer, and a loss
+// the observer refuses stops the step before backward.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "loom/core/error.h"
+#include "loom/models/loss.h"
+#include "loom/models/model.h"
+#include "loom/parallel/accumulating_executor.h"
+#include "loom/parallel/local_grad_sync.h"
+
+namespace loom::parallel {
+namespace {
+
+std::unique_ptr<models::Model> small_mlp() {
+  ModelConfig config;
+  config.name = "mlp";
+  config.dropout = 0;  // deterministic forward
+  at::manual_seed(11);
+  return models::make_model(config, {1, 6, 6, 4});
+}
+
+struct RecordingObserver : StepObserver {
+  void enter(Phase phase) override { phases.push_back(phase); }
+  void forward_begins() override { ++forwards; }
+  void loss_computed(double value) override {
+    losses.push_back(value);
+    if (refuse) throw Error("refused");
+  }
+  std::vector<Phase> phases;
+  std::vector<double> losses;
+  int forwards = 0;
+  bool refuse = false;
+};
+
+std::vector<at::Tensor> gradients(models::Model& model) {
+  std::vector<at::Tensor> out;
+  for (auto& [name, p] : model.named_parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
+TEST(AccumulatingExecutor, MicroBatchesGiveTheGradientOfTheWholeBatch) {
+  at::manual_seed(5);
+  const at::Tensor images = at::randn({12, 1, 6, 6});
+  const at::Tensor labels = at::randint(0, 4, {12}, at::kLong);
+  models::CrossEntropyLoss loss;
+
+  auto reference = small_mlp();
+  LocalGradSync reference_sync(reference->named_parameters());
+  RecordingObserver reference_observer;
+  AccumulatingExecutor whole(*reference, loss, reference_sync, reference_observer, {1, false});
+  const StepOutcome one = whole.run([&](int64_t) { return MicroBatch{images, labels}; });
+
+  auto model = small_mlp();
+  LocalGradSync sync(model->named_parameters());
+  RecordingObserver observer;
+  AccumulatingExecutor accumulating(*model, loss, sync, observer, {3, false});
+  // Run twice: the second step must start from cleared gradients, not add to the first.
+  for (int step = 0; step < 2; ++step) {
+    const StepOutcome three = accumulating.run([&](int64_t k) {
+      return MicroBatch{images.narrow(0, 4 * k, 4), labels.narrow(0, 4 * k, 4)};
+    });
+    EXPECT_EQ(three.samples, 12);
+    // The mean of the micro-batches' mean losses is the whole batch's mean loss.
+    EXPECT_NEAR(three.loss_sum / 3, one.loss_sum, 1e-5);
+  }
+  EXPECT_EQ(one.samples, 12);
+  const auto expected = gradients(*reference), got = gradients(*model);
+  ASSERT_EQ(expected.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(at::allclose(got[i], expected[i], 1e-5, 1e-6)) << "parameter " << i;
+  }
+  EXPECT_EQ(observer.forwards, 6);
+  EXPECT_EQ(observer.losses.size(), 6u);
+  EXPECT_NE(std::find(observer.phases.begin(), observer.phases.end(), Phase::kBackward),
+            observer.phases.end());
+}
+
+TEST(AccumulatingExecutor, EmptyMicroBatchIsSkippedButCounted) {
+  auto model = small_mlp();
+  LocalGradSync sync(model->named_parameters());
+  RecordingObserver observer;
+  models::CrossEntropyLoss loss;
+  AccumulatingExecutor executor(*model, loss, sync, observer, {2, false});
+  int asked = 0;
+  const StepOutcome outcome = executor.run([&](int64_t k) {
+    ++asked;
+    if (k == 0) return MicroBatch{at::Tensor(), at::empty({0}, at::kLong)};
+    return MicroBatch{at::randn({3, 1, 6, 6}), at::tensor({0, 1, 2}, at::kLong)};
+  });
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(outcome.samples, 3);
+  EXPECT_EQ(observer.forwards, 1);
+}
+
+TEST(AccumulatingExecutor, RefusedLossStopsBeforeBackward) {
+  auto model = small_mlp();
+  LocalGradSync sync(model->named_parameters());
+  RecordingObserver observer;
+  observer.refuse = true;
+  models::CrossEntropyLoss loss;
+  AccumulatingExecutor executor(*model, loss, sync, observer, {1, false});
+  EXPECT_THROW(executor.run([&](int64_t) {
+    return MicroBatch{at::randn({2, 1, 6, 6}), at::tensor({0, 1}, at::kLong)};
+  }),
+               Error);
+  for (auto& [name, p] : model->named_parameters()) {
+    EXPECT_FALSE(p.grad().defined()) << name << " got a gradient after the loss was refused";
+  }
+}
+
+TEST(AccumulatingExecutor, NeedsAtLeastOneMicroBatch) {
+  auto model = small_mlp();
+  LocalGradSync sync(model->named_parameters());
+  RecordingObserver observer;
+  models::CrossEntropyLoss loss;
+  EXPECT_THROW(AccumulatingExecutor(*model, loss, sync, observer, {0, false}), Error);
+}
+
+}  // namespace
+}  // namespace loom::parallel
