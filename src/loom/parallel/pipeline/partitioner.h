@@ -1,0 +1,70 @@
+// Splits a model's chain of blocks into contiguous pipeline stages. The automatic partition is
+// the exact optimum by dynamic programming: the smallest possible slowest stage (computation plus
+// the transfers at its boundaries), subject to every stage fitting its memory cap, with at least
+// one block per stage. Manual splits and the usual baselines (equal block counts, DeepSpeed's
+// balance of parameter counts) are evaluated with the same cost model, so they can be compared.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace loom::parallel::pipeline {
+
+// One block as measured on this machine, per micro-batch.
+struct BlockProfile {
+  std::string name;
+  double forward_seconds = 0;
+  double backward_input_seconds = 0;
+  double backward_weight_seconds = 0;
+  double activation_bytes = 0;  // kept from forward for backward
+  double output_bytes = 0;      // its output: what crosses a stage boundary after it
+  double state_bytes = 0;       // parameters, gradients and optimizer state
+  double parameters = 0;        // element count, for the parameter-balanced baseline
+
+  double compute_seconds() const {
+    return forward_seconds + backward_input_seconds + backward_weight_seconds;
+  }
+};
+
+struct PartitionOptions {
+  // Stage s holds in_flight[s] micro-batches of activations at its peak (from the schedule's
+  // simulation: 1F1B min(P - s, M), GPipe M); its size is the number of stages.
+  std::vector<int> in_flight;
+  double memory_cap_bytes = 0;      // per stage; 0: no cap
+  double link_bytes_per_second = 0;  // 0: transfers are free
+};
+
+struct StagePlan {
+  int first_block = 0, blocks = 0;
+  double compute_seconds = 0;   // forward + backward of one micro-batch
+  double transfer_seconds = 0;  // sending its output forward and its input gradient back
+  double memory_bytes = 0;      // state + in-flight activations
+  double seconds() const { return compute_seconds + transfer_seconds; }
+};
+
+struct Partition {
+  std::vector<StagePlan> stages;
+  double slowest_seconds() const;
+  double peak_memory_bytes() const;
+  // Blocks per stage, e.g. "4,6" (the form of parallel.pipeline.split).
+  std::string split() const;
+};
+
+// The stage costs of a given split (blocks per stage). Throws ConfigError naming
+// parallel.pipeline.split when it does not cover the blocks with at least one per stage.
+Partition evaluate_split(const std::vector<BlockProfile>& blocks, const std::vector<int>& split,
+                         const PartitionOptions& options);
+
+// The optimal partition into options.in_flight.size() stages. Throws ConfigError when there are
+// fewer blocks than stages, or when no partition fits the cap (saying the smallest cap that
+// would).
+Partition partition_blocks(const std::vector<BlockProfile>& blocks,
+                           const PartitionOptions& options);
+
+// Baselines, for comparison: as many blocks per stage as possible (the remainder spread over
+// the first stages), and DeepSpeed's "parameters" method, which minimises the largest stage's
+// parameter count.
+std::vector<int> uniform_split(int blocks, int stages);
+std::vector<int> parameter_balanced_split(const std::vector<BlockProfile>& blocks, int stages);
+
+}  // namespace loom::parallel::pipeline
