@@ -28,6 +28,7 @@ Command add_data_command(CLI::App& app);
 Command add_launch_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+Command add_pipeline_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 // `loom data inspect`, registered under `data`.
 Command add_data_inspect_command(CLI::App& data);

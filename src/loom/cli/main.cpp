@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
       loom::cli::add_train_command(app),  loom::cli::add_config_command(app),
       loom::cli::add_data_command(app),   loom::cli::add_launch_command(app),
       loom::cli::add_bench_command(app),  loom::cli::add_plan_command(app),
-      loom::cli::add_report_command(app), loom::cli::add_version_command(app)};
+      loom::cli::add_report_command(app), loom::cli::add_pipeline_command(app),
+      loom::cli::add_version_command(app)};
 
   try {
     app.parse(argc, argv);
@@ -57,13 +58,17 @@ int main(int argc, char** argv) {
   for (const auto& command : commands) {
     CLI::App* sub = command.sub;
     if (!sub->parsed()) continue;
+    // "pipeline plan" for a nested subcommand.
+    const CLI::App* parent = sub->get_parent();
+    const std::string name =
+        parent && parent != &app ? parent->get_name() + " " + sub->get_name() : sub->get_name();
     try {
       return command.run();
     } catch (const loom::ConfigError& e) {
-      std::fprintf(stderr, "loom %s: configuration error: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "loom %s: configuration error: %s\n", name.c_str(), e.what());
       return 2;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "loom %s: error: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "loom %s: error: %s\n", name.c_str(), e.what());
       return 1;
     }
   }

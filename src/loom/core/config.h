@@ -116,12 +116,23 @@ struct CommConfig {
   bool check_calls = false;
 };
 
+// Pipeline model parallelism: the model's blocks split into stages on several ranks.
+struct PipelineConfig {
+  int64_t stages = 1;             // pipeline ranks (P)
+  int64_t microbatches = 4;       // per optimizer step (M)
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zb_h1 | FILE.csv
+  int64_t chunks = 1;             // stages per rank (interleaved)
+  std::string split;              // blocks per stage, "4,6"; empty = the partitioner's choice
+  double memory_cap_mb = 0;       // per rank; 0 = no cap
+};
+
 struct ParallelConfig {
   double first_bucket_mb = 1;
   double bucket_cap_mb = 25;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   std::string compression = "none";  // none | bf16 | fp16
+  PipelineConfig pipeline;
 };
 
 struct Config {

@@ -173,6 +173,23 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.choice("parallel.compression", c.parallel.compression, {"none", "bf16", "fp16"},
            "Reduce gradient buckets in this 16-bit type: half the bytes on the wire, gradients "
            "rounded once.");
+  v.integer("parallel.pipeline.stages", c.parallel.pipeline.stages, 1,
+            "Pipeline ranks the model's blocks are split over (P). `loom pipeline plan` profiles, "
+            "partitions and simulates it; `loom train` runs 1 stage until the pipeline runtime "
+            "lands.");
+  v.integer("parallel.pipeline.microbatches", c.parallel.pipeline.microbatches, 1,
+            "Micro-batches per optimizer step (M); data.batch_size is split into them.");
+  v.text("parallel.pipeline.schedule", c.parallel.pipeline.schedule,
+         "gpipe, 1f1b, interleaved, zb_h1, or a .csv file of actions (a row per rank, "
+         "torch.distributed.pipelining's `0F1` action strings).");
+  v.integer("parallel.pipeline.chunks", c.parallel.pipeline.chunks, 1,
+            "Stages per rank: interleaved (and gpipe) place stage s on rank s % stages.");
+  v.text("parallel.pipeline.split", c.parallel.pipeline.split,
+         "Blocks per stage, comma-separated (`4,6`), instead of the automatic partition; "
+         "checked against the memory cap. Empty = automatic.");
+  v.number("parallel.pipeline.memory_cap_mb", c.parallel.pipeline.memory_cap_mb, 0.0,
+           "Memory one rank may use for its stages (parameters, gradients, optimizer state and "
+           "held activations); the partition must fit it. 0 = no cap.");
 }
 
 Config default_config() {

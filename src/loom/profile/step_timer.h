@@ -1,7 +1,7 @@
 // Always-on accounting of where a training step's time goes. The trainer switches the current
 // phase at each boundary (enter); the time since the previous switch is charged to the phase
 // being left. So every instant of a step is counted exactly once, and the phases of a step sum
-// to its wall time. Costs one steady_clock read per switch (about 20 ns; a step has eight).
+// to its wall time. Costs one steady_clock read per switch (about 20 ns; a step has about ten).
 //
 // Not thread-safe: one timer per training loop.
 #pragma once

@@ -288,6 +288,12 @@ TrainSummary TrainingRun::run() {
 }
 
 TrainSummary train(const Config& config, const TrainOptions& options) {
+  if (config.parallel.pipeline.stages > 1) {
+    throw ConfigError(
+        "config key 'parallel.pipeline.stages': " + std::to_string(config.parallel.pipeline.stages) +
+        " stages, but loom train does not run pipelines yet (the stage runtime is the next part "
+        "of this feature); `loom pipeline plan` shows the partition, schedule and simulated step");
+  }
   const int world = options.communicator ? options.communicator->world() : 1;
   TrainingRun run(config_for_rank(config, world), options);
   return run.run();

@@ -1,0 +1,32 @@
+// Measures every block of a model on this machine with a real micro-batch, for the partitioner
+// and the simulator: forward time, backward time split into the input gradient (I) and the
+// weight gradients (W = full backward - I), the activations the forward keeps for backward, the
+// output that would cross a stage boundary, and the parameter, gradient and optimizer-state bytes.
+//
+// Times are medians of `repeats` runs after one warm-up. Activation bytes come from the caching
+// allocator's count of bytes in use (runtime.allocator: caching); without it they are 0.
+// Runs the model in its current mode: in train mode BatchNorm statistics move, so profile a
+// model whose state does not matter (as `loom pipeline plan` does) or restore it afterwards.
+#pragma once
+
+#include "loom/core/caching_allocator.h"
+#include "loom/models/loss.h"
+#include "loom/models/model.h"
+#include "loom/parallel/pipeline/partitioner.h"
+
+namespace loom::parallel::pipeline {
+
+struct BlockProfileOptions {
+  int repeats = 3;
+  bool bf16 = false;
+  // Optimizer state tensors per parameter tensor: 0 plain SGD, 1 momentum, 2 Adam.
+  int optimizer_states = 1;
+};
+
+// `input` and `labels` form one micro-batch; the loss is charged to the last block.
+std::vector<BlockProfile> profile_blocks(models::Model& model, const at::Tensor& input,
+                                         const at::Tensor& labels, const models::Loss& loss,
+                                         const BlockProfileOptions& options,
+                                         const CachingCpuAllocator* allocator);
+
+}  // namespace loom::parallel::pipeline

@@ -1,0 +1,196 @@
+#include "loom/train/pipeline_plan.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "loom/core/caching_allocator.h"
+#include "loom/core/error.h"
+#include "loom/data/feeder.h"
+#include "loom/models/loss.h"
+#include "loom/models/model.h"
+#include "loom/parallel/pipeline/block_profiler.h"
+#include "loom/parallel/pipeline/schedule_csv.h"
+#include "loom/parallel/pipeline/validator.h"
+#include "loom/train/runtime_choice.h"
+#include "loom/train/train_data.h"
+
+namespace loom::train {
+namespace {
+
+namespace pp = parallel::pipeline;
+
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+pp::Schedule load_schedule(const PipelineConfig& c) {
+  if (!ends_with(c.schedule, ".csv")) {
+    return pp::make_schedule(c.schedule, static_cast<int>(c.stages), static_cast<int>(c.chunks),
+                             static_cast<int>(c.microbatches));
+  }
+  std::ifstream in(c.schedule);
+  if (!in) {
+    throw ConfigError("config key 'parallel.pipeline.schedule': cannot read '" + c.schedule + "'");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  pp::Schedule s = pp::schedule_from_csv(text.str(), c.schedule);
+  if (s.ranks != c.stages || s.stages != c.stages * c.chunks || s.microbatches != c.microbatches) {
+    throw ConfigError("config key 'parallel.pipeline.schedule': '" + c.schedule + "' has " +
+                      std::to_string(s.ranks) + " ranks, " + std::to_string(s.stages) +
+                      " stages and " + std::to_string(s.microbatches) +
+                      " micro-batches; the configuration asks for " + std::to_string(c.stages) +
+                      " ranks (parallel.pipeline.stages), " + std::to_string(c.stages * c.chunks) +
+                      " stages (x parallel.pipeline.chunks) and " +
+                      std::to_string(c.microbatches) + " micro-batches");
+  }
+  return s;
+}
+
+// Bytes per second of a copy between two buffers of this host: what handing a stage's output
+// to a rank of the same host costs over shared memory (median of five 16 MB copies).
+double copy_bandwidth() {
+  const int64_t elements = int64_t{4} << 20;
+  at::Tensor from = at::rand({elements}), to = at::empty({elements});
+  std::vector<double> seconds;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    to.copy_(from);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i > 0) seconds.push_back(s);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return static_cast<double>(from.nbytes()) / std::max(seconds[seconds.size() / 2], 1e-9);
+}
+
+std::vector<pp::StageCosts> stage_costs(const pp::Partition& partition,
+                                        const std::vector<pp::BlockProfile>& blocks,
+                                        double bytes_per_second) {
+  std::vector<pp::StageCosts> out;
+  for (const auto& stage : partition.stages) {
+    pp::StageCosts c;
+    for (int b = stage.first_block; b < stage.first_block + stage.blocks; ++b) {
+      const auto& block = blocks[static_cast<size_t>(b)];
+      c.forward_seconds += block.forward_seconds;
+      c.backward_input_seconds += block.backward_input_seconds;
+      c.backward_weight_seconds += block.backward_weight_seconds;
+      c.activation_bytes += block.activation_bytes;
+    }
+    const auto& last = blocks[static_cast<size_t>(stage.first_block + stage.blocks - 1)];
+    c.send_seconds = last.output_bytes / bytes_per_second;
+    out.push_back(c);
+  }
+  return out;
+}
+
+int optimizer_states(const OptimizerConfig& c) {
+  if (c.name == "adam" || c.name == "adamw") return 2;
+  return c.momentum > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+double PipelinePlan::samples_per_second() const {
+  return simulation.step_seconds > 0
+             ? static_cast<double>(microbatch_samples * schedule.microbatches) /
+                   simulation.step_seconds
+             : 0.0;
+}
+
+std::vector<int> parse_split(const std::string& text) {
+  std::vector<int> split;
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    try {
+      size_t used = 0;
+      const int n = std::stoi(part, &used);
+      if (part.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument("");
+      split.push_back(n);
+    } catch (const std::logic_error&) {
+      throw ConfigError("config key 'parallel.pipeline.split': '" + text +
+                        "' is not a comma-separated list of block counts (e.g. 4,6)");
+    }
+  }
+  return split;
+}
+
+PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
+  const PipelineConfig& pc = config.parallel.pipeline;
+  PipelinePlan plan;
+  plan.schedule = load_schedule(pc);
+  pp::validate(plan.schedule);
+  if (config.data.batch_size % pc.microbatches != 0) {
+    throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
+                      std::to_string(config.data.batch_size) + " samples (data.batch_size) does not "
+                      "split into " + std::to_string(pc.microbatches) + " equal micro-batches");
+  }
+  plan.microbatch_samples = config.data.batch_size / pc.microbatches;
+
+  // One real micro-batch, as the first stage would feed it.
+  use_configured_allocator("caching", topology.memory_bytes);
+  at::manual_seed(static_cast<uint64_t>(config.seed));
+  TrainData data = load_train_data(config, topology.usable_cores);
+  auto model = models::make_model(config.model, data.input);
+  plan.model = model->name();
+  const RuntimeChoice runtime =
+      choose_runtime(config.runtime, topology, model->is_convolutional(), at::hasMKLDNN());
+  at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
+  const auto format = runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
+                                                               : at::MemoryFormat::Contiguous;
+  model->set_memory_format(format);
+  model->train(true);
+  data::Feeder feeder(data.stats, format);
+  const data::Batch batch = data.train->batch(0, 0);
+  const int64_t n = std::min<int64_t>(plan.microbatch_samples, batch.labels.size(0));
+  const at::Tensor input = feeder.to_input(batch.images.narrow(0, 0, n));
+  const at::Tensor labels = batch.labels.narrow(0, 0, n);
+  models::check_blocks(*model, input);
+
+  pp::BlockProfileOptions profile_options;
+  profile_options.bf16 = runtime.bf16();
+  profile_options.optimizer_states = optimizer_states(config.optimizer);
+  models::CrossEntropyLoss loss(config.train.label_smoothing);
+  plan.blocks = pp::profile_blocks(*model, input, labels, loss, profile_options,
+                                   installed_caching_cpu_allocator());
+  plan.link_bytes_per_second = copy_bandwidth();
+
+  // Activations held per stage come from the schedule itself (a dry run); a rank's memory cap
+  // is shared by its chunks.
+  pp::PartitionOptions options;
+  options.in_flight = pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages))
+                          .peak_in_flight;
+  options.memory_cap_bytes = pc.memory_cap_mb * (1 << 20) / static_cast<double>(pc.chunks);
+  options.link_bytes_per_second = plan.link_bytes_per_second;
+  const std::vector<int> split = parse_split(pc.split);
+  if (split.empty()) {
+    plan.partition = pp::partition_blocks(plan.blocks, options);
+  } else {
+    plan.manual_split = true;
+    plan.partition = pp::evaluate_split(plan.blocks, split, options);
+    if (options.memory_cap_bytes > 0 &&
+        plan.partition.peak_memory_bytes() > options.memory_cap_bytes) {
+      throw ConfigError("config key 'parallel.pipeline.split': " + pc.split + " needs " +
+                        std::to_string(plan.partition.peak_memory_bytes() / (1 << 20)) +
+                        " MB in its largest stage, over parallel.pipeline.memory_cap_mb; leave "
+                        "the split empty to let the partitioner fit the cap");
+    }
+  }
+  const int stages = plan.schedule.stages;
+  plan.uniform_slowest_seconds =
+      pp::evaluate_split(plan.blocks, pp::uniform_split(static_cast<int>(plan.blocks.size()), stages),
+                         options)
+          .slowest_seconds();
+  plan.parameter_balanced_slowest_seconds =
+      pp::evaluate_split(plan.blocks, pp::parameter_balanced_split(plan.blocks, stages), options)
+          .slowest_seconds();
+  plan.stage_costs = stage_costs(plan.partition, plan.blocks, plan.link_bytes_per_second);
+  plan.simulation = pp::simulate(plan.schedule, plan.stage_costs);
+  return plan;
+}
+
+}  // namespace loom::train

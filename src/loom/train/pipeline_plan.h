@@ -1,0 +1,40 @@
+// What a pipeline-parallel run of a configuration would do, worked out before anything runs:
+// the schedule (generated or read from CSV, validated), every block of the model profiled on
+// this machine with a real micro-batch, the partition into stages (optimal under the memory
+// cap, or parallel.pipeline.split), and the simulated step. `loom pipeline plan` prints it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loom/core/config.h"
+#include "loom/core/topology.h"
+#include "loom/parallel/pipeline/partitioner.h"
+#include "loom/parallel/pipeline/schedule.h"
+#include "loom/parallel/pipeline/simulator.h"
+
+namespace loom::train {
+
+struct PipelinePlan {
+  std::string model;
+  int64_t microbatch_samples = 0;
+  parallel::pipeline::Schedule schedule;
+  std::vector<parallel::pipeline::BlockProfile> blocks;
+  parallel::pipeline::Partition partition;
+  bool manual_split = false;  // from parallel.pipeline.split
+  double link_bytes_per_second = 0;  // measured copy bandwidth between ranks of this host
+  std::vector<parallel::pipeline::StageCosts> stage_costs;
+  parallel::pipeline::Simulation simulation;
+  // The same profile split the usual ways, for comparison: slowest stage in seconds.
+  double uniform_slowest_seconds = 0, parameter_balanced_slowest_seconds = 0;
+
+  double samples_per_second() const;
+};
+
+// Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
+PipelinePlan plan_pipeline(const Config& config, const Topology& topology);
+
+// Blocks per stage from parallel.pipeline.split ("4,6"); empty for automatic.
+std::vector<int> parse_split(const std::string& text);
+
+}  // namespace loom::train
