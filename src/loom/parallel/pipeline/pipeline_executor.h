@@ -1,0 +1,84 @@
+// The step executor of one pipeline rank: it runs exactly the schedule's action list for this
+// rank. Forward and backward run the rank's stages (chains of the model's blocks); activations
+// go to the next stage's rank and input gradients back to the previous one, point to point over
+// the Communicator (shared memory inside a host, Gloo across hosts). The first stage feeds the
+// micro-batches, the last computes the loss (scaled by 1/micro-batches, so the step's gradient
+// is the mean over them, as with accumulation); every rank returns the step's loss and samples.
+//
+// Messages: every tensor goes as a small header (element type and shape) and then its bytes,
+// so stages need no agreement on shapes beforehand and a short micro-batch (bad samples
+// skipped) passes through. Sends are asynchronous and complete by the end of the step; receives
+// block at their place in the list. Send/recv pair up in call order per peer, which the
+// validated schedule guarantees.
+//
+// For now the pipeline is the whole world: pipeline rank = communicator rank.
+//
+// Threading: one thread (the trainer's); the communicator moves the bytes in the background.
+#pragma once
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/models/loss.h"
+#include "loom/models/model.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/pipeline/schedule.h"
+#include "loom/parallel/step_executor.h"
+
+namespace loom::parallel::pipeline {
+
+struct PipelineExecutorOptions {
+  bool bf16 = false;  // forward under CPU bf16 autocast
+};
+
+class PipelineExecutor : public StepExecutor {
+ public:
+  // `stage_blocks[s]` are the blocks of stage s; only this rank's stages are used. `sync`
+  // clears (and, with replicas, will exchange) the gradients of this rank's parameters. All
+  // references must outlive the executor. Throws Error when the schedule is not for this world.
+  PipelineExecutor(Schedule schedule, std::vector<std::vector<models::Block>> stage_blocks,
+                   const models::Loss& loss, GradSync& sync, comm::Communicator& comm,
+                   StepObserver& observer, PipelineExecutorOptions options = {});
+
+  int64_t micro_batches() const override { return schedule_.microbatches; }
+  StepOutcome run(const MicroBatchSource& micro_batch) override;
+
+  int rank() const { return rank_; }
+  const Schedule& schedule() const { return schedule_; }
+
+ private:
+  // What one (stage, micro-batch) keeps between its actions.
+  struct Slot {
+    at::Tensor input;          // received activations (a leaf that wants its gradient)
+    at::Tensor output;         // the stage's output, or the scaled loss on the last stage
+    at::Tensor output_grad;    // received from the next stage
+    at::Tensor input_grad;     // computed by B or I, sent to the previous stage
+  };
+
+  void forward(const Action& a, const MicroBatchSource& micro_batch, StepOutcome& outcome);
+  void backward(const Action& a, bool input_only);
+  void backward_weights(const Action& a);
+  void send(const at::Tensor& tensor, const Action& a, int peer_stage);
+  at::Tensor receive(const Action& a, int peer_stage);
+  // The step's loss and samples, known to the last stage, for every rank.
+  void share_outcome(StepOutcome& outcome);
+  Slot& slot(const Action& a) { return slots_[{a.stage, a.microbatch}]; }
+  int rank_of(int stage) const { return schedule_.stage_rank[static_cast<size_t>(stage)]; }
+  bool is_last(int stage) const { return stage == schedule_.stages - 1; }
+  [[noreturn]] void fail(const Action& a, const std::string& what) const;
+
+  Schedule schedule_;
+  std::vector<std::vector<models::Block>> stage_blocks_;
+  const models::Loss& loss_;
+  GradSync& sync_;
+  comm::Communicator& comm_;
+  StepObserver& observer_;
+  PipelineExecutorOptions options_;
+  int rank_;
+  std::map<std::pair<int, int>, Slot> slots_;
+  std::vector<std::pair<comm::WorkPtr, at::Tensor>> sends_;  // kept alive until the step ends
+};
+
+}  // namespace loom::parallel::pipeline
