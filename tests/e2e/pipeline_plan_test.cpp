@@ -96,6 +96,26 @@ TEST(PipelinePlan, ImpossiblePlansAreConfigErrorsThatSayWhatWorks) {
       << r.output;
 }
 
+// The plan run for real on two ranks, and the one-process reference.
+TEST(PipelinePlan, BenchRunsThePlanOnRanksAndComparesWithTheSimulation) {
+  TempDir dir;
+  const auto two = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) +
+                            " bench pipeline " + tiny_synthetic_args() + " --steps 3 --json " +
+                            (dir / "two.json"));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("cnn, 2 ranks, 4 micro-batches of 4 samples"), std::string::npos)
+      << two.output;
+  EXPECT_NE(two.output.find("measured / simulated"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("rank 1: peak tensor memory"), std::string::npos) << two.output;
+  const auto json = nlohmann::json::parse(read_text(dir / "two.json"));
+  EXPECT_GT(json.at("measured_step_seconds").get<double>(), 0);
+  EXPECT_GT(json.at("simulated_step_seconds").get<double>(), 0);
+  EXPECT_EQ(json.at("peak_memory_mb").size(), 2u);
+  const auto one = run_loom("bench pipeline " + tiny_synthetic_args() + " --steps 3");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("cnn, 1 rank, 4 micro-batches"), std::string::npos) << one.output;
+}
+
 TEST(PipelinePlan, TrainRefusesSeveralStagesAndSaysWhy) {
   TempDir dir;
   const auto r = run_loom("train " + tiny_synthetic_args() +

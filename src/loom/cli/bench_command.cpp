@@ -71,7 +71,9 @@ Command add_bench_command(CLI::App& app) {
   auto quick = std::make_shared<bool>(false);
   sub->add_option("--json", *json, "Also write the rows to this JSON file (rank 0)");
   sub->add_flag("--quick", *quick, "Fewer sizes and repetitions (a smoke run)");
-  return {sub, [json, quick] {
+  const Command pipeline = add_bench_pipeline_command(*bench);
+  return {bench, [sub, json, quick, pipeline] {
+            if (!sub->parsed()) return pipeline.run();
             const auto world = comm::world_from_environment();
             if (world.world < 2) {
               throw ConfigError(

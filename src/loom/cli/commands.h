@@ -30,6 +30,8 @@ Command add_bench_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_pipeline_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
+// `loom bench pipeline`, registered under `bench`.
+Command add_bench_pipeline_command(CLI::App& bench);
 // `loom data inspect`, registered under `data`.
 Command add_data_inspect_command(CLI::App& data);
 

@@ -117,6 +117,11 @@ AllocatorStats CachingCpuAllocator::stats() const {
   return stats_;
 }
 
+void CachingCpuAllocator::reset_peak() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 void CachingCpuAllocator::release_cached() const {
   std::map<size_t, std::vector<Header*>> blocks;
   {

@@ -48,6 +48,8 @@ class CachingCpuAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &CachingCpuAllocator::free_block; }
 
   AllocatorStats stats() const;
+  // Starts a new peak from the bytes in use now: to measure the peak of one phase of a run.
+  void reset_peak() const;
   // Returns every cached block to the system.
   void release_cached() const;
 

@@ -27,10 +27,14 @@ bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-pp::Schedule load_schedule(const PipelineConfig& c) {
+}  // namespace
+
+pp::Schedule load_pipeline_schedule(const PipelineConfig& c) {
   if (!ends_with(c.schedule, ".csv")) {
-    return pp::make_schedule(c.schedule, static_cast<int>(c.stages), static_cast<int>(c.chunks),
-                             static_cast<int>(c.microbatches));
+    pp::Schedule s = pp::make_schedule(c.schedule, static_cast<int>(c.stages),
+                                       static_cast<int>(c.chunks), static_cast<int>(c.microbatches));
+    pp::validate(s);
+    return s;
   }
   std::ifstream in(c.schedule);
   if (!in) {
@@ -48,8 +52,11 @@ pp::Schedule load_schedule(const PipelineConfig& c) {
                       " stages (x parallel.pipeline.chunks) and " +
                       std::to_string(c.microbatches) + " micro-batches");
   }
+  pp::validate(s);
   return s;
 }
+
+namespace {
 
 // Bytes per second of a copy between two buffers of this host: what handing a stage's output
 // to a rank of the same host costs over shared memory (median of five 16 MB copies).
@@ -122,8 +129,7 @@ std::vector<int> parse_split(const std::string& text) {
 PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
-  plan.schedule = load_schedule(pc);
-  pp::validate(plan.schedule);
+  plan.schedule = load_pipeline_schedule(pc);
   if (config.data.batch_size % pc.microbatches != 0) {
     throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
                       std::to_string(config.data.batch_size) + " samples (data.batch_size) does not "

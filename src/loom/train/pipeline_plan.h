@@ -31,6 +31,10 @@ struct PipelinePlan {
   double samples_per_second() const;
 };
 
+// The configured schedule: generated, or read from parallel.pipeline.schedule's CSV file (which
+// must match the stages, chunks and micro-batches configured); validated. Throws ConfigError.
+parallel::pipeline::Schedule load_pipeline_schedule(const PipelineConfig& config);
+
 // Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, const Topology& topology);
 

@@ -67,7 +67,7 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         backward_weights(a);
         break;
       case ActionKind::kSendForward:
-        send(slot(a).output.detach(), a, a.stage + 1);
+        send(slot(a).output, a, a.stage + 1);
         break;
       case ActionKind::kSendBackward:
         send(slot(a).input_grad, a, a.stage - 1);
@@ -184,7 +184,7 @@ void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_
   h[0] = static_cast<int64_t>(tensor.scalar_type());
   h[1] = tensor.dim();
   for (int64_t d = 0; d < tensor.dim(); ++d) h[2 + d] = tensor.size(d);
-  at::Tensor data = tensor.contiguous();
+  at::Tensor data = tensor.detach().contiguous();
   const int peer = rank_of(peer_stage);
   sends_.emplace_back(comm_.send(header, peer), header);
   sends_.emplace_back(comm_.send(data, peer), data);
