@@ -62,6 +62,16 @@ TEST(PipelinePlan, ManualSplitAndInterleaving) {
   EXPECT_NE(r.output.find("stage 2 on rank 0: 3 blocks"), std::string::npos) << r.output;
 }
 
+// Two micro-batches on two stages leave a third of the step idle: the plan says how many would
+// halve that, from the same profile.
+TEST(PipelinePlan, LargeBubbleSuggestsMoreMicroBatches) {
+  const auto r = run_loom("pipeline plan " + resnet_args() +
+                          " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("raise parallel.pipeline.microbatches to "), std::string::npos)
+      << r.output;
+}
+
 TEST(PipelinePlan, ImpossiblePlansAreConfigErrorsThatSayWhatWorks) {
   TempDir dir;
   struct Case {

@@ -51,6 +51,14 @@ void print_plan(const train::PipelinePlan& p) {
   std::printf("simulated step %.1f ms, bubble %.1f%%, %.1f samples/s per pipeline\n",
               ms(p.simulation.step_seconds), 100 * p.simulation.bubble_fraction,
               p.samples_per_second());
+  if (p.better_microbatches > 0) {
+    std::printf("bubble %.0f%%: raise parallel.pipeline.microbatches to %lld (simulated bubble "
+                "%.1f%%, step %.1f ms; micro-batches of %lld samples)\n",
+                100 * p.simulation.bubble_fraction, static_cast<long long>(p.better_microbatches),
+                100 * p.better_bubble, ms(p.better_step_seconds),
+                static_cast<long long>(p.microbatch_samples * s.microbatches /
+                                       p.better_microbatches));
+  }
 }
 
 // The simulated step as a Chrome trace: a process per rank, a slice per action.

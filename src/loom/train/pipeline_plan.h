@@ -27,6 +27,10 @@ struct PipelinePlan {
   parallel::pipeline::Simulation simulation;
   // The same profile split the usual ways, for comparison: slowest stage in seconds.
   double uniform_slowest_seconds = 0, parameter_balanced_slowest_seconds = 0;
+  // When the bubble is large: more micro-batches of the same batch, simulated with the costs
+  // scaled to the smaller micro-batches (0 when none helps or the batch does not divide).
+  int64_t better_microbatches = 0;
+  double better_bubble = 0, better_step_seconds = 0;
 
   double samples_per_second() const;
 };
