@@ -21,14 +21,11 @@
 #include "loom/comm/world_info.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
-#include "loom/data/feeder.h"
 #include "loom/models/loss.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/train/pipeline_plan.h"
-#include "loom/train/runtime_choice.h"
-#include "loom/train/train_data.h"
 
 namespace loom::cli {
 namespace {
@@ -87,23 +84,16 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   split = shared_split(comm.get(), split, world.world > 1 ? schedule.stages : 1);
 
   // The model, on one fixed batch.
-  at::manual_seed(static_cast<uint64_t>(config.seed));
-  train::TrainData data = train::load_train_data(config, topology.usable_cores);
-  auto model = models::make_model(config.model, data.input);
-  const train::RuntimeChoice runtime =
-      train::choose_runtime(config.runtime, topology, model->is_convolutional(), at::hasMKLDNN());
+  train::ModelOnBatch setup = train::model_on_first_batch(config, topology);
+  auto& model = setup.model;
+  const train::RuntimeChoice& runtime = setup.runtime;
   at::set_num_threads(world.world > 1 ? 1 : topology.usable_cores);
-  const auto format = runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
-                                                               : at::MemoryFormat::Contiguous;
-  model->set_memory_format(format);
-  model->train(true);
-  data::Feeder feeder(data.stats, format);
-  const data::Batch batch = data.train->batch(0, 0);
-  const at::Tensor images = feeder.to_input(batch.images);
+  const at::Tensor& images = setup.input;
+  const at::Tensor& labels = setup.labels;
   const int64_t m = config.parallel.pipeline.microbatches;
   const int64_t per = images.size(0) / m;
   const auto micro_batch = [&](int64_t k) {
-    return parallel::MicroBatch{images.narrow(0, k * per, per), batch.labels.narrow(0, k * per, per)};
+    return parallel::MicroBatch{images.narrow(0, k * per, per), labels.narrow(0, k * per, per)};
   };
 
   models::CrossEntropyLoss loss;

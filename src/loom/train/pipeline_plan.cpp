@@ -137,6 +137,24 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
 
 }  // namespace
 
+ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology) {
+  at::manual_seed(static_cast<uint64_t>(config.seed));
+  TrainData data = load_train_data(config, topology.usable_cores);
+  ModelOnBatch out;
+  out.model = models::make_model(config.model, data.input);
+  out.runtime =
+      choose_runtime(config.runtime, topology, out.model->is_convolutional(), at::hasMKLDNN());
+  const auto format = out.runtime.memory_format == "channels_last"
+                          ? at::MemoryFormat::ChannelsLast
+                          : at::MemoryFormat::Contiguous;
+  out.model->set_memory_format(format);
+  out.model->train(true);
+  const data::Batch batch = data.train->batch(0, 0);
+  out.input = data::Feeder(data.stats, format).to_input(batch.images);
+  out.labels = batch.labels;
+  return out;
+}
+
 double PipelinePlan::samples_per_second() const {
   return simulation.step_seconds > 0
              ? static_cast<double>(microbatch_samples * schedule.microbatches) /
@@ -175,29 +193,20 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
 
   // One real micro-batch, as the first stage would feed it.
   use_configured_allocator("caching", topology.memory_bytes);
-  at::manual_seed(static_cast<uint64_t>(config.seed));
-  TrainData data = load_train_data(config, topology.usable_cores);
-  auto model = models::make_model(config.model, data.input);
-  plan.model = model->name();
-  const RuntimeChoice runtime =
-      choose_runtime(config.runtime, topology, model->is_convolutional(), at::hasMKLDNN());
+  ModelOnBatch setup = model_on_first_batch(config, topology);
+  models::Model& model = *setup.model;
+  plan.model = model.name();
   at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
-  const auto format = runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
-                                                               : at::MemoryFormat::Contiguous;
-  model->set_memory_format(format);
-  model->train(true);
-  data::Feeder feeder(data.stats, format);
-  const data::Batch batch = data.train->batch(0, 0);
-  const int64_t n = std::min<int64_t>(plan.microbatch_samples, batch.labels.size(0));
-  const at::Tensor input = feeder.to_input(batch.images.narrow(0, 0, n));
-  const at::Tensor labels = batch.labels.narrow(0, 0, n);
-  models::check_blocks(*model, input);
+  const int64_t n = std::min<int64_t>(plan.microbatch_samples, setup.input.size(0));
+  const at::Tensor input = setup.input.narrow(0, 0, n);
+  const at::Tensor labels = setup.labels.narrow(0, 0, n);
+  models::check_blocks(model, input);
 
   pp::BlockProfileOptions profile_options;
-  profile_options.bf16 = runtime.bf16();
+  profile_options.bf16 = setup.runtime.bf16();
   profile_options.optimizer_states = optimizer_states(config.optimizer);
   models::CrossEntropyLoss loss(config.train.label_smoothing);
-  plan.blocks = pp::profile_blocks(*model, input, labels, loss, profile_options,
+  plan.blocks = pp::profile_blocks(model, input, labels, loss, profile_options,
                                    installed_caching_cpu_allocator());
   plan.link_bytes_per_second = copy_bandwidth();
 

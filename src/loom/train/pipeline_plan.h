@@ -9,9 +9,11 @@
 
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
+#include "loom/models/model.h"
 #include "loom/parallel/pipeline/partitioner.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/simulator.h"
+#include "loom/train/runtime_choice.h"
 
 namespace loom::train {
 
@@ -41,6 +43,16 @@ parallel::pipeline::Schedule load_pipeline_schedule(const PipelineConfig& config
 
 // Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, const Topology& topology);
+
+// The configured model laid out as a run would lay it out (precision and memory format chosen,
+// train mode), and the first training batch as the model takes it (float, normalised).
+struct ModelOnBatch {
+  std::unique_ptr<models::Model> model;
+  RuntimeChoice runtime;
+  at::Tensor input, labels;
+};
+// Seeds LibTorch with config.seed first, so every process builds the same initial values.
+ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology);
 
 // Blocks per stage from parallel.pipeline.split ("4,6"); empty for automatic.
 std::vector<int> parse_split(const std::string& text);
