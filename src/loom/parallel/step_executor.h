@@ -1,6 +1,7 @@
-// How one optimizer step's forward and backward work runs: one batch, several accumulated
-// micro-batches, or (next) a pipeline schedule. The trainer asks an executor for a step and then
-// applies the optimizer; it has no branch for the kind of parallelism.
+// How one optimizer step's forward and backward work runs: one batch or several accumulated
+// micro-batches (AccumulatingExecutor), or a rank's part of a pipeline schedule
+// (pipeline/PipelineExecutor). The trainer asks an executor for a step and then applies the
+// optimizer; it has no branch for the kind of parallelism.
 #pragma once
 
 #include <ATen/Tensor.h>
