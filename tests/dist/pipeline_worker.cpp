@@ -44,19 +44,6 @@ struct Quiet : parallel::StepObserver {
   void enter(Phase) override {}
 };
 
-// The blocks of every stage, split as evenly as their count allows.
-std::vector<std::vector<models::Block>> stages_of(models::Model& model, int stages) {
-  const std::vector<models::Block> blocks = model.blocks();
-  std::vector<std::vector<models::Block>> out;
-  size_t next = 0;
-  for (int count : pp::uniform_split(static_cast<int>(blocks.size()), stages)) {
-    out.emplace_back(blocks.begin() + static_cast<long>(next),
-                     blocks.begin() + static_cast<long>(next + static_cast<size_t>(count)));
-    next += static_cast<size_t>(count);
-  }
-  return out;
-}
-
 double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return ((a - b).norm() / b.norm().clamp_min(1e-12)).item<double>();
 }
@@ -83,7 +70,10 @@ int main(int argc, char** argv) {
     pp::validate(schedule);
     auto model = make_cnn();
     auto reference = make_cnn();  // the same initial values (same seed)
-    const auto stages = stages_of(*model, schedule.stages);
+    // The blocks split as evenly as their count allows.
+    const std::vector<models::Block> blocks = model->blocks();
+    const auto stages = pp::stage_blocks(
+        blocks, pp::uniform_split(static_cast<int>(blocks.size()), schedule.stages));
     models::NamedTensors mine;  // this rank's parameters
     for (int s = 0; s < schedule.stages; ++s) {
       if (schedule.stage_rank[static_cast<size_t>(s)] != rank) continue;

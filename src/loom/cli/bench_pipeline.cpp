@@ -9,7 +9,6 @@
 #include <ATen/Parallel.h>
 #include <torch/optim/sgd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +20,7 @@
 #include "loom/comm/world_info.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
+#include "loom/core/median.h"
 #include "loom/models/loss.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
@@ -41,11 +41,6 @@ struct PipelineBenchArgs {
 struct Silent : parallel::StepObserver {
   void enter(Phase) override {}
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The split rank 0 chose, for every rank (blocks per stage).
 std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, int stages) {
@@ -79,9 +74,8 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   const train::PipelinePlan plan = train::plan_pipeline(config, topology);
   std::vector<int> split;
   for (const auto& s : plan.partition.stages) split.push_back(s.blocks);
-  const pp::Schedule schedule =
-      world.world > 1 ? train::load_pipeline_schedule(config.parallel.pipeline) : pp::Schedule{};
-  split = shared_split(comm.get(), split, world.world > 1 ? schedule.stages : 1);
+  const pp::Schedule& schedule = plan.schedule;
+  split = shared_split(comm.get(), split, schedule.stages);
 
   // The model, on one fixed batch.
   train::ModelOnBatch setup = train::model_on_first_batch(config, topology);
@@ -102,26 +96,19 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   std::unique_ptr<parallel::GradSync> sync;
   std::vector<at::Tensor> mine;
   if (world.world > 1) {
-    const auto blocks = model->blocks();
-    std::vector<std::vector<models::Block>> stages;
+    const auto stages = pp::stage_blocks(model->blocks(), split);
     models::NamedTensors owned;
-    size_t next = 0;
     for (int s = 0; s < schedule.stages; ++s) {
-      const size_t count = static_cast<size_t>(split[static_cast<size_t>(s)]);
-      stages.emplace_back(blocks.begin() + static_cast<long>(next),
-                          blocks.begin() + static_cast<long>(next + count));
-      if (schedule.stage_rank[static_cast<size_t>(s)] == world.rank) {
-        for (const auto& b : stages.back()) {
+      const bool ours = schedule.stage_rank[static_cast<size_t>(s)] == world.rank;
+      for (const auto& b : stages[static_cast<size_t>(s)]) {
+        if (ours) {
           owned.insert(owned.end(), b.parameters.begin(), b.parameters.end());
+          continue;
         }
-      } else {
         // Another rank's stage: its tensors need no memory here.
-        for (const auto& b : stages.back()) {
-          for (auto& [name, p] : b.parameters) p.set_data(at::empty({0}, p.options()));
-          for (auto& [name, t] : b.buffers) t.set_data(at::empty({0}, t.options()));
-        }
+        for (auto& [name, p] : b.parameters) p.set_data(at::empty({0}, p.options()));
+        for (auto& [name, t] : b.buffers) t.set_data(at::empty({0}, t.options()));
       }
-      next += count;
     }
     for (auto& [name, p] : owned) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(owned);
@@ -159,7 +146,7 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   if (comm) comm->allreduce(peaks, comm::ReduceOp::kSum)->wait(comm->options().timeout);
   if (!leader) return 0;
 
-  const double measured = median(seconds);
+  const double measured = upper_median(seconds);
   const double samples = static_cast<double>(per * m);
   nlohmann::ordered_json out = {{"model", model->name()},
                                 {"ranks", world.world},

@@ -3,7 +3,6 @@
 // as profiled here, the partition into stages with each stage's predicted time and memory, and
 // the simulated step (time, bubble, peak activations).
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"

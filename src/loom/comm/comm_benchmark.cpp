@@ -7,17 +7,13 @@
 #include <cstring>
 
 #include "loom/comm/make_communicator.h"
+#include "loom/core/median.h"
 
 namespace loom::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kWait = std::chrono::seconds(120);
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0.0 : values[values.size() / 2];
-}
 
 // Times repeated all-reduces of one tensor. Rank 0 decides when to stop and tells the others
 // through the same communicator, so every rank makes the same number of calls.
@@ -39,7 +35,7 @@ std::pair<double, int> time_allreduce(Communicator& comm, at::Tensor tensor,
     comm.broadcast(more, 0)->wait(kWait);
     if (more.item<int>() == 0) break;
   }
-  return {median(times), static_cast<int>(times.size())};
+  return {upper_median(times), static_cast<int>(times.size())};
 }
 
 }  // namespace
@@ -54,7 +50,7 @@ double measure_memcpy_gbps() {
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     from[i] = to[bytes - 1 - i];  // keep the copies observable
   }
-  return static_cast<double>(bytes) / median(times) / 1e9;
+  return static_cast<double>(bytes) / upper_median(times) / 1e9;
 }
 
 CommBenchResult run_comm_benchmark(const std::shared_ptr<Rendezvous>& rendezvous,

@@ -4,16 +4,10 @@
 #include <cmath>
 
 #include "loom/core/error.h"
+#include "loom/core/median.h"
 
 namespace loom::profile {
 namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  if (n == 0) return 0;
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 void add_unique(std::vector<double>& values, double v) {
   if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);

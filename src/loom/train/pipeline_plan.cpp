@@ -3,10 +3,10 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <sstream>
 
+#include "loom/comm/comm_benchmark.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/data/feeder.h"
@@ -27,13 +27,13 @@ bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-}  // namespace
-
+// The configured schedule: generated, or read from parallel.pipeline.schedule's CSV file (which
+// must match the stages, chunks and micro-batches configured); validated.
 pp::Schedule load_pipeline_schedule(const PipelineConfig& c) {
   if (!ends_with(c.schedule, ".csv")) {
     pp::Schedule s = pp::make_schedule(c.schedule, static_cast<int>(c.stages),
                                        static_cast<int>(c.chunks), static_cast<int>(c.microbatches));
-    pp::validate(s);
+    pp::validate(s);  // generated schedules are valid by construction; a cheap guard
     return s;
   }
   std::ifstream in(c.schedule);
@@ -54,24 +54,6 @@ pp::Schedule load_pipeline_schedule(const PipelineConfig& c) {
   }
   pp::validate(s);
   return s;
-}
-
-namespace {
-
-// Bytes per second of a copy between two buffers of this host: what handing a stage's output
-// to a rank of the same host costs over shared memory (median of five 16 MB copies).
-double copy_bandwidth() {
-  const int64_t elements = int64_t{4} << 20;
-  at::Tensor from = at::rand({elements}), to = at::empty({elements});
-  std::vector<double> seconds;
-  for (int i = 0; i < 6; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    to.copy_(from);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (i > 0) seconds.push_back(s);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  return static_cast<double>(from.nbytes()) / std::max(seconds[seconds.size() / 2], 1e-9);
 }
 
 std::vector<pp::StageCosts> stage_costs(const pp::Partition& partition,
@@ -208,7 +190,8 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
   models::CrossEntropyLoss loss(config.train.label_smoothing);
   plan.blocks = pp::profile_blocks(model, input, labels, loss, profile_options,
                                    installed_caching_cpu_allocator());
-  plan.link_bytes_per_second = copy_bandwidth();
+  // Handing a stage's output to a rank of the same host over shared memory is a copy.
+  plan.link_bytes_per_second = comm::measure_memcpy_gbps() * 1e9;
 
   // Activations held per stage come from the schedule itself (a dry run); a rank's memory cap
   // is shared by its chunks.

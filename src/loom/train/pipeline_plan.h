@@ -24,7 +24,7 @@ struct PipelinePlan {
   std::vector<parallel::pipeline::BlockProfile> blocks;
   parallel::pipeline::Partition partition;
   bool manual_split = false;  // from parallel.pipeline.split
-  double link_bytes_per_second = 0;  // measured copy bandwidth between ranks of this host
+  double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   std::vector<parallel::pipeline::StageCosts> stage_costs;
   parallel::pipeline::Simulation simulation;
   // The same profile split the usual ways, for comparison: slowest stage in seconds.
@@ -36,10 +36,6 @@ struct PipelinePlan {
 
   double samples_per_second() const;
 };
-
-// The configured schedule: generated, or read from parallel.pipeline.schedule's CSV file (which
-// must match the stages, chunks and micro-batches configured); validated. Throws ConfigError.
-parallel::pipeline::Schedule load_pipeline_schedule(const PipelineConfig& config);
 
 // Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, const Topology& topology);

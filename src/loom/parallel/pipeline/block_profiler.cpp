@@ -7,16 +7,12 @@
 
 #include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
+#include "loom/core/median.h"
 
 namespace loom::parallel::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 template <typename F>
 double seconds_of(F&& f) {
@@ -80,9 +76,9 @@ class BlockMeasurer {
       full_times.push_back(b);
       input_times.push_back(i);
     }
-    p.forward_seconds = median(forward_times);
-    p.backward_input_seconds = std::min(median(input_times), median(full_times));
-    p.backward_weight_seconds = median(full_times) - p.backward_input_seconds;
+    p.forward_seconds = upper_median(forward_times);
+    p.backward_input_seconds = std::min(upper_median(input_times), upper_median(full_times));
+    p.backward_weight_seconds = upper_median(full_times) - p.backward_input_seconds;
     const double parameter_bytes = bytes_of(block_.parameters);
     p.state_bytes = parameter_bytes * (2 + options_.optimizer_states) + bytes_of(block_.buffers);
     for (const auto& [name, t] : block_.parameters) p.parameters += static_cast<double>(t.numel());

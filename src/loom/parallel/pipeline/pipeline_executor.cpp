@@ -14,6 +14,22 @@ constexpr int64_t kMaxDims = kHeaderLength - 2;
 
 }  // namespace
 
+std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::Block>& blocks,
+                                                     const std::vector<int>& split) {
+  std::vector<std::vector<models::Block>> out;
+  size_t next = 0;
+  for (int count : split) {
+    if (count < 0 || next + static_cast<size_t>(count) > blocks.size()) {
+      throw Error("pipeline: a split of " + std::to_string(blocks.size()) +
+                  " blocks asks for more than there are");
+    }
+    out.emplace_back(blocks.begin() + static_cast<long>(next),
+                     blocks.begin() + static_cast<long>(next + static_cast<size_t>(count)));
+    next += static_cast<size_t>(count);
+  }
+  return out;
+}
+
 PipelineExecutor::PipelineExecutor(Schedule schedule,
                                    std::vector<std::vector<models::Block>> stage_blocks,
                                    const models::Loss& loss, GradSync& sync,
@@ -35,10 +51,17 @@ PipelineExecutor::PipelineExecutor(Schedule schedule,
     throw Error("pipeline: " + std::to_string(stage_blocks_.size()) + " stages of blocks for a " +
                 std::to_string(schedule_.stages) + "-stage schedule");
   }
+  stage_weights_.resize(stage_blocks_.size());
   for (int s = 0; s < schedule_.stages; ++s) {
-    if (rank_of(s) == rank_ && stage_blocks_[static_cast<size_t>(s)].empty()) {
+    if (rank_of(s) != rank_) continue;
+    if (stage_blocks_[static_cast<size_t>(s)].empty()) {
       throw Error("pipeline: stage " + std::to_string(s) + " on rank " + std::to_string(rank_) +
                   " has no blocks");
+    }
+    for (const models::Block& block : stage_blocks_[static_cast<size_t>(s)]) {
+      for (const auto& [name, p] : block.parameters) {
+        if (p.requires_grad()) stage_weights_[static_cast<size_t>(s)].push_back(p);
+      }
     }
   }
 }
@@ -133,9 +156,7 @@ void PipelineExecutor::backward(const Action& a, bool input_only) {
   if (!s.output.defined()) fail(a, "backward without its forward");
   if (!is_last(a.stage) && !s.output_grad.defined()) fail(a, "backward without its gradient");
   observer_.enter(Phase::kBackward);
-  const std::vector<at::Tensor> grad = is_last(a.stage)
-                                           ? std::vector<at::Tensor>{}
-                                           : std::vector<at::Tensor>{s.output_grad};
+  const std::vector<at::Tensor> grad = output_grad(a);
   const bool wants_input_grad = a.stage > 0;
   if (!input_only) {
     torch::autograd::backward({s.output}, grad);
@@ -157,23 +178,20 @@ void PipelineExecutor::backward_weights(const Action& a) {
   Slot& s = slot(a);
   if (!s.output.defined()) fail(a, "weight gradient without its forward");
   observer_.enter(Phase::kBackward);
-  std::vector<at::Tensor> weights;
-  for (const models::Block& block : stage_blocks_[static_cast<size_t>(a.stage)]) {
-    for (const auto& [name, p] : block.parameters) {
-      if (p.requires_grad()) weights.push_back(p);
-    }
-  }
-  const std::vector<at::Tensor> grad = is_last(a.stage)
-                                           ? std::vector<at::Tensor>{}
-                                           : std::vector<at::Tensor>{s.output_grad};
+  const std::vector<at::Tensor>& weights = stage_weights_[static_cast<size_t>(a.stage)];
   if (!weights.empty()) {
-    torch::autograd::backward({s.output}, grad, /*retain_graph=*/false, /*create_graph=*/false,
-                              weights);
+    torch::autograd::backward({s.output}, output_grad(a), /*retain_graph=*/false,
+                              /*create_graph=*/false, weights);
   }
   s.output.reset();
   s.output_grad.reset();
   s.input.reset();
   observer_.enter(Phase::kOther);
+}
+
+std::vector<at::Tensor> PipelineExecutor::output_grad(const Action& a) {
+  if (is_last(a.stage)) return {};
+  return {slot(a).output_grad};
 }
 
 void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_stage) {

@@ -29,6 +29,10 @@
 
 namespace loom::parallel::pipeline {
 
+// The blocks of every stage: `split[s]` consecutive blocks for stage s, in order.
+std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::Block>& blocks,
+                                                     const std::vector<int>& split);
+
 struct PipelineExecutorOptions {
   bool bf16 = false;  // forward under CPU bf16 autocast
 };
@@ -60,6 +64,8 @@ class PipelineExecutor : public StepExecutor {
   void forward(const Action& a, const MicroBatchSource& micro_batch, StepOutcome& outcome);
   void backward(const Action& a, bool input_only);
   void backward_weights(const Action& a);
+  // The gradient backward starts from: none for the loss, the received one otherwise.
+  std::vector<at::Tensor> output_grad(const Action& a);
   void send(const at::Tensor& tensor, const Action& a, int peer_stage);
   at::Tensor receive(const Action& a, int peer_stage);
   // The step's loss and samples, known to the last stage, for every rank.
@@ -71,6 +77,7 @@ class PipelineExecutor : public StepExecutor {
 
   Schedule schedule_;
   std::vector<std::vector<models::Block>> stage_blocks_;
+  std::vector<std::vector<at::Tensor>> stage_weights_;  // per stage: parameters that train
   const models::Loss& loss_;
   GradSync& sync_;
   comm::Communicator& comm_;
