@@ -24,12 +24,20 @@ TEST(Launch, GivesEveryRankItsPlace) {
 }
 
 TEST(Launch, PassesSigtermToTheRanks) {
+  TempDir dir;
   const auto start = std::chrono::steady_clock::now();
-  // Each rank traps SIGTERM and says so; the launcher exits with 128 + 15.
-  const auto r = run_command(
-      "(" + std::string(LOOM_BINARY) +
-      " launch --nproc-per-node 2 -- sh -c 'trap \"echo rank $RANK got TERM; exit 0\" TERM; "
-      "sleep 30 & wait' & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"launcher exit $?\")");
+  // Each rank traps SIGTERM and says so; the launcher exits with 128 + 15. The signal goes once
+  // both ranks have their trap set and their sleep started: a loaded machine may take a while
+  // to start them, and a sleep forked after the signal would hold the output open for 30 s.
+  const std::string ready = dir.path() + "/ready.";
+  const std::string rank =
+      "sh -c 'trap \"echo rank $RANK got TERM; exit 0\" TERM; sleep 30 & touch " + ready +
+      "$RANK; wait'";
+  const std::string both_ready = "[ -e " + ready + "0 ] && [ -e " + ready + "1 ]";
+  const auto r = run_command("(" + std::string(LOOM_BINARY) + " launch --nproc-per-node 2 -- " +
+                             rank + " & pid=$!; for i in $(seq 100); do " + both_ready +
+                             " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; "
+                             "echo \"launcher exit $?\")");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(r.output.find("launcher exit 143"), std::string::npos) << r.output;
