@@ -34,4 +34,22 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend,
   return communicator;
 }
 
+std::unique_ptr<Communicator> make_group_communicator(const std::string& backend,
+                                                      std::shared_ptr<Rendezvous> rendezvous,
+                                                      const std::vector<int>& ranks,
+                                                      const std::string& name,
+                                                      CommOptions options) {
+  bool one_host = true;
+  for (int r : ranks)
+    one_host =
+        one_host && rendezvous->host_of_rank()[r] == rendezvous->host_of_rank()[ranks.front()];
+  if (backend != "gloo" && backend != "auto" && backend != "shm") {
+    throw ConfigError("comm.backend: unknown backend '" + backend + "' (auto, shm or gloo)");
+  }
+  if (backend != "gloo" && one_host) {
+    return std::make_unique<ShmCommunicator>(std::move(rendezvous), options, ranks, name);
+  }
+  return std::make_unique<GlooCommunicator>(std::move(rendezvous), options, ranks, name);
+}
+
 }  // namespace loom::comm

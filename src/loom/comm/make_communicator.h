@@ -17,4 +17,13 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend,
                                                 std::shared_ptr<Rendezvous> rendezvous,
                                                 CommOptions options);
 
+// A communicator over some of the job's ranks (`ranks`, ascending job ranks; group rank i is
+// ranks[i]), e.g. the stages of one pipeline, or one stage's data-parallel replicas. Shared
+// memory when they share a host and `backend` allows it, else Gloo. `name` keeps the store keys
+// of groups apart; only the members construct it, each with the same list and name.
+std::unique_ptr<Communicator> make_group_communicator(const std::string& backend,
+                                                      std::shared_ptr<Rendezvous> rendezvous,
+                                                      const std::vector<int>& ranks,
+                                                      const std::string& name, CommOptions options);
+
 }  // namespace loom::comm

@@ -12,11 +12,12 @@ enum class Phase {
   kH2D,          // the feeder: to the device, dtype, layout, normalisation
   kForward,      // model and loss
   kBackward,     // autograd
-  kCommExposed,  // gradient exchange not hidden behind compute
+  kCommExposed,  // gradient exchange not hidden behind compute; a pipeline's transfers
+  kBubble,       // a pipeline rank idle until a neighbouring stage has computed its input
   kOptimizer,    // clipping and the optimizer step
   kOther,        // everything else: bookkeeping, logging
 };
-constexpr std::size_t kPhaseCount = 7;
+constexpr std::size_t kPhaseCount = 8;
 
 // The phase's name in metrics.jsonl, summary.json and traces ("data_wait", ...).
 const char* phase_name(Phase phase);

@@ -38,6 +38,7 @@ TEST(StepTimer, ChargesEachInstantToOnePhase) {
   EXPECT_EQ(next[Phase::kDataWait], 0.0);
   EXPECT_EQ(next[Phase::kOther], next.wall);
   EXPECT_STREQ(phase_name(Phase::kCommExposed), "comm_exposed");
+  EXPECT_STREQ(phase_name(Phase::kBubble), "bubble");
 }
 
 }  // namespace

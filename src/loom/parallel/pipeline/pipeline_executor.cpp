@@ -1,18 +1,14 @@
 #include "loom/parallel/pipeline/pipeline_executor.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
+
+#include <optional>
 
 #include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
 
 namespace loom::parallel::pipeline {
-namespace {
-
-// A tensor's header: element type, dimension count, then the sizes.
-constexpr int64_t kHeaderLength = 10;
-constexpr int64_t kMaxDims = kHeaderLength - 2;
-
-}  // namespace
 
 std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::Block>& blocks,
                                                      const std::vector<int>& split) {
@@ -75,6 +71,8 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
   observer_.enter(Phase::kOptimizer);
   sync_.zero_grad();
   StepOutcome outcome;
+  // Every backward only accumulates; the step's sums are exchanged once at the end.
+  std::optional<GradSync::NoSync> accumulate_only(std::in_place, sync_);
   for (const Action& a : schedule_.actions[static_cast<size_t>(rank_)]) {
     switch (a.kind) {
       case ActionKind::kForward:
@@ -91,24 +89,34 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         break;
       case ActionKind::kSendForward:
         send(slot(a).output, a, a.stage + 1);
+        send(slot(a).labels, a, a.stage + 1);
         break;
       case ActionKind::kSendBackward:
         send(slot(a).input_grad, a, a.stage - 1);
         slot(a).input_grad.reset();
         break;
-      case ActionKind::kRecvForward:
-        slot(a).input = receive(a, a.stage - 1).requires_grad_(true);
+      case ActionKind::kRecvForward: {
+        Slot& s = slot(a);
+        s.input = receive(a, a.stage - 1);
+        s.labels = receive(a, a.stage - 1);
+        if (!is_empty(s)) s.input.requires_grad_(true);
         break;
+      }
       case ActionKind::kRecvBackward:
         slot(a).output_grad = receive(a, a.stage + 1);
         break;
     }
   }
   observer_.enter(Phase::kCommExposed);
-  for (auto& [work, tensor] : sends_) work->wait(comm_.options().timeout);
-  sends_.clear();
+  sends_.wait_all(comm_.options().timeout);
   slots_.clear();
+  observer_.enter(Phase::kBubble);  // the last stage's rank may still be computing
   share_outcome(outcome);
+  // Every rank, not only the last stage, so that all of them stop at the same step.
+  observer_.loss_computed(outcome.loss_sum / static_cast<double>(schedule_.microbatches));
+  accumulate_only.reset();
+  observer_.enter(Phase::kCommExposed);
+  sync_.prepare();  // a synchronised pass with no backward: exchanges what was accumulated
   sync_.finish();
   observer_.enter(Phase::kOther);
   return outcome;
@@ -117,76 +125,95 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
 void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_batch,
                                StepOutcome& outcome) {
   Slot& s = slot(a);
-  MicroBatch batch;
-  if (a.stage == 0 || is_last(a.stage)) batch = micro_batch(a.microbatch);
-  const at::Tensor& input = a.stage == 0 ? batch.input : s.input;
-  if (!input.defined()) fail(a, "forward without its input");
+  if (a.stage == 0) {
+    MicroBatch batch = micro_batch(a.microbatch);
+    s.input = batch.input;
+    s.labels = batch.labels;
+  }
+  if (!s.labels.defined()) fail(a, "forward without its input");
+  if (is_empty(s)) {  // every sample of it was bad: nothing to compute, but the stages go on
+    s.output = at::empty({0});
+    hand_over(a, s.output);
+    return;
+  }
+  if (!s.input.defined()) fail(a, "forward without its input");
+  const int64_t samples = s.labels.size(0);
   observer_.enter(Phase::kForward);
-  at::Tensor y = input;
+  observer_.forward_begins();
+  at::Tensor y = s.input;
   {
     AutocastScope autocast(options_.bf16);
-    for (const models::Block& block : stage_blocks_[static_cast<size_t>(a.stage)]) {
-      y = block.forward(y);
+    try {
+      for (const models::Block& block : stage_blocks_[static_cast<size_t>(a.stage)]) {
+        y = block.forward(y);
+      }
+    } catch (const c10::Error& e) {
+      fail(a, "forward on an input of shape " + c10::str(s.input.sizes()) +
+                  (a.stage > 0 ? " from stage " + std::to_string(a.stage - 1) : std::string()) +
+                  " failed: " + e.what_without_backtrace());
     }
   }
+  observer_.forward_ends(samples);
   if (is_last(a.stage)) {
-    const int64_t samples = batch.labels.size(0);
-    if (samples > 0) {
-      at::Tensor loss = loss_(y, batch.labels);
-      const double value = loss.item<double>();
-      observer_.loss_computed(value);
-      outcome.loss_sum += value;
-      outcome.samples += samples;
-      s.output = loss / static_cast<double>(schedule_.microbatches);
-    } else {
-      s.output = y.sum() * 0.0;  // an empty micro-batch: no loss, but a graph to run backward on
-    }
+    at::Tensor loss = loss_(y, s.labels);
+    outcome.loss_sum += loss.item<double>();
+    outcome.samples += samples;
+    s.output = loss / static_cast<double>(schedule_.microbatches);
   } else {
     s.output = y;
-    if (rank_of(a.stage + 1) == rank_) {  // the next stage is ours: hand over in memory
-      slot({a.stage + 1, ActionKind::kForward, a.microbatch}).input =
-          y.detach().requires_grad_(true);
-    }
+    hand_over(a, y);
   }
   observer_.enter(Phase::kOther);
+}
+
+void PipelineExecutor::hand_over(const Action& a, const at::Tensor& output) {
+  if (is_last(a.stage) || rank_of(a.stage + 1) != rank_) return;
+  Slot& next = slot({a.stage + 1, ActionKind::kForward, a.microbatch});
+  next.labels = slot(a).labels;
+  next.input = is_empty(next) ? output : output.detach().requires_grad_(true);
 }
 
 void PipelineExecutor::backward(const Action& a, bool input_only) {
   Slot& s = slot(a);
   if (!s.output.defined()) fail(a, "backward without its forward");
   if (!is_last(a.stage) && !s.output_grad.defined()) fail(a, "backward without its gradient");
-  observer_.enter(Phase::kBackward);
-  const std::vector<at::Tensor> grad = output_grad(a);
   const bool wants_input_grad = a.stage > 0;
+  if (is_empty(s)) {
+    if (wants_input_grad) s.input_grad = at::empty({0});
+  } else {
+    observer_.enter(Phase::kBackward);
+    const std::vector<at::Tensor> grad = output_grad(a);
+    if (!input_only) {
+      torch::autograd::backward({s.output}, grad);
+      if (wants_input_grad) s.input_grad = s.input.grad();
+    } else if (wants_input_grad) {
+      s.input_grad = torch::autograd::grad({s.output}, {s.input}, grad, /*retain_graph=*/true)[0];
+    }
+    observer_.enter(Phase::kOther);
+  }
   if (!input_only) {
-    torch::autograd::backward({s.output}, grad);
-    if (wants_input_grad) s.input_grad = s.input.grad();
     s.output.reset();
     s.output_grad.reset();
     s.input.reset();
-  } else if (wants_input_grad) {
-    s.input_grad =
-        torch::autograd::grad({s.output}, {s.input}, grad, /*retain_graph=*/true)[0];
   }
   if (wants_input_grad && rank_of(a.stage - 1) == rank_) {  // the previous stage is ours
     slot({a.stage - 1, ActionKind::kForward, a.microbatch}).output_grad = s.input_grad;
   }
-  observer_.enter(Phase::kOther);
 }
 
 void PipelineExecutor::backward_weights(const Action& a) {
   Slot& s = slot(a);
   if (!s.output.defined()) fail(a, "weight gradient without its forward");
-  observer_.enter(Phase::kBackward);
   const std::vector<at::Tensor>& weights = stage_weights_[static_cast<size_t>(a.stage)];
-  if (!weights.empty()) {
+  if (!weights.empty() && !is_empty(s)) {
+    observer_.enter(Phase::kBackward);
     torch::autograd::backward({s.output}, output_grad(a), /*retain_graph=*/false,
                               /*create_graph=*/false, weights);
+    observer_.enter(Phase::kOther);
   }
   s.output.reset();
   s.output_grad.reset();
   s.input.reset();
-  observer_.enter(Phase::kOther);
 }
 
 std::vector<at::Tensor> PipelineExecutor::output_grad(const Action& a) {
@@ -196,40 +223,25 @@ std::vector<at::Tensor> PipelineExecutor::output_grad(const Action& a) {
 
 void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_stage) {
   if (!tensor.defined()) fail(a, "nothing to send (its computation has not run)");
-  if (tensor.dim() > kMaxDims) fail(a, "tensors of more than 8 dimensions cannot be sent");
-  at::Tensor header = at::zeros({kHeaderLength}, at::kLong);
-  auto* h = header.data_ptr<int64_t>();
-  h[0] = static_cast<int64_t>(tensor.scalar_type());
-  h[1] = tensor.dim();
-  for (int64_t d = 0; d < tensor.dim(); ++d) h[2 + d] = tensor.size(d);
-  at::Tensor data = tensor.detach().contiguous();
-  const int peer = rank_of(peer_stage);
-  sends_.emplace_back(comm_.send(header, peer), header);
-  sends_.emplace_back(comm_.send(data, peer), data);
+  try {
+    comm::send_tensor(comm_, tensor, rank_of(peer_stage), sends_);
+  } catch (const Error& e) {
+    fail(a, e.what());
+  }
 }
 
 at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage) {
-  const int peer = rank_of(peer_stage);
-  const auto wait = [&](const comm::WorkPtr& work) {
-    try {
-      work->wait(comm_.options().timeout);
-    } catch (const Error& e) {
-      fail(a, "waiting for stage " + std::to_string(peer_stage) + " on rank " +
-                  std::to_string(peer) + ": " + e.what());
-    }
-  };
-  observer_.enter(Phase::kCommExposed);
-  at::Tensor header = at::empty({kHeaderLength}, at::kLong);
-  wait(comm_.recv(header, peer));
-  const auto* h = header.data_ptr<int64_t>();
-  const bool known_type =
-      h[0] >= 0 && h[0] < static_cast<int64_t>(at::ScalarType::NumOptions);
-  if (!known_type || h[1] < 0 || h[1] > kMaxDims) {
-    fail(a, "malformed tensor header from rank " + std::to_string(peer));
+  // Until the header arrives the peer is still computing (the bubble); after it, the bytes are
+  // in transfer.
+  observer_.enter(Phase::kBubble);
+  at::Tensor data;
+  try {
+    data = comm::recv_tensor(comm_, rank_of(peer_stage),
+                             [&] { observer_.enter(Phase::kCommExposed); });
+  } catch (const Error& e) {
+    fail(a, "waiting for stage " + std::to_string(peer_stage) + " on rank " +
+                std::to_string(rank_of(peer_stage)) + ": " + e.what());
   }
-  const std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
-  at::Tensor data = at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])));
-  wait(comm_.recv(data, peer));
   observer_.enter(Phase::kOther);
   return data;
 }
@@ -240,6 +252,46 @@ void PipelineExecutor::share_outcome(StepOutcome& outcome) {
   comm_.broadcast(shared, rank_of(schedule_.stages - 1))->wait(comm_.options().timeout);
   outcome.loss_sum = shared[0].item<double>();
   outcome.samples = static_cast<int64_t>(shared[1].item<double>());
+}
+
+void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& batch,
+                                    const OutputSink& output) {
+  at::NoGradGuard no_grad;
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int stage = 0; stage < schedule_.stages; ++stage) {
+      if (rank_of(stage) != rank_) continue;
+      const Action a{stage, ActionKind::kForward, static_cast<int>(b)};
+      Slot s;
+      if (stage == 0) {
+        MicroBatch mb = batch(b);
+        s.input = mb.input;
+        s.labels = mb.labels;
+      } else if (rank_of(stage - 1) == rank_) {
+        s = std::move(slots_[{stage, 0}]);
+        slots_.erase({stage, 0});
+      } else {
+        s.input = receive(a, stage - 1);
+        s.labels = receive(a, stage - 1);
+      }
+      at::Tensor y = is_empty(s) ? at::empty({0}) : s.input;
+      if (!is_empty(s)) {
+        AutocastScope autocast(options_.bf16);
+        for (const models::Block& block : stage_blocks_[static_cast<size_t>(stage)]) {
+          y = block.forward(y);
+        }
+      }
+      if (is_last(stage)) {
+        if (!is_empty(s)) output(y, s.labels);
+      } else if (rank_of(stage + 1) == rank_) {
+        slots_[{stage + 1, 0}] = Slot{s.labels, y};
+      } else {
+        send(y, a, stage + 1);
+        send(s.labels, a, stage + 1);
+      }
+    }
+    // Bounded memory: one batch in flight at a time.
+    sends_.wait_all(comm_.options().timeout);
+  }
 }
 
 }  // namespace loom::parallel::pipeline

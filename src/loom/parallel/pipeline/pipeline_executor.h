@@ -1,26 +1,34 @@
 // The step executor of one pipeline rank: it runs exactly the schedule's action list for this
 // rank. Forward and backward run the rank's stages (chains of the model's blocks); activations
 // go to the next stage's rank and input gradients back to the previous one, point to point over
-// the Communicator (shared memory inside a host, Gloo across hosts). The first stage feeds the
-// micro-batches, the last computes the loss (scaled by 1/micro-batches, so the step's gradient
-// is the mean over them, as with accumulation); every rank returns the step's loss and samples.
+// the Communicator (shared memory inside a host, Gloo across hosts). The first stage reads the
+// micro-batches; their labels travel with the activations to the last stage, which computes the
+// loss (scaled by 1/micro-batches, so the step's gradient is the mean over them, as with
+// accumulation). Every rank returns the step's loss and samples, and every rank reports the
+// step's mean loss to the observer, so a non-finite loss stops all stages at the same step.
 //
-// Messages: every tensor goes as a small header (element type and shape) and then its bytes,
-// so stages need no agreement on shapes beforehand and a short micro-batch (bad samples
-// skipped) passes through. Sends are asynchronous and complete by the end of the step; receives
-// block at their place in the list. Send/recv pair up in call order per peer, which the
-// validated schedule guarantees.
+// Messages: comm/tensor_message (a header with type and shape, then the bytes), so stages need
+// no agreement on shapes beforehand and a short micro-batch (bad samples skipped) passes
+// through; a micro-batch with no samples left passes as empty tensors and has no forward or
+// backward. Sends are asynchronous and complete by the end of the step; receives block at their
+// place in the list. Send/recv pair up in call order per peer, which the validated schedule
+// guarantees.
 //
-// For now the pipeline is the whole world: pipeline rank = communicator rank.
+// `comm` connects this pipeline's ranks (pipeline rank = its rank). `sync` sees every backward
+// under no_sync and then one synchronised pass without a backward, so data-parallel replicas of
+// the pipeline exchange each stage's summed gradients once per step (not overlapped with the
+// backward passes yet).
 //
 // Threading: one thread (the trainer's); the communicator moves the bytes in the background.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/comm/tensor_message.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
@@ -49,16 +57,23 @@ class PipelineExecutor : public StepExecutor {
   int64_t micro_batches() const override { return schedule_.microbatches; }
   StepOutcome run(const MicroBatchSource& micro_batch) override;
 
+  // Forward only, without gradients, `batches` batches one after another through every stage
+  // (evaluation). The first stage reads `batch(b)`; on the last stage's rank `output` gets each
+  // batch's last-stage output and labels. Every rank must call it with the same count.
+  using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& labels)>;
+  void forward_only(int64_t batches, const MicroBatchSource& batch, const OutputSink& output);
+
   int rank() const { return rank_; }
   const Schedule& schedule() const { return schedule_; }
 
  private:
   // What one (stage, micro-batch) keeps between its actions.
   struct Slot {
-    at::Tensor input;          // received activations (a leaf that wants its gradient)
-    at::Tensor output;         // the stage's output, or the scaled loss on the last stage
-    at::Tensor output_grad;    // received from the next stage
-    at::Tensor input_grad;     // computed by B or I, sent to the previous stage
+    at::Tensor labels;       // from the micro-batch, passed on with the activations
+    at::Tensor input;        // received activations (a leaf that wants its gradient)
+    at::Tensor output;       // the stage's output, or the scaled loss on the last stage
+    at::Tensor output_grad;  // received from the next stage
+    at::Tensor input_grad;   // computed by B or I, sent to the previous stage
   };
 
   void forward(const Action& a, const MicroBatchSource& micro_batch, StepOutcome& outcome);
@@ -68,6 +83,9 @@ class PipelineExecutor : public StepExecutor {
   std::vector<at::Tensor> output_grad(const Action& a);
   void send(const at::Tensor& tensor, const Action& a, int peer_stage);
   at::Tensor receive(const Action& a, int peer_stage);
+  // Where forward leaves a stage's output when the next stage runs on this rank too.
+  void hand_over(const Action& a, const at::Tensor& output);
+  bool is_empty(const Slot& s) const { return s.labels.defined() && s.labels.size(0) == 0; }
   // The step's loss and samples, known to the last stage, for every rank.
   void share_outcome(StepOutcome& outcome);
   Slot& slot(const Action& a) { return slots_[{a.stage, a.microbatch}]; }
@@ -85,7 +103,7 @@ class PipelineExecutor : public StepExecutor {
   PipelineExecutorOptions options_;
   int rank_;
   std::map<std::pair<int, int>, Slot> slots_;
-  std::vector<std::pair<comm::WorkPtr, at::Tensor>> sends_;  // kept alive until the step ends
+  comm::PendingSends sends_;  // completed by the end of the step
 };
 
 }  // namespace loom::parallel::pipeline

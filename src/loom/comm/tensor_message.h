@@ -1,0 +1,47 @@
+// Point-to-point tensors whose shape and type the receiver does not know beforehand: each goes
+// as a small header (element type, dimensions, sizes) and then its bytes. Named tensors (a
+// rank's share of a checkpoint) go as a count and then a name and a tensor each.
+//
+// The Communicator's rule holds: sends and receives pair up in call order per peer, so both
+// sides must agree on how many messages pass between them, not on their shapes. A tensor with
+// no elements sends its header only.
+//
+// Threading: like the Communicator, one thread at a time.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+
+namespace loom::comm {
+
+using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Sends in flight and the tensors they read, which must outlive them.
+class PendingSends {
+ public:
+  void add(WorkPtr work, at::Tensor keep) { sends_.emplace_back(std::move(work), std::move(keep)); }
+  // Waits for every send (the Communicator's timeout each) and forgets them.
+  void wait_all(std::chrono::milliseconds timeout);
+  bool empty() const { return sends_.empty(); }
+
+ private:
+  std::vector<std::pair<WorkPtr, at::Tensor>> sends_;
+};
+
+// Starts sending `tensor` (any CPU tensor of up to 8 dimensions) to `peer`.
+void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending);
+// Receives what send_tensor sent from `peer`, waiting up to the Communicator's timeout for each
+// part; `on_header` (optional) runs between them: the sender has produced the tensor and what
+// is left is its transfer. Throws CommError for a malformed header, naming the peer.
+at::Tensor recv_tensor(Communicator& comm, int peer,
+                       const std::function<void()>& on_header = nullptr);
+
+void send_named_tensors(Communicator& comm, const NamedTensorList& tensors, int peer,
+                        PendingSends& pending);
+NamedTensorList recv_named_tensors(Communicator& comm, int peer);
+
+}  // namespace loom::comm
