@@ -59,12 +59,43 @@ std::vector<Finding> advise(const RunProfile& run) {
   }
 
   const double exposed = share(Phase::kCommExposed);
-  if (exposed >= 0.10) {
+  if (exposed >= 0.10 && run.pipeline_ranks > 0) {
+    out.push_back({"exposed_comm", exposed >= 0.30 ? "high" : "moderate",
+                   time_evidence(Phase::kCommExposed),
+                   "stages wait for activations and gradients in transfer: fewer, larger "
+                   "micro-batches send fewer messages (parallel.pipeline.microbatches is " +
+                       std::to_string(run.pipeline_microbatches) +
+                       "), and stages on one host exchange over shared memory",
+                   "parallel.pipeline.microbatches", gain_bound(exposed)});
+  } else if (exposed >= 0.10) {
     out.push_back({"exposed_comm", exposed >= 0.30 ? "high" : "moderate",
                    time_evidence(Phase::kCommExposed),
                    "gradient exchange is not hidden behind backward: raise data.batch_size so "
                    "each step computes longer per byte exchanged",
                    "data.batch_size", gain_bound(exposed)});
+  }
+
+  const double bubble = share(Phase::kBubble);
+  if (bubble >= 0.10) {
+    Finding f{"pipeline_bubble",
+              bubble >= 0.30 ? "high" : "moderate",
+              time_evidence(Phase::kBubble),
+              "",
+              "parallel.pipeline.microbatches",
+              gain_bound(bubble)};
+    if (run.better_microbatches > 0) {
+      f.advice = "raise parallel.pipeline.microbatches to " +
+                 std::to_string(run.better_microbatches) + " (predicted bubble " +
+                 percent(run.better_bubble) + ")";
+    } else {
+      f.advice =
+          "stages wait for each other: more micro-batches (parallel.pipeline."
+          "microbatches is " +
+          std::to_string(run.pipeline_microbatches) +
+          ") shrink the fill and drain, and `loom pipeline plan` shows whether unequal "
+          "stages cause the rest";
+    }
+    out.push_back(f);
   }
 
   // With data held in memory the loader needs little CPU: compute should have every core.

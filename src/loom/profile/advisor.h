@@ -3,6 +3,7 @@
 // trust (TensorFlow's profiler, PyTorch's profiler plugin):
 //   input_bound      data_wait >= 5% of the step (moderate), >= 20% (high)
 //   exposed_comm     comm_exposed >= 10%
+//   pipeline_bubble  bubble >= 10% (a pipeline rank waiting for its neighbours)
 //   threads          compute threads below the usable cores while the loader has little to do
 //   precision        fp32 on a CPU with native bf16
 //   memory_format    contiguous layout for a convolutional model
@@ -34,6 +35,12 @@ struct RunProfile {
   double cpu_utilisation = 0;  // process CPU seconds / (wall seconds x usable cores), 0..1
   double memory_fraction = 0;  // peak resident memory / physical memory
   bool threads_tuned = false;  // the autotuner measured loader and compute threads: keep them
+  // A pipeline: its ranks (0 when none), micro-batches per step, and the count its plan
+  // simulated with a smaller bubble (0 when none), with that bubble.
+  int pipeline_ranks = 0;
+  int64_t pipeline_microbatches = 0;
+  int64_t better_microbatches = 0;
+  double better_bubble = 0;
 };
 
 struct Finding {

@@ -90,6 +90,41 @@ TEST(Advisor, ExposedCommunication) {
   const Finding* f = find(findings, "exposed_comm");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->max_gain, 1.25);
+  EXPECT_EQ(f->key, "data.batch_size");  // gradient exchange: more compute per byte
+  r.pipeline_ranks = 2;                  // a pipeline's transfers between stages instead
+  r.pipeline_microbatches = 8;
+  const auto piped_findings = advise(r);
+  const Finding* piped = find(piped_findings, "exposed_comm");
+  ASSERT_NE(piped, nullptr);
+  EXPECT_EQ(piped->key, "parallel.pipeline.microbatches");
+}
+
+// The bubble names the micro-batch count the plan simulated, when it found one.
+TEST(Advisor, PipelineBubble) {
+  RunProfile r = run_waiting(0);
+  r.pipeline_ranks = 2;
+  r.pipeline_microbatches = 4;
+  r.step_times.seconds[static_cast<size_t>(Phase::kForward)] = 0.95;
+  r.step_times.seconds[static_cast<size_t>(Phase::kBubble)] = 0.05;
+  EXPECT_EQ(find(advise(r), "pipeline_bubble"), nullptr);
+
+  r.step_times.seconds[static_cast<size_t>(Phase::kForward)] = 0.69;
+  r.step_times.seconds[static_cast<size_t>(Phase::kBubble)] = 0.31;
+  const auto general_findings = advise(r);
+  const Finding* general = find(general_findings, "pipeline_bubble");
+  ASSERT_NE(general, nullptr);
+  EXPECT_EQ(general->severity, "high");
+  EXPECT_NE(general->advice.find("microbatches is 4"), std::string::npos) << general->advice;
+
+  r.better_microbatches = 16;
+  r.better_bubble = 0.12;
+  const auto findings = advise(r);
+  const Finding* f = find(findings, "pipeline_bubble");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->evidence, "bubble is 31% of the step (3.1 ms of 10.0 ms)");
+  EXPECT_EQ(f->advice, "raise parallel.pipeline.microbatches to 16 (predicted bubble 12%)");
+  EXPECT_EQ(f->key, "parallel.pipeline.microbatches");
+  EXPECT_NEAR(f->max_gain, 1 / 0.69, 1e-9);
 }
 
 }  // namespace
