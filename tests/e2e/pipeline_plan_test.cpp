@@ -19,7 +19,8 @@ TEST(PipelinePlan, ProfilesPartitionsAndSimulates) {
   TempDir dir;
   const auto r = run_loom("pipeline plan " + resnet_args() +
                           " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=4"
-                          " --trace " + (dir / "plan.json") + " --csv " + (dir / "plan.csv"));
+                          " --trace " +
+                          (dir / "plan.json") + " --csv " + (dir / "plan.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pipeline: 1f1b, 2 ranks x 1 stage each, 4 micro-batches of 4 samples "
                           "(resnet18, 10 blocks)"),
@@ -66,9 +67,10 @@ TEST(PipelinePlan, ManualSplitAndInterleaving) {
 // shrink that, from the same profile. ViT's equal encoder blocks split evenly, so the bubble is
 // the schedule's own (P-1)/(M+P-1) and shrinks with M whatever the timings.
 TEST(PipelinePlan, LargeBubbleSuggestsMoreMicroBatches) {
-  const auto r = run_loom("pipeline plan " + tiny_synthetic_args() +
-                          " --set model=vit_tiny --set data.image_size=32 --set model.patch_size=8"
-                          " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=2");
+  const auto r =
+      run_loom("pipeline plan " + tiny_synthetic_args() +
+               " --set model=vit_tiny --set data.image_size=32 --set model.patch_size=8"
+               " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("raise parallel.pipeline.microbatches to "), std::string::npos)
       << r.output;
@@ -102,7 +104,8 @@ TEST(PipelinePlan, ImpossiblePlansAreConfigErrorsThatSayWhatWorks) {
              "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
   const auto r = run_loom("pipeline plan " + resnet_args() +
                           " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=2"
-                          " --set parallel.pipeline.schedule=" + (dir / "bad.csv"));
+                          " --set parallel.pipeline.schedule=" +
+                          (dir / "bad.csv"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("backward before receiving its output gradient"), std::string::npos)
       << r.output;
@@ -111,9 +114,9 @@ TEST(PipelinePlan, ImpossiblePlansAreConfigErrorsThatSayWhatWorks) {
 // The plan run for real on two ranks, and the one-process reference.
 TEST(PipelinePlan, BenchRunsThePlanOnRanksAndComparesWithTheSimulation) {
   TempDir dir;
-  const auto two = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) +
-                            " bench pipeline " + tiny_synthetic_args() + " --steps 3 --json " +
-                            (dir / "two.json"));
+  const auto two =
+      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " bench pipeline " +
+               tiny_synthetic_args() + " --steps 3 --json " + (dir / "two.json"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find("cnn, 2 ranks, 4 micro-batches of 4 samples"), std::string::npos)
       << two.output;
@@ -126,14 +129,6 @@ TEST(PipelinePlan, BenchRunsThePlanOnRanksAndComparesWithTheSimulation) {
   const auto one = run_loom("bench pipeline " + tiny_synthetic_args() + " --steps 3");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("cnn, 1 rank, 4 micro-batches"), std::string::npos) << one.output;
-}
-
-TEST(PipelinePlan, TrainRefusesSeveralStagesAndSaysWhy) {
-  TempDir dir;
-  const auto r = run_loom("train " + tiny_synthetic_args() +
-                          " --set parallel.pipeline.stages=2 --out " + (dir / "run"));
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("loom pipeline plan"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // `loom bench pipeline [CONFIG ...] [--set ...] [--steps N] [--json FILE]`, under
 // `loom launch --nproc-per-node P`: runs the configured pipeline for real and sets the measured
 // step against the simulator's prediction. Every rank plans (profiles the blocks, partitions,
-// simulates) at once and rank 0's split is shared; every rank then runs its stages with the PipelineExecutor on
-// one fixed batch (no loader in the timed steps, as in the simulation), one thread each. Rank 0
-// prints the simulated and the median measured step, the throughput and every rank's peak
-// memory growth. With one process it runs the whole model on all usable cores: the reference
-// for the same global batch.
+// simulates) at once and rank 0's split is shared; every rank then runs its stages with the
+// PipelineExecutor on one fixed batch (no loader in the timed steps, as in the simulation), one
+// thread each. Rank 0 prints the simulated and the median measured step, the throughput and every
+// rank's peak memory growth. With one process it runs the whole model on all usable cores: the
+// reference for the same global batch.
 #include <ATen/Parallel.h>
 #include <torch/optim/sgd.h>
 
@@ -26,6 +26,7 @@
 #include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/train/pipeline_plan.h"
+#include "loom/train/pipeline_run.h"
 
 namespace loom::cli {
 namespace {
@@ -41,19 +42,6 @@ struct PipelineBenchArgs {
 struct Silent : parallel::StepObserver {
   void enter(Phase) override {}
 };
-
-// The split rank 0 chose, for every rank (blocks per stage).
-std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, int stages) {
-  if (!comm) return split;
-  at::Tensor t = at::zeros({stages}, at::kLong);
-  if (comm->rank() == 0) {
-    for (int s = 0; s < stages; ++s) t[s] = split[static_cast<size_t>(s)];
-  }
-  comm->broadcast(t, 0)->wait(comm->options().timeout);
-  std::vector<int> out;
-  for (int s = 0; s < stages; ++s) out.push_back(static_cast<int>(t[s].item<int64_t>()));
-  return out;
-}
 
 int run_pipeline_bench(const PipelineBenchArgs& args) {
   const comm::WorldInfo world = comm::world_from_environment();
@@ -72,10 +60,9 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   // are as busy as they will be in the run; rank 0's plan is the one used (profiles differ a
   // little between processes).
   const train::PipelinePlan plan = train::plan_pipeline(config, topology);
-  std::vector<int> split;
-  for (const auto& s : plan.partition.stages) split.push_back(s.blocks);
   const pp::Schedule& schedule = plan.schedule;
-  split = shared_split(comm.get(), split, schedule.stages);
+  const std::vector<int> split =
+      train::shared_split(comm.get(), plan.partition.split_counts(), schedule.stages);
 
   // The model, on one fixed batch.
   train::ModelOnBatch setup = train::model_on_first_batch(config, topology);
@@ -97,19 +84,8 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   std::vector<at::Tensor> mine;
   if (world.world > 1) {
     const auto stages = pp::stage_blocks(model->blocks(), split);
-    models::NamedTensors owned;
-    for (int s = 0; s < schedule.stages; ++s) {
-      const bool ours = schedule.stage_rank[static_cast<size_t>(s)] == world.rank;
-      for (const auto& b : stages[static_cast<size_t>(s)]) {
-        if (ours) {
-          owned.insert(owned.end(), b.parameters.begin(), b.parameters.end());
-          continue;
-        }
-        // Another rank's stage: its tensors need no memory here.
-        for (auto& [name, p] : b.parameters) p.set_data(at::empty({0}, p.options()));
-        for (auto& [name, t] : b.buffers) t.set_data(at::empty({0}, t.options()));
-      }
-    }
+    const models::NamedTensors owned =
+        train::keep_own_stages(stages, schedule, world.rank).parameters;
     for (auto& [name, p] : owned) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(owned);
     pp::PipelineExecutorOptions options;
@@ -136,7 +112,8 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   for (int i = 0; i < args.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     step();
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   // Each rank's peak bytes in use, for rank 0.
   at::Tensor peaks = at::zeros({world.world}, at::kDouble);
@@ -154,18 +131,18 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
                                 {"samples_per_step", samples},
                                 {"measured_step_seconds", measured},
                                 {"measured_samples_per_second", samples / measured}};
-  std::printf("%s, %d rank%s, %lld micro-batches of %lld samples: measured step %.1f ms (median of "
-              "%d), %.1f samples/s\n",
-              model->name().c_str(), world.world, world.world == 1 ? "" : "s",
-              static_cast<long long>(m), static_cast<long long>(per), 1e3 * measured, args.steps,
-              samples / measured);
+  std::printf(
+      "%s, %d rank%s, %lld micro-batches of %lld samples: measured step %.1f ms (median of "
+      "%d), %.1f samples/s\n",
+      model->name().c_str(), world.world, world.world == 1 ? "" : "s", static_cast<long long>(m),
+      static_cast<long long>(per), 1e3 * measured, args.steps, samples / measured);
   if (world.world > 1) {
     const double simulated = plan.simulation.step_seconds;
-    std::printf("%s, split %s: simulated step %.1f ms (bubble %.1f%%), measured / simulated %.3f, "
-                "throughput %.0f%% of the simulated\n",
-                schedule.name.c_str(), plan.partition.split().c_str(), 1e3 * simulated,
-                100 * plan.simulation.bubble_fraction, measured / simulated,
-                100 * simulated / measured);
+    std::printf(
+        "%s, split %s: simulated step %.1f ms (bubble %.1f%%), measured / simulated %.3f, "
+        "throughput %.0f%% of the simulated\n",
+        schedule.name.c_str(), plan.partition.split().c_str(), 1e3 * simulated,
+        100 * plan.simulation.bubble_fraction, measured / simulated, 100 * simulated / measured);
     out["schedule"] = schedule.name;
     out["split"] = plan.partition.split();
     out["simulated_step_seconds"] = simulated;

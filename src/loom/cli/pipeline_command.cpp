@@ -19,47 +19,6 @@ struct PipelineArgs {
   std::string trace, csv;
 };
 
-double ms(double seconds) { return seconds * 1e3; }
-double mb(double bytes) { return bytes / (1 << 20); }
-
-void print_plan(const train::PipelinePlan& p) {
-  const auto& s = p.schedule;
-  std::printf("pipeline: %s, %d ranks x %d stage%s each, %d micro-batches of %lld samples (%s, "
-              "%zu blocks)\n",
-              s.name.c_str(), s.ranks, s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
-              static_cast<long long>(p.microbatch_samples), p.model.c_str(), p.blocks.size());
-  std::printf("partition (%s):\n", p.manual_split ? "parallel.pipeline.split" : "automatic");
-  for (size_t i = 0; i < p.partition.stages.size(); ++i) {
-    const auto& stage = p.partition.stages[i];
-    const auto& first = p.blocks[static_cast<size_t>(stage.first_block)];
-    const auto& last = p.blocks[static_cast<size_t>(stage.first_block + stage.blocks - 1)];
-    const auto& cost = p.stage_costs[i];
-    std::printf(
-        "  stage %zu on rank %d: %d block%s %s..%s  forward %.2f ms, backward %.2f ms (input "
-        "%.2f + weight %.2f), send %.3f ms, memory %.1f MB (activations of %d micro-batch%s)\n",
-        i, s.stage_rank[i], stage.blocks, stage.blocks == 1 ? "" : "s", first.name.c_str(),
-        last.name.c_str(), ms(cost.forward_seconds),
-        ms(cost.backward_input_seconds + cost.backward_weight_seconds),
-        ms(cost.backward_input_seconds), ms(cost.backward_weight_seconds), ms(cost.send_seconds),
-        mb(stage.memory_bytes), p.simulation.peak_in_flight[i],
-        p.simulation.peak_in_flight[i] == 1 ? "" : "es");
-  }
-  std::printf("slowest stage %.2f ms; uniform split %.2f ms, parameter-balanced %.2f ms\n",
-              ms(p.partition.slowest_seconds()), ms(p.uniform_slowest_seconds),
-              ms(p.parameter_balanced_slowest_seconds));
-  std::printf("simulated step %.1f ms, bubble %.1f%%, %.1f samples/s per pipeline\n",
-              ms(p.simulation.step_seconds), 100 * p.simulation.bubble_fraction,
-              p.samples_per_second());
-  if (p.better_microbatches > 0) {
-    std::printf("bubble %.0f%%: raise parallel.pipeline.microbatches to %lld (simulated bubble "
-                "%.1f%%, step %.1f ms; micro-batches of %lld samples)\n",
-                100 * p.simulation.bubble_fraction, static_cast<long long>(p.better_microbatches),
-                100 * p.better_bubble, ms(p.better_step_seconds),
-                static_cast<long long>(p.microbatch_samples * s.microbatches /
-                                       p.better_microbatches));
-  }
-}
-
 // The simulated step as a Chrome trace: a process per rank, a slice per action.
 std::string trace_json(const train::PipelinePlan& p) {
   nlohmann::json events = nlohmann::json::array();
@@ -98,7 +57,7 @@ Command add_pipeline_command(CLI::App& app) {
   return {sub, [args] {
             const Config config = load_config(args->config_paths, args->overrides);
             const train::PipelinePlan plan = train::plan_pipeline(config, detect_topology());
-            print_plan(plan);
+            std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
               train::replace_file_atomically(args->trace, trace_json(plan));
               std::printf("trace: %s\n", args->trace.c_str());

@@ -43,6 +43,7 @@ void Progress::on_start(const train::RunInfo& info) {
                  static_cast<long long>(info.resumed_from_step));
   }
   std::fprintf(out_, "  output         %s\n", info.out_dir.c_str());
+  if (!info.pipeline_plan.empty()) std::fputs(info.pipeline_plan.c_str(), out_);
   std::fflush(out_);
 }
 

@@ -101,13 +101,14 @@ int run_train(const TrainArgs& args) {
   train::TrainOptions options;
   options.topology = detect_topology();
 
-  // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel.
+  // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel, or
+  // a pipeline's stages.
   const comm::WorldInfo world = comm::world_from_environment();
   std::unique_ptr<comm::Communicator> communicator;
   if (world.world > 1) {
     if (args.out_dir.empty()) {
       throw ConfigError(
-          "--out: a data-parallel run needs an output directory that every rank "
+          "--out: a run of several ranks needs an output directory that every rank "
           "names the same (e.g. --out runs/ddp)");
     }
     comm::CommOptions comm_options;
@@ -117,6 +118,10 @@ int run_train(const TrainArgs& args) {
     auto rendezvous = comm::Rendezvous::connect(world, comm_options.timeout);
     communicator = comm::make_communicator(config.comm.backend, rendezvous, comm_options);
     options.communicator = communicator.get();
+    options.make_group = [backend = config.comm.backend, rendezvous, comm_options](
+                             const std::vector<int>& ranks, const std::string& name) {
+      return comm::make_group_communicator(backend, rendezvous, ranks, name, comm_options);
+    };
     // The ranks of a host share its cores.
     options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
   }
@@ -145,6 +150,12 @@ int run_train(const TrainArgs& args) {
         "of it hidden behind backward\n",
         s.ranks, s.comm_backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
         100 * s.comm_overlap);
+  }
+  if (s.pipeline_ranks > 1) {
+    std::printf(
+        "pipeline: %d ranks over %s, %s schedule, %lld micro-batches, blocks per stage %s\n",
+        s.pipeline_ranks, s.comm_backend.c_str(), s.pipeline_schedule.c_str(),
+        static_cast<long long>(s.pipeline_microbatches), s.pipeline_split.c_str());
   }
   print_autotune(s, options.out_dir);
   for (const auto& f : s.findings) {

@@ -174,11 +174,13 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "Reduce gradient buckets in this 16-bit type: half the bytes on the wire, gradients "
            "rounded once.");
   v.integer("parallel.pipeline.stages", c.parallel.pipeline.stages, 1,
-            "Pipeline ranks the model's blocks are split over (P). `loom pipeline plan` profiles, "
-            "partitions and simulates it; `loom train` runs 1 stage until the pipeline runtime "
-            "lands.");
-  v.integer("parallel.pipeline.microbatches", c.parallel.pipeline.microbatches, 1,
-            "Micro-batches per optimizer step (M); data.batch_size is split into them.");
+            "Pipeline ranks the model's blocks are split over (P); `loom train` needs P ranks, or "
+            "P x D for D data-parallel pipelines (`loom launch --nproc-per-node`). `loom pipeline "
+            "plan` profiles, partitions and simulates it first.");
+  v.integer(
+      "parallel.pipeline.microbatches", c.parallel.pipeline.microbatches, 1,
+      "Micro-batches per optimizer step (M); data.batch_size, the step's batch, is split into "
+      "them, and the loader reads micro-batches (as train.grad_accum = M would).");
   v.text("parallel.pipeline.schedule", c.parallel.pipeline.schedule,
          "gpipe, 1f1b, interleaved, zb_h1, or a .csv file of actions (a row per rank, "
          "torch.distributed.pipelining's `0F1` action strings).");

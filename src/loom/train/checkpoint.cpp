@@ -22,6 +22,7 @@ namespace {
 
 constexpr int kFormatVersion = 1;
 constexpr const char* kPrefix = "step-";
+const std::string kRankRngPrefix = "rng/cpu/rank";
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -83,6 +84,9 @@ std::string CheckpointStore::save(const CheckpointData& data) {
   }
   models::NamedTensors state = with_prefix("optimizer/", data.optimizer);
   state.emplace_back("rng/cpu", data.rng_state);
+  for (const auto& [rank, rng] : data.rank_rng_states) {
+    if (rank != 0) state.emplace_back(kRankRngPrefix + std::to_string(rank), rng);
+  }
   write_safetensors((tmp_dir / "state.safetensors").string(), state);
 
   nlohmann::ordered_json manifest = {{"format", "loom-checkpoint"},
@@ -95,6 +99,8 @@ std::string CheckpointStore::save(const CheckpointData& data) {
                                      {"optimizer", data.optimizer_kind},
                                      {"files", {"model.safetensors", "state.safetensors"}},
                                      {"config", nlohmann::json::parse(data.config_json)}};
+  if (!data.layout_json.empty())
+    manifest["layout"] = nlohmann::ordered_json::parse(data.layout_json);
   if (!data.autotune_json.empty()) {
     manifest["autotune"] = nlohmann::ordered_json::parse(data.autotune_json);
   }
@@ -177,6 +183,7 @@ CheckpointData CheckpointStore::load(const std::string& path) {
     data.optimizer_kind = manifest.at("optimizer");
     data.config_json = manifest.at("config").dump();
     if (manifest.contains("autotune")) data.autotune_json = manifest.at("autotune").dump();
+    if (manifest.contains("layout")) data.layout_json = manifest.at("layout").dump();
   } catch (const nlohmann::json::exception& e) {
     throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
   }
@@ -184,6 +191,13 @@ CheckpointData CheckpointStore::load(const std::string& path) {
   for (auto& [name, t] : read_safetensors((dir / "state.safetensors").string())) {
     if (name == "rng/cpu") {
       data.rng_state = t;
+    } else if (name.rfind(kRankRngPrefix, 0) == 0) {
+      try {
+        data.rank_rng_states[std::stoi(name.substr(kRankRngPrefix.size()))] = t;
+      } catch (const std::logic_error&) {
+        throw DataError("checkpoint '" + path +
+                        "': state.safetensors has a malformed tensor name '" + name + "'");
+      }
     } else if (name.rfind("optimizer/", 0) == 0) {
       data.optimizer.emplace_back(name.substr(10), t);
     }

@@ -1,8 +1,11 @@
 // Checkpoints committed atomically. A checkpoint is a directory "step-<N>" holding
 //   model.safetensors  parameters and buffers, by name
-//   state.safetensors  optimizer state ("optimizer/<param>.<field>") and RNG state ("rng/cpu")
+//   state.safetensors  optimizer state ("optimizer/<param>.<field>") and RNG state ("rng/cpu";
+//                      a pipeline's other ranks' generators as "rng/cpu/rank<r>")
 //   manifest.json      format, position (step, epoch, step in epoch), the training loader's
-//                      state, optimizer kind, config, the autotuner's finished result
+//                      state, optimizer kind, config, the layout that wrote it (ranks, data-
+//                      parallel replicas, pipeline stages and split), the autotuner's result
+// Tensors are under the model's own names whatever the layout, so any layout can resume it.
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
 // the previous checkpoint intact and loadable. Not thread-safe; one writer per directory.
@@ -10,6 +13,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,11 +33,13 @@ struct TrainPosition {
 
 struct CheckpointData {
   TrainPosition position;
-  std::optional<data::LoaderState> loader;  // absent in checkpoints from before it was saved
-  models::NamedTensors model;               // parameters and buffers
-  models::NamedTensors optimizer;           // see export_optimizer_state
-  std::string optimizer_kind;               // sgd | adam | adamw
-  at::Tensor rng_state;                     // CPU generator state
+  std::optional<data::LoaderState> loader;    // absent in checkpoints from before it was saved
+  models::NamedTensors model;                 // parameters and buffers
+  models::NamedTensors optimizer;             // see export_optimizer_state
+  std::string optimizer_kind;                 // sgd | adam | adamw
+  at::Tensor rng_state;                       // CPU generator state (of rank 0)
+  std::map<int, at::Tensor> rank_rng_states;  // a pipeline's ranks' own generators, by rank
+  std::string layout_json;                    // how the writing run was laid out; "" if unknown
   std::string config_json;
   std::string autotune_json;  // a finished autotune result (autotune_json), "" when none
 };

@@ -27,11 +27,12 @@ parallel::BucketLimits bucket_limits(double first_mb, double cap_mb) {
           static_cast<std::size_t>(cap_mb * (1 << 20))};
 }
 
-std::unique_ptr<parallel::GradSync> make_grad_sync(models::Model& model,
+std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors parameters,
+                                                   models::NamedTensors buffers,
                                                    comm::Communicator* communicator,
                                                    const ParallelConfig& config) {
   if (!communicator || communicator->world() == 1) {
-    return std::make_unique<parallel::LocalGradSync>(model.named_parameters());
+    return std::make_unique<parallel::LocalGradSync>(std::move(parameters));
   }
   parallel::DataParallelOptions options;
   options.buckets = bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
@@ -39,7 +40,7 @@ std::unique_ptr<parallel::GradSync> make_grad_sync(models::Model& model,
   options.broadcast_buffers = config.broadcast_buffers;
   if (config.compression == "bf16") options.compression = at::kBFloat16;
   if (config.compression == "fp16") options.compression = at::kHalf;
-  return std::make_unique<parallel::DataParallel>(model.named_parameters(), model.named_buffers(),
+  return std::make_unique<parallel::DataParallel>(std::move(parameters), std::move(buffers),
                                                   *communicator, options);
 }
 

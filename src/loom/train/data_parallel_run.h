@@ -19,9 +19,11 @@ Config config_for_rank(Config config, int world);
 // Bucket limits given in MiB (parallel.first_bucket_mb, parallel.bucket_cap_mb).
 parallel::BucketLimits bucket_limits(double first_mb, double cap_mb);
 
-// The gradient sync of a run: local for one process (`communicator` null), else DataParallel
-// over the model's parameters and buffers, as parallel.* configures it.
-std::unique_ptr<parallel::GradSync> make_grad_sync(models::Model& model,
+// The gradient sync of a run: local for one process (`communicator` null or of one rank), else
+// DataParallel over these parameters and buffers (the model's, or a pipeline stage's), as
+// parallel.* configures it.
+std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors parameters,
+                                                   models::NamedTensors buffers,
                                                    comm::Communicator* communicator,
                                                    const ParallelConfig& config);
 

@@ -2,16 +2,42 @@
 
 #include <torch/utils.h>
 
+#include <cmath>
+
 #include "loom/train/runtime_choice.h"
 
 namespace loom::train {
 
-EvalResult evaluate(models::Model& model, const models::Loss& loss, const data::BatchSource& batches,
-                    const data::Feeder& feeder, bool bf16) {
+void EvalTally::add(const at::Tensor& logits, const at::Tensor& labels, const models::Loss& loss) {
+  const at::Tensor scores = logits.to(at::kFloat);
+  loss_sum_ += loss(scores, labels, models::Reduction::kSum).item<double>();
+  correct_ += scores.argmax(1).eq(labels).sum().item<int64_t>();
+  seen_ += labels.size(0);
+}
+
+at::Tensor EvalTally::sums() const {
+  return at::tensor({loss_sum_, static_cast<double>(correct_), static_cast<double>(seen_)},
+                    at::kDouble);
+}
+
+EvalResult EvalTally::result() const { return from_sums(sums()); }
+
+EvalResult EvalTally::from_sums(const at::Tensor& sums) {
+  const double* s = sums.data_ptr<double>();
+  EvalResult r;
+  r.samples = static_cast<int64_t>(std::llround(s[2]));
+  if (s[2] > 0) {
+    r.loss = s[0] / s[2];
+    r.accuracy = s[1] / s[2];
+  }
+  return r;
+}
+
+EvalResult evaluate(models::Model& model, const models::Loss& loss,
+                    const data::BatchSource& batches, const data::Feeder& feeder, bool bf16) {
   torch::NoGradGuard no_grad;
   model.train(false);
-  double loss_sum = 0.0;
-  int64_t correct = 0, seen = 0;
+  EvalTally tally;
   for (int64_t b = 0; b < batches.steps_per_epoch(); ++b) {
     data::Batch batch = batches.batch(0, b);
     at::Tensor logits;
@@ -19,19 +45,10 @@ EvalResult evaluate(models::Model& model, const models::Loss& loss, const data::
       AutocastScope autocast(bf16);
       logits = model.forward(feeder.to_input(batch.images));
     }
-    logits = logits.to(at::kFloat);
-    loss_sum += loss(logits, batch.labels, models::Reduction::kSum).item<double>();
-    correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
-    seen += batch.labels.size(0);
+    tally.add(logits, batch.labels, loss);
   }
   model.train(true);
-  EvalResult r;
-  r.samples = seen;
-  if (seen > 0) {
-    r.loss = loss_sum / static_cast<double>(seen);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(seen);
-  }
-  return r;
+  return tally.result();
 }
 
 }  // namespace loom::train

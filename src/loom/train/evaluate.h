@@ -14,8 +14,23 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// Sums over the batches of an evaluation.
+class EvalTally {
+ public:
+  // One batch's logits (any floating type) and labels.
+  void add(const at::Tensor& logits, const at::Tensor& labels, const models::Loss& loss);
+  EvalResult result() const;
+  // loss sum, correct, samples: what ranks that evaluate parts of the test split combine.
+  at::Tensor sums() const;
+  static EvalResult from_sums(const at::Tensor& sums);
+
+ private:
+  double loss_sum_ = 0.0;
+  int64_t correct_ = 0, seen_ = 0;
+};
+
 // Runs in eval mode without gradients and restores train mode afterwards.
-EvalResult evaluate(models::Model& model, const models::Loss& loss, const data::BatchSource& batches,
-                    const data::Feeder& feeder, bool bf16);
+EvalResult evaluate(models::Model& model, const models::Loss& loss,
+                    const data::BatchSource& batches, const data::Feeder& feeder, bool bf16);
 
 }  // namespace loom::train

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -24,15 +25,28 @@ namespace {
 namespace pp = parallel::pipeline;
 
 bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+  return text.size() >= tail.size() &&
+         text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The configured schedule: generated, or read from parallel.pipeline.schedule's CSV file (which
-// must match the stages, chunks and micro-batches configured); validated.
-pp::Schedule load_pipeline_schedule(const PipelineConfig& c) {
+double ms(double seconds) { return seconds * 1e3; }
+double mb(double bytes) { return bytes / (1 << 20); }
+
+// printf into a std::string.
+template <typename... Args>
+void append(std::string& out, const char* format, Args... args) {
+  char line[512];
+  std::snprintf(line, sizeof line, format, args...);
+  out += line;
+}
+
+}  // namespace
+
+pp::Schedule pipeline_schedule(const PipelineConfig& c) {
   if (!ends_with(c.schedule, ".csv")) {
-    pp::Schedule s = pp::make_schedule(c.schedule, static_cast<int>(c.stages),
-                                       static_cast<int>(c.chunks), static_cast<int>(c.microbatches));
+    pp::Schedule s =
+        pp::make_schedule(c.schedule, static_cast<int>(c.stages), static_cast<int>(c.chunks),
+                          static_cast<int>(c.microbatches));
     pp::validate(s);  // generated schedules are valid by construction; a cheap guard
     return s;
   }
@@ -49,12 +63,14 @@ pp::Schedule load_pipeline_schedule(const PipelineConfig& c) {
                       " stages and " + std::to_string(s.microbatches) +
                       " micro-batches; the configuration asks for " + std::to_string(c.stages) +
                       " ranks (parallel.pipeline.stages), " + std::to_string(c.stages * c.chunks) +
-                      " stages (x parallel.pipeline.chunks) and " +
-                      std::to_string(c.microbatches) + " micro-batches");
+                      " stages (x parallel.pipeline.chunks) and " + std::to_string(c.microbatches) +
+                      " micro-batches");
   }
   pp::validate(s);
   return s;
 }
+
+namespace {
 
 std::vector<pp::StageCosts> stage_costs(const pp::Partition& partition,
                                         const std::vector<pp::BlockProfile>& blocks,
@@ -107,8 +123,8 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
       c.send_seconds *= scale;
     }
     const pp::Simulation sim = pp::simulate(more, costs);
-    const double best = plan.better_microbatches > 0 ? plan.better_bubble
-                                                     : 0.75 * plan.simulation.bubble_fraction;
+    const double best =
+        plan.better_microbatches > 0 ? plan.better_bubble : 0.75 * plan.simulation.bubble_fraction;
     if (sim.bubble_fraction <= best) {
       plan.better_microbatches = m;
       plan.better_bubble = sim.bubble_fraction;
@@ -126,9 +142,8 @@ ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology
   out.model = models::make_model(config.model, data.input);
   out.runtime =
       choose_runtime(config.runtime, topology, out.model->is_convolutional(), at::hasMKLDNN());
-  const auto format = out.runtime.memory_format == "channels_last"
-                          ? at::MemoryFormat::ChannelsLast
-                          : at::MemoryFormat::Contiguous;
+  const auto format = out.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
+                                                                   : at::MemoryFormat::Contiguous;
   out.model->set_memory_format(format);
   out.model->train(true);
   const data::Batch batch = data.train->batch(0, 0);
@@ -165,11 +180,13 @@ std::vector<int> parse_split(const std::string& text) {
 PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
-  plan.schedule = load_pipeline_schedule(pc);
+  plan.schedule = pipeline_schedule(pc);
   if (config.data.batch_size % pc.microbatches != 0) {
     throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
-                      std::to_string(config.data.batch_size) + " samples (data.batch_size) does not "
-                      "split into " + std::to_string(pc.microbatches) + " equal micro-batches");
+                      std::to_string(config.data.batch_size) +
+                      " samples (data.batch_size) does not "
+                      "split into " +
+                      std::to_string(pc.microbatches) + " equal micro-batches");
   }
   plan.microbatch_samples = config.data.batch_size / pc.microbatches;
 
@@ -196,8 +213,8 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
   // Activations held per stage come from the schedule itself (a dry run); a rank's memory cap
   // is shared by its chunks.
   pp::PartitionOptions options;
-  options.in_flight = pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages))
-                          .peak_in_flight;
+  options.in_flight =
+      pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages)).peak_in_flight;
   options.memory_cap_bytes = pc.memory_cap_mb * (1 << 20) / static_cast<double>(pc.chunks);
   options.link_bytes_per_second = plan.link_bytes_per_second;
   const std::vector<int> split = parse_split(pc.split);
@@ -216,8 +233,8 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
   }
   const int stages = plan.schedule.stages;
   plan.uniform_slowest_seconds =
-      pp::evaluate_split(plan.blocks, pp::uniform_split(static_cast<int>(plan.blocks.size()), stages),
-                         options)
+      pp::evaluate_split(plan.blocks,
+                         pp::uniform_split(static_cast<int>(plan.blocks.size()), stages), options)
           .slowest_seconds();
   plan.parameter_balanced_slowest_seconds =
       pp::evaluate_split(plan.blocks, pp::parameter_balanced_split(plan.blocks, stages), options)
@@ -226,6 +243,46 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
   plan.simulation = pp::simulate(plan.schedule, plan.stage_costs);
   suggest_microbatches(pc, config.data.batch_size, plan);
   return plan;
+}
+
+std::string describe_plan(const PipelinePlan& p) {
+  const auto& s = p.schedule;
+  std::string out;
+  append(out,
+         "pipeline: %s, %d ranks x %d stage%s each, %d micro-batches of %lld samples (%s, %zu "
+         "blocks)\n",
+         s.name.c_str(), s.ranks, s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
+         static_cast<long long>(p.microbatch_samples), p.model.c_str(), p.blocks.size());
+  append(out, "partition (%s):\n", p.manual_split ? "parallel.pipeline.split" : "automatic");
+  for (size_t i = 0; i < p.partition.stages.size(); ++i) {
+    const auto& stage = p.partition.stages[i];
+    const auto& first = p.blocks[static_cast<size_t>(stage.first_block)];
+    const auto& last = p.blocks[static_cast<size_t>(stage.first_block + stage.blocks - 1)];
+    const auto& cost = p.stage_costs[i];
+    append(out,
+           "  stage %zu on rank %d: %d block%s %s..%s  forward %.2f ms, backward %.2f ms (input "
+           "%.2f + weight %.2f), send %.3f ms, memory %.1f MB (activations of %d micro-batch%s)\n",
+           i, s.stage_rank[i], stage.blocks, stage.blocks == 1 ? "" : "s", first.name.c_str(),
+           last.name.c_str(), ms(cost.forward_seconds),
+           ms(cost.backward_input_seconds + cost.backward_weight_seconds),
+           ms(cost.backward_input_seconds), ms(cost.backward_weight_seconds), ms(cost.send_seconds),
+           mb(stage.memory_bytes), p.simulation.peak_in_flight[i],
+           p.simulation.peak_in_flight[i] == 1 ? "" : "es");
+  }
+  append(out, "slowest stage %.2f ms; uniform split %.2f ms, parameter-balanced %.2f ms\n",
+         ms(p.partition.slowest_seconds()), ms(p.uniform_slowest_seconds),
+         ms(p.parameter_balanced_slowest_seconds));
+  append(out, "simulated step %.1f ms, bubble %.1f%%, %.1f samples/s per pipeline\n",
+         ms(p.simulation.step_seconds), 100 * p.simulation.bubble_fraction, p.samples_per_second());
+  if (p.better_microbatches > 0) {
+    append(out,
+           "bubble %.0f%%: raise parallel.pipeline.microbatches to %lld (simulated bubble %.1f%%, "
+           "step %.1f ms; micro-batches of %lld samples)\n",
+           100 * p.simulation.bubble_fraction, static_cast<long long>(p.better_microbatches),
+           100 * p.better_bubble, ms(p.better_step_seconds),
+           static_cast<long long>(p.microbatch_samples * s.microbatches / p.better_microbatches));
+  }
+  return out;
 }
 
 }  // namespace loom::train

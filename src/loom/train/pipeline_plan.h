@@ -23,7 +23,7 @@ struct PipelinePlan {
   parallel::pipeline::Schedule schedule;
   std::vector<parallel::pipeline::BlockProfile> blocks;
   parallel::pipeline::Partition partition;
-  bool manual_split = false;  // from parallel.pipeline.split
+  bool manual_split = false;         // from parallel.pipeline.split
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   std::vector<parallel::pipeline::StageCosts> stage_costs;
   parallel::pipeline::Simulation simulation;
@@ -39,6 +39,14 @@ struct PipelinePlan {
 
 // Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, const Topology& topology);
+
+// The plan in words: schedule, each stage's blocks, predicted time and memory, the simulated
+// step and bubble, and the micro-batch count that would shrink a large bubble.
+std::string describe_plan(const PipelinePlan& plan);
+
+// The configured schedule: generated, or read from parallel.pipeline.schedule's CSV file (which
+// must match the stages, chunks and micro-batches configured); validated. Throws ConfigError.
+parallel::pipeline::Schedule pipeline_schedule(const PipelineConfig& config);
 
 // The configured model laid out as a run would lay it out (precision and memory format chosen,
 // train mode), and the first training batch as the model takes it (float, normalised).

@@ -104,6 +104,13 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"bytes_per_step", s.comm_bytes_per_step},
         {"comm_seconds_per_step", s.comm_seconds_per_step},
         {"overlap", s.comm_overlap}}},
+      {"pipeline", s.pipeline_ranks == 0
+                       ? nlohmann::ordered_json(nullptr)
+                       : nlohmann::ordered_json{{"ranks", s.pipeline_ranks},
+                                                {"backend", s.comm_backend},
+                                                {"schedule", s.pipeline_schedule},
+                                                {"microbatches", s.pipeline_microbatches},
+                                                {"split", s.pipeline_split}}},
       {"autotune", autotune_summary(s)},
       {"machine",
        {{"cpu", topology.cpu_model},

@@ -12,9 +12,11 @@
 
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
+#include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
 #include "loom/parallel/accumulating_executor.h"
+#include "loom/parallel/local_grad_sync.h"
 #include "loom/profile/flops.h"
 #include "loom/train/data_parallel_run.h"
 #include "loom/train/durable_file.h"
@@ -29,7 +31,8 @@ void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
   use_configured_allocator(config_.runtime.allocator, options_.topology.memory_bytes);
   at::manual_seed(static_cast<uint64_t>(config_.seed));
-  data_ = load_train_data(config_, options_.topology.usable_cores, rank_, world_);
+  // The stages of one pipeline read one share of the data (stage 0 feeds it).
+  data_ = load_train_data(config_, options_.topology.usable_cores, replica_, replicas_);
   model_ = models::make_model(config_.model, data_.input);
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
@@ -39,7 +42,18 @@ void TrainingRun::set_up() {
                           : at::MemoryFormat::Contiguous;
   model_->set_memory_format(format);
   model_->train(true);
-  parameters_ = model_->named_parameters();
+  info_.parameters = model_->parameter_count();  // before a pipeline releases others' stages
+  if (pipeline_) {
+    join_pipeline_groups();
+    stages_ = parallel::pipeline::stage_blocks(model_->blocks(), pipeline_->split);
+    StageTensors own = keep_own_stages(stages_, pipeline_->schedule, pipeline_comm().rank());
+    parameters_ = std::move(own.parameters);
+    buffers_ = std::move(own.buffers);
+    info_.pipeline_plan = pipeline_->plan_text;
+  } else {
+    parameters_ = model_->named_parameters();
+    buffers_ = model_->named_buffers();
+  }
   optimizer_ = make_optimizer(config_.optimizer, parameters_);
   loss_ = std::make_unique<models::CrossEntropyLoss>(config_.train.label_smoothing);
   eval_loss_ = std::make_unique<models::CrossEntropyLoss>();
@@ -63,7 +77,6 @@ void TrainingRun::set_up() {
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
 
   info_.model = model_->name();
-  info_.parameters = model_->parameter_count();
   info_.machine = describe(options_.topology);
   info_.train_samples = data_.train->samples();
   info_.test_samples = data_.test ? data_.test->samples() : 0;
@@ -87,16 +100,23 @@ void TrainingRun::resume_if_asked() {
                       "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind +
                       "'");
   }
-  restore_model(ckpt, path, model_->named_parameters(), model_->named_buffers());
+  // By name: a checkpoint holds the whole model whatever layout wrote it, and this rank takes
+  // what it trains (all of it, or its pipeline stages).
+  restore_model(ckpt, path, parameters_, buffers_);
   import_optimizer_state(*optimizer_, ckpt.optimizer_kind, parameters_, ckpt.optimizer);
+  if (ckpt.layout_json != layout_json().dump()) {
+    LOOM_LOG(kInfo, "checkpoint") << "resuming " << path << ", written as " << ckpt.layout_json
+                                  << ", as " << layout_json().dump();
+  }
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
-  generator.set_state(ckpt.rng_state);
+  const auto own_rng = ckpt.rank_rng_states.find(rank_);  // a pipeline rank's own generator
+  generator.set_state(own_rng != ckpt.rank_rng_states.end() ? own_rng->second : ckpt.rng_state);
   position_ = ckpt.position;
   if (ckpt.loader) {
     // The batches are a pure function of (epoch, step): the same identity and position give the
     // same samples, for any number of loader threads. Rank 0 wrote the checkpoint; every rank
     // stands at the same position of its own share.
-    ckpt.loader->rank = rank_;
+    ckpt.loader->rank = replica_;
     check_same_sequence(*ckpt.loader, data_.train->identity(), path);
     const data::LoaderState expected = loader_state();
     if (ckpt.loader->epoch != expected.epoch || ckpt.loader->step != expected.step) {
@@ -118,11 +138,13 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   telemetry_->enter(Phase::kOptimizer);
   last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*optimizer_, last_lr_);
-  const parallel::StepOutcome outcome = executor_->run(
-      [&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
-  position_.samples += outcome.samples * world_;
+  const parallel::StepOutcome outcome =
+      executor_->run([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
+  position_.samples += outcome.samples * replicas_;
   telemetry_->enter(Phase::kOptimizer);
-  if (config_.train.grad_clip > 0) {
+  if (config_.train.grad_clip > 0 && pipeline_) {
+    clip_grad_norm_across(parameters_, config_.train.grad_clip, pipeline_comm());
+  } else if (config_.train.grad_clip > 0) {
     torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
                                       config_.train.grad_clip);
   }
@@ -166,16 +188,48 @@ data::LoaderState TrainingRun::loader_state() const {
   return state;
 }
 
+nlohmann::ordered_json TrainingRun::layout_json() const {
+  nlohmann::ordered_json layout = {{"ranks", world_}, {"data_parallel", replicas_}};
+  if (pipeline_) {
+    const auto& schedule = pipeline_->schedule;
+    layout["pipeline"] = {{"ranks", schedule.ranks},
+                          {"stages", schedule.stages},
+                          {"schedule", schedule.name},
+                          {"microbatches", schedule.microbatches},
+                          {"split", pipeline_->split}};
+  }
+  return layout;
+}
+
 void TrainingRun::save_checkpoint() {
-  if (!leader() || !config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
+  if (!config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
+  // Data-parallel replicas hold what the first one holds.
+  if (!leader() && (!pipeline_ || replica_ > 0)) {
+    last_saved_step_ = position_.step;
+    return;
+  }
   CheckpointData ckpt;
+  ckpt.model = parameters_;
+  ckpt.model.insert(ckpt.model.end(), buffers_.begin(), buffers_.end());
+  ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
+  ckpt.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  if (pipeline_) {
+    // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
+    auto& comm = pipeline_comm();
+    ckpt.model = gather_on_rank0(comm, ckpt.model);
+    ckpt.optimizer = gather_on_rank0(comm, ckpt.optimizer);
+    const models::NamedTensors rng =
+        gather_on_rank0(comm, {{std::to_string(rank_), ckpt.rng_state}});
+    if (!leader()) {
+      last_saved_step_ = position_.step;
+      return;
+    }
+    for (const auto& [r, state] : rng) ckpt.rank_rng_states[std::stoi(r)] = state;
+  }
   ckpt.position = position_;
   ckpt.loader = loader_state();
-  ckpt.model = model_->named_parameters();
-  for (auto& b : model_->named_buffers()) ckpt.model.push_back(b);
-  ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
   ckpt.optimizer_kind = config_.optimizer.name;
-  ckpt.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  ckpt.layout_json = layout_json().dump();
   ckpt.config_json = config_to_json(config_);
   if (autotune_ && !autotune_->tuning() && autotune_->result()) {
     ckpt.autotune_json = autotune_json(*autotune_->result()).dump();  // resuming keeps it
@@ -225,7 +279,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (every > 0 && position_.step % every == 0) save_checkpoint();
   }
   // Each rank saw its own share: the epoch's loss is the mean over all of them.
-  if (world_ > 1) epoch_loss_ = mean_over_ranks(epoch_loss_);
+  if (replicas_ > 1) epoch_loss_ = mean_over_ranks(epoch_loss_);
   EpochReport r;
   r.epoch = epoch;
   r.epochs = config_.train.epochs;
@@ -258,17 +312,48 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   if (every == 0 && epoch_done) save_checkpoint();
 }
 
+void TrainingRun::join_pipeline_groups() {
+  const int stages = pipeline_->schedule.ranks;
+  if (replicas_ == 1) return;  // the pipeline is the whole job
+  if (!options_.make_group) {
+    throw Error("training: a pipeline x data-parallel run needs communicator groups");
+  }
+  // Every rank joins its pipeline first, then its stage's replicas: the groups of each round
+  // are disjoint, so no rank waits on one that is busy joining another.
+  std::vector<int> pipeline_ranks, replica_ranks;
+  for (int p = 0; p < stages; ++p) pipeline_ranks.push_back(replica_ * stages + p);
+  for (int d = 0; d < replicas_; ++d) replica_ranks.push_back(d * stages + rank_ % stages);
+  pipeline_group_ = options_.make_group(pipeline_ranks, "pipeline" + std::to_string(replica_));
+  replica_group_ = options_.make_group(replica_ranks, "stage" + std::to_string(rank_ % stages));
+}
+
+void TrainingRun::make_executor() {
+  parallel::StepObserver& observer = *this;
+  if (pipeline_) {
+    // The stage's gradients are summed over the pipelines (replicas) after each step.
+    grad_sync_ = make_grad_sync(parameters_, buffers_, replica_group_.get(), config_.parallel);
+    parallel::pipeline::PipelineExecutorOptions options;
+    options.bf16 = info_.runtime.bf16();
+    auto executor = std::make_unique<parallel::pipeline::PipelineExecutor>(
+        pipeline_->schedule, stages_, *loss_, *grad_sync_, pipeline_comm(), observer, options);
+    pipeline_executor_ = executor.get();
+    executor_ = std::move(executor);
+    return;
+  }
+  grad_sync_ = make_grad_sync(model_->named_parameters(), model_->named_buffers(),
+                              options_.communicator, config_.parallel);
+  parallel::AccumulatingOptions step;
+  step.micro_batches = config_.train.grad_accum;
+  step.bf16 = info_.runtime.bf16();
+  executor_ = std::make_unique<parallel::AccumulatingExecutor>(*model_, *loss_, *grad_sync_,
+                                                               observer, step);
+}
+
 TrainSummary TrainingRun::run() {
   set_up();
   resume_if_asked();
   // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
-  grad_sync_ = make_grad_sync(*model_, options_.communicator, config_.parallel);
-  parallel::AccumulatingOptions step;
-  step.micro_batches = config_.train.grad_accum;
-  step.bf16 = info_.runtime.bf16();
-  parallel::StepObserver& observer = *this;
-  executor_ =
-      std::make_unique<parallel::AccumulatingExecutor>(*model_, *loss_, *grad_sync_, observer, step);
+  make_executor();
   if (config_.autotune.enabled) start_autotune();
   if (options_.observer) options_.observer->on_start(info_);
   while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
@@ -288,13 +373,14 @@ TrainSummary TrainingRun::run() {
 }
 
 TrainSummary train(const Config& config, const TrainOptions& options) {
-  if (config.parallel.pipeline.stages > 1) {
-    throw ConfigError(
-        "config key 'parallel.pipeline.stages': " + std::to_string(config.parallel.pipeline.stages) +
-        " stages, but loom train does not run pipelines yet (the stage runtime is the next part "
-        "of this feature); `loom pipeline plan` shows the partition, schedule and simulated step");
-  }
   const int world = options.communicator ? options.communicator->world() : 1;
+  if (config.parallel.pipeline.stages > 1) {
+    const Config rank_config = config_for_pipeline(config, world);
+    PipelineLayout layout =
+        agree_on_pipeline_layout(rank_config, options.topology, *options.communicator);
+    TrainingRun run(rank_config, options, std::move(layout));
+    return run.run();
+  }
   TrainingRun run(config_for_rank(config, world), options);
   return run.run();
 }

@@ -6,6 +6,8 @@
 // process. Not reentrant.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -29,6 +31,7 @@ struct RunInfo {
   int64_t steps_per_epoch = 0, total_steps = 0, epochs = 0;
   int64_t resumed_from_step = -1;  // -1: fresh start
   std::string out_dir;
+  std::string pipeline_plan;  // a pipeline run's plan, as `loom pipeline plan` prints it
 };
 
 struct StepReport {
@@ -68,13 +71,18 @@ struct TrainSummary {
   profile::StepTimes step_times;  // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
-  // Data parallel: ranks, and the gradient exchange of the steady-state steps.
+  // Data parallel: replicas of the model (ranks, without a pipeline), and the gradient exchange
+  // of the steady-state steps.
   int ranks = 1;
   std::string comm_backend;
   int buckets = 0;
   double comm_bytes_per_step = 0;
   double comm_seconds_per_step = 0;  // all-reduces in flight
   double comm_overlap = 0;           // share of that hidden behind backward
+  // Pipeline: ranks per pipeline (0 when none), the schedule, micro-batches, blocks per stage.
+  int pipeline_ranks = 0;
+  std::string pipeline_schedule, pipeline_split;
+  int64_t pipeline_microbatches = 0;
   // autotune.enabled: what the autotuner tried and chose, or why it did not run.
   std::optional<profile::AutotuneResult> autotune;
   bool autotune_resumed = false;  // the result came from the checkpoint resumed from
@@ -102,9 +110,15 @@ class TrainObserver {
 
 struct TrainOptions {
   std::string out_dir;
-  // Data parallel when set with more than one rank (not owned). Rank 0 writes the run
-  // directory; the other ranks write nothing.
+  // Data parallel, or a pipeline (parallel.pipeline.stages > 1), when set with more than one
+  // rank (not owned). Rank 0 writes the run directory; the other ranks write nothing.
   comm::Communicator* communicator = nullptr;
+  // Builds a communicator over some of those ranks (ascending; group rank i is ranks[i]); every
+  // member calls it with the same list and name. Needed for pipelines that also run data
+  // parallel (one group per pipeline and one per stage's replicas).
+  std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
+                                                    const std::string& name)>
+      make_group;
   bool resume = false;                // continue from out_dir/checkpoints (fresh if none)
   TrainObserver* observer = nullptr;  // not owned; may be null
   Topology topology;                  // what the process may run on

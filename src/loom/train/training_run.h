@@ -8,11 +8,12 @@
 
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "loom/models/loss.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/step_executor.h"
 #include "loom/profile/flops.h"
 #include "loom/profile/step_timer.h"
@@ -21,6 +22,7 @@
 #include "loom/train/evaluate.h"
 #include "loom/train/metrics_log.h"
 #include "loom/train/optimizer.h"
+#include "loom/train/pipeline_run.h"
 #include "loom/train/step_telemetry.h"
 #include "loom/train/train_data.h"
 #include "loom/train/trainer.h"
@@ -34,18 +36,24 @@ inline double seconds_since(Clock::time_point t) {
 }
 
 // The run observes its own steps (parallel::StepObserver): the executor reports phases, forward
-// passes and losses to it.
+// passes and losses to it. With a pipeline layout the run holds the model's every block but
+// keeps (and trains, checkpoints, evaluates) only its own stages'; without one, every rank holds
+// the whole model as a data-parallel replica.
 class TrainingRun : private parallel::StepObserver {
  public:
-  TrainingRun(const Config& config, const TrainOptions& options)
+  TrainingRun(const Config& config, const TrainOptions& options,
+              std::optional<PipelineLayout> pipeline = std::nullopt)
       : config_(config),
         options_(options),
         start_(Clock::now()),
+        pipeline_(std::move(pipeline)),
         cpu_seconds_at_start_(profile::process_cpu_seconds()) {
     if (options.communicator) {
       rank_ = options.communicator->rank();
       world_ = options.communicator->world();
     }
+    replicas_ = pipeline_ ? world_ / pipeline_->schedule.ranks : world_;
+    replica_ = pipeline_ ? rank_ / pipeline_->schedule.ranks : rank_;
     if (!leader()) config_.train.tensorboard = false;  // rank 0 writes the run's files
   }
 
@@ -57,6 +65,16 @@ class TrainingRun : private parallel::StepObserver {
   void train_epoch(int64_t epoch, int64_t first_step);
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
   void save_checkpoint();
+  // How the run is laid out over its ranks, for the checkpoint's manifest.
+  nlohmann::ordered_json layout_json() const;
+  // The step executor for the layout: accumulating (one process, data parallel) or pipeline.
+  void make_executor();
+  // Pipelines run as data-parallel replicas: the communicator of this rank's pipeline, and the
+  // one of its stage's replicas.
+  void join_pipeline_groups();
+  comm::Communicator& pipeline_comm() const {
+    return pipeline_group_ ? *pipeline_group_ : *options_.communicator;
+  }
   // The training loader's next batch at the current position.
   data::LoaderState loader_state() const;
   // What the advisor reads, for a run of `wall_seconds`.
@@ -79,6 +97,8 @@ class TrainingRun : private parallel::StepObserver {
   // The test split's loss and accuracy; in a data-parallel run each rank evaluates its part with
   // rank 0's model and the sums are combined.
   EvalResult evaluate_test();
+  // The same through the pipeline's stages, the result known to every rank.
+  EvalResult evaluate_pipeline();
   // The summary of the run, written to summary.json by rank 0.
   TrainSummary summarize();
   void start_autotune();
@@ -91,7 +111,12 @@ class TrainingRun : private parallel::StepObserver {
 
   TrainData data_;
   std::unique_ptr<models::Model> model_;
-  models::NamedTensors parameters_;
+  // What this rank trains and saves: the whole model's, or its pipeline stages'.
+  models::NamedTensors parameters_, buffers_;
+  std::optional<PipelineLayout> pipeline_;
+  std::vector<std::vector<models::Block>> stages_;  // pipeline: every stage's blocks
+  parallel::pipeline::PipelineExecutor* pipeline_executor_ = nullptr;   // executor_, when one
+  std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several replicas
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<data::Feeder> feeder_;
   std::unique_ptr<CheckpointStore> store_;
@@ -115,6 +140,8 @@ class TrainingRun : private parallel::StepObserver {
   double last_lr_ = 0.0;
   EvalResult last_eval_;
   int rank_ = 0, world_ = 1;
+  int replicas_ = 1;  // data-parallel copies of the model (world / pipeline ranks)
+  int replica_ = 0;   // which of them this rank belongs to
   std::unique_ptr<models::Loss> loss_;       // training: with label smoothing
   std::unique_ptr<models::Loss> eval_loss_;  // the test loss: plain cross-entropy
   std::unique_ptr<parallel::GradSync> grad_sync_;

@@ -68,6 +68,7 @@ double TrainingRun::mean_over_ranks(double value) {
 }
 
 EvalResult TrainingRun::evaluate_test() {
+  if (pipeline_) return evaluate_pipeline();
   grad_sync_->sync_buffers();
   EvalResult r = evaluate(*model_, *eval_loss_, *data_.test, *feeder_, info_.runtime.bf16());
   if (world_ == 1) return r;
@@ -75,11 +76,31 @@ EvalResult TrainingRun::evaluate_test() {
   at::Tensor sums = at::tensor({r.loss * samples, r.accuracy * samples, samples}, at::kDouble);
   auto& comm = *options_.communicator;
   comm.allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  const double* total = sums.data_ptr<double>();
-  r.samples = static_cast<int64_t>(std::llround(total[2]));
-  r.loss = total[2] > 0 ? total[0] / total[2] : 0.0;
-  r.accuracy = total[2] > 0 ? total[1] / total[2] : 0.0;
-  return r;
+  return EvalTally::from_sums(sums);
+}
+
+EvalResult TrainingRun::evaluate_pipeline() {
+  model_->train(false);
+  EvalTally tally;
+  pipeline_executor_->forward_only(
+      data_.test->steps_per_epoch(),
+      [&](int64_t b) {
+        data::Batch batch = data_.test->batch(0, b);
+        if (batch.labels.size(0) == 0) return parallel::MicroBatch{at::Tensor(), batch.labels};
+        return parallel::MicroBatch{feeder_->to_input(batch.images), batch.labels};
+      },
+      [&](const at::Tensor& logits, const at::Tensor& labels) {
+        tally.add(logits, labels, *eval_loss_);
+      });
+  model_->train(true);
+  // The last stage saw every logit of its pipeline's share; the pipelines add their shares.
+  at::Tensor sums = tally.sums();
+  auto& comm = pipeline_comm();
+  comm.broadcast(sums, pipeline_->schedule.stage_rank.back())->wait(comm.options().timeout);
+  if (replica_group_) {
+    replica_group_->allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  }
+  return EvalTally::from_sums(sums);
 }
 
 void TrainingRun::report_step(double loss) {
@@ -95,7 +116,7 @@ void TrainingRun::report_step(double loss) {
   r.epoch = position_.epoch;
   r.epochs = config_.train.epochs;
   r.loss = window_loss_ / static_cast<double>(window_steps_);
-  if (log_line && world_ > 1) r.loss = mean_over_ranks(r.loss);
+  if (log_line && replicas_ > 1) r.loss = mean_over_ranks(r.loss);
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
   r.elapsed_seconds = seconds_since(start_);
@@ -114,7 +135,7 @@ void TrainingRun::report_step(double loss) {
                                    {"elapsed_seconds", r.elapsed_seconds}};
   record.update(
       telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
-  if (world_ > 1) {
+  if (replicas_ > 1) {
     record["comm_overlap"] = window_comm_seconds_ > 0
                                  ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
                                  : 0.0;
@@ -139,6 +160,12 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   p.convolutional = model_->is_convolutional();
   p.batch_size = config_.data.batch_size;
   p.threads_tuned = autotune_ && autotune_->result() != nullptr;
+  if (pipeline_) {
+    p.pipeline_ranks = pipeline_->schedule.ranks;
+    p.pipeline_microbatches = pipeline_->schedule.microbatches;
+    p.better_microbatches = pipeline_->better_microbatches;
+    p.better_bubble = pipeline_->better_bubble;
+  }
   const double cpu = profile::process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};
@@ -187,9 +214,22 @@ TrainSummary TrainingRun::summarize() {
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
-  s.ranks = world_;
-  if (world_ > 1) {
-    s.comm_backend = options_.communicator->backend();
+  s.ranks = replicas_;
+  if (world_ > 1) s.comm_backend = options_.communicator->backend();
+  if (pipeline_) {
+    s.pipeline_ranks = pipeline_->schedule.ranks;
+    s.pipeline_schedule = pipeline_->schedule.name;
+    s.pipeline_microbatches = pipeline_->schedule.microbatches;
+    for (int blocks : pipeline_->split) {
+      s.pipeline_split += (s.pipeline_split.empty() ? "" : ",") + std::to_string(blocks);
+    }
+    // Each rank counted its own stages' forward FLOPs.
+    at::Tensor flops = at::tensor({s.forward_flops_per_sample}, at::kDouble);
+    auto& comm = pipeline_comm();
+    comm.allreduce(flops, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+    s.forward_flops_per_sample = flops.item<double>();
+  }
+  if (replicas_ > 1) {
     s.buckets = grad_sync_->last_stats().buckets;
     if (comm_steps_ > 0) {
       s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);

@@ -38,9 +38,9 @@ class StageCoster {
       if (stage > 0) bytes += blocks_[static_cast<size_t>(first - 1)].output_bytes;  // gradient
       p.transfer_seconds = bytes / options_.link_bytes_per_second;
     }
-    p.memory_bytes = state_[end] - state_[first] +
-                     options_.in_flight[static_cast<size_t>(stage)] *
-                         (activations_[end] - activations_[first]);
+    p.memory_bytes =
+        state_[end] - state_[first] +
+        options_.in_flight[static_cast<size_t>(stage)] * (activations_[end] - activations_[first]);
     return p;
   }
 
@@ -63,8 +63,9 @@ std::string megabytes(double bytes) {
 
 // The smallest achievable largest-stage memory over all partitions (for the error message).
 double least_peak_memory(const StageCoster& coster, int blocks, int stages) {
-  std::vector<std::vector<double>> best(static_cast<size_t>(stages + 1),
-                                        std::vector<double>(static_cast<size_t>(blocks + 1), kInfinity));
+  std::vector<std::vector<double>> best(
+      static_cast<size_t>(stages + 1),
+      std::vector<double>(static_cast<size_t>(blocks + 1), kInfinity));
   best[0][0] = 0;
   for (int k = 1; k <= stages; ++k) {
     for (int j = k; j <= blocks; ++j) {
@@ -100,6 +101,12 @@ std::string Partition::split() const {
   return out;
 }
 
+std::vector<int> Partition::split_counts() const {
+  std::vector<int> out;
+  for (const auto& s : stages) out.push_back(s.blocks);
+  return out;
+}
+
 Partition evaluate_split(const std::vector<BlockProfile>& blocks, const std::vector<int>& split,
                          const PartitionOptions& options) {
   const int stages = static_cast<int>(options.in_flight.size());
@@ -110,8 +117,10 @@ Partition evaluate_split(const std::vector<BlockProfile>& blocks, const std::vec
   int total = 0;
   for (int n : split) {
     if (n < 1) {
-      throw ConfigError("config key 'parallel.pipeline.split': every stage needs at least one "
-                        "block, got " + std::to_string(n));
+      throw ConfigError(
+          "config key 'parallel.pipeline.split': every stage needs at least one "
+          "block, got " +
+          std::to_string(n));
     }
     total += n;
   }

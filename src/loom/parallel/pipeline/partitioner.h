@@ -30,7 +30,7 @@ struct PartitionOptions {
   // Stage s holds in_flight[s] micro-batches of activations at its peak (from the schedule's
   // simulation: 1F1B min(P - s, M), GPipe M); its size is the number of stages.
   std::vector<int> in_flight;
-  double memory_cap_bytes = 0;      // per stage; 0: no cap
+  double memory_cap_bytes = 0;       // per stage; 0: no cap
   double link_bytes_per_second = 0;  // 0: transfers are free
 };
 
@@ -48,6 +48,7 @@ struct Partition {
   double peak_memory_bytes() const;
   // Blocks per stage, e.g. "4,6" (the form of parallel.pipeline.split).
   std::string split() const;
+  std::vector<int> split_counts() const;  // blocks per stage
 };
 
 // The stage costs of a given split (blocks per stage). Throws ConfigError naming
