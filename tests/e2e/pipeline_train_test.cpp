@@ -83,6 +83,8 @@ TEST(PipelineTrain, TwoStagesTrainLikeOneProcessAccumulatingTheMicroBatches) {
               1e-5 * one["test_loss"].get<double>());
   EXPECT_EQ(two["pipeline"]["ranks"], 2);
   EXPECT_EQ(two["pipeline"]["schedule"], "1f1b");
+  ASSERT_EQ(two["pipeline"]["peak_memory_mb"].size(), 2u);
+  for (const auto& mb : two["pipeline"]["peak_memory_mb"]) EXPECT_GT(mb.get<double>(), 0.0);
   EXPECT_TRUE(one["pipeline"].is_null());
   // Stage 1 waits while stage 0 computes the first micro-batches: that is the bubble, not
   // communication; one process has none.
@@ -212,6 +214,24 @@ TEST(PipelineTrain, AShapeMismatchBetweenStagesNamesBothShapes) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("to have 32 channels"), std::string::npos) << r.output;
+}
+
+// The last stage sees the loss, but every stage stops at that step, and the last good
+// checkpoint (gathered from both ranks) holds finite values.
+TEST(PipelineTrain, ANonFiniteLossStopsTheStepOnEveryRank) {
+  TempDir dir;
+  const auto r = run_loom(pipeline(2, tiny_synthetic_args()) +
+                          " --set model=mlp --set optimizer.lr=1e30 --set schedule.warmup_steps=0"
+                          " --set checkpoint.every_steps=1 --out " +
+                          dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("training: loss is"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Last good checkpoint: " + dir.path() + "/checkpoints/step-"),
+            std::string::npos)
+      << r.output;
+  const auto model = model_of(dir.path());
+  EXPECT_EQ(model.size(), 6u);  // three linear layers' weights and biases, from both stages
+  for (const auto& [name, t] : model) EXPECT_TRUE(t.isfinite().all().item<bool>()) << name;
 }
 
 TEST(PipelineTrain, WhatAPipelineCannotRunIsAConfigurationError) {

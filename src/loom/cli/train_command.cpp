@@ -1,6 +1,7 @@
 // `loom train [CONFIG.yaml ...] [--set key=value ...] [--out DIR] [--resume] [--trace]
 // [--autotune]`
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -152,10 +153,15 @@ int run_train(const TrainArgs& args) {
         100 * s.comm_overlap);
   }
   if (s.pipeline_ranks > 1) {
+    std::string peaks;
+    for (double bytes : s.pipeline_peak_bytes) {
+      peaks += (peaks.empty() ? "" : " / ") + std::to_string(std::lround(bytes / (1 << 20)));
+    }
     std::printf(
-        "pipeline: %d ranks over %s, %s schedule, %lld micro-batches, blocks per stage %s\n",
+        "pipeline: %d ranks over %s, %s schedule, %lld micro-batches, blocks per stage %s, peak "
+        "tensor memory per rank %s MB\n",
         s.pipeline_ranks, s.comm_backend.c_str(), s.pipeline_schedule.c_str(),
-        static_cast<long long>(s.pipeline_microbatches), s.pipeline_split.c_str());
+        static_cast<long long>(s.pipeline_microbatches), s.pipeline_split.c_str(), peaks.c_str());
   }
   print_autotune(s, options.out_dir);
   for (const auto& f : s.findings) {

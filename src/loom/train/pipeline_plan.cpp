@@ -137,6 +137,8 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
 
 ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology) {
   at::manual_seed(static_cast<uint64_t>(config.seed));
+  const CachingCpuAllocator* allocator = installed_caching_cpu_allocator();
+  const size_t before = allocator ? allocator->stats().bytes_in_use : 0;
   TrainData data = load_train_data(config, topology.usable_cores);
   ModelOnBatch out;
   out.model = models::make_model(config.model, data.input);
@@ -149,6 +151,13 @@ ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology
   const data::Batch batch = data.train->batch(0, 0);
   out.input = data::Feeder(data.stats, format).to_input(batch.images);
   out.labels = batch.labels;
+  if (allocator) {
+    double model_bytes = 0;
+    for (const auto& [name, t] : out.model->named_parameters()) model_bytes += t.nbytes();
+    for (const auto& [name, t] : out.model->named_buffers()) model_bytes += t.nbytes();
+    out.data_bytes = std::max(0.0, static_cast<double>(allocator->stats().bytes_in_use) -
+                                       static_cast<double>(before) - model_bytes);
+  }
   return out;
 }
 
@@ -217,6 +226,9 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
       pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages)).peak_in_flight;
   options.memory_cap_bytes = pc.memory_cap_mb * (1 << 20) / static_cast<double>(pc.chunks);
   options.link_bytes_per_second = plan.link_bytes_per_second;
+  // Every rank loads the data: charge it to every stage (chunks share one rank's copy).
+  plan.resident_bytes = setup.data_bytes;
+  options.resident_bytes = setup.data_bytes / static_cast<double>(pc.chunks);
   const std::vector<int> split = parse_split(pc.split);
   if (split.empty()) {
     plan.partition = pp::partition_blocks(plan.blocks, options);
@@ -268,6 +280,10 @@ std::string describe_plan(const PipelinePlan& p) {
            ms(cost.backward_input_seconds), ms(cost.backward_weight_seconds), ms(cost.send_seconds),
            mb(stage.memory_bytes), p.simulation.peak_in_flight[i],
            p.simulation.peak_in_flight[i] == 1 ? "" : "es");
+  }
+  if (p.resident_bytes > 0) {
+    append(out, "  (each rank's memory includes %.1f MB of data in memory)\n",
+           mb(p.resident_bytes));
   }
   append(out, "slowest stage %.2f ms; uniform split %.2f ms, parameter-balanced %.2f ms\n",
          ms(p.partition.slowest_seconds()), ms(p.uniform_slowest_seconds),

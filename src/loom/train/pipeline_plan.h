@@ -25,6 +25,7 @@ struct PipelinePlan {
   parallel::pipeline::Partition partition;
   bool manual_split = false;         // from parallel.pipeline.split
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
+  double resident_bytes = 0;         // every rank's data in memory, counted in each stage's memory
   std::vector<parallel::pipeline::StageCosts> stage_costs;
   parallel::pipeline::Simulation simulation;
   // The same profile split the usual ways, for comparison: slowest stage in seconds.
@@ -54,6 +55,7 @@ struct ModelOnBatch {
   std::unique_ptr<models::Model> model;
   RuntimeChoice runtime;
   at::Tensor input, labels;
+  double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
 };
 // Seeds LibTorch with config.seed first, so every process builds the same initial values.
 ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology);

@@ -23,6 +23,12 @@ nlohmann::ordered_json step_time_json(const TrainSummary& s) {
       {"share", shares}};
 }
 
+nlohmann::ordered_json peak_megabytes(const TrainSummary& s) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (double bytes : s.pipeline_peak_bytes) out.push_back(bytes / (1 << 20));
+  return out;
+}
+
 nlohmann::ordered_json findings_json(const TrainSummary& s) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& f : s.findings) {
@@ -110,7 +116,8 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
                                                 {"backend", s.comm_backend},
                                                 {"schedule", s.pipeline_schedule},
                                                 {"microbatches", s.pipeline_microbatches},
-                                                {"split", s.pipeline_split}}},
+                                                {"split", s.pipeline_split},
+                                                {"peak_memory_mb", peak_megabytes(s)}}},
       {"autotune", autotune_summary(s)},
       {"machine",
        {{"cpu", topology.cpu_model},

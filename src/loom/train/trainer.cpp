@@ -61,7 +61,8 @@ void TrainingRun::set_up() {
 
   steps_per_epoch_ = data_.train->steps_per_epoch() / config_.train.grad_accum;
   if (steps_per_epoch_ == 0) {
-    throw ConfigError("config key 'train.grad_accum': " + std::to_string(config_.train.grad_accum) +
+    const std::string key = pipeline_ ? "parallel.pipeline.microbatches" : "train.grad_accum";
+    throw ConfigError("config key '" + key + "': " + std::to_string(config_.train.grad_accum) +
                       " micro-batches per step exceed the " +
                       std::to_string(data_.train->steps_per_epoch()) + " batches of an epoch");
   }
@@ -354,6 +355,11 @@ TrainSummary TrainingRun::run() {
   resume_if_asked();
   // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
   make_executor();
+  // A pipeline's ranks report the memory their stages take while training, not rank 0's
+  // planning of the whole model.
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator(); a && pipeline_) {
+    a->reset_peak();
+  }
   if (config_.autotune.enabled) start_autotune();
   if (options_.observer) options_.observer->on_start(info_);
   while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {

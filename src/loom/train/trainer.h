@@ -83,6 +83,9 @@ struct TrainSummary {
   int pipeline_ranks = 0;
   std::string pipeline_schedule, pipeline_split;
   int64_t pipeline_microbatches = 0;
+  // Each pipeline rank's peak of tensor memory in use while training (caching allocator; the
+  // first pipeline's ranks), in bytes.
+  std::vector<double> pipeline_peak_bytes;
   // autotune.enabled: what the autotuner tried and chose, or why it did not run.
   std::optional<profile::AutotuneResult> autotune;
   bool autotune_resumed = false;  // the result came from the checkpoint resumed from

@@ -64,13 +64,19 @@ class BlockMeasurer {
       const at::Tensor grad = last ? at::ones_like(y) : at::randn_like(y);
       std::vector<at::Tensor> everything = weights_;
       if (needs_input_grad) everything.push_back(x);
+      const size_t before_backward = allocator_ ? allocator_->stats().bytes_in_use : 0;
+      if (allocator_ && run == 1) allocator_->reset_peak();
       const double b = everything.empty() ? 0.0 : seconds_of([&] {
         torch::autograd::grad({y}, everything, {grad}, /*retain_graph=*/true);
       });
-      const double i = needs_input_grad ? seconds_of([&] {
-        torch::autograd::grad({y}, {x}, {grad}, /*retain_graph=*/false);
-      })
-                                        : 0.0;
+      if (allocator_ && run == 1) {
+        p.backward_peak_bytes = static_cast<double>(allocator_->stats().peak_bytes_in_use) -
+                                static_cast<double>(before_backward);
+      }
+      const double i =
+          needs_input_grad
+              ? seconds_of([&] { torch::autograd::grad({y}, {x}, {grad}, /*retain_graph=*/false); })
+              : 0.0;
       if (run == 0) continue;
       forward_times.push_back(f);
       full_times.push_back(b);

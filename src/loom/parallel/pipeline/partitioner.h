@@ -19,7 +19,10 @@ struct BlockProfile {
   double activation_bytes = 0;  // kept from forward for backward
   double output_bytes = 0;      // its output: what crosses a stage boundary after it
   double state_bytes = 0;       // parameters, gradients and optimizer state
-  double parameters = 0;        // element count, for the parameter-balanced baseline
+  // What its backward needs for a moment beyond what it keeps (gradients before they are added,
+  // kernel workspaces): a stage peaks at the largest of its blocks'.
+  double backward_peak_bytes = 0;
+  double parameters = 0;  // element count, for the parameter-balanced baseline
 
   double compute_seconds() const {
     return forward_seconds + backward_input_seconds + backward_weight_seconds;
@@ -31,6 +34,7 @@ struct PartitionOptions {
   // simulation: 1F1B min(P - s, M), GPipe M); its size is the number of stages.
   std::vector<int> in_flight;
   double memory_cap_bytes = 0;       // per stage; 0: no cap
+  double resident_bytes = 0;         // held by every rank whatever its stages (e.g. its data)
   double link_bytes_per_second = 0;  // 0: transfers are free
 };
 
