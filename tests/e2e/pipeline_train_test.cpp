@@ -28,6 +28,17 @@ std::string pipeline(int ranks, const std::string& args) {
          " train " + args + " --set parallel.pipeline.stages=" + std::to_string(ranks);
 }
 
+// One process reading micro-batches of `micro` samples and accumulating `m` of them per step;
+// and a pipeline of M = `m` micro-batches of the same size (one pipeline's step batch).
+std::string accumulating(int micro, int m) {
+  return " --set data.batch_size=" + std::to_string(micro) +
+         " --set train.grad_accum=" + std::to_string(m);
+}
+std::string micro_batches(int micro, int m) {
+  return " --set data.batch_size=" + std::to_string(micro * m) +
+         " --set parallel.pipeline.microbatches=" + std::to_string(m);
+}
+
 nlohmann::json json_of(const std::string& path) { return nlohmann::json::parse(read_text(path)); }
 
 std::string latest_checkpoint(const std::string& run) {
@@ -66,12 +77,9 @@ TEST(PipelineTrain, TwoStagesTrainLikeOneProcessAccumulatingTheMicroBatches) {
   TempDir dir;
   // A tight clip, so that the norm over both stages decides every step.
   const std::string args = exact_args() + " --set model=mlp --set train.grad_clip=0.05";
-  const auto single =
-      run_loom("train " + args + " --set data.batch_size=4 --set train.grad_accum=4" + " --out " +
-               (dir / "one"));
+  const auto single = run_loom("train " + args + accumulating(4, 4) + " --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  const auto piped = run_loom(pipeline(2, args) + " --set data.batch_size=16" +
-                              " --set parallel.pipeline.microbatches=4 --out " + (dir / "two"));
+  const auto piped = run_loom(pipeline(2, args) + micro_batches(4, 4) + " --out " + (dir / "two"));
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
 
   const auto one = json_of(dir / "one/summary.json"), two = json_of(dir / "two/summary.json");
@@ -107,12 +115,10 @@ TEST(PipelineTrain, TwoStagesTrainLikeOneProcessAccumulatingTheMicroBatches) {
 TEST(PipelineTrain, InterleavedStagesOfACnnTrainLikeOneProcess) {
   TempDir dir;
   const std::string args = exact_args() + " --set model=cnn --set model.depth=4";
-  const auto single =
-      run_loom("train " + args + " --set data.batch_size=4 --set train.grad_accum=4" + " --out " +
-               (dir / "one"));
+  const auto single = run_loom("train " + args + accumulating(4, 4) + " --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto piped = run_loom(
-      pipeline(2, args) + " --set data.batch_size=16 --set parallel.pipeline.microbatches=4" +
+      pipeline(2, args) + micro_batches(4, 4) +
       " --set parallel.pipeline.schedule=interleaved --set parallel.pipeline.chunks=2 --out " +
       (dir / "two"));
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
@@ -146,9 +152,8 @@ TEST(PipelineTrain, CheckpointsMoveBetweenPipelinesAndOneProcess) {
   TempDir dir;
   // A constant learning rate: train.max_steps then only says where each part stops.
   const std::string args = exact_args() + " --set model=cnn --set schedule.name=constant";
-  const std::string one_process =
-      "train " + args + " --set data.batch_size=4 --set train.grad_accum=4";
-  const std::string piped = " --set data.batch_size=16 --set parallel.pipeline.microbatches=4";
+  const std::string one_process = "train " + args + accumulating(4, 4);
+  const std::string piped = micro_batches(4, 4);
   const auto reference = run_loom(one_process + " --set train.max_steps=24 --out " + (dir / "one"));
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
@@ -176,9 +181,7 @@ TEST(PipelineTrain, CheckpointsMoveBetweenPipelinesAndOneProcess) {
 TEST(PipelineTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
   TempDir dir;
   const std::string args = exact_args() + " --set model=mlp --set train.grad_clip=0.05";
-  const auto single =
-      run_loom("train " + args + " --set data.batch_size=8 --set train.grad_accum=4" + " --out " +
-               (dir / "one"));
+  const auto single = run_loom("train " + args + accumulating(8, 4) + " --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto both =
       run_loom("launch --nproc-per-node 4 -- " + std::string(LOOM_BINARY) + " train " + args +
