@@ -183,23 +183,30 @@ TEST(PipelineTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
   const std::string args = exact_args() + " --set model=mlp --set train.grad_clip=0.05";
   const auto single = run_loom("train " + args + accumulating(8, 4) + " --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  const auto both =
-      run_loom("launch --nproc-per-node 4 -- " + std::string(LOOM_BINARY) + " train " + args +
-               " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=4"
-               " --set data.global_batch=32 --set checkpoint.every_steps=0 --out " +
-               (dir / "four"));
-  ASSERT_EQ(both.exit_code, 0) << both.output;
-  const auto one = json_of(dir / "one/summary.json"), four = json_of(dir / "four/summary.json");
-  EXPECT_EQ(four["steps"], one["steps"]);
-  EXPECT_EQ(four["samples"], one["samples"]);
-  EXPECT_EQ(four["data_parallel"]["ranks"], 2);
-  EXPECT_EQ(four["pipeline"]["ranks"], 2);
-  EXPECT_NEAR(four["final_train_loss"].get<double>(), one["final_train_loss"].get<double>(),
-              1e-5 * one["final_train_loss"].get<double>());
-  EXPECT_NEAR(four["test_loss"].get<double>(), one["test_loss"].get<double>(),
-              1e-5 * one["test_loss"].get<double>());
-  expect_same_model(dir / "four", dir / "one", 1e-5);
-  EXPECT_EQ(count_of(both.output, "summary:"), 1) << both.output;
+  const auto one = json_of(dir / "one/summary.json");
+  // 1F1B exchanges a stage's gradients from its last B; ZB-H1 from its last W.
+  for (const std::string schedule : {"1f1b", "zb_h1"}) {
+    SCOPED_TRACE(schedule);
+    const std::string out = dir / ("four-" + schedule);
+    const auto both =
+        run_loom("launch --nproc-per-node 4 -- " + std::string(LOOM_BINARY) + " train " + args +
+                 " --set parallel.pipeline.stages=2 --set parallel.pipeline.schedule=" + schedule +
+                 " --set parallel.pipeline.microbatches=4 --set data.global_batch=32"
+                 " --set checkpoint.every_steps=0 --out " +
+                 out);
+    ASSERT_EQ(both.exit_code, 0) << both.output;
+    const auto four = json_of(out + "/summary.json");
+    EXPECT_EQ(four["steps"], one["steps"]);
+    EXPECT_EQ(four["samples"], one["samples"]);
+    EXPECT_EQ(four["data_parallel"]["ranks"], 2);
+    EXPECT_EQ(four["pipeline"]["ranks"], 2);
+    EXPECT_NEAR(four["final_train_loss"].get<double>(), one["final_train_loss"].get<double>(),
+                1e-5 * one["final_train_loss"].get<double>());
+    EXPECT_NEAR(four["test_loss"].get<double>(), one["test_loss"].get<double>(),
+                1e-5 * one["test_loss"].get<double>());
+    expect_same_model(out, dir / "one", 1e-5);
+    EXPECT_EQ(count_of(both.output, "summary:"), 1) << both.output;
+  }
 }
 
 // Ranks that disagree about the model (here rank 1 builds a wider CNN than rank 0): the stage

@@ -47,6 +47,17 @@ PipelineExecutor::PipelineExecutor(Schedule schedule,
     throw Error("pipeline: " + std::to_string(stage_blocks_.size()) + " stages of blocks for a " +
                 std::to_string(schedule_.stages) + "-stage schedule");
   }
+  // Where each of this rank's stages computes its weight gradients for the last time.
+  const std::vector<Action>& actions = schedule_.actions[static_cast<size_t>(rank_)];
+  final_gradient_.assign(actions.size(), false);
+  std::map<int, size_t> last;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const ActionKind kind = actions[i].kind;
+    if (kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight) {
+      last[actions[i].stage] = i;
+    }
+  }
+  for (const auto& [stage, i] : last) final_gradient_[i] = true;
   stage_weights_.resize(stage_blocks_.size());
   for (int s = 0; s < schedule_.stages; ++s) {
     if (rank_of(s) != rank_) continue;
@@ -71,9 +82,20 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
   observer_.enter(Phase::kOptimizer);
   sync_.zero_grad();
   StepOutcome outcome;
-  // Every backward only accumulates; the step's sums are exchanged once at the end.
-  std::optional<GradSync::NoSync> accumulate_only(std::in_place, sync_);
-  for (const Action& a : schedule_.actions[static_cast<size_t>(rank_)]) {
+  const std::vector<Action>& actions = schedule_.actions[static_cast<size_t>(rank_)];
+  bool prepared = false;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    // Backward passes only accumulate, except each stage's last: its gradients are final, and
+    // data-parallel replicas exchange them while the rest of the schedule runs.
+    std::optional<GradSync::NoSync> accumulate_only;
+    if (!final_gradient_[i]) {
+      accumulate_only.emplace(sync_);
+    } else if (!prepared) {
+      observer_.enter(Phase::kCommExposed);
+      sync_.prepare();
+      prepared = true;
+    }
     switch (a.kind) {
       case ActionKind::kForward:
         forward(a, micro_batch, outcome);
@@ -114,9 +136,8 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
   share_outcome(outcome);
   // Every rank, not only the last stage, so that all of them stop at the same step.
   observer_.loss_computed(outcome.loss_sum / static_cast<double>(schedule_.microbatches));
-  accumulate_only.reset();
   observer_.enter(Phase::kCommExposed);
-  sync_.prepare();  // a synchronised pass with no backward: exchanges what was accumulated
+  if (!prepared) sync_.prepare();  // no stage of this rank computed weight gradients
   sync_.finish();
   observer_.enter(Phase::kOther);
   return outcome;

@@ -15,9 +15,10 @@
 // guarantees.
 //
 // `comm` connects this pipeline's ranks (pipeline rank = its rank). `sync` sees every backward
-// under no_sync and then one synchronised pass without a backward, so data-parallel replicas of
-// the pipeline exchange each stage's summed gradients once per step (not overlapped with the
-// backward passes yet).
+// under no_sync except each stage's last one (its final B or W), which runs synchronised after
+// one prepare(): data-parallel replicas of the pipeline exchange a stage's summed gradients as
+// that backward produces them, overlapped with the rest of the schedule; finish() at the end of
+// the step waits for them.
 //
 // Threading: one thread (the trainer's); the communicator moves the bytes in the background.
 #pragma once
@@ -96,6 +97,7 @@ class PipelineExecutor : public StepExecutor {
   Schedule schedule_;
   std::vector<std::vector<models::Block>> stage_blocks_;
   std::vector<std::vector<at::Tensor>> stage_weights_;  // per stage: parameters that train
+  std::vector<bool> final_gradient_;  // per action of this rank: its stage's last weight gradients
   const models::Loss& loss_;
   GradSync& sync_;
   comm::Communicator& comm_;
