@@ -33,13 +33,14 @@ struct TrainPosition {
 
 struct CheckpointData {
   TrainPosition position;
-  std::optional<data::LoaderState> loader;    // absent in checkpoints from before it was saved
-  models::NamedTensors model;                 // parameters and buffers
-  models::NamedTensors optimizer;             // see export_optimizer_state
-  std::string optimizer_kind;                 // sgd | adam | adamw
-  at::Tensor rng_state;                       // CPU generator state (of rank 0)
-  std::map<int, at::Tensor> rank_rng_states;  // a pipeline's ranks' own generators, by rank
-  std::string layout_json;                    // how the writing run was laid out; "" if unknown
+  std::optional<data::LoaderState> loader;  // absent in checkpoints from before it was saved
+  models::NamedTensors model;               // parameters and buffers
+  models::NamedTensors optimizer;           // see export_optimizer_state
+  std::string optimizer_kind;               // sgd | adam | adamw
+  at::Tensor rng_state;                     // CPU generator state (of rank 0)
+  std::map<int, at::Tensor>
+      rank_rng_states;      // a pipeline's ranks' own generators, by pipeline rank
+  std::string layout_json;  // how the writing run was laid out; "" if unknown
   std::string config_json;
   std::string autotune_json;  // a finished autotune result (autotune_json), "" when none
 };

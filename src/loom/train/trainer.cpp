@@ -110,7 +110,9 @@ void TrainingRun::resume_if_asked() {
                                   << ", as " << layout_json().dump();
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
-  const auto own_rng = ckpt.rank_rng_states.find(rank_);  // a pipeline rank's own generator
+  // A pipeline rank's own generator (the same for that stage in every replica).
+  const auto own_rng =
+      pipeline_ ? ckpt.rank_rng_states.find(pipeline_comm().rank()) : ckpt.rank_rng_states.end();
   generator.set_state(own_rng != ckpt.rank_rng_states.end() ? own_rng->second : ckpt.rng_state);
   position_ = ckpt.position;
   if (ckpt.loader) {
@@ -220,7 +222,7 @@ void TrainingRun::save_checkpoint() {
     ckpt.model = gather_on_rank0(comm, ckpt.model);
     ckpt.optimizer = gather_on_rank0(comm, ckpt.optimizer);
     const models::NamedTensors rng =
-        gather_on_rank0(comm, {{std::to_string(rank_), ckpt.rng_state}});
+        gather_on_rank0(comm, {{std::to_string(comm.rank()), ckpt.rng_state}});
     if (!leader()) {
       last_saved_step_ = position_.step;
       return;
@@ -331,7 +333,7 @@ void TrainingRun::join_pipeline_groups() {
 void TrainingRun::make_executor() {
   parallel::StepObserver& observer = *this;
   if (pipeline_) {
-    // The stage's gradients are summed over the pipelines (replicas) after each step.
+    // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
     grad_sync_ = make_grad_sync(parameters_, buffers_, replica_group_.get(), config_.parallel);
     parallel::pipeline::PipelineExecutorOptions options;
     options.bf16 = info_.runtime.bf16();
