@@ -39,10 +39,9 @@ std::unique_ptr<Communicator> make_group_communicator(const std::string& backend
                                                       const std::vector<int>& ranks,
                                                       const std::string& name,
                                                       CommOptions options) {
+  const std::vector<int>& host_of = rendezvous->host_of_rank();
   bool one_host = true;
-  for (int r : ranks)
-    one_host =
-        one_host && rendezvous->host_of_rank()[r] == rendezvous->host_of_rank()[ranks.front()];
+  for (int r : ranks) one_host = one_host && host_of[r] == host_of[ranks.front()];
   if (backend != "gloo" && backend != "auto" && backend != "shm") {
     throw ConfigError("comm.backend: unknown backend '" + backend + "' (auto, shm or gloo)");
   }

@@ -24,12 +24,9 @@ Config config_for_pipeline(Config config, int world) {
   }
   if (world % pc.stages != 0) {
     throw ConfigError("config key 'parallel.pipeline.stages': " + stages +
-                      " stages do not "
-                      "divide the " +
-                      std::to_string(world) + " ranks; launch a multiple of " + stages +
-                      " (each group of " + stages +
-                      " consecutive ranks runs one "
-                      "pipeline, and the pipelines run data parallel)");
+                      " stages do not divide the " + std::to_string(world) +
+                      " ranks; launch a multiple of " + stages + " (each group of " + stages +
+                      " consecutive ranks runs one pipeline, and the pipelines run data parallel)");
   }
   const int replicas = world / static_cast<int>(pc.stages);
   if (config.train.grad_accum != 1) {
