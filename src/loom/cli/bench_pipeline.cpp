@@ -115,12 +115,7 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  // Each rank's peak bytes in use, for rank 0.
-  at::Tensor peaks = at::zeros({world.world}, at::kDouble);
-  if (const auto* a = installed_caching_cpu_allocator()) {
-    peaks[world.rank] = static_cast<double>(a->stats().peak_bytes_in_use);
-  }
-  if (comm) comm->allreduce(peaks, comm::ReduceOp::kSum)->wait(comm->options().timeout);
+  const std::vector<double> peaks = train::peak_bytes_by_rank(comm.get());
   if (!leader) return 0;
 
   const double measured = upper_median(seconds);
@@ -154,7 +149,7 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   }
   out["peak_memory_mb"] = nlohmann::json::array();
   for (int r = 0; r < world.world; ++r) {
-    const double mb = peaks[r].item<double>() / (1 << 20);
+    const double mb = peaks[static_cast<size_t>(r)] / (1 << 20);
     out["peak_memory_mb"].push_back(mb);
     std::printf("rank %d: peak tensor memory during the steps %.1f MB\n", r, mb);
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "loom/comm/tensor_message.h"
+#include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/train/data_parallel_run.h"
 #include "loom/train/pipeline_plan.h"
@@ -107,10 +108,13 @@ StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stag
 
 void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
                            comm::Communicator& comm) {
-  // Squares summed in double: the sum over ranks is then the same whichever rank adds first.
+  // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
+  // summed in double, so the sum over ranks is the same whichever rank adds first.
   double squares = 0;
   for (const auto& [name, p] : parameters) {
-    if (p.grad().defined()) squares += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    if (!p.grad().defined()) continue;
+    const double norm = p.grad().norm().item<double>();
+    squares += norm * norm;
   }
   at::Tensor total = at::tensor({squares}, at::kDouble);
   comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
@@ -121,6 +125,16 @@ void clip_grad_norm_across(const models::NamedTensors& parameters, double max_no
   for (const auto& [name, p] : parameters) {
     if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
   }
+}
+
+std::vector<double> peak_bytes_by_rank(comm::Communicator* comm) {
+  const int world = comm ? comm->world() : 1;
+  at::Tensor peaks = at::zeros({world}, at::kDouble);
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    peaks[comm ? comm->rank() : 0] = static_cast<double>(a->stats().peak_bytes_in_use);
+  }
+  if (comm) comm->allreduce(peaks, comm::ReduceOp::kSum)->wait(comm->options().timeout);
+  return std::vector<double>(peaks.data_ptr<double>(), peaks.data_ptr<double>() + world);
 }
 
 models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine) {

@@ -62,6 +62,10 @@ StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stag
 void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
                            comm::Communicator& comm);
 
+// Every rank's peak of tensor memory in use (caching allocator; 0 without it), in rank order, on
+// every rank of `comm` (null: this process alone).
+std::vector<double> peak_bytes_by_rank(comm::Communicator* comm);
+
 // Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
 // send theirs and get nothing back.
 models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine);

@@ -228,12 +228,7 @@ TrainSummary TrainingRun::summarize() {
     auto& comm = pipeline_comm();
     comm.allreduce(flops, comm::ReduceOp::kSum)->wait(comm.options().timeout);
     s.forward_flops_per_sample = flops.item<double>();
-    at::Tensor peaks = at::zeros({comm.world()}, at::kDouble);
-    if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
-      peaks[comm.rank()] = static_cast<double>(a->stats().peak_bytes_in_use);
-    }
-    comm.allreduce(peaks, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-    for (int r = 0; r < comm.world(); ++r) s.pipeline_peak_bytes.push_back(peaks[r].item<double>());
+    s.pipeline_peak_bytes = peak_bytes_by_rank(&comm);
   }
   if (replicas_ > 1) {
     s.buckets = grad_sync_->last_stats().buckets;

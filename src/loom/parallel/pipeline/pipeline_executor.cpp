@@ -161,19 +161,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
   const int64_t samples = s.labels.size(0);
   observer_.enter(Phase::kForward);
   observer_.forward_begins();
-  at::Tensor y = s.input;
-  {
-    AutocastScope autocast(options_.bf16);
-    try {
-      for (const models::Block& block : stage_blocks_[static_cast<size_t>(a.stage)]) {
-        y = block.forward(y);
-      }
-    } catch (const c10::Error& e) {
-      fail(a, "forward on an input of shape " + c10::str(s.input.sizes()) +
-                  (a.stage > 0 ? " from stage " + std::to_string(a.stage - 1) : std::string()) +
-                  " failed: " + e.what_without_backtrace());
-    }
-  }
+  const at::Tensor y = run_stage(a, s.input);
   observer_.forward_ends(samples);
   if (is_last(a.stage)) {
     at::Tensor loss = loss_(y, s.labels);
@@ -185,6 +173,21 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     hand_over(a, y);
   }
   observer_.enter(Phase::kOther);
+}
+
+at::Tensor PipelineExecutor::run_stage(const Action& a, const at::Tensor& input) {
+  AutocastScope autocast(options_.bf16);
+  at::Tensor y = input;
+  try {
+    for (const models::Block& block : stage_blocks_[static_cast<size_t>(a.stage)]) {
+      y = block.forward(y);
+    }
+  } catch (const c10::Error& e) {
+    fail(a, "forward on an input of shape " + c10::str(input.sizes()) +
+                (a.stage > 0 ? " from stage " + std::to_string(a.stage - 1) : std::string()) +
+                " failed: " + e.what_without_backtrace());
+  }
+  return y;
 }
 
 void PipelineExecutor::hand_over(const Action& a, const at::Tensor& output) {
@@ -294,17 +297,13 @@ void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& bat
         s.input = receive(a, stage - 1);
         s.labels = receive(a, stage - 1);
       }
-      at::Tensor y = is_empty(s) ? at::empty({0}) : s.input;
-      if (!is_empty(s)) {
-        AutocastScope autocast(options_.bf16);
-        for (const models::Block& block : stage_blocks_[static_cast<size_t>(stage)]) {
-          y = block.forward(y);
-        }
-      }
+      const at::Tensor y = is_empty(s) ? at::empty({0}) : run_stage(a, s.input);
       if (is_last(stage)) {
         if (!is_empty(s)) output(y, s.labels);
       } else if (rank_of(stage + 1) == rank_) {
-        slots_[{stage + 1, 0}] = Slot{s.labels, y};
+        Slot& next = slots_[{stage + 1, 0}];
+        next.labels = s.labels;
+        next.input = y;
       } else {
         send(y, a, stage + 1);
         send(s.labels, a, stage + 1);

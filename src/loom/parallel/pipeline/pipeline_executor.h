@@ -78,6 +78,9 @@ class PipelineExecutor : public StepExecutor {
   };
 
   void forward(const Action& a, const MicroBatchSource& micro_batch, StepOutcome& outcome);
+  // The stage's blocks on `input` (under autocast when asked); a failure names the input's
+  // shape and the stage it came from.
+  at::Tensor run_stage(const Action& a, const at::Tensor& input);
   void backward(const Action& a, bool input_only);
   void backward_weights(const Action& a);
   // The gradient backward starts from: none for the loss, the received one otherwise.
