@@ -3,8 +3,6 @@
 // and the failure cases (mismatched calls, a dead rank, a stalled rank) must end in errors that
 // name the rank, never in a hang. No test may leave a segment in /dev/shm.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,18 +21,6 @@ std::set<std::string> loom_segments() {
     if (name.rfind("loom-", 0) == 0) names.insert(name);
   }
   return names;
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 std::string worker(const std::string& args) { return std::string(COMM_WORKER) + " " + args; }

@@ -1,14 +1,20 @@
 #include "tools/test_support.h"
 
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace loom::test {
 
@@ -47,6 +53,60 @@ CommandResult run_command(const std::string& command) {
 
 CommandResult run_loom(const std::string& args, const std::string& env) {
   return run_command(env + (env.empty() ? "" : " ") + LOOM_BINARY + " " + args);
+}
+
+BackgroundProcess::BackgroundProcess(const std::string& command, const std::string& log) {
+  const std::string line = "exec " + command + " > '" + log + "' 2>&1";
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed for: " + command);
+  if (pid_ == 0) {
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (reaped_) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status_, 0);
+}
+
+void BackgroundProcess::signal(int sig) {
+  if (!reaped_) ::kill(pid_, sig);
+}
+
+int BackgroundProcess::wait() {
+  if (!reaped_) {
+    ::waitpid(pid_, &status_, 0);
+    reaped_ = true;
+  }
+  return WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+bool wait_for_text(const std::string& path, const std::string& part, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const std::string text = read_text(path);
+    if (!text.empty() && text.find(part) != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool wait_for_file(const std::string& path, double seconds) {
+  return wait_for_text(path, "", seconds);
 }
 
 std::string read_text(const std::string& path) {

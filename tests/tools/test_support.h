@@ -32,6 +32,33 @@ CommandResult run_command(const std::string& command);
 // environment assignments ("A=1 B=2").
 CommandResult run_loom(const std::string& args, const std::string& env = "");
 
+// A command running in the background (`sh -c "exec COMMAND"`), its output going to `log`.
+// The destructor kills it (SIGKILL) if it still runs.
+class BackgroundProcess {
+ public:
+  BackgroundProcess(const std::string& command, const std::string& log);
+  ~BackgroundProcess();
+  BackgroundProcess(const BackgroundProcess&) = delete;
+  BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+  int pid() const { return pid_; }
+  void signal(int sig);
+  // Waits for it to end: its exit code, or -(signal) when a signal killed it.
+  int wait();
+
+ private:
+  int pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+// A loopback TCP port nothing listens on now (the kernel's pick for a socket closed at once).
+int free_port();
+
+// Waits until `path` exists and is not empty; false after `seconds`.
+bool wait_for_file(const std::string& path, double seconds);
+// Waits until `path` holds `part`; false after `seconds`.
+bool wait_for_text(const std::string& path, const std::string& part, double seconds);
+
 std::string read_text(const std::string& path);
 // How many times `part` occurs in `text` (overlapping ones included).
 int count_of(const std::string& text, const std::string& part);

@@ -25,6 +25,7 @@ Command add_train_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
+Command add_data_worker_command(CLI::App& app);
 Command add_launch_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);

@@ -7,8 +7,8 @@
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
+#include "loom/data/configured_loaders.h"
 #include "loom/data/dataset_report.h"
-#include "loom/train/train_data.h"
 
 namespace loom::cli {
 namespace {
@@ -50,7 +50,7 @@ void print_report(const char* split, const std::string& path, const data::Datase
 
 int run_inspect(const InspectArgs& a) {
   const Config config = load_config(a.config_paths, a.overrides);
-  const train::DataSets sets = train::open_data_sets(config);
+  const data::DataSets sets = data::open_data_sets(config);
   const int threads = detect_topology().usable_cores;
   const auto train_report =
       data::inspect_dataset(*sets.train, threads, a.decode, config.data.max_pixels);

@@ -31,11 +31,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::help);
   const loom::cli::Command commands[] = {
-      loom::cli::add_train_command(app),  loom::cli::add_config_command(app),
-      loom::cli::add_data_command(app),   loom::cli::add_launch_command(app),
-      loom::cli::add_bench_command(app),  loom::cli::add_plan_command(app),
-      loom::cli::add_report_command(app), loom::cli::add_pipeline_command(app),
-      loom::cli::add_version_command(app)};
+      loom::cli::add_train_command(app),       loom::cli::add_config_command(app),
+      loom::cli::add_data_command(app),        loom::cli::add_launch_command(app),
+      loom::cli::add_bench_command(app),       loom::cli::add_plan_command(app),
+      loom::cli::add_report_command(app),      loom::cli::add_pipeline_command(app),
+      loom::cli::add_data_worker_command(app), loom::cli::add_version_command(app)};
 
   try {
     app.parse(argc, argv);

@@ -38,6 +38,9 @@ class KeyLister : public ConfigVisitor {
     keys.push_back(k);
   }
   void count_or_auto(const char* k, int64_t&, const char*) override { keys.push_back(k); }
+  void text_list(const char* k, std::vector<std::string>&, const char*) override {
+    keys.push_back(k);
+  }
   void transforms(const char* k, std::vector<TransformConfig>&, const char*) override {
     keys.push_back(k);
   }
@@ -143,6 +146,30 @@ class Reader : public ConfigVisitor {
     value = as_integer(key, *v, "an integer >= 1 or 'auto'");
     if (value < 1)
       fail(key, *v, "expected an integer >= 1 or 'auto', got " + describe_node(v->node));
+  }
+  void text_list(const char* key, std::vector<std::string>& value, const char*) override {
+    const FlatValue* v = find(key);
+    if (!v) return;
+    value.clear();
+    if (v->node.IsSequence()) {
+      for (const auto& item : v->node) {
+        if (!item.IsScalar())
+          fail(key, *v, "expected a list of strings, got a nested " + describe_node(item));
+        value.push_back(item.Scalar());
+      }
+    } else if (v->node.IsScalar()) {  // "a,b,c", as --set gives it
+      std::string item;
+      for (char ch : v->node.Scalar() + ",") {
+        if (ch != ',') {
+          item += ch;
+        } else if (!item.empty()) {
+          value.push_back(item);
+          item.clear();
+        }
+      }
+    } else if (!v->node.IsNull()) {
+      fail(key, *v, "expected a list of strings, got " + describe_node(v->node));
+    }
   }
   void transforms(const char* key, std::vector<TransformConfig>& value, const char*) override {
     const FlatValue* v = find(key);
@@ -277,6 +304,11 @@ class Writer : public ConfigVisitor {
     }
   }
   // Each entry as `name: {param: value}`, one-number lists written as plain numbers.
+  void text_list(const char* k, std::vector<std::string>& list, const char*) override {
+    YAML::Node yaml_list(YAML::NodeType::Sequence);
+    for (const auto& item : list) yaml_list.push_back(item);
+    put(k, yaml_list, nlohmann::json(list));
+  }
   void transforms(const char* k, std::vector<TransformConfig>& list, const char*) override {
     YAML::Node yaml_list(YAML::NodeType::Sequence);
     nlohmann::json json_list = nlohmann::json::array();
@@ -336,6 +368,13 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
     throw ConfigError(
         "config key 'model.torchscript': a path is required when model.name is "
         "torchscript");
+  }
+  for (const auto& worker : c.data.remote.workers) {
+    const auto colon = worker.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == worker.size() ||
+        worker.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+      throw ConfigError("config key 'data.remote.workers': '" + worker + "' is not host:port");
+    }
   }
   if (c.train.label_smoothing >= 1.0) {
     throw ConfigError("config key 'train.label_smoothing': must be < 1, got " +
@@ -460,6 +499,11 @@ std::vector<ConfigKeyDoc> describe_config() {
     }
     void count_or_auto(const char* k, int64_t& v, const char* h) override {
       rows.push_back({k, "integer >= 1 \\| auto", v == 0 ? "auto" : std::to_string(v), h});
+    }
+    void text_list(const char* k, std::vector<std::string>& v, const char* h) override {
+      std::string shown;
+      for (const auto& item : v) shown += (shown.empty() ? "" : ", ") + item;
+      rows.push_back({k, "list of strings", "[" + shown + "]", h});
     }
     void transforms(const char* k, std::vector<TransformConfig>& v, const char* h) override {
       rows.push_back({k, "list of transforms", v.empty() ? "[]" : "(set)", h});

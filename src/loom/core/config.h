@@ -21,6 +21,18 @@ struct ModelConfig {
   int64_t patch_size = 16;  // vit_tiny
 };
 
+// Remote data workers (`loom data-worker`) that build training batches for this trainer.
+struct RemoteDataConfig {
+  std::vector<std::string> workers;  // host:port of each; empty = local loading only
+  std::string token_file;            // the workers' shared secret ("" = they need none)
+  std::string tls_ca;                // PEM certificate to trust for TLS ("" = plaintext)
+  int64_t local_threads = -1;        // local loader threads besides them; -1 = data.workers'
+  double timeout_s = 30;             // a request not answered by then fails over
+  double reconnect_s = 3;            // between tries to reach a worker that is down
+  int64_t max_inflight_bytes = int64_t{256} << 20;  // batches requested or waiting, in bytes
+  std::string compression = "none";                 // none | lz4: of images on the wire
+};
+
 struct DataConfig {
   std::string source =
       "fashion_mnist";         // fashion_mnist | idx | synthetic | image_folder | tar_shards
@@ -44,6 +56,7 @@ struct DataConfig {
   int64_t classes = 10;            // synthetic
   int64_t train_samples = 1024;    // synthetic
   int64_t test_samples = 256;      // synthetic
+  RemoteDataConfig remote;
 };
 
 struct TrainConfig {
@@ -162,6 +175,8 @@ class ConfigVisitor {
                       const char* help) = 0;
   // An integer >= 1, or "auto" stored as 0.
   virtual void count_or_auto(const char* key, int64_t& value, const char* help) = 0;
+  // A list of strings: a YAML sequence, or one comma-separated string (for --set).
+  virtual void text_list(const char* key, std::vector<std::string>& value, const char* help) = 0;
   // A list of transforms (see transform_config.h).
   virtual void transforms(const char* key, std::vector<TransformConfig>& value,
                           const char* help) = 0;

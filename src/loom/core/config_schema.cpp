@@ -70,6 +70,27 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("data.classes", c.data.classes, 2, "Synthetic images: number of classes.");
   v.integer("data.train_samples", c.data.train_samples, 1, "Synthetic images: training samples.");
   v.integer("data.test_samples", c.data.test_samples, 1, "Synthetic images: test samples.");
+  v.text_list("data.remote.workers", c.data.remote.workers,
+              "Remote data workers (`loom data-worker`) as host:port; training batches come from "
+              "them and from local threads at once, identical to local loading. [] = local only.");
+  v.text("data.remote.token_file", c.data.remote.token_file,
+         "File holding the workers' shared secret (their --token-file); \"\" = none.");
+  v.text("data.remote.tls_ca", c.data.remote.tls_ca,
+         "PEM certificate (or CA) the workers' TLS certificates are checked against; \"\" = "
+         "plaintext gRPC.");
+  v.integer("data.remote.local_threads", c.data.remote.local_threads, -1,
+            "Local loader threads building batches besides the workers; 0 = workers only (local "
+            "threads still take over when every worker is gone); -1 = as data.workers.");
+  v.number("data.remote.timeout_s", c.data.remote.timeout_s, 0.001,
+           "A worker that has not answered a request by then is timed out and named, and the "
+           "batch goes to another producer.");
+  v.number("data.remote.reconnect_s", c.data.remote.reconnect_s, 0.01,
+           "Seconds between tries to reach a worker that is down, refused, or not started yet.");
+  v.integer("data.remote.max_inflight_bytes", c.data.remote.max_inflight_bytes, 1,
+            "Batches requested from workers or waiting for the trainer, at most this many bytes.");
+  v.choice("data.remote.compression", c.data.remote.compression, {"none", "lz4"},
+           "Compression of images on the wire: lz4 for slow links, none where the link is faster "
+           "than LZ4 (a few hundred MB/s per core).");
 
   v.integer("train.epochs", c.train.epochs, 1, "Passes over the training set.");
   v.integer("train.max_steps", c.train.max_steps, 0,

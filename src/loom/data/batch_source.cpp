@@ -6,6 +6,20 @@
 
 namespace loom::data {
 
+void check_bad_fraction(const LoaderStats& seen, double max_bad_fraction) {
+  constexpr int64_t kMinSamplesForBadFraction = 200;
+  if (seen.samples < kMinSamplesForBadFraction ||
+      static_cast<double>(seen.bad_total()) <= max_bad_fraction * seen.samples) {
+    return;
+  }
+  throw DataError("loader: " + std::to_string(seen.bad_total()) + " of " +
+                  std::to_string(seen.samples) + " samples were bad (unreadable " +
+                  std::to_string(seen.bad[0]) + ", truncated " + std::to_string(seen.bad[1]) +
+                  ", undecodable " + std::to_string(seen.bad[2]) + ", too large " +
+                  std::to_string(seen.bad[3]) +
+                  "), more than data.max_bad_fraction = " + std::to_string(max_bad_fraction));
+}
+
 int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last) {
   const int64_t batches =
       drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;

@@ -34,6 +34,10 @@ struct LoaderStats {
   int64_t bad_total() const { return bad[0] + bad[1] + bad[2] + bad[3]; }
 };
 
+// Throws DataError with the counts by reason when more than `max_bad_fraction` of the samples
+// seen were bad (judged from 200 samples on; fewer are too noisy).
+void check_bad_fraction(const LoaderStats& seen, double max_bad_fraction);
+
 // Batches in an epoch of `samples`: full batches only (drop_last), or with a short last one.
 // Throws ConfigError naming data.batch_size when not even one batch fits.
 int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last);

@@ -8,14 +8,13 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
+#include "loom/core/thread_cpu_time.h"
 
 namespace loom::data {
 namespace {
 
 // A batch that takes longer than this is a stuck decoder, not a slow one.
 constexpr auto kBatchTimeout = std::chrono::seconds(300);
-// Below this many samples the bad fraction is too noisy to judge.
-constexpr int64_t kMinSamplesForBadFraction = 200;
 constexpr int kBadFilesLogged = 5;
 // Replacements tried for one bad sample before giving up (each is bad with the data set's bad
 // fraction, so eight in a row means the data is mostly bad).
@@ -150,28 +149,8 @@ Batch Loader::batch(int64_t epoch, int64_t step) const {
   changed_.notify_all();
 
   if (slot.error) std::rethrow_exception(slot.error);
-  check_bad_fraction(seen);
+  check_bad_fraction(seen, options_.max_bad_fraction);
   return slot.batch;
-}
-
-void Loader::check_bad_fraction(const LoaderStats& seen) const {
-  if (seen.samples < kMinSamplesForBadFraction ||
-      static_cast<double>(seen.bad_total()) <= options_.max_bad_fraction * seen.samples) {
-    return;
-  }
-  throw DataError(
-      "loader: " + std::to_string(seen.bad_total()) + " of " + std::to_string(seen.samples) +
-      " samples were bad (unreadable " + std::to_string(seen.bad[0]) + ", truncated " +
-      std::to_string(seen.bad[1]) + ", undecodable " + std::to_string(seen.bad[2]) +
-      ", too large " + std::to_string(seen.bad[3]) +
-      "), more than data.max_bad_fraction = " + std::to_string(options_.max_bad_fraction));
-}
-
-// CPU time of the calling thread.
-static double thread_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 void Loader::worker_loop(int index) const {
@@ -208,9 +187,10 @@ void Loader::worker_loop(int index) const {
   }
 }
 
-void Loader::record_bad(const SampleError& e) const {
+void Loader::record_bad(const SampleError& e, LoaderStats* tally) const {
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.bad[static_cast<size_t>(e.fault())];
+  if (tally) ++tally->bad[static_cast<size_t>(e.fault())];
   if (logged_bad_ < kBadFilesLogged) {
     ++logged_bad_;
     const char* action = options_.policy == BadSamplePolicy::kSkip         ? "skipping"
@@ -223,7 +203,8 @@ void Loader::record_bad(const SampleError& e) const {
   }
 }
 
-int64_t Loader::load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label) const {
+int64_t Loader::load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label,
+                            LoaderStats* tally) const {
   const auto seed = options_.seed, e = static_cast<uint64_t>(epoch);
   for (uint64_t attempt = 0;; ++attempt) {
     // Replacements are drawn from the whole data set, keyed like everything else.
@@ -243,7 +224,7 @@ int64_t Loader::load_sample(int64_t epoch, int64_t index, at::Tensor image, int6
       label = sample.label;
       return candidate;
     } catch (const SampleError& error) {
-      record_bad(error);
+      record_bad(error, tally);
       if (options_.policy == BadSamplePolicy::kFail) throw;
       if (options_.policy == BadSamplePolicy::kSkip) return -1;
       if (attempt + 1 == kSubstituteTries) {
@@ -255,7 +236,7 @@ int64_t Loader::load_sample(int64_t epoch, int64_t index, at::Tensor image, int6
   }
 }
 
-Batch Loader::build_batch(int64_t epoch, int64_t step) const {
+Batch Loader::build_batch(int64_t epoch, int64_t step, LoaderStats* tally) const {
   const int64_t begin = step * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, order_.size() - begin);
   const TransformPipeline& t = *options_.transforms;
@@ -268,7 +249,7 @@ Batch Loader::build_batch(int64_t epoch, int64_t step) const {
   int64_t filled = 0, substituted = 0;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t index = order_.index_at(epoch, begin + i);
-    const int64_t used = load_sample(epoch, index, images[filled], label_out[filled]);
+    const int64_t used = load_sample(epoch, index, images[filled], label_out[filled], tally);
     if (used < 0) continue;
     substituted += used != index;
     index_out[filled++] = used;
@@ -277,6 +258,10 @@ Batch Loader::build_batch(int64_t epoch, int64_t step) const {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.samples += count;
     stats_.substituted += substituted;
+  }
+  if (tally) {
+    tally->samples += count;
+    tally->substituted += substituted;
   }
   if (filled == count) return {images, labels, indices};
   return {images.slice(0, 0, filled), labels.slice(0, 0, filled), indices.slice(0, 0, filled)};

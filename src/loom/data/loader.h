@@ -74,8 +74,11 @@ class Loader : public BatchSource {
   int threads() const;
   int64_t batch_bytes() const;
 
-  // Builds one batch on the calling thread (what a worker does); public for tests and benches.
-  Batch build_batch(int64_t epoch, int64_t step) const;
+  // Builds one batch on the calling thread (what a worker thread does, and a remote data worker
+  // or another BatchSource's threads). Counts it in stats(), and also in `tally` when given (the
+  // one batch's samples, bad samples and substitutions).
+  Batch build_batch(int64_t epoch, int64_t step, LoaderStats* tally = nullptr) const;
+  const LoaderOptions& options() const { return options_; }
 
  private:
   struct Slot {
@@ -86,11 +89,11 @@ class Loader : public BatchSource {
   // prefetch_batches capped by prefetch_bytes (at least 1).
   int depth_for(int64_t prefetch_batches) const;
   void restart_at(int64_t epoch, int64_t step) const;
-  void record_bad(const SampleError& e) const;
-  void check_bad_fraction(const LoaderStats& seen) const;
+  void record_bad(const SampleError& e, LoaderStats* tally) const;
   // Reads and transforms the sample at `index` into `image`, or under `substitute` a
   // replacement; returns the index used, or -1 when the sample is skipped.
-  int64_t load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label) const;
+  int64_t load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label,
+                      LoaderStats* tally) const;
 
   std::shared_ptr<const Dataset> dataset_;
   EpochOrder order_;

@@ -1,12 +1,14 @@
-// CRC-32C (Castagnoli), the checksum TensorBoard's record framing uses, and its "masked" form.
+// TensorBoard's record framing checks lengths and data with CRC-32C in TFRecord's "masked" form.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "loom/core/crc32c.h"
+
 namespace loom::profile {
 
-uint32_t crc32c(const void* data, size_t size);
+using loom::crc32c;
 
 // TFRecord's masking, so that a CRC of data holding CRCs does not look like a CRC:
 // ((crc >> 15) | (crc << 17)) + 0xa282ead8.

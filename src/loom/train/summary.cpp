@@ -54,6 +54,24 @@ nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
   return {{"skipped", s.autotune_skipped}};
 }
 
+// null without data.remote.workers.
+nlohmann::ordered_json remote_json(const TrainSummary& s) {
+  if (s.remote_workers.empty()) return nullptr;
+  nlohmann::ordered_json workers = nlohmann::ordered_json::array();
+  for (const auto& w : s.remote_workers) {
+    workers.push_back({{"address", w.address},
+                       {"state", w.state},
+                       {"batches", w.batches},
+                       {"bytes", w.bytes},
+                       {"mean_latency_s", w.batches > 0 ? w.request_seconds / w.batches : 0.0},
+                       {"failures", w.failures},
+                       {"crc_mismatches", w.crc_mismatches},
+                       {"duplicates", w.duplicates},
+                       {"last_error", w.last_error}});
+  }
+  return {{"workers", workers}, {"local_batches", s.remote_local_batches}};
+}
+
 }  // namespace
 
 void write_summary(const std::string& path, const TrainSummary& s, const Topology& topology) {
@@ -102,7 +120,8 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
          s.data.samples > 0 ? s.data.cpu_seconds / static_cast<double>(s.data.samples) : 0.0},
         {"loader_busy", s.loader_threads > 0 && s.wall_seconds > 0
                             ? s.data.build_seconds / (s.loader_threads * s.wall_seconds)
-                            : 0.0}}},
+                            : 0.0},
+        {"remote", remote_json(s)}}},
       {"data_parallel",
        {{"ranks", s.ranks},
         {"backend", s.comm_backend},

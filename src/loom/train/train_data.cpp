@@ -1,180 +1,72 @@
 #include "loom/train/train_data.h"
 
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
 #include "loom/core/error.h"
-#include "loom/data/idx.h"
-#include "loom/data/image_folder.h"
-#include "loom/data/in_memory_dataset.h"
-#include "loom/data/loader.h"
-#include "loom/data/synthetic.h"
-#include "loom/data/tar_shards.h"
+#include "loom/core/keyed_hash.h"
+#include "loom/data/configured_loaders.h"
+#include "loom/data/remote/remote_batch_source.h"
+#include "loom/data/remote/remote_config.h"
 
 namespace loom::train {
 namespace {
 
-// The two splits of a source, before loaders and transforms.
-struct Splits {
-  std::shared_ptr<const data::Dataset> train, test;  // test may be null
-  int channels = 3;
-  int height = 0, width = 0;  // 0: each image has its own size
-  data::ChannelStats stats;   // unless the transforms normalize
-  std::vector<TransformConfig> default_train, default_eval;
-};
+std::string read_text_file(const std::string& path, const std::string& key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("config key '" + key + "': cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
-// Fashion-MNIST and other IDX sets, and synthetic images: held in memory as pixels.
-Splits in_memory_splits(const Config& config) {
-  const DataConfig& d = config.data;
-  data::ImageSet train_set, test_set;
-  if (d.source == "synthetic") {
-    data::SyntheticSpec spec;
-    spec.height = spec.width = d.image_size;
-    spec.channels = d.channels;
-    spec.classes = d.classes;
-    spec.seed = static_cast<uint64_t>(config.seed);
-    spec.samples = d.train_samples;
-    train_set = data::make_synthetic(spec);
-    spec.samples = d.test_samples;
-    spec.stream = 1;
-    test_set = data::make_synthetic(spec);
-  } else {
-    const std::string hint = d.source == "fashion_mnist" ? "dataset-fashion-mnist" : "";
-    train_set = data::load_idx_split(d.path, "train", hint);
-    test_set = data::load_idx_split(d.path, "t10k", hint);
-    train_set.classes = test_set.classes = std::max(train_set.classes, test_set.classes);
+// The training loader fed by data.remote.workers as well as by its own threads.
+std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
+                                                       std::unique_ptr<data::Loader> local,
+                                                       int loader_threads, int rank, int world) {
+  const RemoteDataConfig& remote = config.data.remote;
+  data::RemoteSourceOptions options;
+  options.workers = remote.workers;
+  options.local_threads =
+      remote.local_threads < 0 ? loader_threads : static_cast<int>(remote.local_threads);
+  options.fallback_threads = loader_threads;
+  options.max_inflight_bytes = remote.max_inflight_bytes;
+  options.reconnect_every =
+      std::chrono::milliseconds(static_cast<int64_t>(remote.reconnect_s * 1000));
+  data::ConnectionOptions& c = options.connection;
+  if (!remote.token_file.empty()) {
+    c.token = read_token_file(remote.token_file, "config key 'data.remote.token_file'");
   }
-  if (train_set.images.sizes().slice(1) != test_set.images.sizes().slice(1)) {
-    throw DataError("data: training images are " + c10::str(train_set.images.sizes().slice(1)) +
-                    " but test images are " + c10::str(test_set.images.sizes().slice(1)));
-  }
-  Splits s;
-  s.channels = static_cast<int>(train_set.channels());
-  s.height = static_cast<int>(train_set.height());
-  s.width = static_cast<int>(train_set.width());
-  s.stats = data::channel_stats(train_set);
-  if (d.augment) {  // the classic small-image augmentation: shift by up to 2 pixels, flip
-    s.default_train = {
-        {"random_crop", {{"size", {double(s.height), double(s.width)}}, {"padding", {2}}}},
-        {"random_horizontal_flip", {}}};
-    for (auto& t : s.default_train) complete_transform(t, "data.augment");
-  }
-  s.train = std::make_shared<data::InMemoryDataset>(std::move(train_set));
-  s.test = std::make_shared<data::InMemoryDataset>(std::move(test_set));
-  return s;
-}
-
-std::shared_ptr<const data::Dataset> open_encoded(const std::string& source,
-                                                  const std::string& path) {
-  if (source == "tar_shards") return std::make_shared<data::TarShards>(path);
-  return std::make_shared<data::ImageFolder>(path);
-}
-
-// Encoded images (image folders, tar shards), decoded on loader threads.
-Splits encoded_splits(const Config& config) {
-  const DataConfig& d = config.data;
-  Splits s;
-  auto train = open_encoded(d.source, d.path);
-  if (!d.val_path.empty()) {
-    auto test = open_encoded(d.source, d.val_path);
-    if (test->class_names().size() != train->class_names().size()) {
-      throw DataError("data sets '" + d.path + "' and '" + d.val_path + "' have " +
-                      std::to_string(train->class_names().size()) + " and " +
-                      std::to_string(test->class_names().size()) + " classes");
-    }
-    s.test = test;
-  }
-  s.train = train;
-  // ImageNet's channel statistics: measuring a folder's own would mean decoding all of it.
-  s.stats = {{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
-  s.default_train = data::default_train_transforms(static_cast<int>(d.image_size));
-  s.default_eval = data::default_eval_transforms(static_cast<int>(d.image_size));
-  return s;
-}
-
-data::BadSamplePolicy bad_sample_policy(const std::string& name) {
-  if (name == "fail") return data::BadSamplePolicy::kFail;
-  if (name == "substitute") return data::BadSamplePolicy::kSubstitute;
-  return data::BadSamplePolicy::kSkip;
-}
-
-std::shared_ptr<const data::TransformPipeline> pipeline(
-    const std::vector<TransformConfig>& given, const std::vector<TransformConfig>& fallback,
-    const Splits& s, const char* key) {
-  return std::make_shared<data::TransformPipeline>(given.empty() ? fallback : given, s.channels,
-                                                   s.height, s.width, key);
-}
-
-bool is_encoded(const DataConfig& d) {
-  return d.source == "image_folder" || d.source == "tar_shards";
+  if (!remote.tls_ca.empty()) c.tls_ca = read_text_file(remote.tls_ca, "data.remote.tls_ca");
+  c.timeout = std::chrono::milliseconds(static_cast<int64_t>(remote.timeout_s * 1000));
+  c.lz4 = remote.compression == "lz4";
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  c.client = std::string(host) + " pid " + std::to_string(::getpid());
+  c.config = data::remote_config_text(config);
+  c.rank = rank;
+  c.world = world;
+  return std::make_unique<data::RemoteBatchSource>(std::move(local), std::move(options));
 }
 
 }  // namespace
 
-DataSets open_data_sets(const Config& config) {
-  Splits s = is_encoded(config.data) ? encoded_splits(config) : in_memory_splits(config);
-  return {s.train, s.test};
-}
-
 TrainData load_train_data(const Config& config, int usable_cores, int rank, int world,
                           bool pin_memory) {
-  const DataConfig& d = config.data;
-  const bool encoded = is_encoded(d);
-  Splits splits = encoded ? encoded_splits(config) : in_memory_splits(config);
-
-  data::LoaderOptions options;
-  // Pixels in memory need little work per sample: one thread keeps up and leaves the cores to
-  // compute. Decoding needs them all.
-  options.threads = d.workers > 0 ? static_cast<int>(d.workers) : encoded ? usable_cores : 1;
-  options.prefetch_batches = static_cast<int>(d.prefetch_batches);
-  options.prefetch_bytes = d.prefetch_bytes;
-  options.seed = static_cast<uint64_t>(config.seed);
-  options.policy = bad_sample_policy(d.bad_samples);
-  options.max_bad_fraction = d.max_bad_fraction;
-  options.max_pixels = d.max_pixels;
-  options.batch_size = d.batch_size;
-  options.pin_memory = pin_memory;
-  options.transforms = pipeline(d.transforms, splits.default_train, splits, "data.transforms");
-  const data::TransformPipeline& train_transforms = *options.transforms;
-
+  data::ConfiguredLoaders loaders =
+      data::make_loaders(config, usable_cores, rank, world, pin_memory);
   TrainData out;
-  out.loader_threads = options.threads;
-  out.decoded = encoded;
-  out.stats = train_transforms.normalize().value_or(splits.stats);
-  out.input = {splits.channels, train_transforms.height(), train_transforms.width(),
-               static_cast<int64_t>(splits.train->class_names().size())};
-  const int64_t train_size = splits.train->size();
-  const auto shard_mode =
-      d.shard == "pad" ? data::EpochOrder::ShardMode::kPad : data::EpochOrder::ShardMode::kDrop;
-  out.train = std::make_unique<data::Loader>(
-      splits.train, data::EpochOrder(train_size, options.seed, true).shard(rank, world, shard_mode),
-      options);
-  if (splits.test) {
-    options.batch_size = d.eval_batch_size;
-    options.drop_last = false;
-    options.transforms =
-        pipeline(d.eval_transforms, splits.default_eval, splits, "data.eval_transforms");
-    if (options.transforms->height() != train_transforms.height() ||
-        options.transforms->width() != train_transforms.width()) {
-      throw ConfigError("config key 'data.eval_transforms': they make " +
-                        std::to_string(options.transforms->height()) + "x" +
-                        std::to_string(options.transforms->width()) +
-                        " images but data.transforms make " +
-                        std::to_string(train_transforms.height()) + "x" +
-                        std::to_string(train_transforms.width()));
-    }
-    const auto& eval_normalize = options.transforms->normalize();
-    if (eval_normalize &&
-        (eval_normalize->mean != out.stats.mean || eval_normalize->stddev != out.stats.stddev)) {
-      throw ConfigError(
-          "config key 'data.eval_transforms': its normalize differs from the one training uses; "
-          "the feeder normalises both the same way, so give it in data.transforms only");
-    }
-    // Each rank evaluates its own part; together they see every test sample once.
-    const int64_t test_size = splits.test->size();
-    out.test =
-        std::make_unique<data::Loader>(splits.test,
-                                       data::EpochOrder(test_size, options.seed, false)
-                                           .shard(rank, world, data::EpochOrder::ShardMode::kExact),
-                                       options);
-  }
+  out.train =
+      config.data.remote.workers.empty()
+          ? std::move(loaders.train)
+          : with_remote_workers(config, std::move(loaders.train), loaders.threads, rank, world);
+  out.test = std::move(loaders.test);
+  out.stats = loaders.stats;
+  out.input = {loaders.channels, loaders.height, loaders.width, loaders.classes};
+  out.loader_threads = loaders.threads;
+  out.decoded = loaders.decoded;
   return out;
 }
 

@@ -1,12 +1,11 @@
-// The training and test data for a config: loaders over the configured source, and the statistics
-// the feeder uses to turn their uint8 batches into model input.
+// The training and test data for a config: the configured loaders (local, or fed by remote data
+// workers when data.remote.workers names some), and what the model needs to know of them.
 #pragma once
 
 #include <memory>
 
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
-#include "loom/data/dataset.h"
 #include "loom/data/feeder.h"
 #include "loom/models/model.h"
 
@@ -21,17 +20,8 @@ struct TrainData {
   bool decoded = false;  // encoded images decoded by the loader (not pixels held in memory)
 };
 
-// The data sets a config names, without loaders or transforms (for `loom data inspect`).
-struct DataSets {
-  std::shared_ptr<const data::Dataset> train, test;  // test may be null
-};
-DataSets open_data_sets(const Config& config);
-
-// Loads (or generates) the data set; `usable_cores` sizes auto loader threads. The training
-// loader reads this rank's share of every epoch (data.shard); the test loader reads this rank's
-// part of the test split (all ranks together read each test sample once). `pin_memory` puts
-// batches in page-locked memory for a Feeder on a CUDA device. Throws DataError naming the path
-// when files are missing.
+// See data::make_loaders; with data.remote.workers the training batches come from those workers
+// and from data.remote.local_threads local threads at once.
 TrainData load_train_data(const Config& config, int usable_cores, int rank = 0, int world = 1,
                           bool pin_memory = false);
 

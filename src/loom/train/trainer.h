@@ -10,11 +10,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
+#include "loom/data/remote/remote_worker_stats.h"
 #include "loom/profile/advisor.h"
 #include "loom/profile/autotuner.h"
 #include "loom/profile/step_timer.h"
@@ -68,6 +70,9 @@ struct TrainSummary {
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
   data::LoaderStats data;               // the training loader's samples, bad samples, time
   int loader_threads = 0;
+  // With data.remote.workers: each worker's record, and batches local threads built.
+  std::vector<data::RemoteWorkerStats> remote_workers;
+  int64_t remote_local_batches = 0;
   profile::StepTimes step_times;  // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first

@@ -7,6 +7,7 @@
 
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
+#include "loom/data/remote/remote_batch_source.h"
 #include "loom/profile/flops.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/summary.h"
@@ -201,6 +202,10 @@ TrainSummary TrainingRun::summarize() {
   s.allocator = config_.runtime.allocator;
   s.data = data_.train->stats();
   s.loader_threads = data_.loader_threads;
+  if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
+    s.remote_workers = remote->worker_stats();
+    s.remote_local_batches = remote->local_batches();
+  }
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();
   s.findings = profile::advise(run_profile(s.wall_seconds));

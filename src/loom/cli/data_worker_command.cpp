@@ -1,0 +1,88 @@
+// `loom data-worker`: serves training batches to trainers on other hosts (data.remote.workers)
+// until SIGTERM or SIGINT, which stop it within a second: requests in flight fail, and their
+// trainers take those batches elsewhere.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
+#include "loom/core/topology.h"
+#include "loom/data/remote/data_worker.h"
+
+namespace loom::cli {
+namespace {
+
+struct DataWorkerArgs {
+  std::string listen;
+  std::vector<std::string> data_roots;
+  int threads = 0;
+  std::string token_file, tls_cert, tls_key, port_file;
+  int report_every_s = 30;
+  int corrupt_every = 0;
+};
+
+int run_data_worker(const DataWorkerArgs& args) {
+  data::DataWorkerOptions options;
+  options.listen = args.listen;
+  options.data_roots = args.data_roots;
+  options.threads = args.threads > 0 ? args.threads : detect_topology().usable_cores;
+  if (!args.token_file.empty()) options.token = read_token_file(args.token_file, "--token-file");
+  if (!args.tls_cert.empty()) options.tls_cert = read_user_file(args.tls_cert, "--tls-cert");
+  if (!args.tls_key.empty()) options.tls_key = read_user_file(args.tls_key, "--tls-key");
+  options.report_every = std::chrono::seconds(args.report_every_s);
+  options.corrupt_every = args.corrupt_every;
+
+  // Signals are taken by sigwait below, not by whichever server thread they would land on.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  data::DataWorker worker(options);
+  const std::string host = args.listen.substr(0, args.listen.rfind(':'));
+  std::printf("loom data-worker: listening on %s:%d, %d build threads, %s%s\n", host.c_str(),
+              worker.port(), options.threads, options.token.empty() ? "no token" : "token required",
+              options.tls_cert.empty() ? "" : ", TLS");
+  std::fflush(stdout);
+  if (!args.port_file.empty()) {
+    std::ofstream(args.port_file + ".tmp") << worker.port() << "\n";
+    std::rename((args.port_file + ".tmp").c_str(), args.port_file.c_str());
+  }
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "loom data-worker: stopping on signal %d\n", signal_number);
+  worker.shutdown(std::chrono::milliseconds(300));
+  return 0;
+}
+
+}  // namespace
+
+Command add_data_worker_command(CLI::App& app) {
+  auto args = std::make_shared<DataWorkerArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "data-worker", "Serve training batches to trainers on other hosts (data.remote.workers)");
+  sub->add_option("--listen", args->listen, "Address to bind, HOST:PORT (port 0: any free one)")
+      ->required();
+  sub->add_option("--data-root", args->data_roots,
+                  "A folder the worker may read (repeatable); trainers' data paths must lie in one")
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--threads", args->threads, "Batches built at once (default: usable cores)");
+  sub->add_option("--token-file", args->token_file,
+                  "Shared secret clients must prove (challenge-response) before anything is read");
+  sub->add_option("--tls-cert", args->tls_cert, "PEM certificate: serve over TLS");
+  sub->add_option("--tls-key", args->tls_key, "PEM private key of --tls-cert");
+  sub->add_option("--port-file", args->port_file, "Write the bound port to this file");
+  sub->add_option("--report-every", args->report_every_s, "Seconds between rate lines in the log")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--corrupt-every", args->corrupt_every,
+                  "Testing: flip a byte in every N-th batch sent (checks the trainers' CRC)")
+      ->group("");  // hidden from --help
+  return {sub, [args] { return run_data_worker(*args); }};
+}
+
+}  // namespace loom::cli

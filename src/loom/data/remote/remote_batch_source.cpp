@@ -1,0 +1,374 @@
+#include "loom/data/remote/remote_batch_source.h"
+
+#include <ctime>
+#include <utility>
+
+#include "loom/core/log.h"
+#include "loom/core/thread_cpu_time.h"
+
+namespace loom::data {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kBatchTimeout = std::chrono::seconds(300);  // as the local Loader
+constexpr int kMaxLanesPerWorker = 16;
+constexpr const char* kLog = "data";
+
+const char* state_name(int state) {
+  static const char* names[] = {"connecting", "up", "down", "refused"};
+  return names[state];
+}
+
+}  // namespace
+
+RemoteBatchSource::RemoteBatchSource(std::unique_ptr<Loader> local, RemoteSourceOptions options)
+    : local_(std::move(local)), options_(std::move(options)) {
+  const TransformPipeline& t = *local_->options().transforms;
+  shape_.max_samples = local_->options().batch_size;
+  shape_.height = t.height();
+  shape_.width = t.width();
+  shape_.channels = t.channels();
+  window_ = std::max<int64_t>(
+      1, options_.max_inflight_bytes / std::max<int64_t>(1, local_->batch_bytes()));
+  local_threads_ = options_.local_threads;
+  options_.connection.steps_per_epoch = local_->steps_per_epoch();
+  options_.connection.samples = local_->samples();
+  remotes_.resize(options_.workers.size());
+  for (size_t w = 0; w < remotes_.size(); ++w) {
+    remotes_[w].connection =
+        std::make_unique<WorkerConnection>(options_.workers[w], options_.connection);
+    remotes_[w].stats.address = options_.workers[w];
+  }
+  // A first round of connections before any batch is asked for, so the first batches already
+  // spread over the workers; later ones join from connect_loop().
+  for (size_t w = 0; w < remotes_.size(); ++w) try_connect(static_cast<int>(w));
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int lane = 0; lane < std::max(options_.local_threads, options_.fallback_threads); ++lane) {
+    threads_.emplace_back([this, lane] { local_lane(lane); });
+  }
+  threads_.emplace_back([this] { connect_loop(); });
+}
+
+RemoteBatchSource::~RemoteBatchSource() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  connect_wakeup_.notify_all();
+  for (auto& r : remotes_) r.connection->close();
+  for (auto& t : threads_) t.join();
+}
+
+void RemoteBatchSource::set_threads(int threads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  local_threads_ = threads;
+  const int have = std::max(options_.local_threads, options_.fallback_threads);
+  for (int lane = have; lane < threads; ++lane) {
+    threads_.emplace_back([this, lane] { local_lane(lane); });
+  }
+  options_.local_threads = std::max(options_.local_threads, threads);
+  changed_.notify_all();
+}
+
+void RemoteBatchSource::set_batch_observer(BatchObserver observer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  observer_ = std::move(observer);
+}
+
+LoaderStats RemoteBatchSource::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tally_;
+}
+
+int RemoteBatchSource::ready_batches() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int ready = 0;
+  for (const auto& [step, slot] : slots_) ready += slot.state == SlotState::kReady;
+  return ready;
+}
+
+int64_t RemoteBatchSource::local_batches() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_batches_;
+}
+
+std::vector<RemoteWorkerStats> RemoteBatchSource::worker_stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RemoteWorkerStats> out;
+  for (const auto& r : remotes_) {
+    out.push_back(r.stats);
+    out.back().state = state_name(static_cast<int>(r.state));
+  }
+  return out;
+}
+
+void RemoteBatchSource::restart_at(int64_t epoch, int64_t step) const {
+  epoch_ = epoch;
+  next_to_take_ = step;
+  slots_.clear();
+  ++generation_;
+}
+
+void RemoteBatchSource::seek(int64_t epoch, int64_t step) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
+  changed_.notify_all();
+}
+
+Batch RemoteBatchSource::batch(int64_t epoch, int64_t step) const {
+  if (step < 0 || step >= steps_per_epoch()) {
+    throw Error("loader: step " + std::to_string(step) + " is outside the epoch's " +
+                std::to_string(steps_per_epoch()) + " steps");
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
+  changed_.notify_all();
+  auto ready = [&] {
+    auto it = slots_.find(step);
+    return it != slots_.end() && it->second.state == SlotState::kReady;
+  };
+  if (!changed_.wait_for(lock, kBatchTimeout, ready)) {
+    auto it = slots_.find(step);
+    const std::string holder =
+        it == slots_.end() || it->second.state == SlotState::kWaiting ? "no producer took it"
+        : it->second.producer == kLocal
+            ? "local threads were building it"
+            : "data worker " + remotes_[it->second.producer].stats.address + " was building it";
+    throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
+                       std::to_string(epoch + 1) + " not ready after " +
+                       std::to_string(kBatchTimeout.count()) + " s; " + holder);
+  }
+  Slot slot = std::move(slots_[step]);
+  slots_.erase(step);
+  next_to_take_ = step + 1;
+  const LoaderStats seen = tally_;
+  lock.unlock();
+  changed_.notify_all();
+  if (slot.error) std::rethrow_exception(slot.error);
+  check_bad_fraction(seen, local_->options().max_bad_fraction);
+  return slot.batch;
+}
+
+bool RemoteBatchSource::may_work(int producer, int lane) const {
+  if (producer == kLocal) return lane < local_threads_ || workers_up_ == 0;
+  const Remote& r = remotes_[static_cast<size_t>(producer)];
+  return r.state == WorkerState::kUp && lane < r.lanes;
+}
+
+bool RemoteBatchSource::take_work(int producer, int lane, Work& work) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (stopping_) return false;
+    if (epoch_ >= 0 && may_work(producer, lane)) {
+      const int64_t end = std::min(steps_per_epoch(), next_to_take_ + window_);
+      for (int64_t step = next_to_take_; step < end; ++step) {
+        Slot& slot = slots_[step];  // steps in the window that nobody has touched yet appear here
+        if (slot.state != SlotState::kWaiting) continue;
+        slot.state = SlotState::kTaken;
+        slot.producer = producer;
+        work = {generation_, epoch_, step};
+        return true;
+      }
+    }
+    changed_.wait(lock);
+  }
+}
+
+void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
+                                std::exception_ptr error, const LoaderStats& tally) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (work.generation != generation_) return;  // the trainer jumped elsewhere
+    auto it = slots_.find(work.step);
+    if (it == slots_.end() || it->second.state == SlotState::kReady) {
+      if (producer != kLocal) ++remotes_[static_cast<size_t>(producer)].stats.duplicates;
+      return;  // someone else was first: this answer is a duplicate
+    }
+    it->second.state = SlotState::kReady;
+    it->second.producer = producer;
+    it->second.batch = std::move(batch);
+    it->second.error = error;
+    tally_.samples += tally.samples;
+    for (size_t i = 0; i < tally.bad.size(); ++i) tally_.bad[i] += tally.bad[i];
+    tally_.substituted += tally.substituted;
+    tally_.build_seconds += tally.build_seconds;
+    tally_.cpu_seconds += tally.cpu_seconds;
+    if (producer == kLocal) {
+      ++local_batches_;
+    } else {
+      ++remotes_[static_cast<size_t>(producer)].stats.batches;
+    }
+  }
+  changed_.notify_all();
+}
+
+void RemoteBatchSource::give_back(const Work& work, int producer) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (work.generation != generation_) return;
+    auto it = slots_.find(work.step);
+    if (it == slots_.end() || it->second.state != SlotState::kTaken ||
+        it->second.producer != producer) {
+      return;
+    }
+    it->second.state = SlotState::kWaiting;
+  }
+  changed_.notify_all();
+}
+
+void RemoteBatchSource::local_lane(int lane) {
+  Work work;
+  while (take_work(kLocal, lane, work)) {
+    LoaderStats tally;
+    Batch batch;
+    std::exception_ptr error;
+    BatchObserver observer;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      observer = observer_;
+    }
+    const auto begin = Clock::now();
+    const double cpu_begin = thread_cpu_seconds();
+    try {
+      batch = local_->build_batch(work.epoch, work.step, &tally);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const auto end = Clock::now();
+    tally.build_seconds = std::chrono::duration<double>(end - begin).count();
+    tally.cpu_seconds = thread_cpu_seconds() - cpu_begin;
+    if (observer) observer(work.epoch, work.step, begin, end);
+    deliver(work, kLocal, std::move(batch), error, tally);
+  }
+}
+
+void RemoteBatchSource::remote_lane(int w, int lane) {
+  Remote& r = remotes_[static_cast<size_t>(w)];
+  Work work;
+  while (take_work(w, lane, work)) {
+    BatchShape shape = shape_;
+    shape.epoch = work.epoch;
+    shape.step = work.step;
+    LoaderStats tally;
+    int64_t wire_bytes = 0;
+    const auto begin = Clock::now();
+    try {
+      Batch batch = r.connection->fetch(shape, tally, wire_bytes);
+      const auto end = Clock::now();
+      BatchObserver observer;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        observer = observer_;
+        r.stats.bytes += wire_bytes;
+        r.stats.request_seconds += std::chrono::duration<double>(end - begin).count();
+      }
+      if (observer) observer(work.epoch, work.step, begin, end);
+      deliver(work, w, std::move(batch), nullptr, tally);
+    } catch (const CorruptBatch& e) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++r.stats.crc_mismatches;
+        r.stats.last_error = e.what();
+      }
+      LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << ": " << e.what()
+                            << "; asking again";
+      give_back(work, w);
+    } catch (const WorkerUnavailable& e) {
+      give_back(work, w);
+      mark_down(w, e.what());
+    } catch (const Error&) {  // the data itself: the run stops as a local one would
+      deliver(work, w, Batch{}, std::current_exception(), LoaderStats{});
+    }
+  }
+}
+
+void RemoteBatchSource::start_lanes_locked(int w) {
+  if (stopping_) return;  // the destructor is joining threads_
+  Remote& r = remotes_[static_cast<size_t>(w)];
+  r.lanes = std::min(kMaxLanesPerWorker, r.connection->threads() + 1);
+  for (; r.lanes_started < r.lanes; ++r.lanes_started) {
+    const int lane = r.lanes_started;
+    threads_.emplace_back([this, w, lane] { remote_lane(w, lane); });
+  }
+}
+
+void RemoteBatchSource::try_connect(int w) {
+  Remote& r = remotes_[static_cast<size_t>(w)];
+  WorkerState state = WorkerState::kUp;
+  std::string why;
+  try {
+    r.connection->open();
+  } catch (const WorkerRefused& e) {
+    state = WorkerState::kRefused;
+    why = std::string("refused this trainer: ") + e.what();
+  } catch (const WorkerUnavailable& e) {
+    state = WorkerState::kDown;
+    why = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const WorkerState before = r.state;
+  // A refusal needs a person to change something: ask again, but less often.
+  const auto retry_every = options_.reconnect_every * (state == WorkerState::kRefused ? 10 : 1);
+  r.next_try = Clock::now() + retry_every;
+  if (state == WorkerState::kUp) {
+    r.state = state;
+    ++workers_up_;
+    const bool rejoined = std::exchange(r.ever_up, true);
+    start_lanes_locked(w);
+    LOOM_LOG(kInfo, kLog) << "data worker " << r.stats.address
+                          << (rejoined ? " is back" : " joined") << " (" << r.connection->threads()
+                          << " build threads)";
+    changed_.notify_all();
+    return;
+  }
+  LOOM_LOG(kDebug, kLog) << "data worker " << r.stats.address << ": " << why;
+  if (before != state || r.stats.last_error != why) {
+    LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << ": " << why
+                          << "; trying again every " << retry_every.count() / 1000.0 << " s";
+  }
+  r.state = state;
+  r.stats.last_error = why;
+}
+
+void RemoteBatchSource::mark_down(int w, const std::string& why) {
+  Remote& r = remotes_[static_cast<size_t>(w)];
+  bool went_down = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++r.stats.failures;
+    r.stats.last_error = why;
+    if (r.state == WorkerState::kUp) {
+      went_down = true;
+      r.state = WorkerState::kDown;
+      r.next_try = Clock::now() + options_.reconnect_every;
+      --workers_up_;
+      LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << " failed: " << why
+                            << "; its batches go to other producers"
+                            << (workers_up_ == 0 ? " (no worker is up: local threads build them)"
+                                                 : "")
+                            << "; trying again every " << options_.reconnect_every.count() / 1000.0
+                            << " s";
+    }
+  }
+  if (went_down) {
+    r.connection->cancel_all();  // its other calls would only time out one by one
+    changed_.notify_all();
+  }
+}
+
+void RemoteBatchSource::connect_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    connect_wakeup_.wait_for(lock, std::chrono::milliseconds(200));
+    for (size_t w = 0; w < remotes_.size() && !stopping_; ++w) {
+      const Remote& r = remotes_[w];
+      if (r.state == WorkerState::kUp || Clock::now() < r.next_try) continue;
+      lock.unlock();
+      try_connect(static_cast<int>(w));
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace loom::data

@@ -1,0 +1,169 @@
+#include "loom/data/remote/worker_connection.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "loom/core/keyed_hash.h"
+#include "loom/data/remote/data_service.grpc.pb.h"
+
+namespace loom::data {
+namespace {
+
+std::shared_ptr<grpc::Channel> make_channel(const std::string& address, const std::string& tls_ca) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);  // batches are tens of MB
+  // Reconnection is RemoteBatchSource's business: every open() makes a new channel with its own
+  // connection (not one shared with earlier channels), so a worker that came up is seen at once
+  // rather than after gRPC's backoff on the old connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls_ca;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+bool is_refusal(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED ||
+         code == grpc::StatusCode::INVALID_ARGUMENT ||
+         code == grpc::StatusCode::FAILED_PRECONDITION;
+}
+
+std::string describe(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "no answer before the timeout";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unreachable (" + status.error_message() + ")";
+    case grpc::StatusCode::CANCELLED:
+      return "cancelled";
+    default:
+      return status.error_message();
+  }
+}
+
+}  // namespace
+
+WorkerConnection::Tracked::Tracked(WorkerConnection& owner, grpc::ClientContext& context)
+    : owner_(owner), context_(context) {
+  std::lock_guard<std::mutex> lock(owner_.mutex_);
+  if (owner_.closed_) throw WorkerUnavailable("closed");
+  owner_.in_flight_.insert(&context_);
+}
+
+WorkerConnection::Tracked::~Tracked() {
+  std::lock_guard<std::mutex> lock(owner_.mutex_);
+  owner_.in_flight_.erase(&context_);
+}
+
+WorkerConnection::WorkerConnection(std::string address, ConnectionOptions options)
+    : address_(std::move(address)), options_(std::move(options)) {}
+
+WorkerConnection::~WorkerConnection() = default;
+
+int WorkerConnection::threads() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return threads_;
+}
+
+std::shared_ptr<grpc::Channel> WorkerConnection::channel() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return channel_;
+}
+
+void WorkerConnection::open() {
+  auto fresh = make_channel(address_, options_.tls_ca);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    channel_ = fresh;
+  }
+  auto stub = remote::DataWorker::NewStub(fresh);
+  const auto deadline = std::chrono::system_clock::now() + options_.timeout;
+  grpc::ClientContext challenge_context;
+  challenge_context.set_deadline(deadline);
+  remote::ChallengeRequest challenge_request;
+  challenge_request.set_protocol(kDataProtocolVersion);
+  remote::ChallengeReply challenge;
+  grpc::Status status;
+  {
+    Tracked tracked(*this, challenge_context);
+    status = stub->Challenge(&challenge_context, challenge_request, &challenge);
+  }
+  if (!status.ok()) throw WorkerUnavailable(describe(status));
+  if (challenge.token_required() && options_.token.empty()) {
+    throw WorkerRefused("it requires a token and data.remote.token_file is not set");
+  }
+
+  remote::OpenRequest request;
+  request.set_protocol(kDataProtocolVersion);
+  request.set_challenge(challenge.challenge());
+  if (!options_.token.empty()) {
+    request.set_proof(hmac_sha256(options_.token, challenge.challenge()));
+  }
+  request.set_client(options_.client);
+  request.set_config(options_.config);
+  request.set_rank(options_.rank);
+  request.set_world(options_.world);
+  request.set_lz4(options_.lz4);
+  grpc::ClientContext open_context;
+  open_context.set_deadline(deadline);
+  remote::OpenReply reply;
+  {
+    Tracked tracked(*this, open_context);
+    status = stub->Open(&open_context, request, &reply);
+  }
+  if (!status.ok()) {
+    if (is_refusal(status.error_code())) throw WorkerRefused(status.error_message());
+    throw WorkerUnavailable(describe(status));
+  }
+  if (reply.steps_per_epoch() != options_.steps_per_epoch || reply.samples() != options_.samples) {
+    throw WorkerRefused("its data differs: " + std::to_string(reply.samples()) + " samples in " +
+                        std::to_string(reply.steps_per_epoch()) +
+                        " batches per epoch, this rank has " + std::to_string(options_.samples) +
+                        " in " + std::to_string(options_.steps_per_epoch));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  session_ = reply.session();
+  threads_ = std::max(1, reply.threads());
+}
+
+Batch WorkerConnection::fetch(const BatchShape& shape, LoaderStats& tally, int64_t& wire_bytes) {
+  remote::BatchRequest request;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    request.set_session(session_);
+  }
+  request.set_epoch(shape.epoch);
+  request.set_step(shape.step);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  remote::BatchReply reply;
+  grpc::Status status;
+  {
+    Tracked tracked(*this, context);
+    status = remote::DataWorker::NewStub(channel())->GetBatch(&context, request, &reply);
+  }
+  if (!status.ok()) {
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      throw DataError("data worker " + address_ + ": " + status.error_message());
+    }
+    throw WorkerUnavailable(describe(status));
+  }
+  wire_bytes = static_cast<int64_t>(reply.ByteSizeLong());
+  return unpack_batch(reply, options_.lz4, shape, tally);
+}
+
+void WorkerConnection::cancel_all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (grpc::ClientContext* context : in_flight_) context->TryCancel();
+}
+
+void WorkerConnection::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+  for (grpc::ClientContext* context : in_flight_) context->TryCancel();
+}
+
+}  // namespace loom::data
