@@ -226,6 +226,8 @@ DataWorker::DataWorker(DataWorkerOptions options) : impl_(std::make_unique<Impl>
   // gRPC would otherwise set SO_REUSEPORT, letting a second process bind the same port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  // Replies are megabytes: HTTP/2's largest frames (the trainer sets a window to match).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (1 << 24) - 1);
   builder.AddListeningPort(m.options.listen, credentials, &m.port);
   builder.RegisterService(m.service.get());
   m.server = builder.BuildAndStart();

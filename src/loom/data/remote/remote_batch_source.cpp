@@ -1,5 +1,8 @@
 #include "loom/data/remote/remote_batch_source.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <ctime>
 #include <utility>
 
@@ -12,6 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kBatchTimeout = std::chrono::seconds(300);  // as the local Loader
 constexpr int kMaxLanesPerWorker = 16;
+constexpr int kLocalProducerNice = 5;
 constexpr const char* kLog = "data";
 
 const char* state_name(int state) {
@@ -218,6 +222,10 @@ void RemoteBatchSource::give_back(const Work& work, int producer) {
 }
 
 void RemoteBatchSource::local_lane(int lane) {
+  // Local producers use the trainer host's spare CPU time: below the trainer's own threads in
+  // the scheduler, so that feeding and computing are not slowed by building batches that the
+  // workers could build as well (Pecan's "local cores first, but second to the trainer").
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kLocalProducerNice);
   Work work;
   while (take_work(kLocal, lane, work)) {
     LoaderStats tally;
@@ -286,7 +294,9 @@ void RemoteBatchSource::remote_lane(int w, int lane) {
 void RemoteBatchSource::start_lanes_locked(int w) {
   if (stopping_) return;  // the destructor is joining threads_
   Remote& r = remotes_[static_cast<size_t>(w)];
-  r.lanes = std::min(kMaxLanesPerWorker, r.connection->threads() + 1);
+  // Two requests per build thread: one being built, one queued behind it, so the worker never
+  // waits for this trainer (whose cores may be busy) to ask for the next batch.
+  r.lanes = std::min(kMaxLanesPerWorker, 2 * r.connection->threads() + 1);
   for (; r.lanes_started < r.lanes; ++r.lanes_started) {
     const int lane = r.lanes_started;
     threads_.emplace_back([this, w, lane] { remote_lane(w, lane); });
