@@ -196,9 +196,11 @@ void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
     tally_.samples += tally.samples;
     for (size_t i = 0; i < tally.bad.size(); ++i) tally_.bad[i] += tally.bad[i];
     tally_.substituted += tally.substituted;
-    tally_.build_seconds += tally.build_seconds;
-    tally_.cpu_seconds += tally.cpu_seconds;
     if (producer == kLocal) {
+      // Only this host's threads count as the loader's time (summary loader_busy, the
+      // advisor's cost per sample); a worker's build time is its own host's.
+      tally_.build_seconds += tally.build_seconds;
+      tally_.cpu_seconds += tally.cpu_seconds;
       ++local_batches_;
     } else {
       ++remotes_[static_cast<size_t>(producer)].stats.batches;
