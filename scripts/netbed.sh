@@ -14,7 +14,7 @@
 # Like a rack of machines with one NIC each behind a switch: every host's traffic to any other
 # crosses its own link, so a host's link is its bottleneck, as on real hosts. Traffic stays in
 # the namespaces this script made (10.213.0.0/24 exists nowhere else).
-set -euo pipefail
+set -Eeuo pipefail
 
 subnet=10.213.0
 
@@ -42,6 +42,8 @@ limit() {  # limit NAMESPACE DEVICE RATE: token bucket on the device's egress
 
 up() {
   local name=$1 hosts=$2 rate=${3:-}
+  # A bed half made is removed, not left behind.
+  trap 'down "$name"' ERR
   ip netns add "$name-sw"
   ip netns exec "$name-sw" ip link add br0 type bridge
   ip netns exec "$name-sw" ip link set br0 up

@@ -18,12 +18,12 @@ class NetBed : public ::testing::Test {
   void SetUp() override {
     const auto check = test::run_command(kBed + " check");
     if (check.exit_code != 0) GTEST_SKIP() << check.output;
+    made_ = true;  // from here on, TearDown removes whatever exists of the bed
     const auto up = test::run_command(kBed + " up " + name_ + " 2 1gbit");
     ASSERT_EQ(up.exit_code, 0) << up.output;
-    ready_ = true;
   }
   void TearDown() override {
-    if (ready_) test::run_command(kBed + " down " + name_);
+    if (made_) test::run_command(kBed + " down " + name_);
   }
   // COMMAND (words, no shell syntax) run on host `host` (1 or 2).
   std::string on(int host, const std::string& command) const {
@@ -32,7 +32,7 @@ class NetBed : public ::testing::Test {
   static std::string address(int host) { return "10.213.0." + std::to_string(host); }
 
   std::string name_ = "lt" + std::to_string(::getpid());
-  bool ready_ = false;
+  bool made_ = false;
   test::TempDir dir_;
 };
 

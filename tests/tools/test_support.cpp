@@ -105,10 +105,6 @@ bool wait_for_text(const std::string& path, const std::string& part, double seco
   }
 }
 
-bool wait_for_file(const std::string& path, double seconds) {
-  return wait_for_text(path, "", seconds);
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

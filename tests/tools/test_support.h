@@ -54,8 +54,6 @@ class BackgroundProcess {
 // A loopback TCP port nothing listens on now (the kernel's pick for a socket closed at once).
 int free_port();
 
-// Waits until `path` exists and is not empty; false after `seconds`.
-bool wait_for_file(const std::string& path, double seconds);
 // Waits until `path` holds `part`; false after `seconds`.
 bool wait_for_text(const std::string& path, const std::string& part, double seconds);
 

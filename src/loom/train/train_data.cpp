@@ -2,25 +2,15 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
 #include "loom/data/configured_loaders.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/data/remote/remote_config.h"
+#include "loom/train/durable_file.h"
 
 namespace loom::train {
 namespace {
-
-std::string read_text_file(const std::string& path, const std::string& key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("config key '" + key + "': cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The training loader fed by data.remote.workers as well as by its own threads.
 std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
@@ -39,7 +29,13 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
   if (!remote.token_file.empty()) {
     c.token = read_token_file(remote.token_file, "config key 'data.remote.token_file'");
   }
-  if (!remote.tls_ca.empty()) c.tls_ca = read_text_file(remote.tls_ca, "data.remote.tls_ca");
+  if (!remote.tls_ca.empty()) {
+    try {
+      c.tls_ca = read_file(remote.tls_ca);
+    } catch (const Error& e) {
+      throw ConfigError(std::string("config key 'data.remote.tls_ca': ") + e.what());
+    }
+  }
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(remote.timeout_s * 1000));
   c.lz4 = remote.compression == "lz4";
   char host[256] = "?";

@@ -14,7 +14,6 @@
 // producers are internal threads, stopped by the destructor.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
