@@ -1,8 +1,9 @@
 // The pieces of the remote data service that need no network: the batch wire format and its
-// checks, the fair build slots, and what a worker accepts of a trainer's configuration.
+// checks, the fair queue of build requests, and what a worker accepts of a trainer's configuration.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -10,7 +11,7 @@
 #include "loom/core/error.h"
 #include "loom/data/remote/batch_wire.h"
 #include "loom/data/remote/data_service.pb.h"
-#include "loom/data/remote/fair_slots.h"
+#include "loom/data/remote/fair_queue.h"
 #include "loom/data/remote/remote_config.h"
 #include "tools/test_support.h"
 
@@ -38,15 +39,65 @@ BatchShape shape_for(int64_t epoch, int64_t step) {
   return s;
 }
 
-remote::BatchReply packed(const Batch& batch, bool lz4) {
+std::vector<grpc::Slice> slices_of(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  return slices;
+}
+
+// What gRPC does with the worker's buffer on the trainer's side: parse it as a BatchReply.
+remote::BatchReply packed(const Batch& batch, bool lz4, bool flip_image_byte = false) {
   LoaderStats tally;
   tally.samples = 5;
   tally.bad = {1, 0, 0, 0};
+  const grpc::ByteBuffer buffer = pack_batch(batch, 2, 7, tally, 0.25, lz4, flip_image_byte);
+  std::string bytes;
+  for (const grpc::Slice& s : slices_of(buffer)) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  EXPECT_EQ(bytes.size(), buffer.Length());
   remote::BatchReply reply;
-  reply.set_epoch(2);
-  reply.set_step(7);
-  pack_batch(batch, tally, 0.25, lz4, reply);
+  EXPECT_TRUE(reply.ParseFromString(bytes));
   return reply;
+}
+
+// A reply as protobuf itself serialises it (images among the other fields, not last), cut into
+// slices of `piece` bytes, as gRPC may receive it.
+grpc::ByteBuffer wire(const std::string& bytes, size_t piece = 7) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += piece) {
+    slices.emplace_back(bytes.data() + at, std::min(piece, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+grpc::ByteBuffer wire(const remote::BatchReply& reply) { return wire(reply.SerializeAsString()); }
+
+TEST(BatchWire, SendsTheBatchOwnMemoryAndFramesItAsProtobufWould) {
+  const Batch batch = sample_batch(4);
+  // The hand-framed images field (after the others) parses as protobuf's own would.
+  const remote::BatchReply reply = packed(batch, false);
+  EXPECT_EQ(reply.epoch(), 2);
+  EXPECT_EQ(reply.step(), 7);
+  EXPECT_EQ(reply.images().size(), static_cast<size_t>(batch.images.numel()));
+
+  // No copy: the last slice is the tensor's memory, and the tensor stays alive with it.
+  grpc::ByteBuffer buffer;
+  {
+    Batch own = sample_batch(4);
+    buffer = pack_batch(own, 0, 0, LoaderStats{}, 0, false);
+    const std::vector<grpc::Slice> slices = slices_of(buffer);
+    ASSERT_EQ(slices.size(), 2u);
+    EXPECT_EQ(static_cast<const void*>(slices[1].begin()), own.images.data_ptr());
+  }
+  const std::vector<grpc::Slice> kept = slices_of(buffer);
+  EXPECT_EQ(std::memcmp(kept[1].begin(), batch.images.data_ptr(), kept[1].size()), 0);
+
+  // Damage for tests goes to a private copy: the batch itself is left as it was.
+  const Batch shared = sample_batch(4);
+  const remote::BatchReply damaged = packed(shared, false, true);
+  EXPECT_TRUE(shared.images.equal(batch.images));
+  LoaderStats tally;
+  EXPECT_THROW(unpack_batch(wire(damaged), false, shape_for(2, 7), tally), CorruptBatch);
 }
 
 TEST(BatchWire, RoundTripsRawAndLz4) {
@@ -55,7 +106,7 @@ TEST(BatchWire, RoundTripsRawAndLz4) {
     remote::BatchReply reply = packed(batch, lz4);
     if (lz4) EXPECT_LT(reply.images().size(), static_cast<size_t>(batch.images.numel()));
     LoaderStats tally;
-    const Batch got = unpack_batch(reply, lz4, shape_for(2, 7), tally);
+    const Batch got = unpack_batch(wire(reply), lz4, shape_for(2, 7), tally);
     EXPECT_TRUE(got.images.equal(batch.images)) << "lz4 " << lz4;
     EXPECT_TRUE(got.labels.equal(batch.labels));
     EXPECT_TRUE(got.indices.equal(batch.indices));
@@ -67,7 +118,7 @@ TEST(BatchWire, RoundTripsRawAndLz4) {
 
 TEST(BatchWire, RefusesAFlippedByteWrongShapeAndWrongPosition) {
   const Batch batch = sample_batch(4);
-  auto expect_corrupt = [](remote::BatchReply reply, const BatchShape& shape, bool lz4,
+  auto expect_corrupt = [](const grpc::ByteBuffer& reply, const BatchShape& shape, bool lz4,
                            const std::string& says) {
     LoaderStats tally;
     try {
@@ -80,66 +131,65 @@ TEST(BatchWire, RefusesAFlippedByteWrongShapeAndWrongPosition) {
   };
   remote::BatchReply flipped = packed(batch, false);
   (*flipped.mutable_images())[100] ^= 1;
-  expect_corrupt(flipped, shape_for(2, 7), false, "CRC-32C does not match");
+  expect_corrupt(wire(flipped), shape_for(2, 7), false, "CRC-32C does not match");
   remote::BatchReply flipped_label = packed(batch, false);
   (*flipped_label.mutable_labels())[0] ^= 1;
-  expect_corrupt(flipped_label, shape_for(2, 7), false, "CRC-32C");
+  expect_corrupt(wire(flipped_label), shape_for(2, 7), false, "CRC-32C");
   remote::BatchReply lz4 = packed(batch, true);
   lz4.mutable_images()->resize(lz4.images().size() / 2);
-  expect_corrupt(lz4, shape_for(2, 7), true, "LZ4 images do not decode");
+  expect_corrupt(wire(lz4), shape_for(2, 7), true, "LZ4 images do not decode");
   BatchShape other_size = shape_for(2, 7);
   other_size.width = 7;
-  expect_corrupt(packed(batch, false), other_size, false, "expected at most 5 of 8x7x3");
+  expect_corrupt(wire(packed(batch, false)), other_size, false, "expected at most 5 of 8x7x3");
   BatchShape fewer = shape_for(2, 7);
   fewer.max_samples = 3;
-  expect_corrupt(packed(batch, false), fewer, false, "images are [4, 8, 6, 3]");
-  expect_corrupt(packed(batch, false), shape_for(2, 8), false,
+  expect_corrupt(wire(packed(batch, false)), fewer, false, "images are [4, 8, 6, 3]");
+  expect_corrupt(wire(packed(batch, false)), shape_for(2, 8), false,
                  "the reply is for batch 7 of epoch 3");
+  // Bytes that are not a well-formed reply at all.
+  const std::string good = packed(batch, false).SerializeAsString();
+  expect_corrupt(wire(good.substr(0, good.size() - 10)), shape_for(2, 7), false,
+                 "runs past the end");
+  expect_corrupt(wire(good + "\x22\x01x"), shape_for(2, 7), false, "comes twice");
+  expect_corrupt(wire(good + "\x0f"), shape_for(2, 7), false, "wire type 7");
+  expect_corrupt(wire(good + "\x08\xff"), shape_for(2, 7), false, "ends in the middle");
+  expect_corrupt(wire(std::string(12, '\xff')), shape_for(2, 7), false, "malformed varint");
 }
 
-TEST(FairSlots, ServesSessionsInTurnWhenTheyQueue) {
-  FairSlots slots(1);
-  const auto far = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  ASSERT_TRUE(slots.acquire("hold", far));
-  std::mutex mutex;
+TEST(FairQueue, ServesSessionsInTurn) {
+  FairQueue queue;
   std::vector<std::string> order;
-  std::vector<std::thread> waiters;
-  std::atomic<int> queued{0};
-  auto wait_for = [&](const std::string& session) {
-    waiters.emplace_back([&, session] {
-      ++queued;
-      ASSERT_TRUE(slots.acquire(session, far));
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        order.push_back(session);
-      }
-      slots.release();
-    });
-    // Queue them in this order: "a" four times first, then "b" twice.
-    while (queued.load() < static_cast<int>(waiters.size())) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto job = [&](const std::string& name) {
+    return [&order, name](bool run) { order.push_back(run ? name : "dropped " + name); };
   };
-  for (int i = 0; i < 4; ++i) wait_for("a");
-  for (int i = 0; i < 2; ++i) wait_for("b");
-  slots.release();
-  for (auto& t : waiters) t.join();
-  // "b" does not wait behind all of "a"'s requests.
-  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a", "b", "a", "a"}));
+  for (int i = 0; i < 4; ++i) queue.push("a", job("a" + std::to_string(i)));
+  for (int i = 0; i < 2; ++i) queue.push("b", job("b" + std::to_string(i)));
+  for (int i = 0; i < 5; ++i) (*queue.pop())(true);
+  // "b" does not wait behind all of "a"'s requests; each session's own stay in order.
+  EXPECT_EQ(order, (std::vector<std::string>{"a0", "b0", "a1", "b1", "a2"}));
+  queue.stop();  // what is still queued is answered, not lost
+  EXPECT_EQ(order.back(), "dropped a3");
+  queue.push("c", job("c0"));  // after stop: answered at once
+  EXPECT_EQ(order.back(), "dropped c0");
+  EXPECT_FALSE(queue.pop().has_value());
 }
 
-TEST(FairSlots, TimesOutAndStops) {
-  FairSlots slots(1);
-  const auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-  ASSERT_TRUE(slots.acquire("x", soon));
-  EXPECT_FALSE(slots.acquire("y", soon));  // the only slot is held
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    slots.stop();
-  });
-  EXPECT_FALSE(slots.acquire("y", std::chrono::steady_clock::now() + std::chrono::seconds(30)));
-  stopper.join();
-  slots.release();
-  EXPECT_FALSE(slots.acquire("z", std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+TEST(FairQueue, StopWakesWaitingBuilders) {
+  FairQueue queue;
+  std::atomic<int> woke{0};
+  std::vector<std::thread> builders;
+  for (int i = 0; i < 3; ++i) {
+    builders.emplace_back([&] {
+      while (std::optional<FairQueue::Job> job = queue.pop()) (*job)(true);
+      ++woke;
+    });
+  }
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 10; ++i) queue.push(i % 2 ? "x" : "y", [&](bool run) { ran += run; });
+  while (ran.load() < 10) std::this_thread::yield();
+  queue.stop();
+  for (auto& t : builders) t.join();
+  EXPECT_EQ(woke.load(), 3);
 }
 
 TEST(RemoteConfig, SendsOnlyTheSeedAndTheDataSection) {

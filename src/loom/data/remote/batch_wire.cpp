@@ -2,9 +2,11 @@
 
 #include <lz4.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/core/crc32c.h"
 #include "loom/data/remote/data_service.pb.h"
@@ -35,85 +37,248 @@ at::Tensor int64_tensor(const std::string& bytes, int64_t count) {
                      std::to_string(e.epoch + 1) + ": " + what);
 }
 
-}  // namespace
+// Reads the protobuf wire format across a received buffer's slices, never past their end.
+class SliceReader {
+ public:
+  SliceReader(const std::vector<grpc::Slice>& slices, const BatchShape& e)
+      : slices_(slices), e_(e) {}
 
-void pack_batch(const Batch& batch, const LoaderStats& tally, double build_seconds, bool lz4,
-                remote::BatchReply& reply) {
-  const at::Tensor images = batch.images.contiguous();
-  const auto* raw = static_cast<const char*>(images.data_ptr());
-  const size_t raw_bytes = static_cast<size_t>(images.numel());
-  for (int64_t d : images.sizes()) reply.add_shape(d);
-  reply.set_labels(tensor_bytes(batch.labels));
-  reply.set_indices(tensor_bytes(batch.indices));
-  reply.set_crc32c(batch_crc(raw, raw_bytes, reply.labels(), reply.indices()));
-  if (lz4 && raw_bytes > 0) {
-    std::string* packed = reply.mutable_images();
-    packed->resize(static_cast<size_t>(LZ4_compressBound(static_cast<int>(raw_bytes))));
-    const int size = LZ4_compress_default(raw, packed->data(), static_cast<int>(raw_bytes),
-                                          static_cast<int>(packed->size()));
-    if (size <= 0)
-      throw Error("pack_batch: LZ4 could not compress " + std::to_string(raw_bytes) + " bytes");
-    packed->resize(static_cast<size_t>(size));
-  } else {
-    reply.set_images(raw, raw_bytes);
+  bool at_end() {
+    while (slice_ < slices_.size() && offset_ == slices_[slice_].size()) {
+      ++slice_;
+      offset_ = 0;
+    }
+    return slice_ == slices_.size();
   }
-  reply.set_samples(tally.samples);
-  for (int64_t b : tally.bad) reply.add_bad(b);
-  reply.set_substituted(tally.substituted);
-  reply.set_build_seconds(build_seconds);
+  uint64_t position() const { return position_; }  // bytes read or skipped so far
+
+  uint64_t varint() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at_end()) corrupt(e_, "the reply ends in the middle of a field");
+      const uint8_t b = slices_[slice_].begin()[offset_++];
+      ++position_;
+      value |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return value;
+    }
+    corrupt(e_, "a malformed varint");
+  }
+  // Copies the next n bytes to `to`, or skips them when `to` is null.
+  void take(char* to, uint64_t n) {
+    while (n > 0) {
+      if (at_end()) corrupt(e_, "a field runs past the end of the reply");
+      const size_t chunk = std::min<uint64_t>(n, slices_[slice_].size() - offset_);
+      if (to) {
+        std::memcpy(to, slices_[slice_].begin() + offset_, chunk);
+        to += chunk;
+      }
+      offset_ += chunk;
+      position_ += chunk;
+      n -= chunk;
+    }
+  }
+
+ private:
+  const std::vector<grpc::Slice>& slices_;
+  const BatchShape& e_;
+  size_t slice_ = 0, offset_ = 0;
+  uint64_t position_ = 0;
+};
+
+// A reply as received: its small fields, parsed (and so checked) by protobuf, and where its
+// images lie in the slices gRPC received, which hold them until they are copied once.
+struct ReceivedReply {
+  remote::BatchReply fields;  // every field but the images
+  std::vector<grpc::Slice> slices;
+  uint64_t image_start = 0, image_bytes = 0;
+
+  void copy_images(char* to, const BatchShape& e) const {
+    SliceReader reader(slices, e);
+    reader.take(nullptr, image_start);
+    reader.take(to, image_bytes);
+  }
+};
+
+void append_varint(std::string& out, uint64_t n) {
+  for (; n >= 0x80; n >>= 7) out.push_back(static_cast<char>((n & 0x7F) | 0x80));
+  out.push_back(static_cast<char>(n));
 }
 
-Batch unpack_batch(remote::BatchReply& reply, bool lz4, const BatchShape& e, LoaderStats& tally) {
-  if (reply.epoch() != e.epoch || reply.step() != e.step) {
-    corrupt(e, "the reply is for batch " + std::to_string(reply.step()) + " of epoch " +
-                   std::to_string(reply.epoch() + 1));
+constexpr uint64_t kImagesField = 4;  // BatchReply.images
+constexpr uint64_t kMaxSmallField = 64 << 20;
+
+ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
+  ReceivedReply r;
+  if (!buffer.Dump(&r.slices).ok()) corrupt(e, "the reply could not be read");
+  SliceReader reader(r.slices, e);
+  std::string small;  // the other fields, re-encoded for protobuf's parser
+  bool have_images = false;
+  while (!reader.at_end()) {
+    const uint64_t tag = reader.varint();
+    const auto type = static_cast<uint32_t>(tag & 7);
+    if (tag >> 3 == kImagesField && type == 2) {
+      if (have_images) corrupt(e, "the images field comes twice");
+      have_images = true;
+      r.image_bytes = reader.varint();
+      r.image_start = reader.position();
+      reader.take(nullptr, r.image_bytes);
+      continue;
+    }
+    append_varint(small, tag);
+    if (type == 0) {
+      append_varint(small, reader.varint());
+    } else if (type == 1 || type == 5) {
+      char value[8];
+      const int width = type == 1 ? 8 : 4;
+      reader.take(value, width);
+      small.append(value, width);
+    } else if (type == 2) {
+      const uint64_t n = reader.varint();
+      if (n > kMaxSmallField) corrupt(e, "a field of " + std::to_string(n) + " bytes");
+      append_varint(small, n);
+      const size_t at = small.size();
+      small.resize(at + n);
+      reader.take(small.data() + at, n);
+    } else {
+      corrupt(e, "a field of wire type " + std::to_string(type));
+    }
   }
-  if (reply.shape_size() != 4)
-    corrupt(e, "images have " + std::to_string(reply.shape_size()) + " dimensions, expected 4");
-  const int64_t count = reply.shape(0);
-  if (count < 0 || count > e.max_samples || reply.shape(1) != e.height ||
-      reply.shape(2) != e.width || reply.shape(3) != e.channels) {
-    corrupt(e, "images are [" + std::to_string(count) + ", " + std::to_string(reply.shape(1)) +
-                   ", " + std::to_string(reply.shape(2)) + ", " + std::to_string(reply.shape(3)) +
-                   "], expected at most " + std::to_string(e.max_samples) + " of " +
-                   std::to_string(e.height) + "x" + std::to_string(e.width) + "x" +
-                   std::to_string(e.channels));
+  if (!r.fields.ParseFromString(small)) corrupt(e, "its fields do not parse");
+  return r;
+}
+
+}  // namespace
+
+grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
+                            const LoaderStats& tally, double build_seconds, bool lz4,
+                            bool flip_image_byte) {
+  // The images' owner rides along with the slice that points into it.
+  struct Payload {
+    at::Tensor images;
+    std::string compressed;
+  };
+  auto payload = std::make_unique<Payload>();
+  payload->images = batch.images.contiguous();
+  auto* raw = static_cast<char*>(payload->images.data_ptr());
+  const size_t raw_bytes = static_cast<size_t>(payload->images.numel());
+
+  remote::BatchReply fields;
+  fields.set_epoch(epoch);
+  fields.set_step(step);
+  for (int64_t d : payload->images.sizes()) fields.add_shape(d);
+  fields.set_labels(tensor_bytes(batch.labels));
+  fields.set_indices(tensor_bytes(batch.indices));
+  fields.set_crc32c(batch_crc(raw, raw_bytes, fields.labels(), fields.indices()));
+  fields.set_samples(tally.samples);
+  for (int64_t b : tally.bad) fields.add_bad(b);
+  fields.set_substituted(tally.substituted);
+  fields.set_build_seconds(build_seconds);
+
+  char* data = raw;
+  size_t bytes = raw_bytes;
+  if (lz4 && raw_bytes > 0) {
+    std::string& packed = payload->compressed;
+    packed.resize(static_cast<size_t>(LZ4_compressBound(static_cast<int>(raw_bytes))));
+    const int size = LZ4_compress_default(raw, packed.data(), static_cast<int>(raw_bytes),
+                                          static_cast<int>(packed.size()));
+    if (size <= 0)
+      throw Error("pack_batch: LZ4 could not compress " + std::to_string(raw_bytes) + " bytes");
+    packed.resize(static_cast<size_t>(size));
+    data = packed.data();
+    bytes = packed.size();
+  }
+  if (flip_image_byte && bytes > 0) {
+    if (data == raw) {  // the caller's batch may be shared: damage a private copy
+      payload->compressed.assign(raw, bytes);
+      data = payload->compressed.data();
+    }
+    data[0] ^= 0x5A;
+  }
+
+  // Protocol buffers may carry a message's fields in any order, so the images field (4, bytes)
+  // goes last, framed here by hand: its tag, its length as a varint, then its bytes.
+  std::string head = fields.SerializeAsString();
+  head.push_back(static_cast<char>((4 << 3) | 2));
+  for (uint64_t n = bytes; ; n >>= 7) {
+    if (n < 0x80) {
+      head.push_back(static_cast<char>(n));
+      break;
+    }
+    head.push_back(static_cast<char>((n & 0x7F) | 0x80));
+  }
+  if (bytes == 0) {
+    const grpc::Slice only(head);
+    return grpc::ByteBuffer(&only, 1);
+  }
+  grpc::Slice slices[2] = {
+      grpc::Slice(head),
+      grpc::Slice(data, bytes, [](void* owner) { delete static_cast<Payload*>(owner); },
+                  payload.get())};
+  payload.release();  // now owned by the second slice
+  return grpc::ByteBuffer(slices, 2);
+}
+
+Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
+                   LoaderStats& tally) {
+  ReceivedReply received = split_reply(reply, e);
+  const remote::BatchReply& fields = received.fields;
+  if (fields.epoch() != e.epoch || fields.step() != e.step) {
+    corrupt(e, "the reply is for batch " + std::to_string(fields.step()) + " of epoch " +
+                   std::to_string(fields.epoch() + 1));
+  }
+  if (fields.shape_size() != 4)
+    corrupt(e, "images have " + std::to_string(fields.shape_size()) + " dimensions, expected 4");
+  const int64_t count = fields.shape(0);
+  if (count < 0 || count > e.max_samples || fields.shape(1) != e.height ||
+      fields.shape(2) != e.width || fields.shape(3) != e.channels) {
+    corrupt(e, "images are [" + std::to_string(count) + ", " + std::to_string(fields.shape(1)) +
+                   ", " + std::to_string(fields.shape(2)) + ", " +
+                   std::to_string(fields.shape(3)) + "], expected at most " +
+                   std::to_string(e.max_samples) + " of " + std::to_string(e.height) + "x" +
+                   std::to_string(e.width) + "x" + std::to_string(e.channels));
   }
   const size_t raw_bytes = static_cast<size_t>(count * e.height * e.width * e.channels);
   const size_t id_bytes = static_cast<size_t>(count) * sizeof(int64_t);
-  if (reply.labels().size() != id_bytes || reply.indices().size() != id_bytes) {
+  if (fields.labels().size() != id_bytes || fields.indices().size() != id_bytes) {
     corrupt(e, "labels or indices are not " + std::to_string(count) + " int64 values");
   }
-  if (reply.bad_size() != 4 || reply.samples() < count) corrupt(e, "malformed sample counts");
+  if (fields.bad_size() != 4 || fields.samples() < count) corrupt(e, "malformed sample counts");
+  if (!lz4 && received.image_bytes != raw_bytes) {
+    corrupt(e, "images are " + std::to_string(received.image_bytes) + " bytes, expected " +
+                   std::to_string(raw_bytes));
+  }
 
-  // Without compression the reply's own buffer becomes the tensor's storage.
-  std::unique_ptr<std::string> buffer(reply.release_images());
+  // One copy, from the received slices into a tensor from LibTorch's allocator (Loom's caching
+  // one in a trainer, so the memory is reused rather than faulted in afresh every batch).
+  Batch batch;
+  batch.images = at::empty({count, e.height, e.width, e.channels}, at::kByte);
+  auto* out = static_cast<char*>(batch.images.data_ptr());
   if (lz4) {
-    auto raw = std::make_unique<std::string>(raw_bytes, '\0');
+    if (raw_bytes > LZ4_MAX_INPUT_SIZE ||
+        received.image_bytes > static_cast<uint64_t>(LZ4_COMPRESSBOUND(raw_bytes))) {
+      corrupt(e, "LZ4 images are larger than " + std::to_string(raw_bytes) + " bytes could be");
+    }
+    std::string packed(received.image_bytes, '\0');
+    received.copy_images(packed.data(), e);
     const int size = raw_bytes == 0 ? 0
-                                    : LZ4_decompress_safe(buffer->data(), raw->data(),
-                                                          static_cast<int>(buffer->size()),
+                                    : LZ4_decompress_safe(packed.data(), out,
+                                                          static_cast<int>(packed.size()),
                                                           static_cast<int>(raw_bytes));
     if (size != static_cast<int>(raw_bytes)) {
       corrupt(e, "LZ4 images do not decode to " + std::to_string(raw_bytes) + " bytes");
     }
-    buffer = std::move(raw);
+  } else {
+    received.copy_images(out, e);
   }
-  if (buffer->size() != raw_bytes ||
-      batch_crc(buffer->data(), raw_bytes, reply.labels(), reply.indices()) != reply.crc32c()) {
+  if (batch_crc(out, raw_bytes, fields.labels(), fields.indices()) != fields.crc32c()) {
     corrupt(e, "CRC-32C does not match its contents");
   }
-  Batch batch;
-  std::string* storage = buffer.release();
-  batch.images = at::from_blob(
-      storage->data(), {count, e.height, e.width, e.channels}, [storage](void*) { delete storage; },
-      at::TensorOptions().dtype(at::kByte));
-  batch.labels = int64_tensor(reply.labels(), count);
-  batch.indices = int64_tensor(reply.indices(), count);
-  tally.samples += reply.samples();
-  for (int i = 0; i < 4; ++i) tally.bad[static_cast<size_t>(i)] += reply.bad(i);
-  tally.substituted += reply.substituted();
-  tally.build_seconds += reply.build_seconds();
+  batch.labels = int64_tensor(fields.labels(), count);
+  batch.indices = int64_tensor(fields.indices(), count);
+  tally.samples += fields.samples();
+  for (int i = 0; i < 4; ++i) tally.bad[static_cast<size_t>(i)] += fields.bad(i);
+  tally.substituted += fields.substituted();
+  tally.build_seconds += fields.build_seconds();
   return batch;
 }
 

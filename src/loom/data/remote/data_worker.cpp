@@ -14,7 +14,7 @@
 #include "loom/data/configured_loaders.h"
 #include "loom/data/remote/batch_wire.h"
 #include "loom/data/remote/data_service.grpc.pb.h"
-#include "loom/data/remote/fair_slots.h"
+#include "loom/data/remote/fair_queue.h"
 #include "loom/data/remote/remote_config.h"
 #include "loom/data/remote/worker_sessions.h"
 #include "loom/data/sample_error.h"
@@ -28,11 +28,29 @@ constexpr size_t kMaxChallenges = 4096;  // outstanding at once; the oldest go f
 constexpr int kMaxRequestBytes = 1 << 20;
 constexpr const char* kLog = "data-worker";
 
-class Service final : public remote::DataWorker::Service {
+// Challenge and Open run on gRPC's handler threads. GetBatch is a raw callback method: its
+// handler only queues the request, and the worker's own build threads take the queue fairly
+// between sessions, build the batch and answer with a buffer over the batch's own memory.
+class Service final : public remote::DataWorker::WithRawCallbackMethod_GetBatch<
+                          remote::DataWorker::Service> {
  public:
-  explicit Service(const DataWorkerOptions& options) : options_(options), slots_(options.threads) {}
+  explicit Service(const DataWorkerOptions& options) : options_(options) {
+    for (int i = 0; i < options.threads; ++i) {
+      builders_.emplace_back([this] {
+        while (std::optional<FairQueue::Job> job = queue_.pop()) (*job)(true);
+      });
+    }
+  }
+  ~Service() override { stop(); }
 
-  FairSlots& slots() { return slots_; }
+  // Answers what is queued with UNAVAILABLE and waits for the batches being built.
+  void stop() {
+    queue_.stop();
+    for (std::thread& t : builders_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
   WorkerSessions& sessions() { return sessions_; }
 
   grpc::Status Challenge(grpc::ServerContext*, const remote::ChallengeRequest*,
@@ -105,58 +123,76 @@ class Service final : public remote::DataWorker::Service {
     reply->set_session(opened->id);
     reply->set_steps_per_epoch(loader.steps_per_epoch());
     reply->set_samples(loader.samples());
-    reply->set_threads(slots_.slots());
+    reply->set_threads(static_cast<int>(builders_.size()));
     return grpc::Status::OK;
   }
 
-  grpc::Status GetBatch(grpc::ServerContext* context, const remote::BatchRequest* request,
-                        remote::BatchReply* reply) override {
-    std::shared_ptr<WorkerSession> session = sessions_.find(request->session());
+  grpc::ServerUnaryReactor* GetBatch(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    remote::BatchRequest request;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (request_bytes->Dump(&slices).ok()) {
+      for (const grpc::Slice& slice : slices) {
+        bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+    }
+    if (!request.ParseFromString(bytes)) {
+      reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT, "malformed batch request"});
+      return reactor;
+    }
+    std::shared_ptr<WorkerSession> session = sessions_.find(request.session());
     if (!session) {
-      return {grpc::StatusCode::NOT_FOUND,
-              "unknown session: open one (this worker may have restarted or closed it as idle)"};
+      reactor->Finish(
+          {grpc::StatusCode::NOT_FOUND,
+           "unknown session: open one (this worker may have restarted or closed it as idle)"});
+      return reactor;
     }
-    const Loader& loader = *session->loader;
-    if (request->epoch() < 0 || request->step() < 0 ||
-        request->step() >= loader.steps_per_epoch()) {
-      return {grpc::StatusCode::OUT_OF_RANGE,
-              "batch " + std::to_string(request->step()) + " of epoch " +
-                  std::to_string(request->epoch() + 1) + ": an epoch has " +
-                  std::to_string(loader.steps_per_epoch()) + " batches"};
+    const int64_t steps = session->loader->steps_per_epoch();
+    if (request.epoch() < 0 || request.step() < 0 || request.step() >= steps) {
+      reactor->Finish({grpc::StatusCode::OUT_OF_RANGE,
+                       "batch " + std::to_string(request.step()) + " of epoch " +
+                           std::to_string(request.epoch() + 1) + ": an epoch has " +
+                           std::to_string(steps) + " batches"});
+      return reactor;
     }
-    const auto deadline =
-        std::min(context->deadline(), std::chrono::system_clock::now() + std::chrono::minutes(10));
-    if (!slots_.acquire(session->id,
-                        Clock::now() + (deadline - std::chrono::system_clock::now()))) {
-      return {grpc::StatusCode::UNAVAILABLE, "no build slot before the deadline or shutting down"};
-    }
-    struct Release {
-      FairSlots& slots;
-      ~Release() { slots.release(); }
-    } release{slots_};
+    queue_.push(session->id, [this, context, reactor, response, session, request](bool run) {
+      if (!run) {
+        reactor->Finish({grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"});
+      } else if (context->IsCancelled() ||
+                 context->deadline() < std::chrono::system_clock::now()) {
+        reactor->Finish({grpc::StatusCode::DEADLINE_EXCEEDED, "the trainer stopped waiting"});
+      } else {
+        reactor->Finish(build(*session, request, *response));
+      }
+    });
+    return reactor;
+  }
+
+ private:
+  grpc::Status build(WorkerSession& session, const remote::BatchRequest& request,
+                     grpc::ByteBuffer& response) {
     const auto begin = Clock::now();
     Batch batch;
     LoaderStats tally;
     try {
-      batch = loader.build_batch(request->epoch(), request->step(), &tally);
+      batch = session.loader->build_batch(request.epoch(), request.step(), &tally);
     } catch (const Error& e) {  // the data itself (the trainer would fail the same way)
-      LOOM_LOG(kWarn, kLog) << describe(*session) << ": batch " << request->step() << " of epoch "
-                            << request->epoch() + 1 << " failed: " << e.what();
+      LOOM_LOG(kWarn, kLog) << describe(session) << ": batch " << request.step() << " of epoch "
+                            << request.epoch() + 1 << " failed: " << e.what();
       return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
-    reply->set_epoch(request->epoch());
-    reply->set_step(request->step());
-    pack_batch(batch, tally, seconds, session->lz4, *reply);
-    if (options_.corrupt_every > 0 && ++replies_ % options_.corrupt_every == 0 &&
-        !reply->images().empty()) {
-      (*reply->mutable_images())[0] ^= 0x5A;
-    }
-    sessions_.record(*session, static_cast<int64_t>(reply->images().size()), seconds);
+    const bool corrupt = options_.corrupt_every > 0 && ++replies_ % options_.corrupt_every == 0;
+    response = pack_batch(batch, request.epoch(), request.step(), tally, seconds, session.lz4,
+                          corrupt);
+    // What the images take on the wire: the whole reply less its few hundred bytes of fields.
+    sessions_.record(session, static_cast<int64_t>(response.Length()), seconds);
     return grpc::Status::OK;
   }
 
- private:
   bool proves_token(const remote::OpenRequest& request) {
     {
       std::lock_guard<std::mutex> lock(challenge_mutex_);
@@ -175,7 +211,8 @@ class Service final : public remote::DataWorker::Service {
   }
 
   const DataWorkerOptions& options_;
-  FairSlots slots_;
+  FairQueue queue_;
+  std::vector<std::thread> builders_;
   WorkerSessions sessions_;
   std::mutex challenge_mutex_;
   std::map<std::string, Clock::time_point> challenges_;  // issued, not yet used; with expiry
@@ -250,7 +287,7 @@ void DataWorker::shutdown(std::chrono::milliseconds grace) {
     m.stopping = true;
   }
   m.stop_reporting.notify_all();
-  m.service->slots().stop();
+  m.service->stop();
   m.server->Shutdown(std::chrono::system_clock::now() + grace);
   m.reporter.join();
   for (const auto& line : m.service->sessions().summary()) {

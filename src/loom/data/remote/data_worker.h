@@ -7,8 +7,8 @@
 // challenge with HMAC-SHA256(token, challenge) before anything is read on its behalf; it opens
 // only files under its data roots; with a certificate and key it speaks TLS.
 //
-// Threading: the constructor starts the server; batches are built on gRPC's handler threads,
-// at most `threads` at once, shared fairly between sessions (FairSlots).
+// Threading: the constructor starts the server and `threads` build threads, which take batch
+// requests in turn between sessions (FairQueue); gRPC's own threads only parse and queue.
 #pragma once
 
 #include <chrono>

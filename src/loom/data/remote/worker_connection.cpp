@@ -1,6 +1,9 @@
 #include "loom/data/remote/worker_connection.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+
+#include <future>
 
 #include "loom/core/keyed_hash.h"
 #include "loom/data/remote/data_service.grpc.pb.h"
@@ -10,6 +13,8 @@ namespace {
 
 constexpr int kMaxFrameBytes = (1 << 24) - 1;  // HTTP/2's largest
 constexpr int kLookaheadBytes = 64 << 20;
+// data_service.proto's DataWorker.GetBatch, as gRPC names it on the wire.
+constexpr const char* kGetBatchMethod = "/loom.remote.DataWorker/GetBatch";
 
 std::shared_ptr<grpc::Channel> make_channel(const std::string& address, const std::string& tls_ca) {
   grpc::ChannelArguments args;
@@ -144,21 +149,29 @@ Batch WorkerConnection::fetch(const BatchShape& shape, LoaderStats& tally, int64
   }
   request.set_epoch(shape.epoch);
   request.set_step(shape.step);
+  const grpc::Slice request_slice(request.SerializeAsString());
+  const grpc::ByteBuffer request_buffer(&request_slice, 1);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
-  remote::BatchReply reply;
-  grpc::Status status;
+  // A generic call, so that the reply stays in the slices gRPC received it in: unpack_batch
+  // copies the images from there into their tensor once.
+  grpc::ByteBuffer reply;
+  std::promise<grpc::Status> done;
   {
     Tracked tracked(*this, context);
-    status = remote::DataWorker::NewStub(channel())->GetBatch(&context, request, &reply);
-  }
-  if (!status.ok()) {
-    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-      throw DataError("data worker " + address_ + ": " + status.error_message());
+    grpc::GenericStub(channel()).UnaryCall(&context, kGetBatchMethod, grpc::StubOptions(),
+                                           &request_buffer, &reply,
+                                           [&done](grpc::Status s) { done.set_value(s); });
+    // The context's deadline bounds the call: gRPC completes it by then.
+    const grpc::Status status = done.get_future().get();
+    if (!status.ok()) {
+      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        throw DataError("data worker " + address_ + ": " + status.error_message());
+      }
+      throw WorkerUnavailable(describe(status));
     }
-    throw WorkerUnavailable(describe(status));
   }
-  wire_bytes = static_cast<int64_t>(reply.ByteSizeLong());
+  wire_bytes = static_cast<int64_t>(reply.Length());
   return unpack_batch(reply, options_.lz4, shape, tally);
 }
 
