@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "tools/test_support.h"
@@ -151,6 +152,68 @@ TEST_F(RemoteWorkers, CorruptedBatchesAreAskedForAgain) {
   EXPECT_NE(run.output.find("CRC-32C does not match"), std::string::npos) << run.output;
   expect_identical_runs(dir_ / "local", dir_ / "remote");
   EXPECT_GE(remote_summary(dir_ / "remote")["workers"][0]["crc_mismatches"].get<int>(), 1);
+}
+
+TEST_F(RemoteWorkers, MetricsTraceAndReportShowEachWorker) {
+  Worker worker(dir_, "worker", test::free_port());
+  const std::string run_dir = dir_ / "remote";
+  auto run = test::run_loom(train_args(run_dir) + remote_args({worker.address()}) +
+                            " --set train.log_every=8 --trace");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json summary = remote_summary(run_dir)["workers"][0];
+  EXPECT_EQ(summary["threads"], 1);
+  const int64_t batches = summary["batches"].get<int64_t>();
+  EXPECT_EQ(batches, 2 * 1024 / 16);  // local_threads=0: every batch came from the worker
+  EXPECT_EQ(summary["samples"], 2 * 1024);
+
+  // metrics.jsonl: a data_workers row per log line; their windows add up to the summary.
+  int64_t rows = 0, windowed = 0;
+  std::istringstream lines(test::read_text(run_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["type"] != "data_workers") continue;
+    ++rows;
+    const nlohmann::json& w = record["workers"][0];
+    EXPECT_EQ(w["address"], worker.address());
+    windowed += w["batches"].get<int64_t>();
+    if (w["batches"].get<int64_t>() > 0) {
+      EXPECT_GT(w["samples_per_second"].get<double>(), 0) << line;
+      EXPECT_GT(w["mean_latency_s"].get<double>(), 0) << line;
+    }
+  }
+  EXPECT_EQ(rows, batches / 8);
+  EXPECT_EQ(windowed, batches);
+
+  // The trace: remote batches on a track named after the worker.
+  const nlohmann::json trace = nlohmann::json::parse(test::read_text(run_dir + "/trace.json"));
+  int remote_slices = 0;
+  bool track_named = false;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "remote") {
+      ++remote_slices;
+      EXPECT_EQ(e["args"]["worker"], worker.address());
+    }
+    if (e.value("name", "") == "thread_name" &&
+        e["args"]["name"] == "data worker " + worker.address()) {
+      track_named = true;
+    }
+  }
+  EXPECT_GT(remote_slices, 0);
+  EXPECT_TRUE(track_named);
+
+  // The report's worker table: one row for the worker, one for the local threads.
+  auto report = test::run_loom("report " + run_dir);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string browser = test::chromium();
+  if (browser.empty()) GTEST_SKIP() << "chromium is not installed: the report table is not drawn";
+  const auto dom = test::rendered_dom(browser, run_dir + "/report.html", dir_ / "profile");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  const auto at = dom.output.find("<table id=\"worker-table\">");
+  ASSERT_NE(at, std::string::npos) << dom.output.substr(0, 2000);
+  const std::string table = dom.output.substr(at, dom.output.find("</table>", at) - at);
+  EXPECT_EQ(test::count_of(table, "<tr>"), 3) << table;
+  EXPECT_NE(table.find(worker.address()), std::string::npos) << table;
+  EXPECT_NE(table.find("<td>100.0%</td>"), std::string::npos) << table;
 }
 
 TEST_F(RemoteWorkers, ResumeAfterTheTrainerIsKilledIsBitIdentical) {

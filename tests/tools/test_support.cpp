@@ -163,4 +163,17 @@ int count_of(const std::string& text, const std::string& part) {
   return n;
 }
 
+std::string chromium() {
+  for (const char* path : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (run_command(std::string("test -x ") + path).exit_code == 0) return path;
+  }
+  return "";
+}
+
+CommandResult rendered_dom(const std::string& browser, const std::string& html,
+                           const std::string& profile_dir) {
+  return run_command(browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
+                     profile_dir + " --dump-dom file://" + html + " 2>/dev/null");
+}
+
 }  // namespace loom::test

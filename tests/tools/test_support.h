@@ -71,6 +71,13 @@ void write_corrupt_images(const std::string& dir, const std::string& good_jpeg);
 // The Python that has Debian's torch, or "" when none.
 std::string torch_python();
 
+// Headless Chromium's path, or "" when it is not installed.
+std::string chromium();
+// The DOM of an HTML file after its scripts ran in headless Chromium (`profile_dir` holds the
+// browser's profile).
+CommandResult rendered_dom(const std::string& browser, const std::string& html,
+                           const std::string& profile_dir);
+
 // A small, fast synthetic-data configuration for e2e runs.
 std::string tiny_synthetic_args();
 // `--autotune` with one-step samples and the whole run allowed for tuning: quick, not precise.

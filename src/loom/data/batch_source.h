@@ -42,10 +42,11 @@ void check_bad_fraction(const LoaderStats& seen, double max_bad_fraction);
 // Throws ConfigError naming data.batch_size when not even one batch fits.
 int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last);
 
-// Told, on the loader thread that built it, when a batch was built and how long it took.
+// Told, on the thread that built or fetched it, when a batch was made and how long it took;
+// `origin` is "" for the trainer's own threads, or the remote data worker's address.
 using BatchObserver =
     std::function<void(int64_t epoch, int64_t step, std::chrono::steady_clock::time_point begin,
-                       std::chrono::steady_clock::time_point end)>;
+                       std::chrono::steady_clock::time_point end, const std::string& origin)>;
 
 class BatchSource {
  public:

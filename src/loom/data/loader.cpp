@@ -176,7 +176,7 @@ void Loader::worker_loop(int index) const {
     }
     const auto end = std::chrono::steady_clock::now();
     const double cpu = thread_cpu_seconds() - cpu_begin;
-    if (observer) observer(epoch, step, begin, end);
+    if (observer) observer(epoch, step, begin, end, "");
     lock.lock();
     stats_.build_seconds += std::chrono::duration<double>(end - begin).count();
     stats_.cpu_seconds += cpu;

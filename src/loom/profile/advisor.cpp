@@ -1,5 +1,6 @@
 #include "loom/profile/advisor.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace loom::profile {
@@ -18,6 +19,41 @@ std::string milliseconds(double seconds) {
 }
 
 double gain_bound(double share) { return share < 1 ? 1 / (1 - share) : 0; }
+
+std::string rate(double samples_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f samples/s", samples_per_second);
+  return buf;
+}
+
+// How many remote data workers would keep the model fed, by tf.data's autoscaling rule: the
+// rate the model would consume samples at if it never waited (the run's rate over the share of
+// the step it did not wait), over one worker's throughput — measured when the run had workers,
+// else estimated as a worker with this host's cores at this run's cost per sample. "" when
+// neither is known.
+std::string workers_needed(const RunProfile& run, double waiting) {
+  if (run.samples_per_second <= 0 || waiting >= 1) return "";
+  const double consumption = run.samples_per_second / (1 - waiting);
+  double per_worker = 0;
+  std::string basis;
+  if (run.remote_workers > 0 && run.remote_worker_samples_per_second > 0) {
+    per_worker = run.remote_worker_samples_per_second;
+    basis = "as measured";
+  } else if (run.loader_cpu_seconds_per_sample > 0) {
+    per_worker = run.usable_cores / run.loader_cpu_seconds_per_sample;
+    basis = "estimated for a worker with this host's " + std::to_string(run.usable_cores) +
+            " cores";
+  } else {
+    return "";
+  }
+  const int n = static_cast<int>(std::ceil(consumption / per_worker - 1e-9));
+  std::string out = "the model would consume " + rate(consumption) + " and one data worker supplies " +
+                    rate(per_worker) + " (" + basis + "), so " + std::to_string(n) +
+                    " remote data worker" + (n == 1 ? "" : "s") +
+                    " would make the run compute-bound (N = consumption / worker throughput";
+  if (run.remote_workers > 0) out += "; it had " + std::to_string(run.remote_workers);
+  return out + "): set data.remote.workers";
+}
 
 }  // namespace
 
@@ -39,12 +75,17 @@ std::vector<Finding> advise(const RunProfile& run) {
               "",
               "data.workers",
               gain_bound(waiting)};
-    if (run.threads_tuned) {
+    const std::string workers = workers_needed(run, waiting);
+    if (run.remote_workers > 0 && !workers.empty()) {
+      f.advice = workers;
+      f.key = "data.remote.workers";
+    } else if (run.threads_tuned) {
       f.advice = "the autotuner already chose the split of the cores (data.workers " +
                  std::to_string(run.loader_threads) + ", runtime.threads " +
                  std::to_string(run.compute_threads) +
                  "): make data.transforms cheaper, or add CPU workers";
       f.key = "data.transforms";
+      if (!workers.empty()) f.advice += "; " + workers;
     } else if (run.loader_threads < run.usable_cores) {
       f.advice = "give the loader more threads: data.workers is " +
                  std::to_string(run.loader_threads) + " of " + std::to_string(run.usable_cores) +
@@ -54,6 +95,7 @@ std::vector<Finding> advise(const RunProfile& run) {
                  std::to_string(run.loader_threads) +
                  "): make data.transforms cheaper, or add CPU workers";
       f.key = "data.transforms";
+      if (!workers.empty()) f.advice += "; " + workers;
     }
     out.push_back(f);
   }

@@ -1,7 +1,9 @@
 // Reads a profiled run and says what to change: each finding names its evidence, the most it can
 // gain, and the configuration key to change. Rules and thresholds follow the tools users already
 // trust (TensorFlow's profiler, PyTorch's profiler plugin):
-//   input_bound      data_wait >= 5% of the step (moderate), >= 20% (high)
+//   input_bound      data_wait >= 5% of the step (moderate), >= 20% (high); with how many
+//                    remote data workers would feed the model (tf.data's autoscaling rule:
+//                    N = consumption rate / one worker's throughput)
 //   exposed_comm     comm_exposed >= 10%
 //   pipeline_bubble  bubble >= 10% (a pipeline rank waiting for its neighbours)
 //   threads          compute threads below the usable cores while the loader has little to do
@@ -37,6 +39,13 @@ struct RunProfile {
   bool threads_tuned = false;  // the autotuner measured loader and compute threads: keep them
   // A pipeline: its ranks (0 when none), micro-batches per step, and the count its plan
   // simulated with a smaller bubble (0 when none), with that bubble.
+  // Input supply. The rate the run reached; what building a sample cost this host's loader
+  // (CPU seconds); and, with data.remote.workers, how many delivered batches and the mean rate
+  // at which one of them delivered samples.
+  double samples_per_second = 0;
+  double loader_cpu_seconds_per_sample = 0;
+  int remote_workers = 0;
+  double remote_worker_samples_per_second = 0;
   int pipeline_ranks = 0;
   int64_t pipeline_microbatches = 0;
   int64_t better_microbatches = 0;

@@ -22,6 +22,7 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 <h2>Throughput</h2><div id="throughput" class="chart"></div>
 <h2>Loss and test accuracy</h2><div id="loss" class="chart"></div>
 <h2>Findings</h2><div id="findings"></div>
+<h2>Remote data workers</h2><div id="workers"></div>
 <h2>Autotuning</h2><div id="autotune"></div>
 <h2>Settings</h2><div id="settings"></div><pre id="config"></pre>
 <script type="application/json" id="data">@DATA@</script>
@@ -129,6 +130,25 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
                           `<td>${esc(f.advice)}</td><td><code>${esc(f.key || '')}</code></td>` +
                           `<td>${f.max_gain ? f.max_gain.toFixed(2) + 'x faster' : ''}</td></tr>`).join('') + '</table>'
       : '<p>The advisor found nothing to change.</p>';
+  // Who built the batches: each remote data worker (data.remote.workers) and the local threads.
+  const remote = (S.data || {}).remote;
+  if (remote && remote.workers) {
+    const total = remote.workers.reduce((a, w) => a + w.batches, 0) + remote.local_batches;
+    const share = n => total ? pct(n / total) : '-';
+    document.getElementById('workers').innerHTML =
+        '<table id="worker-table"><tr><th>worker</th><th>state</th><th>build threads</th><th>batches</th>' +
+        '<th>share</th><th>samples/s</th><th>MB</th><th>mean latency</th><th>failures</th>' +
+        '<th>CRC mismatches</th><th>duplicates</th><th>last error</th></tr>' +
+        remote.workers.map(w => `<tr><td><code>${esc(w.address)}</code></td><td>${esc(w.state)}</td>` +
+                                `<td>${w.threads || '-'}</td><td>${w.batches}</td><td>${share(w.batches)}</td>` +
+                                `<td>${fmt(w.samples / S.wall_seconds)}</td><td>${fmt(w.bytes / 1e6)}</td>` +
+                                `<td>${fmt(1e3 * w.mean_latency_s)} ms</td><td>${w.failures}</td>` +
+                                `<td>${w.crc_mismatches}</td><td>${w.duplicates}</td><td>${esc(w.last_error)}</td></tr>`).join('') +
+        `<tr><td>local threads</td><td></td><td></td><td>${remote.local_batches}</td><td>${share(remote.local_batches)}</td>` +
+        '<td colspan="7"></td></tr></table>';
+  } else {
+    none('workers', 'Not used: every batch was built by this host (data.remote.workers sends the work to CPU machines).');
+  }
   const A = S.autotune;
   const settingsText = s => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');
   document.getElementById('autotune').innerHTML = !A

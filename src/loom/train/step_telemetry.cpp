@@ -20,15 +20,23 @@ StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
   trace_ = std::make_unique<profile::TraceWriter>(rank_trace_path(out_dir, rank), rank,
                                                   "loom train (rank " + std::to_string(rank) + ")");
   trace_->name_thread("main");
-  // Loader threads draw the batches they build on their own tracks, while the trace is on.
-  train_.set_batch_observer(
-      [trace = trace_, tracing = tracing_](int64_t, int64_t step, auto begin, auto end) {
-        if (!tracing->load(std::memory_order_relaxed)) return;
-        thread_local bool named = false;
-        if (!named) trace->name_thread("loader");
-        named = true;
-        trace->complete("batch " + std::to_string(step), "loader", begin, end);
-      });
+  // Loader threads draw the batches they build on their own tracks, while the trace is on; a
+  // remote data worker's batches are drawn, from request to arrival, on the tracks of the
+  // threads that fetch them, named after the worker.
+  train_.set_batch_observer([trace = trace_, tracing = tracing_](int64_t, int64_t step,
+                                                                 auto begin, auto end,
+                                                                 const std::string& origin) {
+    if (!tracing->load(std::memory_order_relaxed)) return;
+    thread_local bool named = false;
+    if (!named) trace->name_thread(origin.empty() ? "loader" : "data worker " + origin);
+    named = true;
+    if (origin.empty()) {
+      trace->complete("batch " + std::to_string(step), "loader", begin, end);
+    } else {
+      trace->complete("remote batch " + std::to_string(step), "remote", begin, end,
+                      nlohmann::json{{"worker", origin}}.dump());
+    }
+  });
 }
 
 void StepTelemetry::begin_step(int64_t index) {

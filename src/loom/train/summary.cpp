@@ -54,6 +54,14 @@ nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
   return {{"skipped", s.autotune_skipped}};
 }
 
+// What building a sample cost this host's loader threads: remote workers' samples are not
+// counted, since their build time is their own host's.
+double local_cpu_seconds_per_sample(const TrainSummary& s) {
+  int64_t local = s.data.samples;
+  for (const auto& w : s.remote_workers) local -= w.samples;
+  return local > 0 ? s.data.cpu_seconds / static_cast<double>(local) : 0.0;
+}
+
 // null without data.remote.workers.
 nlohmann::ordered_json remote_json(const TrainSummary& s) {
   if (s.remote_workers.empty()) return nullptr;
@@ -61,7 +69,9 @@ nlohmann::ordered_json remote_json(const TrainSummary& s) {
   for (const auto& w : s.remote_workers) {
     workers.push_back({{"address", w.address},
                        {"state", w.state},
+                       {"threads", w.threads},
                        {"batches", w.batches},
+                       {"samples", w.samples},
                        {"bytes", w.bytes},
                        {"mean_latency_s", w.batches > 0 ? w.request_seconds / w.batches : 0.0},
                        {"failures", w.failures},
@@ -116,8 +126,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"substituted", s.data.substituted},
         {"loader_threads", s.loader_threads},
         {"loader_cpu_seconds", s.data.cpu_seconds},
-        {"cpu_seconds_per_sample",
-         s.data.samples > 0 ? s.data.cpu_seconds / static_cast<double>(s.data.samples) : 0.0},
+        {"cpu_seconds_per_sample", local_cpu_seconds_per_sample(s)},
         {"loader_busy", s.loader_threads > 0 && s.wall_seconds > 0
                             ? s.data.build_seconds / (s.loader_threads * s.wall_seconds)
                             : 0.0},

@@ -76,6 +76,9 @@ void TrainingRun::set_up() {
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   if (leader()) replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
+  if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
+    remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*remote);
+  }
 
   info_.model = model_->name();
   info_.machine = describe(options_.topology);

@@ -23,6 +23,7 @@
 #include "loom/train/metrics_log.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/pipeline_run.h"
+#include "loom/train/remote_worker_metrics.h"
 #include "loom/train/step_telemetry.h"
 #include "loom/train/train_data.h"
 #include "loom/train/trainer.h"
@@ -151,6 +152,7 @@ class TrainingRun : private parallel::StepObserver {
   double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line
   int64_t comm_steps_ = 0;
   std::unique_ptr<StepTelemetry> telemetry_;
+  std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
   std::optional<profile::FlopCounter> flop_counter_;  // around the run's first forward pass

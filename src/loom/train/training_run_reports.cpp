@@ -143,6 +143,7 @@ void TrainingRun::report_step(double loss) {
     window_comm_seconds_ = window_comm_exposed_ = 0.0;
   }
   write_metrics(record);
+  if (remote_metrics_) write_metrics(remote_metrics_->window_record(r.step));
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
 }
@@ -161,6 +162,23 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   p.convolutional = model_->is_convolutional();
   p.batch_size = config_.data.batch_size;
   p.threads_tuned = autotune_ && autotune_->result() != nullptr;
+  const data::LoaderStats loaded = data_.train->stats();
+  int64_t local_samples = loaded.samples;
+  if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
+    double delivered = 0;
+    for (const data::RemoteWorkerStats& w : remote->worker_stats()) {
+      local_samples -= w.samples;
+      if (w.samples == 0) continue;
+      ++p.remote_workers;
+      delivered += static_cast<double>(w.samples);
+    }
+    if (p.remote_workers > 0 && wall_seconds > 0) {
+      p.remote_worker_samples_per_second = delivered / p.remote_workers / wall_seconds;
+    }
+  }
+  if (local_samples > 0) {
+    p.loader_cpu_seconds_per_sample = loaded.cpu_seconds / static_cast<double>(local_samples);
+  }
   if (pipeline_) {
     p.pipeline_ranks = pipeline_->schedule.ranks;
     p.pipeline_microbatches = pipeline_->schedule.microbatches;
@@ -208,7 +226,9 @@ TrainSummary TrainingRun::summarize() {
   }
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();
-  s.findings = profile::advise(run_profile(s.wall_seconds));
+  profile::RunProfile profiled = run_profile(s.wall_seconds);
+  profiled.samples_per_second = s.samples_per_second;
+  s.findings = profile::advise(profiled);
   s.forward_flops_per_sample = forward_flops_per_sample_;
   s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
   // Every rank calibrates its own cores at the same time; the job's peak is their sum.

@@ -278,7 +278,7 @@ TEST(Loader, ThreadsAndPrefetchChangeWhileRunning) {
   Loader loader(folder, EpochOrder(240, 9), o);
   std::mutex mutex;
   std::map<int64_t, std::thread::id> built_by;
-  loader.set_batch_observer([&](int64_t, int64_t step, auto, auto) {
+  loader.set_batch_observer([&](int64_t, int64_t step, auto, auto, const std::string&) {
     std::lock_guard<std::mutex> lock(mutex);
     built_by[step] = std::this_thread::get_id();
   });

@@ -59,6 +59,38 @@ TEST(Advisor, InputBoundThresholdsAndGainBound) {
   EXPECT_NE(after->advice.find("autotuner already chose"), std::string::npos) << after->advice;
 }
 
+TEST(Advisor, InputBoundSaysHowManyDataWorkersWouldFeedTheModel) {
+  // Half of every step waiting at 100 samples/s: the model would consume 200.
+  RunProfile r = run_waiting(0.5);
+  r.loader_threads = 2;  // every core already builds batches
+  r.samples_per_second = 100;
+  r.loader_cpu_seconds_per_sample = 0.02;  // so a worker with this host's 2 cores makes 100/s
+  const auto estimated = advise(r);
+  const Finding* f = find(estimated, "input_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->advice.find("consume 200 samples/s and one data worker supplies 100 samples/s "
+                           "(estimated for a worker with this host's 2 cores), so 2 remote data "
+                           "workers"),
+            std::string::npos)
+      << f->advice;
+  // With workers in the run, their measured rate decides: ceil(200 / 80) = 3.
+  r.remote_workers = 1;
+  r.remote_worker_samples_per_second = 80;
+  const auto measured = advise(r);
+  f = find(measured, "input_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->key, "data.remote.workers");
+  EXPECT_NE(f->advice.find("supplies 80 samples/s (as measured), so 3 remote data workers"),
+            std::string::npos)
+      << f->advice;
+  EXPECT_NE(f->advice.find("it had 1"), std::string::npos) << f->advice;
+  // Not input-bound: no sizing at all.
+  RunProfile fed = run_waiting(0.01);
+  fed.samples_per_second = 100;
+  fed.loader_cpu_seconds_per_sample = 0.02;
+  EXPECT_EQ(find(advise(fed), "input_bound"), nullptr);
+}
+
 TEST(Advisor, SettingsFindingsNameTheirKeys) {
   EXPECT_TRUE(advise(run_waiting(0)).empty()) << advise(run_waiting(0)).front().id;
   RunProfile r = run_waiting(0);

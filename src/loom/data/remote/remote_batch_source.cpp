@@ -103,6 +103,7 @@ std::vector<RemoteWorkerStats> RemoteBatchSource::worker_stats() const {
   for (const auto& r : remotes_) {
     out.push_back(r.stats);
     out.back().state = state_name(static_cast<int>(r.state));
+    if (r.ever_up) out.back().threads = r.connection->threads();
   }
   return out;
 }
@@ -160,12 +161,19 @@ bool RemoteBatchSource::may_work(int producer, int lane) const {
   return r.state == WorkerState::kUp && lane < r.lanes;
 }
 
+int64_t RemoteBatchSource::window_locked() const {
+  int producers = std::max(local_threads_, options_.fallback_threads);
+  for (const Remote& r : remotes_) producers += r.lanes;
+  // Each producer may hold one step, and data.prefetch_batches more may wait for the trainer.
+  return std::min<int64_t>(window_, producers + local_->options().prefetch_batches);
+}
+
 bool RemoteBatchSource::take_work(int producer, int lane, Work& work) {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stopping_) return false;
     if (epoch_ >= 0 && may_work(producer, lane)) {
-      const int64_t end = std::min(steps_per_epoch(), next_to_take_ + window_);
+      const int64_t end = std::min(steps_per_epoch(), next_to_take_ + window_locked());
       for (int64_t step = next_to_take_; step < end; ++step) {
         Slot& slot = slots_[step];  // steps in the window that nobody has touched yet appear here
         if (slot.state != SlotState::kWaiting) continue;
@@ -203,7 +211,9 @@ void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
       tally_.cpu_seconds += tally.cpu_seconds;
       ++local_batches_;
     } else {
-      ++remotes_[static_cast<size_t>(producer)].stats.batches;
+      RemoteWorkerStats& stats = remotes_[static_cast<size_t>(producer)].stats;
+      ++stats.batches;
+      stats.samples += it->second.batch.labels.defined() ? it->second.batch.labels.size(0) : 0;
     }
   }
   changed_.notify_all();
@@ -248,7 +258,7 @@ void RemoteBatchSource::local_lane(int lane) {
     const auto end = Clock::now();
     tally.build_seconds = std::chrono::duration<double>(end - begin).count();
     tally.cpu_seconds = thread_cpu_seconds() - cpu_begin;
-    if (observer) observer(work.epoch, work.step, begin, end);
+    if (observer) observer(work.epoch, work.step, begin, end, "");
     deliver(work, kLocal, std::move(batch), error, tally);
   }
 }
@@ -273,7 +283,7 @@ void RemoteBatchSource::remote_lane(int w, int lane) {
         r.stats.bytes += wire_bytes;
         r.stats.request_seconds += std::chrono::duration<double>(end - begin).count();
       }
-      if (observer) observer(work.epoch, work.step, begin, end);
+      if (observer) observer(work.epoch, work.step, begin, end, r.stats.address);
       deliver(work, w, std::move(batch), nullptr, tally);
     } catch (const CorruptBatch& e) {
       {

@@ -3,8 +3,8 @@
 // Every producer builds whole batches by (epoch, step), each batch a pure function of those, so
 // who builds which batch changes nothing in what the trainer sees: the run is bit-identical to a
 // local-only one whatever the workers do. Producers pull the lowest step not yet taken from a
-// window of upcoming steps (bounded by data.remote.max_inflight_bytes), so faster producers get
-// more batches. A worker that errors, times out or disconnects gives its steps back to the
+// window of upcoming steps (bounded by data.remote.max_inflight_bytes, and to a step per
+// producer plus data.prefetch_batches), so faster producers get more batches. A worker that errors, times out or disconnects gives its steps back to the
 // window (another producer takes them), is named in a warning, and is reconnected every few
 // seconds; a worker started mid-run joins the same way. A late answer for a step someone else
 // already delivered is dropped and counted. When no worker is up and data.remote.local_threads
@@ -85,6 +85,9 @@ class RemoteBatchSource : public BatchSource {
   // Blocks until `producer` (lane `lane` of it) may take a step; false when stopping.
   bool take_work(int producer, int lane, Work& work);
   bool may_work(int producer, int lane) const;  // mutex_ held
+  // Steps ahead of the trainer that producers may take: bounded by bytes (window_) and by
+  // batches (one per producer plus data.prefetch_batches). mutex_ held.
+  int64_t window_locked() const;
   void deliver(const Work& work, int producer, Batch batch, std::exception_ptr error,
                const LoaderStats& tally);
   void give_back(const Work& work, int producer);
@@ -100,7 +103,7 @@ class RemoteBatchSource : public BatchSource {
   std::unique_ptr<Loader> local_;
   RemoteSourceOptions options_;
   BatchShape shape_;  // of a full batch (epoch and step filled in per request)
-  int64_t window_ = 1;
+  int64_t window_ = 1;  // by bytes
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

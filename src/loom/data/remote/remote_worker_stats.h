@@ -10,7 +10,9 @@ namespace loom::data {
 struct RemoteWorkerStats {
   std::string address;
   std::string state;           // connecting | up | down | refused
+  int threads = 0;             // the worker's build threads (0 until it answered)
   int64_t batches = 0;         // delivered and used
+  int64_t samples = 0;         // in those batches
   int64_t bytes = 0;           // on the wire
   double request_seconds = 0;  // summed over delivered batches (latency)
   int64_t failures = 0;        // errors and timeouts

@@ -3,7 +3,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
-#include <future>
+#include <condition_variable>
 
 #include "loom/core/keyed_hash.h"
 #include "loom/data/remote/data_service.grpc.pb.h"
@@ -14,7 +14,7 @@ namespace {
 constexpr int kMaxFrameBytes = (1 << 24) - 1;  // HTTP/2's largest
 constexpr int kLookaheadBytes = 64 << 20;
 // data_service.proto's DataWorker.GetBatch, as gRPC names it on the wire.
-constexpr const char* kGetBatchMethod = "/loom.remote.DataWorker/GetBatch";
+const std::string kGetBatchMethod = "/loom.remote.DataWorker/GetBatch";
 
 std::shared_ptr<grpc::Channel> make_channel(const std::string& address, const std::string& tls_ca) {
   grpc::ChannelArguments args;
@@ -156,14 +156,29 @@ Batch WorkerConnection::fetch(const BatchShape& shape, LoaderStats& tally, int64
   // A generic call, so that the reply stays in the slices gRPC received it in: unpack_batch
   // copies the images from there into their tensor once.
   grpc::ByteBuffer reply;
-  std::promise<grpc::Status> done;
+  // Shared with gRPC's completion callback, which may still be returning (on its own thread)
+  // when this one has seen `done` and moved on.
+  struct Completion {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+    grpc::Status status;
+  };
+  auto completion = std::make_shared<Completion>();
   {
     Tracked tracked(*this, context);
-    grpc::GenericStub(channel()).UnaryCall(&context, kGetBatchMethod, grpc::StubOptions(),
-                                           &request_buffer, &reply,
-                                           [&done](grpc::Status s) { done.set_value(s); });
+    grpc::GenericStub stub(channel());
+    stub.UnaryCall(&context, kGetBatchMethod, grpc::StubOptions(), &request_buffer, &reply,
+                   [completion](grpc::Status s) {
+                     std::lock_guard<std::mutex> lock(completion->mutex);
+                     completion->status = std::move(s);
+                     completion->done = true;
+                     completion->finished.notify_all();
+                   });
     // The context's deadline bounds the call: gRPC completes it by then.
-    const grpc::Status status = done.get_future().get();
+    std::unique_lock<std::mutex> lock(completion->mutex);
+    completion->finished.wait(lock, [&] { return completion->done; });
+    const grpc::Status status = completion->status;
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
         throw DataError("data worker " + address_ + ": " + status.error_message());
