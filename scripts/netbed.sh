@@ -6,6 +6,8 @@
 #                                        joined to a switch (a bridge in NAME-sw) by a veth link
 #                                        limited to RATE in both directions (tc tbf; e.g. 1gbit;
 #                                        default: unlimited)
+#                                        and each knows the others by name (/etc/netns/HOST/hosts,
+#                                        which `ip netns exec` puts in place of /etc/hosts)
 #   netbed.sh address HOST               the address of host HOST (1-based)
 #   netbed.sh exec NAME HOST CMD...      runs CMD on host HOST (its own network and hostname,
 #                                        NAME-hHOST, so processes see different hosts)
@@ -66,6 +68,13 @@ up() {
       limit "$name-sw" "port$i" "$rate"   # what it receives
     fi
   done
+  for i in $(seq 1 "$hosts"); do
+    mkdir -p "/etc/netns/$name-h$i"
+    {
+      echo "127.0.0.1 localhost"
+      for j in $(seq 1 "$hosts"); do echo "$(address "$j") $name-h$j"; done
+    } > "/etc/netns/$name-h$i/hosts"
+  done
 }
 
 down() {
@@ -73,6 +82,7 @@ down() {
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^$name-(sw|h[0-9]+)$" || true); do
     ip netns del "$ns"
   done
+  rm -rf /etc/netns/"$name"-h[0-9]*
 }
 
 case "${1:-}" in
@@ -87,5 +97,5 @@ case "${1:-}" in
       "$name-h$host" "$@"
     ;;
   down) down "$2" ;;
-  *) sed -n '2,18p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac

@@ -58,6 +58,28 @@ TEST(Launch, BadCommandLinesAreConfigErrors) {
   EXPECT_NE(r.output.find("--master"), std::string::npos) << r.output;
 }
 
+TEST(Launch, RolesNeedAClusterDescriptionAndATrainCommand) {
+  TempDir dir;
+  auto r = run_loom("launch --roles auto --cluster-config " + (dir / "none.json") + " -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no cluster description"), std::string::npos) << r.output;
+  r = run_loom("launch --data-worker-hosts a,b -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("only with --roles auto"), std::string::npos) << r.output;
+  // This host is not a data worker, so it trains: the command must be `loom train`.
+  r = run_loom("launch --roles auto --data-worker-hosts not-this-host -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("the command must be `loom train"), std::string::npos) << r.output;
+  // A description this host is not in is named.
+  write_text(dir / "rc.json",
+             R"({"current_host": "algo-9", "instance_groups": [
+                 {"instance_group_name": "data_group", "hosts": ["algo-2"]},
+                 {"instance_group_name": "dnn_group", "hosts": ["algo-1"]}]})");
+  r = run_loom("launch --roles auto --cluster-config " + (dir / "rc.json") + " -- true");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("this host, algo-9, is in no group"), std::string::npos) << r.output;
+}
+
 TEST(Launch, CommandThatCannotRunIsNamed) {
   const auto r = run_loom("launch --nproc-per-node 2 -- /nonexistent/program");
   EXPECT_EQ(r.exit_code, 127) << r.output;

@@ -19,7 +19,8 @@ class NetBed : public ::testing::Test {
     const auto check = test::run_command(kBed + " check");
     if (check.exit_code != 0) GTEST_SKIP() << check.output;
     made_ = true;  // from here on, TearDown removes whatever exists of the bed
-    const auto up = test::run_command(kBed + " up " + name_ + " 2 1gbit");
+    const auto up =
+        test::run_command(kBed + " up " + name_ + " " + std::to_string(hosts_) + " 1gbit");
     ASSERT_EQ(up.exit_code, 0) << up.output;
   }
   void TearDown() override {
@@ -31,6 +32,9 @@ class NetBed : public ::testing::Test {
   }
   static std::string address(int host) { return "10.213.0." + std::to_string(host); }
 
+  std::string host_name(int host) const { return name_ + "-h" + std::to_string(host); }
+
+  int hosts_ = 2;
   std::string name_ = "lt" + std::to_string(::getpid());
   bool made_ = false;
   test::TempDir dir_;
@@ -73,6 +77,80 @@ TEST_F(NetBed, ADataWorkerOnAnotherHostFeedsTheTrainerBitIdentically) {
   EXPECT_NE(test::read_text(dir_ / "worker.log").find("(ipv4:" + address(1) + ":"),
             std::string::npos)
       << test::read_text(dir_ / "worker.log");
+}
+
+// A trainer host and two CPU hosts, as a SageMaker heterogeneous cluster describes them.
+class HeterogeneousCluster : public NetBed {
+ protected:
+  HeterogeneousCluster() { hosts_ = 3; }
+
+  // resourceconfig.json as SageMaker writes it on host `host`.
+  std::string describe_for(int host) {
+    const std::string path = dir_ / ("resourceconfig-" + std::to_string(host) + ".json");
+    test::write_text(path, R"({"current_group_name": ")" +
+                               std::string(host == 1 ? "dnn_group" : "data_group") +
+                               R"(", "current_host": ")" + host_name(host) + R"(",
+      "current_instance_type": "ml.c5.xlarge",
+      "hosts": [")" + host_name(1) + R"(", ")" + host_name(2) + R"(", ")" + host_name(3) + R"("],
+      "instance_groups": [
+        {"hosts": [")" + host_name(1) + R"("], "instance_group_name": "dnn_group",
+         "instance_type": "ml.g5.xlarge"},
+        {"hosts": [")" + host_name(2) + R"(", ")" + host_name(3) + R"("],
+         "instance_group_name": "data_group", "instance_type": "ml.c5.xlarge"}],
+      "network_interface_name": "eth0"})");
+    return path;
+  }
+};
+
+TEST_F(HeterogeneousCluster, TheSameLaunchOnEveryHostFindsItsRole) {
+  auto local = test::run_loom(train_args(dir_ / "local"));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  // The one command every host runs; only the description differs (current_host).
+  auto launch = [&](int host) {
+    return on(host, "env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) +
+                        " launch --roles auto --cluster-config " + describe_for(host) +
+                        " --data-root " + dir_.path() +
+                        " --data-port 7312 --data-threads 1 --exit-when-idle 2 -- " +
+                        LOOM_BINARY + " " + train_args(dir_ / "remote") +
+                        " --set data.remote.local_threads=0");
+  };
+  test::BackgroundProcess worker2(launch(2), dir_ / "worker2.log");
+  test::BackgroundProcess worker3(launch(3), dir_ / "worker3.log");
+  for (const char* log : {"worker2.log", "worker3.log"}) {
+    ASSERT_TRUE(test::wait_for_text(dir_ / log, "listening on", 30)) << test::read_text(dir_ / log);
+    EXPECT_NE(test::read_text(dir_ / log).find("is a data worker"), std::string::npos);
+  }
+  const auto trainer = test::run_command(launch(1));
+  ASSERT_EQ(trainer.exit_code, 0) << trainer.output;
+  EXPECT_NE(trainer.output.find("this host (" + host_name(1) + ") trains as node 0"),
+            std::string::npos)
+      << trainer.output;
+
+  // Both data workers fed it, by name, and the run is the local one bit for bit.
+  const auto summary = nlohmann::json::parse(test::read_text(dir_ / "remote/summary.json"));
+  const auto& workers = summary["data"]["remote"]["workers"];
+  ASSERT_EQ(workers.size(), 2u) << summary["data"]["remote"];
+  int64_t batches = 0;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(workers[i]["address"], host_name(i + 2) + ":7312");
+    batches += workers[i]["batches"].get<int64_t>();
+  }
+  EXPECT_EQ(batches + summary["data"]["remote"]["local_batches"].get<int64_t>(), summary["steps"]);
+  for (const char* file : {"model.safetensors", "state.safetensors"}) {
+    const auto latest = [&](const std::string& run) {
+      return run + "/checkpoints/" + test::read_text(run + "/checkpoints/latest").substr(0, 13) +
+             "/" + file;
+    };
+    EXPECT_TRUE(test::read_text(latest(dir_ / "local")) == test::read_text(latest(dir_ / "remote")))
+        << file;
+  }
+  // With the trainer gone, the workers end on their own.
+  for (const char* log : {"worker2.log", "worker3.log"}) {
+    EXPECT_TRUE(test::wait_for_text(dir_ / log, "no trainer asked for anything", 30))
+        << test::read_text(dir_ / log);
+  }
+  EXPECT_EQ(worker2.wait(), 0);
+  EXPECT_EQ(worker3.wait(), 0);
 }
 
 TEST_F(NetBed, DataParallelAcrossTwoHostsTrainsLikeOneProcess) {

@@ -1,6 +1,7 @@
 // `loom data-worker`: serves training batches to trainers on other hosts (data.remote.workers)
 // until SIGTERM or SIGINT, which stop it within a second: requests in flight fail, and their
-// trainers take those batches elsewhere.
+// trainers take those batches elsewhere. With --exit-when-idle it also stops once the trainers
+// that came are gone (how a cluster's worker hosts end with its training).
 #include <signal.h>
 
 #include <cstdio>
@@ -21,6 +22,7 @@ struct DataWorkerArgs {
   int threads = 0;
   std::string token_file, tls_cert, tls_key, port_file;
   int report_every_s = 30;
+  int exit_when_idle_s = 0;
   int corrupt_every = 0;
 };
 
@@ -52,9 +54,21 @@ int run_data_worker(const DataWorkerArgs& args) {
     std::ofstream(args.port_file + ".tmp") << worker.port() << "\n";
     std::rename((args.port_file + ".tmp").c_str(), args.port_file.c_str());
   }
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  std::fprintf(stderr, "loom data-worker: stopping on signal %d\n", signal_number);
+  const auto idle_limit = std::chrono::seconds(args.exit_when_idle_s);
+  for (;;) {
+    const timespec poll{1, 0};
+    const int signal_number = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (signal_number > 0) {
+      std::fprintf(stderr, "loom data-worker: stopping on signal %d\n", signal_number);
+      break;
+    }
+    const auto idle = worker.idle_for();
+    if (args.exit_when_idle_s > 0 && idle && *idle >= idle_limit) {
+      std::fprintf(stderr, "loom data-worker: no trainer asked for anything in %d s: stopping\n",
+                   args.exit_when_idle_s);
+      break;
+    }
+  }
   worker.shutdown(std::chrono::milliseconds(300));
   return 0;
 }
@@ -79,6 +93,10 @@ Command add_data_worker_command(CLI::App& app) {
   sub->add_option("--port-file", args->port_file, "Write the bound port to this file");
   sub->add_option("--report-every", args->report_every_s, "Seconds between rate lines in the log")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--exit-when-idle", args->exit_when_idle_s,
+                  "Once trainers came, exit when none asked for anything for this many seconds "
+                  "(0: serve until SIGTERM)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--corrupt-every", args->corrupt_every,
                   "Testing: flip a byte in every N-th batch sent (checks the trainers' CRC)")
       ->group("");  // hidden from --help

@@ -4,6 +4,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/cli/launch.h"
+#include "loom/cli/launch_roles.h"
 #include "loom/core/error.h"
 
 namespace loom::cli {
@@ -56,8 +57,55 @@ Command add_launch_command(CLI::App& app) {
                   "Seconds the other ranks get to stop after one fails, before SIGKILL")
       ->capture_default_str();
   sub->add_option("command", plan->command, "The command each rank runs (after --)")->required();
-  return {sub, [plan, master] {
+  auto roles = std::make_shared<RoleOptions>();
+  const char* group = "Heterogeneous clusters (--roles auto)";
+  sub->add_option("--roles", roles->roles,
+                  "auto: decide from the cluster's description whether this host trains or "
+                  "runs a data worker")
+      ->group(group);
+  sub->add_option("--data-worker-hosts", roles->data_worker_hosts,
+                  "Hosts that run data workers (comma-separated); every other host trains")
+      ->delimiter(',')
+      ->group(group);
+  sub->add_option("--cluster-config", roles->cluster_config,
+                  "SageMaker's resource configuration (read when present)")
+      ->capture_default_str()
+      ->group(group);
+  sub->add_option("--data-group", roles->data_group,
+                  "The group of data-worker hosts: a SageMaker instance group name (default "
+                  "data_group) or a Slurm heterogeneous component number (default 1)")
+      ->group(group);
+  sub->add_option("--data-port", roles->data_port, "Port of every data worker")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535))
+      ->group(group);
+  sub->add_option("--data-root", roles->data_roots, "A folder data workers may read (repeatable)")
+      ->group(group);
+  sub->add_option("--data-threads", roles->data_threads,
+                  "Batches a data worker builds at once (default: its usable cores)")
+      ->group(group);
+  sub->add_option("--token-file", roles->token_file,
+                  "Shared secret of the data workers (given to the trainers as "
+                  "data.remote.token_file)")
+      ->group(group);
+  sub->add_option("--master-port", roles->master_port,
+                  "Port of the rendezvous store on the first trainer host, when several train")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535))
+      ->group(group);
+  sub->add_option("--exit-when-idle", roles->exit_when_idle_s,
+                  "A data worker exits when no trainer asked for anything for this many seconds")
+      ->capture_default_str()
+      ->group(group);
+  return {sub, [plan, master, roles] {
             if (!master->empty()) parse_master(*master, *plan);
+            if (!roles->roles.empty()) {
+              check_plan(*plan, true);  // the description may supply the nodes and master
+              return launch_with_roles(*plan, *roles, !master->empty());
+            }
+            if (!roles->data_worker_hosts.empty()) {
+              throw ConfigError("--data-worker-hosts: only with --roles auto");
+            }
             check_plan(*plan, !master->empty());
             return launch_ranks(*plan);
           }};

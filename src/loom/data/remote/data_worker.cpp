@@ -297,4 +297,8 @@ void DataWorker::shutdown(std::chrono::milliseconds grace) {
 
 void DataWorker::wait() { impl_->server->Wait(); }
 
+std::optional<std::chrono::steady_clock::duration> DataWorker::idle_for() const {
+  return impl_->service->sessions().idle_for();
+}
+
 }  // namespace loom::data

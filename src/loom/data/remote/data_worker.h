@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,8 @@ class DataWorker {
   void shutdown(std::chrono::milliseconds grace);
   // Blocks until shutdown() (from another thread).
   void wait();
+  // Since a trainer last opened a session or got a batch; nullopt while none ever came.
+  std::optional<std::chrono::steady_clock::duration> idle_for() const;
 
  private:
   struct Impl;

@@ -42,6 +42,7 @@ std::shared_ptr<WorkerSession> WorkerSessions::open(
   opened->loader = loader;
   opened->opened = opened->last_used = opened->reported = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
+  last_activity_ = opened->opened;
   loaders_[key] = loader;
   sessions_[opened->id] = opened;
   for (auto it = loaders_.begin(); it != loaders_.end();) {  // forget loaders nobody uses
@@ -62,6 +63,13 @@ void WorkerSessions::record(WorkerSession& session, int64_t bytes, double build_
   session.bytes += bytes;
   session.build_seconds += build_seconds;
   session.last_used = std::chrono::steady_clock::now();
+  last_activity_ = session.last_used;
+}
+
+std::optional<std::chrono::steady_clock::duration> WorkerSessions::idle_for() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!last_activity_) return std::nullopt;
+  return std::chrono::steady_clock::now() - *last_activity_;
 }
 
 std::vector<std::string> WorkerSessions::close_idle(std::chrono::steady_clock::duration idle) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "loom/data/loader.h"
@@ -48,9 +49,12 @@ class WorkerSessions {
   // One line per open session with its totals (for the log on shutdown).
   std::vector<std::string> summary();
   size_t size();
+  // Since the last session opened or batch was served; nullopt before the first session.
+  std::optional<std::chrono::steady_clock::duration> idle_for();
 
  private:
   std::mutex mutex_;
+  std::optional<std::chrono::steady_clock::time_point> last_activity_;
   std::map<std::string, std::shared_ptr<WorkerSession>> sessions_;
   std::map<std::string, std::weak_ptr<const Loader>> loaders_;  // by config, rank and world
 };
