@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "loom/cli/commands.h"
+#include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
 #include "loom/core/topology.h"
@@ -27,6 +28,8 @@ struct DataWorkerArgs {
 };
 
 int run_data_worker(const DataWorkerArgs& args) {
+  // Batches and their replies are megabytes each, every one the size of the last.
+  keep_freed_malloc_memory();
   data::DataWorkerOptions options;
   options.listen = args.listen;
   options.data_roots = args.data_roots;

@@ -17,6 +17,38 @@ struct PlanArgs {
   std::string trainer, worker;
 };
 
+// The trainer host's CPU costs per sample, from a summary that has them (runs since the remote
+// data workers' first landing): cores kept busy, and what training, building and receiving cost.
+void measure_cpu(const nlohmann::json& s, profile::RunMeasurement& m) {
+  const double cpu = s.value("cpu_seconds", 0.0), wall = s.value("wall_seconds", 0.0);
+  const double samples = s.value("samples", 0.0);
+  if (cpu <= 0 || wall <= 0 || samples <= 0) return;
+  m.cpu_budget = std::min<double>(m.usable_cores, cpu / wall);
+  double remote_samples = 0, receive_cpu = 0;
+  const auto& remote = s.at("data").value("remote", nlohmann::json());
+  if (remote.is_object()) {
+    for (const auto& w : remote.at("workers")) remote_samples += w.value("samples", 0.0);
+    receive_cpu = remote.value("receive_cpu_seconds", 0.0);
+  }
+  const double remote_share = std::min(1.0, remote_samples / samples);
+  if (remote_samples > 0 && receive_cpu > 0) {
+    m.receive_cpu_seconds_per_sample = receive_cpu / remote_samples;
+    m.receive_basis = "measured";
+  } else {
+    const double bytes = s.at("data").value("sample_bytes", 0.0);
+    m.receive_cpu_seconds_per_sample = bytes * profile::kReceiveSecondsPerByte;
+    char basis[96];
+    std::snprintf(basis, sizeof basis, "estimated: %.0f bytes at %.1f ns/byte", bytes,
+                  1e9 * profile::kReceiveSecondsPerByte);
+    m.receive_basis = basis;
+  }
+  // Per sample the cores spent budget / rate: the rest of building and receiving is training.
+  m.train_cpu_seconds_per_sample =
+      std::max(0.0, m.cpu_budget / m.samples_per_second -
+                        m.cpu_seconds_per_sample * (1 - remote_share) -
+                        m.receive_cpu_seconds_per_sample * remote_share);
+}
+
 profile::RunMeasurement measurement_of(const std::string& run_dir) {
   const std::string path = run_dir + "/summary.json";
   nlohmann::json s;
@@ -28,6 +60,7 @@ profile::RunMeasurement measurement_of(const std::string& run_dir) {
     m.data_wait_share = s.at("step_time").at("share").value("data_wait", 0.0);
     m.cpu_seconds_per_sample = s.at("data").value("cpu_seconds_per_sample", 0.0);
     if (m.samples_per_second <= 0) throw ConfigError(path + ": the run measured no throughput");
+    measure_cpu(s, m);
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(path + ": not a Loom run summary (" + std::string(e.what()) + ")");
@@ -84,9 +117,16 @@ void print_instances(const std::vector<profile::InstanceEstimate>& all, double s
   }
 }
 
-void print_what_if(const profile::WhatIf& w, const std::string& trainer,
-                   const std::string& worker) {
+void print_what_if(const profile::WhatIf& w, const profile::RunMeasurement& run,
+                   const std::string& trainer, const std::string& worker) {
   std::printf("\nwhat if %s trains and k x %s preprocess:\n", trainer.c_str(), worker.c_str());
+  if (w.shared_cores) {
+    std::printf(
+        "  the trainer's %.2f busy cores train (%.3f CPU ms/sample), build locally (%.3f) and "
+        "receive from workers (%.3f, %s)\n",
+        run.cpu_budget, 1e3 * run.train_cpu_seconds_per_sample, 1e3 * run.cpu_seconds_per_sample,
+        1e3 * run.receive_cpu_seconds_per_sample, run.receive_basis.c_str());
+  }
   std::printf(
       "  the model consumes %.1f samples/s when never waiting for data; the trainer's own loader "
       "supplies %.1f; one %s supplies %.1f\n",
@@ -123,7 +163,7 @@ int run_plan(PlanArgs a) {
   }
   const auto* trainer = find(estimates, a.trainer, "--trainer");
   const auto* worker = find(estimates, a.worker, "--worker");
-  print_what_if(profile::heterogeneous_what_if(run, *trainer, worker->instance), a.trainer,
+  print_what_if(profile::heterogeneous_what_if(run, *trainer, worker->instance), run, a.trainer,
                 a.worker);
   return 0;
 }

@@ -72,8 +72,14 @@ CachingCpuAllocator& install_caching_cpu_allocator(size_t max_cached_bytes);
 // The installed instance, or nullptr.
 CachingCpuAllocator* installed_caching_cpu_allocator();
 
+// The same for memory other libraries take with malloc (gRPC's buffers, protobuf, decoders):
+// glibc keeps large freed blocks for reuse instead of unmapping them. Process-wide: for the
+// process's owner (the `loom` command, a trainer), never on import.
+void keep_freed_malloc_memory();
+
 // runtime.allocator: "caching" installs the caching allocator with a quarter of physical memory
-// as its cache limit; "system" leaves LibTorch's allocator in place.
+// as its cache limit and keep_freed_malloc_memory(); "system" leaves LibTorch's allocator and
+// glibc's behaviour in place.
 void use_configured_allocator(const std::string& allocator, uint64_t memory_bytes);
 
 }  // namespace loom

@@ -137,8 +137,9 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.count_or_auto("runtime.threads", c.runtime.threads,
                   "Compute threads; auto = the cores this process may run on.");
   v.choice("runtime.allocator", c.runtime.allocator, {"caching", "system"},
-           "caching = reuse freed tensor memory (up to a quarter of RAM) instead of returning it "
-           "to the OS every step.");
+           "caching = reuse freed tensor memory (up to a quarter of RAM), and let glibc keep "
+           "large freed blocks (gRPC's, decoders'), instead of returning them to the OS every "
+           "step.");
 
   v.boolean("checkpoint.enabled", c.checkpoint.enabled, "Write checkpoints.");
   v.integer("checkpoint.every_steps", c.checkpoint.every_steps, 0,

@@ -131,10 +131,33 @@ WhatIf heterogeneous_what_if(const RunMeasurement& run, const InstanceEstimate& 
                                   : trainer.instance.price_per_hour;
   const double worker_spot =
       worker.spot_price_per_hour > 0 ? worker.spot_price_per_hour : worker.price_per_hour;
+  // A CPU trainer with measured CPU costs: its cores train, build and receive (see the header).
+  const double scale = rate / run.samples_per_second;  // the trainer instance vs the measured host
+  const double budget = run.cpu_budget * scale;
+  const double t = run.train_cpu_seconds_per_sample, p = run.cpu_seconds_per_sample;
+  const double q = run.receive_cpu_seconds_per_sample;
+  w.shared_cores = trainer.instance.gpus == 0 && budget > 0 && t + p > 0;
+  auto throughput = [&](int k) {
+    if (!w.shared_cores) {
+      return std::min(w.model_rate, w.local_input_rate + k * w.per_instance_rate);
+    }
+    const double remote = std::min({k * w.per_instance_rate, w.model_rate, budget / (t + q)});
+    const double local =
+        std::clamp((budget - remote * (t + q)) / (t + p), 0.0, w.model_rate - remote);
+    return remote + local;
+  };
+  if (w.shared_cores) {
+    // Past the point where the remote supply alone feeds the model or fills the cores.
+    const double needed = std::min(w.model_rate, budget / (t + q));
+    w.break_even = static_cast<int>(std::ceil(needed / w.per_instance_rate - 1e-9));
+    while (w.break_even > 0 && throughput(w.break_even - 1) >= throughput(w.break_even) - 1e-9) {
+      --w.break_even;
+    }
+  }
   for (int k = 0; k <= w.break_even + 1; ++k) {
     WhatIfRow row;
     row.cpu_instances = k;
-    row.samples_per_second = std::min(w.model_rate, w.local_input_rate + k * w.per_instance_rate);
+    row.samples_per_second = throughput(k);
     row.price_per_hour = trainer.instance.price_per_hour + k * worker.price_per_hour;
     row.spot_price_per_hour = trainer_spot + k * worker_spot;
     w.rows.push_back(row);

@@ -7,6 +7,11 @@
 //      data; the input pipeline costs the CPU seconds per sample the run measured, so a CPU
 //      instance with v vCPUs supplies v / cost samples/s. Adding instances pays until the
 //      input keeps up with the model: the break-even k.
+//      On a CPU trainer whose run measured its CPU time, the trainer's cores are shared: each
+//      sample costs them t to train on, p to build locally or q to receive from a worker (q
+//      measured in a run with workers, else estimated from the sample's bytes). With k
+//      instances supplying r samples/s, the local threads build what the cores have left,
+//      L = (B - r (t + q)) / (t + p), where B is the cores the run kept busy.
 //
 // Throughput on another instance type is estimated from the measured one: a price entry's own
 // `samples_per_second` (measured there) wins; otherwise CPU instances scale with vCPUs over the
@@ -39,7 +44,17 @@ struct RunMeasurement {
   int usable_cores = 0;
   double data_wait_share = 0;         // of the step time, 0..1
   double cpu_seconds_per_sample = 0;  // of the input pipeline
+  // The trainer host's CPU, when the run measured it (0: unknown, the simpler model is used):
+  double cpu_budget = 0;                      // cores the process kept busy on average
+  double train_cpu_seconds_per_sample = 0;    // t: all but building and receiving
+  double receive_cpu_seconds_per_sample = 0;  // q
+  std::string receive_basis;                  // "measured" or how it was estimated
 };
+
+// What receiving a remote sample costs the trainer per byte when no run measured it: the kernel's
+// copy out of the socket, one copy into the batch and its CRC (measured 0.9-1.0 ns/byte on the
+// 2-core test machine, bench/RESULTS.md).
+constexpr double kReceiveSecondsPerByte = 1.0e-9;
 
 struct InstanceEstimate {
   InstanceType instance;
@@ -66,6 +81,7 @@ struct WhatIfRow {
 struct WhatIf {
   double model_rate = 0;         // samples/s the model consumes when never waiting for data
   double local_input_rate = 0;   // samples/s the trainer's own loader supplied
+  bool shared_cores = false;     // the CPU-sharing model (see above) was used
   double per_instance_rate = 0;  // samples/s one CPU instance supplies
   int break_even = 0;            // CPU instances after which more do not speed training up
   std::vector<WhatIfRow> rows;   // k = 0 .. break_even + 1

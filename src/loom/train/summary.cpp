@@ -79,7 +79,9 @@ nlohmann::ordered_json remote_json(const TrainSummary& s) {
                        {"duplicates", w.duplicates},
                        {"last_error", w.last_error}});
   }
-  return {{"workers", workers}, {"local_batches", s.remote_local_batches}};
+  return {{"workers", workers},
+          {"local_batches", s.remote_local_batches},
+          {"receive_cpu_seconds", s.remote_receive_cpu_seconds}};
 }
 
 }  // namespace
@@ -96,6 +98,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
       {"samples", s.samples},
       {"samples_per_second", s.samples_per_second},
       {"wall_seconds", s.wall_seconds},
+      {"cpu_seconds", s.cpu_seconds},
       {"precision", s.runtime.precision},
       {"memory_format", s.runtime.memory_format},
       {"threads", s.runtime.threads},
@@ -125,6 +128,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
           {"too_large", s.data.bad[3]}}},
         {"substituted", s.data.substituted},
         {"loader_threads", s.loader_threads},
+        {"sample_bytes", s.sample_bytes},
         {"loader_cpu_seconds", s.data.cpu_seconds},
         {"cpu_seconds_per_sample", local_cpu_seconds_per_sample(s)},
         {"loader_busy", s.loader_threads > 0 && s.wall_seconds > 0

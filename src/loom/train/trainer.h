@@ -62,6 +62,7 @@ struct TrainSummary {
   double test_accuracy = 0.0, test_loss = 0.0, final_train_loss = 0.0;
   double samples_per_second = 0.0;  // steady state: training steps only, after warm-up
   double wall_seconds = 0.0;
+  double cpu_seconds = 0.0;  // of the whole process, over the run
   RuntimeChoice runtime;
   int64_t resumed_from_step = -1;
   std::string last_checkpoint;
@@ -73,6 +74,8 @@ struct TrainSummary {
   // With data.remote.workers: each worker's record, and batches local threads built.
   std::vector<data::RemoteWorkerStats> remote_workers;
   int64_t remote_local_batches = 0;
+  double remote_receive_cpu_seconds = 0;  // spent receiving and checking workers' batches
+  int64_t sample_bytes = 0;               // of one sample as batches carry it (uint8 pixels)
   profile::StepTimes step_times;  // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first

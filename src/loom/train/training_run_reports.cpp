@@ -214,6 +214,8 @@ TrainSummary TrainingRun::summarize() {
                              ? autotune_->result()->chosen_score  // every step was tuning
                              : 0.0;
   s.wall_seconds = seconds_since(start_);
+  s.cpu_seconds = profile::process_cpu_seconds() - cpu_seconds_at_start_;
+  s.sample_bytes = data_.input.channels * data_.input.height * data_.input.width;
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
   s.last_checkpoint = last_checkpoint_;
@@ -223,6 +225,7 @@ TrainSummary TrainingRun::summarize() {
   if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
     s.remote_workers = remote->worker_stats();
     s.remote_local_batches = remote->local_batches();
+    s.remote_receive_cpu_seconds = remote->receive_cpu_seconds();
   }
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();

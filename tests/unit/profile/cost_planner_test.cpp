@@ -72,6 +72,36 @@ TEST(CostPlanner, HeterogeneousWhatIfFindsTheBreakEven) {
   EXPECT_EQ(w.best_value, 1);  // 300000 samples/$ beats 180000 (k=0) and 276923 (k=2)
 }
 
+TEST(CostPlanner, ACpuTrainerSharesItsCoresBetweenTrainingBuildingAndReceiving) {
+  // 100 samples/s on one core, half of each step waiting: the model could take 200. Per sample
+  // the core spends 2 ms training, 8 ms building, and would spend 1 ms receiving.
+  RunMeasurement run{100.0, 1, 0.5, 0.008};
+  run.cpu_budget = 1.0;
+  run.train_cpu_seconds_per_sample = 0.002;
+  run.receive_cpu_seconds_per_sample = 0.001;
+  InstanceType host{"host", 1, 0, 0.1, 0, 0};
+  InstanceType one_core{"core", 1, 0, 0.05, 0, 0};  // supplies 1 / 8 ms = 125 samples/s
+  const auto trainer = estimate_instances(run, {host})[0];
+  const auto w = heterogeneous_what_if(run, trainer, one_core);
+  EXPECT_TRUE(w.shared_cores);
+  EXPECT_DOUBLE_EQ(w.rows[0].samples_per_second, 100.0);  // the measured run itself
+  // 125 received cost 125 x 3 ms of the core; the 0.625 s left build 62.5 more locally.
+  EXPECT_DOUBLE_EQ(w.rows[1].samples_per_second, 187.5);
+  // Two cores' worth would feed the model (200) and leave nothing to build locally.
+  EXPECT_DOUBLE_EQ(w.rows[2].samples_per_second, 200.0);
+  EXPECT_EQ(w.break_even, 2);
+  // Receiving dearer than the model's appetite allows: the trainer's core caps the rate at
+  // 1 / (2 + 4 ms), however many workers come.
+  run.receive_cpu_seconds_per_sample = 0.004;
+  const auto capped = heterogeneous_what_if(run, trainer, one_core);
+  EXPECT_NEAR(capped.rows.back().samples_per_second, 1 / 0.006, 1e-9);
+  // Without the run's CPU costs, the simpler model: local supply stays as measured.
+  run.cpu_budget = 0;
+  const auto simple = heterogeneous_what_if(run, trainer, one_core);
+  EXPECT_FALSE(simple.shared_cores);
+  EXPECT_DOUBLE_EQ(simple.rows[1].samples_per_second, 200.0);  // min(200, 100 + 125)
+}
+
 TEST(CostPlanner, ComputeBoundRunNeedsNoHelpers) {
   RunMeasurement run{100.0, 4, 0.0, 0.01};
   const auto estimates = estimate_instances(run, parse_prices(kPrices, "p.yaml"));

@@ -1,9 +1,11 @@
 #include "loom/data/remote/remote_batch_source.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <ctime>
+#include <set>
 #include <utility>
 
 #include "loom/core/log.h"
@@ -95,6 +97,16 @@ int RemoteBatchSource::ready_batches() const {
 int64_t RemoteBatchSource::local_batches() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return local_batches_;
+}
+
+double RemoteBatchSource::receive_cpu_seconds() const {
+  // gRPC 1.51 receives on its own threads (the callback queue's "nexting_thread", its executor,
+  // event engine and timers); the fetching threads copy and check what arrived.
+  static const std::set<std::string> kReceiving = {
+      kFetchThreadName, "nexting_thread",  "default-executo", "event_engine",
+      "timer_manager",  "grpc_global_tim", "resolver-execut"};
+  return named_threads_cpu_seconds(
+      [](const std::string& name) { return kReceiving.count(name) > 0; });
 }
 
 std::vector<RemoteWorkerStats> RemoteBatchSource::worker_stats() const {
@@ -238,6 +250,7 @@ void RemoteBatchSource::local_lane(int lane) {
   // the scheduler, so that feeding and computing are not slowed by building batches that the
   // workers could build as well (Pecan's "local cores first, but second to the trainer").
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kLocalProducerNice);
+  ::pthread_setname_np(::pthread_self(), "loom-build");
   Work work;
   while (take_work(kLocal, lane, work)) {
     LoaderStats tally;
@@ -264,6 +277,7 @@ void RemoteBatchSource::local_lane(int lane) {
 }
 
 void RemoteBatchSource::remote_lane(int w, int lane) {
+  ::pthread_setname_np(::pthread_self(), kFetchThreadName);
   Remote& r = remotes_[static_cast<size_t>(w)];
   Work work;
   while (take_work(w, lane, work)) {

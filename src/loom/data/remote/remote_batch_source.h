@@ -56,6 +56,9 @@ class RemoteBatchSource : public BatchSource {
   void set_threads(int threads) override;  // local producers
 
   std::vector<RemoteWorkerStats> worker_stats() const;
+  // CPU seconds this process spent receiving and checking workers' batches so far (the planner's
+  // cost of a remote sample on the trainer). Counted by thread name, while the threads live.
+  double receive_cpu_seconds() const;
   int64_t local_batches() const;  // delivered by local producers
 
  private:
@@ -81,6 +84,7 @@ class RemoteBatchSource : public BatchSource {
     RemoteWorkerStats stats;
   };
   static constexpr int kLocal = -1;
+  static constexpr const char* kFetchThreadName = "loom-fetch";
 
   // Blocks until `producer` (lane `lane` of it) may take a step; false when stopping.
   bool take_work(int producer, int lane, Work& work);
