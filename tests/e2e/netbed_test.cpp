@@ -91,11 +91,14 @@ class HeterogeneousCluster : public NetBed {
                                std::string(host == 1 ? "dnn_group" : "data_group") +
                                R"(", "current_host": ")" + host_name(host) + R"(",
       "current_instance_type": "ml.c5.xlarge",
-      "hosts": [")" + host_name(1) + R"(", ")" + host_name(2) + R"(", ")" + host_name(3) + R"("],
+      "hosts": [")" + host_name(1) +
+                               R"(", ")" + host_name(2) + R"(", ")" + host_name(3) + R"("],
       "instance_groups": [
-        {"hosts": [")" + host_name(1) + R"("], "instance_group_name": "dnn_group",
+        {"hosts": [")" + host_name(1) +
+                               R"("], "instance_group_name": "dnn_group",
          "instance_type": "ml.g5.xlarge"},
-        {"hosts": [")" + host_name(2) + R"(", ")" + host_name(3) + R"("],
+        {"hosts": [")" + host_name(2) +
+                               R"(", ")" + host_name(3) + R"("],
          "instance_group_name": "data_group", "instance_type": "ml.c5.xlarge"}],
       "network_interface_name": "eth0"})");
     return path;
@@ -110,9 +113,8 @@ TEST_F(HeterogeneousCluster, TheSameLaunchOnEveryHostFindsItsRole) {
     return on(host, "env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) +
                         " launch --roles auto --cluster-config " + describe_for(host) +
                         " --data-root " + dir_.path() +
-                        " --data-port 7312 --data-threads 1 --exit-when-idle 2 -- " +
-                        LOOM_BINARY + " " + train_args(dir_ / "remote") +
-                        " --set data.remote.local_threads=0");
+                        " --data-port 7312 --data-threads 1 --exit-when-idle 2 -- " + LOOM_BINARY +
+                        " " + train_args(dir_ / "remote") + " --set data.remote.local_threads=0");
   };
   test::BackgroundProcess worker2(launch(2), dir_ / "worker2.log");
   test::BackgroundProcess worker3(launch(3), dir_ / "worker3.log");

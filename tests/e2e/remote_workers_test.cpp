@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tools/test_support.h"
 

@@ -62,8 +62,9 @@ int launch_with_roles(LaunchPlan plan, const RoleOptions& o, bool master_given) 
   if (roles.is_data_worker()) become_data_worker(roles, o);
 
   if (plan.command.size() < 2 || plan.command[1] != "train") {
-    throw ConfigError("--roles auto: the command must be `loom train ...` (it is given the "
-                      "data workers as data.remote.workers)");
+    throw ConfigError(
+        "--roles auto: the command must be `loom train ...` (it is given the "
+        "data workers as data.remote.workers)");
   }
   std::string workers;
   for (const auto& host : roles.data_worker_hosts) {

@@ -12,7 +12,7 @@
 namespace loom::cli {
 
 struct RoleOptions {
-  std::string roles;                         // "" (no roles: plain launch) or "auto"
+  std::string roles;                           // "" (no roles: plain launch) or "auto"
   std::vector<std::string> data_worker_hosts;  // a plain list, instead of a description
   std::string cluster_config = "/opt/ml/input/config/resourceconfig.json";  // SageMaker's
   std::string data_group;  // "" = "data_group" (SageMaker) or component 1 (Slurm)

@@ -43,10 +43,9 @@ void measure_cpu(const nlohmann::json& s, profile::RunMeasurement& m) {
     m.receive_basis = basis;
   }
   // Per sample the cores spent budget / rate: the rest of building and receiving is training.
-  m.train_cpu_seconds_per_sample =
-      std::max(0.0, m.cpu_budget / m.samples_per_second -
-                        m.cpu_seconds_per_sample * (1 - remote_share) -
-                        m.receive_cpu_seconds_per_sample * remote_share);
+  m.train_cpu_seconds_per_sample = std::max(
+      0.0, m.cpu_budget / m.samples_per_second - m.cpu_seconds_per_sample * (1 - remote_share) -
+               m.receive_cpu_seconds_per_sample * remote_share);
 }
 
 profile::RunMeasurement measurement_of(const std::string& run_dir) {

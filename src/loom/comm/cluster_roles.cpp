@@ -95,9 +95,9 @@ void check_roles(const ClusterRoles& r, const std::string& where) {
     }
   }
   if (!contains(r.trainer_hosts, r.this_host) && !contains(r.data_worker_hosts, r.this_host)) {
-    throw ConfigError(where + ": this host, " + r.this_host + ", is in no group (trainers: " +
-                      joined(r.trainer_hosts) + "; data workers: " +
-                      joined(r.data_worker_hosts) + ")");
+    throw ConfigError(where + ": this host, " + r.this_host +
+                      ", is in no group (trainers: " + joined(r.trainer_hosts) +
+                      "; data workers: " + joined(r.data_worker_hosts) + ")");
   }
 }
 

@@ -1,8 +1,7 @@
 #include "loom/core/caching_allocator.h"
 
-#include <malloc.h>
-
 #include <c10/core/CPUAllocator.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <cstdlib>

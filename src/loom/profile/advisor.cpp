@@ -41,15 +41,15 @@ std::string workers_needed(const RunProfile& run, double waiting) {
     basis = "as measured";
   } else if (run.loader_cpu_seconds_per_sample > 0) {
     per_worker = run.usable_cores / run.loader_cpu_seconds_per_sample;
-    basis = "estimated for a worker with this host's " + std::to_string(run.usable_cores) +
-            " cores";
+    basis =
+        "estimated for a worker with this host's " + std::to_string(run.usable_cores) + " cores";
   } else {
     return "";
   }
   const int n = static_cast<int>(std::ceil(consumption / per_worker - 1e-9));
-  std::string out = "the model would consume " + rate(consumption) + " and one data worker supplies " +
-                    rate(per_worker) + " (" + basis + "), so " + std::to_string(n) +
-                    " remote data worker" + (n == 1 ? "" : "s") +
+  std::string out = "the model would consume " + rate(consumption) +
+                    " and one data worker supplies " + rate(per_worker) + " (" + basis + "), so " +
+                    std::to_string(n) + " remote data worker" + (n == 1 ? "" : "s") +
                     " would make the run compute-bound (N = consumption / worker throughput";
   if (run.remote_workers > 0) out += "; it had " + std::to_string(run.remote_workers);
   return out + "): set data.remote.workers";

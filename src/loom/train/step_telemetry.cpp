@@ -23,8 +23,8 @@ StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
   // Loader threads draw the batches they build on their own tracks, while the trace is on; a
   // remote data worker's batches are drawn, from request to arrival, on the tracks of the
   // threads that fetch them, named after the worker.
-  train_.set_batch_observer([trace = trace_, tracing = tracing_](int64_t, int64_t step,
-                                                                 auto begin, auto end,
+  train_.set_batch_observer([trace = trace_, tracing = tracing_](int64_t, int64_t step, auto begin,
+                                                                 auto end,
                                                                  const std::string& origin) {
     if (!tracing->load(std::memory_order_relaxed)) return;
     thread_local bool named = false;

@@ -76,7 +76,7 @@ struct TrainSummary {
   int64_t remote_local_batches = 0;
   double remote_receive_cpu_seconds = 0;  // spent receiving and checking workers' batches
   int64_t sample_bytes = 0;               // of one sample as batches carry it (uint8 pixels)
-  profile::StepTimes step_times;  // summed over the steady-state steps
+  profile::StepTimes step_times;          // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
   // Data parallel: replicas of the model (ranks, without a pipeline), and the gradient exchange

@@ -35,31 +35,37 @@ std::string config_error(F&& f) {
 }
 
 TEST(ClusterRoles, SageMakerGroupsDecideEachHostsRole) {
-  const ClusterRoles worker = roles_from_sagemaker(resource_config("algo-2"), "rc.json", "data_group");
+  const ClusterRoles worker =
+      roles_from_sagemaker(resource_config("algo-2"), "rc.json", "data_group");
   EXPECT_TRUE(worker.is_data_worker());
   EXPECT_EQ(worker.data_worker_hosts, (std::vector<std::string>{"algo-3", "algo-2"}));
   EXPECT_EQ(worker.trainer_hosts, (std::vector<std::string>{"algo-1"}));
   EXPECT_EQ(worker.node_rank(), -1);
-  const ClusterRoles trainer = roles_from_sagemaker(resource_config("algo-1"), "rc.json", "data_group");
+  const ClusterRoles trainer =
+      roles_from_sagemaker(resource_config("algo-1"), "rc.json", "data_group");
   EXPECT_FALSE(trainer.is_data_worker());
   EXPECT_EQ(trainer.node_rank(), 0);
   EXPECT_NE(trainer.describe().find("this host (algo-1) trains as node 0"), std::string::npos)
       << trainer.describe();
   // Another name for the data group, and the errors that name what is wrong.
-  EXPECT_TRUE(roles_from_sagemaker(resource_config("algo-1"), "rc.json", "dnn_group").is_data_worker());
-  EXPECT_NE(config_error([] { roles_from_sagemaker(resource_config("algo-1"), "rc.json", "cpu"); })
-                .find("no instance group named 'cpu' (--data-group; groups: data_group, dnn_group)"),
+  EXPECT_TRUE(
+      roles_from_sagemaker(resource_config("algo-1"), "rc.json", "dnn_group").is_data_worker());
+  EXPECT_NE(config_error([] {
+              roles_from_sagemaker(resource_config("algo-1"), "rc.json", "cpu");
+            }).find("no instance group named 'cpu' (--data-group; groups: data_group, dnn_group)"),
             std::string::npos);
-  EXPECT_NE(config_error([] { roles_from_sagemaker(resource_config("algo-9"), "rc.json", "data_group"); })
-                .find("this host, algo-9, is in no group"),
+  EXPECT_NE(config_error([] {
+              roles_from_sagemaker(resource_config("algo-9"), "rc.json", "data_group");
+            }).find("this host, algo-9, is in no group"),
             std::string::npos);
   EXPECT_NE(config_error([] {
               roles_from_sagemaker(R"({"current_host": "algo-1", "hosts": ["algo-1"]})", "rc.json",
                                    "data_group");
             }).find("not a heterogeneous cluster"),
             std::string::npos);
-  EXPECT_NE(config_error([] { roles_from_sagemaker("{", "rc.json", "data_group"); })
-                .find("rc.json: not a SageMaker resource configuration"),
+  EXPECT_NE(config_error([] {
+              roles_from_sagemaker("{", "rc.json", "data_group");
+            }).find("rc.json: not a SageMaker resource configuration"),
             std::string::npos);
 }
 
@@ -70,7 +76,9 @@ TEST(ClusterRoles, SlurmNodeListsExpandAsSlurmDoes) {
   EXPECT_EQ(expand_slurm_hostlist("r[0-1]b[1-2]", "x"),
             (std::vector<std::string>{"r0b1", "r0b2", "r1b1", "r1b2"}));
   EXPECT_EQ(expand_slurm_hostlist("n[1-2].ib", "x"), (std::vector<std::string>{"n1.ib", "n2.ib"}));
-  EXPECT_NE(config_error([] { expand_slurm_hostlist("n[3-1]", "LIST"); }).find("LIST: range '3-1' runs backwards"),
+  EXPECT_NE(config_error([] {
+              expand_slurm_hostlist("n[3-1]", "LIST");
+            }).find("LIST: range '3-1' runs backwards"),
             std::string::npos);
   EXPECT_NE(config_error([] { expand_slurm_hostlist("n[1-2", "LIST"); }).find("without ']'"),
             std::string::npos);
@@ -92,11 +100,14 @@ TEST(ClusterRoles, SlurmHeterogeneousJobComponents) {
   EXPECT_EQ(trainer.data_worker_hosts, (std::vector<std::string>{"cpu01", "cpu02", "cpu03"}));
   vars["SLURMD_NODENAME"] = "cpu02";
   EXPECT_TRUE(roles_from_slurm(env, "1").is_data_worker());
-  EXPECT_NE(config_error([&] { roles_from_slurm(env, "2"); }).find("component 2, but the job has 2"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([&] { roles_from_slurm(env, "2"); }).find("component 2, but the job has 2"),
+      std::string::npos);
   // Slurm before 20.02 names them _PACK_GROUP_.
   vars.erase("SLURM_JOB_NODELIST_HET_GROUP_1");
-  EXPECT_NE(config_error([&] { roles_from_slurm(env, "1"); }).find("SLURM_JOB_NODELIST_HET_GROUP_1: not set"),
+  EXPECT_NE(config_error([&] {
+              roles_from_slurm(env, "1");
+            }).find("SLURM_JOB_NODELIST_HET_GROUP_1: not set"),
             std::string::npos);
   vars["SLURM_JOB_NODELIST_PACK_GROUP_1"] = "cpu[01-03]";
   EXPECT_TRUE(roles_from_slurm(env, "1").is_data_worker());

@@ -199,7 +199,7 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
   // goes last, framed here by hand: its tag, its length as a varint, then its bytes.
   std::string head = fields.SerializeAsString();
   head.push_back(static_cast<char>((4 << 3) | 2));
-  for (uint64_t n = bytes; ; n >>= 7) {
+  for (uint64_t n = bytes;; n >>= 7) {
     if (n < 0x80) {
       head.push_back(static_cast<char>(n));
       break;
@@ -212,8 +212,8 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
   }
   grpc::Slice slices[2] = {
       grpc::Slice(head),
-      grpc::Slice(data, bytes, [](void* owner) { delete static_cast<Payload*>(owner); },
-                  payload.get())};
+      grpc::Slice(
+          data, bytes, [](void* owner) { delete static_cast<Payload*>(owner); }, payload.get())};
   payload.release();  // now owned by the second slice
   return grpc::ByteBuffer(slices, 2);
 }
@@ -232,10 +232,10 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
   if (count < 0 || count > e.max_samples || fields.shape(1) != e.height ||
       fields.shape(2) != e.width || fields.shape(3) != e.channels) {
     corrupt(e, "images are [" + std::to_string(count) + ", " + std::to_string(fields.shape(1)) +
-                   ", " + std::to_string(fields.shape(2)) + ", " +
-                   std::to_string(fields.shape(3)) + "], expected at most " +
-                   std::to_string(e.max_samples) + " of " + std::to_string(e.height) + "x" +
-                   std::to_string(e.width) + "x" + std::to_string(e.channels));
+                   ", " + std::to_string(fields.shape(2)) + ", " + std::to_string(fields.shape(3)) +
+                   "], expected at most " + std::to_string(e.max_samples) + " of " +
+                   std::to_string(e.height) + "x" + std::to_string(e.width) + "x" +
+                   std::to_string(e.channels));
   }
   const size_t raw_bytes = static_cast<size_t>(count * e.height * e.width * e.channels);
   const size_t id_bytes = static_cast<size_t>(count) * sizeof(int64_t);
@@ -260,10 +260,10 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
     }
     std::string packed(received.image_bytes, '\0');
     received.copy_images(packed.data(), e);
-    const int size = raw_bytes == 0 ? 0
-                                    : LZ4_decompress_safe(packed.data(), out,
-                                                          static_cast<int>(packed.size()),
-                                                          static_cast<int>(raw_bytes));
+    const int size = raw_bytes == 0
+                         ? 0
+                         : LZ4_decompress_safe(packed.data(), out, static_cast<int>(packed.size()),
+                                               static_cast<int>(raw_bytes));
     if (size != static_cast<int>(raw_bytes)) {
       corrupt(e, "LZ4 images do not decode to " + std::to_string(raw_bytes) + " bytes");
     }

@@ -31,8 +31,8 @@ constexpr const char* kLog = "data-worker";
 // Challenge and Open run on gRPC's handler threads. GetBatch is a raw callback method: its
 // handler only queues the request, and the worker's own build threads take the queue fairly
 // between sessions, build the batch and answer with a buffer over the batch's own memory.
-class Service final : public remote::DataWorker::WithRawCallbackMethod_GetBatch<
-                          remote::DataWorker::Service> {
+class Service final
+    : public remote::DataWorker::WithRawCallbackMethod_GetBatch<remote::DataWorker::Service> {
  public:
   explicit Service(const DataWorkerOptions& options) : options_(options) {
     for (int i = 0; i < options.threads; ++i) {
@@ -161,11 +161,17 @@ class Service final : public remote::DataWorker::WithRawCallbackMethod_GetBatch<
     queue_.push(session->id, [this, context, reactor, response, session, request](bool run) {
       if (!run) {
         reactor->Finish({grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"});
-      } else if (context->IsCancelled() ||
-                 context->deadline() < std::chrono::system_clock::now()) {
+      } else if (context->IsCancelled() || context->deadline() < std::chrono::system_clock::now()) {
         reactor->Finish({grpc::StatusCode::DEADLINE_EXCEEDED, "the trainer stopped waiting"});
       } else {
-        reactor->Finish(build(*session, request, *response));
+        try {
+          reactor->Finish(build(*session, request, *response));
+        } catch (const std::exception& e) {
+          // Out of memory, say: this request fails, and the worker goes on.
+          LOOM_LOG(kWarn, kLog) << describe(*session) << ": batch " << request.step()
+                                << " of epoch " << request.epoch() + 1 << ": " << e.what();
+          reactor->Finish({grpc::StatusCode::INTERNAL, e.what()});
+        }
       }
     });
     return reactor;
@@ -186,8 +192,8 @@ class Service final : public remote::DataWorker::WithRawCallbackMethod_GetBatch<
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
     const bool corrupt = options_.corrupt_every > 0 && ++replies_ % options_.corrupt_every == 0;
-    response = pack_batch(batch, request.epoch(), request.step(), tally, seconds, session.lz4,
-                          corrupt);
+    response =
+        pack_batch(batch, request.epoch(), request.step(), tally, seconds, session.lz4, corrupt);
     // What the images take on the wire: the whole reply less its few hundred bytes of fields.
     sessions_.record(session, static_cast<int64_t>(response.Length()), seconds);
     return grpc::Status::OK;

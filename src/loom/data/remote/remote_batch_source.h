@@ -4,11 +4,11 @@
 // who builds which batch changes nothing in what the trainer sees: the run is bit-identical to a
 // local-only one whatever the workers do. Producers pull the lowest step not yet taken from a
 // window of upcoming steps (bounded by data.remote.max_inflight_bytes, and to a step per
-// producer plus data.prefetch_batches), so faster producers get more batches. A worker that errors, times out or disconnects gives its steps back to the
-// window (another producer takes them), is named in a warning, and is reconnected every few
-// seconds; a worker started mid-run joins the same way. A late answer for a step someone else
-// already delivered is dropped and counted. When no worker is up and data.remote.local_threads
-// is 0, fallback local threads keep the run going.
+// producer plus data.prefetch_batches), so faster producers get more batches. A worker that errors,
+// times out or disconnects gives its steps back to the window (another producer takes them), is
+// named in a warning, and is reconnected every few seconds; a worker started mid-run joins the same
+// way. A late answer for a step someone else already delivered is dropped and counted. When no
+// worker is up and data.remote.local_threads is 0, fallback local threads keep the run going.
 //
 // Threading: batch(), seek() and the setters are called from one thread (the trainer); the
 // producers are internal threads, stopped by the destructor.
@@ -106,7 +106,7 @@ class RemoteBatchSource : public BatchSource {
 
   std::unique_ptr<Loader> local_;
   RemoteSourceOptions options_;
-  BatchShape shape_;  // of a full batch (epoch and step filled in per request)
+  BatchShape shape_;    // of a full batch (epoch and step filled in per request)
   int64_t window_ = 1;  // by bytes
 
   mutable std::mutex mutex_;
