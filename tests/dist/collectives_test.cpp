@@ -72,6 +72,19 @@ TEST_F(Collectives, ShmMatchesReferenceOnThreeRanks) {
   EXPECT_EQ(count_of(result.output, "checks passed on shm"), 3) << result.output;
 }
 
+// Parameter servers: two workers and two servers, then three workers and two servers; every
+// worker's pull is exactly the closed-form sum, on both transports.
+TEST_F(Collectives, ParameterServerExchangeSumsExactly) {
+  for (const char* backend : {"shm", "gloo"}) {
+    for (int ranks : {4, 5}) {
+      const auto result = launch(ranks, std::string("ps ") + backend);
+      EXPECT_EQ(result.exit_code, 0) << backend << " " << ranks << "\n" << result.output;
+      EXPECT_EQ(count_of(result.output, std::string("checks passed on ") + backend), ranks)
+          << result.output;
+    }
+  }
+}
+
 TEST_F(Collectives, GlooMatchesReferenceOnTwoRanks) {
   const auto result = launch(2, "collectives gloo");
   EXPECT_EQ(result.exit_code, 0) << result.output;
@@ -127,6 +140,16 @@ TEST_F(Collectives, SurvivorsOfAKilledRankExitWithinTheTimeout) {
         << backend << ": " << result.output;
     EXPECT_NE(result.output.find("rank 1"), std::string::npos) << backend << ": " << result.output;
     EXPECT_LT(seconds, 5.0 + 10.0) << backend;
+  }
+}
+
+TEST_F(Collectives, AStalledParameterServerIsNamed) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto result = torchrun_style("ps-stall " + backend + " 2000");
+    EXPECT_NE(result.output.find("rank0 exit 1"), std::string::npos)
+        << backend << ": " << result.output;
+    EXPECT_NE(result.output.find("of server 0"), std::string::npos)
+        << backend << ": " << result.output;
   }
 }
 

@@ -7,10 +7,16 @@
 //   mismatch     rank 0 all-reduces 1024 floats, the others 2048: must fail, not hang
 //   die          rank 1 kills itself (SIGKILL) before an all-reduce the others wait in
 //   stall        rank 1 sleeps past the timeout before an all-reduce
+//   ps           parameter-server exchange: the last world/2 ranks serve, the others push
+//                (rank+1)-valued buffers and must pull exactly n(n+1)/2 (MXNet's dist_sync test),
+//                then means of float and bfloat16 patterns against sums computed here
+//   ps-stall     the same with the last rank (a server) asleep past the timeout: the workers
+//                must fail naming the server
 // Exit 0 when the scenario behaved as expected, 1 with the error on stderr otherwise.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -19,6 +25,7 @@
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/rendezvous.h"
 #include "loom/comm/world_info.h"
+#include "loom/parallel/ps/ps_exchange.h"
 
 using namespace loom::comm;
 
@@ -111,6 +118,57 @@ void check_agreement(std::shared_ptr<Rendezvous> rendezvous, CommOptions options
   }
 }
 
+// Buffers of odd sizes cut into 4 KB parts over the servers, so parts end mid-buffer and a
+// server gets parts of several buffers.
+void check_parameter_servers(Communicator& comm, Checker& check) {
+  using namespace loom::parallel::ps;
+  PsRoles roles;
+  roles.servers = std::max(1, comm.world() / 2);
+  roles.workers = comm.world() - roles.servers;
+  const std::vector<std::int64_t> sizes = {1, 1000, 5003, 70001};
+  const auto timeout = std::chrono::milliseconds(30000);
+  const int n = roles.workers;
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    const PartPlan plan = plan_parts(sizes, c10::elementSize(dtype), 4096, roles.servers);
+    for (bool mean : {false, true}) {
+      const double scale = mean ? 1.0 / n : 1.0;
+      if (roles.is_server(comm.rank())) {
+        const int server = comm.rank() - roles.workers;
+        const ServeStats stats = serve_step(comm, plan, server, dtype, roles, scale, timeout);
+        // Every server gets its share of the bytes from every worker (within one part).
+        const std::int64_t share = plan.server_bytes()[static_cast<size_t>(server)];
+        if (stats.bytes_in != share * n || stats.bytes_out != share * n) {
+          throw std::runtime_error("server " + std::to_string(server) + " moved " +
+                                   std::to_string(stats.bytes_in) + " bytes in, expected " +
+                                   std::to_string(share * n));
+        }
+        ++check.checks;
+        continue;
+      }
+      std::vector<at::Tensor> buffers;
+      for (std::int64_t size : sizes) {
+        buffers.push_back(mean ? pattern(size, comm.rank(), dtype)
+                               : at::full({size}, comm.rank() + 1, at::TensorOptions(dtype)));
+      }
+      push_pull(comm, plan, buffers, roles, timeout);
+      for (size_t b = 0; b < sizes.size(); ++b) {
+        const std::string label = std::string(mean ? "ps mean " : "ps sum ") +
+                                  std::to_string(sizes[b]) + " x " + c10::toString(dtype);
+        if (!mean) {  // (rank+1) summed over the workers, exactly
+          const at::Tensor want = at::full({sizes[b]}, n * (n + 1) / 2, at::kFloat);
+          if (!buffers[b].to(at::kFloat).equal(want)) throw std::runtime_error(label + ": wrong");
+          ++check.checks;
+          continue;
+        }
+        auto sum = at::zeros({sizes[b]}, at::kFloat);
+        for (int r = 0; r < n; ++r) sum += pattern(sizes[b], r, dtype).to(at::kFloat);
+        check.expect_close(buffers[b], sum / n, label);
+      }
+    }
+  }
+  comm.barrier()->wait(kWait);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +195,17 @@ int main(int argc, char** argv) {
       used = comm->backend();
       if (scenario == "collectives") {
         check_collectives(*comm, check);
+      } else if (scenario == "ps") {
+        check_parameter_servers(*comm, check);
+      } else if (scenario == "ps-stall") {
+        comm->barrier()->wait(kWait);
+        if (rank == comm->world() - 1) {
+          std::this_thread::sleep_for(options.timeout + std::chrono::seconds(1));
+          return 0;
+        }
+        check_parameter_servers(*comm, check);
+        std::fprintf(stderr, "rank %d: the exchange finished without its server\n", rank);
+        return 1;
       } else if (scenario == "mismatch") {
         auto t = at::ones({rank == 0 ? 1024 : 2048});
         comm->allreduce(t, ReduceOp::kSum)->wait(kWait);

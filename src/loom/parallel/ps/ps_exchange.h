@@ -1,0 +1,51 @@
+// One step's parameter-server exchange over a Communicator (issue 16), the part of it every mode
+// shares: workers push the parts of their gradient buffers (part_plan.h) to the servers; each
+// server sums a part over the workers and sends the sum back to every worker.
+//
+// Ranks [0, workers) train and ranks [workers, workers + servers) are servers. Every rank makes
+// its calls in plan order, which is how the Communicator pairs sends with receives per peer; a
+// part whose sizes differ between ranks, or a peer that is gone, fails with an error that names
+// the part and the peer instead of hanging.
+//
+// Why push everything before waiting: every server works on its parts as soon as they arrive,
+// and a worker's bytes go to all servers at once (BytePS's layout), so no server idles while
+// another is sent a whole tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/parallel/ps/part_plan.h"
+
+namespace loom::parallel::ps {
+
+struct PsRoles {
+  int workers = 1;
+  int servers = 1;
+  int server_rank(int server) const { return workers + server; }
+  bool is_server(int rank) const { return rank >= workers; }
+};
+
+// A worker's side: pushes every part of `buffers` (the plan's fusion buffers: flat, contiguous,
+// one dtype) and overwrites each part with what its server sends back.
+void push_pull(comm::Communicator& comm, const PartPlan& plan,
+               const std::vector<at::Tensor>& buffers, const PsRoles& roles,
+               std::chrono::milliseconds timeout);
+
+struct ServeStats {
+  std::int64_t bytes_in = 0, bytes_out = 0;
+  double sum_seconds = 0;  // spent adding, the rest waiting for the network
+};
+
+// A server's side: for each of its parts, in plan order, receives the part from every worker,
+// sums them times `scale` (1 / workers for a mean; bfloat16 accumulated in float, workers in
+// rank order, so every run sums alike) and sends the result to every worker.
+ServeStats serve_step(comm::Communicator& comm, const PartPlan& plan, int server,
+                      c10::ScalarType dtype, const PsRoles& roles, double scale,
+                      std::chrono::milliseconds timeout);
+
+}  // namespace loom::parallel::ps
