@@ -198,14 +198,8 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
   // Protocol buffers may carry a message's fields in any order, so the images field (4, bytes)
   // goes last, framed here by hand: its tag, its length as a varint, then its bytes.
   std::string head = fields.SerializeAsString();
-  head.push_back(static_cast<char>((4 << 3) | 2));
-  for (uint64_t n = bytes;; n >>= 7) {
-    if (n < 0x80) {
-      head.push_back(static_cast<char>(n));
-      break;
-    }
-    head.push_back(static_cast<char>((n & 0x7F) | 0x80));
-  }
+  append_varint(head, (kImagesField << 3) | 2);  // field 4, length-delimited
+  append_varint(head, bytes);
   if (bytes == 0) {
     const grpc::Slice only(head);
     return grpc::ByteBuffer(&only, 1);
