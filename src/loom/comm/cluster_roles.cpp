@@ -1,12 +1,11 @@
 #include "loom/comm/cluster_roles.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
+#include "loom/core/topology.h"
 
 namespace loom::comm {
 namespace {
@@ -21,12 +20,6 @@ std::string joined(const std::vector<std::string>& names) {
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::string local_hostname() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "";
-  return name;
 }
 
 // Splits at the commas that are not inside brackets.
@@ -178,7 +171,7 @@ ClusterRoles roles_from_slurm(const EnvLookup& env, const std::string& data_grou
     auto& into = n == data ? r.data_worker_hosts : r.trainer_hosts;
     for (std::string& h : expand_slurm_hostlist(list, het)) into.push_back(std::move(h));
   }
-  r.this_host = env("SLURMD_NODENAME") ? env("SLURMD_NODENAME") : local_hostname();
+  r.this_host = env("SLURMD_NODENAME") ? env("SLURMD_NODENAME") : host_name("");
   check_roles(r, "Slurm heterogeneous job");
   return r;
 }
@@ -187,7 +180,7 @@ ClusterRoles roles_from_list(const std::vector<std::string>& data_worker_hosts,
                              const std::string& this_host) {
   ClusterRoles r;
   r.source = "--data-worker-hosts list";
-  r.this_host = this_host.empty() ? local_hostname() : this_host;
+  r.this_host = this_host.empty() ? host_name("") : this_host;
   r.data_worker_hosts = data_worker_hosts;
   if (r.data_worker_hosts.empty()) throw ConfigError("--data-worker-hosts: no hosts given");
   // Trainers are every other host: the launch's own --nnodes / --node-rank / --master say how

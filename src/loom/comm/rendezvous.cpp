@@ -10,6 +10,7 @@
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
+#include "loom/core/topology.h"
 
 namespace loom::comm {
 namespace {
@@ -29,11 +30,9 @@ std::string random_token() {
 
 std::string host_identity() {
   if (std::string forced = setting("LOOM_HOST_ID"); !forced.empty()) return forced;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(host) + "/" + boot;
+  return host_name("") + "/" + boot;
 }
 
 Rendezvous::Rendezvous(WorldInfo world, std::chrono::milliseconds timeout)

@@ -147,4 +147,10 @@ std::string describe(const Topology& t) {
   return s.str();
 }
 
+std::string host_name(const std::string& fallback) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return fallback;
+  return host;
+}
+
 }  // namespace loom

@@ -41,4 +41,7 @@ int usable_cores(int affinity_cores, std::optional<double> quota_cores);
 // One line for logs: "2 usable cores (affinity 2, quota none), AVX-512 BF16".
 std::string describe(const Topology& topology);
 
+// This machine's hostname, or `fallback` when it cannot be read.
+std::string host_name(const std::string& fallback = "localhost");
+
 }  // namespace loom

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "loom/core/error.h"
+#include "loom/core/topology.h"
 #include "loom/profile/crc32c.h"
 
 namespace loom::profile {
@@ -68,8 +69,7 @@ std::string tf_record(const std::string& data) {
 }
 
 TfEventsWriter::TfEventsWriter(const std::string& dir) {
-  char host[256] = "localhost";
-  ::gethostname(host, sizeof host - 1);
+  const std::string host = host_name();
   const double now = now_seconds();
   path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." + host;
   file_ = std::fopen(path_.c_str(), "wb");

@@ -54,14 +54,6 @@ nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
   return {{"skipped", s.autotune_skipped}};
 }
 
-// What building a sample cost this host's loader threads: remote workers' samples are not
-// counted, since their build time is their own host's.
-double local_cpu_seconds_per_sample(const TrainSummary& s) {
-  int64_t local = s.data.samples;
-  for (const auto& w : s.remote_workers) local -= w.samples;
-  return local > 0 ? s.data.cpu_seconds / static_cast<double>(local) : 0.0;
-}
-
 // null without data.remote.workers.
 nlohmann::ordered_json remote_json(const TrainSummary& s) {
   if (s.remote_workers.empty()) return nullptr;
@@ -130,7 +122,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"loader_threads", s.loader_threads},
         {"sample_bytes", s.sample_bytes},
         {"loader_cpu_seconds", s.data.cpu_seconds},
-        {"cpu_seconds_per_sample", local_cpu_seconds_per_sample(s)},
+        {"cpu_seconds_per_sample", local_cpu_seconds_per_sample(s.data, s.remote_workers)},
         {"loader_busy", s.loader_threads > 0 && s.wall_seconds > 0
                             ? s.data.build_seconds / (s.loader_threads * s.wall_seconds)
                             : 0.0},
@@ -160,6 +152,13 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
                                                     : nlohmann::ordered_json(s.resumed_from_step)},
       {"last_checkpoint", s.last_checkpoint}};
   replace_file_atomically(path, j.dump(2) + "\n");
+}
+
+double local_cpu_seconds_per_sample(const data::LoaderStats& data,
+                                    const std::vector<data::RemoteWorkerStats>& workers) {
+  int64_t local = data.samples;
+  for (const auto& w : workers) local -= w.samples;
+  return local > 0 ? data.cpu_seconds / static_cast<double>(local) : 0.0;
 }
 
 }  // namespace loom::train

@@ -4,6 +4,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
+#include "loom/core/topology.h"
 #include "loom/data/configured_loaders.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/data/remote/remote_config.h"
@@ -38,9 +39,7 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
   }
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(remote.timeout_s * 1000));
   c.lz4 = remote.compression == "lz4";
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  c.client = std::string(host) + " pid " + std::to_string(::getpid());
+  c.client = host_name("?") + " pid " + std::to_string(::getpid());
   c.config = data::remote_config_text(config);
   c.rank = rank;
   c.world = world;

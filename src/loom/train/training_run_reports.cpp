@@ -162,22 +162,19 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   p.convolutional = model_->is_convolutional();
   p.batch_size = config_.data.batch_size;
   p.threads_tuned = autotune_ && autotune_->result() != nullptr;
-  const data::LoaderStats loaded = data_.train->stats();
-  int64_t local_samples = loaded.samples;
+  std::vector<data::RemoteWorkerStats> workers;
   if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
-    double delivered = 0;
-    for (const data::RemoteWorkerStats& w : remote->worker_stats()) {
-      local_samples -= w.samples;
-      if (w.samples == 0) continue;
-      ++p.remote_workers;
-      delivered += static_cast<double>(w.samples);
-    }
-    if (p.remote_workers > 0 && wall_seconds > 0) {
-      p.remote_worker_samples_per_second = delivered / p.remote_workers / wall_seconds;
-    }
+    workers = remote->worker_stats();
   }
-  if (local_samples > 0) {
-    p.loader_cpu_seconds_per_sample = loaded.cpu_seconds / static_cast<double>(local_samples);
+  p.loader_cpu_seconds_per_sample = local_cpu_seconds_per_sample(data_.train->stats(), workers);
+  double delivered = 0;
+  for (const data::RemoteWorkerStats& w : workers) {
+    if (w.samples == 0) continue;
+    ++p.remote_workers;
+    delivered += static_cast<double>(w.samples);
+  }
+  if (p.remote_workers > 0 && wall_seconds > 0) {
+    p.remote_worker_samples_per_second = delivered / p.remote_workers / wall_seconds;
   }
   if (pipeline_) {
     p.pipeline_ranks = pipeline_->schedule.ranks;
