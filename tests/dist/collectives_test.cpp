@@ -148,7 +148,7 @@ TEST_F(Collectives, AStalledParameterServerIsNamed) {
     const auto result = torchrun_style("ps-stall " + backend + " 2000");
     EXPECT_NE(result.output.find("rank0 exit 1"), std::string::npos)
         << backend << ": " << result.output;
-    EXPECT_NE(result.output.find("of server 0"), std::string::npos)
+    EXPECT_NE(result.output.find("with server 0"), std::string::npos)
         << backend << ": " << result.output;
   }
 }

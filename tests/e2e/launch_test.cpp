@@ -23,6 +23,44 @@ TEST(Launch, GivesEveryRankItsPlace) {
   }
 }
 
+// Parameter servers take the last ranks of the job; nodes may start different numbers of
+// workers and servers (here a node of one worker, and one of two workers and a server), and
+// agree on the layout through node 0's store.
+TEST(Launch, ServersTakeTheLastRanksOverNodesOfDifferentShapes) {
+  TempDir dir;
+  const std::string where = " --nnodes 2 --master 127.0.0.1:" + std::to_string(free_port()) +
+                            " -- sh -c 'echo \"rank=$RANK world=$WORLD_SIZE "
+                            "local=$LOCAL_RANK/$LOCAL_WORLD_SIZE node=$GROUP_RANK\"'";
+  BackgroundProcess second(
+      std::string(LOOM_BINARY) + " launch --node-rank 1 --nproc-per-node 2 --servers 1" + where,
+      dir / "node1.log");
+  const auto first = run_loom("launch --node-rank 0 --nproc-per-node 1" + where);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_EQ(second.wait(), 0) << read_text(dir / "node1.log");
+  EXPECT_NE(first.output.find("rank=0 world=4 local=0/1 node=0"), std::string::npos)
+      << first.output;
+  const std::string node1 = read_text(dir / "node1.log");
+  for (const char* line : {"rank=1 world=4 local=0/3 node=1", "rank=2 world=4 local=1/3 node=1",
+                           "rank=3 world=4 local=2/3 node=1"}) {
+    EXPECT_NE(node1.find(line), std::string::npos) << node1;
+  }
+  // One node alone: workers first, then its servers.
+  const auto single = run_loom(
+      "launch --nproc-per-node 2 --servers 2 -- sh -c 'echo \"rank=$RANK world=$WORLD_SIZE\"'");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(single.output.find("rank=" + std::to_string(rank) + " world=4"), std::string::npos)
+        << single.output;
+  }
+}
+
+TEST(Launch, ANodeThatNeverComesIsNamed) {
+  const auto r = run_loom("launch --nnodes 3 --join-timeout 2 --master 127.0.0.1:" +
+                          std::to_string(free_port()) + " -- true");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("node(s) 1, 2 of 3"), std::string::npos) << r.output;
+}
+
 TEST(Launch, PassesSigtermToTheRanks) {
   TempDir dir;
   const auto start = std::chrono::steady_clock::now();

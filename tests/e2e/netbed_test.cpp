@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom {
@@ -40,17 +41,6 @@ class NetBed : public ::testing::Test {
   test::TempDir dir_;
 };
 
-// The final checkpoints of two runs hold the same bytes.
-void expect_identical_checkpoints(const std::string& a, const std::string& b) {
-  for (const char* file : {"model.safetensors", "state.safetensors"}) {
-    const auto latest = [&](const std::string& run) {
-      return run + "/checkpoints/" + test::read_text(run + "/checkpoints/latest").substr(0, 13) +
-             "/" + file;
-    };
-    EXPECT_TRUE(test::read_text(latest(a)) == test::read_text(latest(b))) << file;
-  }
-}
-
 std::string train_args(const std::string& out) {
   return "train --out " + out + " " + test::tiny_synthetic_args() +
          " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32 "
@@ -72,7 +62,7 @@ TEST_F(NetBed, ADataWorkerOnAnotherHostFeedsTheTrainerBitIdentically) {
                                   " --set data.remote.workers=" + worker_address +
                                   " --set data.remote.local_threads=0"));
   ASSERT_EQ(remote.exit_code, 0) << remote.output;
-  expect_identical_checkpoints(dir_ / "local", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local", dir_ / "remote");
   const auto summary = nlohmann::json::parse(test::read_text(dir_ / "remote/summary.json"));
   const auto& w = summary["data"]["remote"]["workers"][0];
   EXPECT_EQ(w["address"], worker_address);
@@ -142,7 +132,7 @@ TEST_F(HeterogeneousCluster, TheSameLaunchOnEveryHostFindsItsRole) {
     batches += workers[i]["batches"].get<int64_t>();
   }
   EXPECT_EQ(batches + summary["data"]["remote"]["local_batches"].get<int64_t>(), summary["steps"]);
-  expect_identical_checkpoints(dir_ / "local", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local", dir_ / "remote");
   // With the trainer gone, the workers end on their own.
   for (const char* log : {"worker2.log", "worker3.log"}) {
     EXPECT_TRUE(test::wait_for_text(dir_ / log, "no trainer asked for anything", 30))

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/train/safetensors.h"
+#include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom::test {
@@ -40,38 +41,6 @@ std::string micro_batches(int micro, int m) {
 }
 
 nlohmann::json json_of(const std::string& path) { return nlohmann::json::parse(read_text(path)); }
-
-std::string latest_checkpoint(const std::string& run) {
-  std::string name = read_text(run + "/checkpoints/latest");
-  name.erase(name.find_last_not_of(" \n") + 1);
-  return run + "/checkpoints/" + name;
-}
-
-std::map<std::string, at::Tensor> model_of(const std::string& run) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : train::read_safetensors(latest_checkpoint(run) + "/model.safetensors")) {
-    out[name] = t;
-  }
-  return out;
-}
-
-// Every tensor of the model, by name, within a relative error (0: bit for bit).
-void expect_same_model(const std::string& run, const std::string& reference, double tolerance) {
-  const auto got = model_of(run), want = model_of(reference);
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, w] : want) {
-    ASSERT_TRUE(got.count(name)) << name;
-    const at::Tensor& g = got.at(name);
-    ASSERT_EQ(g.sizes(), w.sizes()) << name;
-    if (tolerance == 0) {
-      EXPECT_TRUE(g.equal(w)) << name;
-      continue;
-    }
-    const double scale = std::max(1e-6, w.to(at::kDouble).abs().max().item<double>());
-    const double error = (g.to(at::kDouble) - w.to(at::kDouble)).abs().max().item<double>();
-    EXPECT_LE(error / scale, tolerance) << name;
-  }
-}
 
 TEST(PipelineTrain, TwoStagesTrainLikeOneProcessAccumulatingTheMicroBatches) {
   TempDir dir;

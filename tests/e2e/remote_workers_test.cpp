@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom {
@@ -48,19 +49,6 @@ std::string remote_args(const std::vector<std::string>& workers, const std::stri
          " --set data.remote.local_threads=0 --set data.remote.reconnect_s=0.3"
          " --set data.remote.timeout_s=3 " +
          extra;
-}
-
-std::string final_checkpoint(const std::string& run) {
-  return run + "/checkpoints/" + test::read_text(run + "/checkpoints/latest").substr(0, 13);
-}
-
-void expect_identical_runs(const std::string& a, const std::string& b) {
-  for (const char* file : {"/model.safetensors", "/state.safetensors"}) {
-    const std::string bytes_a = test::read_text(final_checkpoint(a) + file);
-    ASSERT_FALSE(bytes_a.empty()) << a << file;
-    EXPECT_TRUE(bytes_a == test::read_text(final_checkpoint(b) + file))
-        << file << " differs between " << a << " and " << b;
-  }
 }
 
 nlohmann::json remote_summary(const std::string& run) {
@@ -116,7 +104,7 @@ TEST_F(RemoteWorkers, AKilledWorkerAndALateOneLeaveTheRunBitIdentical) {
   EXPECT_GT(remote["workers"][1]["batches"].get<int>(), 0) << remote;
   EXPECT_GE(remote["workers"][0]["failures"].get<int>(), 1) << remote;
   EXPECT_EQ(remote["workers"][0]["state"], "down") << remote;
-  expect_identical_runs(dir_ / "local-slow", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local-slow", dir_ / "remote");
 }
 
 TEST_F(RemoteWorkers, AStalledWorkerIsTimedOutAndNamed) {
@@ -130,7 +118,7 @@ TEST_F(RemoteWorkers, AStalledWorkerIsTimedOutAndNamed) {
   EXPECT_NE(run.output.find("data worker " + worker.address() + ": no answer before the timeout"),
             std::string::npos)
       << run.output;
-  expect_identical_runs(dir_ / "local", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local", dir_ / "remote");
 }
 
 TEST_F(RemoteWorkers, WithNoWorkerTheRunGoesOnLocallyWithAWarning) {
@@ -140,7 +128,7 @@ TEST_F(RemoteWorkers, WithNoWorkerTheRunGoesOnLocallyWithAWarning) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("data worker " + nowhere + ": unreachable"), std::string::npos)
       << run.output;
-  expect_identical_runs(dir_ / "local", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local", dir_ / "remote");
   EXPECT_EQ(remote_summary(dir_ / "remote")["workers"][0]["state"], "down");
 }
 
@@ -150,7 +138,7 @@ TEST_F(RemoteWorkers, CorruptedBatchesAreAskedForAgain) {
   auto run = test::run_loom(train_args(dir_ / "remote") + remote_args({worker.address()}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("CRC-32C does not match"), std::string::npos) << run.output;
-  expect_identical_runs(dir_ / "local", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local", dir_ / "remote");
   EXPECT_GE(remote_summary(dir_ / "remote")["workers"][0]["crc_mismatches"].get<int>(), 1);
 }
 
@@ -225,7 +213,7 @@ TEST_F(RemoteWorkers, ResumeAfterTheTrainerIsKilledIsBitIdentical) {
   EXPECT_EQ(killed.signal, SIGKILL) << killed.output;
   auto resumed = test::run_loom(args + " --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_identical_runs(dir_ / "local", dir_ / "remote");
+  test::expect_identical_runs(dir_ / "local", dir_ / "remote");
 }
 
 TEST(RemoteWorkerRefusals, WrongTokenAndDataOutsideTheRootsSaySo) {

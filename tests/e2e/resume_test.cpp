@@ -5,24 +5,11 @@
 #include <csignal>
 #include <filesystem>
 
+#include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom {
 namespace {
-
-std::string final_checkpoint(const std::string& run) {
-  return run + "/checkpoints/" + test::read_text(run + "/checkpoints/latest").substr(0, 13);
-}
-
-void expect_identical_runs(const std::string& a, const std::string& b) {
-  const std::string ca = final_checkpoint(a), cb = final_checkpoint(b);
-  EXPECT_EQ(std::filesystem::path(ca).filename(), std::filesystem::path(cb).filename());
-  for (const char* file : {"/model.safetensors", "/state.safetensors"}) {
-    const std::string bytes_a = test::read_text(ca + file), bytes_b = test::read_text(cb + file);
-    ASSERT_FALSE(bytes_a.empty()) << ca << file;
-    EXPECT_TRUE(bytes_a == bytes_b) << file << " differs between " << a << " and " << b;
-  }
-}
 
 struct ResumeCase {
   std::string name;
@@ -50,7 +37,7 @@ class Resume : public ::testing::TestWithParam<ResumeCase> {
     EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), survivor + "\n");
     auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
     EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
-    expect_identical_runs(dir / "straight", dir / "resumed");
+    test::expect_identical_runs(dir / "straight", dir / "resumed");
     return resumed.output;
   }
 };
@@ -105,9 +92,9 @@ TEST(ResumeImageFolder, AnyLoaderThreadCountContinuesTheSameSamples) {
   ASSERT_EQ(killed.signal, SIGKILL) << killed.output;
   auto resumed = test::run_loom(args(dir / "resumed", 3) + " --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_identical_runs(dir / "straight", dir / "resumed");
+  test::expect_identical_runs(dir / "straight", dir / "resumed");
   const std::string manifest =
-      test::read_text(final_checkpoint(dir / "resumed") + "/manifest.json");
+      test::read_text(test::latest_checkpoint(dir / "resumed") + "/manifest.json");
   EXPECT_NE(manifest.find("\"steps_per_epoch\": 12"), std::string::npos) << manifest;
 
   auto changed = test::run_loom(args(dir / "resumed", 2) + " --set data.batch_size=8 --resume");

@@ -72,8 +72,10 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--json", *json, "Also write the rows to this JSON file (rank 0)");
   sub->add_flag("--quick", *quick, "Fewer sizes and repetitions (a smoke run)");
   const Command pipeline = add_bench_pipeline_command(*bench);
-  return {bench, [sub, json, quick, pipeline] {
-            if (!sub->parsed()) return pipeline.run();
+  const Command ps = add_bench_ps_command(*bench);
+  return {bench, [sub, json, quick, pipeline, ps] {
+            if (pipeline.sub->parsed()) return pipeline.run();
+            if (ps.sub->parsed()) return ps.run();
             const auto world = comm::world_from_environment();
             if (world.world < 2) {
               throw ConfigError(

@@ -26,6 +26,7 @@ Command add_version_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
 Command add_data_worker_command(CLI::App& app);
+Command add_ps_server_command(CLI::App& app);
 Command add_launch_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
@@ -33,6 +34,8 @@ Command add_pipeline_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 // `loom bench pipeline`, registered under `bench`.
 Command add_bench_pipeline_command(CLI::App& bench);
+// `loom bench ps`, registered under `bench`.
+Command add_bench_ps_command(CLI::App& bench);
 // `loom data inspect`, registered under `data`.
 Command add_data_inspect_command(CLI::App& data);
 

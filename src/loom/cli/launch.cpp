@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "loom/comm/store_server.h"
+#include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 
 extern char** environ;
@@ -19,13 +21,23 @@ namespace {
 
 struct Rank {
   int rank = 0;
+  bool server = false;  // a parameter server
   pid_t pid = -1;
   bool running = false;
   int status = 0;
 };
 
+// "rank 3", or "parameter server rank 5".
+std::string describe_rank(const Rank& r) {
+  return std::string(r.server ? "parameter server rank " : "rank ") + std::to_string(r.rank);
+}
+
+struct Placement {
+  int rank = 0, local_rank = 0, world = 0, local_world = 0;
+};
+
 // The environment of one rank: ours, minus any previous rank variables, plus its own.
-std::vector<std::string> rank_environment(const LaunchPlan& plan, int local_rank, int port,
+std::vector<std::string> rank_environment(const LaunchPlan& plan, const Placement& at, int port,
                                           const std::string& launch_id) {
   static const char* replaced[] = {
       "RANK=",       "WORLD_SIZE=",  "LOCAL_RANK=",  "LOCAL_WORLD_SIZE=",
@@ -37,17 +49,95 @@ std::vector<std::string> rank_environment(const LaunchPlan& plan, int local_rank
       keep = keep && std::strncmp(*e, prefix, std::strlen(prefix)) != 0;
     if (keep) env.emplace_back(*e);
   }
-  const int world = plan.nodes * plan.procs_per_node;
-  env.push_back("RANK=" + std::to_string(plan.node_rank * plan.procs_per_node + local_rank));
-  env.push_back("WORLD_SIZE=" + std::to_string(world));
-  env.push_back("LOCAL_RANK=" + std::to_string(local_rank));
-  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(plan.procs_per_node));
+  env.push_back("RANK=" + std::to_string(at.rank));
+  env.push_back("WORLD_SIZE=" + std::to_string(at.world));
+  env.push_back("LOCAL_RANK=" + std::to_string(at.local_rank));
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(at.local_world));
   env.push_back("GROUP_RANK=" + std::to_string(plan.node_rank));
   env.push_back("MASTER_ADDR=" + plan.master_addr);
   env.push_back("MASTER_PORT=" + std::to_string(port));
   env.push_back("LOOM_LAUNCH_ID=" + launch_id);
   return env;
 }
+
+// A server runs the workers' command; `loom train ...` becomes `loom ps-server ...`, which takes
+// the same arguments, so that process lists say what each process is.
+std::vector<std::string> server_command(const std::vector<std::string>& command) {
+  std::vector<std::string> server = command;
+  if (server.size() >= 2 && server[1] == "train") {
+    const std::string& program = server[0];
+    const auto slash = program.rfind('/');
+    if (program.substr(slash == std::string::npos ? 0 : slash + 1) == "loom") {
+      server[1] = "ps-server";
+    }
+  }
+  return server;
+}
+
+// Every node's (workers, servers), agreed through node 0's store: each launcher puts its own
+// and waits for the others', naming the nodes that never came.
+std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port) {
+  std::vector<std::pair<int, int>> counts(static_cast<size_t>(plan.nodes));
+  counts[static_cast<size_t>(plan.node_rank)] = {plan.procs_per_node, plan.servers_per_node};
+  if (plan.nodes == 1) return counts;
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
+  comm::TcpStore store(plan.master_addr, port, timeout);
+  const std::string prefix = "loom/launch/node/";
+  const std::string mine =
+      std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node);
+  store.set(prefix + std::to_string(plan.node_rank),
+            std::vector<uint8_t>(mine.begin(), mine.end()));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int node = 0; node < plan.nodes; ++node) {
+    const std::string key = prefix + std::to_string(node);
+    while (!store.check({key})) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string missing;
+        for (int n = node; n < plan.nodes; ++n) {
+          if (!store.check({prefix + std::to_string(n)})) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+          }
+        }
+        throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
+                           std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                           " s for the launchers of node(s) " + missing + " of " +
+                           std::to_string(plan.nodes) + " at " + plan.master_addr + ":" +
+                           std::to_string(port));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const auto value = store.get(key);
+    int workers = -1, servers = -1;
+    std::sscanf(std::string(value.begin(), value.end()).c_str(), "%d %d", &workers, &servers);
+    counts[static_cast<size_t>(node)] = {workers, servers};
+  }
+  return counts;
+}
+
+}  // namespace
+
+NodeLayout layout_of_node(const std::vector<std::pair<int, int>>& counts, int node_rank) {
+  int total_workers = 0, total_servers = 0, workers_before = 0, servers_before = 0;
+  for (size_t n = 0; n < counts.size(); ++n) {
+    if (static_cast<int>(n) < node_rank) {
+      workers_before += counts[n].first;
+      servers_before += counts[n].second;
+    }
+    total_workers += counts[n].first;
+    total_servers += counts[n].second;
+  }
+  NodeLayout layout;
+  layout.world = total_workers + total_servers;
+  const auto& mine = counts[static_cast<size_t>(node_rank)];
+  for (int i = 0; i < mine.first; ++i) layout.worker_ranks.push_back(workers_before + i);
+  for (int i = 0; i < mine.second; ++i) {
+    layout.server_ranks.push_back(total_workers + servers_before + i);
+  }
+  return layout;
+}
+
+namespace {
 
 pid_t spawn(const std::vector<std::string>& command, const std::vector<std::string>& env,
             const sigset_t& original_mask) {
@@ -128,19 +218,32 @@ int launch_ranks(const LaunchPlan& plan) {
     port = store->port();
   }
 
+  NodeLayout layout;
+  try {
+    layout = layout_of_node(node_counts(plan, port), plan.node_rank);
+  } catch (...) {
+    store.reset();
+    ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
+    throw;
+  }
   const std::string launch_id = launch_token();
-  std::vector<Rank> ranks(plan.procs_per_node);
-  for (int local = 0; local < plan.procs_per_node; ++local) {
-    ranks[local].rank = plan.node_rank * plan.procs_per_node + local;
-    ranks[local].pid =
-        spawn(plan.command, rank_environment(plan, local, port, launch_id), original);
-    ranks[local].running = true;
+  const int local_world = static_cast<int>(layout.worker_ranks.size() + layout.server_ranks.size());
+  std::vector<Rank> ranks(static_cast<size_t>(local_world));
+  for (int local = 0; local < local_world; ++local) {
+    Rank& r = ranks[static_cast<size_t>(local)];
+    r.server = local >= plan.procs_per_node;
+    r.rank = r.server ? layout.server_ranks[static_cast<size_t>(local - plan.procs_per_node)]
+                      : layout.worker_ranks[static_cast<size_t>(local)];
+    const Placement at{r.rank, local, layout.world, local_world};
+    r.pid = spawn(r.server ? server_command(plan.command) : plan.command,
+                  rank_environment(plan, at, port, launch_id), original);
+    r.running = true;
   }
 
   const Rank* failed = nullptr;
   int interrupted = 0;
   std::chrono::steady_clock::time_point kill_at{};
-  int running = plan.procs_per_node;
+  int running = local_world;
   while (running > 0) {
     siginfo_t info;
     const timespec tick{0, 200'000'000};
@@ -162,8 +265,9 @@ int launch_ranks(const LaunchPlan& plan) {
       const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
       if (!ok && !failed && !interrupted) {
         failed = &r;
-        std::fprintf(stderr, "loom launch: rank %d (pid %d) %s; stopping the other ranks\n", r.rank,
-                     static_cast<int>(r.pid), describe_status(r.status).c_str());
+        std::fprintf(stderr, "loom launch: %s (pid %d) %s; stopping the other ranks\n",
+                     describe_rank(r).c_str(), static_cast<int>(r.pid),
+                     describe_status(r.status).c_str());
         signal_running(ranks, SIGTERM);
         kill_at = seconds_from_now(plan.grace_seconds);
       }
@@ -181,7 +285,7 @@ int launch_ranks(const LaunchPlan& plan) {
   ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
 
   if (failed) {
-    std::fprintf(stderr, "loom launch: failed: rank %d %s\n", failed->rank,
+    std::fprintf(stderr, "loom launch: failed: %s %s\n", describe_rank(*failed).c_str(),
                  describe_status(failed->status).c_str());
     const int code = WIFEXITED(failed->status) ? WEXITSTATUS(failed->status) : 1;
     return code == 0 ? 1 : code;

@@ -1,4 +1,5 @@
-// The rank supervisor behind `loom launch`: starts this node's ranks with torchrun-style
+// The rank supervisor behind `loom launch`: starts this node's ranks (workers, and parameter
+// servers with --servers) with torchrun-style
 // environment variables, forwards SIGINT/SIGTERM to them, and when one rank fails stops the
 // others (SIGTERM, then SIGKILL after a grace period) and reports which rank failed and how.
 #pragma once
@@ -10,6 +11,11 @@ namespace loom::cli {
 
 struct LaunchPlan {
   int procs_per_node = 1;
+  // Parameter servers started on this node (parallel.mode: ps). Every node's workers take the
+  // first ranks, node by node, and the servers the last ones; with several nodes the launchers
+  // agree on the layout through node 0's store, so nodes may differ (servers-only hosts).
+  int servers_per_node = 0;
+  double join_timeout_seconds = 300;  // for the other nodes' launchers to check in
   int nodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -22,5 +28,13 @@ struct LaunchPlan {
 // exit status (1 when it was killed by a signal), or 128 + signal when the launcher itself was
 // interrupted. Messages about ranks go to stderr.
 int launch_ranks(const LaunchPlan& plan);
+
+// Where this node's processes sit in the job: the job's rank of each worker and server.
+struct NodeLayout {
+  int world = 0;
+  std::vector<int> worker_ranks, server_ranks;
+};
+// From every node's worker and server counts (index = node rank).
+NodeLayout layout_of_node(const std::vector<std::pair<int, int>>& counts, int node_rank);
 
 }  // namespace loom::cli

@@ -1,4 +1,5 @@
-// `loom launch --nproc-per-node N [--nnodes M --node-rank R --master ADDR:PORT] -- COMMAND...`
+// `loom launch --nproc-per-node N [--servers K] [--nnodes M --node-rank R --master ADDR:PORT]
+// -- COMMAND...`
 #include <string>
 #include <vector>
 
@@ -24,7 +25,13 @@ void parse_master(const std::string& text, LaunchPlan& plan) {
 }
 
 void check_plan(const LaunchPlan& plan, bool master_given) {
-  if (plan.procs_per_node < 1) throw ConfigError("--nproc-per-node: must be at least 1");
+  if (plan.procs_per_node < 0 || (plan.procs_per_node == 0 && plan.servers_per_node == 0)) {
+    throw ConfigError(
+        "--nproc-per-node: must be at least 1 (or 0 on a node that only serves, "
+        "with --servers)");
+  }
+  if (plan.servers_per_node < 0) throw ConfigError("--servers: must not be negative");
+  if (plan.join_timeout_seconds <= 0) throw ConfigError("--join-timeout: must be positive");
   if (plan.nodes < 1) throw ConfigError("--nnodes: must be at least 1");
   if (plan.node_rank < 0 || plan.node_rank >= plan.nodes) {
     throw ConfigError("--node-rank: " + std::to_string(plan.node_rank) + " is not below --nnodes " +
@@ -47,7 +54,14 @@ Command add_launch_command(CLI::App& app) {
                                      "launch --nproc-per-node 2 -- loom train ...");
   sub->add_option("--nproc-per-node", plan->procs_per_node, "Ranks to start on this node")
       ->capture_default_str();
+  sub->add_option("--servers", plan->servers_per_node,
+                  "Parameter servers to start on this node (runs with parallel.mode=ps and "
+                  "parallel.ps.servers = the job's total); they take the last ranks")
+      ->capture_default_str();
   sub->add_option("--nnodes", plan->nodes, "Nodes in the job")->capture_default_str();
+  sub->add_option("--join-timeout", plan->join_timeout_seconds,
+                  "Seconds node 0 waits for the other nodes' launchers to check in")
+      ->capture_default_str();
   sub->add_option("--node-rank", plan->node_rank, "This node's index, 0..nnodes-1")
       ->capture_default_str();
   sub->add_option(

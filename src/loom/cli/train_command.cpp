@@ -10,6 +10,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/cli/progress.h"
+#include "loom/cli/ps_job.h"
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/rendezvous.h"
 #include "loom/comm/world_info.h"
@@ -105,24 +106,41 @@ int run_train(const TrainArgs& args) {
   // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel, or
   // a pipeline's stages.
   const comm::WorldInfo world = comm::world_from_environment();
-  std::unique_ptr<comm::Communicator> communicator;
+  std::unique_ptr<comm::Communicator> communicator, workers;
+  if (config.parallel.mode == "ps" && world.world < 2) {
+    throw ConfigError(
+        "config key 'parallel.mode': ps needs parameter servers besides the workers: loom launch "
+        "--nproc-per-node N --servers K -- loom train ...");
+  }
   if (world.world > 1) {
     if (args.out_dir.empty()) {
       throw ConfigError(
           "--out: a run of several ranks needs an output directory that every rank "
           "names the same (e.g. --out runs/ddp)");
     }
-    comm::CommOptions comm_options;
-    comm_options.timeout =
-        std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000));
-    comm_options.check_calls = config.comm.check_calls;
-    auto rendezvous = comm::Rendezvous::connect(world, comm_options.timeout);
-    communicator = comm::make_communicator(config.comm.backend, rendezvous, comm_options);
+    auto rendezvous = comm::Rendezvous::connect(
+        world, std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000)));
+    communicator = job_communicator(config, rendezvous);
+    const comm::CommOptions comm_options = communicator->options();
     options.communicator = communicator.get();
     options.make_group = [backend = config.comm.backend, rendezvous, comm_options](
                              const std::vector<int>& ranks, const std::string& name) {
       return comm::make_group_communicator(backend, rendezvous, ranks, name, comm_options);
     };
+    if (config.parallel.mode == "ps") {
+      // The last ranks serve; the workers train as data-parallel ranks among themselves and
+      // send their gradients through the whole job's communicator.
+      const PsJob job = join_ps_job(config, *rendezvous);
+      if (job.roles.is_server(world.rank)) return serve_parameters(*communicator, job);
+      std::vector<int> worker_ranks;
+      for (int r = 0; r < job.roles.workers; ++r) worker_ranks.push_back(r);
+      workers = options.make_group(worker_ranks, "ps-workers");
+      options.communicator = workers.get();
+      options.ps_world = communicator.get();
+      options.ps.roles = job.roles;
+      options.ps.job = job.job;
+      options.ps.server_hosts = job.server_hosts;
+    }
     // The ranks of a host share its cores.
     options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
   }
@@ -145,7 +163,12 @@ int run_train(const TrainArgs& args) {
               s.samples_per_second, s.runtime.precision.c_str(), s.runtime.memory_format.c_str(),
               s.runtime.threads);
   print_step_time(s);
-  if (s.ranks > 1) {
+  if (!s.ps_servers.empty()) {
+    std::printf(
+        "%s\n  %d workers, %.1f MB pushed and pulled per step, %.0f%% of it hidden behind "
+        "backward\n",
+        s.grad_exchange.c_str(), s.ranks, s.comm_bytes_per_step / 1e6, 100 * s.comm_overlap);
+  } else if (s.ranks > 1) {
     std::printf(
         "data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
         "of it hidden behind backward\n",

@@ -28,7 +28,8 @@ class Work {
   virtual bool completed() const;
 
   // Seconds from creation to finish() (0 while running): how long the operation was in flight.
-  double seconds() const;
+  // Virtual for works made of other works (the longest of theirs).
+  virtual double seconds() const;
   const std::string& what() const { return what_; }
 
   // Marks the operation finished, successfully or with `error`. Wakes every waiter.

@@ -376,6 +376,11 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
       throw ConfigError("config key 'data.remote.workers': '" + worker + "' is not host:port");
     }
   }
+  if (c.parallel.mode == "ps" && c.parallel.pipeline.stages > 1) {
+    throw ConfigError(
+        "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "
+        "with parallel.pipeline.stages > 1");
+  }
   if (c.train.label_smoothing >= 1.0) {
     throw ConfigError("config key 'train.label_smoothing': must be < 1, got " +
                       shortest_double(c.train.label_smoothing));

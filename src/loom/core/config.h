@@ -139,13 +139,25 @@ struct PipelineConfig {
   double memory_cap_mb = 0;       // per rank; 0 = no cap
 };
 
+// Parameter servers (parallel.mode: ps). The async and bounded-staleness fields are registered in
+// config_schema.cpp once they run (TODO(issue 16)); until then every run is synchronous.
+struct PsConfig {
+  int64_t servers = 1;                  // K server ranks after the workers
+  double part_mb = 4;                   // parts gradients are cut into (BytePS's 4 MB)
+  std::string mode = "sync";            // sync | async | ssp
+  int64_t staleness = 0;                // SSP bound s
+  std::string optimizer_on = "worker";  // worker | server
+};
+
 struct ParallelConfig {
+  std::string mode = "data";  // data (all-reduce) | ps (parameter servers)
   double first_bucket_mb = 1;
   double bucket_cap_mb = 25;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   std::string compression = "none";  // none | bf16 | fp16
   PipelineConfig pipeline;
+  PsConfig ps;
 };
 
 struct Config {

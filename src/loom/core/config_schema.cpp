@@ -183,6 +183,16 @@ void visit_config(Config& c, ConfigVisitor& v) {
             "Debug: compare every collective's sequence number, size and type across ranks and "
             "report the first mismatch (one small extra exchange per call).");
 
+  v.choice("parallel.mode", c.parallel.mode, {"data", "ps"},
+           "How data-parallel ranks combine gradients: data = all-reduce among the ranks, ps = "
+           "push to and pull from parameter servers (`loom launch --servers K`; "
+           "docs/parameter_servers.md).");
+  v.integer("parallel.ps.servers", c.parallel.ps.servers, 1,
+            "Server ranks of a parameter-server run (K): the last K ranks of the job serve, the "
+            "others train.");
+  v.number("parallel.ps.part_mb", c.parallel.ps.part_mb, 0.001,
+           "Gradient buffers are cut into parts of at most this size, spread so that every "
+           "server receives the same bytes (within one part).");
   v.number("parallel.first_bucket_mb", c.parallel.first_bucket_mb, 0.0,
            "Size of the first gradient bucket: small, so its all-reduce starts early in backward.");
   v.number("parallel.bucket_cap_mb", c.parallel.bucket_cap_mb, 0.0,

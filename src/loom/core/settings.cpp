@@ -17,6 +17,9 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_FAULT_KILL_IN_SAVE", "0",
        "Testing aid: SIGKILL the process halfway through writing the checkpoint of this step "
        "(0 = never)."},
+      {"LOOM_FAULT_KILL_SERVER_AFTER_STEP", "0",
+       "Testing aid: parameter server 0 SIGKILLs itself after serving this many steps "
+       "(0 = never)."},
       {"LOOM_STEP_ACCOUNTING", "1",
        "Benchmarking aid: 0 keeps only each step's wall time (no phases), the reference the "
        "accounting's cost is measured against."},

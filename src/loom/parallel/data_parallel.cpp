@@ -59,6 +59,10 @@ struct DataParallel::Bucket {
   Clock::time_point started_at;
 };
 
+const at::Tensor& DataParallel::wire_of(const Bucket& bucket) {
+  return bucket.wire.defined() ? bucket.wire : bucket.flat;
+}
+
 // Runs after a parameter's gradient has been accumulated into its .grad (the bucket slice).
 class DataParallel::ReadyHook : public torch::autograd::FunctionPostHook {
  public:
@@ -75,8 +79,11 @@ class DataParallel::ReadyHook : public torch::autograd::FunctionPostHook {
 };
 
 DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::Communicator& comm,
-                           DataParallelOptions options)
-    : buffers_(std::move(buffers)), comm_(comm), options_(options) {
+                           DataParallelOptions options, std::unique_ptr<BucketExchange> exchange)
+    : buffers_(std::move(buffers)),
+      comm_(comm),
+      options_(options),
+      exchange_(exchange ? std::move(exchange) : std::make_unique<AllReduceExchange>(comm)) {
   if (options_.compression && *options_.compression != at::kBFloat16 &&
       *options_.compression != at::kHalf) {
     throw ConfigError("parallel.compression: only bf16 and fp16 buckets are supported");
@@ -173,6 +180,9 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
     }
   }
   buckets_ = std::move(buckets);
+  std::vector<at::Tensor> exchanged;
+  for (const Bucket& bucket : buckets_) exchanged.push_back(wire_of(bucket));
+  exchange_->buckets_changed(exchanged);
 }
 
 std::vector<int> DataParallel::shared_ready_order() {
@@ -242,12 +252,8 @@ void DataParallel::start(std::size_t index) {
   Bucket& bucket = buckets_[index];
   bucket.started_at = Clock::now();
   if (index == 0) first_start_ = bucket.started_at;
-  if (bucket.wire.defined()) {
-    bucket.wire.copy_(bucket.flat);
-    bucket.work = comm_.allreduce(bucket.wire, comm::ReduceOp::kAvg);
-  } else {
-    bucket.work = comm_.allreduce(bucket.flat, comm::ReduceOp::kAvg);
-  }
+  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
+  bucket.work = exchange_->start(index, wire_of(bucket));
 }
 
 void DataParallel::finish() {
@@ -284,8 +290,9 @@ void DataParallel::finish() {
         bucket.started_at + std::chrono::duration_cast<Clock::duration>(
                                 std::chrono::duration<double>(bucket.work->seconds()));
     last_done = std::max(last_done, done);
-    bytes += (bucket.wire.defined() ? bucket.wire : bucket.flat).nbytes();
+    bytes += wire_of(bucket).nbytes();
   }
+  exchange_->step_finished(stats_);
   stats_.buckets = static_cast<int>(buckets_.size());
   stats_.bytes = bytes;
   stats_.comm_seconds = seconds_between(first_start_, last_done);

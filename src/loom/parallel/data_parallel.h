@@ -1,6 +1,7 @@
 // Synchronous data parallelism for any module given as named parameters and buffers (a
 // torch::nn module or a TorchScript one): every rank computes gradients on its own part of the
-// global batch and DataParallel averages them across ranks while backward still runs.
+// global batch and DataParallel averages them across ranks while backward still runs, by
+// all-reduce or through parameter servers (bucket_exchange.h).
 //
 // How: gradients live in flat buckets: each parameter's .grad becomes an alias of its slice of
 // a bucket as soon as autograd produces it (one copy), so the all-reduce needs no copies in or
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/parallel/bucket_exchange.h"
 #include "loom/parallel/bucket_plan.h"
 #include "loom/parallel/grad_sync.h"
 
@@ -49,10 +51,12 @@ struct DataParallelOptions {
 
 class DataParallel : public GradSync {
  public:
-  // Copies rank 0's parameters and buffers to every rank, then attaches the hooks. `comm` must
-  // outlive this object.
+  // Copies rank 0's parameters and buffers to every rank, then attaches the hooks. `comm` (the
+  // workers) must outlive this object. Full buckets are combined by `exchange`, or by all-reduce
+  // over `comm` when null.
   DataParallel(NamedTensors parameters, NamedTensors buffers, comm::Communicator& comm,
-               DataParallelOptions options = {});
+               DataParallelOptions options = {},
+               std::unique_ptr<BucketExchange> exchange = nullptr);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -75,12 +79,16 @@ class DataParallel : public GradSync {
   void set_bucket_limits(const BucketLimits& limits) override;
 
   const SyncStats& last_stats() const override { return stats_; }
+  std::string describe() const override { return exchange_->describe(); }
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
   comm::Communicator& communicator() { return comm_; }
+  const BucketExchange& exchange() const { return *exchange_; }
 
  private:
   struct Bucket;
+  // What a bucket's exchange moves: its compressed copy, or the gradients themselves.
+  static const at::Tensor& wire_of(const Bucket& bucket);
   class ReadyHook;
 
   void broadcast_initial_state(const NamedTensors& parameters);
@@ -95,6 +103,7 @@ class DataParallel : public GradSync {
   NamedTensors buffers_;
   comm::Communicator& comm_;
   DataParallelOptions options_;
+  std::unique_ptr<BucketExchange> exchange_;
 
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;       // parameter -> bucket

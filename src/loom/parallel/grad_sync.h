@@ -1,6 +1,7 @@
 // How gradients computed on one rank become the gradients every rank's optimizer applies. The
 // trainer and the step executors hold a GradSync and never ask which kind it is: one process
-// (LocalGradSync), all-reduce data parallelism (DataParallel), and parameter servers next.
+// (LocalGradSync), and data parallelism (DataParallel), whose buckets are combined by all-reduce or
+// by parameter servers (bucket_exchange.h).
 //
 // Per optimizer step: zero_grad(); then for each micro-batch prepare() before its forward, its
 // backward, finish() after it. Under no_sync() backward only accumulates locally and the next
@@ -11,11 +12,22 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "loom/parallel/bucket_plan.h"
 
 namespace loom::parallel {
+
+// What one parameter server reported of its work so far in the run (ps/ps_server.h).
+struct ServerLoad {
+  std::int64_t steps = 0;
+  std::int64_t bytes_in = 0, bytes_out = 0;
+  double sum_seconds = 0;     // adding the workers' parts
+  double active_seconds = 0;  // per step: first part received to last sum sent
+};
 
 // What the last synchronised step's gradient exchange cost (all zero where nothing is exchanged).
 struct SyncStats {
@@ -23,6 +35,10 @@ struct SyncStats {
   std::size_t bytes = 0;
   double comm_seconds = 0;     // first exchange start to last exchange end
   double exposed_seconds = 0;  // finish() waiting: communication not hidden behind backward
+  // Parameter servers, on worker rank 0: every server's totals after this step, and the size of
+  // the largest part (the unit of their balance).
+  std::vector<ServerLoad> servers;
+  std::int64_t largest_part_bytes = 0;
   // Share of the communication hidden behind backward, 0..1.
   double overlap() const {
     return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
@@ -44,6 +60,8 @@ class GradSync {
   // before an evaluation split over the ranks.
   virtual void sync_buffers() = 0;
   virtual const SyncStats& last_stats() const = 0;
+  // How gradients are exchanged: "local", "all-reduce over shm", "parameter servers over ...".
+  virtual std::string describe() const { return "local"; }
 
   // The fusion-buffer limits, where this kind of exchange has buffers whose size is worth
   // tuning; nullopt otherwise.

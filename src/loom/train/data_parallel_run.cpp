@@ -1,5 +1,7 @@
 #include "loom/train/data_parallel_run.h"
 
+#include <algorithm>
+
 #include "loom/core/error.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/local_grad_sync.h"
@@ -30,8 +32,10 @@ parallel::BucketLimits bucket_limits(double first_mb, double cap_mb) {
 std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors parameters,
                                                    models::NamedTensors buffers,
                                                    comm::Communicator* communicator,
-                                                   const ParallelConfig& config) {
-  if (!communicator || communicator->world() == 1) {
+                                                   const ParallelConfig& config,
+                                                   comm::Communicator* ps_world,
+                                                   const parallel::ps::PsExchangeOptions& ps) {
+  if (!ps_world && (!communicator || communicator->world() == 1)) {
     return std::make_unique<parallel::LocalGradSync>(std::move(parameters));
   }
   parallel::DataParallelOptions options;
@@ -40,8 +44,15 @@ std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors paramete
   options.broadcast_buffers = config.broadcast_buffers;
   if (config.compression == "bf16") options.compression = at::kBFloat16;
   if (config.compression == "fp16") options.compression = at::kHalf;
+  std::unique_ptr<parallel::BucketExchange> exchange;
+  if (ps_world) {
+    parallel::ps::PsExchangeOptions servers = ps;
+    servers.part_bytes =
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(config.ps.part_mb * (1 << 20)));
+    exchange = std::make_unique<parallel::ps::PsBucketExchange>(*ps_world, servers);
+  }
   return std::make_unique<parallel::DataParallel>(std::move(parameters), std::move(buffers),
-                                                  *communicator, options);
+                                                  *communicator, options, std::move(exchange));
 }
 
 }  // namespace loom::train

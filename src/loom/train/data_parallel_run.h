@@ -8,6 +8,7 @@
 #include "loom/core/config.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/parallel/ps/ps_bucket_exchange.h"
 
 namespace loom::train {
 
@@ -21,10 +22,13 @@ parallel::BucketLimits bucket_limits(double first_mb, double cap_mb);
 
 // The gradient sync of a run: local for one process (`communicator` null or of one rank), else
 // DataParallel over these parameters and buffers (the model's, or a pipeline stage's), as
-// parallel.* configures it.
+// parallel.* configures it. With `ps_world` (parallel.mode: ps) DataParallel's buckets go to the
+// parameter servers `ps` names, also for a single worker.
 std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors parameters,
                                                    models::NamedTensors buffers,
                                                    comm::Communicator* communicator,
-                                                   const ParallelConfig& config);
+                                                   const ParallelConfig& config,
+                                                   comm::Communicator* ps_world = nullptr,
+                                                   const parallel::ps::PsExchangeOptions& ps = {});
 
 }  // namespace loom::train

@@ -1,5 +1,7 @@
 #include "loom/train/summary.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "loom/train/autotune_session.h"
@@ -55,6 +57,43 @@ nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
 }
 
 // null without data.remote.workers.
+// Each server's load, and how evenly it was spread: the difference in bytes between the busiest
+// and the idlest server per worker and step, in parts (the plan promises at most one), and the
+// spread of their active time relative to the mean.
+nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
+  if (s.ps_servers.empty()) return nullptr;
+  nlohmann::ordered_json per_server = nlohmann::ordered_json::array();
+  std::int64_t most = 0, least = INT64_MAX, steps = 0;
+  double busiest = 0, idlest = 1e300, active = 0;
+  for (size_t i = 0; i < s.ps_servers.size(); ++i) {
+    const parallel::ServerLoad& load = s.ps_servers[i];
+    per_server.push_back(
+        {{"server", i},
+         {"host", i < s.ps_server_hosts.size() ? s.ps_server_hosts[i] : std::string()},
+         {"steps", load.steps},
+         {"bytes_in", load.bytes_in},
+         {"bytes_out", load.bytes_out},
+         {"sum_seconds", load.sum_seconds},
+         {"active_seconds", load.active_seconds}});
+    most = std::max(most, load.bytes_in);
+    least = std::min(least, load.bytes_in);
+    steps = std::max(steps, load.steps);
+    busiest = std::max(busiest, load.active_seconds);
+    idlest = std::min(idlest, load.active_seconds);
+    active += load.active_seconds;
+  }
+  const double part_bytes_moved = static_cast<double>(s.ps_largest_part_bytes) *
+                                  std::max(1, s.ranks) * std::max<std::int64_t>(1, steps);
+  const double mean_active = active / static_cast<double>(s.ps_servers.size());
+  return {{"servers", s.ps_servers.size()},
+          {"workers", s.ranks},
+          {"largest_part_bytes", s.ps_largest_part_bytes},
+          {"bytes_spread_parts",
+           part_bytes_moved > 0 ? static_cast<double>(most - least) / part_bytes_moved : 0.0},
+          {"active_spread", mean_active > 0 ? (busiest - idlest) / mean_active : 0.0},
+          {"per_server", per_server}};
+}
+
 nlohmann::ordered_json remote_json(const TrainSummary& s) {
   if (s.remote_workers.empty()) return nullptr;
   nlohmann::ordered_json workers = nlohmann::ordered_json::array();
@@ -133,7 +172,9 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"buckets", s.buckets},
         {"bytes_per_step", s.comm_bytes_per_step},
         {"comm_seconds_per_step", s.comm_seconds_per_step},
-        {"overlap", s.comm_overlap}}},
+        {"overlap", s.comm_overlap},
+        {"exchange", s.grad_exchange}}},
+      {"parameter_servers", parameter_servers_json(s)},
       {"pipeline", s.pipeline_ranks == 0
                        ? nlohmann::ordered_json(nullptr)
                        : nlohmann::ordered_json{{"ranks", s.pipeline_ranks},

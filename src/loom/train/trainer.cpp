@@ -346,8 +346,9 @@ void TrainingRun::make_executor() {
     executor_ = std::move(executor);
     return;
   }
-  grad_sync_ = make_grad_sync(model_->named_parameters(), model_->named_buffers(),
-                              options_.communicator, config_.parallel);
+  grad_sync_ =
+      make_grad_sync(model_->named_parameters(), model_->named_buffers(), options_.communicator,
+                     config_.parallel, options_.ps_world, options_.ps);
   parallel::AccumulatingOptions step;
   step.micro_batches = config_.train.grad_accum;
   step.bf16 = info_.runtime.bf16();

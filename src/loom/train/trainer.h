@@ -17,6 +17,7 @@
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
 #include "loom/data/remote/remote_worker_stats.h"
+#include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/profile/advisor.h"
 #include "loom/profile/autotuner.h"
 #include "loom/profile/step_timer.h"
@@ -87,6 +88,12 @@ struct TrainSummary {
   double comm_bytes_per_step = 0;
   double comm_seconds_per_step = 0;  // all-reduces in flight
   double comm_overlap = 0;           // share of that hidden behind backward
+  std::string grad_exchange;         // GradSync::describe()
+  // Parameter servers (parallel.mode: ps): each server's totals over the run (worker rank 0's
+  // view), its host, and the largest part of the plan (their balance's unit).
+  std::vector<parallel::ServerLoad> ps_servers;
+  std::vector<std::string> ps_server_hosts;
+  std::int64_t ps_largest_part_bytes = 0;
   // Pipeline: ranks per pipeline (0 when none), the schedule, micro-batches, blocks per stage.
   int pipeline_ranks = 0;
   std::string pipeline_schedule, pipeline_split;
@@ -130,6 +137,11 @@ struct TrainOptions {
   std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
                                                     const std::string& name)>
       make_group;
+  // Parameter servers (parallel.mode: ps): the whole job, workers then servers, over which
+  // gradient parts travel (not owned); `communicator` then holds the workers only. `ps` says who
+  // is who (its part_bytes comes from parallel.ps.part_mb).
+  comm::Communicator* ps_world = nullptr;
+  parallel::ps::PsExchangeOptions ps;
   bool resume = false;                // continue from out_dir/checkpoints (fresh if none)
   TrainObserver* observer = nullptr;  // not owned; may be null
   Topology topology;                  // what the process may run on

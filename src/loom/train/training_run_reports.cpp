@@ -255,7 +255,13 @@ TrainSummary TrainingRun::summarize() {
     s.forward_flops_per_sample = flops.item<double>();
     s.pipeline_peak_bytes = peak_bytes_by_rank(&comm);
   }
-  if (replicas_ > 1) {
+  s.grad_exchange = grad_sync_->describe();
+  if (options_.ps_world) {
+    s.ps_servers = grad_sync_->last_stats().servers;
+    s.ps_server_hosts = options_.ps.server_hosts;
+    s.ps_largest_part_bytes = grad_sync_->last_stats().largest_part_bytes;
+  }
+  if (replicas_ > 1 || options_.ps_world) {
     s.buckets = grad_sync_->last_stats().buckets;
     if (comm_steps_ > 0) {
       s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);

@@ -20,19 +20,23 @@ std::int64_t PartPlan::largest_part_bytes() const {
 }
 
 std::string PartPlan::describe() const {
+  // Megabytes, or kilobytes where parts are smaller than one.
+  const bool small = largest_part_bytes() < (1 << 20);
+  const double unit = small ? 1 << 10 : 1 << 20;
+  const char* name = small ? "KB" : "MB";
   char head[96];
-  std::snprintf(head, sizeof head, "%zu parts of <= %.1f MB over %d server%s:", parts.size(),
-                static_cast<double>(largest_part_bytes()) / (1 << 20), servers,
+  std::snprintf(head, sizeof head, "%zu parts of <= %.1f %s over %d server%s:", parts.size(),
+                static_cast<double>(largest_part_bytes()) / unit, name, servers,
                 servers == 1 ? "" : "s");
   std::string out = head;
   const std::vector<std::int64_t> bytes = server_bytes();
   for (size_t s = 0; s < bytes.size(); ++s) {
-    char mb[32];
-    std::snprintf(mb, sizeof mb, "%s%.1f", s == 0 ? " " : " / ",
-                  static_cast<double>(bytes[s]) / (1 << 20));
-    out += mb;
+    char amount[32];
+    std::snprintf(amount, sizeof amount, "%s%.1f", s == 0 ? " " : " / ",
+                  static_cast<double>(bytes[s]) / unit);
+    out += amount;
   }
-  return out + " MB";
+  return out + " " + name;
 }
 
 PartPlan plan_parts(const std::vector<std::int64_t>& buffer_elements, std::int64_t element_bytes,

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "loom/comm/reduce_kernels.h"
 #include "loom/core/error.h"
 
@@ -30,40 +32,81 @@ void wait_for(const comm::WorkPtr& work, const std::string& what,
 
 }  // namespace
 
+std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
+                                                        const PartPlan& plan, int buffer,
+                                                        const at::Tensor& flat,
+                                                        const PsRoles& roles) {
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < plan.parts.size(); ++i) {
+    const Part& p = plan.parts[i];
+    if (p.buffer != buffer) continue;
+    if (p.offset + p.elements > flat.numel()) {
+      throw Error("ps push: buffer " + std::to_string(buffer) + " has " +
+                  std::to_string(flat.numel()) + " elements, but the plan's " + part_name(plan, i) +
+                  " ends at " + std::to_string(p.offset + p.elements));
+    }
+    mine.push_back(i);
+  }
+  // A part's sum cannot come back before the server has received this worker's part, so the
+  // pull may land in the very memory the push reads from. Sends and receives run on separate
+  // lanes per peer, so posting every send first keeps all servers busy at once.
+  std::vector<std::vector<comm::WorkPtr>> works(static_cast<size_t>(roles.servers));
+  for (size_t i : mine) {
+    const Part& p = plan.parts[i];
+    works[static_cast<size_t>(p.server)].push_back(
+        comm.send(flat.narrow(0, p.offset, p.elements), roles.server_rank(p.server)));
+  }
+  for (size_t i : mine) {
+    const Part& p = plan.parts[i];
+    works[static_cast<size_t>(p.server)].push_back(
+        comm.recv(flat.narrow(0, p.offset, p.elements), roles.server_rank(p.server)));
+  }
+  return works;
+}
+
 void push_pull(comm::Communicator& comm, const PartPlan& plan,
                const std::vector<at::Tensor>& buffers, const PsRoles& roles,
                std::chrono::milliseconds timeout) {
-  std::vector<at::Tensor> views;
-  views.reserve(plan.parts.size());
-  for (const Part& p : plan.parts) {
-    if (p.buffer < 0 || static_cast<size_t>(p.buffer) >= buffers.size() ||
-        p.offset + p.elements > buffers[static_cast<size_t>(p.buffer)].numel()) {
-      throw Error("ps push: the plan's buffer " + std::to_string(p.buffer) + " is not among the " +
-                  std::to_string(buffers.size()) + " given or too short");
-    }
-    views.push_back(buffers[static_cast<size_t>(p.buffer)].narrow(0, p.offset, p.elements));
+  int last_buffer = -1;
+  for (const Part& p : plan.parts) last_buffer = std::max(last_buffer, p.buffer);
+  if (static_cast<size_t>(last_buffer + 1) > buffers.size()) {
+    throw Error("ps push: the plan has " + std::to_string(last_buffer + 1) + " buffers, " +
+                std::to_string(buffers.size()) + " given");
   }
-  // A part's sum cannot come back before the server has received this worker's part, so the
-  // pull may land in the very memory the push reads from.
-  std::vector<comm::WorkPtr> pushes, pulls;
-  for (size_t i = 0; i < views.size(); ++i) {
-    pushes.push_back(comm.send(views[i], roles.server_rank(plan.parts[i].server)));
-  }
-  for (size_t i = 0; i < views.size(); ++i) {
-    pulls.push_back(comm.recv(views[i], roles.server_rank(plan.parts[i].server)));
+  std::vector<std::vector<std::vector<comm::WorkPtr>>> started;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    started.push_back(start_push_pull(comm, plan, static_cast<int>(b), buffers[b], roles));
   }
   const std::string who = " (worker rank " + std::to_string(comm.rank()) + ")";
-  for (size_t i = 0; i < views.size(); ++i) {
-    wait_for(pushes[i], "ps push of " + part_name(plan, i) + who, timeout);
+  for (size_t b = 0; b < started.size(); ++b) {
+    for (size_t s = 0; s < started[b].size(); ++s) {
+      for (const comm::WorkPtr& work : started[b][s]) {
+        wait_for(work,
+                 "ps push/pull of buffer " + std::to_string(b) + " with server " +
+                     std::to_string(s) + who,
+                 timeout);
+      }
+    }
   }
-  for (size_t i = 0; i < views.size(); ++i) {
-    wait_for(pulls[i], "ps pull of " + part_name(plan, i) + who, timeout);
+}
+
+std::vector<std::int64_t> server_share(const PartPlan& plan, int server) {
+  std::vector<std::int64_t> share;
+  for (const Part& p : plan.parts) {
+    if (p.server == server) share.push_back(p.elements);
   }
+  return share;
 }
 
 ServeStats serve_step(comm::Communicator& comm, const PartPlan& plan, int server,
                       c10::ScalarType dtype, const PsRoles& roles, double scale,
                       std::chrono::milliseconds timeout) {
+  return serve_parts(comm, server_share(plan, server), server, dtype, roles, scale, timeout);
+}
+
+ServeStats serve_parts(comm::Communicator& comm, const std::vector<std::int64_t>& share, int server,
+                       c10::ScalarType dtype, const PsRoles& roles, double scale,
+                       std::chrono::milliseconds timeout) {
   if (!comm::reducible(dtype)) {
     throw Error(std::string("ps server: cannot sum ") + c10::toString(dtype) + " parts");
   }
@@ -75,9 +118,8 @@ ServeStats serve_step(comm::Communicator& comm, const PartPlan& plan, int server
   // Every receive of the step is posted first: parts arrive in whatever order the workers'
   // backward passes send them, and none waits behind another.
   std::vector<Incoming> incoming;
-  for (size_t i = 0; i < plan.parts.size(); ++i) {
-    if (plan.parts[i].server != server) continue;
-    Incoming in{i, at::empty({roles.workers, plan.parts[i].elements}, dtype), {}};
+  for (size_t i = 0; i < share.size(); ++i) {
+    Incoming in{i, at::empty({roles.workers, share[i]}, dtype), {}};
     for (int w = 0; w < roles.workers; ++w) in.receives.push_back(comm.recv(in.rows[w], w));
     incoming.push_back(std::move(in));
   }
@@ -86,14 +128,17 @@ ServeStats serve_step(comm::Communicator& comm, const PartPlan& plan, int server
   std::vector<at::Tensor> sums;  // alive until sent
   const std::string who =
       " (server " + std::to_string(server) + ", rank " + std::to_string(comm.rank()) + ")";
+  Clock::time_point first_arrival{};
   for (Incoming& in : incoming) {
     for (int w = 0; w < roles.workers; ++w) {
       wait_for(in.receives[static_cast<size_t>(w)],
-               "ps server receiving " + part_name(plan, in.index) + " from worker rank " +
+               "ps server receiving part " + std::to_string(in.index) + " (" +
+                   std::to_string(share[in.index]) + " elements) from worker rank " +
                    std::to_string(w) + who,
                timeout);
     }
     const auto begin = Clock::now();
+    if (first_arrival == Clock::time_point{}) first_arrival = begin;
     const std::int64_t elements = in.rows.size(1);
     at::Tensor sum = at::empty({elements}, dtype);
     std::vector<const void*> inputs;
@@ -109,6 +154,9 @@ ServeStats serve_step(comm::Communicator& comm, const PartPlan& plan, int server
   }
   for (const comm::WorkPtr& send : sends) {
     wait_for(send, "ps server sending sums" + who, timeout);
+  }
+  if (first_arrival != Clock::time_point{}) {
+    stats.active_seconds = std::chrono::duration<double>(Clock::now() - first_arrival).count();
   }
   return stats;
 }

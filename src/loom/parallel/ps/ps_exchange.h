@@ -30,20 +30,36 @@ struct PsRoles {
   bool is_server(int rank) const { return rank >= workers; }
 };
 
-// A worker's side: pushes every part of `buffers` (the plan's fusion buffers: flat, contiguous,
-// one dtype) and overwrites each part with what its server sends back.
+// A worker's side for one buffer: pushes the parts of buffer `buffer` of the plan (`flat`: flat,
+// contiguous) and posts the receives that overwrite each part with its server's sum. Returns the
+// sends and receives per server (index = server; empty where the buffer has no part).
+std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
+                                                        const PartPlan& plan, int buffer,
+                                                        const at::Tensor& flat,
+                                                        const PsRoles& roles);
+
+// The same for every buffer of the plan, waiting for all of it.
 void push_pull(comm::Communicator& comm, const PartPlan& plan,
                const std::vector<at::Tensor>& buffers, const PsRoles& roles,
                std::chrono::milliseconds timeout);
 
 struct ServeStats {
   std::int64_t bytes_in = 0, bytes_out = 0;
-  double sum_seconds = 0;  // spent adding, the rest waiting for the network
+  double sum_seconds = 0;     // spent adding, the rest waiting for the network
+  double active_seconds = 0;  // first part received to last sum sent
 };
 
-// A server's side: for each of its parts, in plan order, receives the part from every worker,
-// sums them times `scale` (1 / workers for a mean; bfloat16 accumulated in float, workers in
-// rank order, so every run sums alike) and sends the result to every worker.
+// The element counts of server `server`'s parts, in plan order: all a server needs to know.
+std::vector<std::int64_t> server_share(const PartPlan& plan, int server);
+
+// A server's side, given its share: receives each part from every worker, sums them times
+// `scale` (1 / workers for a mean; bfloat16 accumulated in float, workers in rank order, so every
+// run sums alike) and sends the result to every worker.
+ServeStats serve_parts(comm::Communicator& comm, const std::vector<std::int64_t>& share, int server,
+                       c10::ScalarType dtype, const PsRoles& roles, double scale,
+                       std::chrono::milliseconds timeout);
+
+// serve_parts() for server `server`'s share of `plan`.
 ServeStats serve_step(comm::Communicator& comm, const PartPlan& plan, int server,
                       c10::ScalarType dtype, const PsRoles& roles, double scale,
                       std::chrono::milliseconds timeout);

@@ -1,0 +1,71 @@
+#include "loom/cli/ps_job.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include "loom/comm/make_communicator.h"
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/core/settings.h"
+#include "loom/core/topology.h"
+#include "loom/parallel/ps/ps_protocol.h"
+#include "loom/parallel/ps/ps_server.h"
+
+namespace loom::cli {
+
+PsJob join_ps_job(const Config& config, comm::Rendezvous& rendezvous) {
+  PsJob job;
+  job.roles.servers = static_cast<int>(config.parallel.ps.servers);
+  job.roles.workers = rendezvous.world() - job.roles.servers;
+  if (job.roles.workers < 1) {
+    throw ConfigError("config key 'parallel.ps.servers': " + std::to_string(job.roles.servers) +
+                      " servers leave no worker among the job's " +
+                      std::to_string(rendezvous.world()) +
+                      " ranks (start workers and servers: loom launch --nproc-per-node N "
+                      "--servers K)");
+  }
+  job.job = parallel::ps::job_hash(rendezvous.job());
+  std::vector<int> everyone(static_cast<size_t>(rendezvous.world()));
+  for (int r = 0; r < rendezvous.world(); ++r) everyone[static_cast<size_t>(r)] = r;
+  const auto hosts = rendezvous.exchange("loom/ps/host", host_name(), everyone);
+  job.server_hosts.assign(hosts.begin() + job.roles.workers, hosts.end());
+  return job;
+}
+
+std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
+                                                     std::shared_ptr<comm::Rendezvous> rendezvous) {
+  comm::CommOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000));
+  options.check_calls = config.comm.check_calls;
+  return comm::make_communicator(config.comm.backend, std::move(rendezvous), options);
+}
+
+int serve_parameters(comm::Communicator& world, const PsJob& job) {
+  const int server = world.rank() - job.roles.workers;
+  parallel::ps::PsServerOptions options;
+  options.roles = job.roles;
+  options.job = job.job;
+  auto last_log = std::chrono::steady_clock::now();
+  const std::int64_t kill_after =
+      server == 0 ? setting_int("LOOM_FAULT_KILL_SERVER_AFTER_STEP") : 0;
+  options.on_step = [&](const parallel::ServerLoad& load) {
+    if (load.steps == kill_after) std::raise(SIGKILL);  // a server lost mid-run
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_log < std::chrono::seconds(30)) return;
+    last_log = now;
+    LOOM_LOG(kInfo, "ps") << "server " << server << ": " << load.steps << " steps, "
+                          << load.bytes_in / 1e6 << " MB in, " << load.bytes_out / 1e6
+                          << " MB out, summing " << load.sum_seconds << " s";
+  };
+  const parallel::ServerLoad load = parallel::ps::run_server(world, options);
+  std::printf(
+      "loom ps-server: server %d (rank %d of %d) served %lld steps of %d workers: %.1f MB in, "
+      "%.1f MB out, %.2f s summing, %.2f s active\n",
+      server, world.rank(), world.world(), static_cast<long long>(load.steps), job.roles.workers,
+      static_cast<double>(load.bytes_in) / 1e6, static_cast<double>(load.bytes_out) / 1e6,
+      load.sum_seconds, load.active_seconds);
+  return 0;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,63 @@
+// `loom ps-server [CONFIG.yaml ...] [--set key=value ...]`: one parameter server of a job
+// started with parallel.mode: ps, for hosts that only serve. It takes a trainer's arguments
+// (only comm.* and parallel.ps.* matter to it), so `loom launch --servers K` starts servers with
+// the very command line its workers get.
+#include "loom/cli/commands.h"
+#include "loom/cli/ps_job.h"
+#include "loom/comm/world_info.h"
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+
+namespace loom::cli {
+namespace {
+
+struct PsServerArgs {
+  std::vector<std::string> config_paths;
+  std::vector<std::string> overrides;
+  std::string out_dir;
+  bool ignored = false;
+};
+
+int run_ps_server(const PsServerArgs& args) {
+  const Config config = load_config(args.config_paths, args.overrides);
+  if (config.parallel.mode != "ps") {
+    throw ConfigError(
+        "config key 'parallel.mode': loom ps-server serves runs with parallel.mode "
+        "ps, this configuration says '" +
+        config.parallel.mode + "'");
+  }
+  const comm::WorldInfo world = comm::world_from_environment();
+  if (world.world < 2) {
+    throw ConfigError(
+        "loom ps-server: started as the only rank; start it with its workers (loom launch "
+        "--servers K, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as for loom train)");
+  }
+  auto rendezvous = comm::Rendezvous::connect(
+      world, std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000)));
+  auto communicator = job_communicator(config, rendezvous);
+  const PsJob job = join_ps_job(config, *rendezvous);
+  if (!job.roles.is_server(world.rank)) {
+    throw ConfigError("loom ps-server: rank " + std::to_string(world.rank) + " of " +
+                      std::to_string(world.world) + " is a worker with parallel.ps.servers = " +
+                      std::to_string(job.roles.servers) + " (servers are the last ranks)");
+  }
+  return serve_parameters(*communicator, job);
+}
+
+}  // namespace
+
+Command add_ps_server_command(CLI::App& app) {
+  auto args = std::make_shared<PsServerArgs>();
+  CLI::App* sub =
+      app.add_subcommand("ps-server",
+                         "Serve as a parameter server of a parallel.mode=ps job (the last "
+                         "parallel.ps.servers ranks); takes the trainers' arguments");
+  sub->add_option("config", args->config_paths, "The trainers' YAML configuration files");
+  add_set_option(sub, args->overrides);
+  // A trainer's other options, accepted so that the same command line starts either.
+  sub->add_option("--out", args->out_dir, "Ignored (the workers write the run)");
+  sub->add_flag("--resume,--trace,--autotune", args->ignored, "Ignored (trainer options)");
+  return {sub, [args] { return run_ps_server(*args); }};
+}
+
+}  // namespace loom::cli

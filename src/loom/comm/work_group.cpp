@@ -1,0 +1,40 @@
+#include "loom/comm/work_group.h"
+
+#include <algorithm>
+
+#include "loom/core/error.h"
+
+namespace loom::comm {
+
+WorkGroup::WorkGroup(std::string what, std::vector<WorkPtr> members)
+    : Work(std::move(what)), members_(std::move(members)) {}
+
+void WorkGroup::wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const WorkPtr& member : members_) {
+    const auto left = std::max(std::chrono::milliseconds(1),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    try {
+      member->wait(left);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(what() + ": " + e.what());
+    } catch (const std::exception& e) {
+      throw CommError(what() + ": " + e.what());
+    }
+  }
+  if (!Work::completed()) finish();
+}
+
+bool WorkGroup::completed() const {
+  return std::all_of(members_.begin(), members_.end(),
+                     [](const WorkPtr& member) { return member->completed(); });
+}
+
+double WorkGroup::seconds() const {
+  double longest = 0;
+  for (const WorkPtr& member : members_) longest = std::max(longest, member->seconds());
+  return longest;
+}
+
+}  // namespace loom::comm

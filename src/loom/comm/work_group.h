@@ -1,0 +1,27 @@
+// One Work standing for several: an operation made of many sends and receives (a parameter
+// server's parts of one gradient bucket) is waited for, and timed, as one.
+#pragma once
+
+#include <vector>
+
+#include "loom/comm/work.h"
+
+namespace loom::comm {
+
+class WorkGroup : public Work {
+ public:
+  // `what` prefixes every member's error: "ps bucket 3: recv #9 (1024 x float) from rank 4: ...".
+  WorkGroup(std::string what, std::vector<WorkPtr> members);
+
+  // Waits for every member in order, each within `timeout` of the call; the first error (or
+  // timeout) is rethrown with this group's name in front, keeping its type.
+  void wait(std::chrono::milliseconds timeout) override;
+  bool completed() const override;
+  // The longest member's time in flight: they all start when the group is made.
+  double seconds() const override;
+
+ private:
+  std::vector<WorkPtr> members_;
+};
+
+}  // namespace loom::comm

@@ -1,0 +1,60 @@
+// The control messages of a parameter-server step (issue 16). Before each synchronised step
+// every worker sends every server a fixed-size header; when the part plan changed (the buckets
+// were rebuilt in backward order after the first step, or retuned) the header says so and the
+// server's share of the new plan follows. Headers travel as int64 tensors over the run's
+// Communicator, and a server checks them before it receives any part: a worker of another job,
+// a worker whose plan differs from the others' (mismatched part sizes), or one a step ahead is
+// an error naming it, never a receive of the wrong size or a hang.
+//
+// Version 1. Layout: kHeaderWords int64 in the order of StepHeader's fields, magic first.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/parallel/grad_sync.h"
+
+namespace loom::parallel::ps {
+
+inline constexpr std::int64_t kProtocolMagic = 0x4c4f4f4d50530001;  // "LOOMPS", version 1
+inline constexpr std::int64_t kHeaderWords = 11;
+
+enum class Command : std::int64_t { kStep = 1, kPlan = 2, kStop = 3 };
+
+struct StepHeader {
+  std::int64_t job = 0;   // job_hash() of the rendezvous's job token
+  std::int64_t step = 0;  // synchronised exchanges before this one
+  Command command = Command::kStep;
+  std::int64_t workers = 0;  // the sender's view of the roles
+  std::int64_t servers = 0;
+  std::int64_t plan_version = 0;
+  std::int64_t plan_fingerprint = 0;  // share_fingerprint() of this server's share
+  std::int64_t parts = 0;             // in this server's share
+  std::int64_t dtype = 0;             // c10::ScalarType of every part
+  std::int64_t reserved = 0;
+};
+
+bool same_header(const StepHeader& a, const StepHeader& b);
+
+at::Tensor encode_header(const StepHeader& header);
+// An int64 tensor of kHeaderWords to receive a header into.
+at::Tensor header_buffer();
+// Throws Error naming `sender` for a message that is not a version-1 header.
+StepHeader decode_header(const at::Tensor& words, const std::string& sender);
+// "step 12 (plan 2, 3 parts, float)", for errors.
+std::string describe(const StepHeader& header);
+
+// A server's running totals, sent to worker rank 0 after each step: kLoadWords doubles.
+inline constexpr std::int64_t kLoadWords = 5;
+at::Tensor encode_load(const ServerLoad& load);
+ServerLoad decode_load(const at::Tensor& words);
+
+// A hash of a share's part sizes and type: equal on every worker that planned alike.
+std::int64_t share_fingerprint(const std::vector<std::int64_t>& share, std::int64_t dtype);
+// A hash of the job token, the same on every rank of one job.
+std::int64_t job_hash(const std::string& job);
+
+}  // namespace loom::parallel::ps

@@ -1,0 +1,148 @@
+// `loom launch --nproc-per-node N --servers K -- loom train --set parallel.mode=ps`: the user's
+// view of parameter servers. Synchronous servers must train exactly like all-reduce and like one
+// process on the same global batch; the servers' loads must stay within one part of each other;
+// a checkpoint must move between modes; and a lost server or a worker whose parts differ must
+// end the run with an error naming it, not a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "tools/run_compare.h"
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+// fp32 and no dropout; buckets and parts small enough that the MLP's gradients make many parts
+// over several buckets, so parts end mid-bucket and every server gets some of each.
+std::string exact_args() {
+  return tiny_synthetic_args() +
+         " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32"
+         " --set train.epochs=2 --set parallel.first_bucket_mb=0.02"
+         " --set parallel.bucket_cap_mb=0.1 --set parallel.ps.part_mb=0.03";
+}
+
+std::string ps_args(int servers) {
+  return " --set parallel.mode=ps --set parallel.ps.servers=" + std::to_string(servers);
+}
+
+std::string launch(int workers, int servers, const std::string& args) {
+  return "launch --nproc-per-node " + std::to_string(workers) + " --servers " +
+         std::to_string(servers) + " -- " + LOOM_BINARY + " train " + args;
+}
+
+nlohmann::json summary_of(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/summary.json"));
+}
+
+TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
+  TempDir dir;
+  const std::string args = exact_args() + " --set data.global_batch=32";
+  const auto single =
+      run_loom("train " + exact_args() + " --set data.batch_size=32 --out " + (dir / "one"));
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto ring = run_loom(launch(2, 0, args + " --out " + (dir / "ring")));
+  ASSERT_EQ(ring.exit_code, 0) << ring.output;
+  const auto ps = run_loom(launch(2, 2, args + ps_args(2) + " --out " + (dir / "ps")));
+  ASSERT_EQ(ps.exit_code, 0) << ps.output;
+
+  expect_same_model(dir / "ps", dir / "ring", 1e-5);
+  expect_same_model(dir / "ps", dir / "one", 1e-5);
+  const auto summary = summary_of(dir / "ps");
+  EXPECT_EQ(summary["steps"], summary_of(dir / "one")["steps"]);
+  EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
+  // Both servers served every step, with loads within one part of each other.
+  const auto& servers = summary["parameter_servers"];
+  ASSERT_TRUE(servers.is_object()) << summary.dump(2);
+  ASSERT_EQ(servers["per_server"].size(), 2u) << servers.dump(2);
+  for (const auto& server : servers["per_server"]) {
+    EXPECT_EQ(server["steps"], summary["steps"]) << servers.dump(2);
+    EXPECT_GT(server["bytes_in"].get<double>(), 0) << servers.dump(2);
+    EXPECT_EQ(server["bytes_in"], server["bytes_out"]) << servers.dump(2);
+  }
+  EXPECT_LE(servers["bytes_spread_parts"].get<double>(), 1.0) << servers.dump(2);
+  // The servers ran as `loom ps-server` and reported; rank 0 reported for the workers.
+  EXPECT_EQ(count_of(ps.output, "loom ps-server: server "), 2) << ps.output;
+  EXPECT_NE(ps.output.find("parameter servers over shm: "), std::string::npos) << ps.output;
+  EXPECT_EQ(count_of(ps.output, "summary:"), 1) << ps.output;
+}
+
+TEST(ParameterServerTrain, ACheckpointMovesBetweenServersAndAllReduce) {
+  TempDir dir;
+  const std::string args =
+      exact_args() + " --set data.global_batch=32 --set checkpoint.every_steps=4 --out ";
+  const auto straight = run_loom(launch(2, 2, args + (dir / "straight") + ps_args(2)));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  // Preempted after step 8 under servers, after step 16 under all-reduce, finished under one
+  // server.
+  const auto first =
+      run_loom(launch(2, 2, args + (dir / "moved") + ps_args(2)), "LOOM_FAULT_STOP_AFTER_STEP=8");
+  EXPECT_NE(first.exit_code, 0) << first.output;
+  const auto second =
+      run_loom(launch(2, 0, args + (dir / "moved") + " --resume"), "LOOM_FAULT_STOP_AFTER_STEP=16");
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  const auto third = run_loom(launch(2, 1, args + (dir / "moved") + ps_args(1) + " --resume"));
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 16);
+  expect_same_model(dir / "moved", dir / "straight", 1e-5);
+}
+
+TEST(ParameterServerTrain, WorkersWhosePartsDifferAreRefusedNamingThem) {
+  TempDir dir;
+  // Worker rank 1 cuts its gradients into other parts than worker rank 0.
+  const std::string command =
+      "launch --nproc-per-node 2 --servers 1 --grace 2 -- sh -c 'exec " + std::string(LOOM_BINARY) +
+      " train " + exact_args() + ps_args(1) + " --set comm.timeout_s=60" +
+      " --set parallel.ps.part_mb=$([ $RANK = 1 ] && echo 0.05 || echo 0.03) --out " + dir.path() +
+      "'";
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = run_loom(command);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("worker rank 1 sent step 0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("mismatched part plans"), std::string::npos) << result.output;
+  EXPECT_LT(seconds, 50) << "found only by a timeout:\n" << result.output;
+}
+
+TEST(ParameterServerTrain, AKilledServerIsNamedByTheWorkersOnAnotherNode) {
+  TempDir dir;
+  // Two launchers as two nodes over Gloo: the workers' and a servers-only node. Server 0 dies
+  // after 3 steps; the workers must fail on their own, naming it, within the timeout + 10 s.
+  const int port = free_port();
+  const std::string common = " --nnodes 2 --master 127.0.0.1:" + std::to_string(port) +
+                             " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() +
+                             " --set train.epochs=50 --set comm.backend=gloo"
+                             " --set comm.timeout_s=20" +
+                             ps_args(2) + " --out " + dir.path();
+  BackgroundProcess servers(
+      std::string("env LOOM_HOST_ID=servers LOOM_FAULT_KILL_SERVER_AFTER_STEP=3 ") + LOOM_BINARY +
+          " launch --node-rank 1 --nproc-per-node 0 --servers 2" + common,
+      dir / "servers.log");
+  const auto start = std::chrono::steady_clock::now();
+  const auto workers =
+      run_loom("launch --node-rank 0 --nproc-per-node 2" + common, "LOOM_HOST_ID=workers");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(workers.exit_code, 0) << workers.output;
+  EXPECT_NE(workers.output.find("server 0 (rank 2 on host "), std::string::npos) << workers.output;
+  EXPECT_LT(seconds, 20 + 10 + 15) << workers.output;  // start-up and 3 steps take < 15 s
+  EXPECT_NE(servers.wait(), 0);
+  EXPECT_NE(read_text(dir / "servers.log").find("parameter server rank 2"), std::string::npos)
+      << read_text(dir / "servers.log");
+}
+
+TEST(ParameterServerTrain, ServersThatLeaveNoWorkerAreAConfigError) {
+  TempDir dir;
+  const auto result =
+      run_loom(launch(1, 1, tiny_synthetic_args() + ps_args(2) + " --out " + dir.path()));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("parallel.ps.servers"), std::string::npos) << result.output;
+  const auto alone = run_loom("train " + tiny_synthetic_args() + ps_args(1));
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("--servers K"), std::string::npos) << alone.output;
+}
+
+}  // namespace
+}  // namespace loom::test

@@ -1,0 +1,22 @@
+// Comparing what two `loom train` runs learned, from their run directories: the final
+// checkpoint, tensor by tensor under the model's names.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+
+namespace loom::test {
+
+// RUN/checkpoints/<the name in RUN/checkpoints/latest>.
+std::string latest_checkpoint(const std::string& run);
+// The final checkpoint's model tensors by name.
+std::map<std::string, at::Tensor> model_of(const std::string& run);
+// Every tensor of the model, by name, within a relative error of the largest element (0: bit for
+// bit). GoogleTest failures name the tensor.
+void expect_same_model(const std::string& run, const std::string& reference, double tolerance);
+// The same final step, and model and training state byte for byte.
+void expect_identical_runs(const std::string& a, const std::string& b);
+
+}  // namespace loom::test
