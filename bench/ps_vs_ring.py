@@ -47,7 +47,7 @@ def run_case(loom, bed, n, k, args, port):
                "--nproc-per-node", "0" if serving else "1",
                "--servers", "1" if serving else "0", "--",
                loom, "bench", "ps", "--servers", str(k), "--model", args.model,
-               "--repeats", str(args.repeats), "--link-gbit",
+               "--repeats", str(args.repeats), "--part-mb", str(args.part_mb), "--link-gbit",
                str(link_bytes_per_second(args.link) * 8 / 1e9), "--json", out]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))
@@ -65,17 +65,21 @@ def main():
     parser.add_argument("--link", default="1gbit")
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--part-mb", type=float, default=4)
+    parser.add_argument("--cases", default=",".join(f"{n}x{k}" for n, k in CASES),
+                        help="workers x servers, comma-separated (default: all six)")
     parser.add_argument("--json")
     args = parser.parse_args()
+    cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
     loom = os.path.abspath(args.loom)
     if subprocess.run([BED, "check"]).returncode != 0:
         print("ps_vs_ring: skipped (scripts/netbed.sh check failed)")
         return
     bed = f"ps{os.getpid()}"
     rows = []
-    subprocess.run([BED, "up", bed, str(max(n + k for n, k in CASES)), args.link], check=True)
+    subprocess.run([BED, "up", bed, str(max(n + k for n, k in cases)), args.link], check=True)
     try:
-        for i, (n, k) in enumerate(CASES):
+        for i, (n, k) in enumerate(cases):
             r = run_case(loom, bed, n, k, args, 29600 + i)
             rows.append(r)
     finally:
@@ -99,8 +103,6 @@ def main():
               f"   {1e3 * r['ps_seconds']:9.0f} ({1e3 * r['ps_model_seconds']:5.0f})"
               f"      {measured:5.2f}x ({predicted:4.2f}x)      servers {got}, arithmetic {expect}; "
               f"errors {100 * ring_err:+.0f}% / {100 * ps_err:+.0f}%{'' if ok else '  MISSED'}")
-        spread = max(r["server_bytes_in"]) - min(r["server_bytes_in"])
-        r["bytes_spread"] = spread
     print(f"\n{sum(checks)} of {len(checks)} cases as the arithmetic says")
     if args.json:
         with open(args.json, "w") as f:

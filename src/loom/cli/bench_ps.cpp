@@ -21,6 +21,19 @@ struct PsBenchArgs {
   std::string json;
 };
 
+// Each server's bytes and times per step (the warm-up step included).
+nlohmann::ordered_json servers_json(const parallel::ps::PsBenchResult& r) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const parallel::ServerLoad& load : r.server_loads) {
+    const double steps = std::max<double>(1, static_cast<double>(load.steps));
+    rows.push_back({{"bytes_in", static_cast<double>(load.bytes_in) / steps},
+                    {"bytes_out", static_cast<double>(load.bytes_out) / steps},
+                    {"sum_seconds", load.sum_seconds / steps},
+                    {"active_seconds", load.active_seconds / steps}});
+  }
+  return rows;
+}
+
 int run_ps_bench(const PsBenchArgs& args) {
   const auto world = comm::world_from_environment();
   if (world.world < 2) {
@@ -43,6 +56,13 @@ int run_ps_bench(const PsBenchArgs& args) {
   if (b > 0) std::printf("   (arithmetic: 2(n-1)/n*M/B = %.1f ms)", 1e3 * ring_model);
   std::printf("\n  parameter servers %7.1f ms", 1e3 * r.ps_seconds);
   if (b > 0) std::printf("   (arithmetic: max(M/B, n*M/(k*B)) = %.1f ms)", 1e3 * ps_model);
+  for (size_t s = 0; s < r.server_loads.size(); ++s) {
+    const auto& load = r.server_loads[s];
+    const double steps = std::max<double>(1, static_cast<double>(load.steps));
+    std::printf("%s server %zu: %.1f MB in, %.0f ms active, %.0f ms summing per step",
+                s == 0 ? "\n   " : ";", s, static_cast<double>(load.bytes_in) / steps / 1e6,
+                1e3 * load.active_seconds / steps, 1e3 * load.sum_seconds / steps);
+  }
   std::printf("\n  ring / servers: %.2fx", r.ring_seconds / r.ps_seconds);
   if (b > 0) std::printf(" (arithmetic %.2fx)", ring_model / ps_model);
   std::printf("\n");
@@ -54,7 +74,7 @@ int run_ps_bench(const PsBenchArgs& args) {
         {"link_gbit", args.link_gbit},  {"ring_seconds", r.ring_seconds},
         {"ps_seconds", r.ps_seconds},   {"ring_model_seconds", ring_model},
         {"ps_model_seconds", ps_model}, {"ring_steps", r.ring_steps},
-        {"ps_steps", r.ps_steps},       {"server_bytes_in", r.server_bytes_in}};
+        {"ps_steps", r.ps_steps},       {"servers_per_step", servers_json(r)}};
     std::ofstream(args.json) << j.dump(2) << "\n";
   }
   return 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "loom/core/error.h"
@@ -62,6 +63,23 @@ TEST(PartPlan, ABufferIsCutIntoEqualParts) {
   EXPECT_EQ(plan.parts[2].elements, 3);
 }
 
+TEST(PartPlan, ABufferBelowOnePartIsStillSpreadOverEveryServer) {
+  // The demo CNN's gradients after the first step: a 4 KB bucket and a 3.1 MB one, under 4 MB
+  // parts and 2 servers. Whole buckets would put 3.1 MB on one server and 4 KB on the other.
+  const std::vector<std::int64_t> buffers = {1000, 800000};
+  const PartPlan plan = plan_parts(buffers, 4, 4 * kMiB, 2);
+  ASSERT_EQ(plan.parts.size(), 3u) << plan.describe();
+  EXPECT_EQ(plan.parts[1].elements, 400000);
+  EXPECT_NE(plan.parts[1].server, plan.parts[2].server);
+  const auto bytes = plan.server_bytes();
+  EXPECT_LE(std::abs(bytes[0] - bytes[1]), 4000) << plan.describe();
+  expect_valid(plan, buffers, 4 * kMiB);
+  // Below the floor (two parts of 16 KB here) a buffer stays whole.
+  EXPECT_EQ(plan_parts({8000}, 4, 4 * kMiB, 2).parts.size(), 1u);
+  EXPECT_EQ(plan_parts({8000}, 4, 4 * kMiB, 2, 16 << 10).parts.size(), 1u);
+  EXPECT_EQ(plan_parts({8192}, 4, 4 * kMiB, 2, 16 << 10).parts.size(), 2u);
+}
+
 TEST(PartPlan, RandomGradientsStayBalancedWithinOnePart) {
   std::mt19937 rng(7);
   for (int round = 0; round < 300; ++round) {
@@ -77,6 +95,7 @@ TEST(PartPlan, RandomGradientsStayBalancedWithinOnePart) {
 TEST(PartPlan, ImpossibleLimitsAreErrors) {
   EXPECT_THROW(plan_parts({10}, 4, 16, 0), Error);
   EXPECT_THROW(plan_parts({10}, 4, 2, 1), Error);  // a part smaller than one element
+  EXPECT_THROW(plan_parts({10}, 4, 16, 1, 0), Error);
   EXPECT_THROW(plan_parts({-1}, 4, 16, 1), Error);
   EXPECT_TRUE(plan_parts({0, 0}, 4, 16, 3).parts.empty());
 }

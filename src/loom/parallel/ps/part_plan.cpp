@@ -40,8 +40,8 @@ std::string PartPlan::describe() const {
 }
 
 PartPlan plan_parts(const std::vector<std::int64_t>& buffer_elements, std::int64_t element_bytes,
-                    std::int64_t part_bytes, int servers) {
-  if (servers < 1 || element_bytes < 1 || part_bytes < element_bytes) {
+                    std::int64_t part_bytes, int servers, std::int64_t min_part_bytes) {
+  if (servers < 1 || element_bytes < 1 || part_bytes < element_bytes || min_part_bytes < 1) {
     throw Error("plan_parts: " + std::to_string(servers) + " servers, parts of " +
                 std::to_string(part_bytes) + " bytes, elements of " +
                 std::to_string(element_bytes) +
@@ -57,8 +57,12 @@ PartPlan plan_parts(const std::vector<std::int64_t>& buffer_elements, std::int64
     if (n < 0) throw Error("plan_parts: buffer " + std::to_string(b) + " has negative size");
     if (n == 0) continue;
     // As few parts as the size allows, equal to one element: a buffer of 2.1 parts' bytes is
-    // three parts of 0.7, not two full ones and a sliver.
-    const std::int64_t count = (n + part_elements - 1) / part_elements;
+    // three parts of 0.7, not two full ones and a sliver. But at least one per server while
+    // parts stay above the floor: otherwise a model whose gradients fill one bucket below the
+    // part size would load one server and leave the others idle.
+    std::int64_t count = (n + part_elements - 1) / part_elements;
+    const std::int64_t spread = std::min<std::int64_t>(servers, n * element_bytes / min_part_bytes);
+    count = std::max(count, spread);
     std::int64_t offset = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const std::int64_t elements = n / count + (i < n % count ? 1 : 0);

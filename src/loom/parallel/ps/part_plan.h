@@ -1,7 +1,8 @@
 // How a parameter-server exchange spreads gradient bytes over the servers (issue 16), as data
 // that can be printed and checked before a step runs. Gradients are fused into buffers in the
 // order they become ready in backward (the same buckets as all-reduce, bucket_plan.h); every
-// buffer is cut into parts of at most `part_bytes`, equal within the buffer to one element; each
+// buffer is cut into parts of at most `part_bytes` (and at least one per server while parts stay
+// above a floor), equal within the buffer to one element; each
 // part goes to the server that has received the fewest bytes so far (ties: the lowest index).
 //
 // Why: whole tensors placed on servers (by hash or round robin) leave one server with the large
@@ -37,8 +38,10 @@ struct PartPlan {
 };
 
 // Throws Error for a non-positive server count, part size or element size, or a negative buffer
-// size. A buffer smaller than one part is one part; an empty buffer has none.
+// size. A buffer is cut into at least one part per server as long as the parts stay at least
+// `min_part_bytes` (smaller ones cost more in latency than they gain in spread); so a buffer of
+// less than one part may still be several; an empty buffer has none.
 PartPlan plan_parts(const std::vector<std::int64_t>& buffer_elements, std::int64_t element_bytes,
-                    std::int64_t part_bytes, int servers);
+                    std::int64_t part_bytes, int servers, std::int64_t min_part_bytes = 64 << 10);
 
 }  // namespace loom::parallel::ps

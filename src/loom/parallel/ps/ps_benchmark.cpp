@@ -112,7 +112,7 @@ PsBenchResult run_ps_benchmark(const std::shared_ptr<comm::Rendezvous>& rendezvo
   }  // the servers are told to stop
   result.ring_seconds = upper_median(result.ring_steps);
   result.ps_seconds = upper_median(result.ps_steps);
-  for (const ServerLoad& load : stats.servers) result.server_bytes_in.push_back(load.bytes_in);
+  result.server_loads = stats.servers;
   return result;
 }
 

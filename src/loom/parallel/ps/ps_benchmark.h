@@ -16,6 +16,7 @@
 
 #include "loom/comm/rendezvous.h"
 #include "loom/core/config.h"
+#include "loom/parallel/grad_sync.h"
 
 namespace loom::parallel::ps {
 
@@ -33,7 +34,7 @@ struct PsBenchResult {
   int buckets = 0, parts = 0;
   double ring_seconds = 0, ps_seconds = 0;  // median step times
   std::vector<double> ring_steps, ps_steps;
-  std::vector<std::int64_t> server_bytes_in;  // over the run, per server
+  std::vector<ServerLoad> server_loads;  // over the run (warm-up included), per server
 };
 
 // Collective over every rank of the job; worker rank 0's result is complete, the other ranks'
