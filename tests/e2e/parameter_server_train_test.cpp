@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
@@ -62,10 +64,52 @@ TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
     EXPECT_EQ(server["bytes_in"], server["bytes_out"]) << servers.dump(2);
   }
   EXPECT_LE(servers["bytes_spread_parts"].get<double>(), 1.0) << servers.dump(2);
+  // metrics.jsonl follows the servers through the run; the summary has every worker's compute.
+  int rows = 0;
+  std::istringstream lines(read_text(dir / "ps/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] != "parameter_servers") continue;
+    ++rows;
+    ASSERT_EQ(record["servers"].size(), 2u) << line;
+    for (const auto& server : record["servers"]) {
+      EXPECT_GT(server["bytes_in_per_second"].get<double>(), 0) << line;
+      EXPECT_GT(server["active"].get<double>(), 0) << line;
+      EXPECT_LE(server["active"].get<double>(), 1.0) << line;
+    }
+  }
+  EXPECT_GE(rows, 1);
+  EXPECT_EQ(summary["data_parallel"]["worker_compute_seconds"].size(), 2u) << summary.dump(2);
+  // The report draws a row per server.
+  const auto report = run_loom("report " + (dir / "ps"));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  if (const std::string browser = chromium(); !browser.empty()) {
+    const auto dom = rendered_dom(browser, dir / "ps/report.html", dir / "profile");
+    ASSERT_EQ(dom.exit_code, 0) << dom.output;
+    const auto at = dom.output.find("<table id=\"server-table\">");
+    ASSERT_NE(at, std::string::npos) << dom.output.substr(0, 2000);
+    const std::string table = dom.output.substr(at, dom.output.find("</table>", at) - at);
+    EXPECT_EQ(count_of(table, "<tr>"), 3) << table;
+  }
   // The servers ran as `loom ps-server` and reported; rank 0 reported for the workers.
   EXPECT_EQ(count_of(ps.output, "loom ps-server: server "), 2) << ps.output;
   EXPECT_NE(ps.output.find("parameter servers over shm: "), std::string::npos) << ps.output;
   EXPECT_EQ(count_of(ps.output, "summary:"), 1) << ps.output;
+}
+
+// Accumulated micro-batches exchange once per step, and bf16 parts are summed in fp32 and
+// rounded once, as the all-reduce does.
+TEST(ParameterServerTrain, CompressedAccumulatedGradientsMatchAllReduce) {
+  TempDir dir;
+  const std::string args = exact_args() +
+                           " --set data.global_batch=16 --set train.grad_accum=2"
+                           " --set parallel.compression=bf16 --out ";
+  const auto ring = run_loom(launch(2, 0, args + (dir / "ring")));
+  ASSERT_EQ(ring.exit_code, 0) << ring.output;
+  const auto ps = run_loom(launch(2, 2, args + (dir / "ps") + ps_args(2)));
+  ASSERT_EQ(ps.exit_code, 0) << ps.output;
+  expect_same_model(dir / "ps", dir / "ring", 1e-5);
+  EXPECT_NE(ps.output.find("parameter servers over shm"), std::string::npos) << ps.output;
 }
 
 TEST(ParameterServerTrain, ACheckpointMovesBetweenServersAndAllReduce) {

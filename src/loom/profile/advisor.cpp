@@ -1,5 +1,6 @@
 #include "loom/profile/advisor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -53,6 +54,45 @@ std::string workers_needed(const RunProfile& run, double waiting) {
                     " would make the run compute-bound (N = consumption / worker throughput";
   if (run.remote_workers > 0) out += "; it had " + std::to_string(run.remote_workers);
   return out + "): set data.remote.workers";
+}
+
+// A worker whose compute takes >= 20% longer than the median worker's: every synchronous step
+// waits for it (the stragglers of BytePS#437).
+void add_straggler(const RunProfile& run, std::vector<Finding>& out) {
+  const std::vector<double>& compute = run.worker_compute_seconds;
+  if (compute.size() < 2) return;
+  std::vector<double> sorted = compute;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[(sorted.size() - 1) / 2];
+  const auto slowest = std::max_element(compute.begin(), compute.end());
+  if (median <= 0 || *slowest < 1.2 * median) return;
+  const double slower = *slowest / median - 1;
+  out.push_back({"straggler", slower >= 0.5 ? "high" : "moderate",
+                 "worker rank " + std::to_string(slowest - compute.begin()) + " computed for " +
+                     milliseconds(*slowest) + ", the median worker " + milliseconds(median) + " (" +
+                     percent(slower) + " slower)",
+                 "every step waits for it: look for other load, throttling or fewer usable "
+                 "cores on its host, or move it to another",
+                 "", 1 + slower});
+}
+
+// Parameter servers whose active time differs by more than 10% of the mean: the busiest one
+// sets the pace while the others idle.
+void add_server_imbalance(const RunProfile& run, std::vector<Finding>& out) {
+  const std::vector<double>& active = run.server_active_seconds;
+  if (active.size() < 2) return;
+  const auto [idlest, busiest] = std::minmax_element(active.begin(), active.end());
+  double mean = 0;
+  for (double a : active) mean += a / static_cast<double>(active.size());
+  if (mean <= 0 || (*busiest - *idlest) / mean <= 0.10) return;
+  out.push_back({"server_imbalance", "moderate",
+                 "parameter server " + std::to_string(busiest - active.begin()) +
+                     " was active for " + milliseconds(*busiest) + ", server " +
+                     std::to_string(idlest - active.begin()) + " for " + milliseconds(*idlest) +
+                     " (spread " + percent((*busiest - *idlest) / mean) + " of the mean)",
+                 "their bytes differ by at most one part: smaller parts spread them more "
+                 "evenly; otherwise the busy server's host is slower (its link or CPU)",
+                 "parallel.ps.part_mb", 0});
 }
 
 }  // namespace
@@ -172,6 +212,8 @@ std::vector<Finding> advise(const RunProfile& run) {
                    "threads",
                    "data.batch_size", 0});
   }
+  add_straggler(run, out);
+  add_server_imbalance(run, out);
   if (run.memory_fraction >= 0.90) {
     out.push_back({"memory", "high",
                    "peak resident memory was " + percent(run.memory_fraction) + " of the machine's",

@@ -23,6 +23,7 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 <h2>Loss and test accuracy</h2><div id="loss" class="chart"></div>
 <h2>Findings</h2><div id="findings"></div>
 <h2>Remote data workers</h2><div id="workers"></div>
+<h2>Parameter servers</h2><div id="servers"></div>
 <h2>Autotuning</h2><div id="autotune"></div>
 <h2>Settings</h2><div id="settings"></div><pre id="config"></pre>
 <script type="application/json" id="data">@DATA@</script>
@@ -148,6 +149,21 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
         '<td colspan="7"></td></tr></table>';
   } else {
     none('workers', 'Not used: every batch was built by this host (data.remote.workers sends the work to CPU machines).');
+  }
+  // Each parameter server's load over the run (parallel.mode: ps), as worker rank 0 heard it.
+  const P = S.parameter_servers;
+  if (P && P.per_server) {
+    document.getElementById('servers').innerHTML =
+        `<p>${P.servers} servers for ${P.workers} workers; bytes within ${P.bytes_spread_parts.toFixed(2)} ` +
+        `part of each other, active time within ${pct(P.active_spread)} of the mean.</p>` +
+        '<table id="server-table"><tr><th>server</th><th>host</th><th>steps</th><th>MB in</th>' +
+        '<th>MB out</th><th>active</th><th>summing</th></tr>' +
+        P.per_server.map(p => `<tr><td>${p.server}</td><td><code>${esc(p.host)}</code></td><td>${p.steps}</td>` +
+                              `<td>${fmt(p.bytes_in / 1e6)}</td><td>${fmt(p.bytes_out / 1e6)}</td>` +
+                              `<td>${fmt(p.active_seconds)} s</td><td>${fmt(p.sum_seconds)} s</td></tr>`).join('') +
+        '</table>';
+  } else {
+    none('servers', 'Not used (parallel.mode: ps sends the gradients to parameter servers).');
   }
   const A = S.autotune;
   const settingsText = s => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');

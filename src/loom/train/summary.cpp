@@ -173,7 +173,8 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"bytes_per_step", s.comm_bytes_per_step},
         {"comm_seconds_per_step", s.comm_seconds_per_step},
         {"overlap", s.comm_overlap},
-        {"exchange", s.grad_exchange}}},
+        {"exchange", s.grad_exchange},
+        {"worker_compute_seconds", s.worker_compute_seconds}}},
       {"parameter_servers", parameter_servers_json(s)},
       {"pipeline", s.pipeline_ranks == 0
                        ? nlohmann::ordered_json(nullptr)

@@ -79,6 +79,7 @@ void TrainingRun::set_up() {
   if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
     remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*remote);
   }
+  if (options_.ps_world && leader()) server_metrics_ = std::make_unique<ServerMetrics>();
 
   info_.model = model_->name();
   info_.machine = describe(options_.topology);

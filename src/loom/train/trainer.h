@@ -89,6 +89,8 @@ struct TrainSummary {
   double comm_seconds_per_step = 0;  // all-reduces in flight
   double comm_overlap = 0;           // share of that hidden behind backward
   std::string grad_exchange;         // GradSync::describe()
+  // Each worker's forward, backward and optimizer seconds over the steady steps, by rank.
+  std::vector<double> worker_compute_seconds;
   // Parameter servers (parallel.mode: ps): each server's totals over the run (worker rank 0's
   // view), its host, and the largest part of the plan (their balance's unit).
   std::vector<parallel::ServerLoad> ps_servers;

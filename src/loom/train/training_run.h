@@ -24,6 +24,7 @@
 #include "loom/train/optimizer.h"
 #include "loom/train/pipeline_run.h"
 #include "loom/train/remote_worker_metrics.h"
+#include "loom/train/server_metrics.h"
 #include "loom/train/step_telemetry.h"
 #include "loom/train/train_data.h"
 #include "loom/train/trainer.h"
@@ -100,6 +101,9 @@ class TrainingRun : private parallel::StepObserver {
   EvalResult evaluate_test();
   // The same through the pipeline's stages, the result known to every rank.
   EvalResult evaluate_pipeline();
+  // Every data-parallel worker's forward, backward and optimizer seconds over the steady steps,
+  // by rank. Collective over the workers.
+  std::vector<double> compute_seconds_by_rank();
   // The summary of the run, written to summary.json by rank 0.
   TrainSummary summarize();
   void start_autotune();
@@ -153,6 +157,7 @@ class TrainingRun : private parallel::StepObserver {
   int64_t comm_steps_ = 0;
   std::unique_ptr<StepTelemetry> telemetry_;
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
+  std::unique_ptr<ServerMetrics> server_metrics_;        // with parameter servers
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
   std::optional<profile::FlopCounter> flop_counter_;  // around the run's first forward pass

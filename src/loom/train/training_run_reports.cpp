@@ -144,6 +144,9 @@ void TrainingRun::report_step(double loss) {
   }
   write_metrics(record);
   if (remote_metrics_) write_metrics(remote_metrics_->window_record(r.step));
+  if (server_metrics_) {
+    write_metrics(server_metrics_->window_record(r.step, grad_sync_->last_stats().servers));
+  }
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
 }
@@ -193,6 +196,17 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   return p;
 }
 
+std::vector<double> TrainingRun::compute_seconds_by_rank() {
+  const profile::StepTimes steady = telemetry_->steady();
+  const double mine =
+      steady[Phase::kForward] + steady[Phase::kBackward] + steady[Phase::kOptimizer];
+  comm::Communicator& comm = *options_.communicator;
+  at::Tensor all = at::zeros({comm.world()}, at::kDouble);
+  comm.allgather(at::tensor({mine}, at::kDouble), all)->wait(comm.options().timeout);
+  const double* values = all.data_ptr<double>();
+  return std::vector<double>(values, values + comm.world());
+}
+
 TrainSummary TrainingRun::summarize() {
   TrainSummary s;
   s.model = info_.model;
@@ -226,8 +240,21 @@ TrainSummary TrainingRun::summarize() {
   }
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();
+  s.grad_exchange = grad_sync_->describe();
+  if (options_.ps_world) {
+    s.ps_servers = grad_sync_->last_stats().servers;
+    s.ps_server_hosts = options_.ps.server_hosts;
+    s.ps_largest_part_bytes = grad_sync_->last_stats().largest_part_bytes;
+  }
   profile::RunProfile profiled = run_profile(s.wall_seconds);
   profiled.samples_per_second = s.samples_per_second;
+  if (replicas_ > 1 && !pipeline_) {
+    s.worker_compute_seconds = compute_seconds_by_rank();
+    profiled.worker_compute_seconds = s.worker_compute_seconds;
+  }
+  for (const parallel::ServerLoad& load : s.ps_servers) {
+    profiled.server_active_seconds.push_back(load.active_seconds);
+  }
   s.findings = profile::advise(profiled);
   s.forward_flops_per_sample = forward_flops_per_sample_;
   s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
@@ -254,12 +281,6 @@ TrainSummary TrainingRun::summarize() {
     comm.allreduce(flops, comm::ReduceOp::kSum)->wait(comm.options().timeout);
     s.forward_flops_per_sample = flops.item<double>();
     s.pipeline_peak_bytes = peak_bytes_by_rank(&comm);
-  }
-  s.grad_exchange = grad_sync_->describe();
-  if (options_.ps_world) {
-    s.ps_servers = grad_sync_->last_stats().servers;
-    s.ps_server_hosts = options_.ps.server_hosts;
-    s.ps_largest_part_bytes = grad_sync_->last_stats().largest_part_bytes;
   }
   if (replicas_ > 1 || options_.ps_world) {
     s.buckets = grad_sync_->last_stats().buckets;

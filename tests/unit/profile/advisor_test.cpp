@@ -159,5 +159,37 @@ TEST(Advisor, PipelineBubble) {
   EXPECT_NEAR(f->max_gain, 1 / 0.69, 1e-9);
 }
 
+TEST(Advisor, AWorkerTwentyPercentSlowerThanTheMedianIsAStraggler) {
+  RunProfile r = run_waiting(0.0);
+  r.worker_compute_seconds = {10.0, 10.5, 11.9, 9.8};  // the slowest 17% above the median
+  EXPECT_EQ(find(advise(r), "straggler"), nullptr);
+  r.worker_compute_seconds = {10.0, 10.5, 13.0, 9.8};
+  const auto findings = advise(r);
+  const Finding* f = find(findings, "straggler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "moderate");
+  EXPECT_NE(f->evidence.find("worker rank 2 computed for 13000.0 ms, the median worker 10000.0 ms "
+                             "(30% slower)"),
+            std::string::npos)
+      << f->evidence;
+  EXPECT_NEAR(f->max_gain, 1.3, 1e-9);
+  r.worker_compute_seconds = {10.0};  // one worker waits for nobody
+  EXPECT_EQ(find(advise(r), "straggler"), nullptr);
+}
+
+TEST(Advisor, ParameterServersMoreThanTenPercentApartAreFlagged) {
+  RunProfile r = run_waiting(0.0);
+  r.server_active_seconds = {1.00, 1.05, 0.97};  // spread 8% of the mean
+  EXPECT_EQ(find(advise(r), "server_imbalance"), nullptr);
+  r.server_active_seconds = {1.00, 1.20, 0.97};
+  const auto findings = advise(r);
+  const Finding* f = find(findings, "server_imbalance");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->key, "parallel.ps.part_mb");
+  EXPECT_NE(f->evidence.find("parameter server 1 was active for 1200.0 ms, server 2 for 970.0 ms"),
+            std::string::npos)
+      << f->evidence;
+}
+
 }  // namespace
 }  // namespace loom::profile
