@@ -1,12 +1,16 @@
 // `loom plan RUN_DIR --prices PRICES.yaml [--samples N] [--trainer NAME] [--worker NAME]`: what
 // the profiled run would cost per instance type, and what adding CPU instances for
 // preprocessing would buy (see profile/cost_planner.h for the arithmetic and its assumptions).
+// `loom plan RUN_DIR --workers N [--servers 1,2,4] [--link-gbit G]`: ring all-reduce or
+// parameter servers for the run's gradients on such a cluster (profile/exchange_planner.h).
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
 #include "loom/profile/cost_planner.h"
+#include "loom/profile/exchange_planner.h"
 
 namespace loom::cli {
 namespace {
@@ -15,6 +19,10 @@ struct PlanArgs {
   std::string run_dir, prices;
   double samples = 1e9;
   std::string trainer, worker;
+  // Gradient exchange: ring all-reduce or parameter servers for this many workers.
+  int workers = 0;
+  std::vector<int> servers;
+  double link_gbit = 0;
 };
 
 // The trainer host's CPU costs per sample, from a summary that has them (runs since the remote
@@ -143,7 +151,80 @@ void print_what_if(const profile::WhatIf& w, const profile::RunMeasurement& run,
   }
 }
 
+// M and B for the exchange plan: the run's gradient bytes per step (else its parameters as
+// fp32), and the link speed given, else what the run's own exchange reached.
+void print_exchange_plan(const PlanArgs& a) {
+  const std::string path = a.run_dir + "/summary.json";
+  const nlohmann::json s = nlohmann::json::parse(read_user_file(path, "RUN_DIR"));
+  const nlohmann::json dp = s.value("data_parallel", nlohmann::json::object());
+  double m = dp.value("bytes_per_step", 0.0);
+  std::string m_basis = "the run's gradient bytes per step";
+  if (m <= 0) {
+    m = 4.0 * s.value("parameters", 0.0);
+    m_basis = "the model's parameters as fp32";
+  }
+  double b = a.link_gbit * 1e9 / 8;
+  std::string b_basis = "given";
+  const int ranks = dp.value("ranks", 1);
+  const double t = dp.value("comm_seconds_per_step", 0.0);
+  if (b <= 0 && ranks > 1 && t > 0 && m > 0) {
+    const std::string exchange = dp.value("exchange", std::string());
+    const nlohmann::json ps = s.value("parameter_servers", nlohmann::json());
+    const double r = ranks;
+    if (ps.is_object()) {
+      const double k = ps.value("servers", 1.0);
+      b = std::max(m, r * m / k) / t;
+    } else {
+      b = 2 * (r - 1) / r * m / t;
+    }
+    b_basis = "measured: " + (exchange.empty() ? std::string("the run's exchange") : exchange) +
+              " between " + std::to_string(ranks) + " ranks took " + std::to_string(t) +
+              " s per step";
+  }
+  if (b <= 0) {
+    throw ConfigError(
+        "--link-gbit: the run measured no exchange between ranks; give each "
+        "host's link speed");
+  }
+  std::vector<int> servers = a.servers;
+  if (servers.empty()) {
+    for (int k = 1; k <= 2 * a.workers; k *= 2) servers.push_back(k);
+  }
+  const auto plan = profile::plan_exchange(m, a.workers, b, servers);
+  std::printf(
+      "gradient exchange for %d workers: M = %.1f MB per step (%s), B = %.1f MB/s per "
+      "host link (%s)\n",
+      a.workers, m / 1e6, m_basis.c_str(), b / 1e6, b_basis.c_str());
+  std::printf("  ring all-reduce: %s\n", plan.ring_arithmetic.c_str());
+  for (const auto& option : plan.options) {
+    std::printf("  %d server%s: %s (%.2fx the ring's time)\n", option.servers,
+                option.servers == 1 ? "" : "s", option.arithmetic.c_str(),
+                option.seconds / plan.ring_seconds);
+  }
+  if (plan.best_servers > 0) {
+    const auto& best = *std::find_if(plan.options.begin(), plan.options.end(),
+                                     [&](const auto& o) { return o.servers == plan.best_servers; });
+    std::printf(
+        "  choose %d servers: %.2fx faster than the ring (servers beat it once k > "
+        "n^2/(2(n-1)) = %.2f): parallel.mode=ps, parallel.ps.servers=%d\n",
+        plan.best_servers, plan.ring_seconds / best.seconds, plan.break_even_servers,
+        plan.best_servers);
+  } else {
+    std::printf(
+        "  choose ring all-reduce (parallel.mode=data): servers would need k > "
+        "n^2/(2(n-1)) = %.2f to beat it, and for 2 workers they can at best tie\n",
+        plan.break_even_servers);
+  }
+}
+
 int run_plan(PlanArgs a) {
+  if (a.workers > 0) {
+    print_exchange_plan(a);
+    if (a.prices.empty()) return 0;
+    std::printf("\n");
+  } else if (a.prices.empty()) {
+    throw ConfigError("--prices: give a price list, or --workers N for the gradient exchange");
+  }
   const auto run = measurement_of(a.run_dir);
   const auto prices = profile::parse_prices(read_user_file(a.prices, "--prices"), a.prices);
   const auto estimates = profile::estimate_instances(run, prices);
@@ -174,14 +255,25 @@ Command add_plan_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "plan", "Price a profiled run per instance type, with a CPU-preprocessing what-if");
   sub->add_option("run_dir", args->run_dir, "Output directory of a `loom train` run")->required();
-  sub->add_option("--prices", args->prices, "Price list (YAML; see examples/prices.yaml)")
-      ->required();
+  sub->add_option("--prices", args->prices, "Price list (YAML; see examples/prices.yaml)");
   sub->add_option("--samples", args->samples, "Samples to train, for time and cost")
       ->capture_default_str();
   sub->add_option("--trainer", args->trainer,
                   "Instance that trains in the what-if (default: picked)");
   sub->add_option("--worker", args->worker,
                   "CPU instance that preprocesses in the what-if (default: picked)");
+  const char* group = "Gradient exchange: ring all-reduce or parameter servers";
+  sub->add_option("--workers", args->workers,
+                  "Data-parallel workers of the cluster to plan the exchange for")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  sub->add_option("--servers", args->servers,
+                  "Server counts to compare (comma-separated; default 1, 2, 4 ... 2 x workers)")
+      ->delimiter(',')
+      ->group(group);
+  sub->add_option("--link-gbit", args->link_gbit,
+                  "Each host's link in Gbit/s (default: what the run's own exchange reached)")
+      ->group(group);
   return {sub, [args] { return run_plan(*args); }};
 }
 
