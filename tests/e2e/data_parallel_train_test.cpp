@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom::test {
@@ -17,10 +18,6 @@ namespace {
 std::string exact_args() {
   return tiny_synthetic_args() +
          " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32 --set train.epochs=2";
-}
-
-nlohmann::json summary_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text(dir + "/summary.json"));
 }
 
 TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {

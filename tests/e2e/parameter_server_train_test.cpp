@@ -34,10 +34,6 @@ std::string launch(int workers, int servers, const std::string& args) {
          std::to_string(servers) + " -- " + LOOM_BINARY + " train " + args;
 }
 
-nlohmann::json summary_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text(dir + "/summary.json"));
-}
-
 TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
   TempDir dir;
   const std::string args = exact_args() + " --set data.global_batch=32";

@@ -11,6 +11,10 @@
 
 namespace loom::test {
 
+nlohmann::json summary_of(const std::string& run) {
+  return nlohmann::json::parse(read_text(run + "/summary.json"));
+}
+
 std::string latest_checkpoint(const std::string& run) {
   std::string name = read_text(run + "/checkpoints/latest");
   name.erase(name.find_last_not_of(" \n") + 1);

@@ -1,14 +1,17 @@
-// Comparing what two `loom train` runs learned, from their run directories: the final
-// checkpoint, tensor by tensor under the model's names.
+// Reading and comparing what `loom train` runs did, from their run directories: the summary,
+// and the final checkpoint tensor by tensor under the model's names.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace loom::test {
 
+// RUN/summary.json, parsed.
+nlohmann::json summary_of(const std::string& run);
 // RUN/checkpoints/<the name in RUN/checkpoints/latest>.
 std::string latest_checkpoint(const std::string& run);
 // The final checkpoint's model tensors by name.

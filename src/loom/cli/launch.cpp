@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "loom/comm/store_server.h"
+#include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 
@@ -88,26 +88,20 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port) {
       std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node);
   store.set(prefix + std::to_string(plan.node_rank),
             std::vector<uint8_t>(mine.begin(), mine.end()));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> keys;
+  for (int node = 0; node < plan.nodes; ++node) keys.push_back(prefix + std::to_string(node));
+  const std::vector<std::size_t> missing = comm::wait_for_keys(store, keys, timeout);
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t node : missing) list += (list.empty() ? "" : ", ") + std::to_string(node);
+    throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
+                       std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                       " s for the launchers of node(s) " + list + " of " +
+                       std::to_string(plan.nodes) + " at " + plan.master_addr + ":" +
+                       std::to_string(port));
+  }
   for (int node = 0; node < plan.nodes; ++node) {
-    const std::string key = prefix + std::to_string(node);
-    while (!store.check({key})) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::string missing;
-        for (int n = node; n < plan.nodes; ++n) {
-          if (!store.check({prefix + std::to_string(n)})) {
-            missing += (missing.empty() ? "" : ", ") + std::to_string(n);
-          }
-        }
-        throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
-                           std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
-                           " s for the launchers of node(s) " + missing + " of " +
-                           std::to_string(plan.nodes) + " at " + plan.master_addr + ":" +
-                           std::to_string(port));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    const auto value = store.get(key);
+    const auto value = store.get(keys[static_cast<size_t>(node)]);
     int workers = -1, servers = -1;
     std::sscanf(std::string(value.begin(), value.end()).c_str(), "%d %d", &workers, &servers);
     counts[static_cast<size_t>(node)] = {workers, servers};

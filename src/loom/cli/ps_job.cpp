@@ -33,12 +33,16 @@ PsJob join_ps_job(const Config& config, comm::Rendezvous& rendezvous) {
   return job;
 }
 
-std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
-                                                     std::shared_ptr<comm::Rendezvous> rendezvous) {
+comm::CommOptions comm_options(const Config& config) {
   comm::CommOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000));
   options.check_calls = config.comm.check_calls;
-  return comm::make_communicator(config.comm.backend, std::move(rendezvous), options);
+  return options;
+}
+
+std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
+                                                     std::shared_ptr<comm::Rendezvous> rendezvous) {
+  return comm::make_communicator(config.comm.backend, std::move(rendezvous), comm_options(config));
 }
 
 int serve_parameters(comm::Communicator& world, const PsJob& job) {

@@ -24,6 +24,9 @@ struct PsJob {
 // worker.
 PsJob join_ps_job(const Config& config, comm::Rendezvous& rendezvous);
 
+// comm.timeout_s and comm.check_calls as the communicators' options.
+comm::CommOptions comm_options(const Config& config);
+
 // The communicator of the whole job, as comm.* configures it.
 std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
                                                      std::shared_ptr<comm::Rendezvous> rendezvous);

@@ -32,8 +32,7 @@ int run_ps_server(const PsServerArgs& args) {
         "loom ps-server: started as the only rank; start it with its workers (loom launch "
         "--servers K, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as for loom train)");
   }
-  auto rendezvous = comm::Rendezvous::connect(
-      world, std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000)));
+  auto rendezvous = comm::Rendezvous::connect(world, comm_options(config).timeout);
   auto communicator = job_communicator(config, rendezvous);
   const PsJob job = join_ps_job(config, *rendezvous);
   if (!job.roles.is_server(world.rank)) {

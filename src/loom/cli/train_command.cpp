@@ -118,14 +118,13 @@ int run_train(const TrainArgs& args) {
           "--out: a run of several ranks needs an output directory that every rank "
           "names the same (e.g. --out runs/ddp)");
     }
-    auto rendezvous = comm::Rendezvous::connect(
-        world, std::chrono::milliseconds(static_cast<long>(config.comm.timeout_s * 1000)));
+    auto rendezvous = comm::Rendezvous::connect(world, comm_options(config).timeout);
     communicator = job_communicator(config, rendezvous);
-    const comm::CommOptions comm_options = communicator->options();
     options.communicator = communicator.get();
-    options.make_group = [backend = config.comm.backend, rendezvous, comm_options](
-                             const std::vector<int>& ranks, const std::string& name) {
-      return comm::make_group_communicator(backend, rendezvous, ranks, name, comm_options);
+    options.make_group = [backend = config.comm.backend, rendezvous,
+                          group_options = communicator->options()](const std::vector<int>& ranks,
+                                                                   const std::string& name) {
+      return comm::make_group_communicator(backend, rendezvous, ranks, name, group_options);
     };
     if (config.parallel.mode == "ps") {
       // The last ranks serve; the workers train as data-parallel ranks among themselves and

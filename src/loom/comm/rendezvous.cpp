@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
-#include <thread>
 
+#include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
@@ -86,25 +86,15 @@ std::vector<std::string> Rendezvous::exchange(const std::string& key, const std:
   if (std::find(ranks.begin(), ranks.end(), rank()) != ranks.end()) {
     store_->set(key + "/" + std::to_string(rank()), bytes_of(value));
   }
-  // Poll rather than store->wait(): on expiry the error can then list exactly who is missing.
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  auto pause = std::chrono::milliseconds(1);
-  std::vector<std::string> missing;
-  while (true) {
-    missing.clear();
-    for (int r : ranks) {
-      if (!store_->check({key + "/" + std::to_string(r)})) missing.push_back(std::to_string(r));
-    }
-    if (missing.empty()) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::string list;
-      for (const auto& r : missing) list += (list.empty() ? "" : ", ") + r;
-      throw TimeoutError("rendezvous '" + key + "': " + describe_rank() + " waited " +
-                         std::to_string(timeout_.count() / 1000) + " s for rank(s) " + list +
-                         " of " + std::to_string(world()) + ", which never arrived");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back(key + "/" + std::to_string(r));
+  const std::vector<std::size_t> missing = wait_for_keys(*store_, keys, timeout_);
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t i : missing) list += (list.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    throw TimeoutError("rendezvous '" + key + "': " + describe_rank() + " waited " +
+                       std::to_string(timeout_.count() / 1000) + " s for rank(s) " + list + " of " +
+                       std::to_string(world()) + ", which never arrived");
   }
   std::vector<std::string> values;
   for (int r : ranks) values.push_back(text_of(store_->get(key + "/" + std::to_string(r))));

@@ -6,6 +6,16 @@
 
 namespace loom::comm {
 
+void wait_named(const WorkPtr& work, const std::string& what, std::chrono::milliseconds timeout) {
+  try {
+    work->wait(timeout);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(what + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw CommError(what + ": " + e.what());
+  }
+}
+
 WorkGroup::WorkGroup(std::string what, std::vector<WorkPtr> members)
     : Work(std::move(what)), members_(std::move(members)) {}
 
@@ -15,13 +25,7 @@ void WorkGroup::wait(std::chrono::milliseconds timeout) {
     const auto left = std::max(std::chrono::milliseconds(1),
                                std::chrono::duration_cast<std::chrono::milliseconds>(
                                    deadline - std::chrono::steady_clock::now()));
-    try {
-      member->wait(left);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError(what() + ": " + e.what());
-    } catch (const std::exception& e) {
-      throw CommError(what() + ": " + e.what());
-    }
+    wait_named(member, what(), left);
   }
   if (!Work::completed()) finish();
 }

@@ -8,6 +8,10 @@
 
 namespace loom::comm {
 
+// Waits for `work`; an error or timeout is rethrown with `what` in front, keeping its type
+// (TimeoutError, else CommError): "ps totals of server 1 (rank 3): recv #9 ...: ...".
+void wait_named(const WorkPtr& work, const std::string& what, std::chrono::milliseconds timeout);
+
 class WorkGroup : public Work {
  public:
   // `what` prefixes every member's error: "ps bucket 3: recv #9 (1024 x float) from rank 4: ...".

@@ -83,7 +83,6 @@ class DataParallel : public GradSync {
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
   comm::Communicator& communicator() { return comm_; }
-  const BucketExchange& exchange() const { return *exchange_; }
 
  private:
   struct Bucket;

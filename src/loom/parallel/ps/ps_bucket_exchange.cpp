@@ -85,9 +85,9 @@ void PsBucketExchange::send_to_servers(Command command) {
 
 void PsBucketExchange::wait_for_control_sends() {
   for (const ControlSend& send : control_) {
-    comm::WorkGroup("ps step " + std::to_string(step_) + "'s header to " + server_name(send.server),
-                    {send.work})
-        .wait(world_.options().timeout);
+    comm::wait_named(
+        send.work, "ps step " + std::to_string(step_) + "'s header to " + server_name(send.server),
+        world_.options().timeout);
   }
   control_.clear();
 }
@@ -115,7 +115,6 @@ comm::WorkPtr PsBucketExchange::start(std::size_t index, const at::Tensor& bucke
 }
 
 void PsBucketExchange::step_finished(SyncStats& stats) {
-  const auto timeout = world_.options().timeout;
   wait_for_control_sends();
   // Each server sends worker 0 its totals after the step's last sum; the receive is posted only
   // now, since receives from a peer pair with its sends in order.
@@ -123,9 +122,8 @@ void PsBucketExchange::step_finished(SyncStats& stats) {
   stats.largest_part_bytes = plan_.largest_part_bytes();
   for (int s = 0; world_.rank() == 0 && s < options_.roles.servers; ++s) {
     at::Tensor load = at::zeros({kLoadWords}, at::kDouble);
-    comm::WorkGroup("ps totals of " + server_name(s),
-                    {world_.recv(load, options_.roles.server_rank(s))})
-        .wait(timeout);
+    comm::wait_named(world_.recv(load, options_.roles.server_rank(s)),
+                     "ps totals of " + server_name(s), world_.options().timeout);
     stats.servers.push_back(decode_load(load));
   }
   ++step_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "loom/comm/reduce_kernels.h"
+#include "loom/comm/work_group.h"
 #include "loom/core/error.h"
 
 namespace loom::parallel::ps {
@@ -16,18 +17,6 @@ std::string part_name(const PartPlan& plan, size_t index) {
   const Part& p = plan.parts[index];
   return "part " + std::to_string(index) + " (buffer " + std::to_string(p.buffer) + ", " +
          std::to_string(p.elements) + " elements) of server " + std::to_string(p.server);
-}
-
-// Waits for `work`, saying which part and peer an error is about.
-void wait_for(const comm::WorkPtr& work, const std::string& what,
-              std::chrono::milliseconds timeout) {
-  try {
-    work->wait(timeout);
-  } catch (const TimeoutError& e) {
-    throw TimeoutError(what + ": " + e.what());
-  } catch (const Error& e) {
-    throw CommError(what + ": " + e.what());
-  }
 }
 
 }  // namespace
@@ -81,10 +70,10 @@ void push_pull(comm::Communicator& comm, const PartPlan& plan,
   for (size_t b = 0; b < started.size(); ++b) {
     for (size_t s = 0; s < started[b].size(); ++s) {
       for (const comm::WorkPtr& work : started[b][s]) {
-        wait_for(work,
-                 "ps push/pull of buffer " + std::to_string(b) + " with server " +
-                     std::to_string(s) + who,
-                 timeout);
+        comm::wait_named(work,
+                         "ps push/pull of buffer " + std::to_string(b) + " with server " +
+                             std::to_string(s) + who,
+                         timeout);
       }
     }
   }
@@ -131,11 +120,11 @@ ServeStats serve_parts(comm::Communicator& comm, const std::vector<std::int64_t>
   Clock::time_point first_arrival{};
   for (Incoming& in : incoming) {
     for (int w = 0; w < roles.workers; ++w) {
-      wait_for(in.receives[static_cast<size_t>(w)],
-               "ps server receiving part " + std::to_string(in.index) + " (" +
-                   std::to_string(share[in.index]) + " elements) from worker rank " +
-                   std::to_string(w) + who,
-               timeout);
+      comm::wait_named(in.receives[static_cast<size_t>(w)],
+                       "ps server receiving part " + std::to_string(in.index) + " (" +
+                           std::to_string(share[in.index]) + " elements) from worker rank " +
+                           std::to_string(w) + who,
+                       timeout);
     }
     const auto begin = Clock::now();
     if (first_arrival == Clock::time_point{}) first_arrival = begin;
@@ -153,7 +142,7 @@ ServeStats serve_parts(comm::Communicator& comm, const std::vector<std::int64_t>
     stats.bytes_out += bytes * roles.workers;
   }
   for (const comm::WorkPtr& send : sends) {
-    wait_for(send, "ps server sending sums" + who, timeout);
+    comm::wait_named(send, "ps server sending sums" + who, timeout);
   }
   if (first_arrival != Clock::time_point{}) {
     stats.active_seconds = std::chrono::duration<double>(Clock::now() - first_arrival).count();

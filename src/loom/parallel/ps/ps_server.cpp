@@ -21,8 +21,8 @@ std::vector<at::Tensor> receive_from_workers(comm::Communicator& world, const Ps
     receives.push_back(world.recv(messages.back(), w));
   }
   for (int w = 0; w < roles.workers; ++w) {
-    comm::WorkGroup(what + " from " + worker_name(w), {receives[static_cast<size_t>(w)]})
-        .wait(world.options().timeout);
+    comm::wait_named(receives[static_cast<size_t>(w)], what + " from " + worker_name(w),
+                     world.options().timeout);
   }
   return messages;
 }
@@ -121,9 +121,9 @@ ServerLoad run_server(comm::Communicator& world, const PsServerOptions& options)
     totals.bytes_out += stats.bytes_out;
     totals.sum_seconds += stats.sum_seconds;
     totals.active_seconds += stats.active_seconds;
-    comm::WorkGroup("ps " + me + " sending its totals to " + worker_name(0),
-                    {world.send(encode_load(totals), 0)})
-        .wait(world.options().timeout);
+    const at::Tensor load = encode_load(totals);
+    comm::wait_named(world.send(load, 0), "ps " + me + " sending its totals to " + worker_name(0),
+                     world.options().timeout);
     if (options.on_step) options.on_step(totals);
   }
 }
