@@ -54,6 +54,17 @@ class GlooCommunicator::GlooWork : public Work {
 
 namespace {
 
+// Gloo starts send and recv on the pair at once, and throws there when the peer's connection is
+// already gone. That error belongs in the Work: callers wait on it and say whom it was for
+// (a parameter server names the worker, a worker the server).
+WorkPtr failed_at_start(const std::string& what, const std::string& who, const std::exception& e) {
+  const std::string text = e.what();
+  auto work = std::make_shared<Work>(what);
+  work->finish(std::make_exception_ptr(
+      CommError(what + " failed on " + who + ": " + text.substr(0, text.find('\n')))));
+  return work;
+}
+
 std::shared_ptr<::gloo::transport::Device> make_device(const Rendezvous& rendezvous) {
   std::string host = setting("LOOM_GLOO_HOST");
   if (host.empty()) host = rendezvous.host_count() == 1 ? "127.0.0.1" : "";
@@ -213,9 +224,14 @@ WorkPtr GlooCommunicator::send(at::Tensor tensor, int peer) {
   check_peer(peer, "send", rank_, world_);
   std::vector<at::Tensor> tensors{as_gloo_bytes(tensor)};
   const auto seq = ++sequence_;
-  return std::make_shared<GlooWork>(
-      describe_call("send", seq, tensor) + " to rank " + std::to_string(peer),
-      group_->send(tensors, peer, 0), nullptr, this, seq);
+  std::string what = describe_call("send", seq, tensor) + " to rank " + std::to_string(peer);
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = group_->send(tensors, peer, 0);
+  } catch (const std::exception& e) {
+    return failed_at_start(what, rendezvous_->describe_rank(), e);
+  }
+  return std::make_shared<GlooWork>(std::move(what), std::move(work), nullptr, this, seq);
 }
 
 WorkPtr GlooCommunicator::recv(at::Tensor tensor, int peer) {
@@ -223,9 +239,14 @@ WorkPtr GlooCommunicator::recv(at::Tensor tensor, int peer) {
   check_peer(peer, "recv", rank_, world_);
   std::vector<at::Tensor> tensors{as_gloo_bytes(tensor)};
   const auto seq = ++sequence_;
-  return std::make_shared<GlooWork>(
-      describe_call("recv", seq, tensor) + " from rank " + std::to_string(peer),
-      group_->recv(tensors, peer, 0), nullptr, this, seq);
+  std::string what = describe_call("recv", seq, tensor) + " from rank " + std::to_string(peer);
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = group_->recv(tensors, peer, 0);
+  } catch (const std::exception& e) {
+    return failed_at_start(what, rendezvous_->describe_rank(), e);
+  }
+  return std::make_shared<GlooWork>(std::move(what), std::move(work), nullptr, this, seq);
 }
 
 WorkPtr GlooCommunicator::barrier() {
