@@ -85,6 +85,19 @@ TEST_F(Collectives, ParameterServerExchangeSumsExactly) {
   }
 }
 
+// Servers that keep the parameters, SSP with no slack and async, on both transports: every
+// worker ends with exactly the closed-form parameters.
+TEST_F(Collectives, ParameterServersThatKeepTheParametersAddEveryWorkersMove) {
+  for (const char* backend : {"shm", "gloo"}) {
+    for (int ranks : {3, 5}) {
+      const auto result = launch(ranks, std::string("ps-held ") + backend);
+      EXPECT_EQ(result.exit_code, 0) << backend << " " << ranks << "\n" << result.output;
+      EXPECT_EQ(count_of(result.output, std::string("checks passed on ") + backend), ranks)
+          << result.output;
+    }
+  }
+}
+
 TEST_F(Collectives, GlooMatchesReferenceOnTwoRanks) {
   const auto result = launch(2, "collectives gloo");
   EXPECT_EQ(result.exit_code, 0) << result.output;

@@ -25,7 +25,10 @@
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/rendezvous.h"
 #include "loom/comm/world_info.h"
+#include "loom/parallel/ps/param_server.h"
 #include "loom/parallel/ps/ps_exchange.h"
+#include "loom/parallel/ps/remote_parameters.h"
+#include "loom/parallel/ps/server_update.h"
 
 using namespace loom::comm;
 
@@ -169,6 +172,57 @@ void check_parameter_servers(Communicator& comm, Checker& check) {
   comm.barrier()->wait(kWait);
 }
 
+// Servers that keep the parameters: every worker moves a parameter larger than several parts by
+// (rank + 1) per step through its own "optimizer", three steps, in SSP with no slack and then
+// asynchronously. The servers add the mean of the moves, so after the last step every worker
+// holds exactly 3 (n + 1) / 2 (SSP; async within rounding), and with s = 0 no answer lacks a step.
+void check_held_parameters(Communicator& world, const std::shared_ptr<Rendezvous>& rendezvous,
+                           const std::string& backend, Checker& check) {
+  using namespace loom::parallel::ps;
+  PsRoles roles;
+  roles.servers = std::max(1, world.world() / 2);
+  roles.workers = world.world() - roles.servers;
+  const int n = roles.workers;
+  for (bool bounded : {true, false}) {
+    if (roles.is_server(world.rank())) {
+      ParamServerOptions options;
+      options.roles = roles;
+      options.bounded = bounded;
+      const auto update = add_deltas();
+      const auto load = run_param_server(world, options, *update);
+      if (load.steps != (bounded ? 3 : 3 * n)) {
+        throw std::runtime_error("server applied " + std::to_string(load.steps) + " updates");
+      }
+      ++check.checks;
+      continue;
+    }
+    std::vector<int> workers;
+    for (int r = 0; r < n; ++r) workers.push_back(r);
+    auto group = make_group_communicator(backend, rendezvous, workers,
+                                         bounded ? "held-ssp" : "held-async", world.options());
+    at::Tensor w = at::zeros({70001});
+    RemoteParametersOptions options;
+    options.roles = roles;
+    options.part_bytes = 4096;
+    options.mode = bounded ? "ssp" : "async";
+    {
+      RemoteParameters held({{"w", w}}, {}, *group, world, options);
+      for (int step = 0; step < 3; ++step) {
+        held.step(0.1, [&] { w.add_(world.rank() + 1); });
+        if (bounded && held.last_stats().staleness != 0) {
+          throw std::runtime_error("SSP s=0 answered with staleness " +
+                                   std::to_string(held.last_stats().staleness));
+        }
+      }
+      held.end_training();
+    }
+    const at::Tensor want = at::full({70001}, 3.0 * (n + 1) / 2);
+    if (bounded && !w.equal(want)) throw std::runtime_error("ssp: wrong parameters");
+    check.expect_close(w, want, bounded ? "ssp" : "async");
+  }
+  world.barrier()->wait(kWait);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,6 +251,8 @@ int main(int argc, char** argv) {
         check_collectives(*comm, check);
       } else if (scenario == "ps") {
         check_parameter_servers(*comm, check);
+      } else if (scenario == "ps-held") {
+        check_held_parameters(*comm, rendezvous, backend, check);
       } else if (scenario == "ps-stall") {
         comm->barrier()->wait(kWait);
         if (rank == comm->world() - 1) {

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "loom/core/settings.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
@@ -173,6 +175,147 @@ TEST(ParameterServerTrain, AKilledServerIsNamedByTheWorkersOnAnotherNode) {
       << read_text(dir / "servers.log");
 }
 
+// Servers that keep the parameters: SSP with no slack is synchronous training, whether the
+// servers add the workers' optimizer moves (SGD) or run the optimizer themselves (AdamW, whose
+// moments and step count then live on the servers).
+TEST(ParameterServerTrain, SspWithNoSlackTrainsLikeSyncAndOneProcess) {
+  TempDir dir;
+  const std::string args = exact_args() + " --set data.global_batch=32";
+  const std::string adamw = " --set optimizer.name=adamw --set optimizer.lr=0.002";
+  const std::string ssp = ps_args(2) + " --set parallel.ps.mode=ssp";
+  const auto one =
+      run_loom("train " + exact_args() + " --set data.batch_size=32 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto sync = run_loom(launch(2, 2, args + ps_args(2) + " --out " + (dir / "sync")));
+  ASSERT_EQ(sync.exit_code, 0) << sync.output;
+  const auto deltas = run_loom(launch(2, 2, args + ssp + " --out " + (dir / "deltas")));
+  ASSERT_EQ(deltas.exit_code, 0) << deltas.output;
+  const auto sync_adamw =
+      run_loom(launch(2, 2, args + adamw + ps_args(2) + " --out " + (dir / "sync-adamw")));
+  ASSERT_EQ(sync_adamw.exit_code, 0) << sync_adamw.output;
+  const auto on_servers = run_loom(launch(
+      2, 2,
+      args + adamw + ssp + " --set parallel.ps.optimizer_on=server --out " + (dir / "on-servers")));
+  ASSERT_EQ(on_servers.exit_code, 0) << on_servers.output;
+
+  expect_same_model(dir / "deltas", dir / "sync", 1e-5);
+  expect_same_model(dir / "deltas", dir / "one", 1e-5);
+  expect_same_model(dir / "on-servers", dir / "sync-adamw", 1e-5);
+  EXPECT_NE(on_servers.output.find("(ssp s=0, optimizer on the servers)"), std::string::npos)
+      << on_servers.output;
+  const auto summary = summary_of(dir / "on-servers");
+  EXPECT_EQ(summary["parameter_servers"]["max_staleness"], 0) << summary.dump(2);
+  // The optimizer state came back from the servers under the model's names.
+  const auto state = optimizer_state_of(dir / "on-servers");
+  const auto reference = optimizer_state_of(dir / "sync-adamw");
+  EXPECT_EQ(state.size(), reference.size());
+  for (const auto& [name, t] : reference) {
+    ASSERT_TRUE(state.count(name)) << name;
+    EXPECT_TRUE(t.to(at::kDouble).allclose(state.at(name).to(at::kDouble), 1e-4, 1e-9)) << name;
+  }
+}
+
+// A straggler (worker rank 1 sleeps 50 ms a step): under SSP(2) the fast worker reaches the
+// bound and never passes it; async lets it run further ahead.
+TEST(ParameterServerTrain, SspKeepsEveryWorkerWithinTheBoundOfTheSlowest) {
+  TempDir dir;
+  const std::string args = exact_args() + " --set data.global_batch=32" + ps_args(1);
+  const auto ssp = run_loom(launch(2, 1,
+                                   args +
+                                       " --set parallel.ps.mode=ssp"
+                                       " --set parallel.ps.staleness=2 --out " +
+                                       (dir / "ssp")),
+                            "LOOM_FAULT_SLOW_RANK=1:50");
+  ASSERT_EQ(ssp.exit_code, 0) << ssp.output;
+  const auto async =
+      run_loom(launch(2, 1, args + " --set parallel.ps.mode=async --out " + (dir / "async")),
+               "LOOM_FAULT_SLOW_RANK=1:50");
+  ASSERT_EQ(async.exit_code, 0) << async.output;
+
+  EXPECT_EQ(summary_of(dir / "ssp")["parameter_servers"]["max_staleness"], 2);
+  EXPECT_GT(summary_of(dir / "async")["parameter_servers"]["max_staleness"].get<int>(), 2);
+  // Every logged step of worker 0 records its learning rate and staleness.
+  int steps = 0;
+  std::istringstream lines(read_text(dir / "ssp/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] != "step") continue;
+    ++steps;
+    EXPECT_GT(record["lr"].get<double>(), 0) << line;
+    EXPECT_LE(record["staleness"].get<int>(), 2) << line;
+  }
+  EXPECT_GE(steps, 3);
+}
+
+// The bar: asynchronous servers train Fashion-MNIST with 2 workers in the demo's epochs
+// to >= 89% test accuracy, with the optimizer and its state on the server.
+TEST(ParameterServerTrain, AsyncServersTrainFashionMnist) {
+  if (!std::filesystem::exists(setting("LOOM_FASHION_MNIST_DIR"))) {
+    GTEST_SKIP() << "Fashion-MNIST (dataset-fashion-mnist) is not installed";
+  }
+  TempDir dir;
+  const auto run = run_loom(
+      launch(2, 1,
+             "--set data.global_batch=64 --set train.log_every=200" + ps_args(1) +
+                 " --set parallel.ps.mode=async --set parallel.ps.optimizer_on=server --out " +
+                 dir.path()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto summary = summary_of(dir.path());
+  EXPECT_GE(summary["test_accuracy"].get<double>(), 0.89) << run.output;
+  EXPECT_EQ(summary["parameter_servers"]["per_server"][0]["steps"], 2 * summary["steps"].get<int>())
+      << "every push applied on arrival";
+}
+
+// Checkpoints written while the servers held the parameters and the optimizer state resume
+// under all-reduce and back: the same model as a run never stopped.
+TEST(ParameterServerTrain, ACheckpointMovesBetweenServerOptimizerAndAllReduce) {
+  TempDir dir;
+  const std::string args = exact_args() +
+                           " --set data.global_batch=32 --set checkpoint.every_steps=4"
+                           " --set optimizer.name=adamw --set optimizer.lr=0.002 --out ";
+  const std::string held = ps_args(2) + " --set parallel.ps.optimizer_on=server";
+  const auto straight = run_loom(launch(2, 2, args + (dir / "straight") + held));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto first =
+      run_loom(launch(2, 2, args + (dir / "moved") + held), "LOOM_FAULT_STOP_AFTER_STEP=8");
+  EXPECT_NE(first.exit_code, 0) << first.output;
+  const auto second =
+      run_loom(launch(2, 0, args + (dir / "moved") + " --resume"), "LOOM_FAULT_STOP_AFTER_STEP=12");
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  const auto third = run_loom(launch(
+      2, 1,
+      args + (dir / "moved") + ps_args(1) + " --set parallel.ps.optimizer_on=server --resume"));
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 12);
+  expect_same_model(dir / "moved", dir / "straight", 1e-5);
+}
+
+// Server 0 of asynchronous servers on another node dies: the workers name it within the
+// timeout + 10 s.
+TEST(ParameterServerTrain, AKilledAsyncServerIsNamedByTheWorkers) {
+  TempDir dir;
+  const int port = free_port();
+  const std::string common = " --nnodes 2 --master 127.0.0.1:" + std::to_string(port) +
+                             " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() +
+                             " --set train.epochs=50 --set comm.backend=gloo"
+                             " --set comm.timeout_s=10 --set parallel.ps.mode=async" +
+                             ps_args(1) + " --out " + dir.path();
+  BackgroundProcess servers(
+      std::string("env LOOM_HOST_ID=servers LOOM_FAULT_KILL_SERVER_AFTER_STEP=5 ") + LOOM_BINARY +
+          " launch --node-rank 1 --nproc-per-node 0 --servers 1" + common,
+      dir / "servers.log");
+  const auto start = std::chrono::steady_clock::now();
+  const auto workers =
+      run_loom("launch --node-rank 0 --nproc-per-node 2" + common, "LOOM_HOST_ID=workers");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(workers.exit_code, 0) << workers.output;
+  EXPECT_NE(workers.output.find("the answer of server 0 (rank 2 on host "), std::string::npos)
+      << workers.output;
+  EXPECT_LT(seconds, 10 + 10 + 15) << workers.output;
+  EXPECT_NE(servers.wait(), 0);
+}
+
 TEST(ParameterServerTrain, ServersThatLeaveNoWorkerAreAConfigError) {
   TempDir dir;
   const auto result =
@@ -182,6 +325,17 @@ TEST(ParameterServerTrain, ServersThatLeaveNoWorkerAreAConfigError) {
   const auto alone = run_loom("train " + tiny_synthetic_args() + ps_args(1));
   EXPECT_EQ(alone.exit_code, 2) << alone.output;
   EXPECT_NE(alone.output.find("--servers K"), std::string::npos) << alone.output;
+  // Server modes without servers, a bound without SSP, compression of parameters.
+  for (const auto& [set, key] : std::vector<std::pair<std::string, std::string>>{
+           {"parallel.ps.mode=async", "parallel.ps.mode"},
+           {"parallel.ps.optimizer_on=server", "parallel.ps.optimizer_on"},
+           {"parallel.mode=ps --set parallel.ps.staleness=2", "parallel.ps.staleness"},
+           {"parallel.mode=ps --set parallel.ps.mode=ssp --set parallel.compression=bf16",
+            "parallel.compression"}}) {
+    const auto bad = run_loom("train " + tiny_synthetic_args() + " --set " + set);
+    EXPECT_EQ(bad.exit_code, 2) << set << "\n" << bad.output;
+    EXPECT_NE(bad.output.find("'" + key + "'"), std::string::npos) << bad.output;
+  }
 }
 
 }  // namespace

@@ -29,6 +29,14 @@ std::map<std::string, at::Tensor> model_of(const std::string& run) {
   return out;
 }
 
+std::map<std::string, at::Tensor> optimizer_state_of(const std::string& run) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& [name, t] : train::read_safetensors(latest_checkpoint(run) + "/state.safetensors")) {
+    if (name.rfind("optimizer/", 0) == 0) out[name.substr(10)] = t;
+  }
+  return out;
+}
+
 void expect_same_model(const std::string& run, const std::string& reference, double tolerance) {
   const auto got = model_of(run), want = model_of(reference);
   ASSERT_EQ(got.size(), want.size());

@@ -16,6 +16,8 @@ nlohmann::json summary_of(const std::string& run);
 std::string latest_checkpoint(const std::string& run);
 // The final checkpoint's model tensors by name.
 std::map<std::string, at::Tensor> model_of(const std::string& run);
+// The final checkpoint's optimizer state by name ("<parameter>.exp_avg", ...).
+std::map<std::string, at::Tensor> optimizer_state_of(const std::string& run);
 // Every tensor of the model, by name, within a relative error of the largest element (0: bit for
 // bit). GoogleTest failures name the tensor.
 void expect_same_model(const std::string& run, const std::string& reference, double tolerance);

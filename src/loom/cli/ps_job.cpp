@@ -9,8 +9,11 @@
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/core/topology.h"
+#include "loom/parallel/ps/param_server.h"
 #include "loom/parallel/ps/ps_protocol.h"
 #include "loom/parallel/ps/ps_server.h"
+#include "loom/train/data_parallel_run.h"
+#include "loom/train/server_optimizer.h"
 
 namespace loom::cli {
 
@@ -45,15 +48,12 @@ std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
   return comm::make_communicator(config.comm.backend, std::move(rendezvous), comm_options(config));
 }
 
-int serve_parameters(comm::Communicator& world, const PsJob& job) {
+int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config) {
   const int server = world.rank() - job.roles.workers;
-  parallel::ps::PsServerOptions options;
-  options.roles = job.roles;
-  options.job = job.job;
   auto last_log = std::chrono::steady_clock::now();
   const std::int64_t kill_after =
       server == 0 ? setting_int("LOOM_FAULT_KILL_SERVER_AFTER_STEP") : 0;
-  options.on_step = [&](const parallel::ServerLoad& load) {
+  const auto on_step = [&](const parallel::ServerLoad& load) {
     if (load.steps == kill_after) std::raise(SIGKILL);  // a server lost mid-run
     const auto now = std::chrono::steady_clock::now();
     if (now - last_log < std::chrono::seconds(30)) return;
@@ -62,7 +62,25 @@ int serve_parameters(comm::Communicator& world, const PsJob& job) {
                           << load.bytes_in / 1e6 << " MB in, " << load.bytes_out / 1e6
                           << " MB out, summing " << load.sum_seconds << " s";
   };
-  const parallel::ServerLoad load = parallel::ps::run_server(world, options);
+  parallel::ServerLoad load;
+  const PsConfig& ps = config.parallel.ps;
+  if (train::servers_hold_parameters(ps)) {
+    parallel::ps::ParamServerOptions options;
+    options.roles = job.roles;
+    options.job = job.job;
+    options.bounded = ps.mode != "async";  // sync with the optimizer here is SSP with s = 0
+    options.staleness = ps.mode == "ssp" ? ps.staleness : 0;
+    options.on_step = on_step;
+    const auto update = ps.optimizer_on == "server" ? train::server_optimizer(config.optimizer)
+                                                    : parallel::ps::add_deltas();
+    load = parallel::ps::run_param_server(world, options, *update);
+  } else {
+    parallel::ps::PsServerOptions options;
+    options.roles = job.roles;
+    options.job = job.job;
+    options.on_step = on_step;
+    load = parallel::ps::run_server(world, options);
+  }
   std::printf(
       "loom ps-server: server %d (rank %d of %d) served %lld steps of %d workers: %.1f MB in, "
       "%.1f MB out, %.2f s summing, %.2f s active\n",

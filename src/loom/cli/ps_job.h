@@ -31,8 +31,9 @@ comm::CommOptions comm_options(const Config& config);
 std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
                                                      std::shared_ptr<comm::Rendezvous> rendezvous);
 
-// Serves as this rank's server until the workers stop, logging its load now and then; prints
-// its totals. Returns the exit code (0).
-int serve_parameters(comm::Communicator& world, const PsJob& job);
+// Serves as this rank's server until the workers stop, as parallel.ps.* says (summing gradients,
+// or keeping the parameters: async, SSP, the optimizer on the servers), logging its load now and
+// then; prints its totals. Returns the exit code (0).
+int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config);
 
 }  // namespace loom::cli

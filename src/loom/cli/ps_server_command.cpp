@@ -40,7 +40,7 @@ int run_ps_server(const PsServerArgs& args) {
                       std::to_string(world.world) + " is a worker with parallel.ps.servers = " +
                       std::to_string(job.roles.servers) + " (servers are the last ranks)");
   }
-  return serve_parameters(*communicator, job);
+  return serve_parameters(*communicator, job, config);
 }
 
 }  // namespace

@@ -381,6 +381,23 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
         "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "
         "with parallel.pipeline.stages > 1");
   }
+  const PsConfig& ps = c.parallel.ps;
+  if (c.parallel.mode != "ps" && (ps.mode != "sync" || ps.optimizer_on != "worker")) {
+    throw ConfigError(std::string("config key '") +
+                      (ps.mode != "sync" ? "parallel.ps.mode" : "parallel.ps.optimizer_on") +
+                      "': parameter-server settings need parallel.mode: ps");
+  }
+  if (ps.staleness > 0 && ps.mode != "ssp") {
+    throw ConfigError("config key 'parallel.ps.staleness': a bound of " +
+                      std::to_string(ps.staleness) + " steps needs parallel.ps.mode: ssp, not " +
+                      ps.mode);
+  }
+  if (c.parallel.mode == "ps" && (ps.mode != "sync" || ps.optimizer_on == "server") &&
+      c.parallel.compression != "none") {
+    throw ConfigError(
+        "config key 'parallel.compression': servers that keep the parameters exchange them in "
+        "float; compression applies to sync servers with the optimizer on the workers");
+  }
   if (c.train.label_smoothing >= 1.0) {
     throw ConfigError("config key 'train.label_smoothing': must be < 1, got " +
                       shortest_double(c.train.label_smoothing));

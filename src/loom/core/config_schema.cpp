@@ -193,6 +193,17 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.number("parallel.ps.part_mb", c.parallel.ps.part_mb, 0.001,
            "Gradient buffers are cut into parts of at most this size, spread so that every "
            "server receives the same bytes (within one part).");
+  v.choice("parallel.ps.mode", c.parallel.ps.mode, {"sync", "async", "ssp"},
+           "sync = every step's gradients summed over all workers (as all-reduce); async = each "
+           "worker pushes and pulls on its own, its push applied on arrival as 1/workers of a "
+           "step; ssp = a step is applied once all workers pushed it, and no worker runs more "
+           "than parallel.ps.staleness steps ahead of the slowest.");
+  v.integer("parallel.ps.staleness", c.parallel.ps.staleness, 0,
+            "SSP bound s: steps a worker may run ahead of the slowest (0 = synchronous).");
+  v.choice("parallel.ps.optimizer_on", c.parallel.ps.optimizer_on, {"worker", "server"},
+           "worker = each worker runs the optimizer (sync: on the summed gradients; async/ssp: "
+           "the servers add its parameter deltas); server = the servers keep the parameters and "
+           "the optimizer state and apply the pushed gradients (frees worker memory).");
   v.number("parallel.first_bucket_mb", c.parallel.first_bucket_mb, 0.0,
            "Size of the first gradient bucket: small, so its all-reduce starts early in backward.");
   v.number("parallel.bucket_cap_mb", c.parallel.bucket_cap_mb, 0.0,

@@ -20,6 +20,9 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_FAULT_KILL_SERVER_AFTER_STEP", "0",
        "Testing aid: parameter server 0 SIGKILLs itself after serving this many steps "
        "(0 = never)."},
+      {"LOOM_FAULT_SLOW_RANK", "",
+       "Testing aid: RANK:MS makes training rank RANK sleep MS milliseconds after each step, "
+       "a straggler on demand (empty = none)."},
       {"LOOM_STEP_ACCOUNTING", "1",
        "Benchmarking aid: 0 keeps only each step's wall time (no phases), the reference the "
        "accounting's cost is measured against."},

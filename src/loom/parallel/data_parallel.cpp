@@ -6,8 +6,8 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <map>
 
+#include "loom/comm/broadcast_coalesced.h"
 #include "loom/core/error.h"
 
 namespace loom::parallel {
@@ -28,24 +28,6 @@ at::Tensor alias_into(const at::Tensor& flat, std::int64_t offset, const at::Ten
                            : at::empty(like.sizes()).strides().vec();
   alias.set_(flat.storage(), flat.storage_offset() + offset, like.sizes(), strides);
   return alias;
-}
-
-// Broadcasts rank 0's values of `tensors` to every rank, one flat message per element type.
-void broadcast_coalesced(const std::vector<at::Tensor>& tensors, comm::Communicator& comm) {
-  std::map<c10::ScalarType, std::vector<at::Tensor>> by_type;
-  for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
-  at::NoGradGuard no_grad;
-  for (auto& [type, group] : by_type) {
-    std::vector<at::Tensor> flat_parts;
-    for (const auto& t : group) flat_parts.push_back(t.reshape({-1}));
-    at::Tensor flat = at::cat(flat_parts);
-    comm.broadcast(flat, 0)->wait(comm.options().timeout);
-    std::int64_t offset = 0;
-    for (auto& t : group) {
-      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-  }
 }
 
 }  // namespace
@@ -131,7 +113,7 @@ void DataParallel::broadcast_initial_state(const NamedTensors& parameters) {
   std::vector<at::Tensor> tensors;
   for (auto& [name, t] : parameters) tensors.push_back(t);
   for (auto& [name, t] : buffers_) tensors.push_back(t);
-  broadcast_coalesced(tensors, comm_);
+  comm::broadcast_coalesced(tensors, comm_);
 }
 
 void DataParallel::sync_buffers() {
@@ -139,7 +121,7 @@ void DataParallel::sync_buffers() {
   for (auto& [name, t] : buffers_) {
     if (t.is_floating_point()) tensors.push_back(t);  // counters (num_batches_tracked) agree anyway
   }
-  if (!tensors.empty()) broadcast_coalesced(tensors, comm_);
+  if (!tensors.empty()) comm::broadcast_coalesced(tensors, comm_);
 }
 
 void DataParallel::set_bucket_limits(const BucketLimits& limits) {

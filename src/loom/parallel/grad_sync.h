@@ -1,18 +1,22 @@
 // How gradients computed on one rank become the gradients every rank's optimizer applies. The
 // trainer and the step executors hold a GradSync and never ask which kind it is: one process
-// (LocalGradSync), and data parallelism (DataParallel), whose buckets are combined by all-reduce or
-// by parameter servers (bucket_exchange.h).
+// (LocalGradSync), data parallelism (DataParallel), whose buckets are combined by all-reduce or
+// by parameter servers (bucket_exchange.h), and servers that hold the parameters
+// (ps/remote_parameters.h).
 //
 // Per optimizer step: zero_grad(); then for each micro-batch prepare() before its forward, its
-// backward, finish() after it. Under no_sync() backward only accumulates locally and the next
-// synchronised backward exchanges the sum (gradient accumulation).
+// backward, finish() after it; then step(). Under no_sync() backward only accumulates locally and
+// the next synchronised backward exchanges the sum (gradient accumulation).
 //
 // Threading: all calls and the backward passes come from one thread.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +31,9 @@ struct ServerLoad {
   std::int64_t bytes_in = 0, bytes_out = 0;
   double sum_seconds = 0;     // adding the workers' parts
   double active_seconds = 0;  // per step: first part received to last sum sent
+  // Servers holding the parameters (async, SSP): the most steps of the slowest worker that
+  // parameters it sent a worker lacked.
+  std::int64_t max_staleness = 0;
 };
 
 // What the last synchronised step's gradient exchange cost (all zero where nothing is exchanged).
@@ -39,10 +46,21 @@ struct SyncStats {
   // the largest part (the unit of their balance).
   std::vector<ServerLoad> servers;
   std::int64_t largest_part_bytes = 0;
+  // Servers holding the parameters: steps of the slowest worker that the parameters this rank
+  // trains on next lack (0 in lockstep); -1 where parameters are not pulled.
+  std::int64_t staleness = -1;
   // Share of the communication hidden behind backward, 0..1.
   double overlap() const {
     return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
   }
+};
+
+// Optimizer state kept by parameter servers (parallel.ps.optimizer_on: server): each field
+// (momentum_buffer, exp_avg, ...) as one flat fp32 tensor over the parameters in the model's
+// order, and the optimizer steps taken. The trainer names them for checkpoints.
+struct HeldOptimizerState {
+  std::vector<at::Tensor> fields;
+  std::int64_t steps = 0;
 };
 
 class GradSync {
@@ -60,6 +78,17 @@ class GradSync {
   // before an evaluation split over the ranks.
   virtual void sync_buffers() = 0;
   virtual const SyncStats& last_stats() const = 0;
+
+  // The optimizer step, once the step's gradients are final. `local_step` runs this rank's
+  // optimizer at learning rate `lr`. Servers that hold the parameters take over here: they apply
+  // the gradients (or the delta `local_step` made) and send back the parameters to train on.
+  virtual void step(double lr, const std::function<void()>& local_step) { local_step(); }
+  // After the last step, before the final checkpoint and evaluation: every rank then holds the
+  // final parameters.
+  virtual void end_training() {}
+  // Optimizer state that lives on servers, fetched for a checkpoint (rank 0 only, the parameters
+  // are brought up to date too); nullopt where this rank's optimizer holds it all.
+  virtual std::optional<HeldOptimizerState> held_optimizer_state() { return std::nullopt; }
   // How gradients are exchanged: "local", "all-reduce over shm", "parameter servers over ...".
   virtual std::string describe() const { return "local"; }
 

@@ -5,6 +5,8 @@
 #include "loom/core/error.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/local_grad_sync.h"
+#include "loom/parallel/ps/remote_parameters.h"
+#include "loom/train/server_optimizer.h"
 
 namespace loom::train {
 
@@ -29,6 +31,14 @@ parallel::BucketLimits bucket_limits(double first_mb, double cap_mb) {
           static_cast<std::size_t>(cap_mb * (1 << 20))};
 }
 
+namespace {
+
+std::int64_t part_bytes(const PsConfig& config) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(config.part_mb * (1 << 20)));
+}
+
+}  // namespace
+
 std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors parameters,
                                                    models::NamedTensors buffers,
                                                    comm::Communicator* communicator,
@@ -47,12 +57,37 @@ std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors paramete
   std::unique_ptr<parallel::BucketExchange> exchange;
   if (ps_world) {
     parallel::ps::PsExchangeOptions servers = ps;
-    servers.part_bytes =
-        std::max<std::int64_t>(1, static_cast<std::int64_t>(config.ps.part_mb * (1 << 20)));
+    servers.part_bytes = part_bytes(config.ps);
     exchange = std::make_unique<parallel::ps::PsBucketExchange>(*ps_world, servers);
   }
   return std::make_unique<parallel::DataParallel>(std::move(parameters), std::move(buffers),
                                                   *communicator, options, std::move(exchange));
+}
+
+bool servers_hold_parameters(const PsConfig& config) {
+  return config.mode != "sync" || config.optimizer_on == "server";
+}
+
+std::unique_ptr<parallel::GradSync> make_remote_parameters(
+    models::NamedTensors parameters, models::NamedTensors buffers, comm::Communicator& communicator,
+    const Config& config, comm::Communicator& ps_world, const parallel::ps::PsExchangeOptions& ps,
+    std::int64_t first_step, std::optional<parallel::HeldOptimizerState> state) {
+  parallel::ps::RemoteParametersOptions options;
+  options.roles = ps.roles;
+  options.job = ps.job;
+  options.server_hosts = ps.server_hosts;
+  options.part_bytes = part_bytes(config.parallel.ps);
+  options.mode = config.parallel.ps.mode;
+  // Sync with the optimizer on the servers is SSP with no slack.
+  options.staleness = config.parallel.ps.mode == "ssp" ? config.parallel.ps.staleness : 0;
+  options.optimizer_on_server = config.parallel.ps.optimizer_on == "server";
+  options.state_fields = options.optimizer_on_server
+                             ? static_cast<int>(held_state_fields(config.optimizer).size())
+                             : 0;
+  options.first_step = first_step;
+  if (options.optimizer_on_server) options.state = std::move(state);
+  return std::make_unique<parallel::ps::RemoteParameters>(
+      std::move(parameters), std::move(buffers), communicator, ps_world, std::move(options));
 }
 
 }  // namespace loom::train

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
@@ -30,5 +31,17 @@ std::unique_ptr<parallel::GradSync> make_grad_sync(models::NamedTensors paramete
                                                    const ParallelConfig& config,
                                                    comm::Communicator* ps_world = nullptr,
                                                    const parallel::ps::PsExchangeOptions& ps = {});
+
+// Whether the servers keep the parameters (async or SSP, or the optimizer on the servers) rather
+// than only summing gradients (sync with the optimizer on the workers).
+bool servers_hold_parameters(const PsConfig& config);
+
+// The worker's side when servers_hold_parameters(): they receive worker 0's parameters (and,
+// with the optimizer on the servers, `state`: a resumed run's optimizer state) and serve from
+// step `first_step` on. `communicator` holds the workers, `ps_world` the whole job.
+std::unique_ptr<parallel::GradSync> make_remote_parameters(
+    models::NamedTensors parameters, models::NamedTensors buffers, comm::Communicator& communicator,
+    const Config& config, comm::Communicator& ps_world, const parallel::ps::PsExchangeOptions& ps,
+    std::int64_t first_step, std::optional<parallel::HeldOptimizerState> state);
 
 }  // namespace loom::train

@@ -63,7 +63,7 @@ nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
 nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
   if (s.ps_servers.empty()) return nullptr;
   nlohmann::ordered_json per_server = nlohmann::ordered_json::array();
-  std::int64_t most = 0, least = INT64_MAX, steps = 0;
+  std::int64_t most = 0, least = INT64_MAX, steps = 0, stalest = 0;
   double busiest = 0, idlest = 1e300, active = 0;
   for (size_t i = 0; i < s.ps_servers.size(); ++i) {
     const parallel::ServerLoad& load = s.ps_servers[i];
@@ -74,10 +74,12 @@ nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
          {"bytes_in", load.bytes_in},
          {"bytes_out", load.bytes_out},
          {"sum_seconds", load.sum_seconds},
-         {"active_seconds", load.active_seconds}});
+         {"active_seconds", load.active_seconds},
+         {"max_staleness", load.max_staleness}});
     most = std::max(most, load.bytes_in);
     least = std::min(least, load.bytes_in);
     steps = std::max(steps, load.steps);
+    stalest = std::max(stalest, load.max_staleness);
     busiest = std::max(busiest, load.active_seconds);
     idlest = std::min(idlest, load.active_seconds);
     active += load.active_seconds;
@@ -91,6 +93,9 @@ nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
           {"bytes_spread_parts",
            part_bytes_moved > 0 ? static_cast<double>(most - least) / part_bytes_moved : 0.0},
           {"active_spread", mean_active > 0 ? (busiest - idlest) / mean_active : 0.0},
+          // Async and SSP: the most steps of the slowest worker that any worker's parameters
+          // lacked (SSP keeps it <= parallel.ps.staleness; sync 0).
+          {"max_staleness", stalest},
           {"per_server", per_server}};
 }
 

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
@@ -22,6 +23,7 @@
 #include "loom/train/durable_file.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/schedule.h"
+#include "loom/train/server_optimizer.h"
 #include "loom/train/train_data.h"
 #include "loom/train/training_run.h"
 
@@ -74,6 +76,18 @@ void TrainingRun::set_up() {
       std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
+  lockstep_ = !options_.ps_world || config_.parallel.ps.mode == "sync";
+  if (const std::string slow = setting("LOOM_FAULT_SLOW_RANK"); !slow.empty()) {
+    const auto colon = slow.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(slow);
+      if (std::stoi(slow.substr(0, colon)) == rank_) {
+        slow_by_ = std::chrono::milliseconds(std::stol(slow.substr(colon + 1)));
+      }
+    } catch (const std::exception&) {
+      throw ConfigError("LOOM_FAULT_SLOW_RANK: '" + slow + "' is not RANK:MS");
+    }
+  }
   if (leader()) replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
   if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
@@ -155,7 +169,14 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
     torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
                                       config_.train.grad_clip);
   }
-  optimizer_->step();
+  // Servers that keep the parameters push and pull here: that is communication the step waits
+  // for, around the optimizer's own work.
+  telemetry_->enter(Phase::kCommExposed);
+  grad_sync_->step(last_lr_, [&] {
+    telemetry_->enter(Phase::kOptimizer);
+    optimizer_->step();
+    telemetry_->enter(Phase::kCommExposed);
+  });
   return outcome.loss_sum / static_cast<double>(executor_->micro_batches());
 }
 
@@ -216,9 +237,14 @@ void TrainingRun::save_checkpoint() {
     return;
   }
   CheckpointData ckpt;
+  // Servers that keep the optimizer state send it, and their latest parameters with it.
+  if (auto held = grad_sync_->held_optimizer_state()) {
+    ckpt.optimizer = named_optimizer_state(config_.optimizer, parameters_, *held);
+  } else {
+    ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
+  }
   ckpt.model = parameters_;
   ckpt.model.insert(ckpt.model.end(), buffers_.begin(), buffers_.end());
-  ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
   ckpt.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   if (pipeline_) {
     // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
@@ -258,7 +284,9 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     telemetry_->begin_step(steps_this_process_);
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
-    // Steps run while the autotuner tries settings are not the run's steady state.
+    if (slow_by_.count() > 0)
+      std::this_thread::sleep_for(slow_by_);  // Steps run while the autotuner tries settings are
+                                              // not the run's steady state.
     const bool tuning = autotune_ && autotune_->tuning();
     const bool steady = !tuning && steps_this_process_ + 1 > warmup_steps_;
     const double dt = telemetry_->end_step(position_.step + 1, steady).wall;
@@ -268,6 +296,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     window_seconds_ += dt;
     window_comm_seconds_ += grad_sync_->last_stats().comm_seconds;
     window_comm_exposed_ += grad_sync_->last_stats().exposed_seconds;
+    window_staleness_ = std::max(window_staleness_, grad_sync_->last_stats().staleness);
     window_samples_ += position_.samples - samples_before;
     if (tuning) {
       autotune_->after_step(position_.samples - samples_before, dt);
@@ -347,9 +376,24 @@ void TrainingRun::make_executor() {
     executor_ = std::move(executor);
     return;
   }
-  grad_sync_ =
-      make_grad_sync(model_->named_parameters(), model_->named_buffers(), options_.communicator,
-                     config_.parallel, options_.ps_world, options_.ps);
+  if (options_.ps_world && servers_hold_parameters(config_.parallel.ps)) {
+    // Worker 0's parameters (and a resumed run's optimizer state) go to the servers, which keep
+    // them from now on; the local optimizer then holds nothing.
+    std::optional<parallel::HeldOptimizerState> state;
+    if (leader()) {
+      state = flat_optimizer_state(
+          config_.optimizer, parameters_,
+          export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_));
+    }
+    if (config_.parallel.ps.optimizer_on == "server") optimizer_->state().clear();
+    grad_sync_ = make_remote_parameters(model_->named_parameters(), model_->named_buffers(),
+                                        *options_.communicator, config_, *options_.ps_world,
+                                        options_.ps, position_.step, std::move(state));
+  } else {
+    grad_sync_ =
+        make_grad_sync(model_->named_parameters(), model_->named_buffers(), options_.communicator,
+                       config_.parallel, options_.ps_world, options_.ps);
+  }
   parallel::AccumulatingOptions step;
   step.micro_batches = config_.train.grad_accum;
   step.bf16 = info_.runtime.bf16();
@@ -372,6 +416,7 @@ TrainSummary TrainingRun::run() {
   while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
+  grad_sync_->end_training();
   save_checkpoint();
   if (world_ > 1 && config_.profile.trace) {
     // One trace with a process per rank: rank 0 takes the others' events once all are done.

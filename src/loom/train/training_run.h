@@ -132,6 +132,8 @@ class TrainingRun : private parallel::StepObserver {
   int64_t last_saved_step_ = -1;
   std::string last_checkpoint_;
   int64_t stop_after_step_ = 0;
+  bool lockstep_ = true;  // the ranks step together (not async or SSP parameter servers)
+  std::chrono::milliseconds slow_by_{0};  // LOOM_FAULT_SLOW_RANK on this rank
 
   // Throughput: steady state skips the first steps (allocator and oneDNN warm-up).
   int64_t warmup_steps_ = 0, steps_this_process_ = 0;
@@ -154,6 +156,7 @@ class TrainingRun : private parallel::StepObserver {
   // Gradient exchange summed over the steady-state steps.
   double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
   double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line
+  std::int64_t window_staleness_ = -1;  // the most seen since then; -1: nothing pulled
   int64_t comm_steps_ = 0;
   std::unique_ptr<StepTelemetry> telemetry_;
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers

@@ -117,7 +117,9 @@ void TrainingRun::report_step(double loss) {
   r.epoch = position_.epoch;
   r.epochs = config_.train.epochs;
   r.loss = window_loss_ / static_cast<double>(window_steps_);
-  if (log_line && replicas_ > 1) r.loss = mean_over_ranks(r.loss);
+  // Async and SSP workers do not meet mid-epoch: a collective here would hold the fast ones
+  // back to the slowest every log line. Their log shows rank 0's loss.
+  if (log_line && replicas_ > 1 && lockstep_) r.loss = mean_over_ranks(r.loss);
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
   r.elapsed_seconds = seconds_since(start_);
@@ -141,6 +143,12 @@ void TrainingRun::report_step(double loss) {
                                  ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
                                  : 0.0;
     window_comm_seconds_ = window_comm_exposed_ = 0.0;
+  }
+  if (window_staleness_ >= 0) {
+    // Servers holding the parameters: the most steps of the slowest worker that this rank's
+    // parameters lacked in the window.
+    record["staleness"] = window_staleness_;
+    window_staleness_ = -1;
   }
   write_metrics(record);
   if (remote_metrics_) write_metrics(remote_metrics_->window_record(r.step));

@@ -62,13 +62,41 @@ TEST(PsProtocol, FingerprintsTellSharesAndJobsApart) {
 }
 
 TEST(PsProtocol, ServerTotalsSurviveTheWire) {
-  const ServerLoad load{12, 1 << 30, 3 << 20, 0.25, 1.5};
+  const ServerLoad load{12, 1 << 30, 3 << 20, 0.25, 1.5, 3};
   const ServerLoad back = decode_load(encode_load(load));
   EXPECT_EQ(back.steps, 12);
   EXPECT_EQ(back.bytes_in, 1 << 30);
   EXPECT_EQ(back.bytes_out, 3 << 20);
   EXPECT_DOUBLE_EQ(back.sum_seconds, 0.25);
   EXPECT_DOUBLE_EQ(back.active_seconds, 1.5);
+  EXPECT_EQ(back.max_staleness, 3);
+}
+
+// Requests to servers that keep the parameters carry the step's learning rate bit for bit, and
+// the optimizer steps of a resumed state.
+TEST(PsProtocol, APushCarriesItsLearningRateExactly) {
+  StepHeader h = sample_header();
+  h.command = Command::kPush;
+  h.lr = 0.1 / 3;
+  h.state_steps = 7;
+  const StepHeader back = decode_header(encode_header(h), "worker rank 0");
+  EXPECT_EQ(back.command, Command::kPush);
+  EXPECT_EQ(back.lr, h.lr);
+  EXPECT_EQ(back.state_steps, 7);
+  at::Tensor bad = encode_header(h);
+  bad[11] = -2;  // no state is -1; below that is damage
+  EXPECT_THROW(decode_header(bad, "worker rank 0"), Error);
+}
+
+TEST(PsProtocol, AReplySurvivesTheWireAndDamageIsRefused) {
+  const Reply reply{40, 38, 2, 1};
+  const Reply back = decode_reply(encode_reply(reply), "server 1");
+  EXPECT_EQ(back.applied, 40);
+  EXPECT_EQ(back.optimizer_steps, 38);
+  EXPECT_EQ(back.state_fields, 2);
+  EXPECT_EQ(back.staleness, 1);
+  EXPECT_THROW(decode_reply(encode_reply({-1, 0, 0, 0}), "server 1"), Error);
+  EXPECT_THROW(decode_reply(encode_reply({1, 0, 99, 0}), "server 1"), Error);
 }
 
 }  // namespace

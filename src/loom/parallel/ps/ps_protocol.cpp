@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
+
 #include "loom/core/error.h"
 
 namespace loom::parallel::ps {
@@ -19,13 +21,25 @@ std::int64_t fnv1a(const std::vector<std::int64_t>& words) {
   return static_cast<std::int64_t>(h);
 }
 
+// A double's bits in an int64 word, so that headers stay one tensor of integers.
+std::int64_t lr_bits(double value) {
+  std::int64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+double lr_of(std::int64_t bits) {
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
 }  // namespace
 
 at::Tensor encode_header(const StepHeader& h) {
   const std::vector<std::int64_t> words = {
       kProtocolMagic, h.job,     h.step,         static_cast<std::int64_t>(h.command),
       h.workers,      h.servers, h.plan_version, h.plan_fingerprint,
-      h.parts,        h.dtype,   h.reserved};
+      h.parts,        h.dtype,   lr_bits(h.lr),  h.state_steps};
   return at::tensor(words, at::kLong);
 }
 
@@ -33,7 +47,7 @@ bool same_header(const StepHeader& a, const StepHeader& b) {
   return a.job == b.job && a.step == b.step && a.command == b.command && a.workers == b.workers &&
          a.servers == b.servers && a.plan_version == b.plan_version &&
          a.plan_fingerprint == b.plan_fingerprint && a.parts == b.parts && a.dtype == b.dtype &&
-         a.reserved == b.reserved;
+         a.lr == b.lr && a.state_steps == b.state_steps;
 }
 
 at::Tensor header_buffer() { return at::zeros({kHeaderWords}, at::kLong); }
@@ -52,7 +66,7 @@ StepHeader decode_header(const at::Tensor& words, const std::string& sender) {
   StepHeader h;
   h.job = w[1];
   h.step = w[2];
-  if (w[3] < 1 || w[3] > 3) {
+  if (w[3] < 1 || w[3] > kLastCommand) {
     throw Error("ps: " + sender + " sent an unknown command " + std::to_string(w[3]));
   }
   h.command = static_cast<Command>(w[3]);
@@ -62,8 +76,9 @@ StepHeader decode_header(const at::Tensor& words, const std::string& sender) {
   h.plan_fingerprint = w[7];
   h.parts = w[8];
   h.dtype = w[9];
-  h.reserved = w[10];
-  if (h.parts < 0 || h.dtype < 0 ||
+  h.lr = lr_of(w[10]);
+  h.state_steps = w[11];
+  if (h.parts < 0 || h.dtype < 0 || h.state_steps < -1 ||
       h.dtype >= static_cast<std::int64_t>(c10::ScalarType::NumOptions)) {
     throw Error("ps: " + sender + " sent a header with " + std::to_string(h.parts) +
                 " parts of type " + std::to_string(h.dtype));
@@ -72,22 +87,46 @@ StepHeader decode_header(const at::Tensor& words, const std::string& sender) {
 }
 
 std::string describe(const StepHeader& h) {
-  const char* command = h.command == Command::kStop ? "stop" : "step";
+  // A sync plan announcement is still that step's header.
+  static const char* const kNames[] = {"",     "step", "step",  "stop",  "init",
+                                       "push", "pull", "fetch", "finish"};
+  const char* command = kNames[static_cast<int>(h.command)];
   return std::string(command) + " " + std::to_string(h.step) + " (plan " +
          std::to_string(h.plan_version) + ", " + std::to_string(h.parts) + " parts of " +
          c10::toString(static_cast<c10::ScalarType>(h.dtype)) + ")";
 }
 
+at::Tensor encode_reply(const Reply& r) {
+  return at::tensor(
+      std::vector<std::int64_t>{r.applied, r.optimizer_steps, r.state_fields, r.staleness},
+      at::kLong);
+}
+
+Reply decode_reply(const at::Tensor& words, const std::string& sender) {
+  const std::int64_t* w = words.data_ptr<std::int64_t>();
+  Reply r{w[0], w[1], w[2], w[3]};
+  if (r.applied < 0 || r.optimizer_steps < 0 || r.state_fields < 0 || r.state_fields > 16) {
+    throw Error("ps: " + sender + " answered with a malformed reply (" + std::to_string(r.applied) +
+                ", " + std::to_string(r.state_fields) + " fields)");
+  }
+  return r;
+}
+
 at::Tensor encode_load(const ServerLoad& load) {
   return at::tensor({static_cast<double>(load.steps), static_cast<double>(load.bytes_in),
-                     static_cast<double>(load.bytes_out), load.sum_seconds, load.active_seconds},
+                     static_cast<double>(load.bytes_out), load.sum_seconds, load.active_seconds,
+                     static_cast<double>(load.max_staleness)},
                     at::kDouble);
 }
 
 ServerLoad decode_load(const at::Tensor& words) {
   const double* v = words.data_ptr<double>();
-  return {static_cast<std::int64_t>(v[0]), static_cast<std::int64_t>(v[1]),
-          static_cast<std::int64_t>(v[2]), v[3], v[4]};
+  return {static_cast<std::int64_t>(v[0]),
+          static_cast<std::int64_t>(v[1]),
+          static_cast<std::int64_t>(v[2]),
+          v[3],
+          v[4],
+          static_cast<std::int64_t>(v[5])};
 }
 
 std::int64_t share_fingerprint(const std::vector<std::int64_t>& share, std::int64_t dtype) {

@@ -6,6 +6,10 @@
 // a worker whose plan differs from the others' (mismatched part sizes), or one a step ahead is
 // an error naming it, never a receive of the wrong size or a hang.
 //
+// Servers that hold the parameters (async and SSP, or the optimizer on the servers; see
+// param_server.h) take requests instead of steps: init, push, pull, fetch, finish, stop, each one
+// header from one worker, answered by a Reply and the parameters.
+//
 // Version 1. Layout: kHeaderWords int64 in the order of StepHeader's fields, magic first.
 #pragma once
 
@@ -20,9 +24,20 @@
 namespace loom::parallel::ps {
 
 inline constexpr std::int64_t kProtocolMagic = 0x4c4f4f4d50530001;  // "LOOMPS", version 1
-inline constexpr std::int64_t kHeaderWords = 11;
+inline constexpr std::int64_t kHeaderWords = 12;
 
-enum class Command : std::int64_t { kStep = 1, kPlan = 2, kStop = 3 };
+enum class Command : std::int64_t {
+  kStep = 1,  // sync: the gradient parts of this step follow
+  kPlan = 2,  // sync: the server's share of a new plan, then the step's parts
+  kStop = 3,  // the worker is done with the servers
+  // Parameters held by the servers:
+  kInit = 4,    // the share; from worker 0 also the parameters (and optimizer state)
+  kPush = 5,    // one step's gradients (or parameter deltas) follow
+  kPull = 6,    // the latest parameters, nothing follows
+  kFetch = 7,   // the latest parameters and optimizer state, for a checkpoint
+  kFinish = 8,  // the worker's last step is pushed; answered once every worker's is
+};
+inline constexpr std::int64_t kLastCommand = 8;
 
 struct StepHeader {
   std::int64_t job = 0;   // job_hash() of the rendezvous's job token
@@ -34,8 +49,23 @@ struct StepHeader {
   std::int64_t plan_fingerprint = 0;  // share_fingerprint() of this server's share
   std::int64_t parts = 0;             // in this server's share
   std::int64_t dtype = 0;             // c10::ScalarType of every part
-  std::int64_t reserved = 0;
+  double lr = 0;                      // kPush: the learning rate of the worker's step
+  // kInit from worker 0: the optimizer steps its state has taken, when that state follows the
+  // parameters (-1: none follows).
+  std::int64_t state_steps = -1;
 };
+
+// A server's answer to a request for parameters, before the parameter parts (and, for kFetch,
+// `state_fields` optimizer tensors per part).
+inline constexpr std::int64_t kReplyWords = 4;
+struct Reply {
+  std::int64_t applied = 0;  // steps of every worker that the parameters hold
+  std::int64_t optimizer_steps = 0;
+  std::int64_t state_fields = 0;
+  std::int64_t staleness = 0;  // steps of the slowest worker these parameters lack
+};
+at::Tensor encode_reply(const Reply& reply);
+Reply decode_reply(const at::Tensor& words, const std::string& sender);
 
 bool same_header(const StepHeader& a, const StepHeader& b);
 
@@ -48,7 +78,7 @@ StepHeader decode_header(const at::Tensor& words, const std::string& sender);
 std::string describe(const StepHeader& header);
 
 // A server's running totals, sent to worker rank 0 after each step: kLoadWords doubles.
-inline constexpr std::int64_t kLoadWords = 5;
+inline constexpr std::int64_t kLoadWords = 6;
 at::Tensor encode_load(const ServerLoad& load);
 ServerLoad decode_load(const at::Tensor& words);
 
