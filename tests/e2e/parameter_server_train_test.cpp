@@ -148,36 +148,48 @@ TEST(ParameterServerTrain, WorkersWhosePartsDifferAreRefusedNamingThem) {
   EXPECT_LT(seconds, 50) << "found only by a timeout:\n" << result.output;
 }
 
-TEST(ParameterServerTrain, AKilledServerIsNamedByTheWorkersOnAnotherNode) {
-  TempDir dir;
-  // Two launchers as two nodes over Gloo: the workers' and a servers-only node. Server 0 dies
-  // after 3 steps; the workers must fail on their own, naming it, within the timeout + 10 s.
+// Two launchers as two nodes over Gloo: the workers' node and a servers-only node, where server
+// 0 SIGKILLs itself after `kill_after` steps. The workers must fail on their own, naming it.
+struct KilledServerRun {
+  CommandResult workers;
+  double seconds = 0;
+  int servers_exit = 0;
+  std::string servers_log;
+};
+KilledServerRun run_until_a_server_dies(const TempDir& dir, const std::string& args, int servers,
+                                        int timeout_s, int kill_after) {
   const int port = free_port();
   const std::string common = " --nnodes 2 --master 127.0.0.1:" + std::to_string(port) +
-                             " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() +
+                             " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() + args +
                              " --set train.epochs=50 --set comm.backend=gloo"
-                             " --set comm.timeout_s=20" +
-                             ps_args(2) + " --out " + dir.path();
-  BackgroundProcess servers(
-      std::string("env LOOM_HOST_ID=servers LOOM_FAULT_KILL_SERVER_AFTER_STEP=3 ") + LOOM_BINARY +
-          " launch --node-rank 1 --nproc-per-node 0 --servers 2" + common,
+                             " --set comm.timeout_s=" +
+                             std::to_string(timeout_s) + ps_args(servers) + " --out " + dir.path();
+  BackgroundProcess server_node(
+      "env LOOM_HOST_ID=servers LOOM_FAULT_KILL_SERVER_AFTER_STEP=" + std::to_string(kill_after) +
+          " " + LOOM_BINARY + " launch --node-rank 1 --nproc-per-node 0 --servers " +
+          std::to_string(servers) + common,
       dir / "servers.log");
+  KilledServerRun run;
   const auto start = std::chrono::steady_clock::now();
-  const auto workers =
+  run.workers =
       run_loom("launch --node-rank 0 --nproc-per-node 2" + common, "LOOM_HOST_ID=workers");
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NE(workers.exit_code, 0) << workers.output;
-  EXPECT_NE(workers.output.find("server 0 (rank 2 on host "), std::string::npos) << workers.output;
-  EXPECT_LT(seconds, 20 + 10 + 15) << workers.output;  // start-up and 3 steps take < 15 s
-  EXPECT_NE(servers.wait(), 0);
-  EXPECT_NE(read_text(dir / "servers.log").find("parameter server rank 2"), std::string::npos)
-      << read_text(dir / "servers.log");
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.servers_exit = server_node.wait();
+  run.servers_log = read_text(dir / "servers.log");
+  return run;
 }
 
-// Servers that keep the parameters: SSP with no slack is synchronous training, whether the
-// servers add the workers' optimizer moves (SGD) or run the optimizer themselves (AdamW, whose
-// moments and step count then live on the servers).
+TEST(ParameterServerTrain, AKilledServerIsNamedByTheWorkersOnAnotherNode) {
+  TempDir dir;
+  const KilledServerRun run = run_until_a_server_dies(dir, "", 2, 20, 3);
+  EXPECT_NE(run.workers.exit_code, 0) << run.workers.output;
+  EXPECT_NE(run.workers.output.find("server 0 (rank 2 on host "), std::string::npos)
+      << run.workers.output;
+  EXPECT_LT(run.seconds, 20 + 10 + 15) << run.workers.output;  // start-up and 3 steps: < 15 s
+  EXPECT_NE(run.servers_exit, 0);
+  EXPECT_NE(run.servers_log.find("parameter server rank 2"), std::string::npos) << run.servers_log;
+}
+
 TEST(ParameterServerTrain, SspWithNoSlackTrainsLikeSyncAndOneProcess) {
   TempDir dir;
   const std::string args = exact_args() + " --set data.global_batch=32";
@@ -294,26 +306,13 @@ TEST(ParameterServerTrain, ACheckpointMovesBetweenServerOptimizerAndAllReduce) {
 // timeout + 10 s.
 TEST(ParameterServerTrain, AKilledAsyncServerIsNamedByTheWorkers) {
   TempDir dir;
-  const int port = free_port();
-  const std::string common = " --nnodes 2 --master 127.0.0.1:" + std::to_string(port) +
-                             " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() +
-                             " --set train.epochs=50 --set comm.backend=gloo"
-                             " --set comm.timeout_s=10 --set parallel.ps.mode=async" +
-                             ps_args(1) + " --out " + dir.path();
-  BackgroundProcess servers(
-      std::string("env LOOM_HOST_ID=servers LOOM_FAULT_KILL_SERVER_AFTER_STEP=5 ") + LOOM_BINARY +
-          " launch --node-rank 1 --nproc-per-node 0 --servers 1" + common,
-      dir / "servers.log");
-  const auto start = std::chrono::steady_clock::now();
-  const auto workers =
-      run_loom("launch --node-rank 0 --nproc-per-node 2" + common, "LOOM_HOST_ID=workers");
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NE(workers.exit_code, 0) << workers.output;
-  EXPECT_NE(workers.output.find("the answer of server 0 (rank 2 on host "), std::string::npos)
-      << workers.output;
-  EXPECT_LT(seconds, 10 + 10 + 15) << workers.output;
-  EXPECT_NE(servers.wait(), 0);
+  const KilledServerRun run =
+      run_until_a_server_dies(dir, " --set parallel.ps.mode=async", 1, 10, 5);
+  EXPECT_NE(run.workers.exit_code, 0) << run.workers.output;
+  EXPECT_NE(run.workers.output.find("the answer of server 0 (rank 2 on host "), std::string::npos)
+      << run.workers.output;
+  EXPECT_LT(run.seconds, 10 + 10 + 15) << run.workers.output;
+  EXPECT_NE(run.servers_exit, 0);
 }
 
 TEST(ParameterServerTrain, ServersThatLeaveNoWorkerAreAConfigError) {

@@ -146,6 +146,7 @@ pid_t spawn(const std::vector<std::string>& command, const std::vector<std::stri
     // A process group per rank: signals then reach whatever the rank started, too.
     ::setpgid(0, 0);
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);  // loom ignores it (main.cpp); the rank's command decides
     ::execvpe(argv[0], argv.data(), envp.data());
     const char message[] = "loom launch: cannot execute the rank's command\n";
     (void)!::write(2, message, sizeof message - 1);

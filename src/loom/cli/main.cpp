@@ -1,5 +1,6 @@
 // Entry point of the `loom` command: parses the command line, runs the chosen subcommand and
 // turns errors into exit codes. This is the only place that decides them.
+#include <csignal>
 #include <cstdio>
 
 #include "loom/cli/commands.h"
@@ -27,6 +28,10 @@ std::string read_user_file(const std::string& path, const std::string& option) {
 }  // namespace loom::cli
 
 int main(int argc, char** argv) {
+  // A peer that dies leaves its sockets closed: a write to one must fail with EPIPE, which the
+  // transports turn into an error naming the peer, instead of SIGPIPE killing this process
+  // without a word (Gloo does not always write with MSG_NOSIGNAL).
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::help);

@@ -29,7 +29,7 @@ class ParamServer {
       : world_(world),
         options_(options),
         update_(update),
-        server_(world.rank() - options.roles.workers),
+        server_(server_index(world, options.roles)),
         me_("ps server " + std::to_string(server_) + " (rank " + std::to_string(world.rank()) +
             ")"),
         timeout_(world.options().timeout),
@@ -338,14 +338,7 @@ class ParamServer {
 
 ServerLoad run_param_server(comm::Communicator& world, const ParamServerOptions& options,
                             ServerUpdate& update) {
-  const int server = world.rank() - options.roles.workers;
-  if (server < 0 || server >= options.roles.servers ||
-      options.roles.workers + options.roles.servers != world.world()) {
-    throw ConfigError("parallel.ps.servers: rank " + std::to_string(world.rank()) + " of " +
-                      std::to_string(world.world()) + " is not among the " +
-                      std::to_string(options.roles.servers) + " server ranks after " +
-                      std::to_string(options.roles.workers) + " workers");
-  }
+  server_index(world, options.roles);
   if (options.bounded && options.staleness < 0) {
     throw ConfigError("parallel.ps.staleness: " + std::to_string(options.staleness) +
                       " is negative");

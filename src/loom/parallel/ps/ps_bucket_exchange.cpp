@@ -32,12 +32,7 @@ PsBucketExchange::~PsBucketExchange() {
 }
 
 std::string PsBucketExchange::server_name(int server) const {
-  std::string name = "server " + std::to_string(server) + " (rank " +
-                     std::to_string(options_.roles.server_rank(server));
-  if (static_cast<size_t>(server) < options_.server_hosts.size()) {
-    name += " on host " + options_.server_hosts[static_cast<size_t>(server)];
-  }
-  return name + ")";
+  return ps::server_name(options_.roles, server, options_.server_hosts);
 }
 
 void PsBucketExchange::buckets_changed(const std::vector<at::Tensor>& buckets) {

@@ -21,6 +21,26 @@ std::string part_name(const PartPlan& plan, size_t index) {
 
 }  // namespace
 
+std::string server_name(const PsRoles& roles, int server, const std::vector<std::string>& hosts) {
+  std::string name =
+      "server " + std::to_string(server) + " (rank " + std::to_string(roles.server_rank(server));
+  if (static_cast<size_t>(server) < hosts.size()) {
+    name += " on host " + hosts[static_cast<size_t>(server)];
+  }
+  return name + ")";
+}
+
+int server_index(const comm::Communicator& world, const PsRoles& roles) {
+  const int server = world.rank() - roles.workers;
+  if (server < 0 || server >= roles.servers || roles.workers + roles.servers != world.world()) {
+    throw ConfigError("parallel.ps.servers: rank " + std::to_string(world.rank()) + " of " +
+                      std::to_string(world.world()) + " is not among the " +
+                      std::to_string(roles.servers) + " server ranks after " +
+                      std::to_string(roles.workers) + " workers");
+  }
+  return server;
+}
+
 std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
                                                         const PartPlan& plan, int buffer,
                                                         const at::Tensor& flat,

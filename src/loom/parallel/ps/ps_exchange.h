@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "loom/comm/communicator.h"
@@ -29,6 +30,12 @@ struct PsRoles {
   int server_rank(int server) const { return workers + server; }
   bool is_server(int rank) const { return rank >= workers; }
 };
+
+// "server 1 (rank 5 on host b)", for errors; `hosts` (per server) may be empty.
+std::string server_name(const PsRoles& roles, int server, const std::vector<std::string>& hosts);
+// This rank's server index; throws ConfigError naming parallel.ps.servers when `world` is not
+// the workers then the servers, or this rank is not a server.
+int server_index(const comm::Communicator& world, const PsRoles& roles);
 
 // A worker's side for one buffer: pushes the parts of buffer `buffer` of the plan (`flat`: flat,
 // contiguous) and posts the receives that overwrite each part with its server's sum. Returns the

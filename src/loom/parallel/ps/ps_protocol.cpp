@@ -86,11 +86,16 @@ StepHeader decode_header(const at::Tensor& words, const std::string& sender) {
   return h;
 }
 
-std::string describe(const StepHeader& h) {
+const char* command_name(Command command) {
   // A sync plan announcement is still that step's header.
   static const char* const kNames[] = {"",     "step", "step",  "stop",  "init",
                                        "push", "pull", "fetch", "finish"};
-  const char* command = kNames[static_cast<int>(h.command)];
+  const auto i = static_cast<std::int64_t>(command);
+  return i >= 1 && i <= kLastCommand ? kNames[i] : "unknown";
+}
+
+std::string describe(const StepHeader& h) {
+  const char* command = command_name(h.command);
   return std::string(command) + " " + std::to_string(h.step) + " (plan " +
          std::to_string(h.plan_version) + ", " + std::to_string(h.parts) + " parts of " +
          c10::toString(static_cast<c10::ScalarType>(h.dtype)) + ")";

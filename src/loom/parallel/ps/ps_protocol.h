@@ -74,6 +74,8 @@ at::Tensor encode_header(const StepHeader& header);
 at::Tensor header_buffer();
 // Throws Error naming `sender` for a message that is not a version-1 header.
 StepHeader decode_header(const at::Tensor& words, const std::string& sender);
+// "push", "finish", ... ("step" for a sync step and its plan).
+const char* command_name(Command command);
 // "step 12 (plan 2, 3 parts, float)", for errors.
 std::string describe(const StepHeader& header);
 

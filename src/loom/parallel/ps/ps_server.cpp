@@ -66,15 +66,9 @@ StepHeader agreed_header(const std::vector<at::Tensor>& messages, const PsServer
 
 ServerLoad run_server(comm::Communicator& world, const PsServerOptions& options) {
   const PsRoles& roles = options.roles;
-  const int server = world.rank() - roles.workers;
+  const int server = server_index(world, roles);
   const std::string me =
       "server " + std::to_string(server) + " (rank " + std::to_string(world.rank()) + ")";
-  if (server < 0 || server >= roles.servers || roles.workers + roles.servers != world.world()) {
-    throw ConfigError("parallel.ps.servers: rank " + std::to_string(world.rank()) + " of " +
-                      std::to_string(world.world()) + " is not among the " +
-                      std::to_string(roles.servers) + " server ranks after " +
-                      std::to_string(roles.workers) + " workers");
-  }
   ServerLoad totals;
   std::vector<std::int64_t> share;
   StepHeader current;  // the plan in force: version, fingerprint, parts, type

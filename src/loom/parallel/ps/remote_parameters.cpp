@@ -12,23 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char* command_name(Command command) {
-  switch (command) {
-    case Command::kInit:
-      return "start";
-    case Command::kPush:
-      return "push";
-    case Command::kPull:
-      return "pull";
-    case Command::kFetch:
-      return "fetch";
-    case Command::kFinish:
-      return "finish";
-    default:
-      return "stop";
-  }
-}
-
 }  // namespace
 
 RemoteParameters::RemoteParameters(models::NamedTensors parameters, models::NamedTensors buffers,
@@ -75,12 +58,7 @@ std::vector<at::Tensor> RemoteParameters::parameter_tensors() const {
 }
 
 std::string RemoteParameters::server_name(int server) const {
-  std::string name = "server " + std::to_string(server) + " (rank " +
-                     std::to_string(options_.roles.server_rank(server));
-  if (static_cast<size_t>(server) < options_.server_hosts.size()) {
-    name += " on host " + options_.server_hosts[static_cast<size_t>(server)];
-  }
-  return name + ")";
+  return ps::server_name(options_.roles, server, options_.server_hosts);
 }
 
 void RemoteParameters::zero_grad() {
