@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "loom/core/settings.h"
 #include "tools/run_compare.h"
@@ -25,6 +26,26 @@ std::string exact_args() {
          " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32"
          " --set train.epochs=2 --set parallel.first_bucket_mb=0.02"
          " --set parallel.bucket_cap_mb=0.1 --set parallel.ps.part_mb=0.03";
+}
+
+// Every server rank in `ranks` has a process track in the merged trace with `spans` spans named
+// `name`.
+void expect_server_spans(const std::string& trace_path, const std::vector<int>& ranks,
+                         const std::string& name, int spans) {
+  const auto trace = nlohmann::json::parse(read_text(trace_path));
+  for (int rank : ranks) {
+    int tracks = 0, found = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["pid"] != rank) continue;
+      if (e["name"] == "process_name" &&
+          e["args"]["name"].get<std::string>().rfind("parameter server", 0) == 0) {
+        ++tracks;
+      }
+      if (e["name"] == name && e.value("cat", "") == "ps") ++found;
+    }
+    EXPECT_EQ(tracks, 1) << "rank " << rank << " in " << trace_path;
+    EXPECT_EQ(found, spans) << name << " of rank " << rank << " in " << trace_path;
+  }
 }
 
 std::string ps_args(int servers) {
@@ -44,7 +65,7 @@ TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto ring = run_loom(launch(2, 0, args + " --out " + (dir / "ring")));
   ASSERT_EQ(ring.exit_code, 0) << ring.output;
-  const auto ps = run_loom(launch(2, 2, args + ps_args(2) + " --out " + (dir / "ps")));
+  const auto ps = run_loom(launch(2, 2, args + ps_args(2) + " --trace --out " + (dir / "ps")));
   ASSERT_EQ(ps.exit_code, 0) << ps.output;
 
   expect_same_model(dir / "ps", dir / "ring", 1e-5);
@@ -89,6 +110,8 @@ TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
     const std::string table = dom.output.substr(at, dom.output.find("</table>", at) - at);
     EXPECT_EQ(count_of(table, "<tr>"), 3) << table;
   }
+  // The trace has a track per server with a span per traced step (profile.trace_active: 10).
+  expect_server_spans(dir / "ps/trace.json", {2, 3}, "serve step", 10);
   // The servers ran as `loom ps-server` and reported; rank 0 reported for the workers.
   EXPECT_EQ(count_of(ps.output, "loom ps-server: server "), 2) << ps.output;
   EXPECT_NE(ps.output.find("parameter servers over shm: "), std::string::npos) << ps.output;
@@ -234,7 +257,7 @@ TEST(ParameterServerTrain, SspKeepsEveryWorkerWithinTheBoundOfTheSlowest) {
   const std::string args = exact_args() + " --set data.global_batch=32" + ps_args(1);
   const auto ssp = run_loom(launch(2, 1,
                                    args +
-                                       " --set parallel.ps.mode=ssp"
+                                       " --trace --set parallel.ps.mode=ssp"
                                        " --set parallel.ps.staleness=2 --out " +
                                        (dir / "ssp")),
                             "LOOM_FAULT_SLOW_RANK=1:50");
@@ -245,6 +268,7 @@ TEST(ParameterServerTrain, SspKeepsEveryWorkerWithinTheBoundOfTheSlowest) {
   ASSERT_EQ(async.exit_code, 0) << async.output;
 
   EXPECT_EQ(summary_of(dir / "ssp")["parameter_servers"]["max_staleness"], 2);
+  expect_server_spans(dir / "ssp/trace.json", {2}, "apply a step", 10);
   EXPECT_GT(summary_of(dir / "async")["parameter_servers"]["max_staleness"].get<int>(), 2);
   // Every logged step of worker 0 records its learning rate and staleness.
   int steps = 0;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "loom/comm/make_communicator.h"
 #include "loom/core/error.h"
@@ -12,8 +13,10 @@
 #include "loom/parallel/ps/param_server.h"
 #include "loom/parallel/ps/ps_protocol.h"
 #include "loom/parallel/ps/ps_server.h"
+#include "loom/profile/trace_writer.h"
 #include "loom/train/data_parallel_run.h"
 #include "loom/train/server_optimizer.h"
+#include "loom/train/step_telemetry.h"
 
 namespace loom::cli {
 
@@ -48,7 +51,33 @@ std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
   return comm::make_communicator(config.comm.backend, std::move(rendezvous), comm_options(config));
 }
 
-int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config) {
+namespace {
+
+// The server's spans of the steps the workers trace (profile.trace_wait + trace_warmup on, for
+// trace_active steps), on its own process track, closed once the workers are done.
+parallel::ps::ServerHooks trace_hooks(const Config& config, const std::string& out_dir, int rank,
+                                      int server) {
+  if (!config.profile.trace || out_dir.empty()) return {};
+  std::filesystem::create_directories(out_dir);
+  auto trace = std::make_shared<std::unique_ptr<profile::TraceWriter>>(
+      std::make_unique<profile::TraceWriter>(train::rank_trace_path(out_dir, rank), rank,
+                                             "parameter server " + std::to_string(server)));
+  (*trace)->name_thread("serving");
+  const std::int64_t first = config.profile.trace_wait + config.profile.trace_warmup;
+  const std::int64_t last = first + config.profile.trace_active;
+  parallel::ps::ServerHooks hooks;
+  hooks.on_span = [trace, first, last](const std::string& name, std::int64_t step, auto begin,
+                                       auto end, const std::string& args) {
+    if (*trace && step >= first && step < last) (*trace)->complete(name, "ps", begin, end, args);
+  };
+  hooks.on_workers_done = [trace] { trace->reset(); };
+  return hooks;
+}
+
+}  // namespace
+
+int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config,
+                     const std::string& out_dir) {
   const int server = world.rank() - job.roles.workers;
   auto last_log = std::chrono::steady_clock::now();
   const std::int64_t kill_after =
@@ -71,6 +100,7 @@ int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& 
     options.bounded = ps.mode != "async";  // sync with the optimizer here is SSP with s = 0
     options.staleness = ps.mode == "ssp" ? ps.staleness : 0;
     options.on_step = on_step;
+    options.hooks = trace_hooks(config, out_dir, world.rank(), server);
     const auto update = ps.optimizer_on == "server" ? train::server_optimizer(config.optimizer)
                                                     : parallel::ps::add_deltas();
     load = parallel::ps::run_param_server(world, options, *update);
@@ -79,6 +109,7 @@ int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& 
     options.roles = job.roles;
     options.job = job.job;
     options.on_step = on_step;
+    options.hooks = trace_hooks(config, out_dir, world.rank(), server);
     load = parallel::ps::run_server(world, options);
   }
   std::printf(

@@ -34,6 +34,9 @@ std::unique_ptr<comm::Communicator> job_communicator(const Config& config,
 // Serves as this rank's server until the workers stop, as parallel.ps.* says (summing gradients,
 // or keeping the parameters: async, SSP, the optimizer on the servers), logging its load now and
 // then; prints its totals. Returns the exit code (0).
-int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config);
+// With profile.trace (and an `out_dir`) the server's spans of the traced steps go to its trace
+// file there, which worker 0 merges into trace.json.
+int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config,
+                     const std::string& out_dir);
 
 }  // namespace loom::cli

@@ -15,11 +15,14 @@ struct PsServerArgs {
   std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   std::string out_dir;
+  bool trace = false;
   bool ignored = false;
 };
 
 int run_ps_server(const PsServerArgs& args) {
-  const Config config = load_config(args.config_paths, args.overrides);
+  std::vector<std::string> overrides = args.overrides;
+  if (args.trace) overrides.push_back("profile.trace=true");
+  const Config config = load_config(args.config_paths, overrides);
   if (config.parallel.mode != "ps") {
     throw ConfigError(
         "config key 'parallel.mode': loom ps-server serves runs with parallel.mode "
@@ -40,7 +43,7 @@ int run_ps_server(const PsServerArgs& args) {
                       std::to_string(world.world) + " is a worker with parallel.ps.servers = " +
                       std::to_string(job.roles.servers) + " (servers are the last ranks)");
   }
-  return serve_parameters(*communicator, job, config);
+  return serve_parameters(*communicator, job, config, args.out_dir);
 }
 
 }  // namespace
@@ -54,8 +57,11 @@ Command add_ps_server_command(CLI::App& app) {
   sub->add_option("config", args->config_paths, "The trainers' YAML configuration files");
   add_set_option(sub, args->overrides);
   // A trainer's other options, accepted so that the same command line starts either.
-  sub->add_option("--out", args->out_dir, "Ignored (the workers write the run)");
-  sub->add_flag("--resume,--trace,--autotune", args->ignored, "Ignored (trainer options)");
+  sub->add_option("--out", args->out_dir,
+                  "The run's directory: with --trace this server's spans go there for worker 0 "
+                  "to merge into trace.json (the workers write the rest)");
+  sub->add_flag("--trace", args->trace, "Trace this server's work as the trainers trace theirs");
+  sub->add_flag("--resume,--autotune", args->ignored, "Ignored (trainer options)");
   return {sub, [args] { return run_ps_server(*args); }};
 }
 

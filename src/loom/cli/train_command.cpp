@@ -130,7 +130,8 @@ int run_train(const TrainArgs& args) {
       // The last ranks serve; the workers train as data-parallel ranks among themselves and
       // send their gradients through the whole job's communicator.
       const PsJob job = join_ps_job(config, *rendezvous);
-      if (job.roles.is_server(world.rank)) return serve_parameters(*communicator, job, config);
+      if (job.roles.is_server(world.rank))
+        return serve_parameters(*communicator, job, config, args.out_dir);
       std::vector<int> worker_ranks;
       for (int r = 0; r < job.roles.workers; ++r) worker_ranks.push_back(r);
       workers = options.make_group(worker_ranks, "ps-workers");

@@ -80,6 +80,7 @@ class DataParallel : public GradSync {
 
   const SyncStats& last_stats() const override { return stats_; }
   std::string describe() const override { return exchange_->describe(); }
+  void end_training() override { exchange_->end_training(); }
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
   comm::Communicator& communicator() { return comm_; }

@@ -14,9 +14,9 @@
 #include <optional>
 #include <string>
 
+#include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
-#include "loom/comm/communicator.h"
 #include "loom/parallel/grad_sync.h"
 #include "loom/profile/autotuner.h"
 
@@ -35,8 +35,8 @@ class AutotuneSession {
   // `start`: the run's settings now. `steps` the run still has: tuning takes at most
   // autotune.max_share of them. Bucket sizes are tuned where `grad_sync` has buckets;
   // `gradients` are its trainable parameters, to pick sizes that make a difference. With several
-  // ranks, `communicator` shares rank 0's step times so that all decide alike (null: one process). Throws ConfigError for
-  // autotune.* values out of range.
+  // ranks, `communicator` shares rank 0's step times so that all decide alike (null: one process).
+  // Throws ConfigError for autotune.* values out of range.
   AutotuneSession(const Config& config, int usable_cores, int64_t steps, const TunedSettings& start,
                   data::BatchSource& loader, parallel::GradSync& grad_sync,
                   comm::Communicator* communicator,

@@ -8,7 +8,7 @@ namespace loom::train {
 
 using profile::Phase;
 
-static std::string rank_trace_path(const std::string& out_dir, int rank) {
+std::string rank_trace_path(const std::string& out_dir, int rank) {
   return out_dir + (rank == 0 ? "/trace.json" : "/trace.rank" + std::to_string(rank) + ".json");
 }
 

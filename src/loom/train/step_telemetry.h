@@ -19,6 +19,9 @@
 
 namespace loom::train {
 
+// Where rank `rank` writes its trace in a run directory (rank 0: trace.json, which gets the rest).
+std::string rank_trace_path(const std::string& out_dir, int rank);
+
 class StepTelemetry {
  public:
   // Creates the event file and trace in `out_dir` as configured, and observes `train`'s

@@ -418,11 +418,15 @@ TrainSummary TrainingRun::run() {
   }
   grad_sync_->end_training();
   save_checkpoint();
-  if (world_ > 1 && config_.profile.trace) {
+  // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
+  const int traced_ranks = options_.ps_world ? options_.ps_world->world() : world_;
+  if (traced_ranks > 1 && config_.profile.trace) {
     // One trace with a process per rank: rank 0 takes the others' events once all are done.
-    auto& comm = *options_.communicator;
-    comm.barrier()->wait(comm.options().timeout);
-    if (leader()) telemetry_->merge_rank_traces(options_.out_dir, world_);
+    if (world_ > 1) {
+      auto& comm = *options_.communicator;
+      comm.barrier()->wait(comm.options().timeout);
+    }
+    if (leader()) telemetry_->merge_rank_traces(options_.out_dir, traced_ranks);
   }
   // Resuming a run that had already finished trains nothing: still report its accuracy.
   if (config_.train.eval && data_.test && last_eval_.samples == 0) last_eval_ = evaluate_test();

@@ -136,6 +136,7 @@ class ParamServer {
     }
     update_.attach(params_, state, std::max<std::int64_t>(0, first.state_steps));
     applied_ = first.step;
+    first_step_ = first.step;
     for (Peer& p : peers_) p.pushed = first.step;
     for (int w = 0; w < workers(); ++w) answer(w, /*with_state=*/false, 0);
   }
@@ -220,10 +221,14 @@ class ParamServer {
           me_ + ": " + worker_name(w) + " pushed step " + std::to_string(h.step) +
           (p.finished ? " after finishing" : ", expected step " + std::to_string(p.pushed)));
     }
+    const auto begin = Clock::now();
     std::vector<at::Tensor> parts = receive_parts(w, "the push of step " + std::to_string(h.step));
     ++p.pushed;
+    span("push from " + worker_name(w), h.step, begin);
     if (!options_.bounded) {
+      const auto apply_begin = Clock::now();
       apply(parts, h.lr, 1.0 / workers());
+      span("apply a push", h.step, apply_begin);
       answer(w, false, p.pushed - held());
       return;
     }
@@ -239,6 +244,7 @@ class ParamServer {
         break;
       }
       const auto sum_start = Clock::now();
+      const std::int64_t step = applied_;
       std::vector<at::Tensor> mean = std::move(pushes[0]);
       for (std::size_t part = 0; part < mean.size(); ++part) {
         for (int o = 1; o < workers(); ++o) mean[part].add_(pushes[static_cast<size_t>(o)][part]);
@@ -246,10 +252,19 @@ class ParamServer {
       }
       load_.sum_seconds += seconds_since(sum_start);
       apply(mean, pending_lr_[applied_], 1.0);
+      span("apply a step", step, sum_start);
       pending_lr_.erase(applied_);
       pending_.erase(it);
       ++applied_;
     }
+  }
+
+  // A span for the hooks, from `begin` to now, of step `step` counted from the run's first.
+  void span(const std::string& name, std::int64_t step, Clock::time_point begin) const {
+    if (!options_.hooks.on_span) return;
+    options_.hooks.on_span(name, step - first_step_, begin, Clock::now(),
+                           "{\"bytes_in\":" + std::to_string(load_.bytes_in) +
+                               ",\"bytes_out\":" + std::to_string(load_.bytes_out) + "}");
   }
 
   void apply(const std::vector<at::Tensor>& pushed, double lr, double weight) {
@@ -275,6 +290,8 @@ class ParamServer {
       last = std::max(last, p.pushed);
     }
     if (options_.bounded && applied_ < last) return;
+    if (!workers_done_ && options_.hooks.on_workers_done) options_.hooks.on_workers_done();
+    workers_done_ = true;
     for (int w = 0; w < workers(); ++w) {
       if (peer(w).told_finished) continue;
       peer(w).told_finished = true;
@@ -326,6 +343,8 @@ class ParamServer {
   std::int64_t fingerprint_ = 0;
   std::vector<at::Tensor> params_;  // this server's parts
   std::vector<Peer> peers_;
+  std::int64_t first_step_ = 0;
+  bool workers_done_ = false;
   std::int64_t applied_ = 0;  // SSP: steps applied, counted from the run's first
   std::map<std::int64_t, std::vector<std::vector<at::Tensor>>> pending_;  // step -> pushes
   std::map<std::int64_t, double> pending_lr_;

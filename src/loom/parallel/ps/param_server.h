@@ -41,6 +41,7 @@ struct ParamServerOptions {
   std::int64_t staleness = 0;  // the SSP bound s
   // After every update applied, with the totals so far.
   std::function<void(const ServerLoad&)> on_step;
+  ServerHooks hooks;
 };
 
 // Serves until every worker has sent stop; returns the totals (steps: updates applied).

@@ -109,7 +109,8 @@ PsBenchResult run_ps_benchmark(const std::shared_ptr<comm::Rendezvous>& rendezvo
       result.ring_steps.push_back(ring);
       result.ps_steps.push_back(ps);
     }
-  }  // the servers are told to stop
+    exchange.end_training();
+  }
   result.ring_seconds = upper_median(result.ring_steps);
   result.ps_seconds = upper_median(result.ps_steps);
   result.server_loads = stats.servers;

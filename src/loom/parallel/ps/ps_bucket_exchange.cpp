@@ -22,7 +22,8 @@ PsBucketExchange::PsBucketExchange(comm::Communicator& world, PsExchangeOptions 
 }
 
 PsBucketExchange::~PsBucketExchange() {
-  if (in_step_) return;  // a failed step: the servers learn of it from their timeout
+  // After a failed step the servers learn of it from their timeout.
+  if (in_step_ || stopped_) return;
   try {
     send_to_servers(Command::kStop);
     wait_for_control_sends();
@@ -123,6 +124,18 @@ void PsBucketExchange::step_finished(SyncStats& stats) {
   }
   ++step_;
   in_step_ = false;
+}
+
+void PsBucketExchange::end_training() {
+  if (stopped_ || in_step_) return;
+  send_to_servers(Command::kStop);
+  wait_for_control_sends();
+  stopped_ = true;
+  for (int s = 0; world_.rank() == 0 && s < options_.roles.servers; ++s) {
+    at::Tensor load = at::zeros({kLoadWords}, at::kDouble);
+    comm::wait_named(world_.recv(load, options_.roles.server_rank(s)),
+                     "ps: the last totals of " + server_name(s), world_.options().timeout);
+  }
 }
 
 std::string PsBucketExchange::describe() const {

@@ -39,6 +39,8 @@ class PsBucketExchange : public BucketExchange {
   void buckets_changed(const std::vector<at::Tensor>& buckets) override;
   comm::WorkPtr start(std::size_t index, const at::Tensor& bucket) override;
   void step_finished(SyncStats& stats) override;
+  // Tells the servers to stop; worker 0 waits until each has closed its books (its trace).
+  void end_training() override;
   std::string describe() const override;
 
   const PartPlan& plan() const { return plan_; }
@@ -58,6 +60,7 @@ class PsBucketExchange : public BucketExchange {
   bool plan_changed_ = false;
   std::int64_t step_ = 0;
   bool in_step_ = false;
+  bool stopped_ = false;
   struct ControlSend {
     int server;
     at::Tensor message;

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,18 @@ struct PsRoles {
   int servers = 1;
   int server_rank(int server) const { return workers + server; }
   bool is_server(int rank) const { return rank >= workers; }
+};
+
+// What a server reports of its work besides its totals: a span of it (`name`, for step `step`:
+// the server's own count, from 0), with details as a JSON object or empty; and, once, that the
+// workers are done, before the server's last answer (a trace is closed there, so that worker 0
+// finds it complete).
+struct ServerHooks {
+  std::function<void(const std::string& name, std::int64_t step,
+                     std::chrono::steady_clock::time_point begin,
+                     std::chrono::steady_clock::time_point end, const std::string& args_json)>
+      on_span;
+  std::function<void()> on_workers_done;
 };
 
 // "server 1 (rank 5 on host b)", for errors; `hosts` (per server) may be empty.

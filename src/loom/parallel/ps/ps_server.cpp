@@ -79,7 +79,14 @@ ServerLoad run_server(comm::Communicator& world, const PsServerOptions& options)
                           world, roles, header_buffer(),
                           "ps " + me + " waiting for the header of step " + std::to_string(step)),
                       options, step, me);
-    if (h.command == Command::kStop) return totals;
+    if (h.command == Command::kStop) {
+      // Worker 0 waits for this last word, so that what the hooks wrote is complete.
+      if (options.hooks.on_workers_done) options.hooks.on_workers_done();
+      comm::wait_named(world.send(encode_load(totals), 0),
+                       "ps " + me + " sending its last totals to " + worker_name(0),
+                       world.options().timeout);
+      return totals;
+    }
     if (h.command == Command::kPlan) {
       std::vector<std::int64_t> agreed;
       if (h.parts > 0) {
@@ -107,9 +114,16 @@ ServerLoad run_server(comm::Communicator& world, const PsServerOptions& options)
       throw Error("ps " + me + ": the workers use plan " + std::to_string(h.plan_version) +
                   ", this server knows plan " + std::to_string(current.plan_version));
     }
+    const auto begin = std::chrono::steady_clock::now();
     const ServeStats stats =
         serve_parts(world, share, server, static_cast<c10::ScalarType>(h.dtype), roles,
                     1.0 / roles.workers, world.options().timeout);
+    if (options.hooks.on_span) {
+      options.hooks.on_span("serve step", totals.steps, begin, std::chrono::steady_clock::now(),
+                            "{\"bytes_in\":" + std::to_string(stats.bytes_in) +
+                                ",\"bytes_out\":" + std::to_string(stats.bytes_out) +
+                                ",\"sum_ms\":" + std::to_string(stats.sum_seconds * 1e3) + "}");
+    }
     ++totals.steps;
     totals.bytes_in += stats.bytes_in;
     totals.bytes_out += stats.bytes_out;

@@ -24,6 +24,7 @@ struct PsServerOptions {
   std::int64_t job = 0;  // job_hash() of the run
   // After every step, with the totals so far (e.g. to log them now and then).
   std::function<void(const ServerLoad&)> on_step;
+  ServerHooks hooks;
 };
 
 // Serves until every worker has sent stop; returns the totals. Throws Error (or TimeoutError)
