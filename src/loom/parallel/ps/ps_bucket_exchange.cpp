@@ -58,16 +58,8 @@ void PsBucketExchange::send_to_servers(Command command) {
   control_.clear();
   for (int s = 0; s < options_.roles.servers; ++s) {
     const std::vector<std::int64_t> share = server_share(plan_, s);
-    StepHeader header;
-    header.job = options_.job;
-    header.step = step_;
-    header.command = command;
-    header.workers = options_.roles.workers;
-    header.servers = options_.roles.servers;
-    header.plan_version = plan_version_;
-    header.plan_fingerprint = share_fingerprint(share, static_cast<std::int64_t>(dtype_));
-    header.parts = static_cast<std::int64_t>(share.size());
-    header.dtype = static_cast<std::int64_t>(dtype_);
+    const StepHeader header = make_header(options_.job, step_, command, options_.roles.workers,
+                                          options_.roles.servers, plan_version_, share, dtype_);
     std::vector<at::Tensor> messages;
     messages.push_back(encode_header(header));
     if (command == Command::kPlan && !share.empty())

@@ -50,6 +50,22 @@ bool same_header(const StepHeader& a, const StepHeader& b) {
          a.lr == b.lr && a.state_steps == b.state_steps;
 }
 
+StepHeader make_header(std::int64_t job, std::int64_t step, Command command, int workers,
+                       int servers, std::int64_t plan_version,
+                       const std::vector<std::int64_t>& share, c10::ScalarType dtype) {
+  StepHeader header;
+  header.job = job;
+  header.step = step;
+  header.command = command;
+  header.workers = workers;
+  header.servers = servers;
+  header.plan_version = plan_version;
+  header.plan_fingerprint = share_fingerprint(share, static_cast<std::int64_t>(dtype));
+  header.parts = static_cast<std::int64_t>(share.size());
+  header.dtype = static_cast<std::int64_t>(dtype);
+  return header;
+}
+
 at::Tensor header_buffer() { return at::zeros({kHeaderWords}, at::kLong); }
 
 StepHeader decode_header(const at::Tensor& words, const std::string& sender) {

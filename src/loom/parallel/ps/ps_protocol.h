@@ -69,6 +69,12 @@ Reply decode_reply(const at::Tensor& words, const std::string& sender);
 
 bool same_header(const StepHeader& a, const StepHeader& b);
 
+// A worker's header to one server: `share` is that server's part sizes (fingerprinted with
+// `dtype`); lr and state_steps stay at their defaults.
+StepHeader make_header(std::int64_t job, std::int64_t step, Command command, int workers,
+                       int servers, std::int64_t plan_version,
+                       const std::vector<std::int64_t>& share, c10::ScalarType dtype);
+
 at::Tensor encode_header(const StepHeader& header);
 // An int64 tensor of kHeaderWords to receive a header into.
 at::Tensor header_buffer();

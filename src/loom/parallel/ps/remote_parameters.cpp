@@ -81,21 +81,12 @@ RemoteParameters::Answer RemoteParameters::request(Command command, double lr,
   for (int s = 0; s < options_.roles.servers; ++s) {
     const auto& mine = parts_of_[static_cast<size_t>(s)];
     const int peer = options_.roles.server_rank(s);
-    std::vector<std::int64_t> share;
-    for (std::size_t p : mine) share.push_back(plan_.parts[p].elements);
+    const std::vector<std::int64_t> share = server_share(plan_, s);
     const auto part_of = [&](const at::Tensor& flat, std::size_t p) {
       return flat.narrow(0, plan_.parts[p].offset, plan_.parts[p].elements);
     };
-    StepHeader header;
-    header.job = options_.job;
-    header.step = step_;
-    header.command = command;
-    header.workers = options_.roles.workers;
-    header.servers = options_.roles.servers;
-    header.plan_version = 1;
-    header.plan_fingerprint = share_fingerprint(share, static_cast<std::int64_t>(at::kFloat));
-    header.parts = static_cast<std::int64_t>(share.size());
-    header.dtype = static_cast<std::int64_t>(at::kFloat);
+    StepHeader header = make_header(options_.job, step_, command, options_.roles.workers,
+                                    options_.roles.servers, 1, share, at::kFloat);
     header.lr = lr;
     const bool with_state = command == Command::kInit && leader && options_.state;
     if (with_state) header.state_steps = options_.state->steps;
