@@ -177,6 +177,7 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
     optimizer_->step();
     telemetry_->enter(Phase::kCommExposed);
   });
+  telemetry_->enter(Phase::kOptimizer);
   return outcome.loss_sum / static_cast<double>(executor_->micro_batches());
 }
 
@@ -284,9 +285,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     telemetry_->begin_step(steps_this_process_);
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
-    if (slow_by_.count() > 0)
-      std::this_thread::sleep_for(slow_by_);  // Steps run while the autotuner tries settings are
-                                              // not the run's steady state.
+    if (slow_by_.count() > 0) std::this_thread::sleep_for(slow_by_);  // LOOM_FAULT_SLOW_RANK
+    // Steps run while the autotuner tries settings are not the run's steady state.
     const bool tuning = autotune_ && autotune_->tuning();
     const bool steady = !tuning && steps_this_process_ + 1 > warmup_steps_;
     const double dt = telemetry_->end_step(position_.step + 1, steady).wall;
