@@ -219,34 +219,29 @@ WorkPtr GlooCommunicator::reduce_scatter(at::Tensor input, at::Tensor output, Re
                                     group_->allreduce(tensors, opts), then, this, seq);
 }
 
-WorkPtr GlooCommunicator::send(at::Tensor tensor, int peer) {
-  check_tensor(tensor, "send", rank_, world_);
-  check_peer(peer, "send", rank_, world_);
+WorkPtr GlooCommunicator::point_to_point(bool sending, const at::Tensor& tensor, int peer) {
+  const char* op = sending ? "send" : "recv";
+  check_tensor(tensor, op, rank_, world_);
+  check_peer(peer, op, rank_, world_);
   std::vector<at::Tensor> tensors{as_gloo_bytes(tensor)};
   const auto seq = ++sequence_;
-  std::string what = describe_call("send", seq, tensor) + " to rank " + std::to_string(peer);
+  std::string what = describe_call(op, seq, tensor) + (sending ? " to rank " : " from rank ") +
+                     std::to_string(peer);
   c10::intrusive_ptr<c10d::Work> work;
   try {
-    work = group_->send(tensors, peer, 0);
+    work = sending ? group_->send(tensors, peer, 0) : group_->recv(tensors, peer, 0);
   } catch (const std::exception& e) {
     return failed_at_start(what, rendezvous_->describe_rank(), e);
   }
   return std::make_shared<GlooWork>(std::move(what), std::move(work), nullptr, this, seq);
 }
 
+WorkPtr GlooCommunicator::send(at::Tensor tensor, int peer) {
+  return point_to_point(true, tensor, peer);
+}
+
 WorkPtr GlooCommunicator::recv(at::Tensor tensor, int peer) {
-  check_tensor(tensor, "recv", rank_, world_);
-  check_peer(peer, "recv", rank_, world_);
-  std::vector<at::Tensor> tensors{as_gloo_bytes(tensor)};
-  const auto seq = ++sequence_;
-  std::string what = describe_call("recv", seq, tensor) + " from rank " + std::to_string(peer);
-  c10::intrusive_ptr<c10d::Work> work;
-  try {
-    work = group_->recv(tensors, peer, 0);
-  } catch (const std::exception& e) {
-    return failed_at_start(what, rendezvous_->describe_rank(), e);
-  }
-  return std::make_shared<GlooWork>(std::move(what), std::move(work), nullptr, this, seq);
+  return point_to_point(false, tensor, peer);
 }
 
 WorkPtr GlooCommunicator::barrier() {

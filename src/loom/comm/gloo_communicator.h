@@ -40,6 +40,8 @@ class GlooCommunicator : public Communicator {
 
  private:
   class GlooWork;
+  // send (`sending`) or recv of `tensor` with `peer`, an error at posting kept in the Work.
+  WorkPtr point_to_point(bool sending, const at::Tensor& tensor, int peer);
   std::string diagnose_stall(std::uint64_t sequence) const;
 
   std::shared_ptr<Rendezvous> rendezvous_;
