@@ -61,6 +61,40 @@ TEST(Launch, ANodeThatNeverComesIsNamed) {
   EXPECT_NE(r.output.find("node(s) 1, 2 of 3"), std::string::npos) << r.output;
 }
 
+// The job's secret reaches every rank; the launcher of a node with another secret is refused by
+// node 0's store, and a one-node job gets a fresh secret of its own.
+TEST(Launch, TheStoreTokenGuardsTheJob) {
+  TempDir dir;
+  write_text(dir / "token", "the-jobs-secret\n");
+  write_text(dir / "other", "someone-else\n");
+  const std::string where =
+      " --nnodes 2 --join-timeout 5 --master 127.0.0.1:" + std::to_string(free_port()) +
+      " -- sh -c 'echo \"rank=$RANK token=$LOOM_STORE_TOKEN\"'";
+  {
+    BackgroundProcess intruder(
+        std::string(LOOM_BINARY) + " launch --node-rank 1 --token-file " + (dir / "other") + where,
+        dir / "intruder.log");
+    BackgroundProcess second(
+        std::string(LOOM_BINARY) + " launch --node-rank 1 --token-file " + (dir / "token") + where,
+        dir / "node1.log");
+    const auto first = run_loom("launch --node-rank 0 --token-file " + (dir / "token") + where);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    EXPECT_NE(first.output.find("rank=0 token=the-jobs-secret"), std::string::npos) << first.output;
+    ASSERT_EQ(second.wait(), 0) << read_text(dir / "node1.log");
+    EXPECT_NE(read_text(dir / "node1.log").find("rank=1 token=the-jobs-secret"), std::string::npos);
+    EXPECT_EQ(intruder.wait(), 1);
+    EXPECT_NE(read_text(dir / "intruder.log")
+                  .find("refused this process: store: refused: wrong "
+                        "token"),
+              std::string::npos)
+        << read_text(dir / "intruder.log");
+  }
+  const auto single =
+      run_loom("launch --nproc-per-node 2 -- sh -c 'echo \"token=${#LOOM_STORE_TOKEN}\"'");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_NE(single.output.find("token=64"), std::string::npos) << single.output;
+}
+
 TEST(Launch, PassesSigtermToTheRanks) {
   TempDir dir;
   const auto start = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
 
 extern char** environ;
 
@@ -38,10 +40,10 @@ struct Placement {
 
 // The environment of one rank: ours, minus any previous rank variables, plus its own.
 std::vector<std::string> rank_environment(const LaunchPlan& plan, const Placement& at, int port,
-                                          const std::string& launch_id) {
+                                          const std::string& launch_id, const std::string& token) {
   static const char* replaced[] = {
-      "RANK=",       "WORLD_SIZE=",  "LOCAL_RANK=",  "LOCAL_WORLD_SIZE=",
-      "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT=", "LOOM_LAUNCH_ID="};
+      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "GROUP_RANK=",
+      "MASTER_ADDR=", "MASTER_PORT=", "LOOM_LAUNCH_ID=", "LOOM_STORE_TOKEN="};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     bool keep = true;
@@ -57,6 +59,7 @@ std::vector<std::string> rank_environment(const LaunchPlan& plan, const Placemen
   env.push_back("MASTER_ADDR=" + plan.master_addr);
   env.push_back("MASTER_PORT=" + std::to_string(port));
   env.push_back("LOOM_LAUNCH_ID=" + launch_id);
+  if (!token.empty()) env.push_back("LOOM_STORE_TOKEN=" + token);
   return env;
 }
 
@@ -76,13 +79,14 @@ std::vector<std::string> server_command(const std::vector<std::string>& command)
 
 // Every node's (workers, servers), agreed through node 0's store: each launcher puts its own
 // and waits for the others', naming the nodes that never came.
-std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port) {
+std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
+                                             const std::string& token) {
   std::vector<std::pair<int, int>> counts(static_cast<size_t>(plan.nodes));
   counts[static_cast<size_t>(plan.node_rank)] = {plan.procs_per_node, plan.servers_per_node};
   if (plan.nodes == 1) return counts;
   const auto timeout =
       std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
-  comm::TcpStore store(plan.master_addr, port, timeout);
+  comm::TcpStore store(plan.master_addr, port, timeout, token);
   const std::string prefix = "loom/launch/node/";
   const std::string mine =
       std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node);
@@ -188,6 +192,25 @@ std::string launch_token() {
   return text;
 }
 
+std::string store_token_of(const LaunchPlan& plan) {
+  if (!plan.store_token.empty()) return plan.store_token;
+  if (const char* token = std::getenv("LOOM_STORE_TOKEN"); token && *token) return token;
+  if (plan.nodes == 1) {
+    std::string hex;
+    for (unsigned char byte : random_bytes(32)) {
+      char two[3];
+      std::snprintf(two, sizeof two, "%02x", byte);
+      hex += two;
+    }
+    return hex;
+  }
+  std::fprintf(stderr,
+               "loom launch: warning: no --token-file or LOOM_STORE_TOKEN: the store at %s "
+               "accepts any client that reaches its port (docs/security.md)\n",
+               plan.master_addr.c_str());
+  return "";
+}
+
 }  // namespace
 
 int launch_ranks(const LaunchPlan& plan) {
@@ -203,9 +226,11 @@ int launch_ranks(const LaunchPlan& plan) {
   // only connect to it. It lives as long as the ranks do.
   std::unique_ptr<comm::StoreServer> store;
   int port = plan.master_port;
+  const std::string token = store_token_of(plan);
   if (plan.node_rank == 0) {
     try {
-      store = std::make_unique<comm::StoreServer>(plan.master_addr, port);
+      store = std::make_unique<comm::StoreServer>(plan.master_addr, port,
+                                                  comm::StoreServerOptions{token});
     } catch (...) {
       ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
       throw;
@@ -215,7 +240,7 @@ int launch_ranks(const LaunchPlan& plan) {
 
   NodeLayout layout;
   try {
-    layout = layout_of_node(node_counts(plan, port), plan.node_rank);
+    layout = layout_of_node(node_counts(plan, port, token), plan.node_rank);
   } catch (...) {
     store.reset();
     ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
@@ -231,7 +256,7 @@ int launch_ranks(const LaunchPlan& plan) {
                       : layout.worker_ranks[static_cast<size_t>(local)];
     const Placement at{r.rank, local, layout.world, local_world};
     r.pid = spawn(r.server ? server_command(plan.command) : plan.command,
-                  rank_environment(plan, at, port, launch_id), original);
+                  rank_environment(plan, at, port, launch_id, token), original);
     r.running = true;
   }
 

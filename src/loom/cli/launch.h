@@ -21,6 +21,10 @@ struct LaunchPlan {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: node 0 picks a free port (single-node runs only)
   double grace_seconds = 10;
+  // The job's secret for the rendezvous store, given to the ranks as LOOM_STORE_TOKEN. Empty:
+  // LOOM_STORE_TOKEN of the launcher's environment, or, for a one-node job, a fresh random one;
+  // a multi-node job without one runs an open store and says so.
+  std::string store_token;
   std::vector<std::string> command;
 };
 

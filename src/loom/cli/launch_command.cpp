@@ -7,6 +7,7 @@
 #include "loom/cli/launch.h"
 #include "loom/cli/launch_roles.h"
 #include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
 
 namespace loom::cli {
 namespace {
@@ -99,9 +100,9 @@ Command add_launch_command(CLI::App& app) {
                   "Batches a data worker builds at once (default: its usable cores)")
       ->group(group);
   sub->add_option("--token-file", roles->token_file,
-                  "Shared secret of the data workers (given to the trainers as "
-                  "data.remote.token_file)")
-      ->group(group);
+                  "The job's shared secret: the rendezvous store and the data workers refuse "
+                  "clients that cannot prove they hold it (default for one node: a fresh random "
+                  "one; see docs/security.md)");
   sub->add_option("--master-port", roles->master_port,
                   "Port of the rendezvous store on the first trainer host, when several train")
       ->capture_default_str()
@@ -113,6 +114,9 @@ Command add_launch_command(CLI::App& app) {
       ->group(group);
   return {sub, [plan, master, roles] {
             if (!master->empty()) parse_master(*master, *plan);
+            if (!roles->token_file.empty()) {
+              plan->store_token = read_token_file(roles->token_file, "--token-file");
+            }
             if (!roles->roles.empty()) {
               check_plan(*plan, true);  // the description may supply the nodes and master
               return launch_with_roles(*plan, *roles, !master->empty());

@@ -39,9 +39,11 @@ Rendezvous::Rendezvous(WorldInfo world, std::chrono::milliseconds timeout)
     : world_(std::move(world)), timeout_(timeout) {
   try {
     if (world_.rank == 0 && !world_.store_served_by_launcher) {
-      server_ = std::make_unique<StoreServer>(world_.master_addr, world_.master_port);
+      server_ = std::make_unique<StoreServer>(world_.master_addr, world_.master_port,
+                                              StoreServerOptions{world_.store_token});
     }
-    store_ = c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port, timeout);
+    store_ = c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port, timeout,
+                                           world_.store_token);
   } catch (const Error& e) {
     throw CommError("rendezvous: rank " + std::to_string(world_.rank) + " of " +
                     std::to_string(world_.world) + " (" + world_.launcher + "): " + e.what());

@@ -3,11 +3,11 @@
 #include <cstring>
 
 #include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
 
 namespace loom::comm::store_protocol {
 namespace {
 
-constexpr std::uint32_t kMaxField = 1u << 30;
 constexpr std::uint32_t kMaxFields = 1u << 16;
 
 void put_u32(std::string& out, std::uint32_t v) {
@@ -33,19 +33,23 @@ std::string encode(const Message& message) {
   return out;
 }
 
-std::optional<Message> decode(std::string& buffer) {
+std::optional<Message> decode(std::string& buffer, std::size_t max_bytes) {
   if (buffer.size() < 5) return std::nullopt;
   const std::uint32_t count = get_u32(buffer, 1);
-  if (count > kMaxFields)
+  // Each field takes at least its 4-byte length, so the count alone can exceed the limit.
+  if (count > kMaxFields || 5 + 4 * std::size_t{count} > max_bytes) {
     throw CommError("store: malformed message (" + std::to_string(count) + " fields)");
+  }
   std::size_t at = 5;
   Message message;
   message.code = static_cast<std::uint8_t>(buffer[0]);
   for (std::uint32_t i = 0; i < count; ++i) {
     if (buffer.size() < at + 4) return std::nullopt;
     const std::uint32_t length = get_u32(buffer, at);
-    if (length > kMaxField)
-      throw CommError("store: malformed message (field of " + std::to_string(length) + " bytes)");
+    if (at + 4 + std::size_t{length} > max_bytes) {
+      throw CommError("store: message longer than " + std::to_string(max_bytes) +
+                      " bytes (a field of " + std::to_string(length) + ")");
+    }
     if (buffer.size() < at + 4 + length) return std::nullopt;
     message.fields.push_back(buffer.substr(at + 4, length));
     at += 4 + length;
@@ -65,6 +69,14 @@ std::int64_t decode_int(const std::string& field) {
   std::int64_t value;
   std::memcpy(&value, field.data(), 8);
   return value;
+}
+
+std::string client_proof(const std::string& token, const std::string& server_nonce) {
+  return token.empty() ? std::string() : hmac_sha256(token, "loom-store client" + server_nonce);
+}
+
+std::string server_proof(const std::string& token, const std::string& client_nonce) {
+  return token.empty() ? std::string() : hmac_sha256(token, "loom-store server" + client_nonce);
 }
 
 }  // namespace loom::comm::store_protocol

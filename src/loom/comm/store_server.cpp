@@ -1,5 +1,6 @@
 #include "loom/comm/store_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -13,12 +14,35 @@
 #include <cstring>
 
 #include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
+#include "loom/core/log.h"
 
 namespace loom::comm {
 
 using namespace store_protocol;
+using Clock = std::chrono::steady_clock;
 
-StoreServer::StoreServer(const std::string& host, int port) {
+namespace {
+
+std::string peer_address(const sockaddr_storage& peer) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (peer.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+StoreServer::StoreServer(const std::string& host, int port, StoreServerOptions options)
+    : options_(std::move(options)) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -59,7 +83,7 @@ StoreServer::StoreServer(const std::string& host, int port) {
 StoreServer::~StoreServer() {
   (void)!::write(wake_fds_[1], "x", 1);
   thread_.join();
-  for (const auto& [fd, bytes] : pending_input_) ::close(fd);
+  for (const auto& [fd, client] : clients_) ::close(fd);
   ::close(listen_fd_);
   ::close(wake_fds_[0]);
   ::close(wake_fds_[1]);
@@ -68,132 +92,146 @@ StoreServer::~StoreServer() {
 void StoreServer::serve() {
   while (true) {
     std::vector<pollfd> fds = {{wake_fds_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    for (const auto& [fd, bytes] : pending_input_) fds.push_back({fd, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+    for (const auto& [fd, client] : clients_) fds.push_back({fd, POLLIN, 0});
+    // Wake up in time to drop the oldest client that has not authenticated yet.
+    int wait_ms = -1;
+    for (const auto& [fd, client] : clients_) {
+      if (client.authenticated) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          client.since + options_.handshake_timeout - Clock::now());
+      const int ms = static_cast<int>(std::max<long>(0, left.count()) + 1);
+      wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
+    }
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) return;
     if (fds[0].revents) return;
     if (fds[1].revents & POLLIN) accept_client();
     for (std::size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      if (!read_from(fds[i].fd)) {
-        ::close(fds[i].fd);
-        pending_input_.erase(fds[i].fd);
-        const int gone = fds[i].fd;
-        parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
-                                     [&](const Parked& p) { return p.client == gone; }),
-                      parked_.end());
-      }
+      auto it = clients_.find(fds[i].fd);
+      if (it != clients_.end() && !read_from(fds[i].fd, it->second)) drop(fds[i].fd);
     }
+    drop_silent_clients();
   }
 }
 
 void StoreServer::accept_client() {
-  const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  sockaddr_storage peer{};
+  socklen_t length = sizeof peer;
+  const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);
   if (fd < 0) return;
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  pending_input_[fd];
+  Client& client = clients_[fd];
+  client.address = peer_address(peer);
+  client.since = Clock::now();
+  client.nonce = random_bytes(kNonceBytes);
+  reply(fd, {kChallenge, {kVersion, client.nonce, options_.token.empty() ? "0" : "1"}});
 }
 
-bool StoreServer::read_from(int client) {
+void StoreServer::drop(int fd) {
+  ::close(fd);
+  clients_.erase(fd);
+  parked_.erase(
+      std::remove_if(parked_.begin(), parked_.end(), [&](const Parked& p) { return p.fd == fd; }),
+      parked_.end());
+}
+
+void StoreServer::drop_silent_clients() {
+  const auto now = Clock::now();
+  std::vector<int> silent;
+  for (auto& [fd, client] : clients_) {
+    if (!client.authenticated && now - client.since > options_.handshake_timeout) {
+      silent.push_back(fd);
+    }
+  }
+  for (int fd : silent) {
+    refuse(fd, clients_[fd],
+           "no handshake within " + std::to_string(options_.handshake_timeout.count()) + " ms");
+    drop(fd);
+  }
+}
+
+void StoreServer::refuse(int fd, Client& client, const std::string& why) {
+  ++refused_;
+  LOOM_LOG(kWarn, "store") << "refused the client at " << client.address << ": " << why;
+  reply(fd, {kFailed, {"store: refused: " + why}});
+}
+
+bool StoreServer::read_from(int fd, Client& client) {
   char chunk[65536];
-  const ssize_t n = ::recv(client, chunk, sizeof chunk, 0);
-  if (n <= 0) return false;
-  std::string& buffer = pending_input_[client];
-  buffer.append(chunk, static_cast<std::size_t>(n));
+  const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+  if (n <= 0) {
+    if (!client.authenticated) {
+      ++refused_;
+      LOOM_LOG(kWarn, "store") << "the client at " << client.address
+                               << " left without authenticating";
+    }
+    return false;
+  }
+  client.input.append(chunk, static_cast<std::size_t>(n));
   try {
-    while (auto request = decode(buffer)) {
-      if (!answer(client, *request)) parked_.push_back({client, std::move(*request)});
-    }
-  } catch (const CommError&) {
-    return false;  // not a Loom store client
-  }
-  return true;
-}
-
-bool StoreServer::all_exist(const std::vector<std::string>& keys, std::size_t first) const {
-  for (std::size_t i = first; i < keys.size(); ++i) {
-    if (!values_.count(keys[i])) return false;
-  }
-  return true;
-}
-
-bool StoreServer::answer(int client, const Message& request) {
-  const auto& f = request.fields;
-  auto needs = [&](std::size_t n) {
-    if (f.size() < n) {
-      reply(client, kFailed, {"malformed request"});
-      return false;
-    }
-    return true;
-  };
-  switch (request.code) {
-    case kSet:
-      if (!needs(2)) return true;
-      values_[f[0]] = f[1];
-      reply(client, kOk);
-      answer_parked();
-      return true;
-    case kGet:
-      if (!needs(1)) return true;
-      if (!values_.count(f[0])) return false;
-      reply(client, kOk, {values_[f[0]]});
-      return true;
-    case kAdd: {
-      if (!needs(2)) return true;
-      auto it = values_.find(f[0]);
-      const std::int64_t now =
-          (it == values_.end() ? 0 : std::stoll(it->second)) + decode_int(f[1]);
-      values_[f[0]] = std::to_string(now);  // stored as text, as c10d's stores do
-      reply(client, kOk, {encode_int(now)});
-      answer_parked();
-      return true;
-    }
-    case kCheck:
-      reply(client, kOk, {all_exist(f, 0) ? "1" : "0"});
-      return true;
-    case kDelete:
-      if (!needs(1)) return true;
-      reply(client, kOk, {values_.erase(f[0]) ? "1" : "0"});
-      return true;
-    case kNumKeys:
-      reply(client, kOk, {encode_int(static_cast<std::int64_t>(values_.size()))});
-      return true;
-    case kWait:
-      if (!all_exist(f, 0)) return false;
-      reply(client, kOk);
-      return true;
-    case kCompareSet: {
-      if (!needs(3)) return true;
-      auto it = values_.find(f[0]);
-      if (it == values_.end()) {
-        if (f[1].empty()) values_[f[0]] = f[2];
-      } else if (it->second == f[1]) {
-        it->second = f[2];
+    while (true) {
+      const std::size_t limit = client.authenticated ? kMaxMessageBytes : kMaxHandshakeBytes;
+      auto request = decode(client.input, limit);
+      if (!request) break;
+      if (!client.authenticated) {
+        if (!authenticate(fd, client, *request)) return false;
+        continue;
       }
-      it = values_.find(f[0]);
-      reply(client, kOk, {it == values_.end() ? f[1] : it->second});
-      answer_parked();
-      return true;
+      const auto version = table_.version();
+      if (auto answer = table_.apply(*request)) {
+        reply(fd, *answer);
+        if (table_.version() != version) answer_parked();
+      } else {
+        parked_.push_back({fd, std::move(*request)});
+      }
     }
-    default:
-      reply(client, kFailed, {"unknown operation " + std::to_string(request.code)});
-      return true;
+  } catch (const CommError& e) {
+    refuse(fd, client, e.what());  // not a Loom store client, or a broken one
+    return false;
   }
+  return true;
+}
+
+bool StoreServer::authenticate(int fd, Client& client, const Message& request) {
+  if (request.code != kAuth || request.fields.size() != 2 ||
+      request.fields[1].size() != kNonceBytes) {
+    refuse(
+        fd, client,
+        "the first message was not a handshake (operation " + std::to_string(request.code) + ")");
+    return false;
+  }
+  const std::string expected = client_proof(options_.token, client.nonce);
+  if (!equal_in_constant_time(request.fields[0], expected)) {
+    refuse(fd, client,
+           options_.token.empty()      ? "it sent a proof of a token, and this store has none"
+           : request.fields[0].empty() ? "it has no token (LOOM_STORE_TOKEN or --token-file)"
+                                       : "wrong token");
+    return false;
+  }
+  client.authenticated = true;
+  client.nonce.clear();
+  reply(fd, {kOk, {server_proof(options_.token, request.fields[1])}});
+  return true;
 }
 
 void StoreServer::answer_parked() {
   std::vector<Parked> still;
   for (auto& p : parked_) {
-    if (!answer(p.client, p.request)) still.push_back(std::move(p));
+    if (auto answer = table_.apply(p.request)) {
+      reply(p.fd, *answer);
+    } else {
+      still.push_back(std::move(p));
+    }
   }
   parked_ = std::move(still);
 }
 
-void StoreServer::reply(int client, Status status, std::vector<std::string> fields) {
-  const std::string bytes = encode({status, std::move(fields)});
+void StoreServer::reply(int fd, const Message& message) {
+  const std::string bytes = encode(message);
   std::size_t sent = 0;
   while (sent < bytes.size()) {
-    const ssize_t n = ::send(client, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) return;  // the client went away; poll() will notice
     sent += static_cast<std::size_t>(n);
   }

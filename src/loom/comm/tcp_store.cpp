@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
 
 namespace loom::comm {
 
@@ -54,11 +55,12 @@ std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}
 
 }  // namespace
 
-TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), host_(host), port_(port) {
+TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout,
+                   std::string token)
+    : c10d::Store(timeout), host_(host), port_(port), token_(std::move(token)) {
   const auto deadline = Clock::now() + timeout;
   auto pause = std::chrono::milliseconds(10);
-  while ((fd_ = connect_once(host, port)) < 0) {
+  while ((fd_ = open_connection(deadline)) < 0) {
     if (Clock::now() > deadline) {
       throw TimeoutError("store: no server at " + address() + " after " +
                          std::to_string(timeout.count() / 1000) + " s");
@@ -72,40 +74,94 @@ TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<std::string> TcpStore::call(const Message& request, const std::string& what,
-                                        std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const std::string bytes = encode(request);
-  for (std::size_t sent = 0; sent < bytes.size();) {
-    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) throw CommError("store: lost the server at " + address() + " during " + what);
-    sent += static_cast<std::size_t>(n);
+int TcpStore::open_connection(Clock::time_point deadline) {
+  fd_ = connect_once(host_, port_);
+  if (fd_ < 0) return -1;
+  input_.clear();
+  auto fail = [&](auto error) {
+    ::close(fd_);
+    fd_ = -1;
+    throw error;
+  };
+  const std::string where = "store at " + address();
+  const auto challenge = receive(deadline, "handshake");
+  if (!challenge) fail(TimeoutError(where + ": no handshake before the timeout"));
+  const auto& f = challenge->fields;
+  if (challenge->code != kChallenge || f.size() != 3 || f[0] != kVersion ||
+      f[1].size() != kNonceBytes) {
+    fail(CommError(where + ": not a " + std::string(kVersion) + " store"));
   }
-  const auto deadline = Clock::now() + timeout;
+  const bool required = f[2] == "1";
+  if (required && token_.empty()) {
+    fail(CommError(where + " requires a token, and this process has none (LOOM_STORE_TOKEN, "
+                           "or loom launch --token-file)"));
+  }
+  if (!required && !token_.empty()) {
+    fail(CommError(where + " requires no token, and this process has one: is it another job's "
+                           "store?"));
+  }
+  const std::string nonce = random_bytes(kNonceBytes);
+  const std::string request = encode({kAuth, {client_proof(token_, f[1]), nonce}});
+  if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    fail(CommError(where + ": lost the connection during the handshake"));
+  }
+  const auto answer = receive(deadline, "handshake");
+  if (!answer) fail(TimeoutError(where + ": no answer to the handshake before the timeout"));
+  if (answer->code != kOk) {
+    fail(CommError(where + " refused this process: " +
+                   (answer->fields.empty() ? std::string("?") : answer->fields[0])));
+  }
+  if (answer->fields.size() != 1 ||
+      !equal_in_constant_time(answer->fields[0], server_proof(token_, nonce))) {
+    fail(CommError(where + " could not prove that it holds this job's token"));
+  }
+  return fd_;
+}
+
+std::optional<Message> TcpStore::receive(Clock::time_point deadline, const std::string& what) {
   while (true) {
-    if (auto reply = decode(input_)) {
-      if (reply->code != kOk) {
-        throw CommError("store: " + what + " failed at " + address() + ": " +
-                        (reply->fields.empty() ? std::string("?") : reply->fields[0]));
-      }
-      return std::move(reply->fields);
-    }
+    if (auto message = decode(input_)) return message;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd p{fd_, POLLIN, 0};
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
-      // The connection now carries a reply nobody will read: drop it and start afresh.
-      ::close(fd_);
-      input_.clear();
-      fd_ = connect_once(host_, port_);
-      throw TimeoutError("store: " + what + " at " + address() + " still waiting after " +
-                         std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s");
+      return std::nullopt;
     }
     char chunk[65536];
     const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
     if (n <= 0) throw CommError("store: lost the server at " + address() + " during " + what);
     input_.append(chunk, static_cast<std::size_t>(n));
   }
+}
+
+std::vector<std::string> TcpStore::call(const Message& request, const std::string& what,
+                                        std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_ < 0) throw CommError("store: lost the server at " + address() + " before " + what);
+  const std::string bytes = encode(request);
+  for (std::size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) throw CommError("store: lost the server at " + address() + " during " + what);
+    sent += static_cast<std::size_t>(n);
+  }
+  auto reply = receive(Clock::now() + timeout, what);
+  if (!reply) {
+    // The connection now carries a reply nobody will read: drop it and start afresh.
+    ::close(fd_);
+    try {
+      open_connection(Clock::now() + timeout);
+    } catch (const Error&) {
+      fd_ = -1;  // the next call says the server is lost
+    }
+    throw TimeoutError("store: " + what + " at " + address() + " still waiting after " +
+                       std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s");
+  }
+  if (reply->code != kOk) {
+    throw CommError("store: " + what + " failed at " + address() + ": " +
+                    (reply->fields.empty() ? std::string("?") : reply->fields[0]));
+  }
+  return std::move(reply->fields);
 }
 
 void TcpStore::set(const std::string& key, const std::vector<uint8_t>& value) {

@@ -1,7 +1,8 @@
 // A client of Loom's StoreServer with c10d's Store interface, so that ProcessGroupGloo can
 // rendezvous through it like through c10d's TCPStore. Connecting retries until the timeout
-// (the server may start after its clients); every blocking call ends at the timeout with an
-// error that names the keys waited for and the server's address.
+// (the server may start after its clients), then runs the handshake of store_protocol.h with the
+// job's token, so that each side knows the other holds it; every blocking call ends at the timeout
+// with an error that names the keys waited for and the server's address.
 //
 // Threading: calls are serialised on one connection; any thread may call.
 #pragma once
@@ -16,7 +17,10 @@ namespace loom::comm {
 
 class TcpStore : public c10d::Store {
  public:
-  TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout);
+  // `token`: the job's shared secret ("" when the store has none). Throws CommError when the
+  // store refuses it, asks for one this process lacks, or cannot prove that it holds the same.
+  TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout,
+           std::string token = "");
   ~TcpStore() override;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
@@ -36,9 +40,15 @@ class TcpStore : public c10d::Store {
   std::vector<std::string> call(const store_protocol::Message& request, const std::string& what,
                                 std::chrono::milliseconds timeout);
   std::string address() const { return host_ + ":" + std::to_string(port_); }
+  // Connects and runs the handshake, all before `deadline`; -1 when nobody listens yet.
+  int open_connection(std::chrono::steady_clock::time_point deadline);
+  // Reads one whole message from fd_ before `deadline`; nullopt at the deadline.
+  std::optional<store_protocol::Message> receive(std::chrono::steady_clock::time_point deadline,
+                                                 const std::string& what);
 
   std::string host_;
   int port_;
+  std::string token_;
   int fd_ = -1;
   std::string input_;
   std::mutex mutex_;

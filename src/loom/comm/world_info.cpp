@@ -101,6 +101,7 @@ WorldInfo world_from_environment(const EnvLookup& env) {
     read_master(env, info);
     check(info, "SLURM_PROCID", "SLURM_NTASKS");
   }
+  if (const char* token = env("LOOM_STORE_TOKEN")) info.store_token = token;
   return info;
 }
 

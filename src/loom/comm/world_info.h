@@ -25,6 +25,8 @@ struct WorldInfo {
   std::string launcher = "single process";
   // The launcher already serves the store (loom launch does); otherwise rank 0 serves it.
   bool store_served_by_launcher = false;
+  // The job's shared secret for the store (LOOM_STORE_TOKEN; "" = none). Never printed.
+  std::string store_token;
 };
 
 // Reads a variable; returns nullptr when unset. Tests pass a map instead of the environment.

@@ -29,6 +29,10 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_LAUNCH_ID", "",
        "Set by `loom launch` for the ranks it starts: its launch's id. Its presence tells a rank "
        "that the launcher serves the rendezvous store."},
+      {"LOOM_STORE_TOKEN", "",
+       "The job's shared secret: the rendezvous store refuses clients that cannot prove they "
+       "hold it (challenge-response, never sent). `loom launch` sets it for its ranks from "
+       "--token-file, or draws a fresh one for a one-node job."},
       {"LOOM_HOST_ID", "",
        "Overrides the host identity ranks compare to find which of them share a host (default: "
        "hostname + kernel boot id). Tests use it to pretend one machine is several hosts."},
