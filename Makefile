@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build demo demo-ddp test bench clean format
+.PHONY: deps configure build demo demo-ddp test test-asan fuzz bench clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -28,6 +28,22 @@ demo-ddp: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The whole suite built with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan.
+# LibTorch itself is not instrumented; see docs/reliability.md for the options used.
+ASAN_BUILD ?= build-asan
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DLOOM_SANITIZE=address,undefined
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=0:detect_odr_violation=0} \
+	    UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang, ASan, UBSan) in build-fuzz, each run FUZZ_SECONDS (default 60) from
+# the corpus in tests/fuzz/corpus; scripts/fuzz.sh says what is found where.
+fuzz:
+	scripts/install-deps.sh --fuzz
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/fuzz.sh
 
 bench: build
 	bench/run_all.sh $(BUILD)

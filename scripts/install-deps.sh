@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Loom needs to build, test, benchmark and run its demo, and only
 # those that are missing. Idempotent; fetches nothing outside Debian's archive.
+#   scripts/install-deps.sh           what `make demo` and `make test` need
+#   scripts/install-deps.sh --fuzz    and clang with libFuzzer and the sanitizers (`make fuzz`)
 set -euo pipefail
 
 packages=(
@@ -22,6 +24,10 @@ packages=(
   # the HTML report's test renders it in a headless browser
   chromium
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  # libFuzzer and the ASan/UBSan runtimes for clang; PIL regenerates the seed corpus
+  packages+=(clang libclang-rt-14-dev libfuzzer-14-dev python3-pil)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -67,9 +67,11 @@ TEST(Launch, TheStoreTokenGuardsTheJob) {
   TempDir dir;
   write_text(dir / "token", "the-jobs-secret\n");
   write_text(dir / "other", "someone-else\n");
+  // The ranks keep the job's store up until the intruder has been turned away (at most 30 s).
   const std::string where =
-      " --nnodes 2 --join-timeout 5 --master 127.0.0.1:" + std::to_string(free_port()) +
-      " -- sh -c 'echo \"rank=$RANK token=$LOOM_STORE_TOKEN\"'";
+      " --nnodes 2 --join-timeout 60 --master 127.0.0.1:" + std::to_string(free_port()) +
+      " -- sh -c 'for i in $(seq 300); do grep -q refused " + (dir / "intruder.log") +
+      " && break; sleep 0.1; done; echo \"rank=$RANK token=$LOOM_STORE_TOKEN\"'";
   {
     BackgroundProcess intruder(
         std::string(LOOM_BINARY) + " launch --node-rank 1 --token-file " + (dir / "other") + where,
