@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 build=${FUZZ_BUILD:-build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-$(sed -n '/^set(LOOM_FUZZ_TARGETS/,/)/p' tests/fuzz/CMakeLists.txt |
-  grep -v "set(\|)" | tr -d ' ')}
+  grep -v "set(" | tr -d ' )')}
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \

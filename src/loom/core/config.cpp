@@ -68,10 +68,23 @@ bool is_section(const std::string& key, const std::vector<std::string>& known) {
   return false;
 }
 
+// A mapping's key as text. YAML allows any node as a key (`[1]: x`, `{a: 1}: x`); a
+// configuration names things, so anything but a scalar is a mistake in the file.
+std::string key_text(const YAML::Node& key, const std::string& where) {
+  if (!key.IsScalar()) {
+    throw ConfigError("config " + where + ": a key must be a name, got " +
+                      (key.IsSequence() ? "a list"
+                       : key.IsMap()    ? "a mapping"
+                                        : "nothing"));
+  }
+  return key.Scalar();
+}
+
 void flatten(const YAML::Node& node, const std::string& prefix, const std::string& origin,
              const std::vector<std::string>& known, FlatConfig& out) {
   for (const auto& entry : node) {
-    std::string name = entry.first.as<std::string>();
+    std::string name = key_text(
+        entry.first, prefix.empty() ? origin : "section '" + prefix + "' (" + origin + ")");
     std::string key = prefix.empty() ? name : prefix + "." + name;
     const YAML::Node& value = entry.second;
     bool is_known = std::find(known.begin(), known.end(), key) != known.end();
@@ -232,11 +245,11 @@ class Reader : public ConfigVisitor {
                         describe_node(node));
     }
     const auto entry = *node.begin();
-    t.name = entry.first.as<std::string>();
+    t.name = key_text(entry.first, "key '" + where + "'");
     const YAML::Node& body = entry.second;
     if (body.IsMap()) {
       for (const auto& param : body) {
-        const std::string name = param.first.as<std::string>();
+        const std::string name = key_text(param.first, "key '" + where + "." + t.name + "'");
         t.params[name] = read_numbers(param.second, where + "." + name);
       }
     } else if (!body.IsNull()) {

@@ -21,12 +21,16 @@ namespace {
 constexpr int64_t kBlock = 512;
 
 // Numeric header fields: octal text, or base-256 when the top bit of the first byte is set
-// (GNU tar's encoding for sizes of 8 GiB and more).
+// (GNU tar's encoding for sizes of 8 GiB and more). -1 for a number no file could hold (a
+// 12-byte base-256 field has room for 95 bits).
 int64_t header_number(const char* field, size_t length) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(field);
   if (bytes[0] & 0x80) {
     int64_t value = bytes[0] & 0x7F;
-    for (size_t i = 1; i < length; ++i) value = (value << 8) | bytes[i];
+    for (size_t i = 1; i < length; ++i) {
+      if (value > (INT64_MAX >> 8)) return -1;
+      value = (value << 8) | bytes[i];
+    }
     return value;
   }
   int64_t value = 0;
@@ -53,15 +57,30 @@ bool read_at(int fd, int64_t offset, char* out, int64_t size) {
   return true;
 }
 
-// pax extended header records: "<length> <key>=<value>\n" each.
+// A decimal count ("123") as a pax record writes it; -1 for anything else, or one over 2^62.
+int64_t decimal_count(const std::string& text) {
+  if (text.empty() || text.size() > 18) return -1;
+  int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+// pax extended header records: "<length> <key>=<value>\n" each. Stops at the first record
+// whose length cannot be right.
 std::map<std::string, std::string> parse_pax(const std::string& text) {
   std::map<std::string, std::string> out;
   size_t at = 0;
   while (at < text.size()) {
     const size_t space = text.find(' ', at);
     if (space == std::string::npos) break;
-    const size_t length = std::stoul(text.substr(at, space - at));
-    if (length == 0 || at + length > text.size()) break;
+    const int64_t length = decimal_count(text.substr(at, space - at));
+    if (length < static_cast<int64_t>(space - at + 2) ||
+        at + static_cast<size_t>(length) > text.size()) {
+      break;
+    }
     const std::string record = text.substr(space + 1, at + length - space - 2);  // no newline
     const size_t eq = record.find('=');
     if (eq != std::string::npos) out[record.substr(0, eq)] = record.substr(eq + 1);
@@ -136,6 +155,10 @@ void TarShards::index_shard(int32_t shard) {
     if (std::all_of(header, header + kBlock, [](char c) { return c == 0; })) break;  // the end
     int64_t size = header_number(header + 124, 12);
     if (next_size >= 0) size = next_size;
+    if (size < 0) {
+      throw DataError("tar shard '" + s.path + "': the member at byte " + std::to_string(at) +
+                      " has an impossible size");
+    }
     const char type = header[156];
     const int64_t data = at + kBlock;
     if (data + size > file_size) {
@@ -152,7 +175,14 @@ void TarShards::index_shard(int32_t shard) {
       } else {
         auto records = parse_pax(text);
         if (records.count("path")) next_path = records["path"];
-        if (records.count("size")) next_size = std::stoll(records["size"]);
+        if (records.count("size")) {
+          next_size = decimal_count(records["size"]);
+          if (next_size < 0) {
+            throw DataError("tar shard '" + s.path + "': the pax header at byte " +
+                            std::to_string(data - kBlock) + " has a malformed size '" +
+                            records["size"] + "'");
+          }
+        }
       }
       continue;
     }

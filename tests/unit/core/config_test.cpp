@@ -84,6 +84,16 @@ TEST(Config, UnknownKeyNamesTheKeyAndTheClosestValidOne) {
   EXPECT_EQ(config_error("colour: blue\n"), "unknown config key 'colour' (in test.yaml)");
 }
 
+// YAML allows lists and mappings as keys; found by the config fuzz target, where they escaped as
+// yaml-cpp's own exception instead of a configuration error.
+TEST(Config, KeysThatAreNotNamesAreConfigErrors) {
+  EXPECT_EQ(config_error("[1]: x\n"), "config in test.yaml: a key must be a name, got a list");
+  EXPECT_EQ(config_error("train:\n  {a: 1}: 2\n"),
+            "config section 'train' (in test.yaml): a key must be a name, got a mapping");
+  EXPECT_EQ(config_error("data:\n  transforms:\n    - {{size: 224}: 1}\n"),
+            "config key 'data.transforms[0]': a key must be a name, got a mapping (in test.yaml)");
+}
+
 TEST(Config, WrongTypeNamesKeyExpectedTypeAndValue) {
   EXPECT_EQ(config_error("train: {epochs: three}\n"),
             "config key 'train.epochs' (in test.yaml): expected an integer, got 'three'");

@@ -43,7 +43,11 @@ Config parse_remote_config(const std::string& text) {
   if (!node.IsMap())
     throw ConfigError(std::string("data configuration ") + kOrigin + " is not a mapping of keys");
   for (const auto& entry : node) {
-    const std::string key = entry.first.as<std::string>();
+    if (!entry.first.IsScalar()) {
+      throw ConfigError(std::string("data configuration ") + kOrigin +
+                        ": a key must be a name, not a list or a mapping");
+    }
+    const std::string key = entry.first.Scalar();
     if (key != "seed" && key != "data") {
       throw ConfigError("config key '" + key + "' (" + kOrigin +
                         "): a data worker accepts only seed and data");
