@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include "loom/comm/store_server.h"
 #include "loom/comm/store_wait.h"
@@ -185,25 +184,10 @@ std::chrono::steady_clock::time_point seconds_from_now(double seconds) {
              std::chrono::duration<double>(seconds));
 }
 
-std::string launch_token() {
-  std::random_device device;
-  char text[17];
-  std::snprintf(text, sizeof text, "%08x%08x", device(), device());
-  return text;
-}
-
 std::string store_token_of(const LaunchPlan& plan) {
   if (!plan.store_token.empty()) return plan.store_token;
   if (const char* token = std::getenv("LOOM_STORE_TOKEN"); token && *token) return token;
-  if (plan.nodes == 1) {
-    std::string hex;
-    for (unsigned char byte : random_bytes(32)) {
-      char two[3];
-      std::snprintf(two, sizeof two, "%02x", byte);
-      hex += two;
-    }
-    return hex;
-  }
+  if (plan.nodes == 1) return random_hex(32);
   std::fprintf(stderr,
                "loom launch: warning: no --token-file or LOOM_STORE_TOKEN: the store at %s "
                "accepts any client that reaches its port (docs/security.md)\n",
@@ -246,7 +230,7 @@ int launch_ranks(const LaunchPlan& plan) {
     ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
     throw;
   }
-  const std::string launch_id = launch_token();
+  const std::string launch_id = random_hex(8);
   const int local_world = static_cast<int>(layout.worker_ranks.size() + layout.server_ranks.size());
   std::vector<Rank> ranks(static_cast<size_t>(local_world));
   for (int local = 0; local < local_world; ++local) {

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <fstream>
-#include <random>
 
 #include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
+#include "loom/core/keyed_hash.h"
 #include "loom/core/settings.h"
 #include "loom/core/topology.h"
 
@@ -17,14 +17,6 @@ namespace {
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-
-std::string random_token() {
-  std::random_device device;
-  const std::uint64_t value = (std::uint64_t{device()} << 32) ^ device() ^ ::getpid();
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 }  // namespace
 
@@ -57,7 +49,7 @@ std::shared_ptr<Rendezvous> Rendezvous::connect(const WorldInfo& world,
   for (int r = 0; r < world.world; ++r) everyone[r] = r;
 
   // Rank 0 draws the job token; everyone learns it together with the host identities.
-  const std::string token = world.rank == 0 ? random_token() : std::string();
+  const std::string token = world.rank == 0 ? random_hex(8) : std::string();
   const auto tokens = self->exchange("loom/rendezvous/token", token, {0});
   self->job_ = tokens[0];
   const auto hosts = self->exchange("loom/rendezvous/host", host_identity(), everyone);

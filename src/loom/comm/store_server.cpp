@@ -161,11 +161,7 @@ bool StoreServer::read_from(int fd, Client& client) {
   char chunk[65536];
   const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
   if (n <= 0) {
-    if (!client.authenticated) {
-      ++refused_;
-      LOOM_LOG(kWarn, "store") << "the client at " << client.address
-                               << " left without authenticating";
-    }
+    if (!client.authenticated) refuse(fd, client, "it left without authenticating");
     return false;
   }
   client.input.append(chunk, static_cast<std::size_t>(n));

@@ -34,22 +34,24 @@ bool StoreTable::all_exist(const std::vector<std::string>& keys) const {
 std::optional<Message> StoreTable::apply(const Message& request) {
   const auto& f = request.fields;
   auto wants = [&](std::size_t n) { return f.size() == n; };
-  const std::string malformed = "malformed request (operation " + std::to_string(request.code) +
-                                " with " + std::to_string(f.size()) + " fields)";
+  auto malformed = [&] {
+    return failed("malformed request (operation " + std::to_string(request.code) + " with " +
+                  std::to_string(f.size()) + " fields)");
+  };
   switch (request.code) {
     case kSet:
-      if (!wants(2)) return failed(malformed);
+      if (!wants(2)) return malformed();
       values_[f[0]] = f[1];
       ++version_;
       return ok();
     case kGet: {
-      if (!wants(1)) return failed(malformed);
+      if (!wants(1)) return malformed();
       auto it = values_.find(f[0]);
       if (it == values_.end()) return std::nullopt;
       return ok({it->second});
     }
     case kAdd: {
-      if (!wants(2) || f[1].size() != 8) return failed(malformed);
+      if (!wants(2) || f[1].size() != 8) return malformed();
       std::int64_t now = 0;
       if (auto it = values_.find(f[0]); it != values_.end()) {
         const auto before = parse_counter(it->second);
@@ -66,16 +68,16 @@ std::optional<Message> StoreTable::apply(const Message& request) {
     case kCheck:
       return ok({all_exist(f) ? "1" : "0"});
     case kDelete:
-      if (!wants(1)) return failed(malformed);
+      if (!wants(1)) return malformed();
       return ok({values_.erase(f[0]) ? "1" : "0"});
     case kNumKeys:
-      if (!wants(0)) return failed(malformed);
+      if (!wants(0)) return malformed();
       return ok({encode_int(static_cast<std::int64_t>(values_.size()))});
     case kWait:
       if (!all_exist(f)) return std::nullopt;
       return ok();
     case kCompareSet: {
-      if (!wants(3)) return failed(malformed);
+      if (!wants(3)) return malformed();
       auto it = values_.find(f[0]);
       if (it == values_.end()) {
         if (!f[1].empty()) return ok({f[1]});  // c10d: a missing key answers `expected`

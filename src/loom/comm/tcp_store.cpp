@@ -78,45 +78,51 @@ int TcpStore::open_connection(Clock::time_point deadline) {
   fd_ = connect_once(host_, port_);
   if (fd_ < 0) return -1;
   input_.clear();
-  auto fail = [&](auto error) {
+  try {
+    handshake(deadline);
+  } catch (...) {
     ::close(fd_);
     fd_ = -1;
-    throw error;
-  };
+    throw;
+  }
+  return fd_;
+}
+
+void TcpStore::handshake(Clock::time_point deadline) {
   const std::string where = "store at " + address();
   const auto challenge = receive(deadline, "handshake");
-  if (!challenge) fail(TimeoutError(where + ": no handshake before the timeout"));
+  if (!challenge) throw TimeoutError(where + ": no handshake before the timeout");
   const auto& f = challenge->fields;
   if (challenge->code != kChallenge || f.size() != 3 || f[0] != kVersion ||
       f[1].size() != kNonceBytes) {
-    fail(CommError(where + ": not a " + std::string(kVersion) + " store"));
+    throw CommError(where + ": not a " + std::string(kVersion) + " store");
   }
   const bool required = f[2] == "1";
   if (required && token_.empty()) {
-    fail(CommError(where + " requires a token, and this process has none (LOOM_STORE_TOKEN, "
-                           "or loom launch --token-file)"));
+    throw CommError(where +
+                    " requires a token, and this process has none (LOOM_STORE_TOKEN, or loom "
+                    "launch --token-file)");
   }
   if (!required && !token_.empty()) {
-    fail(CommError(where + " requires no token, and this process has one: is it another job's "
-                           "store?"));
+    throw CommError(where +
+                    " requires no token, and this process has one: is it another job's store?");
   }
   const std::string nonce = random_bytes(kNonceBytes);
   const std::string request = encode({kAuth, {client_proof(token_, f[1]), nonce}});
   if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
-    fail(CommError(where + ": lost the connection during the handshake"));
+    throw CommError(where + ": lost the connection during the handshake");
   }
   const auto answer = receive(deadline, "handshake");
-  if (!answer) fail(TimeoutError(where + ": no answer to the handshake before the timeout"));
+  if (!answer) throw TimeoutError(where + ": no answer to the handshake before the timeout");
   if (answer->code != kOk) {
-    fail(CommError(where + " refused this process: " +
-                   (answer->fields.empty() ? std::string("?") : answer->fields[0])));
+    throw CommError(where + " refused this process: " +
+                    (answer->fields.empty() ? std::string("?") : answer->fields[0]));
   }
   if (answer->fields.size() != 1 ||
       !equal_in_constant_time(answer->fields[0], server_proof(token_, nonce))) {
-    fail(CommError(where + " could not prove that it holds this job's token"));
+    throw CommError(where + " could not prove that it holds this job's token");
   }
-  return fd_;
 }
 
 std::optional<Message> TcpStore::receive(Clock::time_point deadline, const std::string& what) {
@@ -152,7 +158,7 @@ std::vector<std::string> TcpStore::call(const Message& request, const std::strin
     try {
       open_connection(Clock::now() + timeout);
     } catch (const Error&) {
-      fd_ = -1;  // the next call says the server is lost
+      // fd_ is -1: the next call says the server is lost
     }
     throw TimeoutError("store: " + what + " at " + address() + " still waiting after " +
                        std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s");

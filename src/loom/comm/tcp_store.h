@@ -40,8 +40,11 @@ class TcpStore : public c10d::Store {
   std::vector<std::string> call(const store_protocol::Message& request, const std::string& what,
                                 std::chrono::milliseconds timeout);
   std::string address() const { return host_ + ":" + std::to_string(port_); }
-  // Connects and runs the handshake, all before `deadline`; -1 when nobody listens yet.
+  // Connects and runs the handshake, all before `deadline`; -1 when nobody listens yet. On a
+  // failed handshake the connection is closed (fd_ = -1) and the error thrown.
   int open_connection(std::chrono::steady_clock::time_point deadline);
+  // The client's half of store_protocol.h's handshake on fd_. Throws saying what went wrong.
+  void handshake(std::chrono::steady_clock::time_point deadline);
   // Reads one whole message from fd_ before `deadline`; nullopt at the deadline.
   std::optional<store_protocol::Message> receive(std::chrono::steady_clock::time_point deadline,
                                                  const std::string& what);

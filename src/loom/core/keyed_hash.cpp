@@ -31,6 +31,16 @@ std::string random_bytes(size_t size) {
   return out;
 }
 
+std::string random_hex(size_t size) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char byte : random_bytes(size)) {
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 15];
+  }
+  return hex;
+}
+
 bool equal_in_constant_time(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }

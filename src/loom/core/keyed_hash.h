@@ -13,6 +13,8 @@ std::string hmac_sha256(const std::string& key, const std::string& message);
 
 // `size` bytes from the operating system's random source (for challenges and session ids).
 std::string random_bytes(size_t size);
+// `size` random bytes as lower-case hex text (ids, tokens that travel in environment variables).
+std::string random_hex(size_t size);
 
 // a == b, taking the same time wherever they differ.
 bool equal_in_constant_time(const std::string& a, const std::string& b);
