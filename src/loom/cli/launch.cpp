@@ -4,16 +4,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
 
+#include "loom/comm/rendezvous.h"
 #include "loom/comm/store_server.h"
 #include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
+#include "loom/core/termination.h"
+#include "loom/train/stall_watchdog.h"
+#include "loom/train/trainer.h"
 
 extern char** environ;
 
@@ -40,9 +48,17 @@ struct Placement {
 // The environment of one rank: ours, minus any previous rank variables, plus its own.
 std::vector<std::string> rank_environment(const LaunchPlan& plan, const Placement& at, int port,
                                           const std::string& launch_id, const std::string& token) {
-  static const char* replaced[] = {
-      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "GROUP_RANK=",
-      "MASTER_ADDR=", "MASTER_PORT=", "LOOM_LAUNCH_ID=", "LOOM_STORE_TOKEN="};
+  static const char* replaced[] = {"RANK=",
+                                   "WORLD_SIZE=",
+                                   "LOCAL_RANK=",
+                                   "LOCAL_WORLD_SIZE=",
+                                   "GROUP_RANK=",
+                                   "MASTER_ADDR=",
+                                   "MASTER_PORT=",
+                                   "LOOM_LAUNCH_ID=",
+                                   "LOOM_STORE_TOKEN=",
+                                   "LOOM_RESTART_COUNT=",
+                                   "LOOM_RESTARTS="};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     bool keep = true;
@@ -77,16 +93,16 @@ std::vector<std::string> server_command(const std::vector<std::string>& command)
 }
 
 // Every node's (workers, servers), agreed through node 0's store: each launcher puts its own
-// and waits for the others', naming the nodes that never came.
+// and waits for the others', naming the nodes that never came (again, for each restart).
 std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
-                                             const std::string& token) {
+                                             const std::string& token, int attempt) {
   std::vector<std::pair<int, int>> counts(static_cast<size_t>(plan.nodes));
   counts[static_cast<size_t>(plan.node_rank)] = {plan.procs_per_node, plan.servers_per_node};
   if (plan.nodes == 1) return counts;
   const auto timeout =
       std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
   comm::TcpStore store(plan.master_addr, port, timeout, token);
-  const std::string prefix = "loom/launch/node/";
+  const std::string prefix = comm::key_for_attempt("loom/launch/node/", attempt);
   const std::string mine =
       std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node);
   store.set(prefix + std::to_string(plan.node_rank),
@@ -97,11 +113,13 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
   if (!missing.empty()) {
     std::string list;
     for (std::size_t node : missing) list += (list.empty() ? "" : ", ") + std::to_string(node);
-    throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
-                       std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
-                       " s for the launchers of node(s) " + list + " of " +
-                       std::to_string(plan.nodes) + " at " + plan.master_addr + ":" +
-                       std::to_string(port));
+    throw TimeoutError(
+        "launch: node " + std::to_string(plan.node_rank) + " waited " +
+        std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+        " s for the launchers of node(s) " + list +
+        (attempt > 0 ? " to come back for restart " + std::to_string(attempt) : std::string()) +
+        " of " + std::to_string(plan.nodes) + " at " + plan.master_addr + ":" +
+        std::to_string(port));
   }
   for (int node = 0; node < plan.nodes; ++node) {
     const auto value = store.get(keys[static_cast<size_t>(node)]);
@@ -195,41 +213,81 @@ std::string store_token_of(const LaunchPlan& plan) {
   return "";
 }
 
-}  // namespace
+// How one attempt of the job ended on this node.
+struct AttemptResult {
+  enum Outcome { kSucceeded, kPreempted, kFailed, kInterrupted } outcome = kSucceeded;
+  int exit_code = 0;
+  std::string cause;  // kFailed: which rank failed and how ("node 1: rank 3 was killed ...")
+};
 
-int launch_ranks(const LaunchPlan& plan) {
-  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
-  // Blocked before any thread starts (the store's), so that none of them can receive SIGINT or
-  // SIGTERM and end the launcher without the ranks hearing of it.
-  sigset_t handled, original;
-  sigemptyset(&handled);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
-  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+// The launcher's connection to node 0's store, where the nodes' launchers agree on stopping and
+// restarting (keys under loom/launch/), and read the ranks' heartbeats and stall reports.
+class JobStore {
+ public:
+  JobStore(const LaunchPlan& plan, int port, const std::string& token)
+      : store_(plan.master_addr, port,
+               std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000)),
+               token) {}
 
-  // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
-  // only connect to it. It lives as long as the ranks do.
-  std::unique_ptr<comm::StoreServer> store;
-  int port = plan.master_port;
-  const std::string token = store_token_of(plan);
-  if (plan.node_rank == 0) {
-    try {
-      store = std::make_unique<comm::StoreServer>(plan.master_addr, port,
-                                                  comm::StoreServerOptions{token});
-    } catch (...) {
-      ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
-      throw;
+  comm::TcpStore& store() { return store_; }
+
+  std::optional<std::string> value(const std::string& key) {
+    if (!store_.check({key})) return std::nullopt;
+    const auto bytes = store_.get(key);
+    return std::string(bytes.begin(), bytes.end());
+  }
+  void set(const std::string& key, const std::string& text) {
+    store_.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  }
+
+  // The first report of a stall watchdog among the ranks of `attempt`, or "".
+  std::string stall_report(int attempt, int world) {
+    for (int r = 0; r < world; ++r) {
+      if (auto report = value(comm::key_for_attempt(train::stall_key(r), attempt))) {
+        return *report;
+      }
     }
-    port = store->port();
+    return "";
   }
 
-  NodeLayout layout;
-  try {
-    layout = layout_of_node(node_counts(plan, port, token), plan.node_rank);
-  } catch (...) {
-    store.reset();
-    ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
-    throw;
+  // The furthest step any rank of `attempt` was heard at (-1: none beat, or unknown).
+  int64_t furthest_step(int attempt, int world) {
+    int64_t furthest = -1;
+    try {
+      for (int r = 0; r < world; ++r) {
+        train::Heartbeat beat;
+        const auto text = value(comm::key_for_attempt(train::heartbeat_key(r), attempt));
+        if (text && train::parse_heartbeat(*text, beat)) furthest = std::max(furthest, beat.step);
+      }
+    } catch (const Error&) {
+      // The summary says null.
+    }
+    return furthest;
   }
+
+ private:
+  comm::TcpStore store_;
+};
+
+int64_t unix_microseconds() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string attempt_key(const std::string& what, int attempt) {
+  return "loom/launch/" + what + "/" + std::to_string(attempt);
+}
+
+// Starts this node's ranks of one attempt and supervises them until all have ended. A rank that
+// fails (or, with several nodes and --max-restarts, a failure another node's launcher announced
+// through the store) stops the others with SIGINT, which ends them at once: unlike SIGTERM,
+// which asks `loom train` to finish its step and commit a checkpoint, a step that waits for the
+// failed rank would never finish. Without restarts, nodes do not tell each other: their ranks
+// fail on their own and name whom they waited for.
+AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int port,
+                          const std::string& token, int attempt, const std::string& restarts,
+                          JobStore& job, const sigset_t& handled, const sigset_t& original) {
   const std::string launch_id = random_hex(8);
   const int local_world = static_cast<int>(layout.worker_ranks.size() + layout.server_ranks.size());
   std::vector<Rank> ranks(static_cast<size_t>(local_world));
@@ -239,14 +297,24 @@ int launch_ranks(const LaunchPlan& plan) {
     r.rank = r.server ? layout.server_ranks[static_cast<size_t>(local - plan.procs_per_node)]
                       : layout.worker_ranks[static_cast<size_t>(local)];
     const Placement at{r.rank, local, layout.world, local_world};
-    r.pid = spawn(r.server ? server_command(plan.command) : plan.command,
-                  rank_environment(plan, at, port, launch_id, token), original);
+    std::vector<std::string> env = rank_environment(plan, at, port, launch_id, token);
+    env.push_back("LOOM_RESTART_COUNT=" + std::to_string(attempt));
+    if (!restarts.empty()) env.push_back("LOOM_RESTARTS=" + restarts);
+    r.pid = spawn(r.server ? server_command(plan.command) : plan.command, env, original);
     r.running = true;
   }
 
+  AttemptResult result;
   const Rank* failed = nullptr;
+  bool preempted = false;
   int interrupted = 0;
   std::chrono::steady_clock::time_point kill_at{};
+  auto stop_all = [&](int sig) {
+    signal_running(ranks, sig);
+    if (kill_at == std::chrono::steady_clock::time_point{}) {
+      kill_at = seconds_from_now(plan.grace_seconds);
+    }
+  };
   int running = local_world;
   while (running > 0) {
     siginfo_t info;
@@ -257,45 +325,208 @@ int launch_ranks(const LaunchPlan& plan) {
         std::fprintf(stderr, "loom launch: got SIG%s, passing it to the ranks\n",
                      sigabbrev_np(sig));
       interrupted = sig;
-      signal_running(ranks, sig);
-      if (kill_at == std::chrono::steady_clock::time_point{}) {
-        kill_at = seconds_from_now(plan.grace_seconds);
-      }
+      stop_all(sig);
     }
     for (auto& r : ranks) {
       if (!r.running || ::waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
       r.running = false;
       --running;
-      const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
-      if (!ok && !failed && !interrupted) {
-        failed = &r;
-        std::fprintf(stderr, "loom launch: %s (pid %d) %s; stopping the other ranks\n",
-                     describe_rank(r).c_str(), static_cast<int>(r.pid),
-                     describe_status(r.status).c_str());
-        signal_running(ranks, SIGTERM);
-        kill_at = seconds_from_now(plan.grace_seconds);
+      const bool exited = WIFEXITED(r.status);
+      if (exited && WEXITSTATUS(r.status) == kPreemptedExitCode) preempted = true;
+      const bool ok =
+          exited && (WEXITSTATUS(r.status) == 0 || WEXITSTATUS(r.status) == kPreemptedExitCode);
+      if (ok || failed || interrupted || !result.cause.empty()) continue;
+      failed = &r;
+      result.cause = describe_rank(r) + " " + describe_status(r.status);
+      if (plan.nodes > 1)
+        result.cause = "node " + std::to_string(plan.node_rank) + ": " + result.cause;
+      std::fprintf(stderr, "loom launch: %s (pid %d) %s; stopping the other ranks\n",
+                   describe_rank(r).c_str(), static_cast<int>(r.pid),
+                   describe_status(r.status).c_str());
+      try {
+        if (const std::string report = job.stall_report(attempt, layout.world); !report.empty())
+          std::fprintf(stderr, "loom launch: stall watchdog: %s\n", report.c_str());
+        if (plan.nodes > 1 && plan.max_restarts > 0) {
+          // When it happened (a rank's end is seen at once: SIGCHLD wakes the launcher), for
+          // node 0 to tell the first failure from the ones it caused on other nodes; then the
+          // others are told to stop their ranks.
+          job.set(attempt_key("failure", attempt) + "/" + std::to_string(plan.node_rank),
+                  std::to_string(unix_microseconds()) + " " + result.cause);
+          job.set(attempt_key("stop", attempt), result.cause);
+        }
+      } catch (const Error& e) {
+        std::fprintf(stderr, "loom launch: the job's store: %s\n", e.what());
+      }
+      stop_all(SIGINT);
+    }
+    if (plan.nodes > 1 && plan.max_restarts > 0 && running > 0 && result.cause.empty() &&
+        !interrupted) {
+      try {
+        if (auto cause = job.value(attempt_key("stop", attempt))) {
+          result.cause = *cause;
+          std::fprintf(stderr, "loom launch: %s; stopping this node's ranks\n", cause->c_str());
+          stop_all(SIGINT);
+        }
+      } catch (const Error&) {
+        // Node 0 gone: its ranks' peers fail on their own, and the launcher sees them end.
       }
     }
     if (running > 0 && kill_at != std::chrono::steady_clock::time_point{} &&
         std::chrono::steady_clock::now() > kill_at) {
       std::fprintf(stderr,
-                   "loom launch: %d rank(s) still running %.0f s after SIGTERM; killing them\n",
+                   "loom launch: %d rank(s) still running %.0f s after being stopped; "
+                   "killing them\n",
                    running, plan.grace_seconds);
       signal_running(ranks, SIGKILL);
       kill_at = std::chrono::steady_clock::time_point::max();
     }
   }
-  store.reset();  // its thread ends before the signal mask is lifted
-  ::pthread_sigmask(SIG_SETMASK, &original, nullptr);
-
-  if (failed) {
-    std::fprintf(stderr, "loom launch: failed: %s %s\n", describe_rank(*failed).c_str(),
-                 describe_status(failed->status).c_str());
-    const int code = WIFEXITED(failed->status) ? WEXITSTATUS(failed->status) : 1;
-    return code == 0 ? 1 : code;
+  if (!result.cause.empty()) {
+    result.outcome = AttemptResult::kFailed;
+    const int code = failed && WIFEXITED(failed->status) ? WEXITSTATUS(failed->status) : 1;
+    result.exit_code = code == 0 ? 1 : code;
+  } else if (preempted) {
+    result.outcome = AttemptResult::kPreempted;
+    result.exit_code = kPreemptedExitCode;
+  } else if (interrupted) {
+    result.outcome = AttemptResult::kInterrupted;
+    result.exit_code = 128 + interrupted;
   }
-  if (interrupted) return 128 + interrupted;
-  return 0;
+  return result;
+}
+
+// After a failed attempt, once every node's launcher has stopped its ranks: why it failed, and
+// whether the job starts again (decided by node 0 and told to the other nodes through the
+// store). Throws TimeoutError naming a node that does not report back.
+struct RestartDecision {
+  bool restart = false;
+  train::RestartRecord record;  // the cause: the earliest failure any node saw
+};
+
+RestartDecision decide_restart(const LaunchPlan& plan, JobStore& job, int attempt,
+                               const AttemptResult& result, int world) {
+  RestartDecision decision;
+  decision.record.cause = result.cause;
+  // Without restarts every node ends on its own, as its ranks did.
+  if (plan.max_restarts == 0) return decision;
+  if (plan.nodes == 1) {
+    decision.restart = attempt < plan.max_restarts;
+    decision.record.failed_at_step = job.furthest_step(attempt, world);
+    return decision;
+  }
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
+  const std::string stopped = attempt_key("stopped", attempt) + "/";
+  const std::string decision_key = attempt_key("decision", attempt);
+  job.set(stopped + std::to_string(plan.node_rank), "1");
+  if (plan.node_rank == 0) {
+    std::vector<std::string> keys;
+    for (int node = 0; node < plan.nodes; ++node) keys.push_back(stopped + std::to_string(node));
+    const auto missing = comm::wait_for_keys(job.store(), keys, timeout);
+    decision.restart = missing.empty() && attempt < plan.max_restarts;
+    // The first failure by the clock; the ones after it on other nodes are its consequences.
+    int64_t first = std::numeric_limits<int64_t>::max();
+    for (int node = 0; node < plan.nodes; ++node) {
+      const auto report = job.value(attempt_key("failure", attempt) + "/" + std::to_string(node));
+      if (!report) continue;
+      const auto space = report->find(' ');
+      const int64_t when = std::stoll(report->substr(0, space));
+      if (when < first) {
+        first = when;
+        decision.record.cause = report->substr(space + 1);
+      }
+    }
+    decision.record.failed_at_step = job.furthest_step(attempt, world);
+    job.set(decision_key, nlohmann::json{{"restart", decision.restart},
+                                         {"cause", decision.record.cause},
+                                         {"failed_at_step", decision.record.failed_at_step}}
+                              .dump());
+    if (!missing.empty()) {
+      std::string list;
+      for (auto node : missing) list += (list.empty() ? "" : ", ") + std::to_string(node);
+      throw TimeoutError("launch: node(s) " + list + " did not report their ranks stopped within " +
+                         std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                         " s (--join-timeout) after: " + decision.record.cause);
+    }
+    return decision;
+  }
+  if (!comm::wait_for_keys(job.store(), {decision_key}, timeout).empty()) {
+    throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
+                       std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                       " s for node 0's launcher to decide on a restart");
+  }
+  const auto told = nlohmann::json::parse(*job.value(decision_key));
+  decision.restart = told.at("restart");
+  decision.record.cause = told.at("cause");
+  decision.record.failed_at_step = told.at("failed_at_step");
+  return decision;
+}
+
+// The LOOM_RESTARTS text for the next attempt's ranks.
+std::string restarts_text(const std::vector<train::RestartRecord>& restarts) {
+  auto list = nlohmann::json::array();
+  for (const auto& r : restarts) {
+    list.push_back({{"cause", r.cause},
+                    {"failed_at_step", r.failed_at_step},
+                    {"resumed_from_step", r.resumed_from_step}});
+  }
+  return list.dump();
+}
+
+}  // namespace
+
+int launch_ranks(const LaunchPlan& plan) {
+  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
+  // Blocked before any thread starts (the store's), so that none of them can receive SIGINT or
+  // SIGTERM and end the launcher without the ranks hearing of it.
+  sigset_t handled, original;
+  sigemptyset(&handled);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+  struct RestoreMask {
+    const sigset_t& original;
+    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &original, nullptr); }
+  } restore_mask{original};
+
+  // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
+  // only connect to it. It lives as long as the ranks do, over every restart.
+  std::unique_ptr<comm::StoreServer> store;
+  int port = plan.master_port;
+  const std::string token = store_token_of(plan);
+  if (plan.node_rank == 0) {
+    store = std::make_unique<comm::StoreServer>(plan.master_addr, port,
+                                                comm::StoreServerOptions{token});
+    port = store->port();
+  }
+  // Declared after the server: its connection closes before the server stops.
+  std::unique_ptr<JobStore> job;
+
+  std::vector<train::RestartRecord> restarts;
+  for (int attempt = 0;; ++attempt) {
+    const NodeLayout layout =
+        layout_of_node(node_counts(plan, port, token, attempt), plan.node_rank);
+    if (!job) job = std::make_unique<JobStore>(plan, port, token);
+    const AttemptResult result =
+        run_attempt(plan, layout, port, token, attempt,
+                    restarts.empty() ? "" : restarts_text(restarts), *job, handled, original);
+    if (result.outcome != AttemptResult::kFailed) return result.exit_code;
+
+    const RestartDecision decision = decide_restart(plan, *job, attempt, result, layout.world);
+    if (!decision.restart) {
+      std::fprintf(stderr, "loom launch: failed: %s%s\n", decision.record.cause.c_str(),
+                   plan.max_restarts > 0
+                       ? (" (after " + std::to_string(attempt) + " restart(s) of " +
+                          std::to_string(plan.max_restarts) + " allowed)")
+                             .c_str()
+                       : "");
+      return result.exit_code;
+    }
+    restarts.push_back(decision.record);
+    std::fprintf(stderr,
+                 "loom launch: restarting every rank from the last checkpoint (restart %d of %d) "
+                 "after: %s\n",
+                 attempt + 1, plan.max_restarts, decision.record.cause.c_str());
+  }
 }
 
 }  // namespace loom::cli

@@ -1,7 +1,9 @@
 // The rank supervisor behind `loom launch`: starts this node's ranks (workers, and parameter
-// servers with --servers) with torchrun-style
-// environment variables, forwards SIGINT/SIGTERM to them, and when one rank fails stops the
-// others (SIGTERM, then SIGKILL after a grace period) and reports which rank failed and how.
+// servers with --servers) with torchrun-style environment variables, forwards SIGINT/SIGTERM to
+// them, and when one rank fails stops the others (SIGINT, then SIGKILL after a grace period),
+// reports which rank failed and how (with a stall watchdog's report when there is one), and
+// restarts the whole job from its last checkpoint up to --max-restarts times. With several
+// nodes and restarts, the launchers agree on stopping and restarting through node 0's store.
 #pragma once
 
 #include <string>
@@ -20,7 +22,13 @@ struct LaunchPlan {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: node 0 picks a free port (single-node runs only)
-  double grace_seconds = 10;
+  // After SIGTERM is passed on: a `loom train` rank finishes its step and commits a checkpoint
+  // (within train.preempt_grace_s, 30 s by default); after a failure the others get SIGINT.
+  // Ranks still running this long after either are SIGKILLed.
+  double grace_seconds = 40;
+  // Restarts of the whole job after a failed rank, each from the run's last checkpoint
+  // (`loom train` resumes when LOOM_RESTART_COUNT > 0). Preemption is not a failure.
+  int max_restarts = 0;
   // The job's secret for the rendezvous store, given to the ranks as LOOM_STORE_TOKEN. Empty:
   // LOOM_STORE_TOKEN of the launcher's environment, or, for a one-node job, a fresh random one;
   // a multi-node job without one runs an open store and says so.
@@ -28,9 +36,10 @@ struct LaunchPlan {
   std::vector<std::string> command;
 };
 
-// Runs the ranks to completion. Returns 0 when all succeeded; otherwise the first failed rank's
-// exit status (1 when it was killed by a signal), or 128 + signal when the launcher itself was
-// interrupted. Messages about ranks go to stderr.
+// Runs the ranks to completion. Returns 0 when all succeeded; kPreemptedExitCode (75) when
+// ranks stopped for SIGTERM with their checkpoint committed; otherwise the first failed rank's
+// exit status (1 when it was killed by a signal) once no restart is left, or 128 + signal when
+// the launcher itself was interrupted. Messages about ranks go to stderr.
 int launch_ranks(const LaunchPlan& plan);
 
 // Where this node's processes sit in the job: the job's rank of each worker and server.

@@ -69,8 +69,15 @@ Command add_launch_command(CLI::App& app) {
       "--master", *master,
       "ADDR:PORT of the rendezvous store, served by node 0 (default: 127.0.0.1 and a free port)");
   sub->add_option("--grace", plan->grace_seconds,
-                  "Seconds the other ranks get to stop after one fails, before SIGKILL")
+                  "Seconds ranks get to stop after SIGTERM is passed on (a preempted `loom "
+                  "train` commits its checkpoint in train.preempt_grace_s) or after another "
+                  "rank failed, before SIGKILL")
       ->capture_default_str();
+  sub->add_option("--max-restarts", plan->max_restarts,
+                  "Restart every rank from the run's last checkpoint after a rank fails, up to "
+                  "this many times (`loom train` needs --out); a preemption is not a failure")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("command", plan->command, "The command each rank runs (after --)")->required();
   auto roles = std::make_shared<RoleOptions>();
   const char* group = "Heterogeneous clusters (--roles auto)";

@@ -7,6 +7,7 @@
 #include "loom/comm/world_info.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/core/termination.h"
 
 namespace loom::cli {
 namespace {
@@ -20,6 +21,9 @@ struct PsServerArgs {
 };
 
 int run_ps_server(const PsServerArgs& args) {
+  // A server serves until its workers end, also after SIGTERM: preempted workers commit a
+  // checkpoint that needs the server's state.
+  catch_termination();
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   const Config config = load_config(args.config_paths, overrides);

@@ -2,9 +2,11 @@
 // [--autotune]`
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -13,9 +15,13 @@
 #include "loom/cli/ps_job.h"
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/rendezvous.h"
+#include "loom/comm/tcp_store.h"
 #include "loom/comm/world_info.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/core/settings.h"
+#include "loom/core/termination.h"
 #include "loom/core/topology.h"
 #include "loom/train/trainer.h"
 
@@ -95,6 +101,42 @@ void print_autotune(const train::TrainSummary& s, const std::string& out_dir) {
       r.complete ? "" : " (stopped at autotune.max_share)", out_dir.c_str());
 }
 
+// The watchdog's own connection to the job's store, for heartbeats; null for a process on its
+// own, or (with a warning) when the store cannot be reached.
+c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
+  if (world.world < 2 && !world.store_served_by_launcher) return {};
+  try {
+    return comm::store_for_attempt(
+        c10::make_intrusive<comm::TcpStore>(world.master_addr, world.master_port,
+                                            std::chrono::seconds(5), world.store_token),
+        comm::restart_attempt());
+  } catch (const Error& e) {
+    LOOM_LOG(kWarn, "train") << "rank " << world.rank
+                             << ": no heartbeats for the stall watchdog: " << e.what();
+    return {};
+  }
+}
+
+// LOOM_RESTARTS, as `loom launch` writes it.
+std::vector<train::RestartRecord> restarts_from_environment() {
+  const std::string text = setting("LOOM_RESTARTS");
+  std::vector<train::RestartRecord> restarts;
+  if (text.empty()) return restarts;
+  try {
+    for (const auto& r : nlohmann::json::parse(text)) {
+      train::RestartRecord record;
+      record.cause = r.at("cause");
+      record.failed_at_step = r.at("failed_at_step");
+      record.resumed_from_step = r.at("resumed_from_step");
+      restarts.push_back(record);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("environment variable LOOM_RESTARTS is not what loom launch writes: " +
+                      std::string(e.what()));
+  }
+  return restarts;
+}
+
 int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
@@ -102,6 +144,17 @@ int run_train(const TrainArgs& args) {
   Config config = load_config(args.config_paths, overrides);
   train::TrainOptions options;
   options.topology = detect_topology();
+  // SIGTERM (spot preemption, or the launcher passing one on) finishes the step and commits a
+  // checkpoint rather than ending the process where it stands.
+  options.termination = &catch_termination();
+  // A restarted attempt of `loom launch --max-restarts` goes on from the run's checkpoint.
+  const bool restarted = setting_int("LOOM_RESTART_COUNT") > 0;
+  if (restarted && args.out_dir.empty()) {
+    throw ConfigError(
+        "--out: loom launch --max-restarts restarts `loom train` from its output "
+        "directory; name one (e.g. --out runs/job)");
+  }
+  options.restarts = restarts_from_environment();
 
   // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel, or
   // a pipeline's stages.
@@ -147,12 +200,27 @@ int run_train(const TrainArgs& args) {
   options.out_dir = !args.out_dir.empty() ? args.out_dir
                     : args.resume         ? newest_run_dir()
                                           : timestamped_run_dir();
-  options.resume = args.resume;
+  options.resume = args.resume || restarted;
+  options.heartbeat_store = heartbeat_store(world);
   Progress progress(stdout);
   if (world.rank == 0) options.observer = &progress;
 
   train::TrainSummary s = train::train(config, options);
-  if (world.rank != 0) return 0;  // rank 0 reports for all
+  // Preempted with its checkpoint committed: "resumable", which launchers and schedulers can
+  // tell from a failure. Without one (checkpoints off, or the save failed under on_error:
+  // warn) it ends as SIGTERM would have ended it.
+  const int exit_code = !s.preempted             ? 0
+                        : s.preempted_checkpoint ? kPreemptedExitCode
+                                                 : 128 + SIGTERM;
+  if (world.rank != 0) return exit_code;  // rank 0 reports for all
+  if (s.preempted) {
+    std::printf("\npreempted (SIGTERM) after step %lld: %s\n", static_cast<long long>(s.steps),
+                s.preempted_checkpoint ? ("checkpoint committed at " + s.last_checkpoint +
+                                          "; --resume continues exactly")
+                                             .c_str()
+                                       : "no checkpoint of this step was committed");
+    return exit_code;
+  }
   char result[96] = "no evaluation";
   if (s.evaluated) {
     std::snprintf(result, sizeof result, "test accuracy %.2f%%  test loss %.4f",
@@ -163,6 +231,16 @@ int run_train(const TrainArgs& args) {
               s.samples_per_second, s.runtime.precision.c_str(), s.runtime.memory_format.c_str(),
               s.runtime.threads);
   print_step_time(s);
+  for (const auto& r : s.restarts) {
+    std::printf("restarted after: %s", r.cause.c_str());
+    if (r.lost_steps() >= 0) {
+      std::printf(" (at step %lld; went on from step %lld, %lld steps lost)",
+                  static_cast<long long>(r.failed_at_step),
+                  static_cast<long long>(r.resumed_from_step),
+                  static_cast<long long>(r.lost_steps()));
+    }
+    std::printf("\n");
+  }
   if (!s.ps_servers.empty()) {
     std::printf(
         "%s\n  %d workers, %.1f MB pushed and pulled per step, %.0f%% of it hidden behind "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
@@ -20,6 +21,20 @@ std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), 
 
 }  // namespace
 
+std::string key_for_attempt(const std::string& key, int attempt) {
+  return attempt == 0 ? key : "attempt" + std::to_string(attempt) + "/" + key;
+}
+
+c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store> store,
+                                                  int attempt) {
+  if (attempt == 0) return store;
+  // PrefixStore joins its prefix and a key with "/", as key_for_attempt does.
+  return c10::make_intrusive<c10d::PrefixStore>("attempt" + std::to_string(attempt),
+                                                std::move(store));
+}
+
+int restart_attempt() { return static_cast<int>(setting_int("LOOM_RESTART_COUNT")); }
+
 std::string host_identity() {
   if (std::string forced = setting("LOOM_HOST_ID"); !forced.empty()) return forced;
   std::string boot;
@@ -34,8 +49,9 @@ Rendezvous::Rendezvous(WorldInfo world, std::chrono::milliseconds timeout)
       server_ = std::make_unique<StoreServer>(world_.master_addr, world_.master_port,
                                               StoreServerOptions{world_.store_token});
     }
-    store_ = c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port, timeout,
-                                           world_.store_token);
+    store_ = store_for_attempt(c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port,
+                                                             timeout, world_.store_token),
+                               restart_attempt());
   } catch (const Error& e) {
     throw CommError("rendezvous: rank " + std::to_string(world_.rank) + " of " +
                     std::to_string(world_.world) + " (" + world_.launcher + "): " + e.what());

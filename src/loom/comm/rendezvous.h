@@ -18,6 +18,16 @@
 
 namespace loom::comm {
 
+// The key space of one attempt of a job that `loom launch --max-restarts` restarted
+// (LOOM_RESTART_COUNT): attempt 0 uses keys as they are, attempt N > 0 puts "attempt<N>/"
+// before them, so that nothing an earlier attempt left in the launcher's store is read again.
+std::string key_for_attempt(const std::string& key, int attempt);
+// `store` seen through that key space.
+c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store> store,
+                                                  int attempt);
+// LOOM_RESTART_COUNT.
+int restart_attempt();
+
 class Rendezvous {
  public:
   // Connects to (or, on rank 0 without a launcher-served store, serves) the store and waits for

@@ -66,8 +66,10 @@ struct TrainConfig {
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
   double label_smoothing = 0.0;
   int64_t log_every = 50;
-  bool eval = true;         // evaluate on the test split after every epoch
-  bool tensorboard = true;  // write TensorBoard scalars to the run directory
+  bool eval = true;              // evaluate on the test split after every epoch
+  bool tensorboard = true;       // write TensorBoard scalars to the run directory
+  double preempt_grace_s = 30;   // SIGTERM: finish the step and commit a checkpoint by then
+  double stall_timeout_s = 600;  // no progress for this long: report, dump stacks, exit 1 (0 = off)
 };
 
 struct OptimizerConfig {
@@ -101,6 +103,7 @@ struct CheckpointConfig {
   bool enabled = true;
   int64_t every_steps = 0;  // 0 = at the end of every epoch
   int64_t keep = 3;
+  std::string on_error = "stop";  // stop | warn: a save that fails (disk full) stops the run
 };
 
 struct ProfileConfig {

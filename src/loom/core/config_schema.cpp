@@ -106,6 +106,15 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.boolean("train.tensorboard", c.train.tensorboard,
             "Write loss, learning rate, samples/s, test results and each phase's share of the "
             "step time as TensorBoard scalars (events.out.tfevents.* in the run directory).");
+  v.number("train.preempt_grace_s", c.train.preempt_grace_s, 1.0,
+           "After SIGTERM (spot preemption, loom launch passing one on) the ranks finish the "
+           "step they are in, agree on it, commit a checkpoint and exit with status 75 "
+           "(preempted, resumable) within this many seconds; past it they exit 1 and the last "
+           "committed checkpoint stands.");
+  v.number("train.stall_timeout_s", c.train.stall_timeout_s, 0.0,
+           "A rank that makes no progress (no step, phase, evaluation batch or checkpoint file) "
+           "for this many seconds logs its phase, what it waits for and which ranks lag, "
+           "writes every thread's stack to its log and exits 1 (0 = no watchdog).");
 
   v.choice("optimizer.name", c.optimizer.name, {"sgd", "adam", "adamw"}, "Optimizer.");
   v.number("optimizer.lr", c.optimizer.lr, 0.0, "Peak learning rate.");
@@ -145,6 +154,10 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("checkpoint.every_steps", c.checkpoint.every_steps, 0,
             "Optimizer steps between checkpoints (0 = at the end of every epoch).");
   v.integer("checkpoint.keep", c.checkpoint.keep, 1, "Checkpoints kept; older ones are deleted.");
+  v.choice("checkpoint.on_error", c.checkpoint.on_error, {"stop", "warn"},
+           "A checkpoint that cannot be written (disk full, a read-only file system): stop = "
+           "the run exits 1 naming the path and the bytes needed; warn = it logs that and "
+           "trains on. Either way the previous checkpoint stays intact.");
 
   v.boolean("profile.trace", c.profile.trace,
             "Write OUT/trace.json, a Chrome trace (Perfetto) of some steps: each step's phases on "

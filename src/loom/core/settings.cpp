@@ -23,6 +23,18 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_FAULT_SLOW_RANK", "",
        "Testing aid: RANK:MS makes training rank RANK sleep MS milliseconds after each step, "
        "a straggler on demand (empty = none)."},
+      {"LOOM_FAULT_KILL_RANK_AFTER_STEP", "",
+       "Testing aid: RANK:STEP makes training rank RANK SIGKILL itself after that step, in the "
+       "first attempt of a job only (LOOM_RESTART_COUNT 0; empty = never)."},
+      {"LOOM_FAULT_FREEZE_RANK_AFTER_STEP", "",
+       "Testing aid: RANK:STEP makes training rank RANK SIGSTOP itself after that step, a hung "
+       "rank for the stall watchdog to find (empty = never)."},
+      {"LOOM_RESTART_COUNT", "0",
+       "Set by `loom launch --max-restarts` for the ranks it starts: how many times the job "
+       "was restarted before. Above 0, `loom train` resumes from its output directory."},
+      {"LOOM_RESTARTS", "",
+       "Set by `loom launch` with LOOM_RESTART_COUNT: each restart's cause and the step the "
+       "failed attempt had reached, as JSON, for summary.json."},
       {"LOOM_STEP_ACCOUNTING", "1",
        "Benchmarking aid: 0 keeps only each step's wall time (no phases), the reference the "
        "accounting's cost is measured against."},

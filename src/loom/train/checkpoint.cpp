@@ -1,6 +1,7 @@
 #include "loom/train/checkpoint.h"
 
 #include <ATen/core/grad_mode.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,28 @@ std::string step_name(int64_t step) {
 }
 
 bool is_complete(const fs::path& dir) { return fs::exists(dir / "manifest.json"); }
+
+// Hidden directories of saves that did not finish, and of checkpoints being deleted.
+bool is_debris(const std::string& name) {
+  return name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0 ||
+         name.rfind(".pruned-", 0) == 0;
+}
+
+// What a checkpoint of these tensors takes on disk, near enough: the tensors, and a margin for
+// the safetensors headers and the manifest (which holds the config).
+int64_t bytes_needed(const CheckpointData& data) {
+  int64_t bytes = 64 << 10;
+  for (const auto* tensors : {&data.model, &data.optimizer}) {
+    for (const auto& [name, t] : *tensors) bytes += static_cast<int64_t>(t.nbytes()) + 256;
+  }
+  return bytes + static_cast<int64_t>(data.rng_state.nbytes());
+}
+
+std::string megabytes(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
 
 models::NamedTensors with_prefix(const std::string& prefix, const models::NamedTensors& tensors) {
   models::NamedTensors out;
@@ -70,10 +93,41 @@ CheckpointStore::CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_
   fs::create_directories(dir_);
 }
 
+void CheckpointStore::remove_unfinished() {
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (is_debris(entry.path().filename().string())) fs::remove_all(entry.path());
+  }
+}
+
 std::string CheckpointStore::save(const CheckpointData& data) {
   const std::string name = step_name(data.position.step);
-  const fs::path final_dir = fs::path(dir_) / name;
   const fs::path tmp_dir = fs::path(dir_) / (".tmp-" + name + "-" + std::to_string(::getpid()));
+  try {
+    return commit(data, name, tmp_dir);
+  } catch (const std::exception& e) {
+    // Whatever was written goes, so that a full disk has its space back for the next try; the
+    // previous checkpoint was never touched.
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    const int64_t needed = bytes_needed(data);
+    std::string room;
+    if (struct statvfs fs_stats{}; ::statvfs(dir_.c_str(), &fs_stats) == 0) {
+      const auto free_bytes = static_cast<int64_t>(fs_stats.f_bavail) * fs_stats.f_frsize;
+      room =
+          ", " + megabytes(free_bytes) + " (" + std::to_string(free_bytes) + " bytes) free there";
+    }
+    const auto previous = latest();
+    throw Error("checkpoint of step " + std::to_string(data.position.step) + " in " + dir_ + ": " +
+                e.what() + "; it needs about " + megabytes(needed) + " (" + std::to_string(needed) +
+                " bytes)" + room + "; " +
+                (previous ? "the previous checkpoint " + *previous + " is intact"
+                          : std::string("there is no earlier checkpoint")));
+  }
+}
+
+std::string CheckpointStore::commit(const CheckpointData& data, const std::string& name,
+                                    const fs::path& tmp_dir) {
+  const fs::path final_dir = fs::path(dir_) / name;
   fs::remove_all(tmp_dir);
   fs::create_directories(tmp_dir);
 
@@ -148,15 +202,16 @@ std::optional<std::string> CheckpointStore::latest() const {
 }
 
 void CheckpointStore::prune() {
-  for (const auto& entry : fs::directory_iterator(dir_)) {
-    const std::string n = entry.path().filename().string();
-    if (n.rfind(".tmp-", 0) == 0 || n.rfind(".old-", 0) == 0) fs::remove_all(entry.path());
-  }
+  remove_unfinished();
   auto all = list();
   for (size_t i = 0; i + keep_ < all.size(); ++i) {
     LOOM_LOG(kDebug, "checkpoint")
         << "pruning " << all[i] << " (checkpoint.keep = " << keep_ << ")";
-    fs::remove_all(all[i]);
+    // Out of sight first: a crash halfway through deleting must not leave a directory that
+    // looks committed but has lost its tensors.
+    const fs::path doomed = fs::path(dir_) / (".pruned-" + fs::path(all[i]).filename().string());
+    fs::rename(all[i], doomed);
+    fs::remove_all(doomed);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,8 +54,14 @@ class CheckpointStore {
 
   const std::string& dir() const { return dir_; }
 
-  // Commits a checkpoint and prunes old ones; returns its path.
+  // Commits a checkpoint and prunes old ones; returns its path. A save that fails (disk full,
+  // read-only file system) removes what it wrote and throws Error naming the directory, the
+  // cause, the bytes needed and free, and the previous checkpoint, which stays intact.
   std::string save(const CheckpointData& data);
+
+  // Removes what saves interrupted by a crash left behind (hidden directories). Only the
+  // directory's one writer may call it, before its first save.
+  void remove_unfinished();
 
   // The checkpoint to resume from: the one `latest` names, else the newest complete one.
   std::optional<std::string> latest() const;
@@ -66,6 +73,8 @@ class CheckpointStore {
   static CheckpointData load(const std::string& path);
 
  private:
+  std::string commit(const CheckpointData& data, const std::string& name,
+                     const std::filesystem::path& tmp_dir);
   void prune();
 
   std::string dir_;

@@ -34,7 +34,8 @@ EvalResult EvalTally::from_sums(const at::Tensor& sums) {
 }
 
 EvalResult evaluate(models::Model& model, const models::Loss& loss,
-                    const data::BatchSource& batches, const data::Feeder& feeder, bool bf16) {
+                    const data::BatchSource& batches, const data::Feeder& feeder, bool bf16,
+                    const std::function<void()>& after_batch) {
   torch::NoGradGuard no_grad;
   model.train(false);
   EvalTally tally;
@@ -46,6 +47,7 @@ EvalResult evaluate(models::Model& model, const models::Loss& loss,
       logits = model.forward(feeder.to_input(batch.images));
     }
     tally.add(logits, batch.labels, loss);
+    if (after_batch) after_batch();
   }
   model.train(true);
   return tally.result();

@@ -16,6 +16,7 @@
 #include "loom/profile/step_timer.h"
 #include "loom/profile/tfevents_writer.h"
 #include "loom/profile/trace_writer.h"
+#include "loom/train/stall_watchdog.h"
 
 namespace loom::train {
 
@@ -34,7 +35,12 @@ class StepTelemetry {
 
   // `index`: steps already run by this process (0 for the first).
   void begin_step(int64_t index);
-  void enter(profile::Phase phase) { timer_.enter(phase); }
+  void enter(profile::Phase phase) {
+    timer_.enter(phase);
+    if (watchdog_) watchdog_->enter(phase);
+  }
+  // Phases also go to the stall watchdog from now on (not owned; null: none).
+  void set_watchdog(StallWatchdog* watchdog) { watchdog_ = watchdog; }
   // Ends the step numbered `step` (1-based, for the trace); `steady` adds it to the
   // steady-state sums. Returns its times.
   profile::StepTimes end_step(int64_t step, bool steady);
@@ -52,6 +58,7 @@ class StepTelemetry {
   void trace_step(int64_t step);
 
   const ProfileConfig profile_;
+  StallWatchdog* watchdog_ = nullptr;
   data::BatchSource& train_;
   profile::StepTimer timer_;
   profile::StepTimes window_, steady_;

@@ -99,6 +99,22 @@ nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
           {"per_server", per_server}};
 }
 
+// -1 (unknown) as null.
+nlohmann::ordered_json known(int64_t value) {
+  return value < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(value);
+}
+
+nlohmann::ordered_json restarts_json(const std::vector<RestartRecord>& restarts) {
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& r : restarts) {
+    list.push_back({{"cause", r.cause},
+                    {"failed_at_step", known(r.failed_at_step)},
+                    {"resumed_from_step", known(r.resumed_from_step)},
+                    {"lost_steps", known(r.lost_steps())}});
+  }
+  return list;
+}
+
 nlohmann::ordered_json remote_json(const TrainSummary& s) {
   if (s.remote_workers.empty()) return nullptr;
   nlohmann::ordered_json workers = nlohmann::ordered_json::array();
@@ -197,7 +213,10 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"amx_bf16", topology.cpu.amx_bf16}}},
       {"resumed_from_step", s.resumed_from_step < 0 ? nlohmann::ordered_json(nullptr)
                                                     : nlohmann::ordered_json(s.resumed_from_step)},
-      {"last_checkpoint", s.last_checkpoint}};
+      {"last_checkpoint", s.last_checkpoint},
+      {"preempted", s.preempted},
+      {"checkpoint_failures", s.checkpoint_failures},
+      {"restarts", restarts_json(s.restarts)}};
   replace_file_atomically(path, j.dump(2) + "\n");
 }
 

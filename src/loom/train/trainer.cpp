@@ -28,6 +28,22 @@
 #include "loom/train/training_run.h"
 
 namespace loom::train {
+namespace {
+
+// A testing aid's "RANK:NUMBER" (LOOM_FAULT_SLOW_RANK and the like); nullopt when unset.
+std::optional<std::pair<int, int64_t>> rank_and_number(const char* name) {
+  const std::string text = setting(name);
+  if (text.empty()) return std::nullopt;
+  const auto colon = text.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument(text);
+    return std::make_pair(std::stoi(text.substr(0, colon)), std::stoll(text.substr(colon + 1)));
+  } catch (const std::exception&) {
+    throw ConfigError(std::string(name) + ": '" + text + "' is not RANK:NUMBER");
+  }
+}
+
+}  // namespace
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
@@ -77,18 +93,13 @@ void TrainingRun::set_up() {
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   lockstep_ = !options_.ps_world || config_.parallel.ps.mode == "sync";
-  if (const std::string slow = setting("LOOM_FAULT_SLOW_RANK"); !slow.empty()) {
-    const auto colon = slow.find(':');
-    try {
-      if (colon == std::string::npos) throw std::invalid_argument(slow);
-      if (std::stoi(slow.substr(0, colon)) == rank_) {
-        slow_by_ = std::chrono::milliseconds(std::stol(slow.substr(colon + 1)));
-      }
-    } catch (const std::exception&) {
-      throw ConfigError("LOOM_FAULT_SLOW_RANK: '" + slow + "' is not RANK:MS");
-    }
+  if (const auto slow = rank_and_number("LOOM_FAULT_SLOW_RANK"); slow && slow->first == rank_) {
+    slow_by_ = std::chrono::milliseconds(slow->second);
   }
-  if (leader()) replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
+  if (leader()) {
+    store_->remove_unfinished();  // what a killed save left behind
+    replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
+  }
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
   if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
     remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*remote);
@@ -182,8 +193,10 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
 }
 
 parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k) {
+  const int64_t index = step_in_epoch * executor_->micro_batches() + k;
+  watchdog_->waiting_for_batch(epoch, index);
   telemetry_->enter(profile::Phase::kDataWait);
-  data::Batch batch = data_.train->batch(epoch, step_in_epoch * executor_->micro_batches() + k);
+  data::Batch batch = data_.train->batch(epoch, index);
   if (batch.labels.size(0) == 0) return {at::Tensor(), batch.labels};  // every sample was bad
   telemetry_->enter(profile::Phase::kH2D);
   return {feeder_->to_input(batch.images), batch.labels};
@@ -268,7 +281,19 @@ void TrainingRun::save_checkpoint() {
   if (autotune_ && !autotune_->tuning() && autotune_->result()) {
     ckpt.autotune_json = autotune_json(*autotune_->result()).dump();  // resuming keeps it
   }
-  last_checkpoint_ = store_->save(ckpt);
+  watchdog_->progress();
+  try {
+    last_checkpoint_ = store_->save(ckpt);
+  } catch (const Error& e) {
+    if (config_.checkpoint.on_error == "stop") {
+      throw Error(std::string(e.what()) + "; stopped (checkpoint.on_error: stop)");
+    }
+    ++checkpoint_failures_;
+    LOOM_LOG(kWarn, "checkpoint") << e.what() << "; training goes on (checkpoint.on_error: warn)";
+    last_saved_step_ = position_.step;
+    return;
+  }
+  watchdog_->progress();
   last_saved_step_ = position_.step;
   if (options_.observer) options_.observer->on_checkpoint(last_checkpoint_);
   if (stop_after_step_ > 0 && position_.step == stop_after_step_) {
@@ -282,6 +307,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   epoch_steps_ = 0;
   const int64_t every = config_.checkpoint.every_steps;
   for (int64_t s = first_step; s < steps_per_epoch_ && position_.step < total_steps_; ++s) {
+    watchdog_->begin_step(position_.step + 1);
     telemetry_->begin_step(steps_this_process_);
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
@@ -313,6 +339,13 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     }
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
+    inject_step_faults();
+    if (stop_requested()) {
+      preempted_ = true;
+      LOOM_LOG(kWarn, "train") << "rank " << rank_ << ": SIGTERM: stopping after step "
+                               << position_.step << " to commit a checkpoint (preempted)";
+      break;
+    }
   }
   // Each rank saw its own share: the epoch's loss is the mean over all of them.
   if (replicas_ > 1) epoch_loss_ = mean_over_ranks(epoch_loss_);
@@ -322,7 +355,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   r.step = position_.step;
   r.train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool epoch_done = position_.step_in_epoch == steps_per_epoch_;
-  if (config_.train.eval && data_.test && (epoch_done || position_.step == total_steps_)) {
+  if (config_.train.eval && data_.test && !preempted_ &&
+      (epoch_done || position_.step == total_steps_)) {
     last_eval_ = evaluate_test();
     r.evaluated = true;
     r.test_loss = last_eval_.loss;
@@ -346,6 +380,52 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   write_metrics(record);
   if (options_.observer) options_.observer->on_epoch(r);
   if (every == 0 && epoch_done) save_checkpoint();
+}
+
+bool TrainingRun::stop_requested() {
+  if (!options_.termination) return false;
+  const bool mine = options_.termination->load(std::memory_order_relaxed) != 0;
+  // Ranks that do not step together (async or SSP parameter servers) each stop at their own
+  // next step; the checkpoint then holds rank 0's position, as every such checkpoint does.
+  if (world_ == 1 || !lockstep_) return mine;
+  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
+  auto& comm = *options_.communicator;
+  watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps
+  comm.allreduce(asked, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  return asked.item<float>() > 0;
+}
+
+void TrainingRun::inject_step_faults() {
+  static const auto kill = rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
+  static const auto freeze = rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
+  // A restarted attempt passes the step again: the fault strikes the first attempt only.
+  if (kill && kill->first == rank_ && kill->second == position_.step &&
+      setting_int("LOOM_RESTART_COUNT") == 0) {
+    std::raise(SIGKILL);
+  }
+  if (freeze && freeze->first == rank_ && freeze->second == position_.step) std::raise(SIGSTOP);
+}
+
+void TrainingRun::start_watchdog() {
+  StallWatchdogOptions options;
+  options.stall_timeout_s = config_.train.stall_timeout_s;
+  options.rank = rank_;
+  options.world = world_;  // the training ranks (parameter servers publish no heartbeats)
+  if (dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
+    std::string workers;
+    for (const auto& w : config_.data.remote.workers) workers += (workers.empty() ? "" : ", ") + w;
+    options.data_source = "the remote data workers (" + workers + ") and local loader threads";
+  } else {
+    options.data_source = "the local loader (" + std::to_string(data_.loader_threads) + " threads)";
+  }
+  options.exchange = grad_sync_->describe() +
+                     (pipeline_ ? " and the pipeline's neighbouring stages" : std::string());
+  options.store = options_.heartbeat_store;
+  options.termination = options_.termination;
+  options.preempt_grace_s = config_.train.preempt_grace_s;
+  watchdog_ = std::make_unique<StallWatchdog>(std::move(options));
+  watchdog_->set_resumed_from(std::max<int64_t>(0, info_.resumed_from_step));
+  telemetry_->set_watchdog(watchdog_.get());
 }
 
 void TrainingRun::join_pipeline_groups() {
@@ -406,6 +486,7 @@ TrainSummary TrainingRun::run() {
   resume_if_asked();
   // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
   make_executor();
+  start_watchdog();
   // A pipeline's ranks report the memory their stages take while training, not rank 0's
   // planning of the whole model.
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator(); a && pipeline_) {
@@ -413,7 +494,7 @@ TrainSummary TrainingRun::run() {
   }
   if (config_.autotune.enabled) start_autotune();
   if (options_.observer) options_.observer->on_start(info_);
-  while (position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
+  while (!preempted_ && position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
   grad_sync_->end_training();
@@ -429,7 +510,9 @@ TrainSummary TrainingRun::run() {
     if (leader()) telemetry_->merge_rank_traces(options_.out_dir, traced_ranks);
   }
   // Resuming a run that had already finished trains nothing: still report its accuracy.
-  if (config_.train.eval && data_.test && last_eval_.samples == 0) last_eval_ = evaluate_test();
+  if (config_.train.eval && data_.test && last_eval_.samples == 0 && !preempted_) {
+    last_eval_ = evaluate_test();
+  }
 
   return summarize();
 }

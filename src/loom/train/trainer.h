@@ -6,10 +6,13 @@
 // process. Not reentrant.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "loom/comm/communicator.h"
@@ -55,6 +58,21 @@ struct EpochReport {
   double seconds = 0.0;
 };
 
+// One restart of the job by `loom launch --max-restarts`: why the attempt before it ended, the
+// step it had reached (as its heartbeats said; -1 when unknown) and the checkpoint step the next
+// attempt went on from.
+struct RestartRecord {
+  std::string cause;
+  int64_t failed_at_step = -1;
+  int64_t resumed_from_step = -1;
+  // At least 0: heartbeats may lag a step behind the last one done.
+  int64_t lost_steps() const {
+    return failed_at_step >= 0 && resumed_from_step >= 0
+               ? std::max<int64_t>(0, failed_at_step - resumed_from_step)
+               : -1;
+  }
+};
+
 struct TrainSummary {
   std::string model;
   int64_t parameters = 0;
@@ -67,6 +85,12 @@ struct TrainSummary {
   RuntimeChoice runtime;
   int64_t resumed_from_step = -1;
   std::string last_checkpoint;
+  // SIGTERM stopped the run after step `steps`; `last_checkpoint` holds it when that checkpoint
+  // was committed (preempted_checkpoint), and --resume goes on from there exactly.
+  bool preempted = false;
+  bool preempted_checkpoint = false;
+  int64_t checkpoint_failures = 0;      // saves that failed under checkpoint.on_error: warn
+  std::vector<RestartRecord> restarts;  // of this job before this attempt, oldest first
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
@@ -144,7 +168,16 @@ struct TrainOptions {
   // is who (its part_bytes comes from parallel.ps.part_mb).
   comm::Communicator* ps_world = nullptr;
   parallel::ps::PsExchangeOptions ps;
-  bool resume = false;                // continue from out_dir/checkpoints (fresh if none)
+  bool resume = false;  // continue from out_dir/checkpoints (fresh if none)
+  // SIGTERM's flag (catch_termination()); non-zero asks the run to finish its step, agree on it
+  // with the other ranks, commit a checkpoint and return a summary marked preempted. Null: the
+  // run is not told.
+  const std::atomic<int>* termination = nullptr;
+  // The job's store on a connection of its own with a short timeout, for the stall watchdog's
+  // heartbeats; null for a process on its own.
+  c10::intrusive_ptr<c10d::Store> heartbeat_store;
+  // How this job was restarted before this attempt (LOOM_RESTARTS), for the summary.
+  std::vector<RestartRecord> restarts;
   TrainObserver* observer = nullptr;  // not owned; may be null
   Topology topology;                  // what the process may run on
 };

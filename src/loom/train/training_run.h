@@ -25,6 +25,7 @@
 #include "loom/train/pipeline_run.h"
 #include "loom/train/remote_worker_metrics.h"
 #include "loom/train/server_metrics.h"
+#include "loom/train/stall_watchdog.h"
 #include "loom/train/step_telemetry.h"
 #include "loom/train/train_data.h"
 #include "loom/train/trainer.h"
@@ -67,6 +68,13 @@ class TrainingRun : private parallel::StepObserver {
   void train_epoch(int64_t epoch, int64_t first_step);
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
   void save_checkpoint();
+  // After each step: whether SIGTERM asks to stop here. Ranks that step together agree (any
+  // rank asked -> all stop), so that they stop at the same step and one checkpoint holds it.
+  bool stop_requested();
+  // The stall watchdog, told what this rank's waits are for.
+  void start_watchdog();
+  // Testing aids (LOOM_FAULT_*) that act after a step: a rank killed or frozen.
+  void inject_step_faults();
   // How the run is laid out over its ranks, for the checkpoint's manifest.
   nlohmann::ordered_json layout_json() const;
   // The step executor for the layout: accumulating (one process, data parallel) or pipeline.
@@ -132,6 +140,9 @@ class TrainingRun : private parallel::StepObserver {
   int64_t last_saved_step_ = -1;
   std::string last_checkpoint_;
   int64_t stop_after_step_ = 0;
+  bool preempted_ = false;           // SIGTERM: the loop stopped after the current step
+  int64_t checkpoint_failures_ = 0;  // saves that failed under checkpoint.on_error: warn
+  std::unique_ptr<StallWatchdog> watchdog_;
   bool lockstep_ = true;  // the ranks step together (not async or SSP parameter servers)
   std::chrono::milliseconds slow_by_{0};  // LOOM_FAULT_SLOW_RANK on this rank
 

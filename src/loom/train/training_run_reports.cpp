@@ -71,7 +71,8 @@ double TrainingRun::mean_over_ranks(double value) {
 EvalResult TrainingRun::evaluate_test() {
   if (pipeline_) return evaluate_pipeline();
   grad_sync_->sync_buffers();
-  EvalResult r = evaluate(*model_, *eval_loss_, *data_.test, *feeder_, info_.runtime.bf16());
+  EvalResult r = evaluate(*model_, *eval_loss_, *data_.test, *feeder_, info_.runtime.bf16(),
+                          [this] { watchdog_->progress(); });  // made before any evaluation
   if (world_ == 1) return r;
   const double samples = static_cast<double>(r.samples);
   at::Tensor sums = at::tensor({r.loss * samples, r.accuracy * samples, samples}, at::kDouble);
@@ -86,6 +87,7 @@ EvalResult TrainingRun::evaluate_pipeline() {
   pipeline_executor_->forward_only(
       data_.test->steps_per_epoch(),
       [&](int64_t b) {
+        watchdog_->progress();
         data::Batch batch = data_.test->batch(0, b);
         if (batch.labels.size(0) == 0) return parallel::MicroBatch{at::Tensor(), batch.labels};
         return parallel::MicroBatch{feeder_->to_input(batch.images), batch.labels};
@@ -238,6 +240,15 @@ TrainSummary TrainingRun::summarize() {
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
   s.last_checkpoint = last_checkpoint_;
+  s.preempted = preempted_;
+  s.preempted_checkpoint = preempted_ && last_saved_step_ == position_.step &&
+                           !last_checkpoint_.empty() && checkpoint_failures_ == 0;
+  s.checkpoint_failures = checkpoint_failures_;
+  s.restarts = options_.restarts;
+  // This attempt went on from its checkpoint: the last restart's lost steps are now known.
+  if (!s.restarts.empty() && s.restarts.back().resumed_from_step < 0) {
+    s.restarts.back().resumed_from_step = std::max<int64_t>(0, info_.resumed_from_step);
+  }
   s.allocator = config_.runtime.allocator;
   s.data = data_.train->stats();
   s.loader_threads = data_.loader_threads;
