@@ -30,13 +30,18 @@ CommandResult launch(int ranks, const std::string& args) {
                   worker(args));
 }
 
-// Two ranks started by hand with torchrun's variables; rank 0 serves the store.
+// Two ranks started by hand with torchrun's variables; rank 0 serves the store. It binds a free
+// port (MASTER_PORT=0) and writes it to a file; rank 1 starts once it is there. No port is
+// picked in advance, so none can be taken by another test in between.
 CommandResult torchrun_style(const std::string& args) {
-  const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(free_port());
-  return run_command("(RANK=1 LOCAL_RANK=1 " + env + " " + worker(args) +
-                     " & RANK=0 LOCAL_RANK=0 " + env + " " + worker(args) +
-                     "; echo \"rank0 exit $?\"; wait)");
+  TempDir dir;
+  const std::string port_file = dir / "port";
+  const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1";
+  return run_command(
+      "(RANK=0 LOCAL_RANK=0 " + env + " MASTER_PORT=0 LOOM_STORE_PORT_FILE=" + port_file + " " +
+      worker(args) + " & rank0=$!; for i in $(seq 600); do [ -s " + port_file +
+      " ] && break; sleep 0.05; done; RANK=1 LOCAL_RANK=1 " + env + " MASTER_PORT=$(cat " +
+      port_file + ") " + worker(args) + " & wait $rank0; echo \"rank0 exit $?\"; wait)");
 }
 
 // Segments that appeared during the test and are still there when all its processes have
@@ -171,7 +176,11 @@ TEST_F(Collectives, StalledRankIsNamedInTheTimeout) {
     const auto result = torchrun_style("stall " + backend + " 2000");
     EXPECT_NE(result.output.find("rank0 exit 1"), std::string::npos)
         << backend << ": " << result.output;
-    EXPECT_NE(result.output.find("rank 1"), std::string::npos) << backend << ": " << result.output;
+    // Rank 0's own error names rank 1.
+    const auto at = result.output.find("rank 0: ");
+    ASSERT_NE(at, std::string::npos) << backend << ": " << result.output;
+    const std::string line = result.output.substr(at, result.output.find('\n', at) - at);
+    EXPECT_NE(line.find("rank 1"), std::string::npos) << backend << ": " << line;
   }
 }
 

@@ -1,291 +1,30 @@
 // One rank of a multi-process communication test, started by `loom launch` or by a test with
 // torchrun-style variables. Usage: comm_worker SCENARIO BACKEND [TIMEOUT_MS]
-// Scenarios:
-//   collectives  every collective, sizes 1 element .. 64 MB, float and bfloat16, checked against
-//                values computed here; prints "rank R: N checks passed"
-//   agree        shm and Gloo all-reduce the same data in one process; results must be equal
-//   mismatch     rank 0 all-reduces 1024 floats, the others 2048: must fail, not hang
-//   die          rank 1 kills itself (SIGKILL) before an all-reduce the others wait in
-//   stall        rank 1 sleeps past the timeout before an all-reduce
-//   ps           parameter-server exchange: the last world/2 ranks serve, the others push
-//                (rank+1)-valued buffers and must pull exactly n(n+1)/2 (MXNet's dist_sync test),
-//                then means of float and bfloat16 patterns against sums computed here
-//   ps-stall     the same with the last rank (a server) asleep past the timeout: the workers
-//                must fail naming the server
-// Exit 0 when the scenario behaved as expected, 1 with the error on stderr otherwise.
-#include <signal.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
+// The scenarios are in comm_scenarios.h. Exit 0 when the scenario behaved as expected, 1 with
+// the error on stderr otherwise.
 #include <cstdio>
-#include <thread>
+#include <cstdlib>
 
-#include "loom/comm/communicator.h"
-#include "loom/comm/make_communicator.h"
-#include "loom/comm/rendezvous.h"
-#include "loom/comm/world_info.h"
-#include "loom/parallel/ps/param_server.h"
-#include "loom/parallel/ps/ps_exchange.h"
-#include "loom/parallel/ps/remote_parameters.h"
-#include "loom/parallel/ps/server_update.h"
-
-using namespace loom::comm;
-
-namespace {
-
-constexpr auto kWait = std::chrono::seconds(60);
-
-// Small multiples of 1/4 whose sums over a few ranks are exact in float and close in bfloat16.
-at::Tensor pattern(std::int64_t n, int rank, at::ScalarType dtype, int salt = 0) {
-  auto i = at::arange(n, at::kLong);
-  auto values = ((i * 7 + rank * 13 + salt) % 101).to(at::kFloat) * 0.25 - 12.0;
-  return values.to(dtype);
-}
-
-struct Checker {
-  int rank;
-  int checks = 0;
-  void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
-    const double tolerance = got.scalar_type() == at::kBFloat16 ? 0.26 : 1e-5;
-    const double error =
-        got.numel() == 0 ? 0.0
-                         : (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
-    if (got.numel() != want.numel() || error > tolerance) {
-      throw std::runtime_error(what + ": max error " + std::to_string(error) + " (rank " +
-                               std::to_string(rank) + ")");
-    }
-    ++checks;
-  }
-};
-
-void check_collectives(Communicator& comm, Checker& check) {
-  const int rank = comm.rank(), world = comm.world();
-  const std::int64_t sizes[] = {1, 3, 1000, 4097, 70001, (1 << 20) + 5, 16 << 20};
-  for (auto dtype : {at::kFloat, at::kBFloat16}) {
-    for (std::int64_t n : sizes) {
-      // 64 MB all-reduces run on two ranks; more ranks than the CI machine's two cores stop at 4 M.
-      if (n > (4 << 20) && world > 2) continue;
-      const std::string label = std::to_string(n) + " x " + c10::toString(dtype);
-      // Reference: every rank's pattern, summed in float here.
-      auto sum = at::zeros({n}, at::kFloat);
-      for (int r = 0; r < world; ++r) sum += pattern(n, r, dtype).to(at::kFloat);
-
-      auto t = pattern(n, rank, dtype);
-      comm.allreduce(t, ReduceOp::kSum)->wait(kWait);
-      check.expect_close(t, sum, "allreduce sum " + label);
-      t = pattern(n, rank, dtype);
-      comm.allreduce(t, ReduceOp::kAvg)->wait(kWait);
-      check.expect_close(t, sum / world, "allreduce avg " + label);
-      if (n > (4 << 20)) continue;  // the others are exercised up to 4 M elements
-
-      t = pattern(n, rank, dtype);
-      comm.broadcast(t, world - 1)->wait(kWait);
-      check.expect_close(t, pattern(n, world - 1, dtype), "broadcast " + label);
-
-      auto gathered = at::empty({world * n}, dtype);
-      comm.allgather(pattern(n, rank, dtype), gathered)->wait(kWait);
-      for (int r = 0; r < world; ++r) {
-        check.expect_close(gathered.slice(0, r * n, (r + 1) * n), pattern(n, r, dtype),
-                           "allgather " + label);
-      }
-
-      auto block = at::empty({n}, dtype);
-      auto whole_sum = at::zeros({world * n}, at::kFloat);
-      for (int r = 0; r < world; ++r) whole_sum += pattern(world * n, r, dtype).to(at::kFloat);
-      comm.reduce_scatter(pattern(world * n, rank, dtype), block, ReduceOp::kAvg)->wait(kWait);
-      check.expect_close(block, whole_sum.slice(0, rank * n, (rank + 1) * n) / world,
-                         "reduce_scatter " + label);
-
-      // A ring: send to the next rank, receive from the previous one.
-      auto received = at::empty({n}, dtype);
-      const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
-      auto sent = comm.send(pattern(n, rank, dtype, 5), next);
-      comm.recv(received, previous)->wait(kWait);
-      sent->wait(kWait);
-      check.expect_close(received, pattern(n, previous, dtype, 5), "send/recv " + label);
-    }
-  }
-  comm.barrier()->wait(kWait);
-}
-
-void check_agreement(std::shared_ptr<Rendezvous> rendezvous, CommOptions options, Checker& check) {
-  auto shm = make_communicator("shm", rendezvous, options);
-  auto gloo = make_communicator("gloo", rendezvous, options);
-  for (std::int64_t n : {std::int64_t{5}, std::int64_t{100003}, std::int64_t{3 << 20}}) {
-    auto data = at::randn({n}, at::TensorOptions().dtype(at::kFloat)) * (shm->rank() + 1);
-    auto a = data.clone(), b = data.clone();
-    shm->allreduce(a, ReduceOp::kSum)->wait(kWait);
-    gloo->allreduce(b, ReduceOp::kSum)->wait(kWait);
-    check.expect_close(a, b, "shm vs gloo, " + std::to_string(n) + " floats");
-  }
-}
-
-// Buffers of odd sizes cut into 4 KB parts over the servers, so parts end mid-buffer and a
-// server gets parts of several buffers.
-void check_parameter_servers(Communicator& comm, Checker& check) {
-  using namespace loom::parallel::ps;
-  PsRoles roles;
-  roles.servers = std::max(1, comm.world() / 2);
-  roles.workers = comm.world() - roles.servers;
-  const std::vector<std::int64_t> sizes = {1, 1000, 5003, 70001};
-  const auto timeout = std::chrono::milliseconds(30000);
-  const int n = roles.workers;
-  for (auto dtype : {at::kFloat, at::kBFloat16}) {
-    const PartPlan plan = plan_parts(sizes, c10::elementSize(dtype), 4096, roles.servers);
-    for (bool mean : {false, true}) {
-      const double scale = mean ? 1.0 / n : 1.0;
-      if (roles.is_server(comm.rank())) {
-        const int server = comm.rank() - roles.workers;
-        const ServeStats stats = serve_step(comm, plan, server, dtype, roles, scale, timeout);
-        // Every server gets its share of the bytes from every worker (within one part).
-        const std::int64_t share = plan.server_bytes()[static_cast<size_t>(server)];
-        if (stats.bytes_in != share * n || stats.bytes_out != share * n) {
-          throw std::runtime_error("server " + std::to_string(server) + " moved " +
-                                   std::to_string(stats.bytes_in) + " bytes in, expected " +
-                                   std::to_string(share * n));
-        }
-        ++check.checks;
-        continue;
-      }
-      std::vector<at::Tensor> buffers;
-      for (std::int64_t size : sizes) {
-        buffers.push_back(mean ? pattern(size, comm.rank(), dtype)
-                               : at::full({size}, comm.rank() + 1, at::TensorOptions(dtype)));
-      }
-      push_pull(comm, plan, buffers, roles, timeout);
-      for (size_t b = 0; b < sizes.size(); ++b) {
-        const std::string label = std::string(mean ? "ps mean " : "ps sum ") +
-                                  std::to_string(sizes[b]) + " x " + c10::toString(dtype);
-        if (!mean) {  // (rank+1) summed over the workers, exactly
-          const at::Tensor want = at::full({sizes[b]}, n * (n + 1) / 2, at::kFloat);
-          if (!buffers[b].to(at::kFloat).equal(want)) throw std::runtime_error(label + ": wrong");
-          ++check.checks;
-          continue;
-        }
-        auto sum = at::zeros({sizes[b]}, at::kFloat);
-        for (int r = 0; r < n; ++r) sum += pattern(sizes[b], r, dtype).to(at::kFloat);
-        check.expect_close(buffers[b], sum / n, label);
-      }
-    }
-  }
-  comm.barrier()->wait(kWait);
-}
-
-// Servers that keep the parameters: every worker moves a parameter larger than several parts by
-// (rank + 1) per step through its own "optimizer", three steps, in SSP with no slack and then
-// asynchronously. The servers add the mean of the moves, so after the last step every worker
-// holds exactly 3 (n + 1) / 2 (SSP; async within rounding), and with s = 0 no answer lacks a step.
-void check_held_parameters(Communicator& world, const std::shared_ptr<Rendezvous>& rendezvous,
-                           const std::string& backend, Checker& check) {
-  using namespace loom::parallel::ps;
-  PsRoles roles;
-  roles.servers = std::max(1, world.world() / 2);
-  roles.workers = world.world() - roles.servers;
-  const int n = roles.workers;
-  for (bool bounded : {true, false}) {
-    if (roles.is_server(world.rank())) {
-      ParamServerOptions options;
-      options.roles = roles;
-      options.bounded = bounded;
-      const auto update = add_deltas();
-      const auto load = run_param_server(world, options, *update);
-      if (load.steps != (bounded ? 3 : 3 * n)) {
-        throw std::runtime_error("server applied " + std::to_string(load.steps) + " updates");
-      }
-      ++check.checks;
-      continue;
-    }
-    std::vector<int> workers;
-    for (int r = 0; r < n; ++r) workers.push_back(r);
-    auto group = make_group_communicator(backend, rendezvous, workers,
-                                         bounded ? "held-ssp" : "held-async", world.options());
-    at::Tensor w = at::zeros({70001});
-    RemoteParametersOptions options;
-    options.roles = roles;
-    options.part_bytes = 4096;
-    options.mode = bounded ? "ssp" : "async";
-    {
-      RemoteParameters held({{"w", w}}, {}, *group, world, options);
-      for (int step = 0; step < 3; ++step) {
-        held.step(0.1, [&] { w.add_(world.rank() + 1); });
-        if (bounded && held.last_stats().staleness != 0) {
-          throw std::runtime_error("SSP s=0 answered with staleness " +
-                                   std::to_string(held.last_stats().staleness));
-        }
-      }
-      held.end_training();
-    }
-    const at::Tensor want = at::full({70001}, 3.0 * (n + 1) / 2);
-    if (bounded && !w.equal(want)) throw std::runtime_error("ssp: wrong parameters");
-    check.expect_close(w, want, bounded ? "ssp" : "async");
-  }
-  world.barrier()->wait(kWait);
-}
-
-}  // namespace
+#include "dist/comm_scenarios.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: comm_worker SCENARIO BACKEND [TIMEOUT_MS]\n");
     return 2;
   }
-  const std::string scenario = argv[1], backend = argv[2];
-  CommOptions options;
-  options.timeout = std::chrono::milliseconds(argc > 3 ? std::atoi(argv[3]) : 30000);
-  options.check_calls = backend == "gloo" && scenario == "mismatch";
-  int rank = -1;
+  loom::test::ScenarioOptions options;
+  options.scenario = argv[1];
+  options.backend = argv[2];
+  options.comm.timeout = std::chrono::milliseconds(argc > 3 ? std::atoi(argv[3]) : 30000);
+  options.comm.check_calls = options.backend == "gloo" && options.scenario == "mismatch";
+  loom::comm::WorldInfo world;
   try {
-    const WorldInfo world = world_from_environment();
-    rank = world.rank;
-    auto rendezvous = Rendezvous::connect(world, std::chrono::seconds(30));
-    Checker check{rank};
-    std::string used = backend;
-    if (scenario == "agree") {
-      at::manual_seed(7 + rank);
-      check_agreement(rendezvous, options, check);
-    } else {
-      auto comm = make_communicator(backend, rendezvous, options);
-      used = comm->backend();
-      if (scenario == "collectives") {
-        check_collectives(*comm, check);
-      } else if (scenario == "ps") {
-        check_parameter_servers(*comm, check);
-      } else if (scenario == "ps-held") {
-        check_held_parameters(*comm, rendezvous, backend, check);
-      } else if (scenario == "ps-stall") {
-        comm->barrier()->wait(kWait);
-        if (rank == comm->world() - 1) {
-          std::this_thread::sleep_for(options.timeout + std::chrono::seconds(1));
-          return 0;
-        }
-        check_parameter_servers(*comm, check);
-        std::fprintf(stderr, "rank %d: the exchange finished without its server\n", rank);
-        return 1;
-      } else if (scenario == "mismatch") {
-        auto t = at::ones({rank == 0 ? 1024 : 2048});
-        comm->allreduce(t, ReduceOp::kSum)->wait(kWait);
-        std::fprintf(stderr, "rank %d: mismatched all-reduce was not detected\n", rank);
-        return 1;
-      } else if (scenario == "die" || scenario == "stall") {
-        comm->barrier()->wait(kWait);
-        if (rank == 1 && scenario == "die") ::raise(SIGKILL);
-        if (rank == 1) std::this_thread::sleep_for(options.timeout + std::chrono::seconds(1));
-        auto t = at::ones({1000});
-        comm->allreduce(t, ReduceOp::kSum)->wait(kWait);
-        if (rank != 1) {
-          std::fprintf(stderr, "rank %d: all-reduce finished without rank 1\n", rank);
-          return 1;
-        }
-      } else {
-        std::fprintf(stderr, "comm_worker: unknown scenario %s\n", scenario.c_str());
-        return 2;
-      }
-    }
-    std::printf("rank %d: %d checks passed on %s\n", rank, check.checks, used.c_str());
-    return 0;
+    world = loom::comm::world_from_environment();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-    return 1;
+    std::fprintf(stderr, "comm_worker: %s\n", e.what());
+    return 2;
   }
+  const loom::test::ScenarioResult result = loom::test::run_scenario(world, options);
+  std::fprintf(result.exit_code == 0 ? stdout : stderr, "%s\n", result.message.c_str());
+  return result.exit_code;
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -35,6 +36,26 @@ c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store
 
 int restart_attempt() { return static_cast<int>(setting_int("LOOM_RESTART_COUNT")); }
 
+namespace {
+
+// MASTER_PORT=0: the store's port, for the ranks still to be started (LOOM_STORE_PORT_FILE).
+// Written whole and renamed into place, so that a reader never sees half a number.
+void publish_port(int port) {
+  const std::string path = setting("LOOM_STORE_PORT_FILE");
+  if (path.empty()) return;
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    out << port << "\n";
+    if (!out.flush()) throw CommError("rendezvous: cannot write the store's port to " + partial);
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    throw CommError("rendezvous: cannot rename " + partial + " to " + path);
+  }
+}
+
+}  // namespace
+
 std::string host_identity() {
   if (std::string forced = setting("LOOM_HOST_ID"); !forced.empty()) return forced;
   std::string boot;
@@ -48,6 +69,14 @@ Rendezvous::Rendezvous(WorldInfo world, std::chrono::milliseconds timeout)
     if (world_.rank == 0 && !world_.store_served_by_launcher) {
       server_ = std::make_unique<StoreServer>(world_.master_addr, world_.master_port,
                                               StoreServerOptions{world_.store_token});
+      if (world_.master_port == 0) {
+        world_.master_port = server_->port();
+        publish_port(world_.master_port);
+      }
+    } else if (world_.master_port == 0) {
+      throw ConfigError(
+          "environment variable MASTER_PORT: 0 (a free port) is only for the rank that serves "
+          "the store (rank 0 without loom launch); the others need the port it reported");
     }
     store_ = store_for_attempt(c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port,
                                                              timeout, world_.store_token),

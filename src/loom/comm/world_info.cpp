@@ -25,7 +25,8 @@ int parse_optional(const EnvLookup& env, const char* name, int fallback) {
 void read_master(const EnvLookup& env, WorldInfo& info) {
   if (const char* addr = env("MASTER_ADDR"); addr && *addr) info.master_addr = addr;
   info.master_port = parse_optional(env, "MASTER_PORT", info.master_port);
-  if (info.master_port == 0 || info.master_port > 65535) {
+  // 0 is allowed: the rank that serves the store then binds a free port (Rendezvous).
+  if (info.master_port < 0 || info.master_port > 65535) {
     throw ConfigError("environment variable MASTER_PORT: " + std::to_string(info.master_port) +
                       " is not a TCP port");
   }

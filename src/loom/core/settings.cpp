@@ -45,6 +45,9 @@ const std::vector<SettingInfo>& all_settings() {
        "The job's shared secret: the rendezvous store refuses clients that cannot prove they "
        "hold it (challenge-response, never sent). `loom launch` sets it for its ranks from "
        "--token-file, or draws a fresh one for a one-node job."},
+      {"LOOM_STORE_PORT_FILE", "",
+       "With MASTER_PORT=0, rank 0 (serving the store itself, without loom launch) binds a free "
+       "port and writes its number to this file, for the ranks started after it."},
       {"LOOM_HOST_ID", "",
        "Overrides the host identity ranks compare to find which of them share a host (default: "
        "hostname + kernel boot id). Tests use it to pretend one machine is several hosts."},

@@ -1,0 +1,43 @@
+// The scenarios of the communication tests, run by one rank: by a process of its own
+// (comm_worker, started by `loom launch` or torchrun-style) or by a thread among others in one
+// process (ranks_as_threads_test), which runs them without process start-up cost.
+//
+//   collectives  every collective on float and bfloat16, sizes 1 element .. max_elements,
+//                checked against values computed here
+//   agree        shm and Gloo all-reduce the same data; results must be equal
+//   mismatch     rank 0 all-reduces 1024 floats, the others 2048: must fail, not hang
+//   die          rank 1 kills itself (SIGKILL) before an all-reduce the others wait in
+//                (processes only)
+//   stall        rank 1 sleeps past the timeout (and the diagnosis after it) before an all-reduce
+//   ps           parameter-server exchange: the last world/2 ranks serve, the others push
+//                (rank+1)-valued buffers and must pull exactly n(n+1)/2 (MXNet's dist_sync test),
+//                then means of float and bfloat16 patterns against sums computed here
+//   ps-held      servers that keep the parameters, in SSP with no slack and asynchronously
+//   ps-stall     the ps exchange with the last rank (a server) asleep past the timeout: the
+//                workers must fail naming the server
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "loom/comm/communicator.h"
+#include "loom/comm/world_info.h"
+
+namespace loom::test {
+
+struct ScenarioOptions {
+  std::string scenario, backend;
+  comm::CommOptions comm;
+  // collectives: the largest all-reduce; the other collectives stop at 4 M elements.
+  std::int64_t max_elements = 16 << 20;
+};
+
+struct ScenarioResult {
+  int exit_code = 0;    // 0: behaved as expected; 1: not (the message says why); 2: usage
+  std::string message;  // "rank R: N checks passed on BACKEND", or what went wrong
+};
+
+// Runs the scenario as the rank `world` describes. Never throws.
+ScenarioResult run_scenario(const comm::WorldInfo& world, const ScenarioOptions& options);
+
+}  // namespace loom::test

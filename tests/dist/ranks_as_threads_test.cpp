@@ -1,0 +1,115 @@
+// The communication scenarios of collectives_test again, with every rank a thread of this
+// process around an in-process store server, as Gloo's own tests run: no process start-up, and
+// no port picked in advance (the store binds port 0 and says which it got), so nothing can race
+// another test for a port. What only processes show (a rank killed, the launcher naming it,
+// torchrun's variables) stays in collectives_test.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "dist/comm_scenarios.h"
+#include "loom/comm/store_server.h"
+
+namespace loom::test {
+namespace {
+
+std::vector<ScenarioResult> run_ranks(int world, const std::string& scenario,
+                                      const std::string& backend, int timeout_ms = 30000) {
+  const std::string token = "ranks-as-threads";
+  comm::StoreServer store("127.0.0.1", 0, comm::StoreServerOptions{token});
+  ScenarioOptions options;
+  options.scenario = scenario;
+  options.backend = backend;
+  options.comm.timeout = std::chrono::milliseconds(timeout_ms);
+  options.comm.check_calls = backend == "gloo" && scenario == "mismatch";
+  options.max_elements = 70001;  // the processes' test goes up to 64 MB
+  std::vector<ScenarioResult> results(static_cast<size_t>(world));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    comm::WorldInfo info;
+    info.rank = info.local_rank = r;
+    info.world = info.local_world = world;
+    info.master_addr = "127.0.0.1";
+    info.master_port = store.port();
+    info.launcher = "threads";
+    info.store_served_by_launcher = true;
+    info.store_token = token;
+    ranks.emplace_back([&results, &options, info] {
+      results[static_cast<size_t>(info.rank)] = run_scenario(info, options);
+    });
+  }
+  for (auto& rank : ranks) rank.join();
+  return results;
+}
+
+std::string all_messages(const std::vector<ScenarioResult>& results) {
+  std::string text;
+  for (const auto& r : results) text += r.message + "\n";
+  return text;
+}
+
+void expect_all_passed(const std::vector<ScenarioResult>& results, const std::string& backend) {
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << all_messages(results);
+    EXPECT_NE(r.message.find("checks passed on " + backend), std::string::npos) << r.message;
+  }
+}
+
+TEST(RanksAsThreads, EveryCollectiveMatchesTheReference) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    for (int world : {2, 3}) {
+      SCOPED_TRACE(backend + " x " + std::to_string(world));
+      expect_all_passed(run_ranks(world, "collectives", backend), backend);
+    }
+  }
+}
+
+TEST(RanksAsThreads, ShmAgreesWithGloo) {
+  const auto results = run_ranks(2, "agree", "shm");
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << all_messages(results);
+    EXPECT_NE(r.message.find("3 checks passed"), std::string::npos) << r.message;
+  }
+}
+
+TEST(RanksAsThreads, ParameterServersSumExactly) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    SCOPED_TRACE(backend);
+    expect_all_passed(run_ranks(4, "ps", backend), backend);
+    expect_all_passed(run_ranks(3, "ps-held", backend), backend);
+  }
+}
+
+TEST(RanksAsThreads, MismatchedCallsAreReportedWithBothShapes) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto results = run_ranks(2, "mismatch", backend, 5000);
+    const std::string text = all_messages(results);
+    for (const auto& r : results) EXPECT_EQ(r.exit_code, 1) << backend << ": " << text;
+    EXPECT_NE(text.find("1024 x Float"), std::string::npos) << backend << ": " << text;
+    EXPECT_NE(text.find("2048 x Float"), std::string::npos) << backend << ": " << text;
+    EXPECT_EQ(text.find("was not detected"), std::string::npos) << text;
+  }
+}
+
+TEST(RanksAsThreads, AStalledRankIsNamedInTheTimeout) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto results = run_ranks(2, "stall", backend, 2000);
+    EXPECT_EQ(results[0].exit_code, 1) << backend << ": " << all_messages(results);
+    EXPECT_NE(results[0].message.find("rank 1"), std::string::npos)
+        << backend << ": " << results[0].message;
+  }
+}
+
+// Two workers and two servers; the last rank, server 1, sleeps.
+TEST(RanksAsThreads, AStalledParameterServerIsNamed) {
+  for (const std::string backend : {"shm", "gloo"}) {
+    const auto results = run_ranks(4, "ps-stall", backend, 2000);
+    EXPECT_EQ(results[0].exit_code, 1) << backend << ": " << all_messages(results);
+    EXPECT_NE(results[0].message.find("with server 1"), std::string::npos)
+        << backend << ": " << results[0].message;
+  }
+}
+
+}  // namespace
+}  // namespace loom::test
