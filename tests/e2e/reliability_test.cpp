@@ -99,6 +99,37 @@ TEST(Reliability, EveryNodeTakesPartInTheRestart) {
   expect_identical_runs(dir / "run", dir / "straight");
 }
 
+// Node 1 (one rank) is lost for good: its rank dies after step 6 and its launcher, which has
+// no restarts of its own, leaves. Node 0 (--nnodes 1:2) goes on alone from the checkpoint of
+// step 4 with the same global batch, one rank of 32 instead of two of 16: every step trains on
+// the same samples (Loader.EveryStepHasTheSameSamplesOnAnyNumberOfRanks), so the result is the
+// uninterrupted two-rank run's within floating-point reassociation.
+TEST(Reliability, AJobGoesOnWithFewerRanksWhenANodeStaysAway) {
+  TempDir dir;
+  const std::string where = "--join-timeout 8 --master 127.0.0.1:" + std::to_string(free_port()) +
+                            " --nproc-per-node 1 -- " + train_command(dir / "run");
+  BackgroundProcess lost("env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " + std::string(LOOM_BINARY) +
+                             " launch --node-rank 1 --nnodes 2 " + where,
+                         dir / "node1.log");
+  const auto survivor =
+      run_loom("launch --node-rank 0 --nnodes 1:2 --max-restarts 1 --min-nproc 1 " + where);
+  ASSERT_EQ(survivor.exit_code, 0) << survivor.output << read_text(dir / "node1.log");
+  EXPECT_NE(lost.wait(), 0);
+  EXPECT_NE(survivor.output.find("loom launch: going on without node(s) 1, which did not come "
+                                 "back within 8 s for restart 1: 1 rank(s) now (--nnodes 1:2)"),
+            std::string::npos)
+      << survivor.output;
+  const auto summary = summary_of(dir / "run");
+  EXPECT_EQ(summary["data_parallel"]["ranks"], 1) << summary.dump(2);
+  EXPECT_EQ(summary["resumed_from_step"], 4);
+  EXPECT_EQ(summary["steps"], 16);
+  ASSERT_EQ(summary["restarts"].size(), 1u) << summary.dump(2);
+
+  const auto straight = run_loom(two_rank_job(dir / "straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  expect_same_model(dir / "run", dir / "straight", 1e-5);
+}
+
 TEST(Reliability, APreemptedJobCommitsItsStepExitsResumableAndResumesExactly) {
   TempDir dir;
   // Rank 0 sleeps 150 ms after each step, so that the job is still running when the signal

@@ -99,7 +99,7 @@ TEST(ResumeImageFolder, AnyLoaderThreadCountContinuesTheSameSamples) {
 
   auto changed = test::run_loom(args(dir / "resumed", 2) + " --set data.batch_size=8 --resume");
   EXPECT_EQ(changed.exit_code, 1) << changed.output;
-  EXPECT_NE(changed.output.find("batches per epoch was 12 when it was written and is 15 now"),
+  EXPECT_NE(changed.output.find("batch size per rank was 10 when it was written and is 8 now"),
             std::string::npos)
       << changed.output;
 }

@@ -12,6 +12,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "loom/comm/rendezvous.h"
 #include "loom/comm/store_server.h"
@@ -92,8 +93,24 @@ std::vector<std::string> server_command(const std::vector<std::string>& command)
   return server;
 }
 
-// Every node's (workers, servers), agreed through node 0's store: each launcher puts its own
-// and waits for the others', naming the nodes that never came (again, for each restart).
+// The node numbers listed, "1, 2".
+std::string node_list(const std::vector<std::size_t>& nodes) {
+  std::string list;
+  for (std::size_t node : nodes) list += (list.empty() ? "" : ", ") + std::to_string(node);
+  return list;
+}
+
+// Whether the job may go on without `missing` of its nodes: from a restart on, when at least
+// --nnodes MIN of them are left.
+bool may_go_on_without(const LaunchPlan& plan, std::size_t missing, int attempt) {
+  const int least = plan.min_nodes > 0 ? plan.min_nodes : plan.nodes;
+  return attempt > 0 && plan.nodes - static_cast<int>(missing) >= least;
+}
+
+// Every node's (workers, servers) for one attempt, agreed through node 0's store: each launcher
+// puts its own; node 0 waits for the others', naming those that never came, and publishes the
+// layout that every launcher then uses. From a restart on, node 0 goes on without nodes that do
+// not come back in time, if --nnodes MIN nodes and --min-nproc ranks are left.
 std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
                                              const std::string& token, int attempt) {
   std::vector<std::pair<int, int>> counts(static_cast<size_t>(plan.nodes));
@@ -101,31 +118,67 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
   if (plan.nodes == 1) return counts;
   const auto timeout =
       std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
+  const std::string waited = std::to_string(static_cast<long>(plan.join_timeout_seconds)) + " s";
+  const std::string restart =
+      attempt > 0 ? " to come back for restart " + std::to_string(attempt) : std::string();
   comm::TcpStore store(plan.master_addr, port, timeout, token);
   const std::string prefix = comm::key_for_attempt("loom/launch/node/", attempt);
-  const std::string mine =
-      std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node);
-  store.set(prefix + std::to_string(plan.node_rank),
-            std::vector<uint8_t>(mine.begin(), mine.end()));
-  std::vector<std::string> keys;
-  for (int node = 0; node < plan.nodes; ++node) keys.push_back(prefix + std::to_string(node));
-  const std::vector<std::size_t> missing = comm::wait_for_keys(store, keys, timeout);
-  if (!missing.empty()) {
-    std::string list;
-    for (std::size_t node : missing) list += (list.empty() ? "" : ", ") + std::to_string(node);
-    throw TimeoutError(
-        "launch: node " + std::to_string(plan.node_rank) + " waited " +
-        std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
-        " s for the launchers of node(s) " + list +
-        (attempt > 0 ? " to come back for restart " + std::to_string(attempt) : std::string()) +
-        " of " + std::to_string(plan.nodes) + " at " + plan.master_addr + ":" +
-        std::to_string(port));
+  const std::string layout_key = comm::key_for_attempt("loom/launch/layout", attempt);
+  auto set = [&](const std::string& key, const std::string& text) {
+    store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  auto get = [&](const std::string& key) {
+    const auto bytes = store.get(key);
+    return std::string(bytes.begin(), bytes.end());
+  };
+  set(prefix + std::to_string(plan.node_rank),
+      std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node));
+  if (plan.node_rank == 0) {
+    std::vector<std::string> keys;
+    for (int node = 0; node < plan.nodes; ++node) keys.push_back(prefix + std::to_string(node));
+    const std::vector<std::size_t> missing = comm::wait_for_keys(store, keys, timeout);
+    if (!missing.empty() && !may_go_on_without(plan, missing.size(), attempt)) {
+      throw TimeoutError("launch: node 0 waited " + waited + " for the launchers of node(s) " +
+                         node_list(missing) + restart + " of " + std::to_string(plan.nodes) +
+                         " at " + plan.master_addr + ":" + std::to_string(port));
+    }
+    std::string layout;
+    int workers = 0;
+    for (int node = 0; node < plan.nodes; ++node) {
+      auto& count = counts[static_cast<size_t>(node)];
+      const bool gone = std::find(missing.begin(), missing.end(), node) != missing.end();
+      if (!gone)
+        std::sscanf(get(keys[static_cast<size_t>(node)]).c_str(), "%d %d", &count.first,
+                    &count.second);
+      workers += count.first;
+      layout += std::to_string(count.first) + " " + std::to_string(count.second) + " ";
+    }
+    if (workers < plan.min_procs) {
+      throw Error("launch: only " + std::to_string(workers) + " rank(s) came" + restart +
+                  ", fewer than --min-nproc " + std::to_string(plan.min_procs));
+    }
+    if (!missing.empty()) {
+      std::fprintf(stderr,
+                   "loom launch: going on without node(s) %s, which did not come back within %s "
+                   "for restart %d: %d rank(s) now (--nnodes %d:%d)\n",
+                   node_list(missing).c_str(), waited.c_str(), attempt, workers, plan.min_nodes,
+                   plan.nodes);
+    }
+    set(layout_key, layout);
+    return counts;
   }
-  for (int node = 0; node < plan.nodes; ++node) {
-    const auto value = store.get(keys[static_cast<size_t>(node)]);
-    int workers = -1, servers = -1;
-    std::sscanf(std::string(value.begin(), value.end()).c_str(), "%d %d", &workers, &servers);
-    counts[static_cast<size_t>(node)] = {workers, servers};
+  if (!comm::wait_for_keys(store, {layout_key}, timeout).empty()) {
+    throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " + waited +
+                       " for node 0's launcher at " + plan.master_addr + ":" +
+                       std::to_string(port) + " to settle the job's layout" +
+                       (attempt > 0 ? " for restart " + std::to_string(attempt) : std::string()));
+  }
+  std::istringstream layout(get(layout_key));
+  for (auto& count : counts) layout >> count.first >> count.second;
+  const auto& mine = counts[static_cast<size_t>(plan.node_rank)];
+  if (mine.first + mine.second == 0 && plan.procs_per_node + plan.servers_per_node > 0) {
+    throw Error("launch: the job went on without node " + std::to_string(plan.node_rank) +
+                ", which came back too late for restart " + std::to_string(attempt));
   }
   return counts;
 }
@@ -423,7 +476,9 @@ RestartDecision decide_restart(const LaunchPlan& plan, JobStore& job, int attemp
     std::vector<std::string> keys;
     for (int node = 0; node < plan.nodes; ++node) keys.push_back(stopped + std::to_string(node));
     const auto missing = comm::wait_for_keys(job.store(), keys, timeout);
-    decision.restart = missing.empty() && attempt < plan.max_restarts;
+    // A node that does not report back is gone; the job may go on without it (--nnodes MIN:MAX).
+    const bool enough = missing.empty() || may_go_on_without(plan, missing.size(), attempt + 1);
+    decision.restart = enough && attempt < plan.max_restarts;
     // The first failure by the clock; the ones after it on other nodes are its consequences.
     int64_t first = std::numeric_limits<int64_t>::max();
     for (int node = 0; node < plan.nodes; ++node) {
@@ -442,11 +497,12 @@ RestartDecision decide_restart(const LaunchPlan& plan, JobStore& job, int attemp
                                          {"failed_at_step", decision.record.failed_at_step}}
                               .dump());
     if (!missing.empty()) {
-      std::string list;
-      for (auto node : missing) list += (list.empty() ? "" : ", ") + std::to_string(node);
-      throw TimeoutError("launch: node(s) " + list + " did not report their ranks stopped within " +
-                         std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
-                         " s (--join-timeout) after: " + decision.record.cause);
+      const std::string what = "node(s) " + node_list(missing) +
+                               " did not report their ranks stopped within " +
+                               std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                               " s (--join-timeout) after: " + decision.record.cause;
+      if (!enough) throw TimeoutError("launch: " + what);
+      std::fprintf(stderr, "loom launch: %s\n", what.c_str());
     }
     return decision;
   }

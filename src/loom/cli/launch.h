@@ -19,6 +19,12 @@ struct LaunchPlan {
   int servers_per_node = 0;
   double join_timeout_seconds = 300;  // for the other nodes' launchers to check in
   int nodes = 1;
+  // After a restart the job may go on without nodes that do not come back, if this many are
+  // left (--nnodes MIN:MAX; 0 or `nodes`: all must come back) and, over them, at least
+  // min_procs training ranks (--min-nproc). `loom train` keeps data.global_batch, so every step
+  // trains on the same samples with fewer ranks.
+  int min_nodes = 0;
+  int min_procs = 0;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: node 0 picks a free port (single-node runs only)

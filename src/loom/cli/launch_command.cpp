@@ -25,6 +25,30 @@ void parse_master(const std::string& text, LaunchPlan& plan) {
   plan.master_port = static_cast<int>(value);
 }
 
+// "N" or "MIN:MAX" -> plan.nodes (the most) and plan.min_nodes (0 for "N": all of them, also
+// when --roles auto learns the number of nodes from the cluster's description).
+void parse_nnodes(const std::string& text, LaunchPlan& plan) {
+  const auto colon = text.find(':');
+  auto number = [&](const std::string& part) {
+    char* end = nullptr;
+    const long value = part.empty() ? -1 : std::strtol(part.c_str(), &end, 10);
+    if (value < 1 || value > 100000 || *end != '\0') {
+      throw ConfigError("--nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX, got '" + text + "'");
+    }
+    return static_cast<int>(value);
+  };
+  plan.nodes = number(text.substr(0, colon == std::string::npos ? text.size() : colon));
+  plan.min_nodes = 0;
+  if (colon != std::string::npos) {
+    plan.min_nodes = plan.nodes;
+    plan.nodes = number(text.substr(colon + 1));
+    if (plan.min_nodes > plan.nodes) {
+      throw ConfigError("--nnodes: MIN " + std::to_string(plan.min_nodes) + " exceeds MAX " +
+                        std::to_string(plan.nodes));
+    }
+  }
+}
+
 void check_plan(const LaunchPlan& plan, bool master_given) {
   if (plan.procs_per_node < 0 || (plan.procs_per_node == 0 && plan.servers_per_node == 0)) {
     throw ConfigError(
@@ -50,6 +74,7 @@ void check_plan(const LaunchPlan& plan, bool master_given) {
 Command add_launch_command(CLI::App& app) {
   auto plan = std::make_shared<LaunchPlan>();
   auto master = std::make_shared<std::string>();
+  auto nnodes = std::make_shared<std::string>("1");
   CLI::App* sub = app.add_subcommand("launch",
                                      "Start the ranks of a data-parallel job on this node: loom "
                                      "launch --nproc-per-node 2 -- loom train ...");
@@ -59,7 +84,15 @@ Command add_launch_command(CLI::App& app) {
                   "Parameter servers to start on this node (runs with parallel.mode=ps and "
                   "parallel.ps.servers = the job's total); they take the last ranks")
       ->capture_default_str();
-  sub->add_option("--nnodes", plan->nodes, "Nodes in the job")->capture_default_str();
+  sub->add_option("--nnodes", *nnodes,
+                  "Nodes in the job: N, or MIN:MAX to go on after a restart (--max-restarts) "
+                  "without nodes that do not come back, as long as MIN are left")
+      ->capture_default_str();
+  sub->add_option("--min-nproc", plan->min_procs,
+                  "After a restart, go on only if at least this many training ranks are left "
+                  "over the nodes that came back")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--join-timeout", plan->join_timeout_seconds,
                   "Seconds node 0 waits for the other nodes' launchers to check in")
       ->capture_default_str();
@@ -119,7 +152,8 @@ Command add_launch_command(CLI::App& app) {
                   "A data worker exits when no trainer asked for anything for this many seconds")
       ->capture_default_str()
       ->group(group);
-  return {sub, [plan, master, roles] {
+  return {sub, [plan, master, roles, nnodes] {
+            parse_nnodes(*nnodes, *plan);
             if (!master->empty()) parse_master(*master, *plan);
             if (!roles->token_file.empty()) {
               plan->store_token = read_token_file(roles->token_file, "--token-file");

@@ -111,6 +111,7 @@ LoaderState Loader::identity() const {
   s.steps_per_epoch = steps_;
   s.rank = order_.rank();
   s.world = order_.world();
+  s.batch = options_.batch_size;
   return s;
 }
 

@@ -16,8 +16,24 @@ void check_same_sequence(const LoaderState& saved, const LoaderState& now,
   };
   differs("set size", saved.samples, now.samples);
   differs("order seed", static_cast<int64_t>(saved.seed), static_cast<int64_t>(now.seed));
-  differs("world size", saved.world, now.world);
-  differs("rank", saved.rank, now.rank);
+  if (saved.batch > 0 && now.batch > 0) {
+    const int64_t then = saved.batch * saved.world, current = now.batch * now.world;
+    if (then != current && saved.world == now.world) {
+      differs("batch size per rank", saved.batch, now.batch);
+    }
+    if (then != current) {
+      throw DataError("checkpoint '" + checkpoint + "': the global batch was " +
+                      std::to_string(then) + " (" + std::to_string(saved.world) + " x " +
+                      std::to_string(saved.batch) + ") when it was written and is " +
+                      std::to_string(current) + " (" + std::to_string(now.world) + " x " +
+                      std::to_string(now.batch) +
+                      ") now, so resuming would not see the same samples; set data.global_batch "
+                      "to keep it when the number of ranks changes");
+    }
+  } else {
+    differs("world size", saved.world, now.world);
+    differs("rank", saved.rank, now.rank);
+  }
   differs("batches per epoch", saved.steps_per_epoch, now.steps_per_epoch);
 }
 

@@ -15,9 +15,14 @@ struct LoaderState {
   int64_t samples = 0;          // in the data set
   int64_t steps_per_epoch = 0;  // this rank's
   int rank = 0, world = 1;
+  int64_t batch = 0;  // samples per batch on each rank; 0: unknown (older checkpoints)
 };
 
-// Throws DataError naming what differs when `now` would not continue `saved`'s sequence.
+// Throws DataError naming what differs when `now` would not continue `saved`'s sequence. The
+// number of ranks may change when the global batch (ranks x batch) does not: every rank takes
+// positions rank, rank + world, ... of the epoch's order, so the ranks' batches of step s cover
+// positions [s x global batch, (s + 1) x global batch) whatever their number, and a job that
+// goes on with fewer ranks trains on the same samples at every step.
 void check_same_sequence(const LoaderState& saved, const LoaderState& now,
                          const std::string& checkpoint);
 

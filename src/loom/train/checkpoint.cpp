@@ -69,7 +69,8 @@ nlohmann::json loader_json(const std::optional<data::LoaderState>& state) {
           {"samples", state->samples},
           {"steps_per_epoch", state->steps_per_epoch},
           {"rank", state->rank},
-          {"world", state->world}};
+          {"world", state->world},
+          {"batch", state->batch}};
 }
 
 data::LoaderState loader_from_json(const nlohmann::ordered_json& j) {
@@ -81,6 +82,7 @@ data::LoaderState loader_from_json(const nlohmann::ordered_json& j) {
   s.steps_per_epoch = j.at("steps_per_epoch");
   s.rank = j.at("rank");
   s.world = j.at("world");
+  s.batch = j.value("batch", int64_t{0});  // absent before the number of ranks could change
   return s;
 }
 

@@ -236,6 +236,53 @@ TEST(Loader, ResumeContinuesTheExactIndexSequence) {
   EXPECT_THROW(check_same_sequence(other, second.identity(), "ckpt"), DataError);
 }
 
+// With the same global batch, the ranks' batches of every step hold the same samples whatever
+// the number of ranks, so a job may go on with fewer (loom launch --nnodes MIN:MAX) and train
+// on the same samples at every step; resuming checks that, not the number of ranks.
+TEST(Loader, EveryStepHasTheSameSamplesOnAnyNumberOfRanks) {
+  test::TempDir dir;
+  auto folder = make_folder(dir, 40);
+  constexpr int64_t kGlobalBatch = 8;
+  std::map<int, LoaderState> identity;  // of rank 0, by world
+  auto samples_of_steps = [&](int world) {
+    std::vector<std::set<int64_t>> steps;
+    for (int rank = 0; rank < world; ++rank) {
+      LoaderOptions options = small_options(1);
+      options.batch_size = kGlobalBatch / world;
+      Loader loader(folder, EpochOrder(40, 9).shard(rank, world, EpochOrder::ShardMode::kDrop),
+                    options);
+      if (rank == 0) identity[world] = loader.identity();
+      steps.resize(static_cast<size_t>(2 * loader.steps_per_epoch()));
+      for (int64_t epoch = 0; epoch < 2; ++epoch) {
+        for (int64_t step = 0; step < loader.steps_per_epoch(); ++step) {
+          const at::Tensor idx = loader.batch(epoch, step).indices;
+          steps[static_cast<size_t>(epoch * loader.steps_per_epoch() + step)].insert(
+              idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+        }
+      }
+    }
+    return steps;
+  };
+  const auto alone = samples_of_steps(1);
+  ASSERT_EQ(alone.size(), 10u);
+  EXPECT_EQ(samples_of_steps(2), alone);
+  EXPECT_EQ(samples_of_steps(4), alone);
+  for (const auto& step : alone) EXPECT_EQ(step.size(), static_cast<size_t>(kGlobalBatch));
+
+  check_same_sequence(identity[4], identity[1], "ckpt");  // 4 ranks x 2 -> 1 rank x 8
+  LoaderState bigger = identity[2];
+  bigger.batch = 8;  // 2 x 8: another global batch
+  try {
+    check_same_sequence(bigger, identity[1], "ckpt");
+    FAIL() << "a global batch of 16 continued one of 8";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("the global batch was 16 (2 x 8) when it was written and "
+                                         "is 8 (1 x 8) now"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Loader, PrefetchIsCappedByBytes) {
   test::TempDir dir;
   auto folder = make_folder(dir, 40);

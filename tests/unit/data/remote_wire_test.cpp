@@ -104,7 +104,9 @@ TEST(BatchWire, RoundTripsRawAndLz4) {
   const Batch batch = sample_batch(4);
   for (bool lz4 : {false, true}) {
     remote::BatchReply reply = packed(batch, lz4);
-    if (lz4) EXPECT_LT(reply.images().size(), static_cast<size_t>(batch.images.numel()));
+    if (lz4) {
+      EXPECT_LT(reply.images().size(), static_cast<size_t>(batch.images.numel()));
+    }
     LoaderStats tally;
     const Batch got = unpack_batch(wire(reply), lz4, shape_for(2, 7), tally);
     EXPECT_TRUE(got.images.equal(batch.images)) << "lz4 " << lz4;

@@ -87,7 +87,7 @@ TEST(StallWatchdog, ARankThatProgressesIsLeftAloneAndBeats) {
   comm::StoreServer server("127.0.0.1", 0);
   auto store = c10::make_intrusive<comm::TcpStore>("127.0.0.1", server.port(), milliseconds(5000));
   StallWatchdogOptions options;
-  options.stall_timeout_s = 0.3;
+  options.stall_timeout_s = 0.5;
   options.rank = 1;
   options.world = 2;
   options.store =
@@ -99,10 +99,14 @@ TEST(StallWatchdog, ARankThatProgressesIsLeftAloneAndBeats) {
     watchdog.enter(Phase::kForward);
     std::this_thread::sleep_for(milliseconds(50));
   }
-  std::this_thread::sleep_for(milliseconds(300));  // a heartbeat goes out at least every 250 ms
-  const auto value = store->get(heartbeat_key(1));
+  // Still alive, until the heartbeat of the last step is out (the thread looks every 100 ms).
   Heartbeat beat;
-  ASSERT_TRUE(parse_heartbeat(std::string(value.begin(), value.end()), beat));
+  for (int wait = 0; wait < 100 && beat.step != 60; ++wait) {
+    watchdog.progress();
+    std::this_thread::sleep_for(milliseconds(50));
+    const auto value = store->get(heartbeat_key(1));
+    ASSERT_TRUE(parse_heartbeat(std::string(value.begin(), value.end()), beat));
+  }
   EXPECT_EQ(beat.step, 60);
   EXPECT_EQ(beat.phase, "forward");
   EXPECT_EQ(beat.resumed_from, 40);
