@@ -144,9 +144,6 @@ int run_train(const TrainArgs& args) {
   Config config = load_config(args.config_paths, overrides);
   train::TrainOptions options;
   options.topology = detect_topology();
-  // SIGTERM (spot preemption, or the launcher passing one on) finishes the step and commits a
-  // checkpoint rather than ending the process where it stands.
-  options.termination = &catch_termination();
   // A restarted attempt of `loom launch --max-restarts` goes on from the run's checkpoint.
   const bool restarted = setting_int("LOOM_RESTART_COUNT") > 0;
   if (restarted && args.out_dir.empty()) {
@@ -183,8 +180,12 @@ int run_train(const TrainArgs& args) {
       // The last ranks serve; the workers train as data-parallel ranks among themselves and
       // send their gradients through the whole job's communicator.
       const PsJob job = join_ps_job(config, *rendezvous);
-      if (job.roles.is_server(world.rank))
+      if (job.roles.is_server(world.rank)) {
+        // A server serves until its workers end, also after SIGTERM: preempted workers commit
+        // a checkpoint that needs the server's state.
+        catch_termination();
         return serve_parameters(*communicator, job, config, args.out_dir);
+      }
       std::vector<int> worker_ranks;
       for (int r = 0; r < job.roles.workers; ++r) worker_ranks.push_back(r);
       workers = options.make_group(worker_ranks, "ps-workers");
@@ -205,6 +206,10 @@ int run_train(const TrainArgs& args) {
   Progress progress(stdout);
   if (world.rank == 0) options.observer = &progress;
 
+  // From here on SIGTERM (spot preemption, or the launcher passing one on) finishes the step
+  // and commits a checkpoint rather than ending the process where it stands; before, there is
+  // nothing to save and it ends the process as usual.
+  options.termination = &catch_termination();
   train::TrainSummary s = train::train(config, options);
   // Preempted with its checkpoint committed: "resumable", which launchers and schedulers can
   // tell from a failure. Without one (checkpoints off, or the save failed under on_error:
