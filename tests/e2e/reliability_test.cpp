@@ -170,6 +170,29 @@ TEST(Reliability, APreemptedJobCommitsItsStepExitsResumableAndResumesExactly) {
   expect_identical_runs(dir / "run", dir / "straight");
 }
 
+// SIGTERM to one rank only (a spot agent that signals processes, not the launcher): the ranks
+// agree to stop at the same step, every one exits 75, and the launcher, which was not
+// interrupted itself, passes 75 on instead of taking a rank's exit for a failure to restart.
+TEST(Reliability, ASigtermToOneRankStopsEveryRankResumably) {
+  TempDir dir;
+  BackgroundProcess job("env LOOM_FAULT_SLOW_RANK=0:150 " + std::string(LOOM_BINARY) + " " +
+                            two_rank_job(dir / "run", "--max-restarts 2"),
+                        dir / "job.log");
+  ASSERT_TRUE(wait_for_text(dir / "run/metrics.jsonl", "\"step\":4", 120))
+      << read_text(dir / "job.log");
+  // Rank 1's process: the `loom train` whose environment says RANK=1.
+  const auto signalled = run_command(
+      "for p in $(pgrep -f '" + std::string(LOOM_BINARY) +
+      " train'); do "
+      "tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 && kill -TERM $p && echo sent; done");
+  ASSERT_NE(signalled.output.find("sent"), std::string::npos) << signalled.output;
+  const int code = job.wait();
+  const std::string log = read_text(dir / "job.log");
+  EXPECT_EQ(code, 75) << log;
+  EXPECT_EQ(log.find("restarting"), std::string::npos) << log;
+  EXPECT_TRUE(summary_of(dir / "run")["preempted"].get<bool>()) << log;
+}
+
 TEST(Reliability, TheWatchdogNamesARankThatHangs) {
   TempDir dir;
   // Rank 1 stops itself (SIGSTOP) after step 3; rank 0 waits for it in the next all-reduce.

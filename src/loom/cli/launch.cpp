@@ -309,20 +309,18 @@ int launch_ranks(const LaunchPlan& plan) {
                                                 comm::StoreServerOptions{token});
     port = store->port();
   }
-  // Declared after the server: its connection closes before the server stops.
-  std::unique_ptr<JobStore> job;
+  // One connection for every attempt; declared after the server, so that it closes first.
+  JobStore job(plan, port, token);
 
   std::vector<train::RestartRecord> restarts;
   for (int attempt = 0;; ++attempt) {
-    const NodeLayout layout =
-        layout_of_node(node_counts(plan, port, token, attempt), plan.node_rank);
-    if (!job) job = std::make_unique<JobStore>(plan, port, token);
+    const NodeLayout layout = layout_of_node(node_counts(plan, job, attempt), plan.node_rank);
     const AttemptResult result =
         run_attempt(plan, layout, port, token, attempt,
-                    restarts.empty() ? "" : restarts_text(restarts), *job, handled, original);
+                    restarts.empty() ? "" : restarts_text(restarts), job, handled, original);
     if (result.outcome != AttemptResult::kFailed) return result.exit_code;
 
-    const RestartDecision decision = decide_restart(plan, *job, attempt, result, layout.world);
+    const RestartDecision decision = decide_restart(plan, job, attempt, result, layout.world);
     if (!decision.restart) {
       std::fprintf(stderr, "loom launch: failed: %s%s\n", decision.record.cause.c_str(),
                    plan.max_restarts > 0

@@ -62,8 +62,7 @@ std::string attempt_key(const std::string& what, int attempt) {
   return "loom/launch/" + what + "/" + std::to_string(attempt);
 }
 
-std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
-                                             const std::string& token, int attempt) {
+std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, JobStore& job, int attempt) {
   std::vector<std::pair<int, int>> counts(static_cast<size_t>(plan.nodes));
   counts[static_cast<size_t>(plan.node_rank)] = {plan.procs_per_node, plan.servers_per_node};
   if (plan.nodes == 1) return counts;
@@ -72,18 +71,11 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
   const std::string waited = std::to_string(static_cast<long>(plan.join_timeout_seconds)) + " s";
   const std::string restart =
       attempt > 0 ? " to come back for restart " + std::to_string(attempt) : std::string();
-  comm::TcpStore store(plan.master_addr, port, timeout, token);
+  comm::TcpStore& store = job.store();
   const std::string prefix = comm::key_for_attempt("loom/launch/node/", attempt);
   const std::string layout_key = comm::key_for_attempt("loom/launch/layout", attempt);
-  auto set = [&](const std::string& key, const std::string& text) {
-    store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
-  };
-  auto get = [&](const std::string& key) {
-    const auto bytes = store.get(key);
-    return std::string(bytes.begin(), bytes.end());
-  };
-  set(prefix + std::to_string(plan.node_rank),
-      std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node));
+  job.set(prefix + std::to_string(plan.node_rank),
+          std::to_string(plan.procs_per_node) + " " + std::to_string(plan.servers_per_node));
   if (plan.node_rank == 0) {
     std::vector<std::string> keys;
     for (int node = 0; node < plan.nodes; ++node) keys.push_back(prefix + std::to_string(node));
@@ -91,7 +83,7 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
     if (!missing.empty() && !may_go_on_without(plan, missing.size(), attempt)) {
       throw TimeoutError("launch: node 0 waited " + waited + " for the launchers of node(s) " +
                          node_list(missing) + restart + " of " + std::to_string(plan.nodes) +
-                         " at " + plan.master_addr + ":" + std::to_string(port));
+                         " at " + job.address());
     }
     std::string layout;
     int workers = 0;
@@ -99,8 +91,8 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
       auto& count = counts[static_cast<size_t>(node)];
       const bool gone = std::find(missing.begin(), missing.end(), node) != missing.end();
       if (!gone)
-        std::sscanf(get(keys[static_cast<size_t>(node)]).c_str(), "%d %d", &count.first,
-                    &count.second);
+        std::sscanf(comm::get_text(store, keys[static_cast<size_t>(node)]).c_str(), "%d %d",
+                    &count.first, &count.second);
       workers += count.first;
       layout += std::to_string(count.first) + " " + std::to_string(count.second) + " ";
     }
@@ -115,16 +107,16 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
                    node_list(missing).c_str(), waited.c_str(), attempt, workers, plan.min_nodes,
                    plan.nodes);
     }
-    set(layout_key, layout);
+    job.set(layout_key, layout);
     return counts;
   }
   if (!comm::wait_for_keys(store, {layout_key}, timeout).empty()) {
     throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " + waited +
-                       " for node 0's launcher at " + plan.master_addr + ":" +
-                       std::to_string(port) + " to settle the job's layout" +
+                       " for node 0's launcher at " + job.address() +
+                       " to settle the job's layout" +
                        (attempt > 0 ? " for restart " + std::to_string(attempt) : std::string()));
   }
-  std::istringstream layout(get(layout_key));
+  std::istringstream layout(comm::get_text(store, layout_key));
   for (auto& count : counts) layout >> count.first >> count.second;
   const auto& mine = counts[static_cast<size_t>(plan.node_rank)];
   if (mine.first + mine.second == 0 && plan.procs_per_node + plan.servers_per_node > 0) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loom/cli/launch.h"
+#include "loom/comm/store_text.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/train/trainer.h"
 
@@ -28,20 +29,18 @@ struct AttemptResult {
 class JobStore {
  public:
   JobStore(const LaunchPlan& plan, int port, const std::string& token)
-      : store_(plan.master_addr, port,
+      : address_(plan.master_addr + ":" + std::to_string(port)),
+        store_(plan.master_addr, port,
                std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000)),
                token) {}
 
   comm::TcpStore& store() { return store_; }
+  const std::string& address() const { return address_; }  // "host:port", for messages
 
   std::optional<std::string> value(const std::string& key) {
-    if (!store_.check({key})) return std::nullopt;
-    const auto bytes = store_.get(key);
-    return std::string(bytes.begin(), bytes.end());
+    return comm::text_if_set(store_, key);
   }
-  void set(const std::string& key, const std::string& text) {
-    store_.set(key, std::vector<uint8_t>(text.begin(), text.end()));
-  }
+  void set(const std::string& key, const std::string& text) { comm::set_text(store_, key, text); }
 
   // The first report of a stall watchdog among the ranks of `attempt`, or "".
   std::string stall_report(int attempt, int world);
@@ -49,6 +48,7 @@ class JobStore {
   int64_t furthest_step(int attempt, int world);
 
  private:
+  std::string address_;
   comm::TcpStore store_;
 };
 
@@ -61,8 +61,7 @@ int64_t unix_microseconds();
 // puts its own; node 0 waits for the others', naming those that never came, and publishes the
 // layout that every launcher then uses. From a restart on, node 0 goes on without nodes that do
 // not come back in time, if --nnodes MIN nodes and --min-nproc ranks are left.
-std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, int port,
-                                             const std::string& token, int attempt);
+std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, JobStore& job, int attempt);
 
 // After a failed attempt, once every node's launcher has stopped its ranks: why it failed, and
 // whether the job starts again (decided by node 0 and told to the other nodes through the

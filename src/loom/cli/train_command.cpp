@@ -145,7 +145,7 @@ int run_train(const TrainArgs& args) {
   train::TrainOptions options;
   options.topology = detect_topology();
   // A restarted attempt of `loom launch --max-restarts` goes on from the run's checkpoint.
-  const bool restarted = setting_int("LOOM_RESTART_COUNT") > 0;
+  const bool restarted = comm::restart_attempt() > 0;
   if (restarted && args.out_dir.empty()) {
     throw ConfigError(
         "--out: loom launch --max-restarts restarts `loom train` from its output "

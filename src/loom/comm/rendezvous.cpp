@@ -7,6 +7,7 @@
 #include <fstream>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "loom/comm/store_text.h"
 #include "loom/comm/store_wait.h"
 #include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
@@ -15,12 +16,6 @@
 #include "loom/core/topology.h"
 
 namespace loom::comm {
-namespace {
-
-std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
-std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-
-}  // namespace
 
 std::string key_for_attempt(const std::string& key, int attempt) {
   return attempt == 0 ? key : "attempt" + std::to_string(attempt) + "/" + key;
@@ -123,7 +118,7 @@ std::vector<int> Rendezvous::ranks_on_host(int host) const {
 std::vector<std::string> Rendezvous::exchange(const std::string& key, const std::string& value,
                                               const std::vector<int>& ranks) {
   if (std::find(ranks.begin(), ranks.end(), rank()) != ranks.end()) {
-    store_->set(key + "/" + std::to_string(rank()), bytes_of(value));
+    set_text(*store_, key + "/" + std::to_string(rank()), value);
   }
   std::vector<std::string> keys;
   for (int r : ranks) keys.push_back(key + "/" + std::to_string(r));
@@ -136,7 +131,7 @@ std::vector<std::string> Rendezvous::exchange(const std::string& key, const std:
                        std::to_string(world()) + ", which never arrived");
   }
   std::vector<std::string> values;
-  for (int r : ranks) values.push_back(text_of(store_->get(key + "/" + std::to_string(r))));
+  for (int r : ranks) values.push_back(get_text(*store_, key + "/" + std::to_string(r)));
   return values;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "loom/comm/store_text.h"
 #include "loom/core/log.h"
 #include "loom/core/thread_stacks.h"
 #include "loom/core/topology.h"
@@ -26,10 +27,6 @@ int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::vector<uint8_t> bytes_of(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
 }
 
 std::string seconds_text(double seconds) {
@@ -122,7 +119,7 @@ void StallWatchdog::publish_heartbeat(bool force) {
                            std::to_string(resumed_from_.load()) + " " + std::to_string(::getpid()) +
                            " " + host_name();
   try {
-    options_.store->set(heartbeat_key(options_.rank), bytes_of(beat));
+    comm::set_text(*options_.store, heartbeat_key(options_.rank), beat);
     last_heartbeat_ = state;
     last_published_ = now;
   } catch (const std::exception& e) {
@@ -162,12 +159,12 @@ std::string StallWatchdog::describe_peers() {
     if (r == options_.rank) continue;
     Heartbeat h;
     try {
-      if (!options_.store->check({heartbeat_key(r)})) {
+      const auto beat = comm::text_if_set(*options_.store, heartbeat_key(r));
+      if (!beat) {
         silent += "; rank " + std::to_string(r) + ": never heard from";
         continue;
       }
-      const auto value = options_.store->get(heartbeat_key(r));
-      if (!parse_heartbeat(std::string(value.begin(), value.end()), h)) continue;
+      if (!parse_heartbeat(*beat, h)) continue;
     } catch (const std::exception& e) {
       return "; the store could not be read: " + std::string(e.what());
     }
@@ -192,7 +189,7 @@ void StallWatchdog::report_and_exit(const std::string& headline) {
   LOOM_LOG(kError, "watchdog") << report;
   if (options_.store && !store_failed_) {
     try {
-      options_.store->set(stall_key(options_.rank), bytes_of(report));
+      comm::set_text(*options_.store, stall_key(options_.rank), report);
     } catch (const std::exception&) {
       // The launcher will only see the exit status; the log has the report.
     }

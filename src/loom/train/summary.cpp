@@ -211,8 +211,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"usable_cores", topology.usable_cores},
         {"avx512_bf16", topology.cpu.avx512_bf16},
         {"amx_bf16", topology.cpu.amx_bf16}}},
-      {"resumed_from_step", s.resumed_from_step < 0 ? nlohmann::ordered_json(nullptr)
-                                                    : nlohmann::ordered_json(s.resumed_from_step)},
+      {"resumed_from_step", known(s.resumed_from_step)},
       {"last_checkpoint", s.last_checkpoint},
       {"preempted", s.preempted},
       {"checkpoint_failures", s.checkpoint_failures},

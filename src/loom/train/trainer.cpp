@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "loom/comm/rendezvous.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -96,6 +97,15 @@ void TrainingRun::set_up() {
   if (const auto slow = rank_and_number("LOOM_FAULT_SLOW_RANK"); slow && slow->first == rank_) {
     slow_by_ = std::chrono::milliseconds(slow->second);
   }
+  // A restarted attempt passes the step again: the kill strikes the first attempt only.
+  if (const auto kill = rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
+      kill && kill->first == rank_ && comm::restart_attempt() == 0) {
+    kill_after_step_ = kill->second;
+  }
+  if (const auto freeze = rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
+      freeze && freeze->first == rank_) {
+    freeze_after_step_ = freeze->second;
+  }
   if (leader()) {
     store_->remove_unfinished();  // what a killed save left behind
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
@@ -161,6 +171,7 @@ void TrainingRun::resume_if_asked() {
   }
   last_saved_step_ = position_.step;
   last_checkpoint_ = path;
+  committed_step_ = position_.step;
   resumed_autotune_json_ = ckpt.autotune_json;
   info_.resumed_from_step = position_.step;
 }
@@ -294,7 +305,7 @@ void TrainingRun::save_checkpoint() {
     return;
   }
   watchdog_->progress();
-  last_saved_step_ = position_.step;
+  last_saved_step_ = committed_step_ = position_.step;
   if (options_.observer) options_.observer->on_checkpoint(last_checkpoint_);
   if (stop_after_step_ > 0 && position_.step == stop_after_step_) {
     std::raise(SIGKILL);  // LOOM_FAULT_STOP_AFTER_STEP: preempted right after a commit
@@ -396,14 +407,8 @@ bool TrainingRun::stop_requested() {
 }
 
 void TrainingRun::inject_step_faults() {
-  static const auto kill = rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
-  static const auto freeze = rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
-  // A restarted attempt passes the step again: the fault strikes the first attempt only.
-  if (kill && kill->first == rank_ && kill->second == position_.step &&
-      setting_int("LOOM_RESTART_COUNT") == 0) {
-    std::raise(SIGKILL);
-  }
-  if (freeze && freeze->first == rank_ && freeze->second == position_.step) std::raise(SIGSTOP);
+  if (position_.step == kill_after_step_) std::raise(SIGKILL);
+  if (position_.step == freeze_after_step_) std::raise(SIGSTOP);
 }
 
 void TrainingRun::start_watchdog() {

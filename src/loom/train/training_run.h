@@ -73,7 +73,7 @@ class TrainingRun : private parallel::StepObserver {
   bool stop_requested();
   // The stall watchdog, told what this rank's waits are for.
   void start_watchdog();
-  // Testing aids (LOOM_FAULT_*) that act after a step: a rank killed or frozen.
+  // Testing aids that act after a step: a rank killed or frozen (LOOM_FAULT_*_RANK_AFTER_STEP).
   void inject_step_faults();
   // How the run is laid out over its ranks, for the checkpoint's manifest.
   nlohmann::ordered_json layout_json() const;
@@ -140,6 +140,9 @@ class TrainingRun : private parallel::StepObserver {
   int64_t last_saved_step_ = -1;
   std::string last_checkpoint_;
   int64_t stop_after_step_ = 0;
+  int64_t committed_step_ = -1;  // of last_checkpoint_, on the rank that writes it
+  // LOOM_FAULT_KILL_RANK_AFTER_STEP / LOOM_FAULT_FREEZE_RANK_AFTER_STEP on this rank (-1: none).
+  int64_t kill_after_step_ = -1, freeze_after_step_ = -1;
   bool preempted_ = false;           // SIGTERM: the loop stopped after the current step
   int64_t checkpoint_failures_ = 0;  // saves that failed under checkpoint.on_error: warn
   std::unique_ptr<StallWatchdog> watchdog_;

@@ -241,8 +241,10 @@ TrainSummary TrainingRun::summarize() {
   s.resumed_from_step = info_.resumed_from_step;
   s.last_checkpoint = last_checkpoint_;
   s.preempted = preempted_;
-  s.preempted_checkpoint = preempted_ && last_saved_step_ == position_.step &&
-                           !last_checkpoint_.empty() && checkpoint_failures_ == 0;
+  // Rank 0 writes checkpoints and knows whether the stop step's one was committed; the others
+  // stopped with it and resume from what it wrote.
+  s.preempted_checkpoint =
+      preempted_ && config_.checkpoint.enabled && (!leader() || committed_step_ == position_.step);
   s.checkpoint_failures = checkpoint_failures_;
   s.restarts = options_.restarts;
   // This attempt went on from its checkpoint: the last restart's lost steps are now known.
