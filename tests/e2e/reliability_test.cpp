@@ -180,11 +180,11 @@ TEST(Reliability, ASigtermToOneRankStopsEveryRankResumably) {
                         dir / "job.log");
   ASSERT_TRUE(wait_for_text(dir / "run/metrics.jsonl", "\"step\":4", 120))
       << read_text(dir / "job.log");
-  // Rank 1's process: the `loom train` whose environment says RANK=1.
-  const auto signalled = run_command(
-      "for p in $(pgrep -f '" + std::string(LOOM_BINARY) +
-      " train'); do "
-      "tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 && kill -TERM $p && echo sent; done");
+  // Rank 1's process: the `loom train` of this test's run (other tests run beside it) whose
+  // environment says RANK=1.
+  const auto signalled = run_command("for p in $(pgrep -f 'train .*--out " + (dir / "run") +
+                                     "$'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx "
+                                     "RANK=1 && kill -TERM $p && echo sent; done");
   ASSERT_NE(signalled.output.find("sent"), std::string::npos) << signalled.output;
   const int code = job.wait();
   const std::string log = read_text(dir / "job.log");
