@@ -14,8 +14,10 @@ $(BUILD)/build.ninja:
 
 configure: deps $(BUILD)/build.ninja
 
+# The build also lets Debian's python3 `import loom` from this tree (scripts/link-python.sh).
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+	@scripts/link-python.sh $(BUILD)
 
 # Trains the default CNN on Fashion-MNIST and prints the summary.
 demo: build

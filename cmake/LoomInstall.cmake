@@ -2,14 +2,82 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# The public API: configuration, data sources and the loader, communicators, DataParallel and
+# GradSync, the trainer's entry points, the profiler's outputs (and what those headers include,
+# so the installed set is closed). They include nothing but LibTorch and the standard library,
+# so find_package(Torch) is all a user needs; the other headers are internal and not installed.
+# tests/e2e/install_and_embed.sh checks that the set is closed and free of other libraries.
+set(LOOM_PUBLIC_HEADERS
+  loom/comm/communicator.h
+  loom/comm/make_communicator.h
+  loom/comm/rendezvous.h
+  loom/comm/store_protocol.h
+  loom/comm/store_server.h
+  loom/comm/store_table.h
+  loom/comm/work.h
+  loom/comm/world_info.h
+  loom/core/autocast_scope.h
+  loom/core/caching_allocator.h
+  loom/core/config.h
+  loom/core/error.h
+  loom/core/log.h
+  loom/core/rng.h
+  loom/core/step_phase.h
+  loom/core/termination.h
+  loom/core/topology.h
+  loom/core/transform_config.h
+  loom/data/batch_source.h
+  loom/data/configured_loaders.h
+  loom/data/dataset.h
+  loom/data/epoch_order.h
+  loom/data/feeder.h
+  loom/data/idx.h
+  loom/data/image_codec.h
+  loom/data/image_folder.h
+  loom/data/image_set.h
+  loom/data/in_memory_dataset.h
+  loom/data/loader.h
+  loom/data/loader_state.h
+  loom/data/remote/remote_worker_stats.h
+  loom/data/sample_error.h
+  loom/data/synthetic.h
+  loom/data/tar_shards.h
+  loom/data/transform_pipeline.h
+  loom/data/transforms.h
+  loom/models/model.h
+  loom/parallel/bucket_exchange.h
+  loom/parallel/bucket_plan.h
+  loom/parallel/data_parallel.h
+  loom/parallel/grad_sync.h
+  loom/parallel/local_grad_sync.h
+  loom/parallel/ps/part_plan.h
+  loom/parallel/ps/ps_bucket_exchange.h
+  loom/parallel/ps/ps_exchange.h
+  loom/parallel/ps/ps_protocol.h
+  loom/profile/advisor.h
+  loom/profile/autotuner.h
+  loom/profile/cost_plan.h
+  loom/profile/cost_planner.h
+  loom/profile/report.h
+  loom/profile/step_timer.h
+  loom/profile/tfevents_writer.h
+  loom/profile/trace_writer.h
+  loom/train/data_stream.h
+  loom/train/durable_file.h
+  loom/train/runtime_choice.h
+  loom/train/summary.h
+  loom/train/trainer.h
+  CACHE INTERNAL "The headers `cmake --install` installs, relative to src/")
+
 install(TARGETS loom EXPORT LoomTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS loom_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY src/loom DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE)
+foreach(header ${LOOM_PUBLIC_HEADERS})
+  get_filename_component(dir ${header} DIRECTORY)
+  install(FILES src/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})
+endforeach()
 install(EXPORT LoomTargets NAMESPACE Loom:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Loom)
 
 configure_package_config_file(cmake/LoomConfig.cmake.in

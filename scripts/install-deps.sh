@@ -15,6 +15,8 @@ packages=(
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libssl-dev liblz4-dev
   # the multi-host test bed: network namespaces, veth links, tc; certificates for the TLS test
   iproute2 openssl
+  # the loom Python package (pybind11 over libloom, for Debian's python3 and its torch) and its tests
+  pybind11-dev python3-dev python3-pytest
   # tests and benchmarks
   libgtest-dev libbenchmark-dev
   # data: Fashion-MNIST for the demo and tests

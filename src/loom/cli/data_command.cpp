@@ -23,6 +23,7 @@
 #include "loom/data/image_folder.h"
 #include "loom/data/loader.h"
 #include "loom/data/synthetic_images.h"
+#include "loom/train/safetensors.h"
 #include "loom/train/train_data.h"
 
 namespace loom::cli {
@@ -50,6 +51,7 @@ struct BenchArgs {
   bool decode_only = false;
   bool loader_only = false;
   std::string device = "cpu";
+  std::string save;  // safetensors file for the batches read, uint8 as the loader made them
 };
 
 using Clock = std::chrono::steady_clock;
@@ -115,9 +117,16 @@ int run_bench(const BenchArgs& a) {
   int64_t images = 0;
   Clock::time_point start;
   at::Tensor input;
+  models::NamedTensors saved;
   for (int64_t step = 0; step < steps; ++step) {
     if (step == 1) start = Clock::now();  // the first batch includes thread start-up
     data::Batch batch = data.train->batch(0, step);
+    if (!a.save.empty()) {
+      const std::string name = "batch" + std::to_string(step);
+      saved.emplace_back(name + ".images", batch.images);
+      saved.emplace_back(name + ".labels", batch.labels);
+      saved.emplace_back(name + ".indices", batch.indices);
+    }
     if (!a.loader_only) {
       input.reset();  // one converted batch alive at a time, not two while the next is made
       input = feeder.to_input(batch.images);
@@ -138,6 +147,9 @@ int run_bench(const BenchArgs& a) {
       a.loader_only ? "loader" : "pipeline", device.str().c_str(), threads,
       static_cast<long long>(steps - 1), images / seconds, budget_mb,
       peak_resident_megabytes() - baseline_mb);
+  if (!a.save.empty()) {
+    train::write_safetensors(a.save, saved, {{"epoch", "0"}, {"batches", std::to_string(steps)}});
+  }
   return 0;
 }
 
@@ -169,6 +181,9 @@ Command add_data_command(CLI::App& app) {
   b->add_option("--device", bench->device,
                 "Where the feeder puts batches: cpu, or cuda[:N] with a CUDA build of LibTorch "
                 "(pinned batches, asynchronous copies, normalised on the device)");
+  b->add_option("--save", bench->save,
+                "Also write the batches read (the warm-up one too) to this safetensors file: "
+                "batch<step>.images (uint8 NHWC), .labels, .indices; the trainer sees the same");
   const Command inspect = add_data_inspect_command(*sub);
   return {sub, [synth, s, bench, b, inspect] {
             if (s->parsed()) return run_synth(*synth);

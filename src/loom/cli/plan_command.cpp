@@ -9,7 +9,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
-#include "loom/profile/cost_planner.h"
+#include "loom/profile/cost_plan.h"
 #include "loom/profile/exchange_planner.h"
 
 namespace loom::cli {
@@ -25,84 +25,9 @@ struct PlanArgs {
   double link_gbit = 0;
 };
 
-// The trainer host's CPU costs per sample, from a summary that has them (runs since the remote
-// data workers' first landing): cores kept busy, and what training, building and receiving cost.
-void measure_cpu(const nlohmann::json& s, profile::RunMeasurement& m) {
-  const double cpu = s.value("cpu_seconds", 0.0), wall = s.value("wall_seconds", 0.0);
-  const double samples = s.value("samples", 0.0);
-  if (cpu <= 0 || wall <= 0 || samples <= 0) return;
-  m.cpu_budget = std::min<double>(m.usable_cores, cpu / wall);
-  double remote_samples = 0, receive_cpu = 0;
-  const auto& remote = s.at("data").value("remote", nlohmann::json());
-  if (remote.is_object()) {
-    for (const auto& w : remote.at("workers")) remote_samples += w.value("samples", 0.0);
-    receive_cpu = remote.value("receive_cpu_seconds", 0.0);
-  }
-  const double remote_share = std::min(1.0, remote_samples / samples);
-  if (remote_samples > 0 && receive_cpu > 0) {
-    m.receive_cpu_seconds_per_sample = receive_cpu / remote_samples;
-    m.receive_basis = "measured";
-  } else {
-    const double bytes = s.at("data").value("sample_bytes", 0.0);
-    m.receive_cpu_seconds_per_sample = bytes * profile::kReceiveSecondsPerByte;
-    char basis[96];
-    std::snprintf(basis, sizeof basis, "estimated: %.0f bytes at %.1f ns/byte", bytes,
-                  1e9 * profile::kReceiveSecondsPerByte);
-    m.receive_basis = basis;
-  }
-  // Per sample the cores spent budget / rate: the rest of building and receiving is training.
-  m.train_cpu_seconds_per_sample = std::max(
-      0.0, m.cpu_budget / m.samples_per_second - m.cpu_seconds_per_sample * (1 - remote_share) -
-               m.receive_cpu_seconds_per_sample * remote_share);
-}
-
 profile::RunMeasurement measurement_of(const std::string& run_dir) {
   const std::string path = run_dir + "/summary.json";
-  nlohmann::json s;
-  try {
-    s = nlohmann::json::parse(read_user_file(path, "RUN_DIR"));
-    profile::RunMeasurement m;
-    m.samples_per_second = s.at("samples_per_second").get<double>();
-    m.usable_cores = s.at("machine").at("usable_cores").get<int>();
-    m.data_wait_share = s.at("step_time").at("share").value("data_wait", 0.0);
-    m.cpu_seconds_per_sample = s.at("data").value("cpu_seconds_per_sample", 0.0);
-    if (m.samples_per_second <= 0) throw ConfigError(path + ": the run measured no throughput");
-    measure_cpu(s, m);
-    return m;
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + ": not a Loom run summary (" + std::string(e.what()) + ")");
-  }
-}
-
-const profile::InstanceEstimate* find(const std::vector<profile::InstanceEstimate>& all,
-                                      const std::string& name, const char* option) {
-  for (const auto& e : all) {
-    if (e.instance.name == name) return &e;
-  }
-  throw ConfigError(std::string(option) + ": no instance '" + name + "' in the price list");
-}
-
-// The default what-if: the first accelerator instance with a measured rate (else the first
-// with any estimate) trains; the CPU-only instance with the most vCPUs per dollar preprocesses.
-void pick_defaults(const std::vector<profile::InstanceEstimate>& all, PlanArgs& a) {
-  if (a.trainer.empty()) {
-    for (const auto& e : all) {
-      if (e.samples_per_second && e.instance.gpus > 0) {
-        a.trainer = e.instance.name;
-        break;
-      }
-    }
-    for (const auto& e : all) {
-      if (a.trainer.empty() && e.samples_per_second) a.trainer = e.instance.name;
-    }
-  }
-  if (a.worker.empty()) {
-    double best = 0;
-    for (const auto& e : all) {
-      const double per_dollar = e.instance.vcpus / e.instance.price_per_hour;
-      if (e.instance.gpus == 0 && per_dollar > best) best = per_dollar, a.worker = e.instance.name;
-    }
-  }
+  return profile::measurement_from_summary(read_user_file(path, "RUN_DIR"), path);
 }
 
 void print_instances(const std::vector<profile::InstanceEstimate>& all, double samples) {
@@ -227,24 +152,20 @@ int run_plan(PlanArgs a) {
   }
   const auto run = measurement_of(a.run_dir);
   const auto prices = profile::parse_prices(read_user_file(a.prices, "--prices"), a.prices);
-  const auto estimates = profile::estimate_instances(run, prices);
+  const profile::CostPlan plan = profile::plan_costs(run, prices, a.trainer, a.worker);
   std::printf(
       "run %s: %.1f samples/s on %d cores, data wait %.1f%% of the step, input pipeline %.3g "
       "CPU ms/sample\n\n",
       a.run_dir.c_str(), run.samples_per_second, run.usable_cores, 100 * run.data_wait_share,
       1e3 * run.cpu_seconds_per_sample);
   std::printf("to train %.3g samples:\n", a.samples);
-  print_instances(estimates, a.samples);
-  pick_defaults(estimates, a);
-  if (a.trainer.empty() || a.worker.empty()) {
+  print_instances(plan.instances, a.samples);
+  if (!plan.what_if) {
     std::printf(
         "\n(no what-if: the price list needs an instance with a throughput and a CPU-only one)\n");
     return 0;
   }
-  const auto* trainer = find(estimates, a.trainer, "--trainer");
-  const auto* worker = find(estimates, a.worker, "--worker");
-  print_what_if(profile::heterogeneous_what_if(run, *trainer, worker->instance), run, a.trainer,
-                a.worker);
+  print_what_if(*plan.what_if, run, plan.trainer, plan.worker);
   return 0;
 }
 

@@ -49,9 +49,9 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
 }  // namespace
 
 TrainData load_train_data(const Config& config, int usable_cores, int rank, int world,
-                          bool pin_memory) {
+                          bool pin_memory, bool with_test) {
   data::ConfiguredLoaders loaders =
-      data::make_loaders(config, usable_cores, rank, world, pin_memory);
+      data::make_loaders(config, usable_cores, rank, world, pin_memory, with_test);
   TrainData out;
   out.train =
       config.data.remote.workers.empty()

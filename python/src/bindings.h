@@ -1,0 +1,27 @@
+// The parts of the `loom._loom` extension module, one function per area. Each binds Loom's C++
+// API as it is: no logic here that the C++ API lacks (CONVENTIONS.md, "Contracts at the edges").
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "loom/core/config.h"
+
+namespace loom::python {
+
+namespace py = pybind11;
+
+// loom.Error and its subclasses, raised for the C++ errors of the same names.
+void bind_errors(py::module_& m);
+// Config: parsed and validated from YAML text or a file, plus --set style overrides.
+void bind_config(py::module_& m);
+// DataStream: the training batches of a config, resumable (loom.data.Loader wraps it).
+void bind_data(py::module_& m);
+// train() and plan_costs(): the trainer and the cost planner.
+void bind_train(py::module_& m);
+// configure_runtime(): the process-wide choices `loom train` makes, for scripts that opt in.
+void bind_runtime(py::module_& m);
+
+}  // namespace loom::python
