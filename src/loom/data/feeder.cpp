@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "loom/core/batch_memory.h"
 #include "loom/core/error.h"
 
 namespace loom::data {
@@ -89,17 +90,17 @@ at::Tensor Feeder::on_cpu(const at::Tensor& images_nhwc) const {
   if (format_ == at::MemoryFormat::ChannelsLast || channels == 1) {
     // The output's memory order is the input's (NHWC): one fused pass, no layout change.
     at::Tensor in = images_nhwc.contiguous();
-    at::Tensor out =
-        at::empty({in.size(0), channels, in.size(1), in.size(2)},
-                  at::TensorOptions().dtype(at::kFloat), at::MemoryFormat::ChannelsLast);
+    at::Tensor out = empty_batch_tensor({in.size(0), channels, in.size(1), in.size(2)}, at::kFloat,
+                                        at::MemoryFormat::ChannelsLast);
     normalize_nhwc(in.data_ptr<uint8_t>(), out.data_ptr<float>(), in.numel(),
                    scale_.data_ptr<float>(), shift_.data_ptr<float>(), channels);
-    return format_ == at::MemoryFormat::ChannelsLast ? out : out.contiguous();
+    // One channel: channels_last and contiguous are the same memory order.
+    return format_ == at::MemoryFormat::ChannelsLast || channels == 1 ? out : out.contiguous();
   }
   // Contiguous NCHW from NHWC is a transpose: copy into the target layout, then scale and shift
   // (three passes; only models that asked for the contiguous layout take this path).
   at::Tensor nchw = images_nhwc.permute({0, 3, 1, 2});
-  at::Tensor out = at::empty(nchw.sizes(), at::TensorOptions().dtype(at::kFloat), format_);
+  at::Tensor out = empty_batch_tensor(nchw.sizes(), at::kFloat, format_);
   out.copy_(nchw);
   return out.mul_(scale_).add_(shift_);
 }

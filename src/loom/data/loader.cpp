@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "loom/core/batch_memory.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
@@ -241,9 +242,11 @@ Batch Loader::build_batch(int64_t epoch, int64_t step, LoaderStats* tally) const
   const int64_t begin = step * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, order_.size() - begin);
   const TransformPipeline& t = *options_.transforms;
+  const std::vector<int64_t> shape = {count, t.height(), t.width(), t.channels()};
   at::Tensor images =
-      at::empty({count, t.height(), t.width(), t.channels()},
-                at::TensorOptions().dtype(at::kByte).pinned_memory(options_.pin_memory));
+      options_.pin_memory
+          ? at::empty(shape, at::TensorOptions().dtype(at::kByte).pinned_memory(true))
+          : empty_batch_tensor(shape, at::kByte);
   at::Tensor labels = at::empty({count}, at::kLong), indices = at::empty({count}, at::kLong);
   auto* label_out = labels.data_ptr<int64_t>();
   auto* index_out = indices.data_ptr<int64_t>();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/batch_memory.h"
 #include "loom/core/crc32c.h"
 #include "loom/data/remote/data_service.pb.h"
 
@@ -242,10 +243,10 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
                    std::to_string(raw_bytes));
   }
 
-  // One copy, from the received slices into a tensor from LibTorch's allocator (Loom's caching
-  // one in a trainer, so the memory is reused rather than faulted in afresh every batch).
+  // One copy, from the received slices into a tensor from the batch pool (reused memory rather
+  // than pages faulted in afresh every batch).
   Batch batch;
-  batch.images = at::empty({count, e.height, e.width, e.channels}, at::kByte);
+  batch.images = empty_batch_tensor({count, e.height, e.width, e.channels}, at::kByte);
   auto* out = static_cast<char*>(batch.images.data_ptr());
   if (lz4) {
     if (raw_bytes > LZ4_MAX_INPUT_SIZE ||
