@@ -6,9 +6,10 @@ batches, images/s over `--batches` batches after one warm-up batch (thread start
 `loom data bench` uses by default."""
 import argparse
 import json
-import time
 
 import loom
+
+from timing import images_per_second
 
 
 def main():
@@ -31,13 +32,7 @@ def main():
                                         "batch_size": a.batch, "workers": a.threads,
                                         "transforms": transforms}},
                               channels_last=a.channels_last)
-    it = iter(loader)
-    next(it)
-    start, images = time.perf_counter(), 0
-    for _ in range(a.batches):
-        x, _ = next(it)
-        images += x.shape[0]
-    rate = images / (time.perf_counter() - start)
+    rate = images_per_second(loader, a.batches)
     print(json.dumps({"threads": a.threads, "images_per_second": rate}))
 
 

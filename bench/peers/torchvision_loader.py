@@ -4,11 +4,12 @@ Normalize through torch.utils.data.DataLoader. Prints one JSON object with image
 `--batches` batches after one warm-up batch (which includes worker start-up)."""
 import argparse
 import json
-import time
 
 import torch
 import torchvision
 from torchvision import transforms
+
+from timing import images_per_second
 
 
 def main():
@@ -27,13 +28,7 @@ def main():
     data = torchvision.datasets.ImageFolder(a.path, transforms.Compose(steps))
     loader = torch.utils.data.DataLoader(data, batch_size=a.batch, shuffle=True,
                                          num_workers=a.workers, drop_last=True)
-    it = iter(loader)
-    next(it)
-    start, images = time.perf_counter(), 0
-    for _ in range(a.batches):
-        x, _ = next(it)
-        images += x.shape[0]
-    rate = images / (time.perf_counter() - start)
+    rate = images_per_second(loader, a.batches)
     print(json.dumps({"workers": a.workers, "images_per_second": rate}))
 
 
