@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -184,3 +185,31 @@ def test_help_explains_the_loader():
     doc = loom.data.Loader.__doc__
     for word in ("state_dict", "rank", "normalize", "loom.ConfigError", "bad"):
         assert word in doc or word in (loom.data.Loader.state_dict.__doc__ or ""), word
+
+
+def test_remote_data_workers_named_by_the_config_deliver_the_same_batches(jpeg_folder, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("a shared secret for this test\n")
+    port_file = tmp_path / "port"
+    worker = subprocess.Popen(
+        [os.environ["LOOM_BINARY"], "data-worker", "--listen", "127.0.0.1:0", "--data-root",
+         str(jpeg_folder.parent), "--threads", "2", "--token-file", str(token), "--port-file",
+         str(port_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "LOOM_LOG_LEVEL": "info"})
+    try:
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
+            time.sleep(0.05)
+        address = f"127.0.0.1:{port_file.read_text().strip()}"
+        remote = folder_config(jpeg_folder)
+        # Workers only (no local loader threads), proving the token.
+        remote["data"]["remote"] = {"workers": [address], "local_threads": 0,
+                                    "token_file": str(token)}
+        got = all_batches(loom.data.Loader(remote, normalize=False))
+        assert_same_batches(got, all_batches(loom.data.Loader(folder_config(jpeg_folder),
+                                                              normalize=False)))
+    finally:
+        worker.terminate()
+        _, log = worker.communicate(timeout=30)
+    assert "opened a session for" in log, log  # the batches did come from the worker
