@@ -68,7 +68,9 @@ std::string encode_safetensors(const models::NamedTensors& tensors,
                                const std::map<std::string, std::string>& metadata) {
   auto dense = dense_cpu(tensors);
   std::string out = encode_header(tensors, dense, metadata);
-  for (const auto& t : dense) out.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  for (const auto& t : dense) {
+    if (t.nbytes() > 0) out.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  }
   return out;
 }
 
@@ -118,7 +120,10 @@ models::NamedTensors decode_safetensors(const std::string& bytes, const std::str
         throw bad("tensor '" + name + "' covers " + std::to_string(offsets[1] - offsets[0]) +
                   " bytes but its shape and dtype need " + std::to_string(t.nbytes()));
       }
-      std::memcpy(t.data_ptr(), bytes.data() + data_start + offsets[0], t.nbytes());
+      // An empty tensor has no storage (a null data pointer), which memcpy may not be given.
+      if (t.nbytes() > 0) {
+        std::memcpy(t.data_ptr(), bytes.data() + data_start + offsets[0], t.nbytes());
+      }
       out.emplace_back(name, t);
     } catch (const nlohmann::json::exception& e) {
       throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
