@@ -250,21 +250,22 @@ TEST(ParameterServerTrain, SspWithNoSlackTrainsLikeSyncAndOneProcess) {
   }
 }
 
-// A straggler (worker rank 1 sleeps 50 ms a step): under SSP(2) the fast worker reaches the
-// bound and never passes it; async lets it run further ahead.
+// A straggler (worker rank 1 sleeps 50 ms a step, longer in slower builds): under SSP(2) the fast
+// worker reaches the bound and never passes it; async lets it run further ahead.
 TEST(ParameterServerTrain, SspKeepsEveryWorkerWithinTheBoundOfTheSlowest) {
   TempDir dir;
+  const std::string straggler =
+      "LOOM_FAULT_SLOW_RANK=1:" + std::to_string(static_cast<int>(50 * kSlowdown));
   const std::string args = exact_args() + " --set data.global_batch=32" + ps_args(1);
   const auto ssp = run_loom(launch(2, 1,
                                    args +
                                        " --trace --set parallel.ps.mode=ssp"
                                        " --set parallel.ps.staleness=2 --out " +
                                        (dir / "ssp")),
-                            "LOOM_FAULT_SLOW_RANK=1:50");
+                            straggler);
   ASSERT_EQ(ssp.exit_code, 0) << ssp.output;
-  const auto async =
-      run_loom(launch(2, 1, args + " --set parallel.ps.mode=async --out " + (dir / "async")),
-               "LOOM_FAULT_SLOW_RANK=1:50");
+  const auto async = run_loom(
+      launch(2, 1, args + " --set parallel.ps.mode=async --out " + (dir / "async")), straggler);
   ASSERT_EQ(async.exit_code, 0) << async.output;
 
   EXPECT_EQ(summary_of(dir / "ssp")["parameter_servers"]["max_staleness"], 2);

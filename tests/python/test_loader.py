@@ -191,15 +191,19 @@ def test_remote_data_workers_named_by_the_config_deliver_the_same_batches(jpeg_f
     token = tmp_path / "token"
     token.write_text("a shared secret for this test\n")
     port_file = tmp_path / "port"
-    worker = subprocess.Popen(
-        [os.environ["LOOM_BINARY"], "data-worker", "--listen", "127.0.0.1:0", "--data-root",
-         str(jpeg_folder.parent), "--threads", "2", "--token-file", str(token), "--port-file",
-         str(port_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "LOOM_LOG_LEVEL": "info"})
+    # The worker's log goes to a file: a pipe nobody reads while batches flow could fill and
+    # stop it.
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "w") as log_file:
+        worker = subprocess.Popen(
+            [os.environ["LOOM_BINARY"], "data-worker", "--listen", "127.0.0.1:0", "--data-root",
+             str(jpeg_folder.parent), "--threads", "2", "--token-file", str(token),
+             "--port-file", str(port_file)], stdout=subprocess.DEVNULL, stderr=log_file,
+            env={**os.environ, "LOOM_LOG_LEVEL": "info"})
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().strip()):
-            assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
+            assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.05)
         address = f"127.0.0.1:{port_file.read_text().strip()}"
         remote = folder_config(jpeg_folder)
@@ -211,5 +215,6 @@ def test_remote_data_workers_named_by_the_config_deliver_the_same_batches(jpeg_f
                                                               normalize=False)))
     finally:
         worker.terminate()
-        _, log = worker.communicate(timeout=30)
+        worker.wait(timeout=60)
+    log = log_path.read_text()
     assert "opened a session for" in log, log  # the batches did come from the worker

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -84,15 +85,28 @@ int BackgroundProcess::wait() {
 }
 
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  // Below the kernel's ephemeral range (32768-60999 on Debian): a port the kernel picked would be
+  // free only until some other test's outgoing connection or port-0 listener is given it, between
+  // this check and the caller's bind. Ports here are only ever taken by name, and a random start
+  // keeps concurrent tests apart.
+  constexpr int kFirst = 20000, kCount = 12000;
+  static std::atomic<unsigned> calls{0};
+  const unsigned start =
+      static_cast<unsigned>(::getpid()) * 7919u +
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()) +
+      calls.fetch_add(1) * 101u;
+  for (int attempt = 0; attempt < kCount; ++attempt) {
+    const int port = kFirst + static_cast<int>((start + static_cast<unsigned>(attempt)) % kCount);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (bound) return port;
+  }
+  throw std::runtime_error("free_port: no free loopback port in 20000-31999");
 }
 
 bool wait_for_text(const std::string& path, const std::string& part, double seconds) {

@@ -5,6 +5,15 @@
 
 namespace loom::test {
 
+// How many times slower than a plain build this build runs. Tests that bound how quickly a
+// failure is noticed, or that need one rank to fall behind another, scale their times by it:
+// AddressSanitizer (make test-asan) slows every process two to four times.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kSlowdown = 3.0;
+#else
+constexpr double kSlowdown = 1.0;
+#endif
+
 // A fresh directory under /tmp, removed with its contents when the object goes away.
 class TempDir {
  public:
@@ -51,7 +60,8 @@ class BackgroundProcess {
   int status_ = 0;
 };
 
-// A loopback TCP port nothing listens on now (the kernel's pick for a socket closed at once).
+// A loopback TCP port nothing listens on now, outside the kernel's ephemeral range so that no
+// port-0 listener or outgoing connection takes it before the caller binds it.
 int free_port();
 
 // Waits until `path` holds `part`; false after `seconds`.
