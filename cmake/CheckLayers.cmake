@@ -2,18 +2,12 @@
 # (../shared/DESIGN.md, "Layers and rooms"): run by the loom_layers target before libloom
 # compiles, as `cmake -DSOURCE_DIR=src/loom -P cmake/CheckLayers.cmake`.
 #
-# The rule: a layer may use the layers it lists below, never the others. Naming the offending
-# line here is quicker to act on than the link or include error a misplaced dependency would
-# give much later, or never (every layer shares libloom and the src/ include root).
+# The rule (cmake/Layers.cmake): a layer may use the layers it lists, never the others. The
+# layers' object libraries (src/CMakeLists.txt) enforce the same rule through their include
+# paths; this check names every offending line at once, before anything compiles, where the
+# compiler stops at the first.
 cmake_minimum_required(VERSION 3.25)
-set(allowed_core core)
-set(allowed_data core data)
-set(allowed_comm core comm)
-set(allowed_models core models)
-set(allowed_parallel core comm models parallel)
-set(allowed_profile core profile)
-set(allowed_train core data comm models parallel profile train)
-set(allowed_cli core data comm models parallel profile train cli)
+include(${CMAKE_CURRENT_LIST_DIR}/Layers.cmake)
 
 file(GLOB_RECURSE sources RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/*.h ${SOURCE_DIR}/*.cpp)
 set(violations "")

@@ -43,6 +43,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/synthetic.h
   loom/data/tar_shards.h
   loom/data/transform_pipeline.h
+  loom/data/transform_registry.h
   loom/data/transforms.h
   loom/models/model.h
   loom/parallel/bucket_exchange.h

@@ -1,6 +1,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "loom/data/transform_registry.h"
 
 namespace loom::python {
 
@@ -10,13 +11,18 @@ void bind_config(py::module_& m) {
           "from_text",
           [](const std::string& yaml, const std::string& origin,
              const std::vector<std::string>& overrides) {
-            return parse_config(yaml, origin, overrides);
+            return data::complete_transforms(parse_config(yaml, origin, overrides));
           },
           py::arg("yaml"), py::arg("origin"), py::arg("overrides"),
           "YAML text (JSON is YAML too) plus 'key=value' overrides; raises ConfigError naming "
           "the key.")
-      .def_static("from_files", &load_config, py::arg("paths"), py::arg("overrides"),
-                  "YAML files, later keys replacing earlier ones, plus 'key=value' overrides.")
+      .def_static(
+          "from_files",
+          [](const std::vector<std::string>& paths, const std::vector<std::string>& overrides) {
+            return data::complete_transforms(load_config(paths, overrides));
+          },
+          py::arg("paths"), py::arg("overrides"),
+          "YAML files, later keys replacing earlier ones, plus 'key=value' overrides.")
       .def("to_yaml", &config_to_yaml, "Every key, resolved, as YAML.")
       .def("to_json", &config_to_json, "Every key, resolved, as JSON text.");
 }

@@ -1,9 +1,11 @@
 // Configuration text as `loom train` reads it: a YAML document, then --set overrides. Input: the
-// YAML, and after a line "--set" one override per line. Every mistake must be a ConfigError;
-// a configuration that parses must print and parse back to the same configuration.
+// YAML, and after a line "--set" one override per line, with the transform lists completed by
+// the data layer's registry as every command does. Every mistake must be a ConfigError; a
+// configuration that parses must print and parse back to the same configuration.
 #include "fuzz_target.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/data/transform_registry.h"
 
 LOOM_FUZZ_TARGET(config) {
   const std::string input(reinterpret_cast<const char*>(data), size);
@@ -22,9 +24,11 @@ LOOM_FUZZ_TARGET(config) {
     }
   }
   try {
-    const loom::Config config = loom::parse_config(yaml, "fuzz.yaml", overrides);
+    const loom::Config config =
+        loom::data::complete_transforms(loom::parse_config(yaml, "fuzz.yaml", overrides));
     const std::string printed = loom::config_to_yaml(config);
-    const loom::Config again = loom::parse_config(printed, "printed.yaml", {});
+    const loom::Config again =
+        loom::data::complete_transforms(loom::parse_config(printed, "printed.yaml", {}));
     if (loom::config_to_yaml(again) != printed) {
       loom::fuzz::broken("a parsed configuration does not print and parse back to itself");
     }

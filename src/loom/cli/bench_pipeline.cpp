@@ -45,7 +45,7 @@ struct Silent : parallel::StepObserver {
 
 int run_pipeline_bench(const PipelineBenchArgs& args) {
   const comm::WorldInfo world = comm::world_from_environment();
-  Config config = load_config(args.config_paths, args.overrides);
+  Config config = load_run_config(args.config_paths, args.overrides);
   config.parallel.pipeline.stages = world.world;
   const Topology topology = detect_topology();
   std::shared_ptr<comm::Rendezvous> rendezvous;

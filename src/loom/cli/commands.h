@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/config.h"
+
 namespace loom::cli {
 
 struct Command {
@@ -17,6 +19,11 @@ struct Command {
 
 // The repeatable `--set key=value` option that every configured subcommand takes.
 void add_set_option(CLI::App* sub, std::vector<std::string>& overrides);
+
+// The configuration files in order plus the --set overrides (core's load_config), with the
+// transform lists checked and completed by the data layer's registry. Throws ConfigError.
+Config load_run_config(const std::vector<std::string>& paths,
+                       const std::vector<std::string>& overrides);
 
 // The whole of a file the user named; a ConfigError naming `option` when it cannot be read.
 std::string read_user_file(const std::string& path, const std::string& option);

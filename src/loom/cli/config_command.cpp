@@ -7,6 +7,7 @@
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
 #include "loom/core/settings.h"
+#include "loom/data/transform_registry.h"
 
 namespace loom::cli {
 namespace {
@@ -32,13 +33,13 @@ int print_reference() {
       "[0.1, 2.0]}`). Sizes are `[height, width]` or one number for a square. Random choices are "
       "keyed by (seed, epoch, sample), so they do not depend on the number of loader threads.\n\n"
       "| transform | parameter | default | meaning |\n|---|---|---|---|\n");
-  for (const auto& kind : transform_catalog()) {
-    std::printf("| `%s` | | | %s |\n", kind.name, kind.help);
-    for (const auto& p : kind.params) {
+  for (const auto& spec : data::transform_registry()) {
+    std::printf("| `%s` | | | %s |\n", spec.name, spec.help);
+    for (const auto& p : spec.params) {
       std::string value = "required";
       if (!p.defaults.empty()) {
-        TransformConfig probe{kind.name, {{p.name, p.defaults}}};
-        value = describe_transform(probe);
+        TransformConfig probe{spec.name, {{p.name, p.defaults}}};
+        value = data::describe_transform(probe);
         value = "`" + value.substr(value.find('=') + 1, value.size() - value.find('=') - 2) + "`";
       }
       std::printf("| | `%s` | %s | %s |\n", p.name, value.c_str(), p.help);
@@ -69,7 +70,7 @@ Command add_config_command(CLI::App& app) {
   return {sub, [args] {
             if (args->reference) return print_reference();
             if (args->settings) return print_settings();
-            std::fputs(config_to_yaml(load_config(args->config_paths, args->overrides)).c_str(),
+            std::fputs(config_to_yaml(load_run_config(args->config_paths, args->overrides)).c_str(),
                        stdout);
             return 0;
           }};

@@ -49,7 +49,7 @@ void print_report(const char* split, const std::string& path, const data::Datase
 }
 
 int run_inspect(const InspectArgs& a) {
-  const Config config = load_config(a.config_paths, a.overrides);
+  const Config config = load_run_config(a.config_paths, a.overrides);
   const data::DataSets sets = data::open_data_sets(config);
   const int threads = detect_topology().usable_cores;
   const auto train_report =

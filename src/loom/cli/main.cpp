@@ -7,6 +7,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
+#include "loom/data/transform_registry.h"
 #include "loom/train/durable_file.h"
 
 namespace loom::cli {
@@ -15,6 +16,11 @@ void add_set_option(CLI::App* sub, std::vector<std::string>& overrides) {
   sub->add_option("--set", overrides, "Override a key: --set train.epochs=5 (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+Config load_run_config(const std::vector<std::string>& paths,
+                       const std::vector<std::string>& overrides) {
+  return data::complete_transforms(load_config(paths, overrides));
 }
 
 std::string read_user_file(const std::string& path, const std::string& option) {

@@ -55,7 +55,7 @@ Command add_pipeline_command(CLI::App& app) {
   sub->add_option("--trace", args->trace, "Write the simulated step as a Chrome trace (JSON)");
   sub->add_option("--csv", args->csv, "Write the schedule's actions as CSV (one row per rank)");
   return {sub, [args] {
-            const Config config = load_config(args->config_paths, args->overrides);
+            const Config config = load_run_config(args->config_paths, args->overrides);
             const train::PipelinePlan plan = train::plan_pipeline(config, detect_topology());
             std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {

@@ -26,7 +26,7 @@ int run_ps_server(const PsServerArgs& args) {
   catch_termination();
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
-  const Config config = load_config(args.config_paths, overrides);
+  const Config config = load_run_config(args.config_paths, overrides);
   if (config.parallel.mode != "ps") {
     throw ConfigError(
         "config key 'parallel.mode': loom ps-server serves runs with parallel.mode "

@@ -195,7 +195,7 @@ class Reader : public ConfigVisitor {
       const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
       try {
         value.push_back(read_transform(v->node[i], where));
-        complete_transform(value.back(), where);
+        value.back().origin = v->origin;
       } catch (const ConfigError& e) {
         throw ConfigError(std::string(e.what()) + " (" + v->origin + ")");
       }
@@ -253,9 +253,7 @@ class Reader : public ConfigVisitor {
         t.params[name] = read_numbers(param.second, where + "." + name);
       }
     } else if (!body.IsNull()) {
-      for (const auto& kind : transform_catalog()) {
-        if (t.name == kind.name) t.params[kind.params.front().name] = read_numbers(body, where);
-      }
+      t.value = read_numbers(body, where);
     }
     return t;
   }
@@ -325,20 +323,33 @@ class Writer : public ConfigVisitor {
   void transforms(const char* k, std::vector<TransformConfig>& list, const char*) override {
     YAML::Node yaml_list(YAML::NodeType::Sequence);
     nlohmann::json json_list = nlohmann::json::array();
+    // One number as itself, more as a list.
+    auto numbers = [](const std::vector<double>& values) {
+      YAML::Node yaml_values;
+      nlohmann::json json_values = nlohmann::json::array();
+      for (double x : values) {
+        yaml_values.push_back(number_node(x));
+        json_values.push_back(x);
+      }
+      if (values.size() == 1) return std::pair{number_node(values[0]), nlohmann::json(values[0])};
+      return std::pair{yaml_values, json_values};
+    };
     for (const auto& t : list) {
+      YAML::Node entry(YAML::NodeType::Map);
+      if (!t.value.empty()) {  // not completed yet: `name: VALUE` as written
+        const auto [yaml_value, json_value] = numbers(t.value);
+        entry[t.name] = yaml_value;
+        yaml_list.push_back(entry);
+        json_list.push_back({{t.name, json_value}});
+        continue;
+      }
       YAML::Node params(YAML::NodeType::Map);
       nlohmann::json json_params = nlohmann::json::object();
       for (const auto& [name, values] : t.params) {
-        YAML::Node yaml_values;
-        nlohmann::json json_values = nlohmann::json::array();
-        for (double x : values) {
-          yaml_values.push_back(number_node(x));
-          json_values.push_back(x);
-        }
-        params[name] = values.size() == 1 ? number_node(values[0]) : yaml_values;
-        json_params[name] = values.size() == 1 ? nlohmann::json(values[0]) : json_values;
+        const auto [yaml_values, json_values] = numbers(values);
+        params[name] = yaml_values;
+        json_params[name] = json_values;
       }
-      YAML::Node entry(YAML::NodeType::Map);
       entry[t.name] = params;
       yaml_list.push_back(entry);
       json_list.push_back({{t.name, json_params}});

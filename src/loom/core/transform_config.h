@@ -1,7 +1,7 @@
-// The transform lists of the configuration (data.transforms, data.eval_transforms): what a user
-// may write, checked and completed with defaults here so that a bad list is a configuration error
-// (exit 2, naming the entry) before any data is touched. The data layer turns a checked list into
-// a TransformPipeline.
+// One entry of a transform list (data.transforms, data.eval_transforms) as the configuration
+// holds it. The reader here only takes the entry apart; which transforms exist, their parameters
+// and defaults are the data layer's registry (data/transform_registry.h), whose
+// complete_transforms() checks every entry and fills in its defaults.
 //
 // In YAML a list entry is a name, or a one-key mapping from the name to its parameters, or to
 // the value of its first parameter:
@@ -11,39 +11,27 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom {
 
 struct TransformConfig {
+  TransformConfig() = default;
+  TransformConfig(std::string name, std::map<std::string, std::vector<double>> params = {})
+      : name(std::move(name)), params(std::move(params)) {}
+
   std::string name;
-  std::map<std::string, std::vector<double>> params;  // every parameter, defaults filled in
-  bool operator==(const TransformConfig& o) const { return name == o.name && params == o.params; }
+  // Parameters by name; once completed, every parameter with defaults filled in.
+  std::map<std::string, std::vector<double>> params;
+  // `name: VALUE` as written, before completion moves it to the first parameter.
+  std::vector<double> value;
+  // Where the entry was written ("in run.yaml", "from --set"), for messages.
+  std::string origin;
+
+  bool operator==(const TransformConfig& o) const {
+    return name == o.name && params == o.params && value == o.value;
+  }
 };
-
-struct TransformParam {
-  const char* name;
-  int min_values, max_values;    // how many numbers it takes
-  std::vector<double> defaults;  // empty: required
-  bool integer;
-  double min;  // each number must be >= min
-  const char* help;
-};
-
-struct TransformKind {
-  const char* name;
-  std::vector<TransformParam> params;  // the first is what `name: VALUE` sets
-  const char* help;
-};
-
-// Every transform a list may name, in documentation order.
-const std::vector<TransformKind>& transform_catalog();
-
-// Checks a user's entry against the catalog and fills in defaults. `where` names the entry in
-// messages ("data.transforms[2] (in run.yaml)"). Throws ConfigError.
-void complete_transform(TransformConfig& t, const std::string& where);
-
-// "random_resized_crop(size=224, scale=[0.08, 1])" for messages and summaries.
-std::string describe_transform(const TransformConfig& t);
 
 }  // namespace loom

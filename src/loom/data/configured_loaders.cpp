@@ -6,6 +6,7 @@
 #include "loom/data/in_memory_dataset.h"
 #include "loom/data/synthetic.h"
 #include "loom/data/tar_shards.h"
+#include "loom/data/transform_registry.h"
 
 namespace loom::data {
 namespace {

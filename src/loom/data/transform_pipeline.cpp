@@ -5,8 +5,8 @@
 #include <tuple>
 
 #include "loom/core/error.h"
-#include "loom/data/gaussian_blur.h"
 #include "loom/data/sample_error.h"
+#include "loom/data/transform_registry.h"
 
 namespace loom::data {
 namespace {
@@ -124,64 +124,20 @@ void fill(const at::Tensor& pixels, const Placement& p, at::Tensor out) {
   resize_into(pixels, window(out, p.target));
 }
 
-void apply_pixel_step(const TransformStep& s, at::Tensor image, KeyedRng& rng) {
-  if (s.kind == Kind::kFlip) {
-    if (rng.uniform() < s.p) flip_horizontal(image);
-  } else if (s.kind == Kind::kBlur) {
-    const double sigma = s.sigma_min + (s.sigma_max - s.sigma_min) * rng.uniform();
-    gaussian_blur(image, s.kernel_height, s.kernel_width, sigma);
-  }
-}
-
-std::pair<int, int> size_param(const TransformConfig& t, const char* name) {
-  const auto& v = t.params.at(name);
-  return {static_cast<int>(v[0]), static_cast<int>(v.size() > 1 ? v[1] : v[0])};
-}
-
-TransformStep to_step(const TransformConfig& t) {
-  TransformStep s;
-  const auto& p = t.params;
-  if (t.name == "random_resized_crop") {
-    s.kind = Kind::kRandomResizedCrop;
-    std::tie(s.height, s.width) = size_param(t, "size");
-    s.crop = {p.at("scale")[0], p.at("scale")[1], p.at("ratio")[0], p.at("ratio")[1]};
-  } else if (t.name == "resize") {
-    s.kind = Kind::kResize;
-    s.height = static_cast<int>(p.at("size")[0]);
-    s.width = p.at("size").size() > 1 ? static_cast<int>(p.at("size")[1]) : 0;
-  } else if (t.name == "center_crop") {
-    s.kind = Kind::kCenterCrop;
-    std::tie(s.height, s.width) = size_param(t, "size");
-  } else if (t.name == "random_crop") {
-    s.kind = Kind::kRandomCrop;
-    std::tie(s.height, s.width) = size_param(t, "size");
-    s.padding = static_cast<int>(p.at("padding")[0]);
-  } else if (t.name == "random_horizontal_flip") {
-    s.kind = Kind::kFlip;
-    s.p = p.at("p")[0];
-  } else if (t.name == "gaussian_blur") {
-    s.kind = Kind::kBlur;
-    std::tie(s.kernel_height, s.kernel_width) = size_param(t, "kernel");
-    s.sigma_min = p.at("sigma")[0];
-    s.sigma_max = p.at("sigma").back();
-  } else {
-    throw Error("transform '" + t.name + "' has no implementation");
-  }
-  return s;
-}
-
 }  // namespace
 
 TransformPipeline::TransformPipeline(const std::vector<TransformConfig>& list, int channels,
                                      int input_height, int input_width, const std::string& key)
     : channels_(channels) {
   for (size_t i = 0; i < list.size(); ++i) {
-    const TransformConfig& t = list[i];
-    if (t.name != "normalize") {
-      steps_.push_back(to_step(t));
+    const std::string where = key + "[" + std::to_string(i) + "]";
+    TransformConfig t = list[i];
+    complete_transform(t, where);
+    if (const auto make = find_transform(t.name)->make) {
+      steps_.push_back(make(t));
       continue;
     }
-    const std::string where = key + "[" + std::to_string(i) + "]";
+    // normalize, the one entry without a step: the feeder applies it while converting.
     if (i + 1 != list.size()) {
       throw ConfigError("config key '" + where + "': normalize must be the last transform");
     }
@@ -209,10 +165,10 @@ TransformPipeline::TransformPipeline(const std::vector<TransformConfig>& list, i
       }
     } else if (s.geometric()) {
       std::tie(h, w) = std::pair{s.height, s.width};
-    } else if (s.kind == Kind::kBlur && h > 0 &&
+    } else if (s.kernel_height > 0 && h > 0 &&
                (s.kernel_height / 2 >= h || s.kernel_width / 2 >= w)) {
       throw ConfigError("config key '" + key + "': a " + std::to_string(s.kernel_height) + "x" +
-                        std::to_string(s.kernel_width) + " blur kernel is too large for " +
+                        std::to_string(s.kernel_width) + " kernel is too large for " +
                         std::to_string(h) + "x" + std::to_string(w) + " images");
     }
   }
@@ -247,7 +203,8 @@ void TransformPipeline::run_from(size_t i, at::Tensor current, bool owned, Keyed
         }
         owned = true;
       }
-      apply_pixel_step(steps_[i++], current, rng);
+      steps_[i].apply(steps_[i], current, rng);
+      ++i;
       continue;
     }
     const int width = static_cast<int>(current.size(1)), height = static_cast<int>(current.size(0));

@@ -29,23 +29,30 @@
 
 namespace loom::data {
 
+// One step of a list, made by the transform's entry in the registry (transform_registry.h).
 struct TransformStep {
-  enum class Kind { kRandomResizedCrop, kResize, kCenterCrop, kRandomCrop, kFlip, kBlur };
-  Kind kind = Kind::kFlip;
+  // Geometric steps move the window and set the output size, and the pipeline folds them;
+  // pixel steps change the pixels in place through `apply`.
+  enum class Kind { kRandomResizedCrop, kResize, kCenterCrop, kRandomCrop, kPixels };
+  Kind kind = Kind::kPixels;
   int height = 0, width = 0;  // output size; resize with width 0 sets the shorter side
   ResizedCropSpec crop;       // random_resized_crop: scale and ratio ranges
   int padding = 0;            // random_crop
   double p = 0.5;             // random_horizontal_flip
+  // A neighbourhood kernel's size: images must be more than half of it each way.
   int kernel_height = 0, kernel_width = 0;
   double sigma_min = 0, sigma_max = 0;  // gaussian_blur
+  // Pixel steps: runs on one uint8 HWC image, in place; randomness only from `rng`.
+  void (*apply)(const TransformStep& step, at::Tensor image, KeyedRng& rng) = nullptr;
 
-  bool geometric() const { return kind != Kind::kFlip && kind != Kind::kBlur; }
+  bool geometric() const { return kind != Kind::kPixels; }
 };
 
 class TransformPipeline {
  public:
   // `input_height/width` are the images' size when it is fixed (in-memory sets), or 0 when each
-  // image has its own (encoded files). Throws ConfigError naming `key` when the list's output
+  // image has its own (encoded files). The entries are completed against the registry here when
+  // the caller has not. Throws ConfigError naming `key` when an entry is bad, the list's output
   // size would vary from image to image, or normalize does not match `channels`.
   TransformPipeline(const std::vector<TransformConfig>& list, int channels, int input_height,
                     int input_width, const std::string& key);

@@ -4,6 +4,7 @@
 
 #include "loom/core/config.h"
 #include "loom/core/settings.h"
+#include "loom/data/transform_registry.h"
 #include "tools/test_support.h"
 
 namespace loom {
@@ -17,9 +18,9 @@ TEST(Docs, ConfigurationReferenceListsEveryKey) {
               std::string::npos)
         << row.key << " is missing or stale: regenerate with `loom config --reference`";
   }
-  for (const auto& kind : transform_catalog()) {
-    EXPECT_NE(doc.find(std::string("| `") + kind.name + "` | | | " + kind.help), std::string::npos)
-        << "transform " << kind.name << " is missing or stale";
+  for (const auto& spec : data::transform_registry()) {
+    EXPECT_NE(doc.find(std::string("| `") + spec.name + "` | | | " + spec.help), std::string::npos)
+        << "transform " << spec.name << " is missing or stale";
   }
 }
 

@@ -12,6 +12,7 @@
 #include "loom/data/image_folder.h"
 #include "loom/data/in_memory_dataset.h"
 #include "loom/data/synthetic_images.h"
+#include "loom/data/transform_registry.h"
 #include "tools/test_support.h"
 
 namespace loom::data {

@@ -1,4 +1,5 @@
 #include "loom/data/transform_pipeline.h"
+#include "loom/data/transform_registry.h"
 
 #include <gtest/gtest.h>
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "loom/core/error.h"
+#include "loom/data/transform_registry.h"
 
 namespace loom::data {
 namespace {
@@ -57,7 +58,7 @@ Config parse_remote_config(const std::string& text) {
                         "): a data worker does not forward to other workers");
     }
   }
-  return parse_config(text, kOrigin, {});
+  return complete_transforms(parse_config(text, kOrigin, {}));
 }
 
 void check_under_roots(const Config& config, const std::vector<std::string>& roots) {
