@@ -6,7 +6,6 @@
 #include "loom/data/in_memory_dataset.h"
 #include "loom/data/synthetic.h"
 #include "loom/data/tar_shards.h"
-#include "loom/data/transform_registry.h"
 
 namespace loom::data {
 namespace {
@@ -54,7 +53,6 @@ Splits in_memory_splits(const Config& config) {
     s.default_train = {
         {"random_crop", {{"size", {double(s.height), double(s.width)}}, {"padding", {2}}}},
         {"random_horizontal_flip", {}}};
-    for (auto& t : s.default_train) complete_transform(t, "data.augment");
   }
   s.train = std::make_shared<InMemoryDataset>(std::move(train_set));
   s.test = std::make_shared<InMemoryDataset>(std::move(test_set));

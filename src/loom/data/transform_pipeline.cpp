@@ -266,21 +266,12 @@ void TransformPipeline::run_encoded(const std::string& bytes, const std::string&
 }
 
 std::vector<TransformConfig> default_train_transforms(int size) {
-  std::vector<TransformConfig> list = {
-      {"random_resized_crop", {{"size", {double(size)}}}},
-      {"random_horizontal_flip", {}},
-  };
-  for (auto& t : list) complete_transform(t, "data.transforms");
-  return list;
+  return {{"random_resized_crop", {{"size", {double(size)}}}}, {"random_horizontal_flip"}};
 }
 
 std::vector<TransformConfig> default_eval_transforms(int size) {
-  std::vector<TransformConfig> list = {
-      {"resize", {{"size", {std::floor(size * 8.0 / 7.0)}}}},
-      {"center_crop", {{"size", {double(size)}}}},
-  };
-  for (auto& t : list) complete_transform(t, "data.eval_transforms");
-  return list;
+  return {{"resize", {{"size", {std::floor(size * 8.0 / 7.0)}}}},
+          {"center_crop", {{"size", {double(size)}}}}};
 }
 
 }  // namespace loom::data
