@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "loom/core/error.h"
 #include "loom/core/text.h"
@@ -335,24 +336,22 @@ class Writer : public ConfigVisitor {
       return std::pair{yaml_values, json_values};
     };
     for (const auto& t : list) {
+      // Completed: `name: {param: value}`; not yet: `name: VALUE` as written.
+      YAML::Node body(YAML::NodeType::Map);
+      nlohmann::json json_body = nlohmann::json::object();
+      if (!t.value.empty()) {
+        std::tie(body, json_body) = numbers(t.value);
+      } else {
+        for (const auto& [name, values] : t.params) {
+          const auto [yaml_values, json_values] = numbers(values);
+          body[name] = yaml_values;
+          json_body[name] = json_values;
+        }
+      }
       YAML::Node entry(YAML::NodeType::Map);
-      if (!t.value.empty()) {  // not completed yet: `name: VALUE` as written
-        const auto [yaml_value, json_value] = numbers(t.value);
-        entry[t.name] = yaml_value;
-        yaml_list.push_back(entry);
-        json_list.push_back({{t.name, json_value}});
-        continue;
-      }
-      YAML::Node params(YAML::NodeType::Map);
-      nlohmann::json json_params = nlohmann::json::object();
-      for (const auto& [name, values] : t.params) {
-        const auto [yaml_values, json_values] = numbers(values);
-        params[name] = yaml_values;
-        json_params[name] = json_values;
-      }
-      entry[t.name] = params;
+      entry[t.name] = body;
       yaml_list.push_back(entry);
-      json_list.push_back({{t.name, json_params}});
+      json_list.push_back({{t.name, json_body}});
     }
     yaml_list.SetStyle(YAML::EmitterStyle::Flow);
     put(k, yaml_list, json_list);
