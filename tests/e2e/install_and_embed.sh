@@ -37,7 +37,12 @@ cmake --build "$work/embed" > "$work/build.log"
 
 cd "$work"
 output=$("$work/embed/embed" data=synthetic data.image_size=16 data.train_samples=128 \
-  data.test_samples=32 data.batch_size=16 train.epochs=2 model=mlp runtime.threads=1)
+  data.test_samples=32 data.batch_size=16 train.epochs=2 model=mlp runtime.threads=1 2>&1) || {
+  status=$?
+  echo "$output"
+  echo "examples/embed, built against the installed package, exited with $status"
+  exit 1
+}
 echo "$output"
 grep -q "^epoch 2: test accuracy" <<<"$output"
 grep -q "^mlp: " <<<"$output"
