@@ -28,8 +28,8 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BED = os.path.join(HERE, "..", "scripts", "netbed.sh")
+from ps_vs_ring import BED, link_bytes_per_second
+
 PORT = 29990
 CHUNK = 1 << 20
 
@@ -37,6 +37,17 @@ CHUNK = 1 << 20
 def address(host):
     return subprocess.run([BED, "address", str(host)], capture_output=True,
                           text=True, check=True).stdout.strip()
+
+
+def connect(peer, deadline):
+    """A connection to `peer`, retried until its listener is up or `deadline` passes."""
+    while True:
+        try:
+            return socket.create_connection((peer, PORT))
+        except ConnectionRefusedError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def receive(bind, connections, out):
@@ -67,7 +78,7 @@ def receive(bind, connections, out):
 
 def send(peers, nbytes, start_at):
     """Sends `nbytes` to every peer at once, beginning at `start_at` (a shared clock)."""
-    conns = [socket.create_connection((p, PORT)) for p in peers]
+    conns = [connect(p, start_at + 30) for p in peers]
     data = memoryview(bytes(CHUNK))  # slices without copies
     time.sleep(max(0.0, start_at - time.time()))
 
@@ -98,33 +109,27 @@ def one_round(bed, pattern, n, k, m_bytes):
                    for h in range(1, hosts + 1)}
         per_peer = int(m_bytes / k)
     incoming = {h: sum(h in t for t in targets.values()) for h in range(1, hosts + 1)}
+    incoming = {h: count for h, count in incoming.items() if count > 0}
+    addresses = {h: address(h) for h in range(1, hosts + 1)}
     outs = {h: tempfile.mktemp(prefix="loom-netbed-tcp-") for h in incoming}
     receivers = [subprocess.Popen([BED, "exec", bed, str(h), sys.executable, me, "--receive",
-                                   address(h), str(incoming[h]), outs[h]])
-                 for h in incoming if incoming[h] > 0]
-    time.sleep(0.5)  # the listeners are up
-    start_at = time.time() + 1.0
+                                   addresses[h], str(count), outs[h]])
+                 for h, count in incoming.items()]
+    # Every sender connects (waiting for the listeners), then all begin at this instant.
+    start_at = time.time() + 1.5
     senders = [subprocess.Popen([BED, "exec", bed, str(h), sys.executable, me, "--send",
-                                 ",".join(address(p) for p in targets[h]), str(per_peer),
+                                 ",".join(addresses[p] for p in targets[h]), str(per_peer),
                                  repr(start_at)])
                for h in targets]
     for p in senders + receivers:
         if p.wait(timeout=300) != 0:
             sys.exit(f"netbed_tcp: a {pattern} process failed")
     last = 0.0
-    for h, path in outs.items():
-        if incoming[h] > 0:
-            with open(path) as f:
-                last = max(last, json.load(f)["last"])
-            os.unlink(path)
+    for path in outs.values():
+        with open(path) as f:
+            last = max(last, json.load(f)["last"])
+        os.unlink(path)
     return last - start_at
-
-
-def rate_bytes(rate):
-    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if rate.endswith(unit):
-            return float(rate[:-len(unit)]) * scale / 8
-    raise ValueError(f"link rate {rate}: expected NNgbit, NNmbit or NNkbit")
 
 
 def main():
@@ -142,7 +147,7 @@ def main():
         print("netbed_tcp: skipped (scripts/netbed.sh check failed)")
         return
     cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
-    m, b = args.mb * 1e6, rate_bytes(args.link)
+    m, b = args.mb * 1e6, link_bytes_per_second(args.link)
     bed = f"tcp{os.getpid()}"
     subprocess.run([BED, "up", bed, str(max(n + k for n, k in cases)), args.link], check=True)
     try:
