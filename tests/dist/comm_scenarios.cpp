@@ -10,7 +10,9 @@
 
 #include "loom/comm/make_communicator.h"
 #include "loom/parallel/ps/param_server.h"
+#include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/parallel/ps/ps_exchange.h"
+#include "loom/parallel/ps/ps_server.h"
 #include "loom/parallel/ps/remote_parameters.h"
 #include "loom/parallel/ps/server_update.h"
 
@@ -110,6 +112,51 @@ void check_agreement(std::shared_ptr<Rendezvous> rendezvous, CommOptions options
   }
 }
 
+// A bucket filled gradient by gradient, as backward fills it: PsBucketExchange pushes a part as
+// soon as every gradient it covers has landed, and only in plan order (the order the servers
+// receive in); the rest goes when the bucket starts. The means stay exact.
+void check_parts_go_early(Communicator& comm, const parallel::ps::PsRoles& roles, Checker& check) {
+  using namespace loom::parallel::ps;
+  const std::int64_t job = job_hash("parts go early");
+  if (roles.is_server(comm.rank())) {
+    PsServerOptions server;
+    server.roles = roles;
+    server.job = job;
+    if (run_server(comm, server).steps != 1) throw std::runtime_error("a server missed the step");
+    ++check.checks;
+    return;
+  }
+  PsExchangeOptions options;
+  options.roles = roles;
+  options.part_bytes = 4000;  // 3000 floats: parts [0, 1000), [1000, 2000), [2000, 3000)
+  options.job = job;
+  PsBucketExchange exchange(comm, options);
+  const at::Tensor bucket = at::full({3000}, comm.rank() + 1, at::kFloat);
+  exchange.buckets_changed({bucket});
+  const auto expect = [&](bool pushed, bool want, const std::string& when) {
+    if (pushed != want) {
+      throw std::runtime_error("ps: " + when + (want ? ": nothing pushed" : ": pushed too early"));
+    }
+    ++check.checks;
+  };
+  expect(exchange.filled(0, 2000, 1000), false, "the last part complete, the first not");
+  expect(exchange.filled(0, 0, 600), false, "the first part partly filled");
+  expect(exchange.filled(0, 600, 900), true, "the first part complete");
+  exchange.start(0, bucket)->wait(std::chrono::milliseconds(30000));
+  parallel::SyncStats stats;
+  exchange.step_finished(stats);
+  exchange.end_training();
+  // The servers send the mean: (1 + ... + n) / n, exact in float for small n.
+  const double n = roles.workers;
+  if (!bucket.equal(at::full({3000}, (n + 1) / 2, at::kFloat))) {
+    throw std::runtime_error("ps: parts pushed early averaged to " +
+                             std::to_string(bucket[0].item<float>()) + " and " +
+                             std::to_string(bucket[2999].item<float>()) + ", expected " +
+                             std::to_string((n + 1) / 2));
+  }
+  ++check.checks;
+}
+
 // Buffers of odd sizes cut into 4 KB parts over the servers, so parts end mid-buffer and a
 // server gets parts of several buffers.
 void check_parameter_servers(Communicator& comm, Checker& check) {
@@ -158,6 +205,7 @@ void check_parameter_servers(Communicator& comm, Checker& check) {
       }
     }
   }
+  check_parts_go_early(comm, roles, check);
   comm.barrier()->wait(kWait);
 }
 

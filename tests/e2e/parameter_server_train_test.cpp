@@ -81,6 +81,7 @@ TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
     EXPECT_EQ(server["steps"], summary["steps"]) << servers.dump(2);
     EXPECT_GT(server["bytes_in"].get<double>(), 0) << servers.dump(2);
     EXPECT_EQ(server["bytes_in"], server["bytes_out"]) << servers.dump(2);
+    EXPECT_GT(server["busy_seconds"].get<double>(), 0) << servers.dump(2);
   }
   EXPECT_LE(servers["bytes_spread_parts"].get<double>(), 1.0) << servers.dump(2);
   // metrics.jsonl follows the servers through the run; the summary has every worker's compute.
@@ -95,6 +96,7 @@ TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
       EXPECT_GT(server["bytes_in_per_second"].get<double>(), 0) << line;
       EXPECT_GT(server["active"].get<double>(), 0) << line;
       EXPECT_LE(server["active"].get<double>(), 1.0) << line;
+      EXPECT_GE(server["busy"].get<double>(), 0) << line;
     }
   }
   EXPECT_GE(rows, 1);
@@ -109,6 +111,7 @@ TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
     ASSERT_NE(at, std::string::npos) << dom.output.substr(0, 2000);
     const std::string table = dom.output.substr(at, dom.output.find("</table>", at) - at);
     EXPECT_EQ(count_of(table, "<tr>"), 3) << table;
+    EXPECT_NE(table.find("busy (CPU)"), std::string::npos) << table;
   }
   // The trace has a track per server with a span per traced step (profile.trace_active: 10).
   expect_server_spans(dir / "ps/trace.json", {2, 3}, "serve step", 10);

@@ -9,7 +9,9 @@
 
 #include "loom/cli/commands.h"
 #include "loom/comm/world_info.h"
+#include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
+#include "loom/core/topology.h"
 #include "loom/parallel/ps/ps_benchmark.h"
 
 namespace loom::cli {
@@ -29,7 +31,8 @@ nlohmann::ordered_json servers_json(const parallel::ps::PsBenchResult& r) {
     rows.push_back({{"bytes_in", static_cast<double>(load.bytes_in) / steps},
                     {"bytes_out", static_cast<double>(load.bytes_out) / steps},
                     {"sum_seconds", load.sum_seconds / steps},
-                    {"active_seconds", load.active_seconds / steps}});
+                    {"active_seconds", load.active_seconds / steps},
+                    {"busy_seconds", load.busy_seconds / steps}});
   }
   return rows;
 }
@@ -41,6 +44,8 @@ int run_ps_bench(const PsBenchArgs& args) {
         "bench ps: needs workers and servers; run it under `loom launch --nproc-per-node N "
         "--servers K -- loom bench ps --servers K`");
   }
+  // As `loom train` and `loom ps-server` run by default: buffers reused between steps.
+  use_configured_allocator("caching", detect_topology().memory_bytes);
   auto rendezvous = comm::Rendezvous::connect(world, std::chrono::seconds(120));
   const auto r = parallel::ps::run_ps_benchmark(rendezvous, args.options);
   if (world.rank != 0) return 0;
@@ -59,9 +64,12 @@ int run_ps_bench(const PsBenchArgs& args) {
   for (size_t s = 0; s < r.server_loads.size(); ++s) {
     const auto& load = r.server_loads[s];
     const double steps = std::max<double>(1, static_cast<double>(load.steps));
-    std::printf("%s server %zu: %.1f MB in, %.0f ms active, %.0f ms summing per step",
-                s == 0 ? "\n   " : ";", s, static_cast<double>(load.bytes_in) / steps / 1e6,
-                1e3 * load.active_seconds / steps, 1e3 * load.sum_seconds / steps);
+    std::printf(
+        "%s server %zu: %.1f MB in, %.0f ms busy (CPU), %.0f ms active, %.0f ms summing "
+        "per step",
+        s == 0 ? "\n   " : ";", s, static_cast<double>(load.bytes_in) / steps / 1e6,
+        1e3 * load.busy_seconds / steps, 1e3 * load.active_seconds / steps,
+        1e3 * load.sum_seconds / steps);
   }
   std::printf("\n  ring / servers: %.2fx", r.ring_seconds / r.ps_seconds);
   if (b > 0) std::printf(" (arithmetic %.2fx)", ring_model / ps_model);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "loom/comm/make_communicator.h"
+#include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
@@ -79,6 +80,10 @@ parallel::ps::ServerHooks trace_hooks(const Config& config, const std::string& o
 int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& config,
                      const std::string& out_dir) {
   const int server = world.rank() - job.roles.workers;
+  // A server receives and sums parts of the same sizes every step: with the caching allocator
+  // their buffers are reused instead of page-faulted in afresh (on the 2-core test machine a
+  // fresh 24 MB buffer costs 28 ms to touch, a reused one 0.6 ms).
+  use_configured_allocator(config.runtime.allocator, detect_topology().memory_bytes);
   auto last_log = std::chrono::steady_clock::now();
   const std::int64_t kill_after =
       server == 0 ? setting_int("LOOM_FAULT_KILL_SERVER_AFTER_STEP") : 0;
@@ -114,10 +119,10 @@ int serve_parameters(comm::Communicator& world, const PsJob& job, const Config& 
   }
   std::printf(
       "loom ps-server: server %d (rank %d of %d) served %lld steps of %d workers: %.1f MB in, "
-      "%.1f MB out, %.2f s summing, %.2f s active\n",
+      "%.1f MB out, %.2f s summing, %.2f s active, %.2f s busy (CPU)\n",
       server, world.rank(), world.world(), static_cast<long long>(load.steps), job.roles.workers,
       static_cast<double>(load.bytes_in) / 1e6, static_cast<double>(load.bytes_out) / 1e6,
-      load.sum_seconds, load.active_seconds);
+      load.sum_seconds, load.active_seconds, load.busy_seconds);
   return 0;
 }
 

@@ -73,6 +73,36 @@ WorkPtr SerialExecutor::submit(std::string what, std::function<void()> body) {
   return work;
 }
 
+WorkPtr SerialExecutor::run_now_if_idle(std::string what, const std::function<bool()>& ready,
+                                        const std::function<void()>& body) {
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    if (queue_->busy || !queue_->items.empty()) return nullptr;
+    queue_->busy = true;
+  }
+  WorkPtr work;
+  std::exception_ptr error;
+  try {
+    if (ready()) {
+      work = std::make_shared<Work>(std::move(what));
+      body();
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->busy = false;
+  }
+  queue_->changed.notify_all();  // what was submitted meanwhile may start
+  if (work) {
+    work->finish(error);
+  } else if (error) {
+    std::rethrow_exception(error);
+  }
+  return work;
+}
+
 void SerialExecutor::run() {
   Queue& queue = *queue_;
   while (true) {

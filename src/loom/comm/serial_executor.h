@@ -31,6 +31,13 @@ class SerialExecutor {
   // if any, becomes the Work's error.
   WorkPtr submit(std::string what, std::function<void()> body);
 
+  // Runs `body` on the caller's thread at once when nothing is queued or running and `ready()`
+  // holds (checked with the executor held, so nothing starts meanwhile), and returns its
+  // finished Work; returns null, having run nothing, otherwise. For operations that cannot
+  // block once ready, such as a send into a free mailbox: the executor's thread is not woken.
+  WorkPtr run_now_if_idle(std::string what, const std::function<bool()>& ready,
+                          const std::function<void()>& body);
+
  private:
   struct Queue;
   class QueuedWork;

@@ -14,9 +14,14 @@
 // that did not arrive when the timeout expires, when that rank's process has exited, or when it
 // gave up with an error of its own.
 //
+// Point to point: every ordered pair of ranks has a mailbox; a message goes through it in
+// pieces of at most LOOM_SHM_MAILBOX_BYTES, each copied in by the sender and out by the receiver.
+//
 // Threading: collectives run in call order on one communication thread; sends to and receives
 // from each peer on threads of their own (made on first use), so a ring of large sends and
-// receives cannot deadlock.
+// receives cannot deadlock. A send that fits into a free mailbox while its peer's lane is idle
+// is copied in on the caller's thread instead: it cannot block, and waking a lane's thread
+// costs more than the copy of a small message.
 #pragma once
 
 #include <functional>
@@ -63,7 +68,10 @@ class ShmCommunicator : public Communicator {
     kBarrier
   };
 
-  // Runs `body` on `lane`; the first failure breaks the communicator for every later call.
+  // `body` under the communicator's failure rule: the first failure breaks the communicator
+  // for every later call, and the peers are told of it.
+  std::function<void()> guarded(const std::string& what, std::function<void()> body);
+  // Runs guarded(`body`) on `lane`.
   WorkPtr enqueue(SerialExecutor& lane, std::string what, std::function<void()> body);
   SerialExecutor& lane(std::map<int, std::unique_ptr<SerialExecutor>>& lanes, int peer);
   void throw_if_broken();
@@ -99,6 +107,7 @@ class ShmCommunicator : public Communicator {
   int world_ = 1;
   std::size_t chunk_bytes_;
   std::size_t small_bytes_;
+  std::size_t mailbox_bytes_;
   std::chrono::microseconds spin_;  // busy-wait this long before sleeping
   std::unique_ptr<ShmSegment> segment_;
 

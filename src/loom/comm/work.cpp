@@ -4,7 +4,7 @@
 
 namespace loom::comm {
 
-Work::Work(std::string what) : what_(std::move(what)), started_(std::chrono::steady_clock::now()) {}
+Work::Work(std::string what) : what_(std::move(what)) {}
 
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -19,9 +19,9 @@ bool Work::completed() const {
   return finished_;
 }
 
-double Work::seconds() const {
+std::chrono::steady_clock::time_point Work::finished_at() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return seconds_;
+  return finished_at_;
 }
 
 void Work::finish(std::exception_ptr error) {
@@ -29,7 +29,7 @@ void Work::finish(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
     error_ = std::move(error);
-    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    finished_at_ = std::chrono::steady_clock::now();
   }
   finished_cv_.notify_all();
 }

@@ -27,9 +27,9 @@ class Work {
   virtual void wait(std::chrono::milliseconds timeout);
   virtual bool completed() const;
 
-  // Seconds from creation to finish() (0 while running): how long the operation was in flight.
-  // Virtual for works made of other works (the longest of theirs).
-  virtual double seconds() const;
+  // When finish() was called (the clock's epoch while running). Virtual for works made of
+  // other works (the latest of theirs).
+  virtual std::chrono::steady_clock::time_point finished_at() const;
   const std::string& what() const { return what_; }
 
   // Marks the operation finished, successfully or with `error`. Wakes every waiter.
@@ -37,11 +37,10 @@ class Work {
 
  private:
   std::string what_;
-  std::chrono::steady_clock::time_point started_;
   mutable std::mutex mutex_;
   std::condition_variable finished_cv_;
   bool finished_ = false;
-  double seconds_ = 0;
+  std::chrono::steady_clock::time_point finished_at_{};
   std::exception_ptr error_;
 };
 

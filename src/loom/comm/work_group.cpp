@@ -35,10 +35,10 @@ bool WorkGroup::completed() const {
                      [](const WorkPtr& member) { return member->completed(); });
 }
 
-double WorkGroup::seconds() const {
-  double longest = 0;
-  for (const WorkPtr& member : members_) longest = std::max(longest, member->seconds());
-  return longest;
+std::chrono::steady_clock::time_point WorkGroup::finished_at() const {
+  std::chrono::steady_clock::time_point last{};
+  for (const WorkPtr& member : members_) last = std::max(last, member->finished_at());
+  return last;
 }
 
 }  // namespace loom::comm

@@ -21,8 +21,8 @@ class WorkGroup : public Work {
   // timeout) is rethrown with this group's name in front, keeping its type.
   void wait(std::chrono::milliseconds timeout) override;
   bool completed() const override;
-  // The longest member's time in flight: they all start when the group is made.
-  double seconds() const override;
+  // The last member's finish.
+  std::chrono::steady_clock::time_point finished_at() const override;
 
  private:
   std::vector<WorkPtr> members_;

@@ -57,9 +57,14 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_SHM_CHUNK_BYTES", "524288",
        "Shared-memory collectives move data in chunks of this many bytes per rank (two staging "
        "buffers of this size per rank)."},
+      {"LOOM_SHM_MAILBOX_BYTES", "4194304",
+       "Shared-memory sends move a message in pieces of at most this many bytes, one mailbox "
+       "per pair of ranks (a sparse segment: only what messages touch is used). The default "
+       "holds a whole default parameter-server part, so a part needs one hand-over."},
       {"LOOM_SHM_SPIN_US", "50",
        "A shared-memory wait spins this many microseconds before sleeping on a futex (longer: "
-       "lower latency, more CPU taken from computation)."},
+       "lower latency, more CPU taken from computation). Not at all where a host runs more "
+       "ranks of the group than it has usable cores."},
       {"LOOM_SHM_SMALL_BYTES", "32768",
        "All-reduces up to this size use the copy-in-and-reduce-all path; larger ones use "
        "reduce-scatter + all-gather."},

@@ -1,4 +1,5 @@
-// CPU time of threads: what a loader thread's work cost, whatever else ran on its core.
+// CPU time of threads and of the process: what a loader thread's or a parameter server's work
+// cost, whatever else ran on its cores.
 #pragma once
 
 #include <ctime>
@@ -11,6 +12,13 @@ namespace loom {
 inline double thread_cpu_seconds() {
   timespec t{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// User + system time of the whole process (all threads).
+inline double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 

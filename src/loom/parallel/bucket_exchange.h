@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ class BucketExchange {
   // The buckets were (re)built: the tensors start() will be given from now on, in bucket order.
   // Every worker calls it before the same step.
   virtual void buckets_changed(const std::vector<at::Tensor>& buckets) = 0;
+  // Elements [offset, offset + elements) of bucket `index` hold this step's final gradient
+  // (one call per gradient as backward produces it, before the bucket starts). An exchange may
+  // begin moving what is complete; returns whether it started anything.
+  virtual bool filled(std::size_t index, std::int64_t offset, std::int64_t elements) {
+    return false;
+  }
   // Starts combining bucket `index` of this step; buckets start in order, all of them every
   // synchronised step.
   virtual comm::WorkPtr start(std::size_t index, const at::Tensor& bucket) = 0;

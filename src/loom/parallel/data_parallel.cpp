@@ -38,7 +38,6 @@ struct DataParallel::Bucket {
   at::Tensor wire;  // flat in the compression type, when compressing
   int pending = 0;  // gradients still to come this step
   comm::WorkPtr work;
-  Clock::time_point started_at;
 };
 
 const at::Tensor& DataParallel::wire_of(const Bucket& bucket) {
@@ -138,6 +137,7 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
   at::NoGradGuard no_grad;
   std::vector<Bucket> buckets(plan.size());
   bucket_of_.assign(parameters_.size(), -1);
+  offset_in_bucket_.assign(parameters_.size(), 0);
   aliases_.resize(parameters_.size());
   for (std::size_t b = 0; b < plan.size(); ++b) {
     Bucket& bucket = buckets[b];
@@ -158,6 +158,7 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
       }
       aliases_[p] = alias;
       bucket_of_[p] = static_cast<int>(b);
+      offset_in_bucket_[p] = offset;
       offset += param.numel();
     }
   }
@@ -202,6 +203,7 @@ void DataParallel::prepare() {
   std::fill(ready_.begin(), ready_.end(), 0);
   gradients_seen_ = 0;
   next_bucket_ = 0;
+  started_ = false;
   for (auto& bucket : buckets_) {
     bucket.pending = static_cast<int>(bucket.parameters.size());
     bucket.work.reset();
@@ -221,7 +223,21 @@ void DataParallel::on_gradient_ready(int parameter) {
   if (!sync_enabled() || ready_[parameter]) return;
   ready_[parameter] = 1;
   ++gradients_seen_;
-  if (--buckets_[bucket_of_[parameter]].pending == 0) start_ready_buckets();
+  const int index = bucket_of_[parameter];
+  Bucket& bucket = buckets_[index];
+  // The exchange may move this much of the bucket before the rest is there (parameter servers
+  // push each part once it is complete). Not when compressing: the wire copy is made whole.
+  if (!bucket.wire.defined() &&
+      exchange_->filled(index, offset_in_bucket_[parameter], param.numel())) {
+    mark_started();
+  }
+  if (--bucket.pending == 0) start_ready_buckets();
+}
+
+void DataParallel::mark_started() {
+  if (started_) return;
+  started_ = true;
+  first_start_ = Clock::now();
 }
 
 void DataParallel::start_ready_buckets() {
@@ -232,8 +248,7 @@ void DataParallel::start_ready_buckets() {
 
 void DataParallel::start(std::size_t index) {
   Bucket& bucket = buckets_[index];
-  bucket.started_at = Clock::now();
-  if (index == 0) first_start_ = bucket.started_at;
+  mark_started();
   if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
   bucket.work = exchange_->start(index, wire_of(bucket));
 }
@@ -268,10 +283,7 @@ void DataParallel::finish() {
   for (auto& bucket : buckets_) {
     bucket.work->wait(comm_.options().timeout);
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
-    const auto done =
-        bucket.started_at + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(bucket.work->seconds()));
-    last_done = std::max(last_done, done);
+    last_done = std::max(last_done, bucket.work->finished_at());
     bytes += wire_of(bucket).nbytes();
   }
   exchange_->step_finished(stats_);

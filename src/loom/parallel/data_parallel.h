@@ -8,6 +8,8 @@
 // out and the optimizer reads the reduced values in place. A hook on each parameter's gradient
 // accumulator counts the gradients a bucket still waits for; when a bucket is complete and all
 // buckets before it have been started, its all-reduce starts, overlapping the rest of backward.
+// The exchange also hears of every gradient as it lands, so that parameter servers can push a
+// bucket's complete parts before the bucket is full.
 // Buckets start in bucket order on every rank, which keeps the ranks' collectives in the same
 // order. After the first step the buckets are rebuilt in the order gradients actually became ready
 // (rank 0's order, shared with all).
@@ -97,6 +99,7 @@ class DataParallel : public GradSync {
   void start_ready_buckets();
   void zero_gradient(int parameter);
   void start(std::size_t bucket);
+  void mark_started();  // notes when this step's exchange began
   std::vector<int> shared_ready_order();
 
   NamedTensors parameters_;  // only those that require a gradient
@@ -106,8 +109,9 @@ class DataParallel : public GradSync {
   std::unique_ptr<BucketExchange> exchange_;
 
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;       // parameter -> bucket
-  std::vector<at::Tensor> aliases_;  // parameter -> its gradient's slice of its bucket
+  std::vector<int> bucket_of_;                  // parameter -> bucket
+  std::vector<std::int64_t> offset_in_bucket_;  // parameter -> its first element there
+  std::vector<at::Tensor> aliases_;             // parameter -> its gradient's slice of its bucket
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
   std::vector<std::uintptr_t> hook_keys_;
 
@@ -118,6 +122,7 @@ class DataParallel : public GradSync {
   std::vector<char> ready_;        // this step, per parameter
   int gradients_seen_ = 0;
   std::size_t next_bucket_ = 0;  // buckets before it have started
+  bool started_ = false;         // this step's exchange has begun, at first_start_
   std::chrono::steady_clock::time_point first_start_;
   SyncStats stats_;
 };

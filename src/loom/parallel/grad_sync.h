@@ -34,6 +34,10 @@ struct ServerLoad {
   // Servers holding the parameters (async, SSP): the most steps of the slowest worker that
   // parameters it sent a worker lacked.
   std::int64_t max_staleness = 0;
+  // CPU time of the server's process (all its threads) since it began serving: receiving,
+  // summing and sending. Unlike active_seconds it leaves out waiting for the workers, so it
+  // compares the servers' work even where one of them is handed the step's first part.
+  double busy_seconds = 0;
 };
 
 // What the last synchronised step's gradient exchange cost (all zero where nothing is exchanged).

@@ -76,19 +76,19 @@ void add_straggler(const RunProfile& run, std::vector<Finding>& out) {
                  "", 1 + slower});
 }
 
-// Parameter servers whose active time differs by more than 10% of the mean: the busiest one
+// Parameter servers whose busy time differs by more than 10% of the mean: the busiest one
 // sets the pace while the others idle.
 void add_server_imbalance(const RunProfile& run, std::vector<Finding>& out) {
-  const std::vector<double>& active = run.server_active_seconds;
-  if (active.size() < 2) return;
-  const auto [idlest, busiest] = std::minmax_element(active.begin(), active.end());
+  const std::vector<double>& busy = run.server_busy_seconds;
+  if (busy.size() < 2) return;
+  const auto [idlest, busiest] = std::minmax_element(busy.begin(), busy.end());
   double mean = 0;
-  for (double a : active) mean += a / static_cast<double>(active.size());
+  for (double a : busy) mean += a / static_cast<double>(busy.size());
   if (mean <= 0 || (*busiest - *idlest) / mean <= 0.10) return;
   out.push_back({"server_imbalance", "moderate",
-                 "parameter server " + std::to_string(busiest - active.begin()) +
-                     " was active for " + milliseconds(*busiest) + ", server " +
-                     std::to_string(idlest - active.begin()) + " for " + milliseconds(*idlest) +
+                 "parameter server " + std::to_string(busiest - busy.begin()) +
+                     " was busy (CPU) for " + milliseconds(*busiest) + ", server " +
+                     std::to_string(idlest - busy.begin()) + " for " + milliseconds(*idlest) +
                      " (spread " + percent((*busiest - *idlest) / mean) + " of the mean)",
                  "their bytes differ by at most one part: smaller parts spread them more "
                  "evenly; otherwise the busy server's host is slower (its link or CPU)",

@@ -49,8 +49,8 @@ struct RunProfile {
   // Data parallelism: every worker's compute seconds (forward, backward, optimizer) over the
   // steady steps, by rank (empty with one); every step waits for the slowest.
   std::vector<double> worker_compute_seconds;
-  // Parameter servers: each server's active seconds over the run (empty without servers).
-  std::vector<double> server_active_seconds;
+  // Parameter servers: each server's busy (CPU) seconds over the run (empty without servers).
+  std::vector<double> server_busy_seconds;
   int pipeline_ranks = 0;
   int64_t pipeline_microbatches = 0;
   int64_t better_microbatches = 0;

@@ -155,12 +155,14 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
   if (P && P.per_server) {
     document.getElementById('servers').innerHTML =
         `<p>${P.servers} servers for ${P.workers} workers; bytes within ${P.bytes_spread_parts.toFixed(2)} ` +
-        `part of each other, active time within ${pct(P.active_spread)} of the mean.</p>` +
+        `part of each other, busy (CPU) time within ${pct(P.busy_spread)} and active time within ` +
+        `${pct(P.active_spread)} of the mean.</p>` +
         '<table id="server-table"><tr><th>server</th><th>host</th><th>steps</th><th>MB in</th>' +
-        '<th>MB out</th><th>active</th><th>summing</th></tr>' +
+        '<th>MB out</th><th>busy (CPU)</th><th>active</th><th>summing</th></tr>' +
         P.per_server.map(p => `<tr><td>${p.server}</td><td><code>${esc(p.host)}</code></td><td>${p.steps}</td>` +
                               `<td>${fmt(p.bytes_in / 1e6)}</td><td>${fmt(p.bytes_out / 1e6)}</td>` +
-                              `<td>${fmt(p.active_seconds)} s</td><td>${fmt(p.sum_seconds)} s</td></tr>`).join('') +
+                              `<td>${fmt(p.busy_seconds)} s</td><td>${fmt(p.active_seconds)} s</td>` +
+                              `<td>${fmt(p.sum_seconds)} s</td></tr>`).join('') +
         '</table>';
   } else {
     none('servers', 'Not used (parallel.mode: ps sends the gradients to parameter servers).');

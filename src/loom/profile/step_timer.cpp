@@ -1,7 +1,5 @@
 #include "loom/profile/step_timer.h"
 
-#include <sys/resource.h>
-
 namespace loom::profile {
 
 StepTimes& StepTimes::operator+=(const StepTimes& o) {
@@ -36,13 +34,6 @@ StepTimes StepTimer::end_step() {
   charge(now);
   times_.wall = std::chrono::duration<double>(now - start_).count();
   return times_;
-}
-
-double process_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 }  // namespace loom::profile

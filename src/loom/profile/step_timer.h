@@ -60,7 +60,4 @@ class StepTimer {
   std::vector<Slice> slices_;
 };
 
-// User + system CPU time of the whole process (all threads), in seconds.
-double process_cpu_seconds();
-
 }  // namespace loom::profile

@@ -20,6 +20,7 @@ nlohmann::ordered_json ServerMetrics::window_record(
                        {"bytes_out_per_second",
                         static_cast<double>(now_load.bytes_out - before.bytes_out) * per_second},
                        {"active", (now_load.active_seconds - before.active_seconds) * per_second},
+                       {"busy", (now_load.busy_seconds - before.busy_seconds) * per_second},
                        {"summing", (now_load.sum_seconds - before.sum_seconds) * per_second},
                        {"max_staleness", now_load.max_staleness}});
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "loom/core/settings.h"
+#include "loom/core/thread_cpu_time.h"
 
 namespace loom::train {
 
@@ -66,7 +67,7 @@ void StepTelemetry::trace_step(int64_t step) {
 
   // Utilisation over the step: cores' worth of CPU the process used, and loader threads busy
   // building batches (thread-seconds per second).
-  const double cpu = profile::process_cpu_seconds();
+  const double cpu = process_cpu_seconds();
   const double built = train_.stats().build_seconds;
   const double wall =
       std::chrono::duration<double>(timer_.step_end() - timer_.step_begin()).count();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "loom/train/autotune_session.h"
 #include "loom/train/durable_file.h"
@@ -56,15 +57,23 @@ nlohmann::ordered_json autotune_summary(const TrainSummary& s) {
   return {{"skipped", s.autotune_skipped}};
 }
 
-// null without data.remote.workers.
+// (max - min) / mean; 0 where the mean is not positive.
+double spread_of_mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  return mean > 0 ? (*high - *low) / mean : 0.0;
+}
+
 // Each server's load, and how evenly it was spread: the difference in bytes between the busiest
 // and the idlest server per worker and step, in parts (the plan promises at most one), and the
-// spread of their active time relative to the mean.
+// spread of their busy (CPU) and active time relative to the mean. Null without servers.
 nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
   if (s.ps_servers.empty()) return nullptr;
   nlohmann::ordered_json per_server = nlohmann::ordered_json::array();
   std::int64_t most = 0, least = INT64_MAX, steps = 0, stalest = 0;
-  double busiest = 0, idlest = 1e300, active = 0;
+  std::vector<double> busy, active;
   for (size_t i = 0; i < s.ps_servers.size(); ++i) {
     const parallel::ServerLoad& load = s.ps_servers[i];
     per_server.push_back(
@@ -75,24 +84,24 @@ nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
          {"bytes_out", load.bytes_out},
          {"sum_seconds", load.sum_seconds},
          {"active_seconds", load.active_seconds},
+         {"busy_seconds", load.busy_seconds},
          {"max_staleness", load.max_staleness}});
     most = std::max(most, load.bytes_in);
     least = std::min(least, load.bytes_in);
     steps = std::max(steps, load.steps);
     stalest = std::max(stalest, load.max_staleness);
-    busiest = std::max(busiest, load.active_seconds);
-    idlest = std::min(idlest, load.active_seconds);
-    active += load.active_seconds;
+    busy.push_back(load.busy_seconds);
+    active.push_back(load.active_seconds);
   }
   const double part_bytes_moved = static_cast<double>(s.ps_largest_part_bytes) *
                                   std::max(1, s.ranks) * std::max<std::int64_t>(1, steps);
-  const double mean_active = active / static_cast<double>(s.ps_servers.size());
   return {{"servers", s.ps_servers.size()},
           {"workers", s.ranks},
           {"largest_part_bytes", s.ps_largest_part_bytes},
           {"bytes_spread_parts",
            part_bytes_moved > 0 ? static_cast<double>(most - least) / part_bytes_moved : 0.0},
-          {"active_spread", mean_active > 0 ? (busiest - idlest) / mean_active : 0.0},
+          {"busy_spread", spread_of_mean(busy)},
+          {"active_spread", spread_of_mean(active)},
           // Async and SSP: the most steps of the slowest worker that any worker's parameters
           // lacked (SSP keeps it <= parallel.ps.staleness; sync 0).
           {"max_staleness", stalest},

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "loom/core/thread_cpu_time.h"
 #include "loom/models/loss.h"
 #include "loom/parallel/grad_sync.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
@@ -50,7 +51,7 @@ class TrainingRun : private parallel::StepObserver {
         options_(options),
         start_(Clock::now()),
         pipeline_(std::move(pipeline)),
-        cpu_seconds_at_start_(profile::process_cpu_seconds()) {
+        cpu_seconds_at_start_(process_cpu_seconds()) {
     if (options.communicator) {
       rank_ = options.communicator->rank();
       world_ = options.communicator->world();

@@ -7,6 +7,7 @@
 
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
+#include "loom/core/thread_cpu_time.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/profile/flops.h"
 #include "loom/train/durable_file.h"
@@ -195,7 +196,7 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
     p.better_microbatches = pipeline_->better_microbatches;
     p.better_bubble = pipeline_->better_bubble;
   }
-  const double cpu = profile::process_cpu_seconds() - cpu_seconds_at_start_;
+  const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -235,7 +236,7 @@ TrainSummary TrainingRun::summarize() {
                              ? autotune_->result()->chosen_score  // every step was tuning
                              : 0.0;
   s.wall_seconds = seconds_since(start_);
-  s.cpu_seconds = profile::process_cpu_seconds() - cpu_seconds_at_start_;
+  s.cpu_seconds = process_cpu_seconds() - cpu_seconds_at_start_;
   s.sample_bytes = data_.input.channels * data_.input.height * data_.input.width;
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
@@ -274,7 +275,7 @@ TrainSummary TrainingRun::summarize() {
     profiled.worker_compute_seconds = s.worker_compute_seconds;
   }
   for (const parallel::ServerLoad& load : s.ps_servers) {
-    profiled.server_active_seconds.push_back(load.active_seconds);
+    profiled.server_busy_seconds.push_back(load.busy_seconds);
   }
   s.findings = profile::advise(profiled);
   s.forward_flops_per_sample = forward_flops_per_sample_;

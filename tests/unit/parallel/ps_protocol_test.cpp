@@ -62,7 +62,7 @@ TEST(PsProtocol, FingerprintsTellSharesAndJobsApart) {
 }
 
 TEST(PsProtocol, ServerTotalsSurviveTheWire) {
-  const ServerLoad load{12, 1 << 30, 3 << 20, 0.25, 1.5, 3};
+  const ServerLoad load{12, 1 << 30, 3 << 20, 0.25, 1.5, 3, 0.75};
   const ServerLoad back = decode_load(encode_load(load));
   EXPECT_EQ(back.steps, 12);
   EXPECT_EQ(back.bytes_in, 1 << 30);
@@ -70,6 +70,7 @@ TEST(PsProtocol, ServerTotalsSurviveTheWire) {
   EXPECT_DOUBLE_EQ(back.sum_seconds, 0.25);
   EXPECT_DOUBLE_EQ(back.active_seconds, 1.5);
   EXPECT_EQ(back.max_staleness, 3);
+  EXPECT_DOUBLE_EQ(back.busy_seconds, 0.75);
 }
 
 // Requests to servers that keep the parameters carry the step's learning rate bit for bit, and

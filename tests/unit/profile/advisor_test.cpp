@@ -179,15 +179,16 @@ TEST(Advisor, AWorkerTwentyPercentSlowerThanTheMedianIsAStraggler) {
 
 TEST(Advisor, ParameterServersMoreThanTenPercentApartAreFlagged) {
   RunProfile r = run_waiting(0.0);
-  r.server_active_seconds = {1.00, 1.05, 0.97};  // spread 8% of the mean
+  r.server_busy_seconds = {1.00, 1.05, 0.97};  // spread 8% of the mean
   EXPECT_EQ(find(advise(r), "server_imbalance"), nullptr);
-  r.server_active_seconds = {1.00, 1.20, 0.97};
+  r.server_busy_seconds = {1.00, 1.20, 0.97};
   const auto findings = advise(r);
   const Finding* f = find(findings, "server_imbalance");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->key, "parallel.ps.part_mb");
-  EXPECT_NE(f->evidence.find("parameter server 1 was active for 1200.0 ms, server 2 for 970.0 ms"),
-            std::string::npos)
+  EXPECT_NE(
+      f->evidence.find("parameter server 1 was busy (CPU) for 1200.0 ms, server 2 for 970.0 ms"),
+      std::string::npos)
       << f->evidence;
 }
 

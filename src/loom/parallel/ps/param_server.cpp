@@ -9,6 +9,7 @@
 
 #include "loom/comm/work_group.h"
 #include "loom/core/error.h"
+#include "loom/core/thread_cpu_time.h"
 #include "loom/parallel/ps/ps_protocol.h"
 #include "loom/parallel/ps/request_waiters.h"
 
@@ -212,6 +213,7 @@ class ParamServer {
     }
     answer_waiting();
     load_.active_seconds += seconds_since(start);
+    load_.busy_seconds = process_cpu_seconds() - cpu_at_start_;
   }
 
   void push(int w, const StepHeader& h) {
@@ -350,6 +352,7 @@ class ParamServer {
   std::map<std::int64_t, double> pending_lr_;
   std::deque<Send> sends_;
   ServerLoad load_;
+  const double cpu_at_start_ = process_cpu_seconds();
   RequestWaiters waiters_;  // last: its threads stop before the rest goes
 };
 

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "loom/comm/work_group.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -52,6 +54,42 @@ void PsBucketExchange::buckets_changed(const std::vector<at::Tensor>& buckets) {
                      options_.part_bytes, options_.roles.servers);
   ++plan_version_;
   plan_changed_ = true;
+  buckets_ = buckets;
+  first_part_.assign(buckets.size() + 1, plan_.parts.size());
+  for (size_t i = plan_.parts.size(); i-- > 0;) {
+    first_part_[static_cast<size_t>(plan_.parts[i].buffer)] = i;
+  }
+  for (size_t b = buckets.size(); b-- > 0;) {  // empty buckets have no parts
+    first_part_[b] = std::min(first_part_[b], first_part_[b + 1]);
+  }
+  filled_.assign(plan_.parts.size(), 0);
+  part_works_.assign(plan_.parts.size(), {});
+  next_part_ = 0;
+}
+
+bool PsBucketExchange::filled(std::size_t index, std::int64_t offset, std::int64_t elements) {
+  const std::int64_t end = offset + elements;
+  for (size_t i = first_part_.at(index); i < first_part_[index + 1]; ++i) {
+    const Part& p = plan_.parts[i];
+    const std::int64_t overlap = std::min(end, p.offset + p.elements) - std::max(offset, p.offset);
+    if (overlap > 0) filled_[i] += overlap;
+  }
+  return push_parts(next_part_);
+}
+
+bool PsBucketExchange::push_parts(std::size_t complete_before) {
+  bool pushed = false;
+  while (
+      next_part_ < plan_.parts.size() &&
+      (next_part_ < complete_before || filled_[next_part_] >= plan_.parts[next_part_].elements)) {
+    if (!in_step_) begin_step();
+    const Part& p = plan_.parts[next_part_];
+    part_works_[next_part_] = start_part(world_, plan_, next_part_,
+                                         buckets_[static_cast<size_t>(p.buffer)], options_.roles);
+    ++next_part_;
+    pushed = true;
+  }
+  return pushed;
 }
 
 void PsBucketExchange::send_to_servers(Command command) {
@@ -87,8 +125,18 @@ void PsBucketExchange::begin_step() {
 }
 
 comm::WorkPtr PsBucketExchange::start(std::size_t index, const at::Tensor& bucket) {
-  if (index == 0) begin_step();
-  auto per_server = start_push_pull(world_, plan_, static_cast<int>(index), bucket, options_.roles);
+  if (index >= buckets_.size() || !bucket.is_same(buckets_[index])) {
+    throw Error("ps: bucket " + std::to_string(index) +
+                " is not a tensor the exchange was given by buckets_changed()");
+  }
+  // Buckets start in order, each once complete: every part up to this bucket's last can go.
+  if (!in_step_) begin_step();
+  push_parts(first_part_[index + 1]);
+  std::vector<std::vector<comm::WorkPtr>> per_server(static_cast<size_t>(options_.roles.servers));
+  for (size_t i = first_part_[index]; i < first_part_[index + 1]; ++i) {
+    auto& works = per_server[static_cast<size_t>(plan_.parts[i].server)];
+    for (comm::WorkPtr& work : part_works_[i]) works.push_back(std::move(work));
+  }
   std::vector<comm::WorkPtr> groups;
   for (int s = 0; s < options_.roles.servers; ++s) {
     auto& works = per_server[static_cast<size_t>(s)];
@@ -116,6 +164,8 @@ void PsBucketExchange::step_finished(SyncStats& stats) {
   }
   ++step_;
   in_step_ = false;
+  std::fill(filled_.begin(), filled_.end(), 0);
+  next_part_ = 0;
 }
 
 void PsBucketExchange::end_training() {

@@ -1,8 +1,9 @@
 // A worker's side of synchronous parameter servers (issue 16): DataParallel's buckets, combined
 // by pushing their parts to the servers and pulling the sums back, instead of all-reduce. The
-// buckets already fill in the order backward produces gradients and start as soon as they are
-// full, so a bucket's parts are on the wire while backward goes on; the part plan (part_plan.h)
-// spreads every bucket over all servers with equal bytes each.
+// part plan (part_plan.h) spreads every bucket over all servers with equal bytes each. A part is
+// pushed as soon as every gradient it covers has landed (filled()), not when its whole bucket
+// is full: the gradient of a large layer goes out while backward computes the layers before it.
+// Parts go in plan order, which is the order every server posts its receives in.
 //
 // Per synchronised step, to every server: a header (ps_protocol.h), the server's share of the
 // plan when it changed, then the parts in plan order; from every server: the sums, and to worker
@@ -37,6 +38,7 @@ class PsBucketExchange : public BucketExchange {
   ~PsBucketExchange() override;
 
   void buckets_changed(const std::vector<at::Tensor>& buckets) override;
+  bool filled(std::size_t index, std::int64_t offset, std::int64_t elements) override;
   comm::WorkPtr start(std::size_t index, const at::Tensor& bucket) override;
   void step_finished(SyncStats& stats) override;
   // Tells the servers to stop; worker 0 waits until each has closed its books (its trace).
@@ -49,12 +51,21 @@ class PsBucketExchange : public BucketExchange {
 
  private:
   void begin_step();
+  // Pushes, in plan order, the parts before `complete_before` and the complete ones after them
+  // up to the first incomplete one; returns whether it pushed any.
+  bool push_parts(std::size_t complete_before);
   void send_to_servers(Command command);
   void wait_for_control_sends();
 
   comm::Communicator& world_;
   PsExchangeOptions options_;
   PartPlan plan_;
+  std::vector<at::Tensor> buckets_;      // as buckets_changed() gave them
+  std::vector<std::size_t> first_part_;  // bucket -> its first part; one past the last at the end
+  // This step: elements of each part filled, the next part to push, each part's push and pull.
+  std::vector<std::int64_t> filled_;
+  std::size_t next_part_ = 0;
+  std::vector<std::vector<comm::WorkPtr>> part_works_;
   c10::ScalarType dtype_ = at::kFloat;
   std::int64_t plan_version_ = 0;
   bool plan_changed_ = false;

@@ -41,34 +41,30 @@ int server_index(const comm::Communicator& world, const PsRoles& roles) {
   return server;
 }
 
+std::vector<comm::WorkPtr> start_part(comm::Communicator& comm, const PartPlan& plan, size_t part,
+                                      const at::Tensor& flat, const PsRoles& roles) {
+  const Part& p = plan.parts.at(part);
+  if (p.offset + p.elements > flat.numel()) {
+    throw Error("ps push: buffer " + std::to_string(p.buffer) + " has " +
+                std::to_string(flat.numel()) + " elements, but the plan's " +
+                part_name(plan, part) + " ends at " + std::to_string(p.offset + p.elements));
+  }
+  const at::Tensor slice = flat.narrow(0, p.offset, p.elements);
+  const int server = roles.server_rank(p.server);
+  return {comm.send(slice, server), comm.recv(slice, server)};
+}
+
 std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
                                                         const PartPlan& plan, int buffer,
                                                         const at::Tensor& flat,
                                                         const PsRoles& roles) {
-  std::vector<size_t> mine;
-  for (size_t i = 0; i < plan.parts.size(); ++i) {
-    const Part& p = plan.parts[i];
-    if (p.buffer != buffer) continue;
-    if (p.offset + p.elements > flat.numel()) {
-      throw Error("ps push: buffer " + std::to_string(buffer) + " has " +
-                  std::to_string(flat.numel()) + " elements, but the plan's " + part_name(plan, i) +
-                  " ends at " + std::to_string(p.offset + p.elements));
-    }
-    mine.push_back(i);
-  }
-  // A part's sum cannot come back before the server has received this worker's part, so the
-  // pull may land in the very memory the push reads from. Sends and receives run on separate
-  // lanes per peer, so posting every send first keeps all servers busy at once.
   std::vector<std::vector<comm::WorkPtr>> works(static_cast<size_t>(roles.servers));
-  for (size_t i : mine) {
-    const Part& p = plan.parts[i];
-    works[static_cast<size_t>(p.server)].push_back(
-        comm.send(flat.narrow(0, p.offset, p.elements), roles.server_rank(p.server)));
-  }
-  for (size_t i : mine) {
-    const Part& p = plan.parts[i];
-    works[static_cast<size_t>(p.server)].push_back(
-        comm.recv(flat.narrow(0, p.offset, p.elements), roles.server_rank(p.server)));
+  for (size_t i = 0; i < plan.parts.size(); ++i) {
+    if (plan.parts[i].buffer != buffer) continue;
+    auto& mine = works[static_cast<size_t>(plan.parts[i].server)];
+    for (comm::WorkPtr& work : start_part(comm, plan, i, flat, roles)) {
+      mine.push_back(std::move(work));
+    }
   }
   return works;
 }

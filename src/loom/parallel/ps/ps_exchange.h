@@ -50,9 +50,15 @@ std::string server_name(const PsRoles& roles, int server, const std::vector<std:
 // the workers then the servers, or this rank is not a server.
 int server_index(const comm::Communicator& world, const PsRoles& roles);
 
-// A worker's side for one buffer: pushes the parts of buffer `buffer` of the plan (`flat`: flat,
-// contiguous) and posts the receives that overwrite each part with its server's sum. Returns the
-// sends and receives per server (index = server; empty where the buffer has no part).
+// A worker's side for part `part` of the plan: pushes it from `flat` (its buffer: flat,
+// contiguous) and posts the receive that overwrites it with its server's sum. Returns the send
+// and the receive. A part's sum cannot come back before the server has received this worker's
+// part, so the pull may land in the very memory the push reads from.
+std::vector<comm::WorkPtr> start_part(comm::Communicator& comm, const PartPlan& plan, size_t part,
+                                      const at::Tensor& flat, const PsRoles& roles);
+
+// start_part() for every part of buffer `buffer`, in plan order. Returns the sends and receives
+// per server (index = server; empty where the buffer has no part).
 std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
                                                         const PartPlan& plan, int buffer,
                                                         const at::Tensor& flat,

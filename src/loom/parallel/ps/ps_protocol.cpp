@@ -136,7 +136,7 @@ Reply decode_reply(const at::Tensor& words, const std::string& sender) {
 at::Tensor encode_load(const ServerLoad& load) {
   return at::tensor({static_cast<double>(load.steps), static_cast<double>(load.bytes_in),
                      static_cast<double>(load.bytes_out), load.sum_seconds, load.active_seconds,
-                     static_cast<double>(load.max_staleness)},
+                     static_cast<double>(load.max_staleness), load.busy_seconds},
                     at::kDouble);
 }
 
@@ -147,7 +147,8 @@ ServerLoad decode_load(const at::Tensor& words) {
           static_cast<std::int64_t>(v[2]),
           v[3],
           v[4],
-          static_cast<std::int64_t>(v[5])};
+          static_cast<std::int64_t>(v[5]),
+          v[6]};
 }
 
 std::int64_t share_fingerprint(const std::vector<std::int64_t>& share, std::int64_t dtype) {

@@ -86,7 +86,7 @@ const char* command_name(Command command);
 std::string describe(const StepHeader& header);
 
 // A server's running totals, sent to worker rank 0 after each step: kLoadWords doubles.
-inline constexpr std::int64_t kLoadWords = 6;
+inline constexpr std::int64_t kLoadWords = 7;
 at::Tensor encode_load(const ServerLoad& load);
 ServerLoad decode_load(const at::Tensor& words);
 

@@ -4,6 +4,7 @@
 
 #include "loom/comm/work_group.h"
 #include "loom/core/error.h"
+#include "loom/core/thread_cpu_time.h"
 #include "loom/parallel/ps/ps_protocol.h"
 
 namespace loom::parallel::ps {
@@ -70,6 +71,7 @@ ServerLoad run_server(comm::Communicator& world, const PsServerOptions& options)
   const std::string me =
       "server " + std::to_string(server) + " (rank " + std::to_string(world.rank()) + ")";
   ServerLoad totals;
+  const double cpu_at_start = process_cpu_seconds();
   std::vector<std::int64_t> share;
   StepHeader current;  // the plan in force: version, fingerprint, parts, type
   current.plan_version = -1;
@@ -129,6 +131,7 @@ ServerLoad run_server(comm::Communicator& world, const PsServerOptions& options)
     totals.bytes_out += stats.bytes_out;
     totals.sum_seconds += stats.sum_seconds;
     totals.active_seconds += stats.active_seconds;
+    totals.busy_seconds = process_cpu_seconds() - cpu_at_start;
     const at::Tensor load = encode_load(totals);
     comm::wait_named(world.send(load, 0), "ps " + me + " sending its totals to " + worker_name(0),
                      world.options().timeout);
