@@ -128,10 +128,10 @@ void check_parts_go_early(Communicator& comm, const parallel::ps::PsRoles& roles
   }
   PsExchangeOptions options;
   options.roles = roles;
-  options.part_bytes = 4000;  // 3000 floats: parts [0, 1000), [1000, 2000), [2000, 3000)
+  options.part_bytes = 4000;  // 4000 floats: parts [0, 1000), [1000, 2000), ... [3000, 4000)
   options.job = job;
   PsBucketExchange exchange(comm, options);
-  const at::Tensor bucket = at::full({3000}, comm.rank() + 1, at::kFloat);
+  const at::Tensor bucket = at::full({4000}, comm.rank() + 1, at::kFloat);
   exchange.buckets_changed({bucket});
   const auto expect = [&](bool pushed, bool want, const std::string& when) {
     if (pushed != want) {
@@ -139,7 +139,7 @@ void check_parts_go_early(Communicator& comm, const parallel::ps::PsRoles& roles
     }
     ++check.checks;
   };
-  expect(exchange.filled(0, 2000, 1000), false, "the last part complete, the first not");
+  expect(exchange.filled(0, 3000, 1000), false, "the last part complete, the first not");
   expect(exchange.filled(0, 0, 600), false, "the first part partly filled");
   expect(exchange.filled(0, 600, 900), true, "the first part complete");
   exchange.start(0, bucket)->wait(std::chrono::milliseconds(30000));
@@ -148,11 +148,10 @@ void check_parts_go_early(Communicator& comm, const parallel::ps::PsRoles& roles
   exchange.end_training();
   // The servers send the mean: (1 + ... + n) / n, exact in float for small n.
   const double n = roles.workers;
-  if (!bucket.equal(at::full({3000}, (n + 1) / 2, at::kFloat))) {
-    throw std::runtime_error("ps: parts pushed early averaged to " +
-                             std::to_string(bucket[0].item<float>()) + " and " +
-                             std::to_string(bucket[2999].item<float>()) + ", expected " +
-                             std::to_string((n + 1) / 2));
+  if (!bucket.equal(at::full({4000}, (n + 1) / 2, at::kFloat))) {
+    throw std::runtime_error(
+        "ps: parts pushed early averaged to " + std::to_string(bucket[0].item<float>()) + " and " +
+        std::to_string(bucket[3999].item<float>()) + ", expected " + std::to_string((n + 1) / 2));
   }
   ++check.checks;
 }

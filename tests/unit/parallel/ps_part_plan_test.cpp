@@ -40,27 +40,43 @@ void expect_valid(const PartPlan& plan, const std::vector<std::int64_t>& buffers
   EXPECT_LE(*high - *low, plan.largest_part_bytes()) << plan.describe();
 }
 
-TEST(PartPlan, OneLargeBufferSpreadsOverEveryServerWithinOnePart) {
-  // 100 MiB of fp32 gradients, 4 MiB parts, 4 servers: 25 parts, 7 / 6 / 6 / 6.
+TEST(PartPlan, OneLargeBufferSpreadsOverEveryServerEqually) {
+  // 100 MiB of fp32 gradients, 4 MiB parts, 4 servers: not 25 parts (7 / 6 / 6 / 6, one server
+  // with 17% more than the others) but 28 parts of 3.6 MiB, 7 for every server.
   const std::vector<std::int64_t> buffers = {100 * kMiB / 4};
   const PartPlan plan = plan_parts(buffers, 4, 4 * kMiB, 4);
-  ASSERT_EQ(plan.parts.size(), 25u);
+  ASSERT_EQ(plan.parts.size(), 28u);
   std::vector<int> per_server(4, 0);
   for (const Part& p : plan.parts) ++per_server[static_cast<size_t>(p.server)];
-  EXPECT_EQ(per_server, (std::vector<int>{7, 6, 6, 6}));
+  EXPECT_EQ(per_server, (std::vector<int>{7, 7, 7, 7}));
   // Consecutive parts go to different servers, so a buffer's push runs on all of them at once.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(plan.parts[static_cast<size_t>(i)].server, i);
   expect_valid(plan, buffers, 4 * kMiB);
-  EXPECT_EQ(plan.describe(), "25 parts of <= 4.0 MB over 4 servers: 28.0 / 24.0 / 24.0 / 24.0 MB");
+  EXPECT_EQ(plan.describe(), "28 parts of <= 3.6 MB over 4 servers: 25.0 / 25.0 / 25.0 / 25.0 MB");
+}
+
+TEST(PartPlan, ManyBuffersLeaveTheServersWithinAnElementPerBuffer) {
+  // Three buckets of 26, 20 and 0.6 MB (as many as ResNet-18's 46.8 MB of fp32 gradients) in
+  // 1 MiB parts over 4 servers.
+  const std::vector<std::int64_t> buffers = {6553600, 4980736, 153864};
+  const PartPlan plan = plan_parts(buffers, 4, kMiB, 4);
+  expect_valid(plan, buffers, kMiB);
+  const auto bytes = plan.server_bytes();
+  const auto [low, high] = std::minmax_element(bytes.begin(), bytes.end());
+  EXPECT_LE(*high - *low, 4 * static_cast<std::int64_t>(buffers.size())) << plan.describe();
 }
 
 TEST(PartPlan, ABufferIsCutIntoEqualParts) {
-  // 2.5 parts' worth: three parts of 0.83, not two full ones and a half.
+  // 2.5 parts' worth over 2 servers: four parts of 0.625 (two for each server), not two full
+  // ones and a half.
   const PartPlan plan = plan_parts({10}, 4, 16, 2);
-  ASSERT_EQ(plan.parts.size(), 3u);
-  EXPECT_EQ(plan.parts[0].elements, 4);
+  ASSERT_EQ(plan.parts.size(), 4u);
+  EXPECT_EQ(plan.parts[0].elements, 3);
   EXPECT_EQ(plan.parts[1].elements, 3);
-  EXPECT_EQ(plan.parts[2].elements, 3);
+  EXPECT_EQ(plan.parts[2].elements, 2);
+  EXPECT_EQ(plan.parts[3].elements, 2);
+  // Over 3 servers three parts already are a multiple.
+  EXPECT_EQ(plan_parts({10}, 4, 16, 3).parts.size(), 3u);
 }
 
 TEST(PartPlan, ABufferBelowOnePartIsStillSpreadOverEveryServer) {

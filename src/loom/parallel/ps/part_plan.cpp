@@ -63,6 +63,11 @@ PartPlan plan_parts(const std::vector<std::int64_t>& buffer_elements, std::int64
     std::int64_t count = (n + part_elements - 1) / part_elements;
     const std::int64_t spread = std::min<std::int64_t>(servers, n * element_bytes / min_part_bytes);
     count = std::max(count, spread);
+    // And a multiple of the servers where it takes several parts per server anyway: then every
+    // server gets the same number of the buffer's parts, equal within one element, so the
+    // servers' bytes end within one element per buffer of each other instead of one part (with
+    // 47 parts of 1 MB over 4 servers, one part was a 9% difference in their work).
+    if (count >= servers) count = std::min(n, (count + servers - 1) / servers * servers);
     std::int64_t offset = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const std::int64_t elements = n / count + (i < n % count ? 1 : 0);

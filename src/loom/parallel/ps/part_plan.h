@@ -2,8 +2,9 @@
 // that can be printed and checked before a step runs. Gradients are fused into buffers in the
 // order they become ready in backward (the same buckets as all-reduce, bucket_plan.h); every
 // buffer is cut into parts of at most `part_bytes` (and at least one per server while parts stay
-// above a floor), equal within the buffer to one element; each
-// part goes to the server that has received the fewest bytes so far (ties: the lowest index).
+// above a floor; a multiple of the server count where that is more), equal within the buffer to
+// one element; each part goes to the server that has received the fewest bytes so far (ties:
+// the lowest index).
 //
 // Why: whole tensors placed on servers (by hash or round robin) leave one server with the large
 // layers and the others idle, the "hotspot" users of MXNet and TensorFlow report. Equal parts
