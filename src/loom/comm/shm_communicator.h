@@ -112,7 +112,8 @@ class ShmCommunicator : public Communicator {
   std::unique_ptr<ShmSegment> segment_;
 
   std::uint32_t step_ = 0;  // only the collectives' thread touches it
-  // Message parts exchanged per peer; only that peer's send (receive) thread touches each.
+  // Message parts exchanged per peer; only whoever runs that peer's send (receive) lane touches
+  // each: its thread, or a caller the lane let run a send at once (run_now_if_idle).
   std::vector<std::uint32_t> sent_to_, received_from_;
 
   // Calls made, counted on the caller's thread: collectives, and messages per peer.
