@@ -90,8 +90,9 @@ void add_server_imbalance(const RunProfile& run, std::vector<Finding>& out) {
                      " was busy (CPU) for " + milliseconds(*busiest) + ", server " +
                      std::to_string(idlest - busy.begin()) + " for " + milliseconds(*idlest) +
                      " (spread " + percent((*busiest - *idlest) / mean) + " of the mean)",
-                 "their bytes differ by at most one part: smaller parts spread them more "
-                 "evenly; otherwise the busy server's host is slower (its link or CPU)",
+                 "the plan gives them the same bytes within one part (mostly within one "
+                 "element): the busier server's host is likely slower (its link or CPU), or "
+                 "smaller parts would spread the bytes more evenly",
                  "parallel.ps.part_mb", 0});
 }
 

@@ -54,21 +54,6 @@ std::vector<comm::WorkPtr> start_part(comm::Communicator& comm, const PartPlan& 
   return {comm.send(slice, server), comm.recv(slice, server)};
 }
 
-std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
-                                                        const PartPlan& plan, int buffer,
-                                                        const at::Tensor& flat,
-                                                        const PsRoles& roles) {
-  std::vector<std::vector<comm::WorkPtr>> works(static_cast<size_t>(roles.servers));
-  for (size_t i = 0; i < plan.parts.size(); ++i) {
-    if (plan.parts[i].buffer != buffer) continue;
-    auto& mine = works[static_cast<size_t>(plan.parts[i].server)];
-    for (comm::WorkPtr& work : start_part(comm, plan, i, flat, roles)) {
-      mine.push_back(std::move(work));
-    }
-  }
-  return works;
-}
-
 void push_pull(comm::Communicator& comm, const PartPlan& plan,
                const std::vector<at::Tensor>& buffers, const PsRoles& roles,
                std::chrono::milliseconds timeout) {
@@ -78,19 +63,20 @@ void push_pull(comm::Communicator& comm, const PartPlan& plan,
     throw Error("ps push: the plan has " + std::to_string(last_buffer + 1) + " buffers, " +
                 std::to_string(buffers.size()) + " given");
   }
-  std::vector<std::vector<std::vector<comm::WorkPtr>>> started;
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    started.push_back(start_push_pull(comm, plan, static_cast<int>(b), buffers[b], roles));
+  std::vector<std::vector<comm::WorkPtr>> started;  // per part: its push and pull
+  for (size_t i = 0; i < plan.parts.size(); ++i) {
+    const at::Tensor& flat = buffers[static_cast<size_t>(plan.parts[i].buffer)];
+    started.push_back(start_part(comm, plan, i, flat, roles));
   }
   const std::string who = " (worker rank " + std::to_string(comm.rank()) + ")";
-  for (size_t b = 0; b < started.size(); ++b) {
-    for (size_t s = 0; s < started[b].size(); ++s) {
-      for (const comm::WorkPtr& work : started[b][s]) {
-        comm::wait_named(work,
-                         "ps push/pull of buffer " + std::to_string(b) + " with server " +
-                             std::to_string(s) + who,
-                         timeout);
-      }
+  for (size_t i = 0; i < started.size(); ++i) {
+    for (const comm::WorkPtr& work : started[i]) {
+      const Part& p = plan.parts[i];
+      comm::wait_named(work,
+                       "ps push/pull of part " + std::to_string(i) + " (buffer " +
+                           std::to_string(p.buffer) + ") with server " + std::to_string(p.server) +
+                           who,
+                       timeout);
     }
   }
 }

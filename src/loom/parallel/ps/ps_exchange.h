@@ -57,14 +57,8 @@ int server_index(const comm::Communicator& world, const PsRoles& roles);
 std::vector<comm::WorkPtr> start_part(comm::Communicator& comm, const PartPlan& plan, size_t part,
                                       const at::Tensor& flat, const PsRoles& roles);
 
-// start_part() for every part of buffer `buffer`, in plan order. Returns the sends and receives
-// per server (index = server; empty where the buffer has no part).
-std::vector<std::vector<comm::WorkPtr>> start_push_pull(comm::Communicator& comm,
-                                                        const PartPlan& plan, int buffer,
-                                                        const at::Tensor& flat,
-                                                        const PsRoles& roles);
-
-// The same for every buffer of the plan, waiting for all of it.
+// start_part() for every part of the plan, in plan order (`buffers`: the plan's buffers),
+// waiting for all of it.
 void push_pull(comm::Communicator& comm, const PartPlan& plan,
                const std::vector<at::Tensor>& buffers, const PsRoles& roles,
                std::chrono::milliseconds timeout);
