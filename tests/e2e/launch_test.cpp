@@ -2,7 +2,10 @@
 // a bad command line or a command that cannot run.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <chrono>
+#include <filesystem>
+#include <thread>
 
 #include "tools/test_support.h"
 
@@ -54,11 +57,87 @@ TEST(Launch, ServersTakeTheLastRanksOverNodesOfDifferentShapes) {
   }
 }
 
+// Node 0's ranks end at once while node 1, which joined, reads the layout only later (a testing
+// aid holds it back): node 0's launcher serves the store until node 1 is done with it, so node 1
+// still runs its ranks. Without the exit barrier node 1 lost the store every time here.
+TEST(Launch, NodeZeroServesTheStoreUntilEveryNodeIsDone) {
+  TempDir dir;
+  const std::string where = " --nnodes 2 --join-timeout 60 --master 127.0.0.1:" +
+                            std::to_string(free_port()) + " -- sh -c 'touch " + dir.path() +
+                            "/ran.$RANK'";
+  BackgroundProcess second("env LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS=1500 " +
+                               std::string(LOOM_BINARY) + " launch --node-rank 1" + where,
+                           dir / "node1.log");
+  const auto first = run_loom("launch --node-rank 0" + where);
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(second.wait(), 0) << read_text(dir / "node1.log");
+  EXPECT_TRUE(std::filesystem::exists(dir / "ran.0"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "ran.1")) << read_text(dir / "node1.log");
+}
+
+// A node that never joins is named, by node 0 and, through the store, by the nodes that did.
+// `loom launch --servers K` is enough: its ranks run with parallel.mode=ps and
+// parallel.ps.servers = the job's total, and a configuration that says otherwise is an error
+// naming the key and both values.
+TEST(Launch, ServersTellEveryRankTheJobsServerCount) {
+  TempDir dir;
+  const auto r = run_loom("launch --nproc-per-node 1 --servers 2 -- sh -c '" +
+                          std::string(LOOM_BINARY) + " config > " + dir.path() + "/config.$RANK'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string config = read_text(dir / ("config." + std::to_string(rank)));
+    const std::string parallel = config.substr(config.find("\nparallel:"));
+    EXPECT_NE(parallel.find("\n  mode: ps\n"), std::string::npos) << parallel;
+    EXPECT_NE(parallel.find("\n    servers: 2\n"), std::string::npos) << parallel;
+  }
+  const auto conflict = run_loom("launch --nproc-per-node 1 --servers 1 -- " +
+                                 std::string(LOOM_BINARY) + " config --set parallel.ps.servers=3");
+  EXPECT_EQ(conflict.exit_code, 2) << conflict.output;
+  EXPECT_NE(conflict.output.find("config key 'parallel.ps.servers' is 3 (from --set)"),
+            std::string::npos)
+      << conflict.output;
+  const auto data = run_loom("launch --nproc-per-node 1 --servers 1 -- " +
+                             std::string(LOOM_BINARY) + " config --set parallel.mode=data");
+  EXPECT_EQ(data.exit_code, 2) << data.output;
+  EXPECT_NE(data.output.find("config key 'parallel.mode' is 'data'"), std::string::npos)
+      << data.output;
+}
+
 TEST(Launch, ANodeThatNeverComesIsNamed) {
-  const auto r = run_loom("launch --nnodes 3 --join-timeout 2 --master 127.0.0.1:" +
-                          std::to_string(free_port()) + " -- true");
+  TempDir dir;
+  const std::string where = " --nnodes 3 --join-timeout 3 --master 127.0.0.1:" +
+                            std::to_string(free_port()) + " -- true";
+  BackgroundProcess second(std::string(LOOM_BINARY) + " launch --node-rank 1" + where,
+                           dir / "node1.log");
+  const auto r = run_loom("launch --node-rank 0" + where);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("node(s) 1, 2 of 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node(s) 2 of 3"), std::string::npos) << r.output;
+  EXPECT_EQ(second.wait(), 1);
+  EXPECT_NE(read_text(dir / "node1.log").find("node(s) 2 of 3"), std::string::npos)
+      << read_text(dir / "node1.log");
+}
+
+// SIGTERM or Ctrl-C ends a launcher at once while it waits for other nodes, rather than after
+// --join-timeout: node 0 waiting for node 1 to join, and node 1 waiting for node 0's store.
+TEST(Launch, ASignalEndsALauncherWaitingForOtherNodes) {
+  TempDir dir;
+  const std::string where = " --nnodes 2 --join-timeout 120 --master 127.0.0.1:";
+  struct Case {
+    std::string args;
+    int signal;
+  };
+  for (const Case& c : {Case{"--node-rank 0" + where + std::to_string(free_port()), SIGTERM},
+                        Case{"--node-rank 1" + where + std::to_string(free_port()), SIGINT}}) {
+    BackgroundProcess launcher(std::string(LOOM_BINARY) + " launch " + c.args + " -- true",
+                               dir / "launcher.log");
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const auto start = std::chrono::steady_clock::now();
+    launcher.signal(c.signal);
+    EXPECT_EQ(launcher.wait(), 128 + c.signal) << c.args << "\n" << read_text(dir / "launcher.log");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              5.0 * kSlowdown)
+        << c.args;
+  }
 }
 
 // The job's secret reaches every rank; the launcher of a node with another secret is refused by

@@ -51,7 +51,8 @@ std::vector<std::string> rank_environment(const LaunchPlan& plan, const Placemen
                                    "LOOM_LAUNCH_ID=",
                                    "LOOM_STORE_TOKEN=",
                                    "LOOM_RESTART_COUNT=",
-                                   "LOOM_RESTARTS="};
+                                   "LOOM_RESTARTS=",
+                                   "LOOM_PS_SERVERS="};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     bool keep = true;
@@ -99,6 +100,7 @@ NodeLayout layout_of_node(const std::vector<std::pair<int, int>>& counts, int no
   }
   NodeLayout layout;
   layout.world = total_workers + total_servers;
+  layout.servers = total_servers;
   const auto& mine = counts[static_cast<size_t>(node_rank)];
   for (int i = 0; i < mine.first; ++i) layout.worker_ranks.push_back(workers_before + i);
   for (int i = 0; i < mine.second; ++i) {
@@ -188,6 +190,8 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
     const Placement at{r.rank, local, layout.world, local_world};
     std::vector<std::string> env = rank_environment(plan, at, port, launch_id, token);
     env.push_back("LOOM_RESTART_COUNT=" + std::to_string(attempt));
+    // The job's server count, for parallel.ps.servers (and parallel.mode: ps).
+    if (layout.servers > 0) env.push_back("LOOM_PS_SERVERS=" + std::to_string(layout.servers));
     if (!restarts.empty()) env.push_back("LOOM_RESTARTS=" + restarts);
     r.pid = spawn(r.server ? server_command(plan.command) : plan.command, env, original);
     r.running = true;
@@ -197,6 +201,7 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
   const Rank* failed = nullptr;
   bool preempted = false;
   int interrupted = 0;
+  bool heard_stop = false;  // another node's failure, read from the store
   std::chrono::steady_clock::time_point kill_at{};
   auto stop_all = [&](int sig) {
     signal_running(ranks, sig);
@@ -235,10 +240,11 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
       try {
         if (const std::string report = job.stall_report(attempt, layout.world); !report.empty())
           std::fprintf(stderr, "loom launch: stall watchdog: %s\n", report.c_str());
-        if (plan.nodes > 1 && plan.max_restarts > 0) {
+        if (plan.nodes > 1) {
           // When it happened (a rank's end is seen at once: SIGCHLD wakes the launcher), for
           // node 0 to tell the first failure from the ones it caused on other nodes; then the
-          // others are told to stop their ranks.
+          // others are told: with restarts they stop their ranks, without they only know why
+          // their ranks are about to fail.
           job.set(attempt_key("failure", attempt) + "/" + std::to_string(plan.node_rank),
                   std::to_string(unix_microseconds()) + " " + result.cause);
           job.set(attempt_key("stop", attempt), result.cause);
@@ -248,13 +254,16 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
       }
       stop_all(SIGINT);
     }
-    if (plan.nodes > 1 && plan.max_restarts > 0 && running > 0 && result.cause.empty() &&
-        !interrupted) {
+    if (plan.nodes > 1 && running > 0 && result.cause.empty() && !interrupted && !heard_stop) {
       try {
         if (auto cause = job.value(attempt_key("stop", attempt))) {
-          result.cause = *cause;
-          std::fprintf(stderr, "loom launch: %s; stopping this node's ranks\n", cause->c_str());
-          stop_all(SIGINT);
+          job.heard(*cause);
+          heard_stop = true;
+          if (plan.max_restarts > 0) {
+            result.cause = *cause;
+            std::fprintf(stderr, "loom launch: %s; stopping this node's ranks\n", cause->c_str());
+            stop_all(SIGINT);
+          }
         }
       } catch (const Error&) {
         // Node 0 gone: its ranks' peers fail on their own, and the launcher sees them end.
@@ -284,34 +293,9 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
   return result;
 }
 
-}  // namespace
-
-int launch_ranks(const LaunchPlan& plan) {
-  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
-  // Blocked before any thread starts (the store's), so that none of them can receive SIGINT or
-  // SIGTERM and end the launcher without the ranks hearing of it.
-  sigset_t handled, original;
-  sigemptyset(&handled);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
-  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
-  struct RestoreMask {
-    const sigset_t& original;
-    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &original, nullptr); }
-  } restore_mask{original};
-
-  // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
-  // only connect to it. It lives as long as the ranks do, over every restart.
-  std::unique_ptr<comm::StoreServer> store;
-  int port = plan.master_port;
-  const std::string token = store_token_of(plan);
-  if (plan.node_rank == 0) {
-    store = std::make_unique<comm::StoreServer>(plan.master_addr, port,
-                                                comm::StoreServerOptions{token});
-    port = store->port();
-  }
-  // One connection for every attempt; declared after the server, so that it closes first.
-  JobStore job(plan, port, token);
-
+// Every attempt of the job on this node, until one ends without a restart: its exit code.
+int run_attempts(const LaunchPlan& plan, int port, const std::string& token, JobStore& job,
+                 const sigset_t& handled, const sigset_t& original) {
   std::vector<train::RestartRecord> restarts;
   for (int attempt = 0;; ++attempt) {
     const NodeLayout layout = layout_of_node(node_counts(plan, job, attempt), plan.node_rank);
@@ -335,6 +319,64 @@ int launch_ranks(const LaunchPlan& plan) {
                  "loom launch: restarting every rank from the last checkpoint (restart %d of %d) "
                  "after: %s\n",
                  attempt + 1, plan.max_restarts, decision.record.cause.c_str());
+  }
+}
+
+}  // namespace
+
+int launch_ranks(const LaunchPlan& plan) {
+  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
+  // Blocked before any thread starts (the store's), so that none of them can receive SIGINT or
+  // SIGTERM and end the launcher without the ranks hearing of it.
+  sigset_t handled, stop_signals, original;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  handled = stop_signals;
+  sigaddset(&handled, SIGCHLD);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+  struct RestoreMask {
+    const sigset_t& original;
+    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &original, nullptr); }
+  } restore_mask{original};
+
+  // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
+  // only connect to it. It lives as long as the ranks do, over every restart, and then until
+  // every other node's launcher is done with it (leave_job).
+  std::unique_ptr<comm::StoreServer> store;
+  int port = plan.master_port;
+  const std::string token = store_token_of(plan);
+  if (plan.node_rank == 0) {
+    store = std::make_unique<comm::StoreServer>(plan.master_addr, port,
+                                                comm::StoreServerOptions{token});
+    port = store->port();
+  }
+  try {
+    // One connection for every attempt; declared after the server, so that it closes first.
+    JobStore job(plan, port, token, stop_signals);
+    // Node 0 tells the other nodes why the job cannot go on, before it stops serving the store.
+    auto announce_end = [&](const Error& e) {
+      if (plan.nodes == 1 || plan.node_rank != 0) return;
+      try {
+        job.announce_end(e.what());
+      } catch (const Error&) {
+      }
+    };
+    int exit_code = 0;
+    try {
+      exit_code = run_attempts(plan, port, token, job, handled, original);
+    } catch (const LaunchInterrupted& e) {
+      announce_end(e);
+      throw;  // a signal ends the launcher at once
+    } catch (const Error& e) {
+      announce_end(e);
+      leave_job(plan, job, "1 " + std::string(e.what()));
+      throw;
+    }
+    leave_job(plan, job, std::to_string(exit_code));
+    return exit_code;
+  } catch (const LaunchInterrupted& e) {
+    std::fprintf(stderr, "loom launch: %s\n", e.what());
+    return 128 + e.signal();
   }
 }
 

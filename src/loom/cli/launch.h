@@ -18,6 +18,9 @@ struct LaunchPlan {
   // agree on the layout through node 0's store, so nodes may differ (servers-only hosts).
   int servers_per_node = 0;
   double join_timeout_seconds = 300;  // for the other nodes' launchers to check in
+  // At the end, node 0 serves the store until every node's launcher is done with it, at most
+  // this long (torch elastic's exit barrier waits 300 s too).
+  double exit_timeout_seconds = 300;
   int nodes = 1;
   // After a restart the job may go on without nodes that do not come back, if this many are
   // left (--nnodes MIN:MAX; 0 or `nodes`: all must come back) and, over them, at least
@@ -45,12 +48,14 @@ struct LaunchPlan {
 // Runs the ranks to completion. Returns 0 when all succeeded; kPreemptedExitCode (75) when
 // ranks stopped for SIGTERM with their checkpoint committed; otherwise the first failed rank's
 // exit status (1 when it was killed by a signal) once no restart is left, or 128 + signal when
-// the launcher itself was interrupted. Messages about ranks go to stderr.
+// the launcher itself was interrupted (also while it waits for other nodes). Messages about
+// ranks go to stderr. Throws for a job that cannot start (a node that never joins).
 int launch_ranks(const LaunchPlan& plan);
 
 // Where this node's processes sit in the job: the job's rank of each worker and server.
 struct NodeLayout {
   int world = 0;
+  int servers = 0;  // parameter servers in the whole job
   std::vector<int> worker_ranks, server_ranks;
 };
 // From every node's worker and server counts (index = node rank).

@@ -3,23 +3,41 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "loom/comm/rendezvous.h"
+#include "loom/comm/store_text.h"
 #include "loom/comm/store_wait.h"
 #include "loom/core/error.h"
+#include "loom/core/settings.h"
 #include "loom/train/stall_watchdog.h"
 
 namespace loom::cli {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A wait's slices: short enough that a signal or node 0's end is heard at once.
+constexpr auto kPollSlice = std::chrono::milliseconds(100);
+// One try to reach node 0's store; the tries go on until --join-timeout.
+constexpr auto kConnectTry = std::chrono::seconds(2);
+
+// Node 0 sets it when the job ends without running further, with the reason.
+const std::string kEndKey = "loom/launch/end";
 
 // The node numbers listed, "1, 2".
 std::string node_list(const std::vector<std::size_t>& nodes) {
   std::string list;
   for (std::size_t node : nodes) list += (list.empty() ? "" : ", ") + std::to_string(node);
   return list;
+}
+
+std::chrono::milliseconds milliseconds_of(double seconds) {
+  return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
 }
 
 // Whether the job may go on without `missing` of its nodes: from a restart on, when at least
@@ -30,6 +48,87 @@ bool may_go_on_without(const LaunchPlan& plan, std::size_t missing, int attempt)
 }
 
 }  // namespace
+
+LaunchInterrupted::LaunchInterrupted(int signal, const std::string& waiting_for)
+    : Error("got SIG" + std::string(sigabbrev_np(signal)) + " while waiting for " +
+            waiting_for + "; ending now"),
+      signal_(signal) {}
+
+JobStore::JobStore(const LaunchPlan& plan, int port, const std::string& token,
+                   const sigset_t& stop_signals)
+    : address_(plan.master_addr + ":" + std::to_string(port)),
+      node_rank_(plan.node_rank),
+      stop_signals_(stop_signals) {
+  const auto timeout = milliseconds_of(plan.join_timeout_seconds);
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    try {
+      store_ = std::make_unique<comm::TcpStore>(plan.master_addr, port, kConnectTry, token);
+      store_->setTimeout(timeout);
+      return;
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline) {
+        throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " found no store at " +
+                           address_ + " within " +
+                           std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                           " s (--join-timeout): is node 0's launcher running?");
+      }
+    }
+    if (const int sig = take_stop_signal()) {
+      throw LaunchInterrupted(sig, "node 0's store at " + address_);
+    }
+  }
+}
+
+int JobStore::take_stop_signal() const {
+  siginfo_t info;
+  const timespec now{0, 0};
+  const int sig = ::sigtimedwait(&stop_signals_, &info, &now);
+  return sig > 0 ? sig : 0;
+}
+
+template <typename Call>
+auto JobStore::guarded(Call&& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const CommError& e) {
+    throw CommError(std::string(e.what()) + "; node 0's launcher, which serves the store, " +
+                    (news_.empty() ? "had reported no failure to this node"
+                                   : "last reported: " + news_));
+  }
+}
+
+std::optional<std::string> JobStore::value(const std::string& key) {
+  return guarded([&] { return comm::text_if_set(*store_, key); });
+}
+
+std::string JobStore::get(const std::string& key) {
+  return guarded([&] { return comm::get_text(*store_, key); });
+}
+
+void JobStore::set(const std::string& key, const std::string& text) {
+  guarded([&] { comm::set_text(*store_, key, text); });
+}
+
+void JobStore::announce_end(const std::string& why) { set(kEndKey, why); }
+
+std::vector<std::size_t> JobStore::wait_for(const std::vector<std::string>& keys,
+                                            std::chrono::milliseconds timeout,
+                                            const std::string& waiting_for) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto slice = std::max(std::chrono::milliseconds(0),
+                                std::min(left, std::chrono::milliseconds(kPollSlice)));
+    const auto missing = guarded([&] { return comm::wait_for_keys(*store_, keys, slice); });
+    if (missing.empty() || Clock::now() >= deadline) return missing;
+    if (const int sig = take_stop_signal()) throw LaunchInterrupted(sig, waiting_for);
+    if (auto end = node_rank_ == 0 ? std::nullopt : value(kEndKey)) {
+      heard(*end);
+      throw Error("launch: node 0's launcher ended the job: " + *end);
+    }
+  }
+}
 
 std::string JobStore::stall_report(int attempt, int world) {
   for (int r = 0; r < world; ++r) {
@@ -66,12 +165,10 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, JobStore& j
   std::vector<std::pair<int, int>> counts(static_cast<size_t>(plan.nodes));
   counts[static_cast<size_t>(plan.node_rank)] = {plan.procs_per_node, plan.servers_per_node};
   if (plan.nodes == 1) return counts;
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
+  const auto timeout = milliseconds_of(plan.join_timeout_seconds);
   const std::string waited = std::to_string(static_cast<long>(plan.join_timeout_seconds)) + " s";
   const std::string restart =
       attempt > 0 ? " to come back for restart " + std::to_string(attempt) : std::string();
-  comm::TcpStore& store = job.store();
   const std::string prefix = comm::key_for_attempt("loom/launch/node/", attempt);
   const std::string layout_key = comm::key_for_attempt("loom/launch/layout", attempt);
   job.set(prefix + std::to_string(plan.node_rank),
@@ -79,7 +176,13 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, JobStore& j
   if (plan.node_rank == 0) {
     std::vector<std::string> keys;
     for (int node = 0; node < plan.nodes; ++node) keys.push_back(prefix + std::to_string(node));
-    const std::vector<std::size_t> missing = comm::wait_for_keys(store, keys, timeout);
+    const std::vector<std::size_t> missing =
+        job.wait_for(keys, timeout, "the launchers of the other nodes to join");
+    std::vector<int> present;
+    for (int node = 0; node < plan.nodes; ++node) {
+      if (std::find(missing.begin(), missing.end(), node) == missing.end()) present.push_back(node);
+    }
+    job.set_nodes_in_job(present);
     if (!missing.empty() && !may_go_on_without(plan, missing.size(), attempt)) {
       throw TimeoutError("launch: node 0 waited " + waited + " for the launchers of node(s) " +
                          node_list(missing) + restart + " of " + std::to_string(plan.nodes) +
@@ -87,12 +190,12 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, JobStore& j
     }
     std::string layout;
     int workers = 0;
-    for (int node = 0; node < plan.nodes; ++node) {
+    for (int node : present) {
       auto& count = counts[static_cast<size_t>(node)];
-      const bool gone = std::find(missing.begin(), missing.end(), node) != missing.end();
-      if (!gone)
-        std::sscanf(comm::get_text(store, keys[static_cast<size_t>(node)]).c_str(), "%d %d",
-                    &count.first, &count.second);
+      std::sscanf(job.get(keys[static_cast<size_t>(node)]).c_str(), "%d %d", &count.first,
+                  &count.second);
+    }
+    for (const auto& count : counts) {
       workers += count.first;
       layout += std::to_string(count.first) + " " + std::to_string(count.second) + " ";
     }
@@ -110,13 +213,21 @@ std::vector<std::pair<int, int>> node_counts(const LaunchPlan& plan, JobStore& j
     job.set(layout_key, layout);
     return counts;
   }
-  if (!comm::wait_for_keys(store, {layout_key}, timeout).empty()) {
-    throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " + waited +
-                       " for node 0's launcher at " + job.address() +
+  // Testing aid: node 0 may now run its ranks to the end before this node reads the layout.
+  if (const long long late = setting_int("LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS"); late > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(late));
+  }
+  // Node 0 itself may wait --join-timeout for the other nodes before it settles the layout (and
+  // says so, through the store, if it gives up): this node waits twice that.
+  if (!job.wait_for({layout_key}, 2 * timeout, "node 0's launcher to settle the job's layout")
+           .empty()) {
+    throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
+                       std::to_string(2 * static_cast<long>(plan.join_timeout_seconds)) +
+                       " s for node 0's launcher at " + job.address() +
                        " to settle the job's layout" +
                        (attempt > 0 ? " for restart " + std::to_string(attempt) : std::string()));
   }
-  std::istringstream layout(comm::get_text(store, layout_key));
+  std::istringstream layout(job.get(layout_key));
   for (auto& count : counts) layout >> count.first >> count.second;
   const auto& mine = counts[static_cast<size_t>(plan.node_rank)];
   if (mine.first + mine.second == 0 && plan.procs_per_node + plan.servers_per_node > 0) {
@@ -137,15 +248,15 @@ RestartDecision decide_restart(const LaunchPlan& plan, JobStore& job, int attemp
     decision.record.failed_at_step = job.furthest_step(attempt, world);
     return decision;
   }
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<long>(plan.join_timeout_seconds * 1000));
+  const auto timeout = milliseconds_of(plan.join_timeout_seconds);
   const std::string stopped = attempt_key("stopped", attempt) + "/";
   const std::string decision_key = attempt_key("decision", attempt);
   job.set(stopped + std::to_string(plan.node_rank), "1");
   if (plan.node_rank == 0) {
     std::vector<std::string> keys;
     for (int node = 0; node < plan.nodes; ++node) keys.push_back(stopped + std::to_string(node));
-    const auto missing = comm::wait_for_keys(job.store(), keys, timeout);
+    const auto missing =
+        job.wait_for(keys, timeout, "the other nodes to report their ranks stopped");
     // A node that does not report back is gone; the job may go on without it (--nnodes MIN:MAX).
     const bool enough = missing.empty() || may_go_on_without(plan, missing.size(), attempt + 1);
     decision.restart = enough && attempt < plan.max_restarts;
@@ -176,16 +287,54 @@ RestartDecision decide_restart(const LaunchPlan& plan, JobStore& job, int attemp
     }
     return decision;
   }
-  if (!comm::wait_for_keys(job.store(), {decision_key}, timeout).empty()) {
+  // Node 0 decides after waiting up to --join-timeout for every node's report: twice that here.
+  if (!job.wait_for({decision_key}, 2 * timeout, "node 0's launcher to decide on a restart")
+           .empty()) {
     throw TimeoutError("launch: node " + std::to_string(plan.node_rank) + " waited " +
-                       std::to_string(static_cast<long>(plan.join_timeout_seconds)) +
+                       std::to_string(2 * static_cast<long>(plan.join_timeout_seconds)) +
                        " s for node 0's launcher to decide on a restart");
   }
-  const auto told = nlohmann::json::parse(*job.value(decision_key));
+  const auto told = nlohmann::json::parse(job.get(decision_key));
   decision.restart = told.at("restart");
   decision.record.cause = told.at("cause");
   decision.record.failed_at_step = told.at("failed_at_step");
   return decision;
+}
+
+void leave_job(const LaunchPlan& plan, JobStore& job, const std::string& outcome) {
+  if (plan.nodes == 1) return;
+  const std::string done = "loom/launch/done/";
+  try {
+    job.set(done + std::to_string(plan.node_rank), outcome);
+  } catch (const Error& e) {
+    if (plan.node_rank != 0) {
+      std::fprintf(stderr, "loom launch: could not tell node 0 that this node is done: %s\n",
+                   e.what());
+    }
+    return;
+  }
+  if (plan.node_rank != 0) return;
+  std::vector<std::string> keys;
+  std::vector<int> nodes;
+  for (int node : job.nodes_in_job()) {
+    if (node == 0) continue;
+    keys.push_back(done + std::to_string(node));
+    nodes.push_back(node);
+  }
+  if (keys.empty()) return;
+  try {
+    const auto missing = job.wait_for(keys, milliseconds_of(plan.exit_timeout_seconds),
+                                      "the other nodes to finish with the job's store");
+    if (missing.empty()) return;
+    std::vector<std::size_t> late;
+    for (std::size_t i : missing) late.push_back(static_cast<std::size_t>(nodes[i]));
+    std::fprintf(stderr,
+                 "loom launch: node(s) %s did not finish with the job's store within %.0f s "
+                 "(--exit-timeout); closing it\n",
+                 node_list(late).c_str(), plan.exit_timeout_seconds);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "loom launch: %s\n", e.what());
+  }
 }
 
 std::string restarts_text(const std::vector<train::RestartRecord>& restarts) {

@@ -57,6 +57,7 @@ void check_plan(const LaunchPlan& plan, bool master_given) {
   }
   if (plan.servers_per_node < 0) throw ConfigError("--servers: must not be negative");
   if (plan.join_timeout_seconds <= 0) throw ConfigError("--join-timeout: must be positive");
+  if (plan.exit_timeout_seconds < 0) throw ConfigError("--exit-timeout: must not be negative");
   if (plan.nodes < 1) throw ConfigError("--nnodes: must be at least 1");
   if (plan.node_rank < 0 || plan.node_rank >= plan.nodes) {
     throw ConfigError("--node-rank: " + std::to_string(plan.node_rank) + " is not below --nnodes " +
@@ -81,8 +82,8 @@ Command add_launch_command(CLI::App& app) {
   sub->add_option("--nproc-per-node", plan->procs_per_node, "Ranks to start on this node")
       ->capture_default_str();
   sub->add_option("--servers", plan->servers_per_node,
-                  "Parameter servers to start on this node (runs with parallel.mode=ps and "
-                  "parallel.ps.servers = the job's total); they take the last ranks")
+                  "Parameter servers to start on this node; they take the last ranks, and every "
+                  "rank runs with parallel.mode=ps and parallel.ps.servers = the job's total")
       ->capture_default_str();
   sub->add_option("--nnodes", *nnodes,
                   "Nodes in the job: N, or MIN:MAX to go on after a restart (--max-restarts) "
@@ -95,6 +96,10 @@ Command add_launch_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--join-timeout", plan->join_timeout_seconds,
                   "Seconds node 0 waits for the other nodes' launchers to check in")
+      ->capture_default_str();
+  sub->add_option("--exit-timeout", plan->exit_timeout_seconds,
+                  "Seconds node 0 keeps serving the job's store, once its ranks are done, until "
+                  "the other nodes' launchers are done with it too")
       ->capture_default_str();
   sub->add_option("--node-rank", plan->node_rank, "This node's index, 0..nnodes-1")
       ->capture_default_str();

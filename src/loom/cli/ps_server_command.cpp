@@ -43,9 +43,11 @@ int run_ps_server(const PsServerArgs& args) {
   auto communicator = job_communicator(config, rendezvous);
   const PsJob job = join_ps_job(config, *rendezvous);
   if (!job.roles.is_server(world.rank)) {
-    throw ConfigError("loom ps-server: rank " + std::to_string(world.rank) + " of " +
-                      std::to_string(world.world) + " is a worker with parallel.ps.servers = " +
-                      std::to_string(job.roles.servers) + " (servers are the last ranks)");
+    throw ConfigError("config key 'parallel.ps.servers': loom ps-server runs as rank " +
+                      std::to_string(world.rank) + " of " + std::to_string(world.world) +
+                      ", but with " + std::to_string(job.roles.servers) +
+                      " server(s) only the last ranks serve; set it to the number of servers "
+                      "started (loom launch --servers K sets it for its ranks)");
   }
   return serve_parameters(*communicator, job, config, args.out_dir);
 }

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "loom/core/error.h"
+#include "loom/core/settings.h"
 #include "loom/core/text.h"
 
 namespace loom {
@@ -450,6 +451,35 @@ void add_yaml(const std::string& yaml_text, const std::string& origin,
   }
 }
 
+// `loom launch --servers K` tells its ranks the job's server count (LOOM_PS_SERVERS): it stands
+// for parallel.mode=ps and parallel.ps.servers=K where no file or --set gives them, so that the
+// launcher's flag alone is enough, and a file or --set that says otherwise is an error naming
+// both.
+void take_launcher_servers(FlatConfig& flat) {
+  const long long servers = setting_int("LOOM_PS_SERVERS");
+  if (servers <= 0) return;
+  const std::string origin = "from loom launch --servers";
+  flat.try_emplace("parallel.mode", FlatValue{YAML::Node("ps"), origin});
+  flat.try_emplace("parallel.ps.servers", FlatValue{YAML::Node(servers), origin});
+}
+
+void check_launcher_servers(const Config& config, const FlatConfig& flat) {
+  const long long servers = setting_int("LOOM_PS_SERVERS");
+  if (servers <= 0) return;
+  const std::string started =
+      "loom launch --servers started " + std::to_string(servers) + " parameter server(s) for this job";
+  if (config.parallel.mode != "ps") {
+    throw ConfigError("config key 'parallel.mode' is '" + config.parallel.mode + "' (" +
+                      flat.at("parallel.mode").origin + "), but " + started +
+                      "; set parallel.mode=ps or start no servers");
+  }
+  if (config.parallel.ps.servers != servers) {
+    throw ConfigError("config key 'parallel.ps.servers' is " +
+                      std::to_string(config.parallel.ps.servers) + " (" +
+                      flat.at("parallel.ps.servers").origin + "), but " + started);
+  }
+}
+
 // The overrides over `flat`, then defaults for the rest, validated.
 Config resolve(FlatConfig& flat, const std::vector<std::string>& known,
                const std::vector<std::string>& overrides) {
@@ -473,9 +503,11 @@ Config resolve(FlatConfig& flat, const std::vector<std::string>& known,
     if (node.IsNull()) node = YAML::Node(value);
     flat[key] = {node, "from --set"};
   }
+  take_launcher_servers(flat);
   Config config = default_config();
   Reader reader(flat);
   visit_config(config, reader);
+  check_launcher_servers(config, flat);
   check_consistency(config, reader.set_keys);
   return config;
 }

@@ -29,6 +29,14 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_FAULT_FREEZE_RANK_AFTER_STEP", "",
        "Testing aid: RANK:STEP makes training rank RANK SIGSTOP itself after that step, a hung "
        "rank for the stall watchdog to find (empty = never)."},
+      {"LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS", "0",
+       "Testing aid: the launcher of a node other than 0 waits this many milliseconds after "
+       "joining before it reads the job's layout, so that node 0's ranks may end first (0 = "
+       "never)."},
+      {"LOOM_PS_SERVERS", "0",
+       "Set by `loom launch --servers` for the ranks it starts: the job's parameter servers. It "
+       "stands for parallel.mode=ps and parallel.ps.servers where the configuration does not "
+       "give them (0 = not set)."},
       {"LOOM_RESTART_COUNT", "0",
        "Set by `loom launch --max-restarts` for the ranks it starts: how many times the job "
        "was restarted before. Above 0, `loom train` resumes from its output directory."},
