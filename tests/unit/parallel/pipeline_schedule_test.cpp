@@ -198,5 +198,23 @@ TEST(PipelineCsv, ComputeOnlyFilesGetTheirCommunication) {
   EXPECT_NE(why.find("'bad.csv', row 1 (rank 0), cell 2"), std::string::npos) << why;
 }
 
+// torch.distributed.pipelining's older zero-bubble files (ZB-H1 written before it named I) put B
+// where the input gradient alone is meant, and W of the same micro-batch after it: read as I.
+TEST(PipelineCsv, OlderZeroBubbleFilesWriteBForTheInputGradient) {
+  const Schedule s = schedule_from_csv(
+      "0F0,0F1,,0B0,0W0,0B1,0W1\n"
+      ",1F0,1B0,1W0,1F1,1B1,1W1\n",
+      "zb_old.csv");
+  EXPECT_EQ(s.describe_rank(0),
+            "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0I0 0W0 0RECV_B1 0I1 0W1");
+  EXPECT_EQ(s.describe_rank(1),
+            "1RECV_F0 1F0 1I0 1SEND_B0 1W0 1RECV_F1 1F1 1I1 1SEND_B1 1W1");
+  EXPECT_NO_THROW(validate(s));
+  // A B with no W of its micro-batch after it stays a full backward.
+  const Schedule mixed = schedule_from_csv("0F0,0F1,0B0,0B1,0W1\n", "mixed.csv");
+  EXPECT_EQ(mixed.describe_rank(0), "0F0 0F1 0B0 0I1 0W1");
+  EXPECT_NO_THROW(validate(mixed));
+}
+
 }  // namespace
 }  // namespace loom::parallel::pipeline

@@ -1,6 +1,7 @@
 #include "loom/parallel/pipeline/schedule_csv.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "loom/core/error.h"
@@ -12,6 +13,23 @@ std::string trim(const std::string& text) {
   const size_t first = text.find_first_not_of(" \t");
   if (first == std::string::npos) return "";
   return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+// torch.distributed.pipelining's older zero-bubble files write B where they mean I: a B followed,
+// on the same rank, by a W of the same stage and micro-batch computed only the input gradient.
+// Such a B becomes I, so the file means what its authors meant (a B with no W after it stays).
+void read_split_backwards(std::vector<Action>& list) {
+  std::map<std::pair<int, int>, size_t> backward_at;  // (stage, micro-batch) -> its B
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    const std::pair<int, int> key{a.stage, a.microbatch};
+    if (a.kind == ActionKind::kBackward) backward_at[key] = i;
+    if (a.kind != ActionKind::kBackwardWeight) continue;
+    if (auto b = backward_at.find(key); b != backward_at.end()) {
+      list[b->second].kind = ActionKind::kBackwardInput;
+      backward_at.erase(b);
+    }
+  }
 }
 
 }  // namespace
@@ -55,6 +73,7 @@ Schedule schedule_from_csv(const std::string& text, const std::string& name) {
       }
       has_communication |= list.back().is_communication();
     }
+    read_split_backwards(list);
     s.actions.push_back(std::move(list));
   }
   // Trailing empty lines are not ranks.

@@ -1,6 +1,8 @@
 // Schedules as CSV files, in torch.distributed.pipelining's layout: one row per rank, one cell
 // per action ("0F0,0F1,0SEND_F1,..."). A file with only computations (its "compute only"
-// format) gets its sends and receives added; one with communication is taken as written.
+// format) gets its sends and receives added; one with communication is taken as written. The
+// older zero-bubble convention of torch's files, B followed by W of the same stage and
+// micro-batch, is read as I then W.
 #pragma once
 
 #include <string>
