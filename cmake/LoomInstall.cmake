@@ -17,6 +17,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/comm/work.h
   loom/comm/world_info.h
   loom/core/autocast_scope.h
+  loom/core/blas_library.h
   loom/core/caching_allocator.h
   loom/core/config.h
   loom/core/error.h
@@ -38,6 +39,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/in_memory_dataset.h
   loom/data/loader.h
   loom/data/loader_state.h
+  loom/data/ordered_window.h
   loom/data/remote/remote_worker_stats.h
   loom/data/sample_error.h
   loom/data/synthetic.h

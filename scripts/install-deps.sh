@@ -10,6 +10,10 @@ packages=(
   cmake ninja-build g++ ccache
   # libraries (DESIGN.md, "Dependencies")
   libtorch-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
+  # LibTorch's fp32 matrix products go to libblas.so.3: OpenBLAS built for OpenMP (LibTorch's
+  # threading) takes it over from netlib's reference BLAS, 16-30x slower; libblas3 (the
+  # reference) stays for the test that checks Loom names it
+  libopenblas0-openmp libblas3
   libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev
   # the remote data workers' service: gRPC, protobuf, OpenSSL (challenge-response), LZ4
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libssl-dev liblz4-dev

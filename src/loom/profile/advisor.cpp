@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "loom/core/blas_library.h"
+
 namespace loom::profile {
 namespace {
 
@@ -191,6 +193,19 @@ std::vector<Finding> advise(const RunProfile& run) {
                    "set runtime.threads to auto (the usable cores)", "runtime.threads", 0});
   }
 
+  if (run.precision == "fp32" && run.blas == "reference") {
+    const double compute = share(Phase::kForward) + share(Phase::kBackward);
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", run.fp32_matmul_flops_per_second / 1e9);
+    out.push_back({"reference_blas", "high",
+                   std::string("fp32 matrix products ran on netlib's reference BLAS (") +
+                       run.blas_path + "): " + rate + " measured",
+                   std::string("install Debian's OpenBLAS for OpenMP (apt-get install ") +
+                       kFastBlasPackage +
+                       "), which LibTorch then uses for fp32 matrix products, 16-30x faster; "
+                       "or compute in bf16 (runtime.precision) where the CPU has it natively",
+                   "runtime.precision", gain_bound(compute)});
+  }
   if (run.precision == "fp32" && run.native_bf16) {
     out.push_back({"precision", "moderate",
                    "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",

@@ -8,6 +8,8 @@
 //   pipeline_bubble  bubble >= 10% (a pipeline rank waiting for its neighbours)
 //   threads          compute threads below the usable cores while the loader has little to do
 //   precision        fp32 on a CPU with native bf16
+//   reference_blas   fp32 matrix products on netlib's reference BLAS (Debian's default
+//                    libblas.so.3 without OpenBLAS), 16-30x slower than OpenBLAS
 //   memory_format    contiguous layout for a convolutional model
 //   low_utilisation  process CPU use < 50% of the usable cores with a small batch
 //   memory           peak resident memory >= 90% of the machine's
@@ -31,6 +33,10 @@ struct RunProfile {
   bool loader_decodes = false;  // encoded images (the loader does real work per sample)
   std::string precision;        // fp32 | bf16
   bool native_bf16 = false;     // the CPU has AVX-512 BF16 or AMX
+  // The BLAS fp32 matrix products ran on (BlasLibrary::name), the file, and their measured rate.
+  std::string blas;
+  std::string blas_path;
+  double fp32_matmul_flops_per_second = 0;
   std::string memory_format;    // contiguous | channels_last
   bool convolutional = false;
   int64_t batch_size = 0;
@@ -40,8 +46,8 @@ struct RunProfile {
   // A pipeline: its ranks (0 when none), micro-batches per step, and the count its plan
   // simulated with a smaller bubble (0 when none), with that bubble.
   // Input supply. The rate the run reached; what building a sample cost this host's loader
-  // (CPU seconds); and, with data.remote.workers, how many delivered batches and the mean rate
-  // at which one of them delivered samples.
+  // (CPU seconds); and, with data.remote.workers, how many delivered batches and the rate at
+  // which one of them delivered samples while it was up.
   double samples_per_second = 0;
   double loader_cpu_seconds_per_sample = 0;
   int remote_workers = 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/core/blas_library.h"
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
@@ -135,6 +136,9 @@ struct TrainSummary {
   double forward_flops_per_sample = 0;  // counted on the first step
   double peak_flops_per_second = 0;     // calibrated with a matrix product in peak_dtype
   std::string peak_dtype;
+  // The BLAS library LibTorch's fp32 matrix products ran on, and their rate on one rank.
+  BlasLibrary blas;
+  double fp32_matmul_flops_per_second = 0;
   double achieved_flops_per_second() const {
     return 3 * forward_flops_per_sample * samples_per_second;
   }

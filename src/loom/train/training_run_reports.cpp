@@ -181,14 +181,17 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
     workers = remote->worker_stats();
   }
   p.loader_cpu_seconds_per_sample = local_cpu_seconds_per_sample(data_.train->stats(), workers);
-  double delivered = 0;
+  // A worker's rate over the time it was up: one that died mid-run supplied nothing while
+  // down, which says nothing of what a live one supplies.
+  double delivered = 0, up_seconds = 0;
   for (const data::RemoteWorkerStats& w : workers) {
     if (w.samples == 0) continue;
     ++p.remote_workers;
     delivered += static_cast<double>(w.samples);
+    up_seconds += w.up_seconds;
   }
-  if (p.remote_workers > 0 && wall_seconds > 0) {
-    p.remote_worker_samples_per_second = delivered / p.remote_workers / wall_seconds;
+  if (p.remote_workers > 0 && up_seconds > 0) {
+    p.remote_worker_samples_per_second = delivered / up_seconds;
   }
   if (pipeline_) {
     p.pipeline_ranks = pipeline_->schedule.ranks;
@@ -268,8 +271,19 @@ TrainSummary TrainingRun::summarize() {
     s.ps_server_hosts = options_.ps.server_hosts;
     s.ps_largest_part_bytes = grad_sync_->last_stats().largest_part_bytes;
   }
+  s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
+  // Every rank calibrates its own cores at the same time; the job's peak is their sum.
+  const double rank_peak =
+      profile::measure_peak_flops(info_.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
+  s.peak_flops_per_second = world_ * rank_peak;
+  s.blas = loaded_blas_library();
+  s.fp32_matmul_flops_per_second =
+      info_.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
   profile::RunProfile profiled = run_profile(s.wall_seconds);
   profiled.samples_per_second = s.samples_per_second;
+  profiled.blas = s.blas.name;
+  profiled.blas_path = s.blas.path;
+  profiled.fp32_matmul_flops_per_second = s.fp32_matmul_flops_per_second;
   if (replicas_ > 1 && !pipeline_) {
     s.worker_compute_seconds = compute_seconds_by_rank();
     profiled.worker_compute_seconds = s.worker_compute_seconds;
@@ -279,10 +293,6 @@ TrainSummary TrainingRun::summarize() {
   }
   s.findings = profile::advise(profiled);
   s.forward_flops_per_sample = forward_flops_per_sample_;
-  s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
-  // Every rank calibrates its own cores at the same time; the job's peak is their sum.
-  s.peak_flops_per_second =
-      world_ * profile::measure_peak_flops(info_.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;

@@ -15,6 +15,7 @@ struct RemoteWorkerStats {
   int64_t samples = 0;         // in those batches
   int64_t bytes = 0;           // on the wire
   double request_seconds = 0;  // summed over delivered batches (latency)
+  double up_seconds = 0;       // time it was up (connected and serving) so far
   int64_t failures = 0;        // errors and timeouts
   int64_t crc_mismatches = 0;  // replies that failed their checks (asked again)
   int64_t duplicates = 0;      // answers dropped because another producer was first
