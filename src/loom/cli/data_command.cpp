@@ -113,14 +113,16 @@ int run_bench(const BenchArgs& a) {
       train::load_train_data(config, topology.usable_cores, 0, 1, /*pin_memory=*/device.is_cuda());
   const auto* loader = dynamic_cast<const data::Loader*>(data.train.get());
   data::Feeder feeder(data.stats, at::MemoryFormat::ChannelsLast, device);
-  const int64_t steps = std::min(a.batches + 1, data.train->steps_per_epoch());
+  // Batches run on over epoch boundaries, as training reads them.
+  const int64_t steps = a.batches + 1;
+  const int64_t per_epoch = data.train->steps_per_epoch();
   int64_t images = 0;
   Clock::time_point start;
   at::Tensor input;
   models::NamedTensors saved;
   for (int64_t step = 0; step < steps; ++step) {
     if (step == 1) start = Clock::now();  // the first batch includes thread start-up
-    data::Batch batch = data.train->batch(0, step);
+    data::Batch batch = data.train->batch(step / per_epoch, step % per_epoch);
     if (!a.save.empty()) {
       const std::string name = "batch" + std::to_string(step);
       saved.emplace_back(name + ".images", batch.images);
@@ -172,7 +174,8 @@ Command add_data_command(CLI::App& app) {
   b->add_option("config", bench->config_paths,
                 "YAML configuration files (data.source: image_folder); later ones win");
   add_set_option(b, bench->overrides);
-  b->add_option("--batches", bench->batches, "Batches to time (after one warm-up batch)")
+  b->add_option("--batches", bench->batches,
+                "Batches to time (after one warm-up batch), from epoch 0 on into the next ones")
       ->check(CLI::PositiveNumber);
   b->add_flag("--decode-only", bench->decode_only,
               "Time full-image decoding of the same files instead (the libjpeg-turbo bound)");

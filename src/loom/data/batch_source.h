@@ -22,7 +22,8 @@ struct Batch {
 };
 
 // What a source has read so far; bad samples by SampleFault (unreadable, truncated,
-// undecodable, too large).
+// undecodable, too large). The counts are of the batches handed to the consumer (not of those
+// prepared ahead); the times are of all the work done.
 struct LoaderStats {
   int64_t samples = 0;           // batch positions filled or attempted
   std::array<int64_t, 4> bad{};  // by SampleFault
@@ -32,6 +33,12 @@ struct LoaderStats {
   double build_seconds = 0;
   double cpu_seconds = 0;
   int64_t bad_total() const { return bad[0] + bad[1] + bad[2] + bad[3]; }
+  // Adds another batch's sample counts (not its times).
+  void add_counts(const LoaderStats& other) {
+    samples += other.samples;
+    for (size_t i = 0; i < bad.size(); ++i) bad[i] += other.bad[i];
+    substituted += other.substituted;
+  }
 };
 
 // Throws DataError with the counts by reason when more than `max_bad_fraction` of the samples
@@ -62,7 +69,11 @@ class BatchSource {
   // Set before the first batch() call; default: not observed.
   virtual void set_batch_observer(BatchObserver) {}
   // Starts preparing batches from (epoch, step), before the first batch() call asks for them.
+  // Sources that prepare batches go on into the next epoch as the consumer nears an epoch's end.
   virtual void seek(int64_t /*epoch*/, int64_t /*step*/) const {}
+  // Batches of epoch `epochs` and later are not prepared ahead (a test set read as epoch 0 again
+  // and again, a run's last epoch); they are still built when asked for. Default: no limit.
+  virtual void set_epoch_limit(int64_t /*epochs*/) {}
   // Worker threads and batches prepared ahead, changeable between batch() calls (the autotuner
   // does); they never change which batches come out. Sources without workers ignore them.
   virtual void set_threads(int /*threads*/) {}

@@ -6,6 +6,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "loom/core/batch_memory.h"
@@ -79,6 +80,27 @@ void normalize_nhwc(const uint8_t* in, float* out, int64_t count, const float* s
   }
 }
 
+// out[n][c][p] = in[n][p][c] * scale[c] + shift[c]: NHWC bytes to contiguous NCHW floats in one
+// pass. Blocks of pixels keep their input bytes in cache while each channel's plane is written.
+void normalize_nhwc_to_nchw(const uint8_t* in, float* out, int64_t images, int64_t pixels,
+                            const float* scale, const float* shift, int64_t channels) {
+  constexpr int64_t kBlock = 4096;  // pixels: 12 KB of RGB input
+  const int64_t blocks_per_image = (pixels + kBlock - 1) / kBlock;
+  at::parallel_for(0, images * blocks_per_image, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t n = job / blocks_per_image;
+      const int64_t first = (job % blocks_per_image) * kBlock;
+      const int64_t count = std::min(kBlock, pixels - first);
+      const uint8_t* src = in + (n * pixels + first) * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        float* dst = out + (n * channels + c) * pixels + first;
+        const float s = scale[c], b = shift[c];
+        for (int64_t p = 0; p < count; ++p) dst[p] = static_cast<float>(src[p * channels + c]) * s + b;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 at::Tensor Feeder::to_input(const at::Tensor& images_nhwc) const {
@@ -97,12 +119,13 @@ at::Tensor Feeder::on_cpu(const at::Tensor& images_nhwc) const {
     // One channel: channels_last and contiguous are the same memory order.
     return format_ == at::MemoryFormat::ChannelsLast || channels == 1 ? out : out.contiguous();
   }
-  // Contiguous NCHW from NHWC is a transpose: copy into the target layout, then scale and shift
-  // (three passes; only models that asked for the contiguous layout take this path).
-  at::Tensor nchw = images_nhwc.permute({0, 3, 1, 2});
-  at::Tensor out = empty_batch_tensor(nchw.sizes(), at::kFloat, format_);
-  out.copy_(nchw);
-  return out.mul_(scale_).add_(shift_);
+  // Contiguous NCHW from NHWC is a transpose, fused with the scale and shift into one pass.
+  at::Tensor in = images_nhwc.contiguous();
+  at::Tensor out = empty_batch_tensor({in.size(0), channels, in.size(1), in.size(2)}, at::kFloat);
+  normalize_nhwc_to_nchw(in.data_ptr<uint8_t>(), out.data_ptr<float>(), in.size(0),
+                         in.size(1) * in.size(2), scale_.data_ptr<float>(),
+                         shift_.data_ptr<float>(), channels);
+  return out;
 }
 
 at::Tensor Feeder::on_device(const at::Tensor& images_nhwc) const {

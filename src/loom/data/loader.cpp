@@ -24,7 +24,10 @@ constexpr int kSubstituteTries = 8;
 }  // namespace
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options)
-    : dataset_(std::move(dataset)), order_(order), options_(std::move(options)) {
+    : dataset_(std::move(dataset)),
+      order_(order),
+      options_(std::move(options)),
+      window_(batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last)) {
   if (order_.total() != dataset_->size()) {
     throw Error("loader: order covers " + std::to_string(order_.total()) +
                 " samples, data set has " + std::to_string(dataset_->size()));
@@ -97,7 +100,7 @@ LoaderStats Loader::stats() const {
 
 int Loader::ready_batches() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int>(ready_.size());
+  return window_.ready();
 }
 
 void Loader::set_batch_observer(BatchObserver observer) {
@@ -116,17 +119,17 @@ LoaderState Loader::identity() const {
   return s;
 }
 
-void Loader::restart_at(int64_t epoch, int64_t step) const {
-  epoch_ = epoch;
-  next_to_build_ = next_to_take_ = step;
-  ready_.clear();
-  ++generation_;
+void Loader::seek(int64_t epoch, int64_t step) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    window_.move_to(epoch, step);
+  }
+  changed_.notify_all();
 }
 
-void Loader::seek(int64_t epoch, int64_t step) const {
+void Loader::set_epoch_limit(int64_t epochs) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
-  changed_.notify_all();
+  window_.set_epoch_limit(epochs);
 }
 
 Batch Loader::batch(int64_t epoch, int64_t step) const {
@@ -135,17 +138,16 @@ Batch Loader::batch(int64_t epoch, int64_t step) const {
                 std::to_string(steps_per_epoch()) + " steps");
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
+  window_.ask(epoch, step);
   changed_.notify_all();
-  if (!changed_.wait_for(lock, kBatchTimeout, [&] { return ready_.count(step) > 0; })) {
+  if (!changed_.wait_for(lock, kBatchTimeout, [&] { return window_.next_ready(); })) {
     throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
                        std::to_string(epoch + 1) + " not ready after " +
                        std::to_string(kBatchTimeout.count()) + " s; waited for " +
                        std::to_string(active_threads_) + " worker threads");
   }
-  Slot slot = std::move(ready_[step]);
-  ready_.erase(step);
-  next_to_take_ = step + 1;
+  OrderedWindow::Slot slot = window_.take();
+  stats_.add_counts(slot.counts);
   const LoaderStats seen = stats_;
   lock.unlock();
   changed_.notify_all();
@@ -158,41 +160,38 @@ Batch Loader::batch(int64_t epoch, int64_t step) const {
 void Loader::worker_loop(int index) const {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    std::optional<OrderedWindow::Claim> claim;
     changed_.wait(lock, [&] {
-      return stopping_ ||
-             (index < active_threads_ && epoch_ >= 0 && next_to_build_ < steps_per_epoch() &&
-              next_to_build_ < next_to_take_ + depth_);
+      if (stopping_) return true;
+      if (index < active_threads_) claim = window_.claim(index, depth_);
+      return claim.has_value();
     });
     if (stopping_) return;
-    const int64_t epoch = epoch_, step = next_to_build_++;
-    const uint64_t generation = generation_;
     const BatchObserver observer = observer_;
     lock.unlock();
-    Slot slot;
+    Batch batch;
+    std::exception_ptr error;
+    LoaderStats counts;
     const auto begin = std::chrono::steady_clock::now();
     const double cpu_begin = thread_cpu_seconds();
     try {
-      slot.batch = build_batch(epoch, step);
+      batch = build_batch(claim->epoch, claim->step, &counts);
     } catch (...) {
-      slot.error = std::current_exception();
+      error = std::current_exception();
     }
     const auto end = std::chrono::steady_clock::now();
     const double cpu = thread_cpu_seconds() - cpu_begin;
-    if (observer) observer(epoch, step, begin, end, "");
+    if (observer) observer(claim->epoch, claim->step, begin, end, "");
     lock.lock();
     stats_.build_seconds += std::chrono::duration<double>(end - begin).count();
     stats_.cpu_seconds += cpu;
-    if (generation == generation_) {
-      ready_[step] = std::move(slot);
-      changed_.notify_all();
-    }
+    if (window_.deliver(*claim, index, std::move(batch), error, counts)) changed_.notify_all();
   }
 }
 
 void Loader::record_bad(const SampleError& e, LoaderStats* tally) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.bad[static_cast<size_t>(e.fault())];
   if (tally) ++tally->bad[static_cast<size_t>(e.fault())];
+  std::lock_guard<std::mutex> lock(mutex_);
   if (logged_bad_ < kBadFilesLogged) {
     ++logged_bad_;
     const char* action = options_.policy == BadSamplePolicy::kSkip         ? "skipping"
@@ -257,11 +256,6 @@ Batch Loader::build_batch(int64_t epoch, int64_t step, LoaderStats* tally) const
     if (used < 0) continue;
     substituted += used != index;
     index_out[filled++] = used;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.samples += count;
-    stats_.substituted += substituted;
   }
   if (tally) {
     tally->samples += count;

@@ -4,7 +4,7 @@
 // the EpochOrder, transform randomness keyed by (seed, epoch, sample index). So the output is
 // identical for any number of threads, and resuming at (epoch, step) needs nothing else.
 // Workers run ahead of the consumer by at most `prefetch_batches` batches, fewer when that many
-// would exceed `prefetch_bytes`. Batch memory comes from LibTorch's CPU allocator, which Loom's
+// would exceed `prefetch_bytes`, on into the next epoch (OrderedWindow). Batch memory comes from LibTorch's CPU allocator, which Loom's
 // caching allocator turns into reused slabs.
 //
 // Bad samples: under `skip` (default) a sample that cannot be read or decoded is counted by
@@ -30,6 +30,7 @@
 #include "loom/data/batch_source.h"
 #include "loom/data/dataset.h"
 #include "loom/data/epoch_order.h"
+#include "loom/data/ordered_window.h"
 #include "loom/data/sample_error.h"
 #include "loom/data/transform_pipeline.h"
 
@@ -63,6 +64,7 @@ class Loader : public BatchSource {
   Batch batch(int64_t epoch, int64_t step) const override;
   LoaderState identity() const override;
   void seek(int64_t epoch, int64_t step) const override;
+  void set_epoch_limit(int64_t epochs) override;
 
   LoaderStats stats() const override;
   int ready_batches() const override;
@@ -75,20 +77,15 @@ class Loader : public BatchSource {
   int64_t batch_bytes() const;
 
   // Builds one batch on the calling thread (what a worker thread does, and a remote data worker
-  // or another BatchSource's threads). Counts it in stats(), and also in `tally` when given (the
-  // one batch's samples, bad samples and substitutions).
+  // or another BatchSource's threads). Counts the batch's samples, bad samples and
+  // substitutions in `tally` when given; stats() counts the batches batch() hands out.
   Batch build_batch(int64_t epoch, int64_t step, LoaderStats* tally = nullptr) const;
   const LoaderOptions& options() const { return options_; }
 
  private:
-  struct Slot {
-    Batch batch;
-    std::exception_ptr error;
-  };
   void worker_loop(int index) const;
   // prefetch_batches capped by prefetch_bytes (at least 1).
   int depth_for(int64_t prefetch_batches) const;
-  void restart_at(int64_t epoch, int64_t step) const;
   void record_bad(const SampleError& e, LoaderStats* tally) const;
   // Reads and transforms the sample at `index` into `image`, or under `substitute` a
   // replacement; returns the index used, or -1 when the sample is skipped.
@@ -105,11 +102,7 @@ class Loader : public BatchSource {
   mutable bool stopping_ = false;
   int depth_ = 1;                    // batches prepared ahead at most
   int active_threads_ = 1;           // workers with an index below this build batches
-  mutable uint64_t generation_ = 0;  // bumped when the consumer jumps; stale work is dropped
-  mutable int64_t epoch_ = -1;
-  mutable int64_t next_to_build_ = 0;
-  mutable int64_t next_to_take_ = 0;
-  mutable std::map<int64_t, Slot> ready_;
+  mutable OrderedWindow window_;  // workers claim batches in it; producer = worker index
   mutable LoaderStats stats_;
   mutable int logged_bad_ = 0;
   BatchObserver observer_;  // guarded by mutex_

@@ -58,6 +58,8 @@ TrainData load_train_data(const Config& config, int usable_cores, int rank, int 
           ? std::move(loaders.train)
           : with_remote_workers(config, std::move(loaders.train), loaders.threads, rank, world);
   out.test = std::move(loaders.test);
+  // Evaluation reads the test set as epoch 0 every time: nothing of a next epoch to prepare.
+  if (out.test) out.test->set_epoch_limit(1);
   out.stats = loaders.stats;
   out.input = {loaders.channels, loaders.height, loaders.width, loaders.classes};
   out.loader_threads = loaders.threads;

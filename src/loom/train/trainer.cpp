@@ -52,10 +52,17 @@ void TrainingRun::set_up() {
   at::manual_seed(static_cast<uint64_t>(config_.seed));
   // The stages of one pipeline read one share of the data (stage 0 feeds it).
   data_ = load_train_data(config_, options_.topology.usable_cores, replica_, replicas_);
+  data_.train->set_epoch_limit(config_.train.epochs);
   model_ = models::make_model(config_.model, data_.input);
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
   at::set_num_threads(info_.runtime.threads);
+  if (const BlasLibrary blas = loaded_blas_library(); blas.reference() && !info_.runtime.bf16() &&
+                                                      leader()) {
+    LOOM_LOG(kWarn, "runtime") << "fp32 matrix products run on netlib's reference BLAS ("
+                               << blas.path << "), 16-30x slower than OpenBLAS: install "
+                               << kFastBlasPackage;
+  }
   const auto format = info_.runtime.memory_format == "channels_last"
                           ? at::MemoryFormat::ChannelsLast
                           : at::MemoryFormat::Contiguous;

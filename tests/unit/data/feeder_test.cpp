@@ -8,18 +8,25 @@ namespace loom::data {
 namespace {
 
 TEST(Feeder, NormalisesPerChannelIntoTheRequestedLayout) {
-  // 2 images of 3x2 pixels, 2 channels.
-  at::Tensor images = at::randint(0, 256, {2, 3, 2, 2}, at::kByte);
-  ChannelStats stats{{0.5, 0.25}, {0.2, 0.1}};
-  for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
-    at::Tensor x = Feeder(stats, format).to_input(images);
-    EXPECT_EQ(x.sizes(), (at::IntArrayRef{2, 2, 3, 2}));
-    EXPECT_EQ(x.scalar_type(), at::kFloat);
-    EXPECT_TRUE(x.is_contiguous(format));
-    at::Tensor reference = images.permute({0, 3, 1, 2}).to(at::kDouble).div(255.0);
-    reference.select(1, 0).sub_(0.5).div_(0.2);
-    reference.select(1, 1).sub_(0.25).div_(0.1);
-    EXPECT_TRUE(at::allclose(x.to(at::kDouble), reference, 1e-5, 1e-5));
+  // 2 images of 3x2 pixels with 2 channels; 3 of 70x70 (more than one block of the fused
+  // transpose) with 3.
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{2, 3, 2, 2}, std::vector<int64_t>{3, 70, 70, 3}}) {
+    at::Tensor images = at::randint(0, 256, shape, at::kByte);
+    ChannelStats stats{{0.5, 0.25, 0.4}, {0.2, 0.1, 0.3}};
+    stats.mean.resize(static_cast<size_t>(shape[3]));
+    stats.stddev.resize(static_cast<size_t>(shape[3]));
+    for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
+      at::Tensor x = Feeder(stats, format).to_input(images);
+      EXPECT_EQ(x.sizes(), (at::IntArrayRef{shape[0], shape[3], shape[1], shape[2]}));
+      EXPECT_EQ(x.scalar_type(), at::kFloat);
+      EXPECT_TRUE(x.is_contiguous(format));
+      at::Tensor reference = images.permute({0, 3, 1, 2}).to(at::kDouble).div(255.0);
+      for (int64_t c = 0; c < shape[3]; ++c) {
+        reference.select(1, c).sub_(stats.mean[c]).div_(stats.stddev[c]);
+      }
+      EXPECT_TRUE(at::allclose(x.to(at::kDouble), reference, 1e-5, 1e-5));
+    }
   }
 }
 

@@ -301,6 +301,42 @@ TEST(Loader, PrefetchIsCappedByBytes) {
   EXPECT_TRUE(tiny.batch(0, 1).images.equal(roomy.batch(0, 1).images));
 }
 
+// The loader's threads go on into the next epoch while the consumer finishes one, so that an
+// epoch boundary costs no wait; a jump elsewhere drops what they prepared, and nothing is
+// prepared past the epoch limit.
+TEST(Loader, PrefetchRunsOnIntoTheNextEpoch) {
+  test::TempDir dir;
+  auto folder = make_folder(dir, 40);  // 5 batches of 8 an epoch
+  Loader loader(folder, EpochOrder(40, 9), small_options(2));  // 3 batches ahead
+  std::mutex mutex;
+  std::set<std::pair<int64_t, int64_t>> built;
+  loader.set_batch_observer([&](int64_t epoch, int64_t step, auto, auto, const std::string&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    built.emplace(epoch, step);
+  });
+  for (int64_t step = 0; step < 5; ++step) loader.batch(0, step);
+  for (int i = 0; i < 500 && loader.ready_batches() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(loader.ready_batches(), 3);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (int64_t step = 0; step < 3; ++step) EXPECT_EQ(built.count({1, step}), 1u) << step;
+  }
+  for (int64_t step = 0; step < 5; ++step) {
+    EXPECT_TRUE(loader.batch(1, step).images.equal(loader.build_batch(1, step).images)) << step;
+  }
+  // set_epoch(4) or a resume: the batches of epoch 2 prepared meanwhile are not handed out.
+  EXPECT_TRUE(loader.batch(4, 2).images.equal(loader.build_batch(4, 2).images));
+
+  Loader last(folder, EpochOrder(40, 9), small_options(2));
+  last.set_epoch_limit(1);
+  for (int64_t step = 0; step < 5; ++step) last.batch(0, step);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(last.ready_batches(), 0);
+  EXPECT_TRUE(last.batch(1, 0).images.equal(last.build_batch(1, 0).images));  // still built
+}
+
 // The autotuner changes threads and prefetch depth while batches flow: the batches stay the
 // same, and after a reduction only the remaining threads build.
 // Pinned batches are for a CUDA feeder; a CPU-only LibTorch cannot pin, and says so up front.

@@ -47,9 +47,11 @@ std::unique_ptr<Loader> local_loader(const Config& config, int rank = 0, int wor
 }
 
 // Every batch of `epochs` epochs from `source` equals the reference loader's; `after_batch`
-// runs after each one.
-void expect_same_batches(const BatchSource& source, const Loader& reference, int epochs,
+// runs after each one. The source is told, as the trainer tells it, that no epoch comes after
+// them, so that it prepares nothing of the next (the tests count delivered batches).
+void expect_same_batches(BatchSource& source, const Loader& reference, int epochs,
                          const std::function<void(int)>& after_batch = {}) {
+  source.set_epoch_limit(epochs);
   int taken = 0;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     for (int64_t step = 0; step < reference.steps_per_epoch(); ++step) {
@@ -74,6 +76,7 @@ TEST(RemoteBatchSource, WorkerBatchesEqualLocalOnes) {
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].state, "up");
   EXPECT_EQ(stats[0].batches, 2 * reference->steps_per_epoch());  // no local producer
+  EXPECT_GT(source.worker_stats()[0].up_seconds, stats[0].up_seconds);  // still up
   EXPECT_EQ(source.local_batches(), 0);
   EXPECT_GT(stats[0].bytes, 2 * reference->steps_per_epoch() * 8 * 12 * 12 * 3);
   EXPECT_EQ(source.stats().samples, 2 * reference->steps_per_epoch() * 8);
@@ -105,6 +108,10 @@ TEST(RemoteBatchSource, AWorkerThatStopsMidEpochLeavesItsBatchesToLocalThreads) 
   EXPECT_GE(stats[0].failures, 1);
   EXPECT_GT(source.local_batches(), 0);
   EXPECT_EQ(stats[0].batches + source.local_batches(), 2 * source.steps_per_epoch());
+  // Its time up ended when it went down: the advisor's rate per worker counts only that time.
+  EXPECT_GT(stats[0].up_seconds, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(source.worker_stats()[0].up_seconds, stats[0].up_seconds);
 }
 
 TEST(RemoteBatchSource, AWorkerStartedLaterJoins) {

@@ -28,13 +28,15 @@ const char* state_name(int state) {
 }  // namespace
 
 RemoteBatchSource::RemoteBatchSource(std::unique_ptr<Loader> local, RemoteSourceOptions options)
-    : local_(std::move(local)), options_(std::move(options)) {
+    : local_(std::move(local)),
+      options_(std::move(options)),
+      window_(local_->steps_per_epoch()) {
   const TransformPipeline& t = *local_->options().transforms;
   shape_.max_samples = local_->options().batch_size;
   shape_.height = t.height();
   shape_.width = t.width();
   shape_.channels = t.channels();
-  window_ = std::max<int64_t>(
+  max_ahead_by_bytes_ = std::max<int64_t>(
       1, options_.max_inflight_bytes / std::max<int64_t>(1, local_->batch_bytes()));
   local_threads_ = options_.local_threads;
   options_.connection.steps_per_epoch = local_->steps_per_epoch();
@@ -89,9 +91,7 @@ LoaderStats RemoteBatchSource::stats() const {
 
 int RemoteBatchSource::ready_batches() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  int ready = 0;
-  for (const auto& [step, slot] : slots_) ready += slot.state == SlotState::kReady;
-  return ready;
+  return window_.ready();
 }
 
 int64_t RemoteBatchSource::local_batches() const {
@@ -112,25 +112,29 @@ double RemoteBatchSource::receive_cpu_seconds() const {
 std::vector<RemoteWorkerStats> RemoteBatchSource::worker_stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<RemoteWorkerStats> out;
+  const auto now = Clock::now();
   for (const auto& r : remotes_) {
     out.push_back(r.stats);
     out.back().state = state_name(static_cast<int>(r.state));
+    if (r.state == WorkerState::kUp) {
+      out.back().up_seconds += std::chrono::duration<double>(now - r.up_since).count();
+    }
     if (r.ever_up) out.back().threads = r.connection->threads();
   }
   return out;
 }
 
-void RemoteBatchSource::restart_at(int64_t epoch, int64_t step) const {
-  epoch_ = epoch;
-  next_to_take_ = step;
-  slots_.clear();
-  ++generation_;
+void RemoteBatchSource::seek(int64_t epoch, int64_t step) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    window_.move_to(epoch, step);
+  }
+  changed_.notify_all();
 }
 
-void RemoteBatchSource::seek(int64_t epoch, int64_t step) const {
+void RemoteBatchSource::set_epoch_limit(int64_t epochs) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
-  changed_.notify_all();
+  window_.set_epoch_limit(epochs);
 }
 
 Batch RemoteBatchSource::batch(int64_t epoch, int64_t step) const {
@@ -139,26 +143,21 @@ Batch RemoteBatchSource::batch(int64_t epoch, int64_t step) const {
                 std::to_string(steps_per_epoch()) + " steps");
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  if (epoch != epoch_ || step != next_to_take_) restart_at(epoch, step);
+  window_.ask(epoch, step);
   changed_.notify_all();
-  auto ready = [&] {
-    auto it = slots_.find(step);
-    return it != slots_.end() && it->second.state == SlotState::kReady;
-  };
-  if (!changed_.wait_for(lock, kBatchTimeout, ready)) {
-    auto it = slots_.find(step);
+  if (!changed_.wait_for(lock, kBatchTimeout, [&] { return window_.next_ready(); })) {
+    const OrderedWindow::Slot* slot = window_.next_slot();
     const std::string holder =
-        it == slots_.end() || it->second.state == SlotState::kWaiting ? "no producer took it"
-        : it->second.producer == kLocal
-            ? "local threads were building it"
-            : "data worker " + remotes_[it->second.producer].stats.address + " was building it";
+        !slot || slot->state == OrderedWindow::State::kWaiting ? "no producer took it"
+        : slot->producer == kLocal ? "local threads were building it"
+                                   : "data worker " + remotes_[slot->producer].stats.address +
+                                         " was building it";
     throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
                        std::to_string(epoch + 1) + " not ready after " +
                        std::to_string(kBatchTimeout.count()) + " s; " + holder);
   }
-  Slot slot = std::move(slots_[step]);
-  slots_.erase(step);
-  next_to_take_ = step + 1;
+  OrderedWindow::Slot slot = window_.take();
+  tally_.add_counts(slot.counts);
   const LoaderStats seen = tally_;
   lock.unlock();
   changed_.notify_all();
@@ -177,21 +176,16 @@ int64_t RemoteBatchSource::window_locked() const {
   int producers = std::max(local_threads_, options_.fallback_threads);
   for (const Remote& r : remotes_) producers += r.lanes;
   // Each producer may hold one step, and data.prefetch_batches more may wait for the trainer.
-  return std::min<int64_t>(window_, producers + local_->options().prefetch_batches);
+  return std::min<int64_t>(max_ahead_by_bytes_, producers + local_->options().prefetch_batches);
 }
 
 bool RemoteBatchSource::take_work(int producer, int lane, Work& work) {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stopping_) return false;
-    if (epoch_ >= 0 && may_work(producer, lane)) {
-      const int64_t end = std::min(steps_per_epoch(), next_to_take_ + window_locked());
-      for (int64_t step = next_to_take_; step < end; ++step) {
-        Slot& slot = slots_[step];  // steps in the window that nobody has touched yet appear here
-        if (slot.state != SlotState::kWaiting) continue;
-        slot.state = SlotState::kTaken;
-        slot.producer = producer;
-        work = {generation_, epoch_, step};
+    if (may_work(producer, lane)) {
+      if (auto claim = window_.claim(producer, window_locked())) {
+        work = *claim;
         return true;
       }
     }
@@ -203,19 +197,14 @@ void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
                                 std::exception_ptr error, const LoaderStats& tally) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (work.generation != generation_) return;  // the trainer jumped elsewhere
-    auto it = slots_.find(work.step);
-    if (it == slots_.end() || it->second.state == SlotState::kReady) {
-      if (producer != kLocal) ++remotes_[static_cast<size_t>(producer)].stats.duplicates;
-      return;  // someone else was first: this answer is a duplicate
+    const int64_t samples = batch.labels.defined() ? batch.labels.size(0) : 0;
+    if (!window_.deliver(work, producer, std::move(batch), error, tally)) {
+      // The trainer jumped elsewhere, or someone else was first: this answer is a duplicate.
+      if (producer != kLocal && !window_.stale(work)) {
+        ++remotes_[static_cast<size_t>(producer)].stats.duplicates;
+      }
+      return;
     }
-    it->second.state = SlotState::kReady;
-    it->second.producer = producer;
-    it->second.batch = std::move(batch);
-    it->second.error = error;
-    tally_.samples += tally.samples;
-    for (size_t i = 0; i < tally.bad.size(); ++i) tally_.bad[i] += tally.bad[i];
-    tally_.substituted += tally.substituted;
     if (producer == kLocal) {
       // Only this host's threads count as the loader's time (summary loader_busy, the
       // advisor's cost per sample); a worker's build time is its own host's.
@@ -225,7 +214,7 @@ void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
     } else {
       RemoteWorkerStats& stats = remotes_[static_cast<size_t>(producer)].stats;
       ++stats.batches;
-      stats.samples += it->second.batch.labels.defined() ? it->second.batch.labels.size(0) : 0;
+      stats.samples += samples;
     }
   }
   changed_.notify_all();
@@ -234,13 +223,7 @@ void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
 void RemoteBatchSource::give_back(const Work& work, int producer) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (work.generation != generation_) return;
-    auto it = slots_.find(work.step);
-    if (it == slots_.end() || it->second.state != SlotState::kTaken ||
-        it->second.producer != producer) {
-      return;
-    }
-    it->second.state = SlotState::kWaiting;
+    window_.give_back(work, producer);
   }
   changed_.notify_all();
 }
@@ -349,6 +332,7 @@ void RemoteBatchSource::try_connect(int w) {
   r.next_try = Clock::now() + retry_every;
   if (state == WorkerState::kUp) {
     r.state = state;
+    r.up_since = Clock::now();
     ++workers_up_;
     const bool rejoined = std::exchange(r.ever_up, true);
     start_lanes_locked(w);
@@ -377,6 +361,7 @@ void RemoteBatchSource::mark_down(int w, const std::string& why) {
     if (r.state == WorkerState::kUp) {
       went_down = true;
       r.state = WorkerState::kDown;
+      r.stats.up_seconds += std::chrono::duration<double>(Clock::now() - r.up_since).count();
       r.next_try = Clock::now() + options_.reconnect_every;
       --workers_up_;
       LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << " failed: " << why

@@ -4,7 +4,8 @@
 // who builds which batch changes nothing in what the trainer sees: the run is bit-identical to a
 // local-only one whatever the workers do. Producers pull the lowest step not yet taken from a
 // window of upcoming steps (bounded by data.remote.max_inflight_bytes, and to a step per
-// producer plus data.prefetch_batches), so faster producers get more batches. A worker that errors,
+// producer plus data.prefetch_batches; the Loader's OrderedWindow, running on into the next
+// epoch), so faster producers get more batches. A worker that errors,
 // times out or disconnects gives its steps back to the window (another producer takes them), is
 // named in a warning, and is reconnected every few seconds; a worker started mid-run joins the same
 // way. A late answer for a step someone else already delivered is dropped and counted. When no
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "loom/data/loader.h"
+#include "loom/data/ordered_window.h"
 #include "loom/data/remote/remote_worker_stats.h"
 #include "loom/data/remote/worker_connection.h"
 
@@ -53,6 +55,7 @@ class RemoteBatchSource : public BatchSource {
   int ready_batches() const override;
   void set_batch_observer(BatchObserver observer) override;
   void seek(int64_t epoch, int64_t step) const override;
+  void set_epoch_limit(int64_t epochs) override;
   void set_threads(int threads) override;  // local producers
 
   std::vector<RemoteWorkerStats> worker_stats() const;
@@ -62,17 +65,7 @@ class RemoteBatchSource : public BatchSource {
   int64_t local_batches() const;  // delivered by local producers
 
  private:
-  enum class SlotState { kWaiting, kTaken, kReady };
-  struct Slot {
-    SlotState state = SlotState::kWaiting;
-    int producer = 0;  // who took it: a worker's index, or kLocal
-    Batch batch;
-    std::exception_ptr error;
-  };
-  struct Work {
-    uint64_t generation = 0;
-    int64_t epoch = 0, step = 0;
-  };
+  using Work = OrderedWindow::Claim;
   enum class WorkerState { kConnecting, kUp, kDown, kRefused };
   struct Remote {
     std::unique_ptr<WorkerConnection> connection;
@@ -80,6 +73,7 @@ class RemoteBatchSource : public BatchSource {
     int lanes = 0;          // producers allowed for it now (its build threads + 1)
     int lanes_started = 0;  // threads started for it so far
     bool ever_up = false;
+    std::chrono::steady_clock::time_point up_since;  // while kUp
     std::chrono::steady_clock::time_point next_try;
     RemoteWorkerStats stats;
   };
@@ -89,13 +83,12 @@ class RemoteBatchSource : public BatchSource {
   // Blocks until `producer` (lane `lane` of it) may take a step; false when stopping.
   bool take_work(int producer, int lane, Work& work);
   bool may_work(int producer, int lane) const;  // mutex_ held
-  // Steps ahead of the trainer that producers may take: bounded by bytes (window_) and by
+  // Steps ahead of the trainer that producers may take: bounded by bytes (max_ahead_by_bytes_) and by
   // batches (one per producer plus data.prefetch_batches). mutex_ held.
   int64_t window_locked() const;
   void deliver(const Work& work, int producer, Batch batch, std::exception_ptr error,
                const LoaderStats& tally);
   void give_back(const Work& work, int producer);
-  void restart_at(int64_t epoch, int64_t step) const;  // mutex_ held
   void local_lane(int lane);
   void remote_lane(int worker, int lane);
   // Opens a session on worker `w`; logs what changed.
@@ -107,18 +100,15 @@ class RemoteBatchSource : public BatchSource {
   std::unique_ptr<Loader> local_;
   RemoteSourceOptions options_;
   BatchShape shape_;    // of a full batch (epoch and step filled in per request)
-  int64_t window_ = 1;  // by bytes
+  int64_t max_ahead_by_bytes_ = 1;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   bool stopping_ = false;
   int local_threads_ = 1;
   int workers_up_ = 0;
-  mutable uint64_t generation_ = 0;
-  mutable int64_t epoch_ = -1;
-  mutable int64_t next_to_take_ = 0;
-  mutable std::map<int64_t, Slot> slots_;
-  mutable LoaderStats tally_;  // of delivered batches
+  mutable OrderedWindow window_;  // producer: a worker's index, or kLocal
+  mutable LoaderStats tally_;  // counts of the batches taken; local threads' build times
   mutable int64_t local_batches_ = 0;
   std::vector<Remote> remotes_;
   BatchObserver observer_;
