@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "e2e/json_output.h"
 #include "tools/test_support.h"
 
 namespace loom::test {
@@ -26,8 +27,7 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
                           " --set train.epochs=4 --set data.workers=1 --set runtime.threads=1" +
                           " --set checkpoint.enabled=false --out " + (dir / "run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("autotune: "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("/autotune.yaml"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/autotune.yaml"));
 
   const auto summary = nlohmann::json::parse(read_text(dir / "run/summary.json"));
   const auto& tune = summary["autotune"];
@@ -54,19 +54,25 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
   EXPECT_EQ(summary["choices"]["threads"], "chosen by the autotuner");
   EXPECT_GE(tune["chosen_samples_per_second"].get<double>(),
             tune["start_samples_per_second"].get<double>());
-  EXPECT_NE(read_text(dir / "run/metrics.jsonl").find(R"("type":"autotune")"), std::string::npos);
+  // metrics.jsonl records the choice once, as the summary has it.
+  const auto records = metrics_records(dir / "run", "autotune");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["chosen"], chosen);
+  EXPECT_FALSE(records[0]["resumed"].get<bool>());
 
   // The snippet goes on top of the user's configuration: its keys win, the others stay.
   write_text(dir / "mine.yaml", "data: {workers: 1, prefetch_batches: 4}\ntrain: {epochs: 11}\n");
-  const auto config = run_loom("config " + (dir / "mine.yaml") + " " + (dir / "run/autotune.yaml"));
+  const auto config =
+      run_loom("config --json " + (dir / "mine.yaml") + " " + (dir / "run/autotune.yaml"));
   ASSERT_EQ(config.exit_code, 0) << config.output;
-  EXPECT_NE(config.output.find("  workers: " + chosen["data.workers"].dump() + "\n"),
-            std::string::npos)
-      << config.output;
-  EXPECT_NE(config.output.find("  prefetch_batches: " + chosen["data.prefetch_batches"].dump()),
-            std::string::npos)
-      << config.output;
-  EXPECT_NE(config.output.find("  epochs: 11\n"), std::string::npos) << config.output;
+  const auto resolved = json_line(config.output);
+  ASSERT_TRUE(chosen.contains("data.workers") && chosen.contains("data.prefetch_batches"))
+      << chosen.dump();
+  for (const auto& [key, value] : chosen.items()) {
+    const size_t dot = key.find('.');
+    EXPECT_EQ(resolved[key.substr(0, dot)][key.substr(dot + 1)], value) << key;
+  }
+  EXPECT_EQ(resolved["train"]["epochs"], 11);
 }
 
 // A run preempted after tuning resumes with the values it chose, kept in the checkpoint, instead
@@ -88,13 +94,12 @@ TEST(Autotune, ResumedRunKeepsTheValuesChosenBeforeThePreemption) {
   ASSERT_TRUE(first.is_object()) << "no autotune record before the preemption";
   ASSERT_LT(first["step"].get<int>(), 80) << "tuning must finish before the checkpoint";
   EXPECT_FALSE(first["resumed"].get<bool>());
-  const std::string manifest = read_text(dir / "run/checkpoints/step-00000080/manifest.json");
-  EXPECT_NE(manifest.find("\"autotune\""), std::string::npos) << manifest;
+  const auto manifest = json_file(dir / "run/checkpoints/step-00000080/manifest.json");
+  ASSERT_TRUE(manifest.contains("autotune")) << manifest.dump(2);
+  EXPECT_EQ(manifest["autotune"]["chosen"], first["chosen"]) << manifest["autotune"].dump(2);
 
   const auto resumed = run_loom(args + " --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("autotune: chosen before the resume, "), std::string::npos)
-      << resumed.output;
   const auto summary = nlohmann::json::parse(read_text(dir / "run/summary.json"));
   const auto& tune = summary["autotune"];
   EXPECT_TRUE(tune["resumed"].get<bool>()) << tune.dump(2);
@@ -103,7 +108,11 @@ TEST(Autotune, ResumedRunKeepsTheValuesChosenBeforeThePreemption) {
   EXPECT_EQ(summary["data"]["loader_threads"], first["chosen"]["data.workers"]);
   EXPECT_EQ(summary["threads"], first["chosen"]["runtime.threads"]);
   EXPECT_EQ(summary["choices"]["threads"], "chosen by the autotuner before the resume");
-  EXPECT_EQ(count_of(read_text(dir / "run/metrics.jsonl"), R"("type":"autotune")"), 2);
+  // Both processes recorded the choice; the second says it came from the checkpoint.
+  const auto records = metrics_records(dir / "run", "autotune");
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_TRUE(records[1]["resumed"].get<bool>());
+  EXPECT_EQ(records[1]["chosen"], first["chosen"]);
   EXPECT_TRUE(std::filesystem::exists(dir / "run/autotune.yaml"));
 }
 
@@ -113,12 +122,17 @@ TEST(Autotune, TooShortARunIsNotTunedAndSaysWhy) {
                           " --autotune --set train.epochs=1 --set checkpoint.enabled=false --out " +
                           (dir / "run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("autotune: skipped, the run's 16 steps leave 4 for tuning"),
-            std::string::npos)
-      << r.output;
   const auto summary = nlohmann::json::parse(read_text(dir / "run/summary.json"));
-  EXPECT_NE(summary["autotune"]["skipped"].get<std::string>().find("autotune.max_share"),
-            std::string::npos);
+  EXPECT_EQ(summary["steps"], 16);
+  // Nothing tried or chosen: the summary holds only the reason, which names the key to raise
+  // with the steps it allowed (16 x the default share, 0.25).
+  EXPECT_EQ(summary["autotune"].size(), 1u) << summary["autotune"].dump(2);
+  EXPECT_NE(summary["autotune"]["skipped"].get<std::string>().find(
+                "leave 4 for tuning (autotune.max_share)"),
+            std::string::npos)
+      << summary["autotune"].dump(2);
+  EXPECT_EQ(summary["choices"]["threads"], "set in runtime.threads");
+  EXPECT_TRUE(metrics_records(dir / "run", "autotune").empty());
   EXPECT_FALSE(std::filesystem::exists(dir / "run/autotune.yaml"));
 }
 

@@ -1,10 +1,13 @@
 // The `loom` command's contract for bad input: exit 2 and the key for configuration errors,
 // exit 1 with what and where for runtime failures, never a crash.
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <filesystem>
 
+#include "e2e/json_output.h"
 #include "loom/train/checkpoint.h"
+#include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom {
@@ -19,9 +22,9 @@ TEST(CliErrors, HelpVersionAndUsage) {
   auto train_help = test::run_loom("train --help");
   EXPECT_EQ(train_help.exit_code, 0);
   EXPECT_TRUE(contains(train_help.output, "--resume")) << train_help.output;
-  auto version = test::run_loom("version");
+  auto version = test::run_loom("version --json");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_TRUE(contains(version.output, "libtorch 1.")) << version.output;
+  EXPECT_EQ(test::json_line(version.output)["libtorch"], TORCH_VERSION) << version.output;
   EXPECT_EQ(test::run_loom("").exit_code, 2);
   EXPECT_EQ(test::run_loom("frobnicate").exit_code, 2);
   EXPECT_EQ(test::run_loom("train --no-such-flag").exit_code, 2);
@@ -106,12 +109,14 @@ TEST(CliErrors, NonFiniteLossStopsWithTheStepAndKeepsTheLastGoodCheckpoint) {
                           " --set model=mlp --set optimizer.lr=1e30 --set schedule.warmup_steps=0"
                           " --set checkpoint.every_steps=1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "at step ")) << r.output;
-  EXPECT_TRUE(contains(r.output, "Last good checkpoint: " + (dir / "run/checkpoints/step-")))
-      << r.output;
   train::CheckpointStore store(dir / "run/checkpoints", 3);
   ASSERT_TRUE(store.latest().has_value());
   train::CheckpointData last = train::CheckpointStore::load(*store.latest());
+  // A checkpoint after every step: the last good one is the step before the one that failed.
+  EXPECT_TRUE(contains(r.output, "at step " + std::to_string(last.position.step + 1) + " "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "Last good checkpoint: " + test::latest_checkpoint(dir / "run")))
+      << r.output;
   for (const auto& [name, t] : last.model) {
     EXPECT_TRUE(t.isfinite().all().item<bool>()) << name << " in the last good checkpoint";
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "e2e/json_output.h"
 #include "tools/test_support.h"
 
 namespace loom::test {
@@ -17,19 +18,38 @@ std::string resnet_args() {
 
 TEST(PipelinePlan, ProfilesPartitionsAndSimulates) {
   TempDir dir;
-  const auto r = run_loom("pipeline plan " + resnet_args() +
+  const auto r = run_loom("pipeline plan --json " + resnet_args() +
                           " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=4"
                           " --trace " +
                           (dir / "plan.json") + " --csv " + (dir / "plan.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("pipeline: 1f1b, 2 ranks x 1 stage each, 4 micro-batches of 4 samples "
-                          "(resnet18, 10 blocks)"),
-            std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("stage 0 on rank 0: "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("stage 1 on rank 1: "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("..head"), std::string::npos) << r.output;  // the last stage ends it
-  EXPECT_NE(r.output.find("simulated step"), std::string::npos) << r.output;
+  const auto plan = json_line(r.output);
+  EXPECT_EQ(plan["schedule"], "1f1b");
+  EXPECT_EQ(plan["ranks"], 2);
+  EXPECT_EQ(plan["chunks"], 1);
+  EXPECT_EQ(plan["microbatches"], 4);
+  EXPECT_EQ(plan["microbatch_samples"], 4);  // data.batch_size 16 over 4 micro-batches
+  EXPECT_EQ(plan["model"], "resnet18");
+  ASSERT_EQ(plan["blocks"].size(), 10u) << plan["blocks"];
+  EXPECT_EQ(plan["partition"], "automatic");
+  // Two stages, one per rank, that cover the blocks in order; the last ends with the head.
+  const auto& stages = plan["stages"];
+  ASSERT_EQ(stages.size(), 2u) << plan.dump(2);
+  int covered = 0;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(stages[i]["rank"], i);
+    EXPECT_EQ(stages[i]["first_block"], plan["blocks"][covered]);
+    EXPECT_GE(stages[i]["blocks"].get<int>(), 1);
+    EXPECT_EQ(plan["split"][i], stages[i]["blocks"]);
+    covered += stages[i]["blocks"].get<int>();
+    EXPECT_GT(stages[i]["forward_seconds"].get<double>(), 0);
+    EXPECT_GT(stages[i]["memory_bytes"].get<double>(), 0);
+  }
+  EXPECT_EQ(covered, 10);
+  EXPECT_EQ(stages[1]["last_block"], "head");
+  EXPECT_GT(plan["simulated_step_seconds"].get<double>(), 0);
+  EXPECT_GE(plan["bubble"].get<double>(), 0);
+  EXPECT_LT(plan["bubble"].get<double>(), 1);
 
   // The trace has both ranks' forward and backward slices.
   const auto trace = nlohmann::json::parse(read_text(dir / "plan.json"));
@@ -44,23 +64,34 @@ TEST(PipelinePlan, ProfilesPartitionsAndSimulates) {
   EXPECT_TRUE(names.count("0F3") && names.count("1B0")) << trace.dump();
 
   // The CSV written goes back in as the schedule and gives the same plan.
-  const auto again = run_loom("pipeline plan " + resnet_args() +
+  const auto again = run_loom("pipeline plan --json " + resnet_args() +
                               " --set parallel.pipeline.stages=2 --set "
                               "parallel.pipeline.microbatches=4 --set parallel.pipeline.schedule=" +
                               (dir / "plan.csv"));
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("pipeline: " + (dir / "plan.csv") + ", 2 ranks"), std::string::npos)
-      << again.output;
+  const auto replanned = json_line(again.output);
+  EXPECT_EQ(replanned["schedule"], dir / "plan.csv");
+  EXPECT_EQ(replanned["ranks"], 2);
+  EXPECT_EQ(replanned["microbatches"], 4);
+  EXPECT_EQ(replanned["blocks"], plan["blocks"]);
 }
 
 TEST(PipelinePlan, ManualSplitAndInterleaving) {
-  const auto r = run_loom("pipeline plan " + resnet_args() +
+  const auto r = run_loom("pipeline plan --json " + resnet_args() +
                           " --set parallel.pipeline.stages=2 --set parallel.pipeline.chunks=2"
                           " --set parallel.pipeline.schedule=interleaved"
                           " --set parallel.pipeline.split=1,3,3,3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("partition (parallel.pipeline.split)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("stage 2 on rank 0: 3 blocks"), std::string::npos) << r.output;
+  const auto plan = json_line(r.output);
+  EXPECT_EQ(plan["schedule"], "interleaved");
+  EXPECT_EQ(plan["chunks"], 2);
+  EXPECT_EQ(plan["partition"], "parallel.pipeline.split");
+  EXPECT_EQ(plan["split"], nlohmann::json::array({1, 3, 3, 3}));
+  // Interleaved: stages go round the ranks, so rank 0 runs stages 0 and 2.
+  const auto& stages = plan["stages"];
+  ASSERT_EQ(stages.size(), 4u) << plan.dump(2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(stages[i]["rank"], i % 2) << "stage " << i;
+  EXPECT_EQ(stages[2]["blocks"], 3);
 }
 
 // Two micro-batches on two stages leave a third of the step idle: the plan says how many would
@@ -68,12 +99,16 @@ TEST(PipelinePlan, ManualSplitAndInterleaving) {
 // the schedule's own (P-1)/(M+P-1) and shrinks with M whatever the timings.
 TEST(PipelinePlan, LargeBubbleSuggestsMoreMicroBatches) {
   const auto r =
-      run_loom("pipeline plan " + tiny_synthetic_args() +
+      run_loom("pipeline plan --json " + tiny_synthetic_args() +
                " --set model=vit_tiny --set data.image_size=32 --set model.patch_size=8"
                " --set parallel.pipeline.stages=2 --set parallel.pipeline.microbatches=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("raise parallel.pipeline.microbatches to "), std::string::npos)
-      << r.output;
+  const auto plan = json_line(r.output);
+  const auto& better = plan["better_microbatches"];
+  ASSERT_TRUE(better.is_object()) << plan.dump(2);
+  // 2x or 4x the micro-batches, of a batch of 16 that divides into them, with a smaller bubble.
+  EXPECT_TRUE(better["microbatches"] == 4 || better["microbatches"] == 8) << better;
+  EXPECT_LT(better["bubble"].get<double>(), plan["bubble"].get<double>()) << plan.dump(2);
 }
 
 TEST(PipelinePlan, ImpossiblePlansAreConfigErrorsThatSayWhatWorks) {
@@ -118,17 +153,23 @@ TEST(PipelinePlan, BenchRunsThePlanOnRanksAndComparesWithTheSimulation) {
       run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " bench pipeline " +
                tiny_synthetic_args() + " --steps 3 --json " + (dir / "two.json"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_NE(two.output.find("cnn, 2 ranks, 4 micro-batches of 4 samples"), std::string::npos)
-      << two.output;
-  EXPECT_NE(two.output.find("measured / simulated"), std::string::npos) << two.output;
-  EXPECT_NE(two.output.find("rank 1: peak tensor memory"), std::string::npos) << two.output;
-  const auto json = nlohmann::json::parse(read_text(dir / "two.json"));
+  const auto json = json_file(dir / "two.json");
+  EXPECT_EQ(json.at("model"), "cnn");
+  EXPECT_EQ(json.at("ranks"), 2);
+  EXPECT_EQ(json.at("microbatches"), 4);
+  EXPECT_EQ(json.at("samples_per_step"), 16);  // 4 micro-batches of 4 samples
   EXPECT_GT(json.at("measured_step_seconds").get<double>(), 0);
   EXPECT_GT(json.at("simulated_step_seconds").get<double>(), 0);
-  EXPECT_EQ(json.at("peak_memory_mb").size(), 2u);
-  const auto one = run_loom("bench pipeline " + tiny_synthetic_args() + " --steps 3");
+  ASSERT_EQ(json.at("peak_memory_mb").size(), 2u);
+  for (const auto& mb : json.at("peak_memory_mb")) EXPECT_GT(mb.get<double>(), 0) << json.dump(2);
+  const auto one = run_loom("bench pipeline " + tiny_synthetic_args() + " --steps 3 --json " +
+                            (dir / "one.json"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  EXPECT_NE(one.output.find("cnn, 1 rank, 4 micro-batches"), std::string::npos) << one.output;
+  const auto alone = json_file(dir / "one.json");
+  EXPECT_EQ(alone.at("model"), "cnn");
+  EXPECT_EQ(alone.at("ranks"), 1);
+  EXPECT_EQ(alone.at("microbatches"), 4);
+  EXPECT_GT(alone.at("measured_step_seconds").get<double>(), 0);
 }
 
 }  // namespace

@@ -41,10 +41,6 @@ TEST(Reliability, AKilledRankIsRestartedAndTheJobEndsBitIdentical) {
   ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   EXPECT_NE(restarted.output.find("loom launch: rank 1 (pid "), std::string::npos)
       << restarted.output;
-  EXPECT_NE(restarted.output.find("restarting every rank from the last checkpoint (restart 1 of "
-                                  "1) after: rank 1 was killed by signal 9 (SIGKILL)"),
-            std::string::npos)
-      << restarted.output;
   const auto summary = summary_of(dir / "restarted");
   EXPECT_EQ(summary["resumed_from_step"], 4);
   ASSERT_EQ(summary["restarts"].size(), 1u) << summary.dump(2);
@@ -85,13 +81,10 @@ TEST(Reliability, EveryNodeTakesPartInTheRestart) {
   EXPECT_NE(node1.find("loom launch: rank 1 (pid "), std::string::npos) << node1;
   // Rank 0 on node 0 fails too, a moment later, for want of its peer: node 0 still names the
   // first failure, by the clock, as the cause.
-  EXPECT_NE(first.output.find("restarting every rank from the last checkpoint (restart 1 of 1) "
-                              "after: node 1: rank 1 was killed by signal 9 (SIGKILL)"),
-            std::string::npos)
-      << first.output;
   const auto summary = summary_of(dir / "run");
   ASSERT_EQ(summary["restarts"].size(), 1u) << summary.dump(2);
   EXPECT_EQ(summary["restarts"][0]["cause"], "node 1: rank 1 was killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(summary["restarts"][0]["resumed_from_step"], 4);
   EXPECT_EQ(summary["resumed_from_step"], 4);
 
   const auto straight = run_loom(two_rank_job(dir / "straight"));
@@ -115,15 +108,15 @@ TEST(Reliability, AJobGoesOnWithFewerRanksWhenANodeStaysAway) {
       run_loom("launch --node-rank 0 --nnodes 1:2 --max-restarts 1 --min-nproc 1 " + where);
   ASSERT_EQ(survivor.exit_code, 0) << survivor.output << read_text(dir / "node1.log");
   EXPECT_NE(lost.wait(), 0);
-  EXPECT_NE(survivor.output.find("loom launch: going on without node(s) 1, which did not come "
-                                 "back within 8 s for restart 1: 1 rank(s) now (--nnodes 1:2)"),
-            std::string::npos)
+  // The launcher names the node it goes on without.
+  EXPECT_NE(survivor.output.find("loom launch: going on without node(s) 1,"), std::string::npos)
       << survivor.output;
   const auto summary = summary_of(dir / "run");
   EXPECT_EQ(summary["data_parallel"]["ranks"], 1) << summary.dump(2);
   EXPECT_EQ(summary["resumed_from_step"], 4);
   EXPECT_EQ(summary["steps"], 16);
   ASSERT_EQ(summary["restarts"].size(), 1u) << summary.dump(2);
+  EXPECT_EQ(summary["restarts"][0]["resumed_from_step"], 4);
 
   const auto straight = run_loom(two_rank_job(dir / "straight"));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
@@ -148,10 +141,9 @@ TEST(Reliability, APreemptedJobCommitsItsStepExitsResumableAndResumesExactly) {
   const std::string log = read_text(dir / "job.log");
   ASSERT_EQ(code, 75) << log;  // preempted, resumable; not restarted: it is not a failure
   EXPECT_LT(seconds, 20.0) << log;
-  EXPECT_EQ(log.find("restarting"), std::string::npos) << log;
-  EXPECT_NE(log.find("preempted (SIGTERM) after step "), std::string::npos) << log;
   const auto summary = summary_of(dir / "run");
   EXPECT_TRUE(summary["preempted"].get<bool>());
+  EXPECT_TRUE(summary["restarts"].empty()) << summary.dump(2);
   const int stopped_at = summary["steps"];
   EXPECT_GE(stopped_at, 4);
   EXPECT_LT(stopped_at, 8);  // well before the end of the first epoch's 8 steps
@@ -182,15 +174,17 @@ TEST(Reliability, ASigtermToOneRankStopsEveryRankResumably) {
       << read_text(dir / "job.log");
   // Rank 1's process: the `loom train` of this test's run (other tests run beside it) whose
   // environment says RANK=1.
-  const auto signalled = run_command("for p in $(pgrep -f 'train .*--out " + (dir / "run") +
+  // Exits 0 only if it signalled one.
+  const auto signalled = run_command("sent=1; for p in $(pgrep -f 'train .*--out " + (dir / "run") +
                                      "$'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx "
-                                     "RANK=1 && kill -TERM $p && echo sent; done");
-  ASSERT_NE(signalled.output.find("sent"), std::string::npos) << signalled.output;
+                                     "RANK=1 && kill -TERM $p && sent=0; done; exit $sent");
+  ASSERT_EQ(signalled.exit_code, 0) << signalled.output;
   const int code = job.wait();
   const std::string log = read_text(dir / "job.log");
   EXPECT_EQ(code, 75) << log;
-  EXPECT_EQ(log.find("restarting"), std::string::npos) << log;
-  EXPECT_TRUE(summary_of(dir / "run")["preempted"].get<bool>()) << log;
+  const auto summary = summary_of(dir / "run");
+  EXPECT_TRUE(summary["preempted"].get<bool>()) << log;
+  EXPECT_TRUE(summary["restarts"].empty()) << summary.dump(2);
 }
 
 TEST(Reliability, TheWatchdogNamesARankThatHangs) {
@@ -240,7 +234,7 @@ TEST(Reliability, AFullDiskStopsTheRunOrWarnsAsConfigured) {
 
   const auto warned = run_loom("train " + run + small + "/warn --set checkpoint.on_error=warn");
   EXPECT_EQ(warned.exit_code, 0) << warned.output;
-  EXPECT_NE(warned.output.find("training goes on (checkpoint.on_error: warn)"), std::string::npos)
+  EXPECT_NE(warned.output.find("(checkpoint.on_error: warn)"), std::string::npos)  // names the key
       << warned.output;
   EXPECT_EQ(summary_of(small + "/warn")["checkpoint_failures"], 4);  // steps 4, 8, 12, 16
 }

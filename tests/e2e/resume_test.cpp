@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
@@ -27,8 +28,8 @@ class Resume : public ::testing::TestWithParam<ResumeCase> {
 
   // Trains straight through, then again killed by `fault` (which must leave `latest` naming
   // `survivor`) and resumed; the two final checkpoints must be byte-identical. Returns the
-  // resumed process's output.
-  std::string kill_resume_and_compare(const std::string& fault, const std::string& survivor) {
+  // resumed run's summary.
+  nlohmann::json kill_resume_and_compare(const std::string& fault, const std::string& survivor) {
     test::TempDir dir;
     auto straight = test::run_loom(args(dir / "straight"));
     EXPECT_EQ(straight.exit_code, 0) << straight.output;
@@ -38,18 +39,21 @@ class Resume : public ::testing::TestWithParam<ResumeCase> {
     auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
     EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
     test::expect_identical_runs(dir / "straight", dir / "resumed");
-    return resumed.output;
+    const auto summary = test::summary_of(dir / "resumed");
+    EXPECT_EQ(summary["steps"], test::summary_of(dir / "straight")["steps"]);
+    return summary;
   }
 };
 
 TEST_P(Resume, AfterPreemptionIsBitIdentical) {
-  const std::string output =
-      kill_resume_and_compare("LOOM_FAULT_STOP_AFTER_STEP=9", "step-00000009");
-  EXPECT_NE(output.find("resumed        from step 9"), std::string::npos) << output;
+  const auto summary = kill_resume_and_compare("LOOM_FAULT_STOP_AFTER_STEP=9", "step-00000009");
+  EXPECT_EQ(summary["resumed_from_step"], 9) << summary.dump(2);
 }
 
 TEST_P(Resume, AfterACrashInTheMiddleOfASaveIsBitIdentical) {
-  kill_resume_and_compare("LOOM_FAULT_KILL_IN_SAVE=6", "step-00000003");
+  // Killed while writing step 6's checkpoint: it goes on from step 3's, the last committed.
+  const auto summary = kill_resume_and_compare("LOOM_FAULT_KILL_IN_SAVE=6", "step-00000003");
+  EXPECT_EQ(summary["resumed_from_step"], 3) << summary.dump(2);
 }
 
 TEST(ResumeFinished, ReportsTheFinishedRunWithoutTrainingMore) {
@@ -57,17 +61,15 @@ TEST(ResumeFinished, ReportsTheFinishedRunWithoutTrainingMore) {
   const std::string args = "train --out " + (dir / "run") + " " + test::tiny_synthetic_args() +
                            " --set model=mlp --set train.epochs=1";
   ASSERT_EQ(test::run_loom(args).exit_code, 0);
-  const std::string first = test::read_text(dir / "run/summary.json");
+  const auto first = test::summary_of(dir / "run");
   auto again = test::run_loom(args + " --resume");
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  const std::string second = test::read_text(dir / "run/summary.json");
-  auto field = [](const std::string& json, const std::string& key) {
-    auto at = json.find("\"" + key + "\":");
-    return json.substr(at, json.find(',', at) - at);
-  };
-  EXPECT_EQ(field(second, "steps"), field(first, "steps"));
-  EXPECT_EQ(field(second, "test_accuracy"), field(first, "test_accuracy"));
-  EXPECT_NE(field(second, "resumed_from_step"), "\"resumed_from_step\": null");
+  const auto second = test::summary_of(dir / "run");
+  EXPECT_EQ(second["steps"], first["steps"]);
+  EXPECT_EQ(second["test_accuracy"], first["test_accuracy"]);
+  // It went on from the last step, with nothing left to train.
+  EXPECT_TRUE(first["resumed_from_step"].is_null());
+  EXPECT_EQ(second["resumed_from_step"], first["steps"]);
 }
 
 // Decoded images: the loader's position is in the checkpoint and its batches do not depend on
@@ -93,9 +95,9 @@ TEST(ResumeImageFolder, AnyLoaderThreadCountContinuesTheSameSamples) {
   auto resumed = test::run_loom(args(dir / "resumed", 3) + " --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   test::expect_identical_runs(dir / "straight", dir / "resumed");
-  const std::string manifest =
-      test::read_text(test::latest_checkpoint(dir / "resumed") + "/manifest.json");
-  EXPECT_NE(manifest.find("\"steps_per_epoch\": 12"), std::string::npos) << manifest;
+  const auto manifest = nlohmann::json::parse(
+      test::read_text(test::latest_checkpoint(dir / "resumed") + "/manifest.json"));
+  EXPECT_EQ(manifest["loader"]["steps_per_epoch"], 12) << manifest.dump(2);  // 120 images / 10
 
   auto changed = test::run_loom(args(dir / "resumed", 2) + " --set data.batch_size=8 --resume");
   EXPECT_EQ(changed.exit_code, 1) << changed.output;

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "e2e/json_output.h"
 #include "loom/core/settings.h"
 #include "loom/core/topology.h"
 #include "tools/test_support.h"
@@ -97,7 +98,11 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   auto resolved = test::run_loom("config " + (dir / "run/config.yaml"));
   ASSERT_EQ(resolved.exit_code, 0) << resolved.output;
   EXPECT_EQ(resolved.output, test::read_text(dir / "run/config.yaml"));
-  EXPECT_NE(resolved.output.find("max_steps: 150"), std::string::npos);
+  auto as_json = test::run_loom("config --json " + (dir / "run/config.yaml"));
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.output;
+  const auto config = test::json_line(as_json.output);
+  EXPECT_EQ(config["train"]["max_steps"], 150);
+  EXPECT_EQ(config["train"]["log_every"], 50);
   EXPECT_TRUE(std::filesystem::exists(dir / "run/checkpoints/step-00000150/model.safetensors"));
 }
 

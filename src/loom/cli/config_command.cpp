@@ -17,6 +17,7 @@ struct ConfigArgs {
   std::vector<std::string> overrides;
   bool reference = false;
   bool settings = false;
+  bool json = false;
 };
 
 int print_reference() {
@@ -67,11 +68,17 @@ Command add_config_command(CLI::App& app) {
   add_set_option(sub, args->overrides);
   sub->add_flag("--reference", args->reference, "Print every key as a Markdown table");
   sub->add_flag("--settings", args->settings, "Print the LOOM_* environment settings");
+  sub->add_flag("--json", args->json,
+                "Print the resolved configuration as one JSON object (nested like the YAML)");
   return {sub, [args] {
             if (args->reference) return print_reference();
             if (args->settings) return print_settings();
-            std::fputs(config_to_yaml(load_run_config(args->config_paths, args->overrides)).c_str(),
-                       stdout);
+            const Config config = load_run_config(args->config_paths, args->overrides);
+            if (args->json) {
+              std::printf("%s\n", config_to_json(config).c_str());
+            } else {
+              std::fputs(config_to_yaml(config).c_str(), stdout);
+            }
             return 0;
           }};
 }

@@ -1,6 +1,7 @@
 // `loom data inspect [CONFIG]`: what the configured data sets hold before a run uses them —
 // samples per class, image sizes, and the files that cannot be used with why.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct InspectArgs {
   std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   bool decode = false;
+  bool json = false;
 };
 
 void print_report(const char* split, const std::string& path, const data::Dataset& dataset,
@@ -48,18 +50,62 @@ void print_report(const char* split, const std::string& path, const data::Datase
   }
 }
 
+// --json: the same report as numbers; images by their longer side keyed by the bucket's bound
+// ("64" ... "2048", then "larger").
+nlohmann::ordered_json report_json(const std::string& path, const data::Dataset& dataset,
+                                   const data::DatasetReport& r) {
+  nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+  for (size_t c = 0; c < r.per_class.size(); ++c) {
+    classes.push_back({{"name", dataset.class_names()[c]}, {"samples", r.per_class[c]}});
+  }
+  nlohmann::ordered_json sides = nlohmann::ordered_json::object();
+  for (size_t b = 0; b < r.by_longer_side.size(); ++b) {
+    const std::string bucket = b < data::DatasetReport::kSideBounds.size()
+                                   ? std::to_string(data::DatasetReport::kSideBounds[b])
+                                   : "larger";
+    sides[bucket] = r.by_longer_side[b];
+  }
+  nlohmann::ordered_json bad_files = nlohmann::ordered_json::array();
+  for (const auto& [message, reason] : r.bad_files) {
+    bad_files.push_back({{"reason", reason}, {"message", message}});
+  }
+  return {{"path", path},
+          {"samples", r.samples},
+          {"classes", classes},
+          {"min_width", r.min_width},
+          {"max_width", r.max_width},
+          {"min_height", r.min_height},
+          {"max_height", r.max_height},
+          {"by_longer_side", sides},
+          {"bad",
+           {{"unreadable", r.bad[0]},
+            {"truncated", r.bad[1]},
+            {"undecodable", r.bad[2]},
+            {"too_large", r.bad[3]}}},
+          {"bad_total", r.bad_total()},
+          {"bad_files", bad_files}};
+}
+
 int run_inspect(const InspectArgs& a) {
   const Config config = load_run_config(a.config_paths, a.overrides);
   const data::DataSets sets = data::open_data_sets(config);
   const int threads = detect_topology().usable_cores;
   const auto train_report =
       data::inspect_dataset(*sets.train, threads, a.decode, config.data.max_pixels);
-  print_report("train", config.data.path, *sets.train, train_report);
+  nlohmann::ordered_json out = {{"train", report_json(config.data.path, *sets.train, train_report)},
+                                {"test", nullptr}};
+  if (!a.json) print_report("train", config.data.path, *sets.train, train_report);
   if (sets.test) {
     const std::string path = config.data.val_path.empty() ? config.data.path : config.data.val_path;
-    print_report("test", path, *sets.test,
-                 data::inspect_dataset(*sets.test, threads, a.decode, config.data.max_pixels));
+    const auto test_report =
+        data::inspect_dataset(*sets.test, threads, a.decode, config.data.max_pixels);
+    if (a.json) {
+      out["test"] = report_json(path, *sets.test, test_report);
+    } else {
+      print_report("test", path, *sets.test, test_report);
+    }
   }
+  if (a.json) std::printf("%s\n", out.dump().c_str());
   return 0;
 }
 
@@ -73,6 +119,7 @@ Command add_data_inspect_command(CLI::App& data) {
   add_set_option(sub, args->overrides);
   sub->add_flag("--decode", args->decode,
                 "Decode every image fully (slower; also finds damage inside compressed data)");
+  sub->add_flag("--json", args->json, "Print the report as one JSON object instead of tables");
   return {sub, [args] { return run_inspect(*args); }};
 }
 

@@ -1,7 +1,7 @@
-// `loom pipeline plan [CONFIG ...] [--set ...] [--trace FILE] [--csv FILE]`: what a pipeline-
-// parallel run of the configuration would do, before it runs: the schedule, the model's blocks
-// as profiled here, the partition into stages with each stage's predicted time and memory, and
-// the simulated step (time, bubble, peak activations).
+// `loom pipeline plan [CONFIG ...] [--set ...] [--trace FILE] [--csv FILE] [--json]`: what a
+// pipeline-parallel run of the configuration would do, before it runs: the schedule, the model's
+// blocks as profiled here, the partition into stages with each stage's predicted time and memory,
+// and the simulated step (time, bubble, peak activations); in words, or as one JSON object.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +17,7 @@ namespace {
 struct PipelineArgs {
   std::vector<std::string> config_paths, overrides;
   std::string trace, csv;
+  bool json = false;
 };
 
 // The simulated step as a Chrome trace: a process per rank, a slice per action.
@@ -41,6 +42,54 @@ std::string trace_json(const train::PipelinePlan& p) {
   return nlohmann::json{{"traceEvents", events}}.dump();
 }
 
+// --json: the plan describe_plan() puts in words, as numbers (seconds, bytes, counts).
+nlohmann::ordered_json plan_json(const train::PipelinePlan& p) {
+  const auto& s = p.schedule;
+  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+  for (const auto& b : p.blocks) blocks.push_back(b.name);
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < p.partition.stages.size(); ++i) {
+    const auto& stage = p.partition.stages[i];
+    const auto& cost = p.stage_costs[i];
+    stages.push_back(
+        {{"stage", i},
+         {"rank", s.stage_rank[i]},
+         {"blocks", stage.blocks},
+         {"first_block", p.blocks[static_cast<size_t>(stage.first_block)].name},
+         {"last_block", p.blocks[static_cast<size_t>(stage.first_block + stage.blocks - 1)].name},
+         {"forward_seconds", cost.forward_seconds},
+         {"backward_input_seconds", cost.backward_input_seconds},
+         {"backward_weight_seconds", cost.backward_weight_seconds},
+         {"send_seconds", cost.send_seconds},
+         {"memory_bytes", stage.memory_bytes},
+         {"in_flight", p.simulation.peak_in_flight[i]}});
+  }
+  nlohmann::ordered_json better = nullptr;
+  if (p.better_microbatches > 0) {
+    better = {{"microbatches", p.better_microbatches},
+              {"bubble", p.better_bubble},
+              {"step_seconds", p.better_step_seconds}};
+  }
+  return {{"model", p.model},
+          {"blocks", blocks},
+          {"schedule", s.name},
+          {"ranks", s.ranks},
+          {"chunks", s.chunks()},
+          {"microbatches", s.microbatches},
+          {"microbatch_samples", p.microbatch_samples},
+          {"partition", p.manual_split ? "parallel.pipeline.split" : "automatic"},
+          {"split", p.partition.split_counts()},
+          {"stages", stages},
+          {"resident_bytes", p.resident_bytes},
+          {"slowest_stage_seconds", p.partition.slowest_seconds()},
+          {"uniform_slowest_seconds", p.uniform_slowest_seconds},
+          {"parameter_balanced_slowest_seconds", p.parameter_balanced_slowest_seconds},
+          {"simulated_step_seconds", p.simulation.step_seconds},
+          {"bubble", p.simulation.bubble_fraction},
+          {"samples_per_second", p.samples_per_second()},
+          {"better_microbatches", better}};
+}
+
 }  // namespace
 
 Command add_pipeline_command(CLI::App& app) {
@@ -54,19 +103,21 @@ Command add_pipeline_command(CLI::App& app) {
   add_set_option(sub, args->overrides);
   sub->add_option("--trace", args->trace, "Write the simulated step as a Chrome trace (JSON)");
   sub->add_option("--csv", args->csv, "Write the schedule's actions as CSV (one row per rank)");
+  sub->add_flag("--json", args->json, "Print the plan as one JSON object instead of in words");
   return {sub, [args] {
             const Config config = load_run_config(args->config_paths, args->overrides);
             const train::PipelinePlan plan = train::plan_pipeline(config, detect_topology());
-            std::fputs(train::describe_plan(plan).c_str(), stdout);
+            if (!args->json) std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
               train::replace_file_atomically(args->trace, trace_json(plan));
-              std::printf("trace: %s\n", args->trace.c_str());
+              if (!args->json) std::printf("trace: %s\n", args->trace.c_str());
             }
             if (!args->csv.empty()) {
               train::replace_file_atomically(args->csv,
                                              parallel::pipeline::schedule_to_csv(plan.schedule));
-              std::printf("schedule: %s\n", args->csv.c_str());
+              if (!args->json) std::printf("schedule: %s\n", args->csv.c_str());
             }
+            if (args->json) std::printf("%s\n", plan_json(plan).dump().c_str());
             return 0;
           }};
 }

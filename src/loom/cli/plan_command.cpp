@@ -3,6 +3,7 @@
 // preprocessing would buy (see profile/cost_planner.h for the arithmetic and its assumptions).
 // `loom plan RUN_DIR --workers N [--servers 1,2,4] [--link-gbit G]`: ring all-reduce or
 // parameter servers for the run's gradients on such a cluster (profile/exchange_planner.h).
+// `--json` prints both as one JSON object, for scripts and tests, instead of the tables.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ struct PlanArgs {
   int workers = 0;
   std::vector<int> servers;
   double link_gbit = 0;
+  bool json = false;  // one JSON object instead of the tables
 };
 
 profile::RunMeasurement measurement_of(const std::string& run_dir) {
@@ -76,9 +78,32 @@ void print_what_if(const profile::WhatIf& w, const profile::RunMeasurement& run,
   }
 }
 
+void print_costs(const profile::CostPlan& plan, const PlanArgs& a) {
+  const profile::RunMeasurement& run = plan.run;
+  std::printf(
+      "run %s: %.1f samples/s on %d cores, data wait %.1f%% of the step, input pipeline %.3g "
+      "CPU ms/sample\n\n",
+      a.run_dir.c_str(), run.samples_per_second, run.usable_cores, 100 * run.data_wait_share,
+      1e3 * run.cpu_seconds_per_sample);
+  std::printf("to train %.3g samples:\n", a.samples);
+  print_instances(plan.instances, a.samples);
+  if (!plan.what_if) {
+    std::printf(
+        "\n(no what-if: the price list needs an instance with a throughput and a CPU-only one)\n");
+    return;
+  }
+  print_what_if(*plan.what_if, run, plan.trainer, plan.worker);
+}
+
+// The exchange plan and where its M and B came from.
+struct ExchangeReport {
+  profile::ExchangePlan plan;
+  std::string m_basis, b_basis;
+};
+
 // M and B for the exchange plan: the run's gradient bytes per step (else its parameters as
 // fp32), and the link speed given, else what the run's own exchange reached.
-void print_exchange_plan(const PlanArgs& a) {
+ExchangeReport plan_exchange_of(const PlanArgs& a) {
   const std::string path = a.run_dir + "/summary.json";
   const nlohmann::json s = nlohmann::json::parse(read_user_file(path, "RUN_DIR"));
   const nlohmann::json dp = s.value("data_parallel", nlohmann::json::object());
@@ -115,11 +140,16 @@ void print_exchange_plan(const PlanArgs& a) {
   if (servers.empty()) {
     for (int k = 1; k <= 2 * a.workers; k *= 2) servers.push_back(k);
   }
-  const auto plan = profile::plan_exchange(m, a.workers, b, servers);
+  return {profile::plan_exchange(m, a.workers, b, servers), m_basis, b_basis};
+}
+
+void print_exchange_plan(const ExchangeReport& report) {
+  const profile::ExchangePlan& plan = report.plan;
   std::printf(
       "gradient exchange for %d workers: M = %.1f MB per step (%s), B = %.1f MB/s per "
       "host link (%s)\n",
-      a.workers, m / 1e6, m_basis.c_str(), b / 1e6, b_basis.c_str());
+      plan.workers, plan.gradient_bytes / 1e6, report.m_basis.c_str(),
+      plan.link_bytes_per_second / 1e6, report.b_basis.c_str());
   std::printf("  ring all-reduce: %s\n", plan.ring_arithmetic.c_str());
   for (const auto& option : plan.options) {
     std::printf("  %d server%s: %s (%.2fx the ring's time)\n", option.servers,
@@ -142,30 +172,106 @@ void print_exchange_plan(const PlanArgs& a) {
   }
 }
 
+// --json: the numbers the tables and sentences show, under the names the Python package's
+// loom.plan_costs() uses for the same things.
+nlohmann::ordered_json exchange_json(const ExchangeReport& report) {
+  const profile::ExchangePlan& p = report.plan;
+  nlohmann::ordered_json options = nlohmann::ordered_json::array();
+  for (const auto& o : p.options)
+    options.push_back({{"servers", o.servers}, {"seconds", o.seconds}});
+  return {{"workers", p.workers},
+          {"gradient_bytes", p.gradient_bytes},
+          {"gradient_bytes_basis", report.m_basis},
+          {"link_bytes_per_second", p.link_bytes_per_second},
+          {"link_basis", report.b_basis},
+          {"ring_seconds", p.ring_seconds},
+          {"options", options},
+          {"break_even_servers", p.break_even_servers},
+          {"best_servers", p.best_servers},
+          {"choice", p.best_servers > 0 ? "parameter_servers" : "ring"}};
+}
+
+nlohmann::ordered_json costs_json(const profile::CostPlan& plan, double samples) {
+  nlohmann::ordered_json instances = nlohmann::ordered_json::array();
+  for (const auto& e : plan.instances) {
+    nlohmann::ordered_json row = {{"name", e.instance.name},
+                                  {"vcpus", e.instance.vcpus},
+                                  {"gpus", e.instance.gpus},
+                                  {"price_per_hour", e.instance.price_per_hour},
+                                  {"spot_price_per_hour", e.instance.spot_price_per_hour},
+                                  {"basis", e.basis},
+                                  {"samples_per_second", nullptr}};
+    if (e.samples_per_second) {
+      row["samples_per_second"] = *e.samples_per_second;
+      row["samples_per_dollar"] = e.samples_per_dollar();
+      row["hours"] = e.hours_for(samples);
+      row["cost"] = e.cost_for(samples);
+      row["spot_cost"] = e.instance.spot_price_per_hour > 0
+                             ? nlohmann::ordered_json(e.spot_cost_for(samples))
+                             : nlohmann::ordered_json(nullptr);
+    }
+    instances.push_back(row);
+  }
+  nlohmann::ordered_json what_if = nullptr;
+  if (plan.what_if) {
+    const profile::WhatIf& w = *plan.what_if;
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const auto& r : w.rows) {
+      rows.push_back({{"cpu_instances", r.cpu_instances},
+                      {"samples_per_second", r.samples_per_second},
+                      {"price_per_hour", r.price_per_hour},
+                      {"samples_per_dollar", r.samples_per_dollar()},
+                      {"spot_price_per_hour", r.spot_price_per_hour},
+                      {"spot_samples_per_dollar", r.spot_samples_per_dollar()}});
+    }
+    what_if = {{"model_rate", w.model_rate},
+               {"local_input_rate", w.local_input_rate},
+               {"shared_cores", w.shared_cores},
+               {"per_instance_rate", w.per_instance_rate},
+               {"break_even", w.break_even},
+               {"best_value", w.best_value},
+               {"rows", rows}};
+  }
+  const profile::RunMeasurement& r = plan.run;
+  return {{"run",
+           {{"samples_per_second", r.samples_per_second},
+            {"usable_cores", r.usable_cores},
+            {"data_wait_share", r.data_wait_share},
+            {"cpu_seconds_per_sample", r.cpu_seconds_per_sample}}},
+          {"samples", samples},
+          {"instances", instances},
+          {"trainer", plan.trainer.empty() ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json(plan.trainer)},
+          {"worker", plan.worker.empty() ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(plan.worker)},
+          {"what_if", what_if}};
+}
+
 int run_plan(PlanArgs a) {
-  if (a.workers > 0) {
-    print_exchange_plan(a);
-    if (a.prices.empty()) return 0;
-    std::printf("\n");
-  } else if (a.prices.empty()) {
+  if (a.workers <= 0 && a.prices.empty()) {
     throw ConfigError("--prices: give a price list, or --workers N for the gradient exchange");
   }
-  const auto run = measurement_of(a.run_dir);
-  const auto prices = profile::parse_prices(read_user_file(a.prices, "--prices"), a.prices);
-  const profile::CostPlan plan = profile::plan_costs(run, prices, a.trainer, a.worker);
-  std::printf(
-      "run %s: %.1f samples/s on %d cores, data wait %.1f%% of the step, input pipeline %.3g "
-      "CPU ms/sample\n\n",
-      a.run_dir.c_str(), run.samples_per_second, run.usable_cores, 100 * run.data_wait_share,
-      1e3 * run.cpu_seconds_per_sample);
-  std::printf("to train %.3g samples:\n", a.samples);
-  print_instances(plan.instances, a.samples);
-  if (!plan.what_if) {
-    std::printf(
-        "\n(no what-if: the price list needs an instance with a throughput and a CPU-only one)\n");
-    return 0;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (a.workers > 0) {
+    const ExchangeReport exchange = plan_exchange_of(a);
+    if (a.json) {
+      out["exchange"] = exchange_json(exchange);
+    } else {
+      print_exchange_plan(exchange);
+      if (!a.prices.empty()) std::printf("\n");
+    }
   }
-  print_what_if(*plan.what_if, run, plan.trainer, plan.worker);
+  if (!a.prices.empty()) {
+    const auto run = measurement_of(a.run_dir);
+    const auto prices = profile::parse_prices(read_user_file(a.prices, "--prices"), a.prices);
+    const profile::CostPlan plan = profile::plan_costs(run, prices, a.trainer, a.worker);
+    if (a.json) {
+      out["costs"] = costs_json(plan, a.samples);
+    } else {
+      print_costs(plan, a);
+    }
+  }
+  if (a.json) std::printf("%s\n", out.dump().c_str());
   return 0;
 }
 
@@ -195,6 +301,9 @@ Command add_plan_command(CLI::App& app) {
   sub->add_option("--link-gbit", args->link_gbit,
                   "Each host's link in Gbit/s (default: what the run's own exchange reached)")
       ->group(group);
+  sub->add_flag("--json", args->json,
+                "Print the plan as one JSON object (keys \"exchange\" and \"costs\") instead "
+                "of tables");
   return {sub, [args] { return run_plan(*args); }};
 }
 

@@ -1,8 +1,9 @@
-// `loom version`: Loom's version and the LibTorch it runs on.
+// `loom version [--json]`: Loom's version and the LibTorch it runs on.
 #include <ATen/Context.h>
 #include <torch/version.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
 
@@ -10,7 +11,17 @@ namespace loom::cli {
 
 Command add_version_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("version", "Print the versions of Loom and LibTorch");
-  return {sub, [] {
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json, "Print them as one JSON object");
+  return {sub, [json] {
+            if (*json) {
+              const nlohmann::ordered_json out = {{"loom", LOOM_VERSION},
+                                                  {"libtorch", TORCH_VERSION},
+                                                  {"onednn", at::hasMKLDNN()},
+                                                  {"threads", at::get_num_threads()}};
+              std::printf("%s\n", out.dump().c_str());
+              return 0;
+            }
             std::printf("loom %s\nlibtorch %s (oneDNN %s, OpenMP threads available %d)\n",
                         LOOM_VERSION, TORCH_VERSION, at::hasMKLDNN() ? "yes" : "no",
                         at::get_num_threads());
