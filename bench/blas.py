@@ -7,7 +7,8 @@ LD_LIBRARY_PATH (what a machine without OpenBLAS resolves), the other as install
 
   matmul      1024x1024 fp32 products through LibTorch (Debian's python3-torch, the same
               LibTorch), GFLOP/s on 1 and 2 threads, best of a few
-  loom train  mlp and vit_tiny, runtime.precision=fp32, steady-state samples/s; summary.json
+  loom train  mlp (Fashion-MNIST) and vit_tiny (224x224 synthetic), runtime.precision=fp32,
+              steady-state samples/s; summary.json
               says which BLAS each run found, and the advisor's finding on the reference one
 
 Prints OpenBLAS / reference for each. Medians of R repeats.
@@ -54,10 +55,11 @@ def matmul_gflops(blas, threads):
     return float(out.strip())
 
 
-def train(loom, blas, model, steps):
+def train(loom, blas, model, steps, batch, data):
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([loom, "train", "--out", out, "--set", f"model={model}",
+        subprocess.run([loom, "train", "--out", out, "--set", f"model={model}", *data,
                         "--set", "runtime.precision=fp32", "--set", f"train.max_steps={steps}",
+                        "--set", f"data.batch_size={batch}",
                         "--set", "train.eval=false", "--set", "checkpoint.enabled=false",
                         "--set", "train.tensorboard=false"],
                        check=True, stdout=subprocess.DEVNULL, env=env_for(blas))
@@ -76,17 +78,19 @@ def main():
     if not os.path.exists(f"{LIB}/blas/libblas.so.3"):
         print("skipped: netlib's reference BLAS (libblas3) is not installed")
         return 0
-    # Steps per model: enough for a steady state on the reference BLAS, where vit_tiny takes
-    # about a second a step.
-    steps = {"mlp": 200, "vit_tiny": 30}
+    # Steps, batch and data per model: enough for a steady state, short enough on the reference
+    # BLAS, where vit_tiny (224x224 synthetic images, 196 patches) trains a few samples a second.
+    vit_data = ["--set", "data=synthetic", "--set", "data.image_size=224",
+                "--set", "data.channels=3"]
+    steps = {"mlp": (200, 64, []), "vit_tiny": (12, 16, vit_data)}
     runs = {}
     for _ in range(a.repeats):
         for blas in ("openblas", "reference"):
             for threads in (1, 2):
                 runs.setdefault(f"matmul {threads} thread(s), {blas}", []).append(
                     matmul_gflops(blas, threads))
-            for model, n in steps.items():
-                rate, found, advised = train(a.loom, blas, model, n)
+            for model, (n, batch, data) in steps.items():
+                rate, found, advised = train(a.loom, blas, model, n, batch, data)
                 runs.setdefault(f"loom train {model} fp32, {blas}", []).append(rate)
                 runs.setdefault(f"found {blas}", []).append(found)
                 runs.setdefault(f"advised {blas}", []).append(advised)

@@ -6,7 +6,8 @@ RandomResizedCrop(224) + flip + normalize, 2 loader threads:
      default contiguous NCHW layout and in channels_last, against `loom data bench` reading the
      same 54 batches (it runs on over the epoch boundaries; channels_last, as `loom train` feeds
      a convolutional model). Interleaved, medians of R repeats. Target: >= 0.9.
-  2. `loom train` on the same folder (a small CNN, 6 epochs, a metrics line per step): the data
+  2. `loom train` on the same folder (the CNN on 64x64 crops, one compute thread, 6 epochs, a
+     metrics line per step; the loader keeps up, so any wait is the epoch boundary's): the data
      wait of each epoch's first steps against the other steps'. With batches prefetched into the
      next epoch the first steps of an epoch should wait no longer than the rest.
 
@@ -39,7 +40,9 @@ def epoch_boundary_waits(loom, folder, steps_per_epoch):
              "--set", "data.workers=2", "--set", f"train.epochs={EPOCHS}",
              "--set", "train.log_every=1", "--set", "train.eval=false",
              "--set", "checkpoint.enabled=false", "--set", "model=cnn",
-             "--set", "runtime.threads=1", "--out", out],
+             "--set", "runtime.threads=1",
+             "--set", "data.transforms=[{random_resized_crop: 64}, random_horizontal_flip]",
+             "--out", out],
             check=True, capture_output=True, text=True)
         steps = []
         with open(os.path.join(out, "metrics.jsonl")) as f:
@@ -52,7 +55,7 @@ def epoch_boundary_waits(loom, folder, steps_per_epoch):
         if r["step"] <= steps_per_epoch:  # epoch 1: thread start-up
             continue
         wait_ms = 1e3 * r["phase_seconds"]["data_wait"]
-        ((r["step"] - 1) % steps_per_epoch < 2 and first or rest).append(wait_ms)
+        (first if (r["step"] - 1) % steps_per_epoch < 2 else rest).append(wait_ms)
     return statistics.median(first), statistics.median(rest), len(first), len(rest)
 
 
