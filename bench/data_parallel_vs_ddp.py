@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Data parallelism, measured three ways in one run, interleaved R times (medians):
+"""Data parallelism, measured four ways in one run, interleaved R times (medians):
 
   one      loom train, 1 rank x 2 threads, batch 64                      (the scaling baseline)
   loom-dp  loom launch --nproc-per-node 2 -- loom train, 2 ranks x 1 thread, global batch 64
   ddp      PyTorch DistributedDataParallel over Gloo, 2 ranks x 1 thread, global batch 64
+  py-loom  the same PyTorch script with its two DDP lines swapped for loom.distributed.init()
+           and loom.parallel.DataParallel (a user's own loop on Loom's exchange)
 
-on ResNet-18 at 64x64 (synthetic data), bf16 autocast + channels_last on all three. Prints the
-ratios the issue sets targets for: loom-dp / one (>= 0.97) and loom-dp / ddp (>= 1.1), and
-Loom's share of the all-reduce hidden behind backward.
+on ResNet-18 at 64x64 (synthetic data), bf16 autocast + channels_last on all four. Prints the
+ratios the issues set targets for: loom-dp / one (>= 0.97), loom-dp / ddp (>= 1.1),
+py-loom / ddp (>= 2) and py-loom / loom-dp (>= 0.95), and Loom's share of the all-reduce
+hidden behind backward.
 
 Usage: bench/data_parallel_vs_ddp.py [--loom build/bin/loom] [--repeats 3] [--steps 40]
 """
@@ -42,11 +45,15 @@ def run_loom(loom, args, ranks):
             return json.load(f)
 
 
-def run_ddp(steps):
+def run_ddp(steps, wrapper="ddp", loom=None):
+    env = dict(os.environ, LOOM_LOG_LEVEL="warn")
+    if loom:
+        env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(loom))),
+                                         "python")
     out = subprocess.run(["/usr/bin/python3", PEER, "--ranks", "2", "--threads", "1",
                           "--global-batch", "64", "--image-size", "64", "--steps", str(steps),
-                          "--precision", "bf16", "--channels-last"],
-                         check=True, capture_output=True, text=True).stdout
+                          "--precision", "bf16", "--channels-last", "--wrapper", wrapper],
+                         check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])["samples_per_second"]
 
 
@@ -60,7 +67,7 @@ def main():
     base = loom_args(a.steps)
     one_args = base + ["--set", "data.batch_size=64", "--set", "runtime.threads=2"]
     dp_args = base + ["--set", "data.global_batch=64"]
-    rates = {"one": [], "loom-dp": [], "ddp": []}
+    rates = {"one": [], "loom-dp": [], "ddp": [], "py-loom": []}
     overlap, exposed = [], []
     for _ in range(a.repeats):
         rates["one"].append(run_loom(a.loom, one_args, 1)["samples_per_second"])
@@ -69,6 +76,7 @@ def main():
         overlap.append(s["data_parallel"]["overlap"])
         exposed.append(s["step_time"]["share"]["comm_exposed"])
         rates["ddp"].append(run_ddp(a.steps))
+        rates["py-loom"].append(run_ddp(a.steps, "loom", a.loom))
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"ResNet-18 64x64 bf16+channels_last, global batch 64; medians of {a.repeats}")
@@ -76,6 +84,8 @@ def main():
         print(f"  {k:8} {med[k]:8.1f} samples/s   runs: {', '.join(f'{x:.1f}' for x in v)}")
     print(f"  loom-dp / one = {med['loom-dp'] / med['one']:.3f}  (target >= 0.97)")
     print(f"  loom-dp / ddp = {med['loom-dp'] / med['ddp']:.3f}  (target >= 1.1)")
+    print(f"  py-loom / ddp = {med['py-loom'] / med['ddp']:.3f}  (target >= 2)")
+    print(f"  py-loom / loom-dp = {med['py-loom'] / med['loom-dp']:.3f}  (target >= 0.95)")
     print(f"  all-reduce hidden behind backward: {100 * statistics.median(overlap):.0f}%, "
           f"exposed communication {100 * statistics.median(exposed):.1f}% of the step")
     if a.json:

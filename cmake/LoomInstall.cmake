@@ -47,16 +47,21 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/transform_pipeline.h
   loom/data/transform_registry.h
   loom/data/transforms.h
+  loom/models/loss.h
   loom/models/model.h
   loom/parallel/bucket_exchange.h
   loom/parallel/bucket_plan.h
   loom/parallel/data_parallel.h
   loom/parallel/grad_sync.h
+  loom/parallel/layout_plan.h
   loom/parallel/local_grad_sync.h
+  loom/parallel/parallel_layout.h
   loom/parallel/ps/part_plan.h
   loom/parallel/ps/ps_bucket_exchange.h
   loom/parallel/ps/ps_exchange.h
   loom/parallel/ps/ps_protocol.h
+  loom/parallel/replicated_layout.h
+  loom/parallel/step_executor.h
   loom/profile/advisor.h
   loom/profile/autotuner.h
   loom/profile/cost_plan.h
@@ -67,6 +72,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/profile/trace_writer.h
   loom/train/data_stream.h
   loom/train/durable_file.h
+  loom/train/job.h
   loom/train/runtime_choice.h
   loom/train/summary.h
   loom/train/trainer.h

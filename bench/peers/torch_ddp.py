@@ -4,6 +4,9 @@ over Gloo (c10d), the same model, synthetic data, optimizer and per-rank batch, 
 process started here. Prints one JSON object from rank 0: samples_per_second over all ranks
 (steady state: the first min(5, steps/10) steps are not timed, as in Loom's summary).
 
+--wrapper loom runs the very same script with its two DDP lines swapped for Loom's
+(loom.distributed.init() and loom.parallel.DataParallel): a user's own loop on Loom's exchange.
+
 Usage: torch_ddp.py --ranks 2 --threads 1 --global-batch 64 --image-size 64 --steps 40
 """
 import argparse
@@ -30,12 +33,21 @@ def rank_main(rank, a, port, result):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(a.threads)
-    dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
+    if a.wrapper == "loom":
+        import loom
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(a.ranks), LOCAL_RANK=str(rank),
+                          LOCAL_WORLD_SIZE=str(a.ranks))
+        loom.distributed.init()
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=a.classes)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = model.to(memory_format=fmt)
-    ddp = nn.parallel.DistributedDataParallel(model)
+    if a.wrapper == "loom":
+        ddp = loom.parallel.DataParallel(model)
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
@@ -64,7 +76,8 @@ def rank_main(rank, a, port, result):
             timed += time.perf_counter() - t0
     if rank == 0:
         result.put((a.steps - warmup) * a.global_batch / timed)
-    dist.destroy_process_group()
+    if a.wrapper == "ddp":
+        dist.destroy_process_group()
 
 
 def main():
@@ -77,6 +90,7 @@ def main():
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--wrapper", default="ddp", choices=["ddp", "loom"])
     a = p.parse_args()
     ctx = mp.get_context("spawn")
     result = ctx.Queue()
@@ -88,7 +102,8 @@ def main():
     for proc in procs:
         proc.join()
     print(json.dumps({"samples_per_second": rate, "ranks": a.ranks, "threads": a.threads,
-                      "precision": a.precision, "channels_last": a.channels_last}))
+                      "precision": a.precision, "channels_last": a.channels_last,
+                      "wrapper": a.wrapper}))
 
 
 if __name__ == "__main__":

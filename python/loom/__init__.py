@@ -13,7 +13,7 @@ import torch  # noqa: F401  (first: the extension hands over torch tensors)
 
 from . import _loom
 from ._loom import CommError, ConfigError, DataError, Error, TimeoutError, __version__
-from . import data, runtime
+from . import data, distributed, parallel, runtime
 from ._run import plan, train
 
 __all__ = [
@@ -24,6 +24,8 @@ __all__ = [
     "TimeoutError",
     "__version__",
     "data",
+    "distributed",
+    "parallel",
     "plan",
     "runtime",
     "train",

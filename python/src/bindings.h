@@ -21,6 +21,9 @@ void bind_config(py::module_& m);
 void bind_data(py::module_& m);
 // train() and plan_costs(): the trainer and the cost planner.
 void bind_train(py::module_& m);
+// Job and ReplicaSync: the job a script's process is a rank of, and data parallelism for a
+// user's own module (loom.distributed, loom.parallel).
+void bind_parallel(py::module_& m);
 // configure_runtime(): the process-wide choices `loom train` makes, for scripts that opt in.
 void bind_runtime(py::module_& m);
 

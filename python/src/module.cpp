@@ -14,5 +14,6 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::bind_config(m);
   loom::python::bind_data(m);
   loom::python::bind_train(m);
+  loom::python::bind_parallel(m);
   loom::python::bind_runtime(m);
 }

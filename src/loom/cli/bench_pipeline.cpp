@@ -25,6 +25,7 @@
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
+#include "loom/parallel/pipeline/pipeline_layout.h"
 #include "loom/train/pipeline_plan.h"
 #include "loom/train/pipeline_run.h"
 
@@ -59,13 +60,13 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   // Every rank plans at the same time, so that the blocks are profiled while the other cores
   // are as busy as they will be in the run; rank 0's plan is the one used (profiles differ a
   // little between processes).
-  const train::PipelinePlan plan = train::plan_pipeline(config, topology);
+  const train::PipelinePlan plan = train::plan_pipeline(config, config.data.batch_size, topology);
   const pp::Schedule& schedule = plan.schedule;
   const std::vector<int> split =
-      train::shared_split(comm.get(), plan.partition.split_counts(), schedule.stages);
+      pp::shared_split(comm.get(), plan.partition.split_counts(), schedule.stages);
 
   // The model, on one fixed batch.
-  train::ModelOnBatch setup = train::model_on_first_batch(config, topology);
+  train::ModelOnBatch setup = train::model_on_first_batch(config, config.data.batch_size, topology);
   auto& model = setup.model;
   const train::RuntimeChoice& runtime = setup.runtime;
   at::set_num_threads(world.world > 1 ? 1 : topology.usable_cores);
@@ -84,8 +85,7 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   std::vector<at::Tensor> mine;
   if (world.world > 1) {
     const auto stages = pp::stage_blocks(model->blocks(), split);
-    const models::NamedTensors owned =
-        train::keep_own_stages(stages, schedule, world.rank).parameters;
+    const models::NamedTensors owned = pp::keep_own_stages(stages, schedule, world.rank).parameters;
     for (auto& [name, p] : owned) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(owned);
     pp::PipelineExecutorOptions options;
@@ -115,7 +115,7 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  const std::vector<double> peaks = train::peak_bytes_by_rank(comm.get());
+  const std::vector<double> peaks = pp::peak_bytes_by_rank(comm.get());
   if (!leader) return 0;
 
   const double measured = upper_median(seconds);

@@ -110,7 +110,8 @@ int run_bench(const BenchArgs& a) {
   const at::Device device = data::parse_feed_device(a.device, "--device");
   const double baseline_mb = resident_megabytes();
   train::TrainData data =
-      train::load_train_data(config, topology.usable_cores, 0, 1, /*pin_memory=*/device.is_cuda());
+      train::load_train_data(config, config.data.batch_size, topology.usable_cores, 0, 1,
+                             /*pin_memory=*/device.is_cuda());
   const auto* loader = dynamic_cast<const data::Loader*>(data.train.get());
   data::Feeder feeder(data.stats, at::MemoryFormat::ChannelsLast, device);
   // Batches run on over epoch boundaries, as training reads them.

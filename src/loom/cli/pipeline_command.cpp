@@ -106,7 +106,8 @@ Command add_pipeline_command(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print the plan as one JSON object instead of in words");
   return {sub, [args] {
             const Config config = load_run_config(args->config_paths, args->overrides);
-            const train::PipelinePlan plan = train::plan_pipeline(config, detect_topology());
+            const train::PipelinePlan plan =
+                train::plan_pipeline(config, config.data.batch_size, detect_topology());
             if (!args->json) std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
               train::replace_file_atomically(args->trace, trace_json(plan));

@@ -33,6 +33,7 @@ void Progress::on_start(const train::RunInfo& info) {
   std::fprintf(out_, "  memory_format  %s (%s)\n", r.memory_format.c_str(),
                r.memory_format_reason.c_str());
   std::fprintf(out_, "  threads        %d (%s)\n", r.threads, r.threads_reason.c_str());
+  std::fprintf(out_, "  layout         %s\n", info.layout.c_str());
   const long long planned = info.epochs * info.steps_per_epoch;
   std::fprintf(out_, "  plan           %lld steps: %lld epochs x %lld steps%s\n",
                static_cast<long long>(info.total_steps), static_cast<long long>(info.epochs),

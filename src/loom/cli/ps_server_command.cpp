@@ -39,17 +39,15 @@ int run_ps_server(const PsServerArgs& args) {
         "loom ps-server: started as the only rank; start it with its workers (loom launch "
         "--servers K, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as for loom train)");
   }
-  auto rendezvous = comm::Rendezvous::connect(world, comm_options(config).timeout);
-  auto communicator = job_communicator(config, rendezvous);
-  const PsJob job = join_ps_job(config, *rendezvous);
-  if (!job.roles.is_server(world.rank)) {
+  train::Job job = train::join_job(config, world);
+  if (!job.plan.serves()) {
     throw ConfigError("config key 'parallel.ps.servers': loom ps-server runs as rank " +
                       std::to_string(world.rank) + " of " + std::to_string(world.world) +
-                      ", but with " + std::to_string(job.roles.servers) +
+                      ", but with " + std::to_string(job.plan.servers) +
                       " server(s) only the last ranks serve; set it to the number of servers "
                       "started (loom launch --servers K sets it for its ranks)");
   }
-  return serve_parameters(*communicator, job, config, args.out_dir);
+  return report_serving(job, train::serve_parameters(job, config, args.out_dir));
 }
 
 }  // namespace

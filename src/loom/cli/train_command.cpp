@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "loom/core/settings.h"
 #include "loom/core/termination.h"
 #include "loom/core/topology.h"
+#include "loom/train/job.h"
 #include "loom/train/trainer.h"
 
 namespace loom::cli {
@@ -76,6 +78,36 @@ void print_step_time(const train::TrainSummary& s) {
                 s.peak_dtype.c_str());
   }
   std::printf("\n");
+}
+
+// How the ranks shared the work: the gradient exchange over the workers or replicas, and a
+// pipeline's schedule and memory.
+void print_layout(const train::TrainSummary& s) {
+  const parallel::LayoutPlan& plan = s.plan;
+  const parallel::LayoutReport& layout = s.layout;
+  if (plan.servers > 0) {
+    std::printf(
+        "%s\n  %d workers, %.1f MB pushed and pulled per step, %.0f%% of it hidden behind "
+        "backward\n",
+        layout.exchange.c_str(), plan.trainers, s.comm_bytes_per_step / 1e6, 100 * s.comm_overlap);
+  } else if (plan.replicas > 1) {
+    std::printf(
+        "data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
+        "of it hidden behind backward\n",
+        plan.replicas, layout.backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
+        100 * s.comm_overlap);
+  }
+  if (plan.pipeline_ranks > 1) {
+    std::string peaks;
+    for (double bytes : layout.peak_bytes) {
+      peaks += (peaks.empty() ? "" : " / ") + std::to_string(std::lround(bytes / (1 << 20)));
+    }
+    std::printf(
+        "pipeline: %d ranks over %s, %s schedule, %lld micro-batches, blocks per stage %s, peak "
+        "tensor memory per rank %s MB\n",
+        plan.pipeline_ranks, layout.backend.c_str(), layout.schedule.c_str(),
+        static_cast<long long>(plan.step.micro_batches), layout.split.c_str(), peaks.c_str());
+  }
 }
 
 // "autotune: data.workers 1 -> 2, runtime.threads 2 -> 1: 412 samples/s (380 at the start) ..."
@@ -156,45 +188,21 @@ int run_train(const TrainArgs& args) {
   // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel, or
   // a pipeline's stages.
   const comm::WorldInfo world = comm::world_from_environment();
-  std::unique_ptr<comm::Communicator> communicator, workers;
-  if (config.parallel.mode == "ps" && world.world < 2) {
-    throw ConfigError(
-        "config key 'parallel.mode': ps needs parameter servers besides the workers: loom launch "
-        "--nproc-per-node N --servers K -- loom train ...");
-  }
+  std::optional<train::Job> job;
   if (world.world > 1) {
     if (args.out_dir.empty()) {
       throw ConfigError(
           "--out: a run of several ranks needs an output directory that every rank "
           "names the same (e.g. --out runs/ddp)");
     }
-    auto rendezvous = comm::Rendezvous::connect(world, comm_options(config).timeout);
-    communicator = job_communicator(config, rendezvous);
-    options.communicator = communicator.get();
-    options.make_group = [backend = config.comm.backend, rendezvous,
-                          group_options = communicator->options()](const std::vector<int>& ranks,
-                                                                   const std::string& name) {
-      return comm::make_group_communicator(backend, rendezvous, ranks, name, group_options);
-    };
-    if (config.parallel.mode == "ps") {
-      // The last ranks serve; the workers train as data-parallel ranks among themselves and
-      // send their gradients through the whole job's communicator.
-      const PsJob job = join_ps_job(config, *rendezvous);
-      if (job.roles.is_server(world.rank)) {
-        // A server serves until its workers end, also after SIGTERM: preempted workers commit
-        // a checkpoint that needs the server's state.
-        catch_termination();
-        return serve_parameters(*communicator, job, config, args.out_dir);
-      }
-      std::vector<int> worker_ranks;
-      for (int r = 0; r < job.roles.workers; ++r) worker_ranks.push_back(r);
-      workers = options.make_group(worker_ranks, "ps-workers");
-      options.communicator = workers.get();
-      options.ps_world = communicator.get();
-      options.ps.roles = job.roles;
-      options.ps.job = job.job;
-      options.ps.server_hosts = job.server_hosts;
+    job = train::join_job(config, world);
+    if (job->plan.serves()) {
+      // A server serves until its workers end, also after SIGTERM: preempted workers commit
+      // a checkpoint that needs the server's state.
+      catch_termination();
+      return report_serving(*job, train::serve_parameters(*job, config, args.out_dir));
     }
+    job->fill(options);
     // The ranks of a host share its cores.
     options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
   }
@@ -246,29 +254,7 @@ int run_train(const TrainArgs& args) {
     }
     std::printf("\n");
   }
-  if (!s.ps_servers.empty()) {
-    std::printf(
-        "%s\n  %d workers, %.1f MB pushed and pulled per step, %.0f%% of it hidden behind "
-        "backward\n",
-        s.grad_exchange.c_str(), s.ranks, s.comm_bytes_per_step / 1e6, 100 * s.comm_overlap);
-  } else if (s.ranks > 1) {
-    std::printf(
-        "data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
-        "of it hidden behind backward\n",
-        s.ranks, s.comm_backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
-        100 * s.comm_overlap);
-  }
-  if (s.pipeline_ranks > 1) {
-    std::string peaks;
-    for (double bytes : s.pipeline_peak_bytes) {
-      peaks += (peaks.empty() ? "" : " / ") + std::to_string(std::lround(bytes / (1 << 20)));
-    }
-    std::printf(
-        "pipeline: %d ranks over %s, %s schedule, %lld micro-batches, blocks per stage %s, peak "
-        "tensor memory per rank %s MB\n",
-        s.pipeline_ranks, s.comm_backend.c_str(), s.pipeline_schedule.c_str(),
-        static_cast<long long>(s.pipeline_microbatches), s.pipeline_split.c_str(), peaks.c_str());
-  }
+  print_layout(s);
   print_autotune(s, options.out_dir);
   for (const auto& f : s.findings) {
     std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());

@@ -10,8 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "loom/data/loader_state.h"
+#include "loom/data/remote/remote_worker_stats.h"
 
 namespace loom::data {
 
@@ -78,6 +81,15 @@ class BatchSource {
   // does); they never change which batches come out. Sources without workers ignore them.
   virtual void set_threads(int /*threads*/) {}
   virtual void set_prefetch_batches(int /*batches*/) {}
+
+  // Who builds the batches, for messages about a wait ("the local loader (2 threads)").
+  virtual std::string describe_producers() const = 0;
+  // Remote data workers feeding the source (data.remote.workers): each one's record, the batches
+  // this process's own threads delivered, and the CPU time spent receiving and checking workers'
+  // batches. A local source has no workers.
+  virtual std::vector<RemoteWorkerStats> worker_stats() const { return {}; }
+  virtual int64_t local_batches() const { return 0; }
+  virtual double receive_cpu_seconds() const { return 0; }
 };
 
 }  // namespace loom::data

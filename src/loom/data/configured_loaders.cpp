@@ -111,8 +111,8 @@ DataSets open_data_sets(const Config& config) {
   return {s.train, s.test};
 }
 
-ConfiguredLoaders make_loaders(const Config& config, int usable_cores, int rank, int world,
-                               bool pin_memory, bool with_test) {
+ConfiguredLoaders make_loaders(const Config& config, int64_t batch_size, int usable_cores, int rank,
+                               int world, bool pin_memory, bool with_test) {
   const DataConfig& d = config.data;
   const bool encoded = is_encoded(d);
   Splits splits = encoded ? encoded_splits(config, with_test) : in_memory_splits(config);
@@ -127,7 +127,7 @@ ConfiguredLoaders make_loaders(const Config& config, int usable_cores, int rank,
   options.policy = bad_sample_policy(d.bad_samples);
   options.max_bad_fraction = d.max_bad_fraction;
   options.max_pixels = d.max_pixels;
-  options.batch_size = d.batch_size;
+  options.batch_size = batch_size;
   options.pin_memory = pin_memory;
   options.transforms = pipeline(d.transforms, splits.default_train, splits, "data.transforms");
   const TransformPipeline& train_transforms = *options.transforms;

@@ -30,12 +30,14 @@ struct ConfiguredLoaders {
 };
 
 // Loads (or generates) the data set; `usable_cores` sizes auto loader threads. The training
-// loader reads this rank's share of every epoch (data.shard); the test loader reads this rank's
-// part of the test split (all ranks together read each test sample once). `pin_memory` puts
+// loader reads batches of `batch_size` (data.batch_size, or the micro-batch a run's layout plan
+// derived from it), this rank's share of every epoch (data.shard); the test loader reads this
+// rank's part of the test split (all ranks together read each test sample once). `pin_memory` puts
 // batches in page-locked memory for a Feeder on a CUDA device. Throws DataError naming the path
 // when files are missing, ConfigError naming the key for inconsistent transforms. Without
 // `with_test` the test split is neither opened nor loaded.
-ConfiguredLoaders make_loaders(const Config& config, int usable_cores, int rank = 0, int world = 1,
-                               bool pin_memory = false, bool with_test = true);
+ConfiguredLoaders make_loaders(const Config& config, int64_t batch_size, int usable_cores,
+                               int rank = 0, int world = 1, bool pin_memory = false,
+                               bool with_test = true);
 
 }  // namespace loom::data

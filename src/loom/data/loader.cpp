@@ -79,6 +79,10 @@ int Loader::threads() const {
   return active_threads_;
 }
 
+std::string Loader::describe_producers() const {
+  return "the local loader (" + std::to_string(threads()) + " threads)";
+}
+
 Loader::~Loader() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

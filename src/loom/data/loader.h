@@ -4,8 +4,8 @@
 // the EpochOrder, transform randomness keyed by (seed, epoch, sample index). So the output is
 // identical for any number of threads, and resuming at (epoch, step) needs nothing else.
 // Workers run ahead of the consumer by at most `prefetch_batches` batches, fewer when that many
-// would exceed `prefetch_bytes`, on into the next epoch (OrderedWindow). Batch memory comes from LibTorch's CPU allocator, which Loom's
-// caching allocator turns into reused slabs.
+// would exceed `prefetch_bytes`, on into the next epoch (OrderedWindow). Batch memory comes from
+// LibTorch's CPU allocator, which Loom's caching allocator turns into reused slabs.
 //
 // Bad samples: under `skip` (default) a sample that cannot be read or decoded is counted by
 // reason and left out of its batch (which comes out shorter); under `substitute` it is replaced
@@ -74,6 +74,7 @@ class Loader : public BatchSource {
   // Batches prepared ahead at most: prefetch_batches, capped by prefetch_bytes.
   int prefetch_depth() const;
   int threads() const;
+  std::string describe_producers() const override;
   int64_t batch_bytes() const;
 
   // Builds one batch on the calling thread (what a worker thread does, and a remote data worker
@@ -100,8 +101,8 @@ class Loader : public BatchSource {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   mutable bool stopping_ = false;
-  int depth_ = 1;                    // batches prepared ahead at most
-  int active_threads_ = 1;           // workers with an index below this build batches
+  int depth_ = 1;                 // batches prepared ahead at most
+  int active_threads_ = 1;        // workers with an index below this build batches
   mutable OrderedWindow window_;  // workers claim batches in it; producer = worker index
   mutable LoaderStats stats_;
   mutable int logged_bad_ = 0;

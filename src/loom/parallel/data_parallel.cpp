@@ -1,6 +1,7 @@
 #include "loom/parallel/data_parallel.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -204,6 +205,7 @@ void DataParallel::prepare() {
   gradients_seen_ = 0;
   next_bucket_ = 0;
   started_ = false;
+  finish_queued_ = false;
   for (auto& bucket : buckets_) {
     bucket.pending = static_cast<int>(bucket.parameters.size());
     bucket.work.reset();
@@ -221,6 +223,11 @@ void DataParallel::on_gradient_ready(int parameter) {
     param.mutable_grad() = alias;
   }
   if (!sync_enabled() || ready_[parameter]) return;
+  if (options_.finish_in_backward && !finish_queued_) {
+    // Runs on this thread once the whole backward is done, before backward() returns.
+    finish_queued_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish(); });
+  }
   ready_[parameter] = 1;
   ++gradients_seen_;
   const int index = bucket_of_[parameter];

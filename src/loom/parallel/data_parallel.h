@@ -49,6 +49,9 @@ struct DataParallelOptions {
   bool broadcast_buffers = true;
   // Reduce buckets in this type (bf16 or fp16) to halve the bytes moved; nullopt: as they are.
   std::optional<c10::ScalarType> compression;
+  // finish() runs by itself when a synchronised backward ends (autograd's final callback), for
+  // a training loop that calls its optimizer directly, as with torch's DistributedDataParallel.
+  bool finish_in_backward = false;
 };
 
 class DataParallel : public GradSync {
@@ -123,6 +126,7 @@ class DataParallel : public GradSync {
   int gradients_seen_ = 0;
   std::size_t next_bucket_ = 0;  // buckets before it have started
   bool started_ = false;         // this step's exchange has begun, at first_start_
+  bool finish_queued_ = false;   // finish_in_backward: this backward's finish() is queued
   std::chrono::steady_clock::time_point first_start_;
   SyncStats stats_;
 };

@@ -9,7 +9,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
-#include "loom/train/data_parallel_run.h"
+#include "loom/train/layout_factory.h"
 
 namespace loom::train {
 namespace {

@@ -28,8 +28,9 @@ DataStream::DataStream(const Config& config, DataStreamOptions options)
   const int cores =
       options_.usable_cores > 0 ? options_.usable_cores : detect_topology().usable_cores;
   // Only the training split: a training loop evaluates with its own code.
-  TrainData data = load_train_data(config, cores, options_.rank, options_.world,
-                                   /*pin_memory=*/device_.is_cuda(), /*with_test=*/false);
+  TrainData data =
+      load_train_data(config, config.data.batch_size, cores, options_.rank, options_.world,
+                      /*pin_memory=*/device_.is_cuda(), /*with_test=*/false);
   source_ = std::move(data.train);
   channel_stats_ = data.stats;
   if (options_.normalize) {

@@ -135,11 +135,12 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
 
 }  // namespace
 
-ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology) {
+ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
+                                  const Topology& topology) {
   at::manual_seed(static_cast<uint64_t>(config.seed));
   const CachingCpuAllocator* allocator = installed_caching_cpu_allocator();
   const size_t before = allocator ? allocator->stats().bytes_in_use : 0;
-  TrainData data = load_train_data(config, topology.usable_cores);
+  TrainData data = load_train_data(config, batch_size, topology.usable_cores);
   ModelOnBatch out;
   out.model = models::make_model(config.model, data.input);
   out.runtime =
@@ -186,22 +187,22 @@ std::vector<int> parse_split(const std::string& text) {
   return split;
 }
 
-PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
+PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
   plan.schedule = pipeline_schedule(pc);
-  if (config.data.batch_size % pc.microbatches != 0) {
+  if (step_batch % pc.microbatches != 0) {
     throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
-                      std::to_string(config.data.batch_size) +
+                      std::to_string(step_batch) +
                       " samples (data.batch_size) does not "
                       "split into " +
                       std::to_string(pc.microbatches) + " equal micro-batches");
   }
-  plan.microbatch_samples = config.data.batch_size / pc.microbatches;
+  plan.microbatch_samples = step_batch / pc.microbatches;
 
   // One real micro-batch, as the first stage would feed it.
   use_configured_allocator("caching", topology.memory_bytes);
-  ModelOnBatch setup = model_on_first_batch(config, topology);
+  ModelOnBatch setup = model_on_first_batch(config, step_batch, topology);
   models::Model& model = *setup.model;
   plan.model = model.name();
   at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
@@ -253,7 +254,7 @@ PipelinePlan plan_pipeline(const Config& config, const Topology& topology) {
           .slowest_seconds();
   plan.stage_costs = stage_costs(plan.partition, plan.blocks, plan.link_bytes_per_second);
   plan.simulation = pp::simulate(plan.schedule, plan.stage_costs);
-  suggest_microbatches(pc, config.data.batch_size, plan);
+  suggest_microbatches(pc, step_batch, plan);
   return plan;
 }
 

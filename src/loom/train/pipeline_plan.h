@@ -38,8 +38,9 @@ struct PipelinePlan {
   double samples_per_second() const;
 };
 
-// Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
-PipelinePlan plan_pipeline(const Config& config, const Topology& topology);
+// The plan for steps of `step_batch` samples (one pipeline's; data.batch_size for `loom pipeline
+// plan`). Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
+PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology);
 
 // The plan in words: schedule, each stage's blocks, predicted time and memory, the simulated
 // step and bubble, and the micro-batch count that would shrink a large bubble.
@@ -50,7 +51,8 @@ std::string describe_plan(const PipelinePlan& plan);
 parallel::pipeline::Schedule pipeline_schedule(const PipelineConfig& config);
 
 // The configured model laid out as a run would lay it out (precision and memory format chosen,
-// train mode), and the first training batch as the model takes it (float, normalised).
+// train mode), and the first training batch of `batch_size` as the model takes it (float,
+// normalised).
 struct ModelOnBatch {
   std::unique_ptr<models::Model> model;
   RuntimeChoice runtime;
@@ -58,7 +60,8 @@ struct ModelOnBatch {
   double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
 };
 // Seeds LibTorch with config.seed first, so every process builds the same initial values.
-ModelOnBatch model_on_first_batch(const Config& config, const Topology& topology);
+ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
+                                  const Topology& topology);
 
 // Blocks per stage from parallel.pipeline.split ("4,6"); empty for automatic.
 std::vector<int> parse_split(const std::string& text);

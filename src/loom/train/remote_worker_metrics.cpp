@@ -2,7 +2,7 @@
 
 namespace loom::train {
 
-RemoteWorkerMetrics::RemoteWorkerMetrics(const data::RemoteBatchSource& source)
+RemoteWorkerMetrics::RemoteWorkerMetrics(const data::BatchSource& source)
     : source_(source),
       last_(source.worker_stats()),
       last_local_(source.local_batches()),

@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "loom/data/remote/remote_batch_source.h"
+#include "loom/data/batch_source.h"
 
 namespace loom::train {
 
 class RemoteWorkerMetrics {
  public:
-  explicit RemoteWorkerMetrics(const data::RemoteBatchSource& source);
+  // `source` is fed by remote data workers.
+  explicit RemoteWorkerMetrics(const data::BatchSource& source);
 
   // {"type": "data_workers", "step", "seconds", "workers": [...], "local_batches"}, over the
   // time since the previous call (or since construction).
@@ -23,7 +24,7 @@ class RemoteWorkerMetrics {
 
  private:
   using Clock = std::chrono::steady_clock;
-  const data::RemoteBatchSource& source_;
+  const data::BatchSource& source_;
   std::vector<data::RemoteWorkerStats> last_;
   int64_t last_local_ = 0;
   Clock::time_point last_time_;

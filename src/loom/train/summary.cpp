@@ -28,7 +28,7 @@ nlohmann::ordered_json step_time_json(const TrainSummary& s) {
 
 nlohmann::ordered_json peak_megabytes(const TrainSummary& s) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (double bytes : s.pipeline_peak_bytes) out.push_back(bytes / (1 << 20));
+  for (double bytes : s.layout.peak_bytes) out.push_back(bytes / (1 << 20));
   return out;
 }
 
@@ -70,22 +70,24 @@ double spread_of_mean(const std::vector<double>& values) {
 // and the idlest server per worker and step, in parts (the plan promises at most one), and the
 // spread of their busy (CPU) and active time relative to the mean. Null without servers.
 nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
-  if (s.ps_servers.empty()) return nullptr;
+  const std::vector<parallel::ServerLoad>& servers = s.layout.servers;
+  if (servers.empty()) return nullptr;
+  const int workers = s.plan.trainers;
   nlohmann::ordered_json per_server = nlohmann::ordered_json::array();
   std::int64_t most = 0, least = INT64_MAX, steps = 0, stalest = 0;
   std::vector<double> busy, active;
-  for (size_t i = 0; i < s.ps_servers.size(); ++i) {
-    const parallel::ServerLoad& load = s.ps_servers[i];
-    per_server.push_back(
-        {{"server", i},
-         {"host", i < s.ps_server_hosts.size() ? s.ps_server_hosts[i] : std::string()},
-         {"steps", load.steps},
-         {"bytes_in", load.bytes_in},
-         {"bytes_out", load.bytes_out},
-         {"sum_seconds", load.sum_seconds},
-         {"active_seconds", load.active_seconds},
-         {"busy_seconds", load.busy_seconds},
-         {"max_staleness", load.max_staleness}});
+  for (size_t i = 0; i < servers.size(); ++i) {
+    const parallel::ServerLoad& load = servers[i];
+    const std::vector<std::string>& hosts = s.layout.server_hosts;
+    per_server.push_back({{"server", i},
+                          {"host", i < hosts.size() ? hosts[i] : std::string()},
+                          {"steps", load.steps},
+                          {"bytes_in", load.bytes_in},
+                          {"bytes_out", load.bytes_out},
+                          {"sum_seconds", load.sum_seconds},
+                          {"active_seconds", load.active_seconds},
+                          {"busy_seconds", load.busy_seconds},
+                          {"max_staleness", load.max_staleness}});
     most = std::max(most, load.bytes_in);
     least = std::min(least, load.bytes_in);
     steps = std::max(steps, load.steps);
@@ -93,11 +95,11 @@ nlohmann::ordered_json parameter_servers_json(const TrainSummary& s) {
     busy.push_back(load.busy_seconds);
     active.push_back(load.active_seconds);
   }
-  const double part_bytes_moved = static_cast<double>(s.ps_largest_part_bytes) *
-                                  std::max(1, s.ranks) * std::max<std::int64_t>(1, steps);
-  return {{"servers", s.ps_servers.size()},
-          {"workers", s.ranks},
-          {"largest_part_bytes", s.ps_largest_part_bytes},
+  const double part_bytes_moved = static_cast<double>(s.layout.largest_part_bytes) *
+                                  std::max(1, workers) * std::max<std::int64_t>(1, steps);
+  return {{"servers", servers.size()},
+          {"workers", workers},
+          {"largest_part_bytes", s.layout.largest_part_bytes},
           {"bytes_spread_parts",
            part_bytes_moved > 0 ? static_cast<double>(most - least) / part_bytes_moved : 0.0},
           {"busy_spread", spread_of_mean(busy)},
@@ -201,23 +203,31 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
                             ? s.data.build_seconds / (s.loader_threads * s.wall_seconds)
                             : 0.0},
         {"remote", remote_json(s)}}},
+      {"layout",
+       {{"mode", parallel::layout_mode_name(s.plan.mode)},
+        {"ranks", s.plan.world},
+        {"global_batch", s.plan.step.global_batch},
+        {"replica_batch", s.plan.step.replica_batch},
+        {"micro_batch", s.plan.step.micro_batch},
+        {"micro_batches", s.plan.step.micro_batches},
+        {"lr_scale", s.plan.lr_scale}}},
       {"data_parallel",
-       {{"ranks", s.ranks},
-        {"backend", s.comm_backend},
+       {{"ranks", s.plan.replicas},
+        {"backend", s.layout.backend},
         {"buckets", s.buckets},
         {"bytes_per_step", s.comm_bytes_per_step},
         {"comm_seconds_per_step", s.comm_seconds_per_step},
         {"overlap", s.comm_overlap},
-        {"exchange", s.grad_exchange},
-        {"worker_compute_seconds", s.worker_compute_seconds}}},
+        {"exchange", s.layout.exchange},
+        {"worker_compute_seconds", s.layout.worker_compute_seconds}}},
       {"parameter_servers", parameter_servers_json(s)},
-      {"pipeline", s.pipeline_ranks == 0
+      {"pipeline", s.plan.pipeline_ranks == 0
                        ? nlohmann::ordered_json(nullptr)
-                       : nlohmann::ordered_json{{"ranks", s.pipeline_ranks},
-                                                {"backend", s.comm_backend},
-                                                {"schedule", s.pipeline_schedule},
-                                                {"microbatches", s.pipeline_microbatches},
-                                                {"split", s.pipeline_split},
+                       : nlohmann::ordered_json{{"ranks", s.plan.pipeline_ranks},
+                                                {"backend", s.layout.backend},
+                                                {"schedule", s.layout.schedule},
+                                                {"microbatches", s.plan.step.micro_batches},
+                                                {"split", s.layout.split},
                                                 {"peak_memory_mb", peak_megabytes(s)}}},
       {"autotune", autotune_summary(s)},
       {"machine",

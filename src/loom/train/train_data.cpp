@@ -17,6 +17,7 @@ namespace {
 std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
                                                        std::unique_ptr<data::Loader> local,
                                                        int loader_threads, int rank, int world) {
+  const int64_t batch_size = local->options().batch_size;
   const RemoteDataConfig& remote = config.data.remote;
   data::RemoteSourceOptions options;
   options.workers = remote.workers;
@@ -40,7 +41,7 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(remote.timeout_s * 1000));
   c.lz4 = remote.compression == "lz4";
   c.client = host_name("?") + " pid " + std::to_string(::getpid());
-  c.config = data::remote_config_text(config);
+  c.config = data::remote_config_text(config, batch_size);
   c.rank = rank;
   c.world = world;
   return std::make_unique<data::RemoteBatchSource>(std::move(local), std::move(options));
@@ -48,10 +49,10 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
 
 }  // namespace
 
-TrainData load_train_data(const Config& config, int usable_cores, int rank, int world,
-                          bool pin_memory, bool with_test) {
+TrainData load_train_data(const Config& config, int64_t batch_size, int usable_cores, int rank,
+                          int world, bool pin_memory, bool with_test) {
   data::ConfiguredLoaders loaders =
-      data::make_loaders(config, usable_cores, rank, world, pin_memory, with_test);
+      data::make_loaders(config, batch_size, usable_cores, rank, world, pin_memory, with_test);
   TrainData out;
   out.train =
       config.data.remote.workers.empty()

@@ -20,10 +20,10 @@ struct TrainData {
   bool decoded = false;  // encoded images decoded by the loader (not pixels held in memory)
 };
 
-// See data::make_loaders; with data.remote.workers the training batches come from those workers
-// and from data.remote.local_threads local threads at once. Without `with_test` the test split
-// is not opened (`test` is null).
-TrainData load_train_data(const Config& config, int usable_cores, int rank = 0, int world = 1,
-                          bool pin_memory = false, bool with_test = true);
+// See data::make_loaders (training batches of `batch_size`); with data.remote.workers the
+// training batches come from those workers and from data.remote.local_threads local threads at
+// once. Without `with_test` the test split is not opened (`test` is null).
+TrainData load_train_data(const Config& config, int64_t batch_size, int usable_cores, int rank = 0,
+                          int world = 1, bool pin_memory = false, bool with_test = true);
 
 }  // namespace loom::train

@@ -2,7 +2,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <torch/nn/utils/clip_grad.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,10 +16,7 @@
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
-#include "loom/parallel/accumulating_executor.h"
-#include "loom/parallel/local_grad_sync.h"
 #include "loom/profile/flops.h"
-#include "loom/train/data_parallel_run.h"
 #include "loom/train/durable_file.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/schedule.h"
@@ -51,14 +47,15 @@ void TrainingRun::set_up() {
   use_configured_allocator(config_.runtime.allocator, options_.topology.memory_bytes);
   at::manual_seed(static_cast<uint64_t>(config_.seed));
   // The stages of one pipeline read one share of the data (stage 0 feeds it).
-  data_ = load_train_data(config_, options_.topology.usable_cores, replica_, replicas_);
+  data_ = load_train_data(config_, plan_.step.micro_batch, options_.topology.usable_cores, replica_,
+                          replicas_);
   data_.train->set_epoch_limit(config_.train.epochs);
   model_ = models::make_model(config_.model, data_.input);
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
   at::set_num_threads(info_.runtime.threads);
-  if (const BlasLibrary blas = loaded_blas_library(); blas.reference() && !info_.runtime.bf16() &&
-                                                      leader()) {
+  if (const BlasLibrary blas = loaded_blas_library();
+      blas.reference() && !info_.runtime.bf16() && leader()) {
     LOOM_LOG(kWarn, "runtime") << "fp32 matrix products run on netlib's reference BLAS ("
                                << blas.path << "), 16-30x slower than OpenBLAS: install "
                                << kFastBlasPackage;
@@ -69,26 +66,18 @@ void TrainingRun::set_up() {
   model_->set_memory_format(format);
   model_->train(true);
   info_.parameters = model_->parameter_count();  // before a pipeline releases others' stages
-  if (pipeline_) {
-    join_pipeline_groups();
-    stages_ = parallel::pipeline::stage_blocks(model_->blocks(), pipeline_->split);
-    StageTensors own = keep_own_stages(stages_, pipeline_->schedule, pipeline_comm().rank());
-    parameters_ = std::move(own.parameters);
-    buffers_ = std::move(own.buffers);
-    info_.pipeline_plan = pipeline_->plan_text;
-  } else {
-    parameters_ = model_->named_parameters();
-    buffers_ = model_->named_buffers();
-  }
-  optimizer_ = make_optimizer(config_.optimizer, parameters_);
+  layout_ = layouts_.make(*model_);
+  info_.layout = plan_.describe();
+  info_.pipeline_plan = layout_->plan_text();
+  optimizer_ = make_optimizer(config_.optimizer, layout_->parameters());
   loss_ = std::make_unique<models::CrossEntropyLoss>(config_.train.label_smoothing);
   eval_loss_ = std::make_unique<models::CrossEntropyLoss>();
   feeder_ = std::make_unique<data::Feeder>(data_.stats, format);
 
-  steps_per_epoch_ = data_.train->steps_per_epoch() / config_.train.grad_accum;
+  steps_per_epoch_ = data_.train->steps_per_epoch() / plan_.step.micro_batches;
   if (steps_per_epoch_ == 0) {
-    const std::string key = pipeline_ ? "parallel.pipeline.microbatches" : "train.grad_accum";
-    throw ConfigError("config key '" + key + "': " + std::to_string(config_.train.grad_accum) +
+    const std::string key = plan_.micro_batches_key();
+    throw ConfigError("config key '" + key + "': " + std::to_string(plan_.step.micro_batches) +
                       " micro-batches per step exceed the " +
                       std::to_string(data_.train->steps_per_epoch()) + " batches of an epoch");
   }
@@ -100,7 +89,6 @@ void TrainingRun::set_up() {
       std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
-  lockstep_ = !options_.ps_world || config_.parallel.ps.mode == "sync";
   if (const auto slow = rank_and_number("LOOM_FAULT_SLOW_RANK"); slow && slow->first == rank_) {
     slow_by_ = std::chrono::milliseconds(slow->second);
   }
@@ -118,10 +106,11 @@ void TrainingRun::set_up() {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
   }
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
-  if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
-    remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*remote);
+  if (!data_.train->worker_stats().empty()) {
+    remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*data_.train);
   }
-  if (options_.ps_world && leader()) server_metrics_ = std::make_unique<ServerMetrics>();
+  // Its windows start now; rows are written only where servers report their load.
+  if (leader()) server_metrics_ = std::make_unique<ServerMetrics>();
 
   info_.model = model_->name();
   info_.machine = describe(options_.topology);
@@ -149,17 +138,17 @@ void TrainingRun::resume_if_asked() {
   }
   // By name: a checkpoint holds the whole model whatever layout wrote it, and this rank takes
   // what it trains (all of it, or its pipeline stages).
-  restore_model(ckpt, path, parameters_, buffers_);
-  import_optimizer_state(*optimizer_, ckpt.optimizer_kind, parameters_, ckpt.optimizer);
-  if (ckpt.layout_json != layout_json().dump()) {
+  restore_model(ckpt, path, layout_->parameters(), layout_->buffers());
+  import_optimizer_state(*optimizer_, ckpt.optimizer_kind, layout_->parameters(), ckpt.optimizer);
+  if (ckpt.layout_json != layout_->manifest_json()) {
     LOOM_LOG(kInfo, "checkpoint") << "resuming " << path << ", written as " << ckpt.layout_json
-                                  << ", as " << layout_json().dump();
+                                  << ", as " << layout_->manifest_json();
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
-  // A pipeline rank's own generator (the same for that stage in every replica).
-  const auto own_rng =
-      pipeline_ ? ckpt.rank_rng_states.find(pipeline_comm().rank()) : ckpt.rank_rng_states.end();
-  generator.set_state(own_rng != ckpt.rank_rng_states.end() ? own_rng->second : ckpt.rng_state);
+  parallel::CheckpointTensors saved;
+  saved.rng = ckpt.rng_state;
+  saved.rank_rngs = ckpt.rank_rng_states;
+  generator.set_state(layout_->own_rng(saved));
   position_ = ckpt.position;
   if (ckpt.loader) {
     // The batches are a pure function of (epoch, step): the same identity and position give the
@@ -186,32 +175,30 @@ void TrainingRun::resume_if_asked() {
 double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   using profile::Phase;
   telemetry_->enter(Phase::kOptimizer);
-  last_lr_ = learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
+  // optimizer.lr_scaling: linear scales the whole schedule (its warm-up and min_lr too) with
+  // the replicas.
+  last_lr_ = plan_.lr_scale *
+             learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*optimizer_, last_lr_);
   const parallel::StepOutcome outcome =
-      executor_->run([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
+      layout_->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * replicas_;
   telemetry_->enter(Phase::kOptimizer);
-  if (config_.train.grad_clip > 0 && pipeline_) {
-    clip_grad_norm_across(parameters_, config_.train.grad_clip, pipeline_comm());
-  } else if (config_.train.grad_clip > 0) {
-    torch::nn::utils::clip_grad_norm_(optimizer_->param_groups()[0].params(),
-                                      config_.train.grad_clip);
-  }
+  if (config_.train.grad_clip > 0) layout_->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
   // for, around the optimizer's own work.
   telemetry_->enter(Phase::kCommExposed);
-  grad_sync_->step(last_lr_, [&] {
+  layout_->grad_sync().step(last_lr_, [&] {
     telemetry_->enter(Phase::kOptimizer);
     optimizer_->step();
     telemetry_->enter(Phase::kCommExposed);
   });
   telemetry_->enter(Phase::kOptimizer);
-  return outcome.loss_sum / static_cast<double>(executor_->micro_batches());
+  return outcome.loss_sum / static_cast<double>(layout_->micro_batches());
 }
 
 parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k) {
-  const int64_t index = step_in_epoch * executor_->micro_batches() + k;
+  const int64_t index = step_in_epoch * layout_->micro_batches() + k;
   watchdog_->waiting_for_batch(epoch, index);
   telemetry_->enter(profile::Phase::kDataWait);
   data::Batch batch = data_.train->batch(epoch, index);
@@ -244,57 +231,43 @@ void TrainingRun::loss_computed(double value) {
 data::LoaderState TrainingRun::loader_state() const {
   data::LoaderState state = data_.train->identity();
   state.epoch = position_.epoch;
-  state.step = position_.step_in_epoch * config_.train.grad_accum;
+  state.step = position_.step_in_epoch * plan_.step.micro_batches;
   return state;
-}
-
-nlohmann::ordered_json TrainingRun::layout_json() const {
-  nlohmann::ordered_json layout = {{"ranks", world_}, {"data_parallel", replicas_}};
-  if (pipeline_) {
-    const auto& schedule = pipeline_->schedule;
-    layout["pipeline"] = {{"ranks", schedule.ranks},
-                          {"stages", schedule.stages},
-                          {"schedule", schedule.name},
-                          {"microbatches", schedule.microbatches},
-                          {"split", pipeline_->split}};
-  }
-  return layout;
 }
 
 void TrainingRun::save_checkpoint() {
   if (!config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
   // Data-parallel replicas hold what the first one holds.
-  if (!leader() && (!pipeline_ || replica_ > 0)) {
+  if (!layout_->takes_part_in_checkpoints()) {
+    last_saved_step_ = position_.step;
+    return;
+  }
+  parallel::CheckpointTensors mine;
+  // Servers that keep the optimizer state send it, and their latest parameters with it.
+  const models::NamedTensors& parameters = layout_->parameters();
+  if (auto held = layout_->grad_sync().held_optimizer_state()) {
+    mine.optimizer = named_optimizer_state(config_.optimizer, parameters, *held);
+  } else {
+    mine.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters);
+  }
+  mine.model = parameters;
+  mine.model.insert(mine.model.end(), layout_->buffers().begin(), layout_->buffers().end());
+  mine.rng = at::detail::getDefaultCPUGenerator().get_state();
+  // Every share under the model's names, on rank 0, which writes them as one model.
+  std::optional<parallel::CheckpointTensors> whole = layout_->gather(std::move(mine));
+  if (!whole) {
     last_saved_step_ = position_.step;
     return;
   }
   CheckpointData ckpt;
-  // Servers that keep the optimizer state send it, and their latest parameters with it.
-  if (auto held = grad_sync_->held_optimizer_state()) {
-    ckpt.optimizer = named_optimizer_state(config_.optimizer, parameters_, *held);
-  } else {
-    ckpt.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_);
-  }
-  ckpt.model = parameters_;
-  ckpt.model.insert(ckpt.model.end(), buffers_.begin(), buffers_.end());
-  ckpt.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  if (pipeline_) {
-    // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
-    auto& comm = pipeline_comm();
-    ckpt.model = gather_on_rank0(comm, ckpt.model);
-    ckpt.optimizer = gather_on_rank0(comm, ckpt.optimizer);
-    const models::NamedTensors rng =
-        gather_on_rank0(comm, {{std::to_string(comm.rank()), ckpt.rng_state}});
-    if (!leader()) {
-      last_saved_step_ = position_.step;
-      return;
-    }
-    for (const auto& [r, state] : rng) ckpt.rank_rng_states[std::stoi(r)] = state;
-  }
+  ckpt.model = std::move(whole->model);
+  ckpt.optimizer = std::move(whole->optimizer);
+  ckpt.rng_state = whole->rng;
+  ckpt.rank_rng_states = std::move(whole->rank_rngs);
   ckpt.position = position_;
   ckpt.loader = loader_state();
   ckpt.optimizer_kind = config_.optimizer.name;
-  ckpt.layout_json = layout_json().dump();
+  ckpt.layout_json = layout_->manifest_json();
   ckpt.config_json = config_to_json(config_);
   if (autotune_ && !autotune_->tuning() && autotune_->result()) {
     ckpt.autotune_json = autotune_json(*autotune_->result()).dump();  // resuming keeps it
@@ -338,9 +311,10 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     position_.step_in_epoch = s + 1;
     ++steps_this_process_;
     window_seconds_ += dt;
-    window_comm_seconds_ += grad_sync_->last_stats().comm_seconds;
-    window_comm_exposed_ += grad_sync_->last_stats().exposed_seconds;
-    window_staleness_ = std::max(window_staleness_, grad_sync_->last_stats().staleness);
+    const parallel::SyncStats& sync = layout_->grad_sync().last_stats();
+    window_comm_seconds_ += sync.comm_seconds;
+    window_comm_exposed_ += sync.exposed_seconds;
+    window_staleness_ = std::max(window_staleness_, sync.staleness);
     window_samples_ += position_.samples - samples_before;
     if (tuning) {
       autotune_->after_step(position_.samples - samples_before, dt);
@@ -349,7 +323,6 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (steady) {
       steady_seconds_ += dt;
       steady_samples_ += position_.samples - samples_before;
-      const auto& sync = grad_sync_->last_stats();
       comm_seconds_ += sync.comm_seconds;
       comm_exposed_ += sync.exposed_seconds;
       comm_bytes_ += static_cast<double>(sync.bytes);
@@ -366,7 +339,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     }
   }
   // Each rank saw its own share: the epoch's loss is the mean over all of them.
-  if (replicas_ > 1) epoch_loss_ = mean_over_ranks(epoch_loss_);
+  epoch_loss_ = layout_->mean_over_trainers(epoch_loss_);
   EpochReport r;
   r.epoch = epoch;
   r.epochs = config_.train.epochs;
@@ -403,14 +376,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
 bool TrainingRun::stop_requested() {
   if (!options_.termination) return false;
   const bool mine = options_.termination->load(std::memory_order_relaxed) != 0;
-  // Ranks that do not step together (async or SSP parameter servers) each stop at their own
-  // next step; the checkpoint then holds rank 0's position, as every such checkpoint does.
-  if (world_ == 1 || !lockstep_) return mine;
-  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
-  auto& comm = *options_.communicator;
   watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps
-  comm.allreduce(asked, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  return asked.item<float>() > 0;
+  return layout_->any_rank(mine);
 }
 
 void TrainingRun::inject_step_faults() {
@@ -423,15 +390,8 @@ void TrainingRun::start_watchdog() {
   options.stall_timeout_s = config_.train.stall_timeout_s;
   options.rank = rank_;
   options.world = world_;  // the training ranks (parameter servers publish no heartbeats)
-  if (dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
-    std::string workers;
-    for (const auto& w : config_.data.remote.workers) workers += (workers.empty() ? "" : ", ") + w;
-    options.data_source = "the remote data workers (" + workers + ") and local loader threads";
-  } else {
-    options.data_source = "the local loader (" + std::to_string(data_.loader_threads) + " threads)";
-  }
-  options.exchange = grad_sync_->describe() +
-                     (pipeline_ ? " and the pipeline's neighbouring stages" : std::string());
+  options.data_source = data_.train->describe_producers();
+  options.exchange = layout_->describe_waits();
   options.store = options_.heartbeat_store;
   options.termination = options_.termination;
   options.preempt_grace_s = config_.train.preempt_grace_s;
@@ -440,79 +400,36 @@ void TrainingRun::start_watchdog() {
   telemetry_->set_watchdog(watchdog_.get());
 }
 
-void TrainingRun::join_pipeline_groups() {
-  const int stages = pipeline_->schedule.ranks;
-  if (replicas_ == 1) return;  // the pipeline is the whole job
-  if (!options_.make_group) {
-    throw Error("training: a pipeline x data-parallel run needs communicator groups");
-  }
-  // Every rank joins its pipeline first, then its stage's replicas: the groups of each round
-  // are disjoint, so no rank waits on one that is busy joining another.
-  std::vector<int> pipeline_ranks, replica_ranks;
-  for (int p = 0; p < stages; ++p) pipeline_ranks.push_back(replica_ * stages + p);
-  for (int d = 0; d < replicas_; ++d) replica_ranks.push_back(d * stages + rank_ % stages);
-  pipeline_group_ = options_.make_group(pipeline_ranks, "pipeline" + std::to_string(replica_));
-  replica_group_ = options_.make_group(replica_ranks, "stage" + std::to_string(rank_ % stages));
-}
-
-void TrainingRun::make_executor() {
-  parallel::StepObserver& observer = *this;
-  if (pipeline_) {
-    // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
-    grad_sync_ = make_grad_sync(parameters_, buffers_, replica_group_.get(), config_.parallel);
-    parallel::pipeline::PipelineExecutorOptions options;
-    options.bf16 = info_.runtime.bf16();
-    auto executor = std::make_unique<parallel::pipeline::PipelineExecutor>(
-        pipeline_->schedule, stages_, *loss_, *grad_sync_, pipeline_comm(), observer, options);
-    pipeline_executor_ = executor.get();
-    executor_ = std::move(executor);
-    return;
-  }
-  if (options_.ps_world && servers_hold_parameters(config_.parallel.ps)) {
-    // Worker 0's parameters (and a resumed run's optimizer state) go to the servers, which keep
-    // them from now on; the local optimizer then holds nothing.
-    std::optional<parallel::HeldOptimizerState> state;
-    if (leader()) {
-      state = flat_optimizer_state(
-          config_.optimizer, parameters_,
-          export_optimizer_state(*optimizer_, config_.optimizer.name, parameters_));
-    }
-    if (config_.parallel.ps.optimizer_on == "server") optimizer_->state().clear();
-    grad_sync_ = make_remote_parameters(model_->named_parameters(), model_->named_buffers(),
-                                        *options_.communicator, config_, *options_.ps_world,
-                                        options_.ps, position_.step, std::move(state));
-  } else {
-    grad_sync_ =
-        make_grad_sync(model_->named_parameters(), model_->named_buffers(), options_.communicator,
-                       config_.parallel, options_.ps_world, options_.ps);
-  }
-  parallel::AccumulatingOptions step;
-  step.micro_batches = config_.train.grad_accum;
-  step.bf16 = info_.runtime.bf16();
-  executor_ = std::make_unique<parallel::AccumulatingExecutor>(*model_, *loss_, *grad_sync_,
-                                                               observer, step);
+void TrainingRun::start_layout() {
+  parallel::StartOptions start;
+  start.loss = loss_.get();
+  start.observer = this;
+  start.bf16 = info_.runtime.bf16();
+  start.first_step = position_.step;
+  start.optimizer_state = [this] {
+    return flat_optimizer_state(
+        config_.optimizer, layout_->parameters(),
+        export_optimizer_state(*optimizer_, config_.optimizer.name, layout_->parameters()));
+  };
+  start.release_optimizer_state = [this] { optimizer_->state().clear(); };
+  layout_->start(start);
 }
 
 TrainSummary TrainingRun::run() {
   set_up();
   resume_if_asked();
   // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
-  make_executor();
+  start_layout();
   start_watchdog();
-  // A pipeline's ranks report the memory their stages take while training, not rank 0's
-  // planning of the whole model.
-  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator(); a && pipeline_) {
-    a->reset_peak();
-  }
   if (config_.autotune.enabled) start_autotune();
   if (options_.observer) options_.observer->on_start(info_);
   while (!preempted_ && position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
-  grad_sync_->end_training();
+  layout_->grad_sync().end_training();
   save_checkpoint();
   // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
-  const int traced_ranks = options_.ps_world ? options_.ps_world->world() : world_;
+  const int traced_ranks = plan_.world;
   if (traced_ranks > 1 && config_.profile.trace) {
     // One trace with a process per rank: rank 0 takes the others' events once all are done.
     if (world_ > 1) {
@@ -530,15 +447,12 @@ TrainSummary TrainingRun::run() {
 }
 
 TrainSummary train(const Config& config, const TrainOptions& options) {
-  const int world = options.communicator ? options.communicator->world() : 1;
-  if (config.parallel.pipeline.stages > 1) {
-    const Config rank_config = config_for_pipeline(config, world);
-    PipelineLayout layout =
-        agree_on_pipeline_layout(rank_config, options.topology, *options.communicator);
-    TrainingRun run(rank_config, options, std::move(layout));
-    return run.run();
-  }
-  TrainingRun run(config_for_rank(config, world), options);
+  // The job: every rank, servers included, when there are parameter servers.
+  const comm::Communicator* job = options.ps_world ? options.ps_world : options.communicator;
+  const LayoutFactory layouts(
+      config, parallel::plan_layout(config, job ? job->world() : 1, job ? job->rank() : 0),
+      options);
+  TrainingRun run(config, options, layouts);
   return run.run();
 }
 

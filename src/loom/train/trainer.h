@@ -21,6 +21,8 @@
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
 #include "loom/data/remote/remote_worker_stats.h"
+#include "loom/parallel/layout_plan.h"
+#include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/profile/advisor.h"
 #include "loom/profile/autotuner.h"
@@ -38,6 +40,7 @@ struct RunInfo {
   int64_t steps_per_epoch = 0, total_steps = 0, epochs = 0;
   int64_t resumed_from_step = -1;  // -1: fresh start
   std::string out_dir;
+  std::string layout;         // parallel::LayoutPlan::describe()
   std::string pipeline_plan;  // a pipeline run's plan, as `loom pipeline plan` prints it
 };
 
@@ -105,29 +108,14 @@ struct TrainSummary {
   profile::StepTimes step_times;          // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
-  // Data parallel: replicas of the model (ranks, without a pipeline), and the gradient exchange
-  // of the steady-state steps.
-  int ranks = 1;
-  std::string comm_backend;
+  // How the ranks shared the work: the layout's plan and its own report, and the gradient
+  // exchange of the steady-state steps (where there is one).
+  parallel::LayoutPlan plan;
+  parallel::LayoutReport layout;
   int buckets = 0;
   double comm_bytes_per_step = 0;
-  double comm_seconds_per_step = 0;  // all-reduces in flight
+  double comm_seconds_per_step = 0;  // exchanges in flight
   double comm_overlap = 0;           // share of that hidden behind backward
-  std::string grad_exchange;         // GradSync::describe()
-  // Each worker's forward, backward and optimizer seconds over the steady steps, by rank.
-  std::vector<double> worker_compute_seconds;
-  // Parameter servers (parallel.mode: ps): each server's totals over the run (worker rank 0's
-  // view), its host, and the largest part of the plan (their balance's unit).
-  std::vector<parallel::ServerLoad> ps_servers;
-  std::vector<std::string> ps_server_hosts;
-  std::int64_t ps_largest_part_bytes = 0;
-  // Pipeline: ranks per pipeline (0 when none), the schedule, micro-batches, blocks per stage.
-  int pipeline_ranks = 0;
-  std::string pipeline_schedule, pipeline_split;
-  int64_t pipeline_microbatches = 0;
-  // Each pipeline rank's peak of tensor memory in use while training (caching allocator; the
-  // first pipeline's ranks), in bytes.
-  std::vector<double> pipeline_peak_bytes;
   // autotune.enabled: what the autotuner tried and chose, or why it did not run.
   std::optional<profile::AutotuneResult> autotune;
   bool autotune_resumed = false;  // the result came from the checkpoint resumed from

@@ -14,16 +14,17 @@
 #include "loom/core/thread_cpu_time.h"
 #include "loom/models/loss.h"
 #include "loom/parallel/grad_sync.h"
-#include "loom/parallel/pipeline/pipeline_executor.h"
+#include "loom/parallel/layout_plan.h"
+#include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/step_executor.h"
 #include "loom/profile/flops.h"
 #include "loom/profile/step_timer.h"
 #include "loom/train/autotune_session.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/evaluate.h"
+#include "loom/train/layout_factory.h"
 #include "loom/train/metrics_log.h"
 #include "loom/train/optimizer.h"
-#include "loom/train/pipeline_run.h"
 #include "loom/train/remote_worker_metrics.h"
 #include "loom/train/server_metrics.h"
 #include "loom/train/stall_watchdog.h"
@@ -40,24 +41,24 @@ inline double seconds_since(Clock::time_point t) {
 }
 
 // The run observes its own steps (parallel::StepObserver): the executor reports phases, forward
-// passes and losses to it. With a pipeline layout the run holds the model's every block but
-// keeps (and trains, checkpoints, evaluates) only its own stages'; without one, every rank holds
-// the whole model as a data-parallel replica.
+// passes and losses to it. It holds one ParallelLayout and never asks which it is: the layout
+// says what this rank trains and saves (the whole model, or its pipeline stages), runs the
+// steps, and combines losses, evaluations and checkpoints over the ranks.
 class TrainingRun : private parallel::StepObserver {
  public:
-  TrainingRun(const Config& config, const TrainOptions& options,
-              std::optional<PipelineLayout> pipeline = std::nullopt)
+  TrainingRun(const Config& config, const TrainOptions& options, const LayoutFactory& layouts)
       : config_(config),
         options_(options),
+        plan_(layouts.plan()),
+        layouts_(layouts),
         start_(Clock::now()),
-        pipeline_(std::move(pipeline)),
         cpu_seconds_at_start_(process_cpu_seconds()) {
     if (options.communicator) {
       rank_ = options.communicator->rank();
       world_ = options.communicator->world();
     }
-    replicas_ = pipeline_ ? world_ / pipeline_->schedule.ranks : world_;
-    replica_ = pipeline_ ? rank_ / pipeline_->schedule.ranks : rank_;
+    replicas_ = plan_.replicas;
+    replica_ = plan_.replica;
     if (!leader()) config_.train.tensorboard = false;  // rank 0 writes the run's files
   }
 
@@ -76,16 +77,8 @@ class TrainingRun : private parallel::StepObserver {
   void start_watchdog();
   // Testing aids that act after a step: a rank killed or frozen (LOOM_FAULT_*_RANK_AFTER_STEP).
   void inject_step_faults();
-  // How the run is laid out over its ranks, for the checkpoint's manifest.
-  nlohmann::ordered_json layout_json() const;
-  // The step executor for the layout: accumulating (one process, data parallel) or pipeline.
-  void make_executor();
-  // Pipelines run as data-parallel replicas: the communicator of this rank's pipeline, and the
-  // one of its stage's replicas.
-  void join_pipeline_groups();
-  comm::Communicator& pipeline_comm() const {
-    return pipeline_group_ ? *pipeline_group_ : *options_.communicator;
-  }
+  // Starts the layout's gradient exchange and step executor from the parameters as they stand.
+  void start_layout();
   // The training loader's next batch at the current position.
   data::LoaderState loader_state() const;
   // What the advisor reads, for a run of `wall_seconds`.
@@ -104,15 +97,9 @@ class TrainingRun : private parallel::StepObserver {
   void loss_computed(double value) override;
   // Micro-batch k of the optimizer step at (epoch, step_in_epoch), fed to the model.
   parallel::MicroBatch micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k);
-  double mean_over_ranks(double value);
-  // The test split's loss and accuracy; in a data-parallel run each rank evaluates its part with
-  // rank 0's model and the sums are combined.
+  // The test split's loss and accuracy, the result known to every rank: each evaluates its part
+  // through the layout (its whole model, or its pipeline's stages) and the sums are combined.
   EvalResult evaluate_test();
-  // The same through the pipeline's stages, the result known to every rank.
-  EvalResult evaluate_pipeline();
-  // Every data-parallel worker's forward, backward and optimizer seconds over the steady steps,
-  // by rank. Collective over the workers.
-  std::vector<double> compute_seconds_by_rank();
   // The summary of the run, written to summary.json by rank 0.
   TrainSummary summarize();
   void start_autotune();
@@ -121,16 +108,13 @@ class TrainingRun : private parallel::StepObserver {
 
   Config config_;
   TrainOptions options_;
+  const parallel::LayoutPlan plan_;  // the layout and the step's shape, derived once
+  const LayoutFactory& layouts_;
   Clock::time_point start_;
 
   TrainData data_;
   std::unique_ptr<models::Model> model_;
-  // What this rank trains and saves: the whole model's, or its pipeline stages'.
-  models::NamedTensors parameters_, buffers_;
-  std::optional<PipelineLayout> pipeline_;
-  std::vector<std::vector<models::Block>> stages_;  // pipeline: every stage's blocks
-  parallel::pipeline::PipelineExecutor* pipeline_executor_ = nullptr;   // executor_, when one
-  std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several replicas
+  std::unique_ptr<parallel::ParallelLayout> layout_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<data::Feeder> feeder_;
   std::unique_ptr<CheckpointStore> store_;
@@ -147,7 +131,6 @@ class TrainingRun : private parallel::StepObserver {
   bool preempted_ = false;           // SIGTERM: the loop stopped after the current step
   int64_t checkpoint_failures_ = 0;  // saves that failed under checkpoint.on_error: warn
   std::unique_ptr<StallWatchdog> watchdog_;
-  bool lockstep_ = true;  // the ranks step together (not async or SSP parameter servers)
   std::chrono::milliseconds slow_by_{0};  // LOOM_FAULT_SLOW_RANK on this rank
 
   // Throughput: steady state skips the first steps (allocator and oneDNN warm-up).
@@ -161,13 +144,11 @@ class TrainingRun : private parallel::StepObserver {
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
   EvalResult last_eval_;
-  int rank_ = 0, world_ = 1;
-  int replicas_ = 1;  // data-parallel copies of the model (world / pipeline ranks)
-  int replica_ = 0;   // which of them this rank belongs to
+  int rank_ = 0, world_ = 1;  // among the training ranks
+  int replicas_ = 1;          // data-parallel copies of the model (world / pipeline ranks)
+  int replica_ = 0;           // which of them this rank belongs to
   std::unique_ptr<models::Loss> loss_;       // training: with label smoothing
   std::unique_ptr<models::Loss> eval_loss_;  // the test loss: plain cross-entropy
-  std::unique_ptr<parallel::GradSync> grad_sync_;
-  std::unique_ptr<parallel::StepExecutor> executor_;
   // Gradient exchange summed over the steady-state steps.
   double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
   double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line

@@ -31,18 +31,18 @@ void TrainingRun::start_autotune() {
       throw DataError("checkpoint '" + last_checkpoint_ +
                       "': its autotune result is malformed: " + e.what());
     }
-    autotune_ =
-        std::make_unique<AutotuneSession>(config_, earlier, start, *data_.train, *grad_sync_);
+    autotune_ = std::make_unique<AutotuneSession>(config_, earlier, start, *data_.train,
+                                                  layout_->grad_sync());
     finish_autotune();
     return;
   }
   std::vector<parallel::GradientInfo> gradients;
-  for (const auto& [name, p] : parameters_) {
+  for (const auto& [name, p] : layout_->parameters()) {
     if (p.requires_grad()) gradients.push_back({p.numel(), p.scalar_type()});
   }
-  autotune_ = std::make_unique<AutotuneSession>(config_, options_.topology.usable_cores,
-                                                total_steps_ - position_.step, start, *data_.train,
-                                                *grad_sync_, options_.communicator, gradients);
+  autotune_ = std::make_unique<AutotuneSession>(
+      config_, options_.topology.usable_cores, total_steps_ - position_.step, start, *data_.train,
+      layout_->grad_sync(), options_.communicator, gradients);
 }
 
 void TrainingRun::finish_autotune() {
@@ -62,30 +62,9 @@ void TrainingRun::finish_autotune() {
                  {"start_samples_per_second", r.start_score}});
 }
 
-double TrainingRun::mean_over_ranks(double value) {
-  at::Tensor t = at::tensor({value}, at::kDouble);
-  auto& comm = *options_.communicator;
-  comm.allreduce(t, comm::ReduceOp::kAvg)->wait(comm.options().timeout);
-  return t.item<double>();
-}
-
 EvalResult TrainingRun::evaluate_test() {
-  if (pipeline_) return evaluate_pipeline();
-  grad_sync_->sync_buffers();
-  EvalResult r = evaluate(*model_, *eval_loss_, *data_.test, *feeder_, info_.runtime.bf16(),
-                          [this] { watchdog_->progress(); });  // made before any evaluation
-  if (world_ == 1) return r;
-  const double samples = static_cast<double>(r.samples);
-  at::Tensor sums = at::tensor({r.loss * samples, r.accuracy * samples, samples}, at::kDouble);
-  auto& comm = *options_.communicator;
-  comm.allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  return EvalTally::from_sums(sums);
-}
-
-EvalResult TrainingRun::evaluate_pipeline() {
-  model_->train(false);
   EvalTally tally;
-  pipeline_executor_->forward_only(
+  layout_->forward_only(
       data_.test->steps_per_epoch(),
       [&](int64_t b) {
         watchdog_->progress();
@@ -96,15 +75,7 @@ EvalResult TrainingRun::evaluate_pipeline() {
       [&](const at::Tensor& logits, const at::Tensor& labels) {
         tally.add(logits, labels, *eval_loss_);
       });
-  model_->train(true);
-  // The last stage saw every logit of its pipeline's share; the pipelines add their shares.
-  at::Tensor sums = tally.sums();
-  auto& comm = pipeline_comm();
-  comm.broadcast(sums, pipeline_->schedule.stage_rank.back())->wait(comm.options().timeout);
-  if (replica_group_) {
-    replica_group_->allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  }
-  return EvalTally::from_sums(sums);
+  return EvalTally::from_sums(layout_->combine_eval_sums(tally.sums()));
 }
 
 void TrainingRun::report_step(double loss) {
@@ -122,7 +93,7 @@ void TrainingRun::report_step(double loss) {
   r.loss = window_loss_ / static_cast<double>(window_steps_);
   // Async and SSP workers do not meet mid-epoch: a collective here would hold the fast ones
   // back to the slowest every log line. Their log shows rank 0's loss.
-  if (log_line && replicas_ > 1 && lockstep_) r.loss = mean_over_ranks(r.loss);
+  if (log_line && plan_.lockstep()) r.loss = layout_->mean_over_trainers(r.loss);
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
   r.elapsed_seconds = seconds_since(start_);
@@ -155,8 +126,10 @@ void TrainingRun::report_step(double loss) {
   }
   write_metrics(record);
   if (remote_metrics_) write_metrics(remote_metrics_->window_record(r.step));
-  if (server_metrics_) {
-    write_metrics(server_metrics_->window_record(r.step, grad_sync_->last_stats().servers));
+  // Parameter servers report their load to worker 0 with every step.
+  if (const auto& servers = layout_->grad_sync().last_stats().servers;
+      server_metrics_ && !servers.empty()) {
+    write_metrics(server_metrics_->window_record(r.step, servers));
   }
   window_loss_ = window_seconds_ = 0.0;
   window_steps_ = window_samples_ = 0;
@@ -174,12 +147,9 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   p.native_bf16 = options_.topology.cpu.native_bf16();
   p.memory_format = info_.runtime.memory_format;
   p.convolutional = model_->is_convolutional();
-  p.batch_size = config_.data.batch_size;
+  p.batch_size = plan_.step.micro_batch;
   p.threads_tuned = autotune_ && autotune_->result() != nullptr;
-  std::vector<data::RemoteWorkerStats> workers;
-  if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
-    workers = remote->worker_stats();
-  }
+  const std::vector<data::RemoteWorkerStats> workers = data_.train->worker_stats();
   p.loader_cpu_seconds_per_sample = local_cpu_seconds_per_sample(data_.train->stats(), workers);
   // A worker's rate over the time it was up: one that died mid-run supplied nothing while
   // down, which says nothing of what a live one supplies.
@@ -193,12 +163,8 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   if (p.remote_workers > 0 && up_seconds > 0) {
     p.remote_worker_samples_per_second = delivered / up_seconds;
   }
-  if (pipeline_) {
-    p.pipeline_ranks = pipeline_->schedule.ranks;
-    p.pipeline_microbatches = pipeline_->schedule.microbatches;
-    p.better_microbatches = pipeline_->better_microbatches;
-    p.better_bubble = pipeline_->better_bubble;
-  }
+  p.pipeline_ranks = plan_.pipeline_ranks;
+  if (p.pipeline_ranks > 0) p.pipeline_microbatches = plan_.step.micro_batches;
   const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};
@@ -208,17 +174,6 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
                         static_cast<double>(options_.topology.memory_bytes);
   }
   return p;
-}
-
-std::vector<double> TrainingRun::compute_seconds_by_rank() {
-  const profile::StepTimes steady = telemetry_->steady();
-  const double mine =
-      steady[Phase::kForward] + steady[Phase::kBackward] + steady[Phase::kOptimizer];
-  comm::Communicator& comm = *options_.communicator;
-  at::Tensor all = at::zeros({comm.world()}, at::kDouble);
-  comm.allgather(at::tensor({mine}, at::kDouble), all)->wait(comm.options().timeout);
-  const double* values = all.data_ptr<double>();
-  return std::vector<double>(values, values + comm.world());
 }
 
 TrainSummary TrainingRun::summarize() {
@@ -258,18 +213,19 @@ TrainSummary TrainingRun::summarize() {
   s.allocator = config_.runtime.allocator;
   s.data = data_.train->stats();
   s.loader_threads = data_.loader_threads;
-  if (const auto* remote = dynamic_cast<const data::RemoteBatchSource*>(data_.train.get())) {
-    s.remote_workers = remote->worker_stats();
-    s.remote_local_batches = remote->local_batches();
-    s.remote_receive_cpu_seconds = remote->receive_cpu_seconds();
-  }
+  s.remote_workers = data_.train->worker_stats();
+  s.remote_local_batches = data_.train->local_batches();
+  s.remote_receive_cpu_seconds = data_.train->receive_cpu_seconds();
   s.step_times = telemetry_->steady();
   s.steady_steps = telemetry_->steady_steps();
-  s.grad_exchange = grad_sync_->describe();
-  if (options_.ps_world) {
-    s.ps_servers = grad_sync_->last_stats().servers;
-    s.ps_server_hosts = options_.ps.server_hosts;
-    s.ps_largest_part_bytes = grad_sync_->last_stats().largest_part_bytes;
+  s.plan = plan_;
+  s.layout = layout_->report();
+  {
+    // Every worker's compute over the steady steps, compared by the advisor (data parallel).
+    const profile::StepTimes steady = telemetry_->steady();
+    s.layout.worker_compute_seconds =
+        layout_->by_trainer(steady[profile::Phase::kForward] + steady[profile::Phase::kBackward] +
+                            steady[profile::Phase::kOptimizer]);
   }
   s.peak_dtype = info_.runtime.bf16() ? "bf16" : "fp32";
   // Every rank calibrates its own cores at the same time; the job's peak is their sum.
@@ -284,43 +240,25 @@ TrainSummary TrainingRun::summarize() {
   profiled.blas = s.blas.name;
   profiled.blas_path = s.blas.path;
   profiled.fp32_matmul_flops_per_second = s.fp32_matmul_flops_per_second;
-  if (replicas_ > 1 && !pipeline_) {
-    s.worker_compute_seconds = compute_seconds_by_rank();
-    profiled.worker_compute_seconds = s.worker_compute_seconds;
-  }
-  for (const parallel::ServerLoad& load : s.ps_servers) {
+  profiled.worker_compute_seconds = s.layout.worker_compute_seconds;
+  profiled.better_microbatches = s.layout.better_microbatches;
+  profiled.better_bubble = s.layout.better_bubble;
+  for (const parallel::ServerLoad& load : s.layout.servers) {
     profiled.server_busy_seconds.push_back(load.busy_seconds);
   }
   s.findings = profile::advise(profiled);
-  s.forward_flops_per_sample = forward_flops_per_sample_;
+  // A pipeline's ranks each counted their own stages' forward FLOPs.
+  s.forward_flops_per_sample = layout_->sum_over_stages(forward_flops_per_sample_);
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
-  s.ranks = replicas_;
-  if (world_ > 1) s.comm_backend = options_.communicator->backend();
-  if (pipeline_) {
-    s.pipeline_ranks = pipeline_->schedule.ranks;
-    s.pipeline_schedule = pipeline_->schedule.name;
-    s.pipeline_microbatches = pipeline_->schedule.microbatches;
-    for (int blocks : pipeline_->split) {
-      s.pipeline_split += (s.pipeline_split.empty() ? "" : ",") + std::to_string(blocks);
-    }
-    // Each rank counted its own stages' forward FLOPs.
-    at::Tensor flops = at::tensor({s.forward_flops_per_sample}, at::kDouble);
-    auto& comm = pipeline_comm();
-    comm.allreduce(flops, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-    s.forward_flops_per_sample = flops.item<double>();
-    s.pipeline_peak_bytes = peak_bytes_by_rank(&comm);
-  }
-  if (replicas_ > 1 || options_.ps_world) {
-    s.buckets = grad_sync_->last_stats().buckets;
-    if (comm_steps_ > 0) {
-      s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
-      s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);
-      s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
-    }
+  s.buckets = layout_->grad_sync().last_stats().buckets;
+  if (comm_steps_ > 0) {
+    s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
+    s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);
+    s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
   }
   if (autotune_) {
     if (const profile::AutotuneResult* r = autotune_->result()) s.autotune = *r;

@@ -67,7 +67,7 @@ std::string open_session(remote::DataWorker::Stub& stub, const Config& config) {
   grpc::ClientContext context;
   remote::OpenRequest request;
   request.set_protocol(kDataProtocolVersion);
-  request.set_config(remote_config_text(config));
+  request.set_config(remote_config_text(config, config.data.batch_size));
   request.set_world(1);
   remote::OpenReply reply;
   EXPECT_TRUE(stub.Open(&context, request, &reply).ok());
@@ -103,7 +103,7 @@ TEST(DataWorker, MalformedRequestsGetErrorsAndTheWorkerGoesOn) {
     remote::OpenReply reply;
     return stub->Open(&context, request, &reply);
   };
-  const std::string good = remote_config_text(small_config());
+  const std::string good = remote_config_text(small_config(), small_config().data.batch_size);
   grpc::Status s = open_with("data: [unclosed", 0, 1, kDataProtocolVersion);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("is not YAML"), std::string::npos) << s.error_message();
@@ -145,19 +145,23 @@ TEST(DataWorker, ServesOverTlsToATrainerThatTrustsItsCertificate) {
   RemoteSourceOptions options;
   options.workers = {"127.0.0.1:" + std::to_string(worker.port())};
   options.local_threads = 0;
-  options.connection.config = remote_config_text(config);
+  options.connection.config = remote_config_text(config, config.data.batch_size);
   options.connection.timeout = std::chrono::milliseconds(5000);
   {
     options.connection.tls_ca = o.tls_cert;
-    RemoteBatchSource source(make_loaders(config, 1, 0, 1, false, false).train, options);
+    RemoteBatchSource source(
+        make_loaders(config, config.data.batch_size, 1, 0, 1, false, false).train, options);
     EXPECT_EQ(source.worker_stats()[0].state, "up") << source.worker_stats()[0].last_error;
     const Batch batch = source.batch(0, 1);
-    EXPECT_TRUE(batch.images.equal(
-        make_loaders(config, 1, 0, 1, false, false).train->build_batch(0, 1).images));
+    EXPECT_TRUE(
+        batch.images.equal(make_loaders(config, config.data.batch_size, 1, 0, 1, false, false)
+                               .train->build_batch(0, 1)
+                               .images));
     EXPECT_GE(source.worker_stats()[0].batches, 1);
   }
   options.connection.tls_ca = "";  // plaintext to a TLS port gets nowhere
-  RemoteBatchSource plaintext(make_loaders(config, 1, 0, 1, false, false).train, options);
+  RemoteBatchSource plaintext(
+      make_loaders(config, config.data.batch_size, 1, 0, 1, false, false).train, options);
   EXPECT_NE(plaintext.worker_stats()[0].state, "up");
 }
 

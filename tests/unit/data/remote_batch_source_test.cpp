@@ -38,12 +38,12 @@ RemoteSourceOptions source_options(const Config& config, int port, int local_thr
   o.reconnect_every = std::chrono::milliseconds(100);
   o.connection.timeout = std::chrono::milliseconds(5000);
   o.connection.client = "remote_batch_source_test";
-  o.connection.config = remote_config_text(config);
+  o.connection.config = remote_config_text(config, config.data.batch_size);
   return o;
 }
 
 std::unique_ptr<Loader> local_loader(const Config& config, int rank = 0, int world = 1) {
-  return make_loaders(config, 1, rank, world, false, false).train;
+  return make_loaders(config, config.data.batch_size, 1, rank, world, false, false).train;
 }
 
 // Every batch of `epochs` epochs from `source` equals the reference loader's; `after_batch`
@@ -75,7 +75,7 @@ TEST(RemoteBatchSource, WorkerBatchesEqualLocalOnes) {
   const auto stats = source.worker_stats();
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].state, "up");
-  EXPECT_EQ(stats[0].batches, 2 * reference->steps_per_epoch());  // no local producer
+  EXPECT_EQ(stats[0].batches, 2 * reference->steps_per_epoch());        // no local producer
   EXPECT_GT(source.worker_stats()[0].up_seconds, stats[0].up_seconds);  // still up
   EXPECT_EQ(source.local_batches(), 0);
   EXPECT_GT(stats[0].bytes, 2 * reference->steps_per_epoch() * 8 * 12 * 12 * 3);
@@ -200,7 +200,7 @@ TEST(RemoteBatchSource, AWorkerWithOtherDataIsRefused) {
   other.data.train_samples = 104;  // one more batch per epoch
   DataWorker worker(worker_options(root.path()));
   RemoteSourceOptions options = source_options(config, worker.port(), 0);
-  options.connection.config = remote_config_text(other);
+  options.connection.config = remote_config_text(other, other.data.batch_size);
   RemoteBatchSource source(local_loader(config), options);
   EXPECT_EQ(source.worker_stats()[0].state, "refused");
   EXPECT_NE(source.worker_stats()[0].last_error.find("its data differs"), std::string::npos);

@@ -199,7 +199,7 @@ TEST(RemoteConfig, SendsOnlyTheSeedAndTheDataSection) {
                                {"data=synthetic", "seed=7", "train.epochs=9",
                                 "data.remote.workers=a:1,b:2", "data.batch_size=12"});
   ASSERT_EQ(config.data.remote.workers, (std::vector<std::string>{"a:1", "b:2"}));
-  const std::string text = remote_config_text(config);
+  const std::string text = remote_config_text(config, config.data.batch_size);
   EXPECT_EQ(text.find("epochs"), std::string::npos) << text;
   EXPECT_EQ(text.find("remote"), std::string::npos) << text;
   const Config back = parse_remote_config(text);

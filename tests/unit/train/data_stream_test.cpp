@@ -26,7 +26,7 @@ DataStreamOptions raw() {
 
 TEST(DataStream, GivesTheLoadersBatchesThenEndsTheEpochAndGoesOnWithTheNext) {
   const Config config = synthetic_config();
-  TrainData reference = load_train_data(config, 2);
+  TrainData reference = load_train_data(config, config.data.batch_size, 2);
   DataStream stream(config, raw());
   ASSERT_EQ(stream.steps_per_epoch(), 6);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {

@@ -109,8 +109,10 @@ class Service final
     try {
       config.data.workers = 1;  // the loader's own threads stay idle: handlers build batches
       opened = sessions_.open(std::move(session), request->config(), [&] {
-        return std::shared_ptr<const Loader>(
-            make_loaders(config, 1, request->rank(), request->world(), false, false).train);
+        return std::shared_ptr<const Loader>(make_loaders(config, config.data.batch_size, 1,
+                                                          request->rank(), request->world(), false,
+                                                          false)
+                                                 .train);
       });
     } catch (const Error& e) {
       return refuse(grpc::StatusCode::FAILED_PRECONDITION, peer, e.what());

@@ -28,9 +28,7 @@ const char* state_name(int state) {
 }  // namespace
 
 RemoteBatchSource::RemoteBatchSource(std::unique_ptr<Loader> local, RemoteSourceOptions options)
-    : local_(std::move(local)),
-      options_(std::move(options)),
-      window_(local_->steps_per_epoch()) {
+    : local_(std::move(local)), options_(std::move(options)), window_(local_->steps_per_epoch()) {
   const TransformPipeline& t = *local_->options().transforms;
   shape_.max_samples = local_->options().batch_size;
   shape_.height = t.height();
@@ -94,6 +92,12 @@ int RemoteBatchSource::ready_batches() const {
   return window_.ready();
 }
 
+std::string RemoteBatchSource::describe_producers() const {
+  std::string workers;
+  for (const auto& w : options_.workers) workers += (workers.empty() ? "" : ", ") + w;
+  return "the remote data workers (" + workers + ") and local loader threads";
+}
+
 int64_t RemoteBatchSource::local_batches() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return local_batches_;
@@ -149,9 +153,9 @@ Batch RemoteBatchSource::batch(int64_t epoch, int64_t step) const {
     const OrderedWindow::Slot* slot = window_.next_slot();
     const std::string holder =
         !slot || slot->state == OrderedWindow::State::kWaiting ? "no producer took it"
-        : slot->producer == kLocal ? "local threads were building it"
-                                   : "data worker " + remotes_[slot->producer].stats.address +
-                                         " was building it";
+        : slot->producer == kLocal
+            ? "local threads were building it"
+            : "data worker " + remotes_[slot->producer].stats.address + " was building it";
     throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
                        std::to_string(epoch + 1) + " not ready after " +
                        std::to_string(kBatchTimeout.count()) + " s; " + holder);

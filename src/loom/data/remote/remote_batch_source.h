@@ -58,11 +58,12 @@ class RemoteBatchSource : public BatchSource {
   void set_epoch_limit(int64_t epochs) override;
   void set_threads(int threads) override;  // local producers
 
-  std::vector<RemoteWorkerStats> worker_stats() const;
+  std::string describe_producers() const override;
+  std::vector<RemoteWorkerStats> worker_stats() const override;
   // CPU seconds this process spent receiving and checking workers' batches so far (the planner's
   // cost of a remote sample on the trainer). Counted by thread name, while the threads live.
-  double receive_cpu_seconds() const;
-  int64_t local_batches() const;  // delivered by local producers
+  double receive_cpu_seconds() const override;
+  int64_t local_batches() const override;  // delivered by local producers
 
  private:
   using Work = OrderedWindow::Claim;
@@ -83,8 +84,8 @@ class RemoteBatchSource : public BatchSource {
   // Blocks until `producer` (lane `lane` of it) may take a step; false when stopping.
   bool take_work(int producer, int lane, Work& work);
   bool may_work(int producer, int lane) const;  // mutex_ held
-  // Steps ahead of the trainer that producers may take: bounded by bytes (max_ahead_by_bytes_) and by
-  // batches (one per producer plus data.prefetch_batches). mutex_ held.
+  // Steps ahead of the trainer that producers may take: bounded by bytes (max_ahead_by_bytes_) and
+  // by batches (one per producer plus data.prefetch_batches). mutex_ held.
   int64_t window_locked() const;
   void deliver(const Work& work, int producer, Batch batch, std::exception_ptr error,
                const LoaderStats& tally);
@@ -99,7 +100,7 @@ class RemoteBatchSource : public BatchSource {
 
   std::unique_ptr<Loader> local_;
   RemoteSourceOptions options_;
-  BatchShape shape_;    // of a full batch (epoch and step filled in per request)
+  BatchShape shape_;  // of a full batch (epoch and step filled in per request)
   int64_t max_ahead_by_bytes_ = 1;
 
   mutable std::mutex mutex_;
@@ -108,7 +109,7 @@ class RemoteBatchSource : public BatchSource {
   int local_threads_ = 1;
   int workers_up_ = 0;
   mutable OrderedWindow window_;  // producer: a worker's index, or kLocal
-  mutable LoaderStats tally_;  // counts of the batches taken; local threads' build times
+  mutable LoaderStats tally_;     // counts of the batches taken; local threads' build times
   mutable int64_t local_batches_ = 0;
   std::vector<Remote> remotes_;
   BatchObserver observer_;

@@ -22,10 +22,12 @@ bool is_inside(const std::filesystem::path& path, const std::filesystem::path& r
 
 }  // namespace
 
-std::string remote_config_text(const Config& config) {
+std::string remote_config_text(const Config& config, int64_t batch_size) {
   YAML::Node full = YAML::Load(config_to_yaml(config));
   YAML::Node data = full["data"];
   data.remove("remote");
+  data["batch_size"] = batch_size;
+  data["global_batch"] = 0;  // the worker builds one rank's batches
   YAML::Node sent(YAML::NodeType::Map);
   sent["seed"] = full["seed"];
   sent["data"] = data;

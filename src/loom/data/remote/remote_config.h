@@ -11,8 +11,10 @@
 
 namespace loom::data {
 
-// `seed:` and `data:` (without data.remote, which is the trainer's own business) of `config`.
-std::string remote_config_text(const Config& config);
+// `seed:` and `data:` (without data.remote, which is the trainer's own business) of `config`,
+// asking for batches of `batch_size` (the rank's loader's: data.batch_size, or the micro-batch
+// its layout plan derived).
+std::string remote_config_text(const Config& config, int64_t batch_size);
 
 // The worker's side: a full Config from that text. Throws ConfigError naming the key for any
 // other top-level key or an invalid value.

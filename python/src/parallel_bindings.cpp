@@ -1,0 +1,107 @@
+// Job and ReplicaSync for Python: the job a script's process is a rank of (train/job.h), and
+// the gradient exchange of a user's own module (parallel/replicated_layout.h), with its tensors
+// shared with PyTorch, not copied. loom.distributed and loom.parallel wrap them.
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <optional>
+
+#include "bindings.h"
+#include "loom/comm/world_info.h"
+#include "loom/core/error.h"
+#include "loom/parallel/replicated_layout.h"
+#include "loom/train/job.h"
+
+namespace loom::python {
+namespace {
+
+using NamedTensors = parallel::NamedTensors;
+
+// The gradient exchange of one replica, and the no_sync() scope a `with` statement holds open.
+class ReplicaSync {
+ public:
+  ReplicaSync(train::Job& job, NamedTensors parameters, NamedTensors buffers,
+              parallel::DataParallelOptions options) {
+    parallel::ReplicatedLayoutOptions replicated;
+    replicated.data_parallel = options;
+    replicated.data_parallel.finish_in_backward = true;  // the script calls its optimizer itself
+    replicated.ps_world = job.communicator.get();
+    replicated.ps = job.ps;
+    sync_ = parallel::make_replica_sync(job.plan, std::move(parameters), std::move(buffers),
+                                        job.trainers(), replicated, parallel::StartOptions{});
+  }
+
+  parallel::GradSync& sync() { return *sync_; }
+  void enter_no_sync() { no_sync_.emplace(*sync_); }
+  void exit_no_sync() { no_sync_.reset(); }
+
+ private:
+  std::unique_ptr<parallel::GradSync> sync_;
+  std::optional<parallel::GradSync::NoSync> no_sync_;
+};
+
+py::dict stats_to_dict(const parallel::SyncStats& s) {
+  py::dict d;
+  d["buckets"] = s.buckets;
+  d["bytes"] = s.bytes;
+  d["comm_seconds"] = s.comm_seconds;
+  d["exposed_seconds"] = s.exposed_seconds;
+  d["overlap"] = s.overlap();
+  return d;
+}
+
+}  // namespace
+
+void bind_parallel(py::module_& m) {
+  py::class_<train::Job>(m, "Job", "The job this process is a rank of (loom.distributed.init).")
+      .def(py::init([](const Config& config) {
+             const comm::WorldInfo world = comm::world_from_environment();
+             py::gil_scoped_release release;  // waits for the other ranks
+             return std::make_unique<train::Job>(train::join_job(config, world));
+           }),
+           py::arg("config"))
+      .def_property_readonly("rank", [](const train::Job& j) { return j.world.rank; })
+      .def_property_readonly("world", [](const train::Job& j) { return j.world.world; })
+      .def_property_readonly("local_rank", [](const train::Job& j) { return j.world.local_rank; })
+      .def_property_readonly("local_world", [](const train::Job& j) { return j.world.local_world; })
+      .def_property_readonly(
+          "backend",
+          [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
+      .def_property_readonly("layout", [](const train::Job& j) { return j.plan.describe(); });
+
+  py::class_<ReplicaSync>(m, "ReplicaSync",
+                          "The gradient exchange of a module replicated on every training rank.")
+      .def(py::init([](train::Job& job, const NamedTensors& parameters, const NamedTensors& buffers,
+                       double first_bucket_mb, double bucket_cap_mb, bool find_unused_parameters,
+                       bool broadcast_buffers, const std::string& compression) {
+             parallel::DataParallelOptions o;
+             o.buckets = {static_cast<std::size_t>(first_bucket_mb * (1 << 20)),
+                          static_cast<std::size_t>(bucket_cap_mb * (1 << 20))};
+             o.find_unused_parameters = find_unused_parameters;
+             o.broadcast_buffers = broadcast_buffers;
+             if (compression == "bf16") o.compression = at::kBFloat16;
+             if (compression == "fp16") o.compression = at::kHalf;
+             if (compression != "none" && !o.compression) {
+               throw ConfigError("compression: expected none, bf16 or fp16, got '" + compression +
+                                 "'");
+             }
+             py::gil_scoped_release release;  // rank 0's parameters go to every rank
+             return std::make_unique<ReplicaSync>(job, parameters, buffers, o);
+           }),
+           py::arg("job"), py::arg("parameters"), py::arg("buffers"), py::arg("first_bucket_mb"),
+           py::arg("bucket_cap_mb"), py::arg("find_unused_parameters"),
+           py::arg("broadcast_buffers"), py::arg("compression"), py::keep_alive<1, 2>())
+      .def(
+          "prepare", [](ReplicaSync& s) { s.sync().prepare(); },
+          py::call_guard<py::gil_scoped_release>(), "Before a forward pass.")
+      .def(
+          "sync_buffers", [](ReplicaSync& s) { s.sync().sync_buffers(); },
+          py::call_guard<py::gil_scoped_release>())
+      .def("enter_no_sync", &ReplicaSync::enter_no_sync)
+      .def("exit_no_sync", &ReplicaSync::exit_no_sync)
+      .def("describe",
+           [](const ReplicaSync& s) { return const_cast<ReplicaSync&>(s).sync().describe(); })
+      .def("last_stats", [](ReplicaSync& s) { return stats_to_dict(s.sync().last_stats()); });
+}
+
+}  // namespace loom::python

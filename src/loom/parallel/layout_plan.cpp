@@ -1,0 +1,174 @@
+#include "loom/parallel/layout_plan.h"
+
+#include "loom/core/error.h"
+
+namespace loom::parallel {
+namespace {
+
+PsMode parse_ps_mode(const std::string& text) {
+  if (text == "async") return PsMode::kAsync;
+  if (text == "ssp") return PsMode::kSsp;
+  return PsMode::kSync;  // the schema admits only these three
+}
+
+// The samples one replica reads per micro-batch: data.global_batch shared by the replicas when
+// set, else data.batch_size.
+int64_t replica_batch_of(const Config& config, int replicas) {
+  const int64_t global = config.data.global_batch;
+  if (global <= 0) return config.data.batch_size;
+  if (global % replicas != 0) {
+    throw ConfigError("config key 'data.global_batch': " + std::to_string(global) +
+                      " samples do not divide evenly over " + std::to_string(replicas) + " ranks");
+  }
+  return global / replicas;
+}
+
+void plan_servers(const Config& config, LayoutPlan& plan) {
+  const PsConfig& ps = config.parallel.ps;
+  if (plan.world < 2) {
+    throw ConfigError(
+        "config key 'parallel.mode': ps needs parameter servers besides the workers: loom launch "
+        "--nproc-per-node N --servers K -- loom train ...");
+  }
+  plan.mode = LayoutMode::kParameterServers;
+  plan.servers = static_cast<int>(ps.servers);
+  plan.trainers = plan.world - plan.servers;
+  if (plan.trainers < 1) {
+    throw ConfigError("config key 'parallel.ps.servers': " + std::to_string(plan.servers) +
+                      " servers leave no worker among the job's " + std::to_string(plan.world) +
+                      " ranks (start workers and servers: loom launch --nproc-per-node N "
+                      "--servers K)");
+  }
+  plan.ps_mode = parse_ps_mode(ps.mode);
+  plan.optimizer_on_server = ps.optimizer_on == "server";
+  plan.staleness = plan.ps_mode == PsMode::kSsp ? ps.staleness : 0;
+}
+
+void plan_pipeline(const Config& config, LayoutPlan& plan) {
+  const PipelineConfig& pc = config.parallel.pipeline;
+  const std::string stages = std::to_string(pc.stages);
+  if (plan.world == 1) {
+    throw ConfigError("config key 'parallel.pipeline.stages': " + stages +
+                      " stages need as many ranks; start them with `loom launch --nproc-per-node " +
+                      stages + " -- loom train ...`");
+  }
+  if (plan.world % pc.stages != 0) {
+    throw ConfigError("config key 'parallel.pipeline.stages': " + stages +
+                      " stages do not divide the " + std::to_string(plan.world) +
+                      " ranks; launch a multiple of " + stages + " (each group of " + stages +
+                      " consecutive ranks runs one pipeline, and the pipelines run data parallel)");
+  }
+  if (config.train.grad_accum != 1) {
+    throw ConfigError(
+        "config key 'train.grad_accum': a pipeline accumulates over its "
+        "micro-batches already; set parallel.pipeline.microbatches instead");
+  }
+  if (config.autotune.enabled) {
+    throw ConfigError(
+        "config key 'autotune.enabled': the autotuner does not tune pipelines; "
+        "`loom pipeline plan` shows the partition and schedule to adjust by hand");
+  }
+  plan.mode = LayoutMode::kPipeline;
+  plan.pipeline_ranks = static_cast<int>(pc.stages);
+  plan.pipeline_rank = plan.rank % plan.pipeline_ranks;
+}
+
+}  // namespace
+
+const char* layout_mode_name(LayoutMode mode) {
+  switch (mode) {
+    case LayoutMode::kLocal:
+      return "local";
+    case LayoutMode::kDataParallel:
+      return "data_parallel";
+    case LayoutMode::kParameterServers:
+      return "parameter_servers";
+    case LayoutMode::kPipeline:
+      return "pipeline";
+  }
+  return "?";
+}
+
+const char* ps_mode_name(PsMode mode) {
+  switch (mode) {
+    case PsMode::kSync:
+      return "sync";
+    case PsMode::kAsync:
+      return "async";
+    case PsMode::kSsp:
+      return "ssp";
+  }
+  return "?";
+}
+
+LayoutPlan plan_layout(const Config& config, int world, int rank) {
+  LayoutPlan plan;
+  plan.world = world;
+  plan.rank = rank;
+  plan.trainers = world;
+  if (config.parallel.mode == "ps") {
+    if (config.parallel.pipeline.stages > 1) {
+      throw ConfigError(
+          "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "
+          "with parallel.pipeline.stages > 1");
+    }
+    plan_servers(config, plan);
+  } else if (config.parallel.pipeline.stages > 1) {
+    plan_pipeline(config, plan);
+  } else if (world > 1) {
+    plan.mode = LayoutMode::kDataParallel;
+  }
+
+  const int per_replica = plan.mode == LayoutMode::kPipeline ? plan.pipeline_ranks : 1;
+  plan.replicas = plan.trainers / per_replica;
+  plan.replica = plan.serves() ? 0 : rank / per_replica;
+  if (config.optimizer.lr_scaling == "linear") plan.lr_scale = plan.replicas;
+
+  StepShape& step = plan.step;
+  if (plan.mode == LayoutMode::kPipeline) {
+    // A pipeline's step batch, split into its micro-batches.
+    const int64_t microbatches = config.parallel.pipeline.microbatches;
+    step.replica_batch = replica_batch_of(config, plan.replicas);
+    if (step.replica_batch % microbatches != 0) {
+      throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
+                        std::to_string(step.replica_batch) +
+                        " samples (data.batch_size) does not split into " +
+                        std::to_string(microbatches) + " equal micro-batches");
+    }
+    step.micro_batches = microbatches;
+    step.micro_batch = step.replica_batch / microbatches;
+  } else {
+    // Each rank reads its batch train.grad_accum times a step.
+    step.micro_batches = config.train.grad_accum;
+    step.micro_batch = replica_batch_of(config, plan.replicas);
+    step.replica_batch = step.micro_batch * step.micro_batches;
+  }
+  step.global_batch = step.replica_batch * plan.replicas;
+  return plan;
+}
+
+std::string LayoutPlan::describe() const {
+  std::string what;
+  switch (mode) {
+    case LayoutMode::kLocal:
+      what = "one process";
+      break;
+    case LayoutMode::kDataParallel:
+      what = "data parallel over " + std::to_string(replicas) + " ranks";
+      break;
+    case LayoutMode::kParameterServers:
+      what = std::to_string(trainers) + " workers and " + std::to_string(servers) + " " +
+             ps_mode_name(ps_mode) + " parameter servers" +
+             (optimizer_on_server ? " (the optimizer on the servers)" : "");
+      break;
+    case LayoutMode::kPipeline:
+      what =
+          std::to_string(replicas) + " pipeline(s) of " + std::to_string(pipeline_ranks) + " ranks";
+      break;
+  }
+  return what + ": " + std::to_string(step.global_batch) + " samples a step, " +
+         std::to_string(step.replica_batch) + " a replica (" + std::to_string(step.micro_batches) +
+         " x " + std::to_string(step.micro_batch) + ")";
+}
+
+}  // namespace loom::parallel

@@ -1,0 +1,151 @@
+// The seam between a training loop and how the job's ranks share its work. The loop (train/'s
+// TrainingRun, and through it `loom train`, `loom.train()` and an embedding program) holds one
+// ParallelLayout and never asks which it is: one process, all-reduce data parallelism,
+// parameter servers (sync, async, SSP), or pipelines (x data parallelism). Each is made from
+// the job's LayoutPlan and owns what its kind needs: the communicator groups, the gradient
+// exchange (GradSync), the step executor, gradient clipping over every stage, the gather of
+// checkpoint tensors under the model's own names, the evaluation path, and its report for the
+// summary.
+//
+// Per run: parameters() and buffers() are what this rank trains and saves (the optimizer is
+// made over them); start() once they hold the values to start from (after a resume); every
+// step run_step(), then clip_gradients() and grad_sync().step() around the optimizer;
+// grad_sync().end_training() after the last.
+//
+// Threading: one thread (the training loop's). Collective methods must be called by every
+// training rank in the same order.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/models/loss.h"
+#include "loom/models/model.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/layout_plan.h"
+#include "loom/parallel/step_executor.h"
+
+namespace loom::parallel {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What start() needs from the loop.
+struct StartOptions {
+  const models::Loss* loss = nullptr;  // the training loss
+  StepObserver* observer = nullptr;    // hears phases, forward passes and losses
+  bool bf16 = false;                   // forward under CPU bf16 autocast
+  int64_t first_step = 0;              // the step the run starts from (after a resume)
+  // Servers that keep the optimizer state take rank 0's (its resumed state), as flat fields
+  // over the parameters; the local optimizer's state is then dropped (release_optimizer_state).
+  std::function<std::optional<HeldOptimizerState>()> optimizer_state;
+  std::function<void()> release_optimizer_state;
+};
+
+// The checkpoint tensors of one rank, or of the whole job once gathered.
+struct CheckpointTensors {
+  NamedTensors model, optimizer;  // under the model's own names
+  at::Tensor rng;                 // this rank's CPU generator state
+  // A pipeline's ranks draw from generators of their own: each pipeline rank's, by that rank.
+  std::map<int, at::Tensor> rank_rngs;
+};
+
+// How the layout did, for the summary and the advisor.
+struct LayoutReport {
+  std::string exchange;  // GradSync::describe()
+  std::string backend;   // of the training ranks' communicator; "" for one process
+  // Every training rank's forward, backward and optimizer seconds over the steady steps, by
+  // rank (data parallelism and parameter servers; empty otherwise).
+  std::vector<double> worker_compute_seconds;
+  // Parameter servers: their totals (rank 0's view), hosts, and the plan's largest part.
+  std::vector<ServerLoad> servers;
+  std::vector<std::string> server_hosts;
+  std::int64_t largest_part_bytes = 0;
+  // Pipelines: the schedule, blocks per stage ("4,6"), every pipeline rank's peak of tensor
+  // memory while training, and a micro-batch count the plan simulated with a smaller bubble
+  // (0: none) with that bubble; the plan as `loom pipeline plan` prints it (rank 0).
+  std::string schedule, split, plan_text;
+  std::vector<double> peak_bytes;
+  int64_t better_microbatches = 0;
+  double better_bubble = 0;
+};
+
+class ParallelLayout {
+ public:
+  explicit ParallelLayout(LayoutPlan plan) : plan_(std::move(plan)) {}
+  virtual ~ParallelLayout() = default;
+  ParallelLayout(const ParallelLayout&) = delete;
+  ParallelLayout& operator=(const ParallelLayout&) = delete;
+
+  const LayoutPlan& plan() const { return plan_; }
+  // What this rank trains and saves: the whole model's tensors, or its pipeline stages'.
+  const NamedTensors& parameters() const { return parameters_; }
+  const NamedTensors& buffers() const { return buffers_; }
+
+  // Makes the gradient exchange and the step executor; parameters() hold the values every rank
+  // starts from (rank 0's are sent to the others where replicas exist).
+  virtual void start(const StartOptions& options) = 0;
+
+  // One optimizer step's forward and backward work (after start()).
+  StepOutcome run_step(const MicroBatchSource& micro_batch) { return executor_->run(micro_batch); }
+  int64_t micro_batches() const { return plan_.step.micro_batches; }
+  GradSync& grad_sync() { return *grad_sync_; }
+  const GradSync& grad_sync() const { return *grad_sync_; }
+
+  // Scales the gradients so that their norm over the whole model (every stage) is at most
+  // `max_norm`, as torch's clip_grad_norm_ does in one process.
+  virtual void clip_gradients(double max_norm);
+
+  // The mean of `value` over the training ranks (a loss each rank saw on its share).
+  virtual double mean_over_trainers(double value) { return value; }
+  // Whether any rank that steps with this one says yes (SIGTERM asked to stop): ranks in
+  // lockstep agree, so that they stop at the same step; others decide alone.
+  virtual bool any_rank(bool mine) { return mine; }
+  // Every training rank's value, by rank (data parallelism); empty where not compared.
+  virtual std::vector<double> by_trainer(double mine) { return {}; }
+  // The whole model's total of a quantity each rank counts for its own stages (FLOPs of a
+  // forward pass): summed over a pipeline's ranks, as it is elsewhere.
+  virtual double sum_over_stages(double mine) { return mine; }
+
+  // Whether this rank takes part in writing checkpoints (it holds a share no other rank that
+  // writes holds); gather() is collective over those ranks.
+  virtual bool takes_part_in_checkpoints() const { return plan_.rank == 0; }
+  // The whole job's checkpoint tensors on the rank that writes them (the job's rank 0), from
+  // every rank's share; nullopt on the others.
+  virtual std::optional<CheckpointTensors> gather(CheckpointTensors mine) { return mine; }
+  // The generator state this rank resumes from, of those a checkpoint holds.
+  virtual at::Tensor own_rng(const CheckpointTensors& saved) const { return saved.rng; }
+
+  // Evaluation, forward only without gradients: `batches` batches of this rank's part of a
+  // test set, read with `batch(b)`; each output the model's last layer makes goes to `output`
+  // with its labels, on the rank that makes it. Every training rank calls it.
+  using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& labels)>;
+  virtual void forward_only(int64_t batches, const MicroBatchSource& batch,
+                            const OutputSink& output) = 0;
+  // Sums an evaluation tallied (on the ranks that saw outputs) into the job's, on every rank.
+  virtual at::Tensor combine_eval_sums(at::Tensor sums) { return sums; }
+
+  // How the run is laid out, for the checkpoint's manifest: {"ranks", "data_parallel", ...}.
+  virtual std::string manifest_json() const;
+  // The layout's plan in words where there is one (a pipeline's, as `loom pipeline plan` prints
+  // it, on rank 0); "" otherwise.
+  virtual std::string plan_text() const { return ""; }
+  // What a rank of this layout waits for besides its data, for the stall watchdog.
+  virtual std::string describe_waits() const { return grad_sync_->describe(); }
+  // Its part of the summary (collective where by_trainer() is).
+  virtual LayoutReport report();
+
+ protected:
+  LayoutPlan plan_;
+  NamedTensors parameters_, buffers_;
+  std::unique_ptr<GradSync> grad_sync_;
+  std::unique_ptr<StepExecutor> executor_;
+};
+
+}  // namespace loom::parallel

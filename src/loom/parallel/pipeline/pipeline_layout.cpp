@@ -1,0 +1,223 @@
+#include "loom/parallel/pipeline/pipeline_layout.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "loom/comm/tensor_message.h"
+#include "loom/core/caching_allocator.h"
+#include "loom/core/error.h"
+#include "loom/parallel/local_grad_sync.h"
+
+namespace loom::parallel::pipeline {
+
+PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
+                               const MakeGroup& make_group, PipelineLayoutOptions options)
+    : ParallelLayout(std::move(plan)), model_(model), job_(job), options_(std::move(options)) {
+  const int stages = plan_.pipeline_ranks;
+  if (plan_.replicas > 1) {
+    if (!make_group) throw Error("pipeline: a pipeline x data-parallel run needs groups");
+    // Every rank joins its pipeline first, then its stage's replicas: the groups of each round
+    // are disjoint, so no rank waits on one that is busy joining another.
+    std::vector<int> pipeline_ranks, replica_ranks;
+    for (int p = 0; p < stages; ++p) pipeline_ranks.push_back(plan_.replica * stages + p);
+    for (int d = 0; d < plan_.replicas; ++d)
+      replica_ranks.push_back(d * stages + plan_.pipeline_rank);
+    pipeline_group_ = make_group(pipeline_ranks, "pipeline" + std::to_string(plan_.replica));
+    replica_group_ = make_group(replica_ranks, "stage" + std::to_string(plan_.pipeline_rank));
+  }
+  stages_ = stage_blocks(model.blocks(), options_.split);
+  StageTensors own = keep_own_stages(stages_, options_.schedule, pipeline().rank());
+  parameters_ = std::move(own.parameters);
+  buffers_ = std::move(own.buffers);
+}
+
+void PipelineLayout::start(const StartOptions& options) {
+  // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
+  if (replica_group_ && replica_group_->world() > 1) {
+    grad_sync_ = std::make_unique<DataParallel>(parameters_, buffers_, *replica_group_,
+                                                options_.data_parallel);
+  } else {
+    grad_sync_ = std::make_unique<LocalGradSync>(parameters_);
+  }
+  PipelineExecutorOptions executor;
+  executor.bf16 = options.bf16;
+  auto pipelined =
+      std::make_unique<PipelineExecutor>(options_.schedule, stages_, *options.loss, *grad_sync_,
+                                         pipeline(), *options.observer, executor);
+  executor_of_schedule_ = pipelined.get();
+  executor_ = std::move(pipelined);
+  // The ranks report the memory their stages take while training, not rank 0's planning of the
+  // whole model.
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) a->reset_peak();
+}
+
+void PipelineLayout::clip_gradients(double max_norm) {
+  clip_grad_norm_across(parameters_, max_norm, pipeline());
+}
+
+double PipelineLayout::mean_over_trainers(double value) {
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  job_.allreduce(t, comm::ReduceOp::kAvg)->wait(job_.options().timeout);
+  return t.item<double>();
+}
+
+bool PipelineLayout::any_rank(bool mine) {
+  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
+  job_.allreduce(asked, comm::ReduceOp::kSum)->wait(job_.options().timeout);
+  return asked.item<float>() > 0;
+}
+
+std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) {
+  // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
+  comm::Communicator& comm = pipeline();
+  CheckpointTensors all;
+  all.model = gather_on_rank0(comm, mine.model);
+  all.optimizer = gather_on_rank0(comm, mine.optimizer);
+  const models::NamedTensors rngs =
+      gather_on_rank0(comm, {{std::to_string(comm.rank()), mine.rng}});
+  if (comm.rank() != 0) return std::nullopt;
+  all.rng = mine.rng;
+  for (const auto& [rank, state] : rngs) all.rank_rngs[std::stoi(rank)] = state;
+  return all;
+}
+
+at::Tensor PipelineLayout::own_rng(const CheckpointTensors& saved) const {
+  // A pipeline rank's own generator (the same for that stage in every replica).
+  const auto own = saved.rank_rngs.find(pipeline().rank());
+  return own != saved.rank_rngs.end() ? own->second : saved.rng;
+}
+
+void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
+                                  const OutputSink& output) {
+  model_.train(false);
+  executor_of_schedule_->forward_only(batches, batch, output);
+  model_.train(true);
+}
+
+at::Tensor PipelineLayout::combine_eval_sums(at::Tensor sums) {
+  // The last stage saw every output of its pipeline's share; the pipelines add their shares.
+  comm::Communicator& comm = pipeline();
+  comm.broadcast(sums, options_.schedule.stage_rank.back())->wait(comm.options().timeout);
+  if (replica_group_) {
+    replica_group_->allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  }
+  return sums;
+}
+
+double PipelineLayout::sum_over_stages(double mine) {
+  at::Tensor total = at::tensor({mine}, at::kDouble);
+  comm::Communicator& comm = pipeline();
+  comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  return total.item<double>();
+}
+
+std::string PipelineLayout::manifest_json() const {
+  const Schedule& schedule = options_.schedule;
+  return nlohmann::ordered_json{{"ranks", plan_.trainers},
+                                {"data_parallel", plan_.replicas},
+                                {"pipeline",
+                                 {{"ranks", schedule.ranks},
+                                  {"stages", schedule.stages},
+                                  {"schedule", schedule.name},
+                                  {"microbatches", schedule.microbatches},
+                                  {"split", options_.split}}}}
+      .dump();
+}
+
+std::string PipelineLayout::describe_waits() const {
+  return grad_sync_->describe() + " and the pipeline's neighbouring stages";
+}
+
+LayoutReport PipelineLayout::report() {
+  LayoutReport r = ParallelLayout::report();
+  r.backend = job_.backend();
+  r.schedule = options_.schedule.name;
+  for (int blocks : options_.split)
+    r.split += (r.split.empty() ? "" : ",") + std::to_string(blocks);
+  r.plan_text = options_.plan_text;
+  r.better_microbatches = options_.better_microbatches;
+  r.better_bubble = options_.better_bubble;
+  r.peak_bytes = peak_bytes_by_rank(&pipeline());
+  return r;
+}
+
+std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, int stages) {
+  if (!comm) return split;
+  at::Tensor t = at::zeros({stages}, at::kLong);
+  if (comm->rank() == 0) {
+    for (int s = 0; s < stages; ++s) t[s] = split[static_cast<size_t>(s)];
+  }
+  comm->broadcast(t, 0)->wait(comm->options().timeout);
+  std::vector<int> out;
+  for (int s = 0; s < stages; ++s) out.push_back(static_cast<int>(t[s].item<int64_t>()));
+  return out;
+}
+
+StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stages,
+                             const Schedule& schedule, int rank) {
+  StageTensors own;
+  at::NoGradGuard no_grad;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const bool ours = schedule.stage_rank[s] == rank;
+    for (const models::Block& b : stages[s]) {
+      if (ours) {
+        own.parameters.insert(own.parameters.end(), b.parameters.begin(), b.parameters.end());
+        own.buffers.insert(own.buffers.end(), b.buffers.begin(), b.buffers.end());
+        continue;
+      }
+      for (const auto& [name, p] : b.parameters) p.set_data(at::empty({0}, p.options()));
+      for (const auto& [name, t] : b.buffers) t.set_data(at::empty({0}, t.options()));
+    }
+  }
+  return own;
+}
+
+void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
+                           comm::Communicator& comm) {
+  // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
+  // summed in double, so the sum over ranks is the same whichever rank adds first.
+  double squares = 0;
+  for (const auto& [name, p] : parameters) {
+    if (!p.grad().defined()) continue;
+    const double norm = p.grad().norm().item<double>();
+    squares += norm * norm;
+  }
+  at::Tensor total = at::tensor({squares}, at::kDouble);
+  comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  const double norm = std::sqrt(total.item<double>());
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient >= 1.0) return;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : parameters) {
+    if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
+  }
+}
+
+std::vector<double> peak_bytes_by_rank(comm::Communicator* comm) {
+  const int world = comm ? comm->world() : 1;
+  at::Tensor peaks = at::zeros({world}, at::kDouble);
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    peaks[comm ? comm->rank() : 0] = static_cast<double>(a->stats().peak_bytes_in_use);
+  }
+  if (comm) comm->allreduce(peaks, comm::ReduceOp::kSum)->wait(comm->options().timeout);
+  return std::vector<double>(peaks.data_ptr<double>(), peaks.data_ptr<double>() + world);
+}
+
+models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine) {
+  if (comm.rank() != 0) {
+    comm::PendingSends sends;
+    comm::send_named_tensors(comm, mine, 0, sends);
+    sends.wait_all(comm.options().timeout);
+    return {};
+  }
+  models::NamedTensors all = mine;
+  for (int r = 1; r < comm.world(); ++r) {
+    for (auto& named : comm::recv_named_tensors(comm, r)) all.push_back(std::move(named));
+  }
+  return all;
+}
+
+}  // namespace loom::parallel::pipeline

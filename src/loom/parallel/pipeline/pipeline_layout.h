@@ -1,0 +1,96 @@
+// Pipelines as a ParallelLayout: P x D ranks run D pipelines of P stages as data-parallel
+// replicas. Ranks dP .. dP + P-1 form pipeline d (this rank's pipeline group), and the ranks of
+// one stage in every pipeline form its replica group, over which that stage's gradients are
+// summed. Each rank keeps (trains, saves, evaluates) only its own stages' tensors; checkpoints
+// gather every stage's on rank 0 under the model's own names.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/parallel_layout.h"
+#include "loom/parallel/pipeline/pipeline_executor.h"
+#include "loom/parallel/pipeline/schedule.h"
+
+namespace loom::parallel::pipeline {
+
+// Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]).
+using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
+                                                                    const std::string& name)>;
+
+struct PipelineLayoutOptions {
+  Schedule schedule;                  // the same on every rank
+  std::vector<int> split;             // blocks per stage
+  DataParallelOptions data_parallel;  // how a stage's replicas exchange gradients
+  // What rank 0 planned: the plan in words, and a micro-batch count simulated with a smaller
+  // bubble (0: none) with that bubble.
+  std::string plan_text;
+  int64_t better_microbatches = 0;
+  double better_bubble = 0;
+};
+
+class PipelineLayout : public ParallelLayout {
+ public:
+  // `job` holds every rank (P x D); with several pipelines `make_group` joins this rank's
+  // pipeline and stage groups (collective). `job` and `model` must outlive the layout. Drops
+  // the tensors of other ranks' stages from `model`: they need no memory here.
+  PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
+                 const MakeGroup& make_group, PipelineLayoutOptions options);
+
+  void start(const StartOptions& options) override;
+  void clip_gradients(double max_norm) override;
+  double mean_over_trainers(double value) override;
+  bool any_rank(bool mine) override;
+  bool takes_part_in_checkpoints() const override { return plan_.replica == 0; }
+  std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
+  at::Tensor own_rng(const CheckpointTensors& saved) const override;
+  void forward_only(int64_t batches, const MicroBatchSource& batch,
+                    const OutputSink& output) override;
+  at::Tensor combine_eval_sums(at::Tensor sums) override;
+  double sum_over_stages(double mine) override;
+  std::string manifest_json() const override;
+  std::string plan_text() const override { return options_.plan_text; }
+  std::string describe_waits() const override;
+  LayoutReport report() override;
+
+ private:
+  comm::Communicator& pipeline() const { return pipeline_group_ ? *pipeline_group_ : job_; }
+
+  models::Model& model_;
+  comm::Communicator& job_;
+  PipelineLayoutOptions options_;
+  std::vector<std::vector<models::Block>> stages_;
+  std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several pipelines
+  PipelineExecutor* executor_of_schedule_ = nullptr;                    // executor_, once started
+};
+
+// The parameters and buffers of the stages `rank` runs, under the model's names. The tensors
+// of the other ranks' stages are released (left empty): they need no memory here.
+struct StageTensors {
+  models::NamedTensors parameters, buffers;
+};
+StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stages,
+                             const Schedule& schedule, int rank);
+
+// Scales the gradients of `parameters` so that the norm over all of them, on every rank of
+// `comm`, is at most `max_norm` (as torch's clip_grad_norm_ does for one process). Every rank
+// calls it with its own parameters.
+void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
+                           comm::Communicator& comm);
+
+// Every rank's peak of tensor memory in use (caching allocator; 0 without it), in rank order, on
+// every rank of `comm` (null: this process alone).
+std::vector<double> peak_bytes_by_rank(comm::Communicator* comm);
+
+// Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
+// send theirs and get nothing back.
+models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine);
+
+// The split rank 0 chose, for every rank of `comm` (null: `split` as it is).
+std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, int stages);
+
+}  // namespace loom::parallel::pipeline

@@ -1,0 +1,131 @@
+#include "loom/parallel/replicated_layout.h"
+
+#include <torch/utils.h>
+
+#include "loom/core/autocast_scope.h"
+#include "loom/parallel/accumulating_executor.h"
+#include "loom/parallel/local_grad_sync.h"
+#include "loom/parallel/ps/remote_parameters.h"
+
+namespace loom::parallel {
+
+ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
+                                   comm::Communicator* trainers, ReplicatedLayoutOptions options)
+    : ParallelLayout(std::move(plan)),
+      model_(model),
+      trainers_(trainers),
+      options_(std::move(options)) {
+  parameters_ = model.named_parameters();
+  buffers_ = model.named_buffers();
+}
+
+std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors parameters,
+                                            NamedTensors buffers, comm::Communicator* trainers,
+                                            const ReplicatedLayoutOptions& options,
+                                            const StartOptions& start) {
+  if (plan.servers_hold_parameters()) {
+    // Worker 0's parameters (and a resumed run's optimizer state) go to the servers, which keep
+    // them from now on; the local optimizer then holds nothing.
+    ps::RemoteParametersOptions remote;
+    remote.roles = options.ps.roles;
+    remote.job = options.ps.job;
+    remote.server_hosts = options.ps.server_hosts;
+    remote.part_bytes = options.ps.part_bytes;
+    remote.mode = ps_mode_name(plan.ps_mode);
+    remote.staleness = plan.staleness;  // sync with the optimizer on the servers: SSP, s = 0
+    remote.optimizer_on_server = plan.optimizer_on_server;
+    remote.first_step = start.first_step;
+    if (plan.optimizer_on_server) {
+      remote.state_fields = options.server_state_fields;
+      if (plan.rank == 0 && start.optimizer_state) remote.state = start.optimizer_state();
+      if (start.release_optimizer_state) start.release_optimizer_state();
+    }
+    return std::make_unique<ps::RemoteParameters>(std::move(parameters), std::move(buffers),
+                                                  *trainers, *options.ps_world, std::move(remote));
+  }
+  if (plan.mode == LayoutMode::kParameterServers) {
+    // The workers' buckets go to the servers, which send back the means.
+    return std::make_unique<DataParallel>(
+        std::move(parameters), std::move(buffers), *trainers, options.data_parallel,
+        std::make_unique<ps::PsBucketExchange>(*options.ps_world, options.ps));
+  }
+  if (!trainers || trainers->world() == 1) {
+    return std::make_unique<LocalGradSync>(std::move(parameters));
+  }
+  return std::make_unique<DataParallel>(std::move(parameters), std::move(buffers), *trainers,
+                                        options.data_parallel);
+}
+
+void ReplicatedLayout::start(const StartOptions& options) {
+  bf16_ = options.bf16;
+  grad_sync_ = make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options);
+  AccumulatingOptions step;
+  step.micro_batches = plan_.step.micro_batches;
+  step.bf16 = options.bf16;
+  executor_ = std::make_unique<AccumulatingExecutor>(model_, *options.loss, *grad_sync_,
+                                                     *options.observer, step);
+}
+
+double ReplicatedLayout::mean_over_trainers(double value) {
+  if (!replicated()) return value;
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  trainers_->allreduce(t, comm::ReduceOp::kAvg)->wait(trainers_->options().timeout);
+  return t.item<double>();
+}
+
+bool ReplicatedLayout::any_rank(bool mine) {
+  // Async and SSP workers each stop at their own next step; the checkpoint then holds rank 0's
+  // position, as every such checkpoint does.
+  if (!replicated() || !plan_.lockstep()) return mine;
+  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
+  trainers_->allreduce(asked, comm::ReduceOp::kSum)->wait(trainers_->options().timeout);
+  return asked.item<float>() > 0;
+}
+
+std::vector<double> ReplicatedLayout::by_trainer(double mine) {
+  if (!replicated()) return {};
+  at::Tensor all = at::zeros({trainers_->world()}, at::kDouble);
+  trainers_->allgather(at::tensor({mine}, at::kDouble), all)->wait(trainers_->options().timeout);
+  const double* values = all.data_ptr<double>();
+  return std::vector<double>(values, values + trainers_->world());
+}
+
+void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
+                                    const OutputSink& output) {
+  // Every rank evaluates its part of the test set with rank 0's model.
+  grad_sync_->sync_buffers();
+  torch::NoGradGuard no_grad;
+  model_.train(false);
+  for (int64_t b = 0; b < batches; ++b) {
+    const MicroBatch input = batch(b);
+    if (!input.input.defined()) continue;  // every sample of it was bad
+    at::Tensor logits;
+    {
+      AutocastScope autocast(bf16_);
+      logits = model_.forward(input.input);
+    }
+    output(logits, input.labels);
+  }
+  model_.train(true);
+}
+
+at::Tensor ReplicatedLayout::combine_eval_sums(at::Tensor sums) {
+  if (replicated()) {
+    trainers_->allreduce(sums, comm::ReduceOp::kSum)->wait(trainers_->options().timeout);
+  }
+  return sums;
+}
+
+LayoutReport ReplicatedLayout::report() {
+  LayoutReport r = ParallelLayout::report();
+  if (replicated()) r.backend = trainers_->backend();
+  const SyncStats& stats = grad_sync_->last_stats();
+  if (plan_.mode == LayoutMode::kParameterServers) {
+    r.servers = stats.servers;
+    r.server_hosts = options_.ps.server_hosts;
+    r.largest_part_bytes = stats.largest_part_bytes;
+  }
+  return r;
+}
+
+}  // namespace loom::parallel

@@ -1,0 +1,61 @@
+// Layouts where every training rank holds the whole model: one process (no exchange), all-reduce
+// data parallelism, and parameter servers (the workers' buckets pushed to the servers, or
+// servers that keep the parameters: async, SSP, the optimizer on the servers). A step is
+// train.grad_accum micro-batches accumulated on each rank (AccumulatingExecutor); evaluation
+// splits the test set over the ranks, each with rank 0's model, and adds their sums.
+#pragma once
+
+#include <memory>
+
+#include "loom/comm/communicator.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/parallel_layout.h"
+#include "loom/parallel/ps/ps_bucket_exchange.h"
+
+namespace loom::parallel {
+
+struct ReplicatedLayoutOptions {
+  DataParallelOptions data_parallel;  // buckets, unused parameters, buffers, compression
+  // Parameter servers: the whole job (workers, then servers; not owned), who is who, and how
+  // many tensors per parameter the servers' optimizer keeps (when it runs there).
+  comm::Communicator* ps_world = nullptr;
+  ps::PsExchangeOptions ps;
+  int server_state_fields = 0;
+};
+
+// The gradient exchange of one replica of the whole model, as the plan asks: none for one
+// process, all-reduce among `trainers`, the workers' buckets through parameter servers, or
+// servers that keep the parameters (which take rank 0's optimizer state from `start` when the
+// optimizer runs there). Collective over the training ranks (rank 0's parameters and buffers
+// go to the others).
+std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors parameters,
+                                            NamedTensors buffers, comm::Communicator* trainers,
+                                            const ReplicatedLayoutOptions& options,
+                                            const StartOptions& start);
+
+class ReplicatedLayout : public ParallelLayout {
+ public:
+  // `trainers` (null for one process) holds the training ranks; it and `model` must outlive the
+  // layout.
+  ReplicatedLayout(LayoutPlan plan, models::Model& model, comm::Communicator* trainers,
+                   ReplicatedLayoutOptions options);
+
+  void start(const StartOptions& options) override;
+  double mean_over_trainers(double value) override;
+  bool any_rank(bool mine) override;
+  std::vector<double> by_trainer(double mine) override;
+  void forward_only(int64_t batches, const MicroBatchSource& batch,
+                    const OutputSink& output) override;
+  at::Tensor combine_eval_sums(at::Tensor sums) override;
+  LayoutReport report() override;
+
+ private:
+  bool replicated() const { return trainers_ && trainers_->world() > 1; }
+
+  models::Model& model_;
+  comm::Communicator* trainers_;
+  ReplicatedLayoutOptions options_;
+  bool bf16_ = false;  // forward under bf16 autocast (start())
+};
+
+}  // namespace loom::parallel

@@ -1,0 +1,57 @@
+// Joining the job a process is one rank of (loom launch, torchrun, Slurm or Open MPI variables):
+// the rendezvous, the job's communicator, its layout plan, and for a parameter-server job which
+// ranks serve and the workers' own group. `loom train`, `loom ps-server`, the Python package and
+// an embedding program all join here, so any of them gets data parallelism, pipelines and
+// parameter servers alike.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/comm/rendezvous.h"
+#include "loom/comm/world_info.h"
+#include "loom/core/config.h"
+#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/layout_plan.h"
+#include "loom/parallel/ps/ps_bucket_exchange.h"
+#include "loom/train/trainer.h"
+
+namespace loom::train {
+
+// comm.timeout_s and comm.check_calls as the communicators' options.
+comm::CommOptions comm_options(const Config& config);
+
+struct Job {
+  comm::WorldInfo world;
+  std::string backend;        // comm.backend, for groups
+  parallel::LayoutPlan plan;  // this rank's
+  std::shared_ptr<comm::Rendezvous> rendezvous;
+  std::unique_ptr<comm::Communicator> communicator;  // every rank, servers included
+  std::unique_ptr<comm::Communicator> workers;       // parameter servers: the training ranks
+  // Parameter servers: who serves, the job's hash and the servers' hosts.
+  parallel::ps::PsExchangeOptions ps;
+
+  // The communicator of the ranks that train (the workers of a parameter-server job); null for
+  // a job of one process.
+  comm::Communicator* trainers() { return workers ? workers.get() : communicator.get(); }
+  // Hands the communicators and the servers' description to a run of train() (they stay owned
+  // here, so the Job must outlive the run).
+  void fill(TrainOptions& options);
+};
+
+// Joins the job as the configuration lays it out (collective over every rank; a job of one
+// process connects to nothing). Throws ConfigError naming the key when the layout cannot be
+// (parallel.ps.servers that leave no worker, ...), CommError or TimeoutError naming whom it
+// waited for.
+Job join_job(const Config& config, const comm::WorldInfo& world);
+
+// Serves as this rank's parameter server (job.plan.serves()) until the workers stop, as
+// parallel.ps.* says: summing gradients, or keeping the parameters (async, SSP, the optimizer
+// on the servers); logs its load now and then. With profile.trace and an `out_dir` the server's
+// spans of the traced steps go to its trace file there, which worker 0 merges into trace.json.
+parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir);
+
+}  // namespace loom::train

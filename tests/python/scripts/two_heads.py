@@ -1,0 +1,69 @@
+"""A user's own training script (run by test_parallel.py): a model with two heads, a loss of its
+own and its own loop, data parallel through loom.parallel.DataParallel. Every rank reads its
+equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
+
+    two_heads.py OUT [--unused] [--accumulate]
+"""
+import sys
+
+import torch
+
+import loom
+
+GLOBAL_BATCH = 24
+STEPS = 5
+
+
+class TwoHeads(torch.nn.Module):
+    def __init__(self, unused_head=False):
+        super().__init__()
+        self.trunk = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                         torch.nn.LayerNorm(16))
+        self.classes = torch.nn.Linear(16, 3)
+        self.value = torch.nn.Linear(16, 1)
+        self.spare = torch.nn.Linear(16, 2) if unused_head else None
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return self.classes(h), self.value(h)
+
+
+def main():
+    out = sys.argv[1]
+    job = loom.distributed.init()
+    # Each rank starts from other weights: DataParallel gives every rank rank 0's.
+    torch.manual_seed(job.rank)
+    model = loom.parallel.DataParallel(TwoHeads(unused_head="--unused" in sys.argv),
+                                       bucket_mb=0.001, first_bucket_mb=0.0005)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    data = torch.Generator().manual_seed(1)
+    x = torch.randn(GLOBAL_BATCH * STEPS, 8, generator=data)
+    y = torch.randint(0, 3, (GLOBAL_BATCH * STEPS,), generator=data)
+    z = torch.randn(GLOBAL_BATCH * STEPS, 1, generator=data)
+    per_rank = GLOBAL_BATCH // job.world
+    for step in range(STEPS):
+        first = step * GLOBAL_BATCH + job.rank * per_rank
+        rows = slice(first, first + per_rank)
+        optimizer.zero_grad()
+        if "--accumulate" in sys.argv:
+            # Two halves: the first only accumulates, the second exchanges the sum.
+            half = per_rank // 2
+            parts = [slice(rows.start, rows.start + half), slice(rows.start + half, rows.stop)]
+            with model.no_sync():
+                loss_of(model, x[parts[0]], y[parts[0]], z[parts[0]], 0.5).backward()
+            loss_of(model, x[parts[1]], y[parts[1]], z[parts[1]], 0.5).backward()
+        else:
+            loss_of(model, x[rows], y[rows], z[rows], 1.0).backward()
+        optimizer.step()
+    if job.rank == 0:
+        torch.save(model.module.state_dict(), out)
+
+
+def loss_of(model, x, y, z, weight):
+    logits, value = model(x)
+    return weight * (torch.nn.functional.cross_entropy(logits, y) +
+                     0.5 * ((value - z) ** 2).mean())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""loom.distributed and loom.parallel in a user's own script, on real processes started by
+`loom launch`: the same parameters as one process on the same global batch."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import loom
+
+from conftest import loom_binary
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
+
+
+def run_script(out, *flags, ranks=1):
+    command = [sys.executable, SCRIPT, str(out), *flags]
+    if ranks > 1:
+        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--", *command]
+    return subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+
+
+def assert_same_parameters(a, b):
+    for name, tensor in a.items():
+        if not tensor.is_floating_point():
+            assert torch.equal(tensor, b[name]), name
+            continue
+        error = (tensor - b[name]).abs().max() / b[name].abs().max().clamp_min(1e-12)
+        assert error <= 1e-5, f"{name}: relative error {error:.3g}"
+
+
+@pytest.mark.parametrize("flags", [(), ("--accumulate",)])
+def test_data_parallel_ranks_train_like_one_process(tmp_path, flags):
+    one = run_script(tmp_path / "one.pt", *flags)
+    assert one.returncode == 0, one.stderr
+    two = run_script(tmp_path / "two.pt", *flags, ranks=2)
+    assert two.returncode == 0, two.stdout + two.stderr
+    reference = torch.load(tmp_path / "one.pt")
+    parallel = torch.load(tmp_path / "two.pt")
+    assert parallel.keys() == reference.keys()
+    assert_same_parameters(parallel, reference)
+
+
+def test_a_parameter_without_gradient_is_named(tmp_path):
+    result = run_script(tmp_path / "unused.pt", "--unused", ranks=2)
+    assert result.returncode != 0
+    assert "spare.weight" in result.stderr
+
+
+def test_a_process_alone_is_a_job_of_one_rank():
+    job = loom.distributed.init()
+    assert (job.rank, job.world) == (0, 1)
+    model = loom.parallel.DataParallel(torch.nn.Linear(3, 2))
+    model(torch.randn(4, 3)).sum().backward()
+    assert model.module.weight.grad is not None
+    assert "local" in repr(model)

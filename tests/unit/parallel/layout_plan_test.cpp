@@ -1,0 +1,108 @@
+#include "loom/parallel/layout_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+
+namespace loom::parallel {
+namespace {
+
+Config config_of(const std::vector<std::string>& overrides) {
+  return parse_config("", "test", overrides);
+}
+
+std::string error_of(const std::vector<std::string>& overrides, int world) {
+  try {
+    plan_layout(config_of(overrides), world, 0);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(LayoutPlan, OneProcessReadsItsBatchGradAccumTimes) {
+  const LayoutPlan plan =
+      plan_layout(config_of({"data.batch_size=16", "train.grad_accum=3"}), 1, 0);
+  EXPECT_EQ(plan.mode, LayoutMode::kLocal);
+  EXPECT_EQ(plan.step.micro_batch, 16);
+  EXPECT_EQ(plan.step.micro_batches, 3);
+  EXPECT_EQ(plan.step.replica_batch, 48);
+  EXPECT_EQ(plan.step.global_batch, 48);
+  EXPECT_EQ(plan.replicas, 1);
+  EXPECT_TRUE(plan.lockstep());
+}
+
+TEST(LayoutPlan, DataParallelRanksShareTheGlobalBatchAndScaleTheRate) {
+  const LayoutPlan plan = plan_layout(
+      config_of({"data.global_batch=64", "data.batch_size=7", "optimizer.lr_scaling=linear"}), 4,
+      2);
+  EXPECT_EQ(plan.mode, LayoutMode::kDataParallel);
+  EXPECT_EQ(plan.step.micro_batch, 16);  // data.batch_size is not what the ranks read
+  EXPECT_EQ(plan.step.global_batch, 64);
+  EXPECT_EQ(plan.replicas, 4);
+  EXPECT_EQ(plan.replica, 2);
+  EXPECT_EQ(plan.lr_scale, 4);
+  // Without data.global_batch each rank reads data.batch_size.
+  const LayoutPlan own = plan_layout(config_of({"data.batch_size=7"}), 2, 1);
+  EXPECT_EQ(own.step.micro_batch, 7);
+  EXPECT_EQ(own.step.global_batch, 14);
+  EXPECT_EQ(own.lr_scale, 1);
+  EXPECT_NE(error_of({"data.global_batch=10"}, 4).find("config key 'data.global_batch'"),
+            std::string::npos);
+}
+
+TEST(LayoutPlan, TheLastRanksServe) {
+  const Config ssp = config_of({"parallel.mode=ps", "parallel.ps.servers=2", "parallel.ps.mode=ssp",
+                                "parallel.ps.staleness=3", "data.global_batch=30"});
+  const LayoutPlan worker = plan_layout(ssp, 5, 1), server = plan_layout(ssp, 5, 4);
+  EXPECT_EQ(worker.mode, LayoutMode::kParameterServers);
+  EXPECT_EQ(worker.trainers, 3);
+  EXPECT_EQ(worker.step.micro_batch, 10);  // the global batch is the workers'
+  EXPECT_FALSE(worker.serves());
+  EXPECT_TRUE(server.serves());
+  EXPECT_EQ(worker.ps_mode, PsMode::kSsp);
+  EXPECT_EQ(worker.staleness, 3);
+  EXPECT_TRUE(worker.servers_hold_parameters());
+  EXPECT_FALSE(worker.lockstep());
+  const LayoutPlan sync = plan_layout(config_of({"parallel.mode=ps"}), 3, 0);
+  EXPECT_FALSE(sync.servers_hold_parameters());
+  EXPECT_TRUE(sync.lockstep());
+  EXPECT_NE(error_of({"parallel.mode=ps"}, 1).find("config key 'parallel.mode'"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.mode=ps", "parallel.ps.servers=4"}, 4)
+                .find("config key 'parallel.ps.servers'"),
+            std::string::npos);
+}
+
+TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
+  const Config two = config_of(
+      {"parallel.pipeline.stages=2", "parallel.pipeline.microbatches=4", "data.global_batch=64"});
+  const LayoutPlan plan = plan_layout(two, 4, 3);  // 2 pipelines of 2 stages
+  EXPECT_EQ(plan.mode, LayoutMode::kPipeline);
+  EXPECT_EQ(plan.replicas, 2);
+  EXPECT_EQ(plan.replica, 1);
+  EXPECT_EQ(plan.pipeline_rank, 1);
+  EXPECT_EQ(plan.step.replica_batch, 32);
+  EXPECT_EQ(plan.step.micro_batch, 8);
+  EXPECT_EQ(plan.step.micro_batches, 4);
+  EXPECT_STREQ(plan.micro_batches_key(), "parallel.pipeline.microbatches");
+  EXPECT_NE(error_of({"parallel.pipeline.stages=2"}, 3).find("parallel.pipeline.stages"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.pipeline.stages=2", "train.grad_accum=2"}, 2)
+                .find("config key 'train.grad_accum'"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.pipeline.stages=2", "parallel.pipeline.microbatches=5",
+                      "data.batch_size=32"},
+                     2)
+                .find("parallel.pipeline.microbatches"),
+            std::string::npos);
+}
+
+TEST(LayoutPlan, DescribesItself) {
+  const LayoutPlan plan = plan_layout(config_of({"data.global_batch=64"}), 2, 0);
+  EXPECT_EQ(plan.describe(),
+            "data parallel over 2 ranks: 64 samples a step, 32 a replica (1 x 32)");
+}
+
+}  // namespace
+}  // namespace loom::parallel
