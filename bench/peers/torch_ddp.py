@@ -38,6 +38,8 @@ def rank_main(rank, a, port, result):
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(a.ranks), LOCAL_RANK=str(rank),
                           LOCAL_WORLD_SIZE=str(a.ranks))
         loom.distributed.init()
+        if a.loom_allocator:
+            loom.runtime.configure(allocator="caching")
     else:
         dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
     torch.manual_seed(0)
@@ -91,6 +93,8 @@ def main():
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--wrapper", default="ddp", choices=["ddp", "loom"])
+    p.add_argument("--loom-allocator", action="store_true",
+                   help="with --wrapper loom, also loom.runtime.configure(allocator='caching')")
     a = p.parse_args()
     ctx = mp.get_context("spawn")
     result = ctx.Queue()
