@@ -49,6 +49,13 @@ def test_a_parameter_without_gradient_is_named(tmp_path):
     assert "spare.weight" in result.stderr
 
 
+def test_models_that_differ_between_ranks_are_named(tmp_path):
+    result = run_script(tmp_path / "mismatch.pt", "--mismatch", ranks=2)
+    assert result.returncode != 0
+    assert "'classes.weight' [3, 16] Float on rank 0 and 'classes.weight' [4, 16] Float on rank 1" \
+        in result.stderr, result.stderr
+
+
 def test_a_process_alone_is_a_job_of_one_rank():
     job = loom.distributed.init()
     assert (job.rank, job.world) == (0, 1)

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "loom/comm/broadcast_coalesced.h"
+#include "loom/parallel/same_model_check.h"
 #include "loom/core/error.h"
 
 namespace loom::parallel {
@@ -110,6 +111,9 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::broadcast_initial_state(const NamedTensors& parameters) {
+  NamedTensors all = parameters;
+  all.insert(all.end(), buffers_.begin(), buffers_.end());
+  check_same_tensors(all, comm_, "DataParallel");
   std::vector<at::Tensor> tensors;
   for (auto& [name, t] : parameters) tensors.push_back(t);
   for (auto& [name, t] : buffers_) tensors.push_back(t);

@@ -2,7 +2,7 @@
 own and its own loop, data parallel through loom.parallel.DataParallel. Every rank reads its
 equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
 
-    two_heads.py OUT [--unused] [--accumulate]
+    two_heads.py OUT [--unused] [--accumulate] [--mismatch]
 """
 import sys
 
@@ -15,11 +15,11 @@ STEPS = 5
 
 
 class TwoHeads(torch.nn.Module):
-    def __init__(self, unused_head=False):
+    def __init__(self, unused_head=False, classes=3):
         super().__init__()
         self.trunk = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
                                          torch.nn.LayerNorm(16))
-        self.classes = torch.nn.Linear(16, 3)
+        self.classes = torch.nn.Linear(16, classes)
         self.value = torch.nn.Linear(16, 1)
         self.spare = torch.nn.Linear(16, 2) if unused_head else None
 
@@ -33,7 +33,10 @@ def main():
     job = loom.distributed.init()
     # Each rank starts from other weights: DataParallel gives every rank rank 0's.
     torch.manual_seed(job.rank)
-    model = loom.parallel.DataParallel(TwoHeads(unused_head="--unused" in sys.argv),
+    # --mismatch: rank 1 builds its model with another number of classes.
+    classes = 4 if "--mismatch" in sys.argv and job.rank == 1 else 3
+    model = loom.parallel.DataParallel(TwoHeads(unused_head="--unused" in sys.argv,
+                                                classes=classes),
                                        bucket_mb=0.001, first_bucket_mb=0.0005)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     data = torch.Generator().manual_seed(1)
