@@ -20,22 +20,33 @@ Job = _loom.Job
 _job = None
 
 
-def init(config=None, *, overrides=()):
+def init(config=None, *, overrides=(), out_dir=""):
     """Joins the job from the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) and
     returns it; later calls return the same job.
 
+    Under `loom launch --servers K` the job's last K ranks are parameter servers: on those,
+    init() serves until every worker is done and then ends the process (exit status 0), so the
+    rest of the script runs on the workers only.
+
     Args:
         config: a `loom train` configuration (dict, YAML text or path) whose `comm:` section
-            (backend, timeout_s, check_calls) and `parallel:` section say how the ranks
-            exchange; None for the defaults.
+            (backend, timeout_s, check_calls) and `parallel:` section (`parallel.ps.mode`:
+            sync, async or ssp, `parallel.ps.staleness`, `parallel.ps.part_mb`) say how the
+            ranks exchange; None for the defaults.
         overrides: "key=value" strings on top of it, as `loom train --set`.
+        out_dir: where a server writes its trace spans (with profile.trace).
 
     Raises loom.ConfigError naming the key or variable for a bad setting, loom.TimeoutError
     naming the ranks that never came.
     """
     global _job
     if _job is None:
-        _job = Job(_config.load(config, overrides))
+        config = _config.load(config, overrides)
+        job = Job(config)
+        if job.serves:
+            job.serve(config, str(out_dir))
+            raise SystemExit(0)
+        _job = job
     return _job
 
 

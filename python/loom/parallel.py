@@ -1,4 +1,5 @@
-"""`loom.parallel`: Loom's data parallelism for a script's own module, loss and loop.
+"""`loom.parallel`: Loom's data parallelism and parameter servers for a script's own module,
+loss and loop.
 
     job = loom.distributed.init()
     model = loom.parallel.DataParallel(MyModel())
@@ -6,7 +7,7 @@
     for x, y in loader:
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()   # gradients are averaged over the ranks here
-        optimizer.step()
+        model.step(optimizer)             # or optimizer.step()
 
 Like torch's DistributedDataParallel: rank 0's parameters and buffers go to every rank at the
 start, gradients are averaged in buckets whose exchange starts during backward as soon as a
@@ -20,7 +21,7 @@ import torch
 
 from . import _loom, distributed
 
-__all__ = ["DataParallel"]
+__all__ = ["DataParallel", "ParameterServers"]
 
 
 class DataParallel(torch.nn.Module):
@@ -61,6 +62,23 @@ class DataParallel(torch.nn.Module):
         finally:
             self._sync.exit_no_sync()
 
+    def step(self, optimizer):
+        """The optimizer step (what optimizer.step() does here; parameter servers that keep the
+        parameters push and pull around it)."""
+        self._sync.step(float(optimizer.param_groups[0]["lr"]), optimizer.step)
+
+    def close(self):
+        """After the last step: every rank ends with the same parameters, and parameter servers
+        hear that this rank is done. The module stays usable on its own."""
+        self._sync.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+
     def sync_buffers(self):
         """Copies rank 0's floating-point buffers to every rank (before an evaluation)."""
         self._sync.sync_buffers()
@@ -71,3 +89,25 @@ class DataParallel(torch.nn.Module):
 
     def extra_repr(self):
         return self._sync.describe()
+
+
+class ParameterServers(DataParallel):
+    """Wraps `module` for a job with parameter servers (`loom launch --nproc-per-node N
+    --servers K -- python3 train.py`): its gradients go, cut into parts spread evenly over the
+    servers, to the job's K server ranks as backward fills them, and the means come back.
+
+    How the servers work comes from the job's configuration, not from here, because the server
+    ranks begin serving inside loom.distributed.init(): `parallel.ps.mode` sync (summation, as
+    all-reduce), async or ssp (with `parallel.ps.staleness`: the servers keep the parameters, and
+    each worker pushes its optimizer's move and pulls theirs at its own pace). Call step(optimizer)
+    instead of optimizer.step(), and close() after the last step (or use it as a context
+    manager), so that the servers know this worker is done. Other arguments as DataParallel.
+    """
+
+    def __init__(self, module, *, job=None, **kwargs):
+        job = job if job is not None else distributed.current()
+        if job.mode != "parameter_servers":
+            raise _loom.ConfigError(
+                "parallel.mode: this job has no parameter servers; start it with "
+                "`loom launch --nproc-per-node N --servers K -- python3 ...`")
+        super().__init__(module, job=job, **kwargs)

@@ -31,13 +31,28 @@ class ReplicaSync {
                                         job.trainers(), replicated, parallel::StartOptions{});
   }
 
-  parallel::GradSync& sync() { return *sync_; }
-  void enter_no_sync() { no_sync_.emplace(*sync_); }
+  parallel::GradSync& sync() {
+    if (!sync_) throw Error("loom.parallel: the module's exchange was closed");
+    return *sync_;
+  }
+  void enter_no_sync() { no_sync_.emplace(sync()); }
   void exit_no_sync() { no_sync_.reset(); }
+  // The last step is done: every worker ends with the same parameters, and the servers hear
+  // that this worker has finished.
+  void close() {
+    if (!sync_) return;
+    no_sync_.reset();
+    sync_->end_training();
+    closed_stats_ = sync_->last_stats();
+    sync_.reset();
+  }
+  // The last exchanged step's, also once closed.
+  const parallel::SyncStats& last_stats() { return sync_ ? sync_->last_stats() : closed_stats_; }
 
  private:
   std::unique_ptr<parallel::GradSync> sync_;
   std::optional<parallel::GradSync::NoSync> no_sync_;
+  parallel::SyncStats closed_stats_;
 };
 
 py::dict stats_to_dict(const parallel::SyncStats& s) {
@@ -67,7 +82,28 @@ void bind_parallel(py::module_& m) {
       .def_property_readonly(
           "backend",
           [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
-      .def_property_readonly("layout", [](const train::Job& j) { return j.plan.describe(); });
+      .def_property_readonly("layout", [](const train::Job& j) { return j.plan.describe(); })
+      .def_property_readonly("serves", [](const train::Job& j) { return j.plan.serves(); })
+      .def_property_readonly("trainers", [](const train::Job& j) { return j.plan.trainers; })
+      .def_property_readonly(
+          "mode", [](const train::Job& j) { return parallel::layout_mode_name(j.plan.mode); })
+      .def(
+          "serve",
+          [](train::Job& job, const Config& config, const std::string& out_dir) {
+            parallel::ServerLoad load;
+            {
+              py::gil_scoped_release release;  // until the workers are done
+              load = train::serve_parameters(job, config, out_dir);
+            }
+            py::dict d;
+            d["steps"] = load.steps;
+            d["bytes_in"] = load.bytes_in;
+            d["bytes_out"] = load.bytes_out;
+            d["busy_seconds"] = load.busy_seconds;
+            return d;
+          },
+          py::arg("config"), py::arg("out_dir") = "",
+          "Serves as this rank's parameter server until the workers are done.");
 
   py::class_<ReplicaSync>(m, "ReplicaSync",
                           "The gradient exchange of a module replicated on every training rank.")
@@ -97,11 +133,24 @@ void bind_parallel(py::module_& m) {
       .def(
           "sync_buffers", [](ReplicaSync& s) { s.sync().sync_buffers(); },
           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "step",
+          [](ReplicaSync& s, double lr, const py::function& local_step) {
+            py::gil_scoped_release release;
+            s.sync().step(lr, [&] {
+              py::gil_scoped_acquire acquire;
+              local_step();
+            });
+          },
+          py::arg("lr"), py::arg("local_step"),
+          "The optimizer step: `local_step` runs this rank's optimizer; servers that keep the "
+          "parameters push and pull around it.")
+      .def("close", &ReplicaSync::close, py::call_guard<py::gil_scoped_release>())
       .def("enter_no_sync", &ReplicaSync::enter_no_sync)
       .def("exit_no_sync", &ReplicaSync::exit_no_sync)
       .def("describe",
            [](const ReplicaSync& s) { return const_cast<ReplicaSync&>(s).sync().describe(); })
-      .def("last_stats", [](ReplicaSync& s) { return stats_to_dict(s.sync().last_stats()); });
+      .def("last_stats", [](ReplicaSync& s) { return stats_to_dict(s.last_stats()); });
 }
 
 }  // namespace loom::python

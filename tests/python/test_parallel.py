@@ -14,10 +14,11 @@ from conftest import loom_binary
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
 
 
-def run_script(out, *flags, ranks=1):
+def run_script(out, *flags, ranks=1, servers=0):
     command = [sys.executable, SCRIPT, str(out), *flags]
-    if ranks > 1:
-        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--", *command]
+    if ranks > 1 or servers:
+        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--servers",
+                   str(servers), "--", *command]
     return subprocess.run(command, capture_output=True, text=True,
                           env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
 
@@ -41,6 +42,33 @@ def test_data_parallel_ranks_train_like_one_process(tmp_path, flags):
     parallel = torch.load(tmp_path / "two.pt")
     assert parallel.keys() == reference.keys()
     assert_same_parameters(parallel, reference)
+
+
+def test_workers_and_sync_servers_train_like_one_process(tmp_path):
+    one = run_script(tmp_path / "one.pt")
+    assert one.returncode == 0, one.stderr
+    servers = run_script(tmp_path / "ps.pt", "--servers", ranks=2, servers=2)
+    assert servers.returncode == 0, servers.stdout + servers.stderr
+    assert_same_parameters(torch.load(tmp_path / "ps.pt"), torch.load(tmp_path / "one.pt"))
+
+
+def test_async_workers_end_with_the_servers_parameters(tmp_path):
+    result = run_script(tmp_path / "async.pt", "--servers", "--async", ranks=2, servers=1)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = torch.load(tmp_path / "async.pt.rank0")
+    second = torch.load(tmp_path / "async.pt.rank1")
+    for name, tensor in first.items():
+        assert torch.equal(tensor, second[name]), name
+    # Both started from rank 0's parameters, and trained away from them.
+    start = torch.load(tmp_path / "async.pt.start1")
+    for name, tensor in torch.load(tmp_path / "async.pt.start0").items():
+        assert torch.equal(tensor, start[name]), name
+    assert not torch.equal(first["classes.weight"], start["classes.weight"])
+
+
+def test_parameter_servers_need_a_job_with_servers():
+    with pytest.raises(loom.ConfigError, match="parallel.mode"):
+        loom.parallel.ParameterServers(torch.nn.Linear(2, 2), job=loom.distributed.init())
 
 
 def test_a_parameter_without_gradient_is_named(tmp_path):

@@ -2,7 +2,10 @@
 own and its own loop, data parallel through loom.parallel.DataParallel. Every rank reads its
 equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
 
-    two_heads.py OUT [--unused] [--accumulate] [--mismatch]
+    two_heads.py OUT [--unused] [--accumulate] [--mismatch] [--servers [--async]]
+
+With --async the servers keep the parameters and every worker saves its own to OUT.rankN, and
+its starting ones to OUT.startN.
 """
 import sys
 
@@ -30,20 +33,25 @@ class TwoHeads(torch.nn.Module):
 
 def main():
     out = sys.argv[1]
-    job = loom.distributed.init()
+    mode = "async" if "--async" in sys.argv else "sync"
+    job = loom.distributed.init({"parallel": {"ps": {"mode": mode}}} if "--servers" in sys.argv
+                                else None)
     # Each rank starts from other weights: DataParallel gives every rank rank 0's.
     torch.manual_seed(job.rank)
     # --mismatch: rank 1 builds its model with another number of classes.
     classes = 4 if "--mismatch" in sys.argv and job.rank == 1 else 3
-    model = loom.parallel.DataParallel(TwoHeads(unused_head="--unused" in sys.argv,
-                                                classes=classes),
-                                       bucket_mb=0.001, first_bucket_mb=0.0005)
+    # --servers: the job's parameter servers (loom launch --servers K) instead of all-reduce.
+    wrap = loom.parallel.ParameterServers if "--servers" in sys.argv else loom.parallel.DataParallel
+    model = wrap(TwoHeads(unused_head="--unused" in sys.argv, classes=classes),
+                 bucket_mb=0.001, first_bucket_mb=0.0005)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if "--async" in sys.argv:
+        torch.save(model.module.state_dict(), f"{out}.start{job.rank}")
     data = torch.Generator().manual_seed(1)
     x = torch.randn(GLOBAL_BATCH * STEPS, 8, generator=data)
     y = torch.randint(0, 3, (GLOBAL_BATCH * STEPS,), generator=data)
     z = torch.randn(GLOBAL_BATCH * STEPS, 1, generator=data)
-    per_rank = GLOBAL_BATCH // job.world
+    per_rank = GLOBAL_BATCH // job.trainers  # the workers; servers do not run this far
     for step in range(STEPS):
         first = step * GLOBAL_BATCH + job.rank * per_rank
         rows = slice(first, first + per_rank)
@@ -57,9 +65,12 @@ def main():
             loss_of(model, x[parts[1]], y[parts[1]], z[parts[1]], 0.5).backward()
         else:
             loss_of(model, x[rows], y[rows], z[rows], 1.0).backward()
-        optimizer.step()
+        model.step(optimizer)
+    model.close()
     if job.rank == 0:
         torch.save(model.module.state_dict(), out)
+    if "--async" in sys.argv:
+        torch.save(model.module.state_dict(), f"{out}.rank{job.rank}")
 
 
 def loss_of(model, x, y, z, weight):
