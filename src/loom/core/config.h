@@ -142,8 +142,7 @@ struct PipelineConfig {
   double memory_cap_mb = 0;       // per rank; 0 = no cap
 };
 
-// Parameter servers (parallel.mode: ps). The async and bounded-staleness fields are registered in
-// config_schema.cpp once they run (TODO(issue 16)); until then every run is synchronous.
+// Parameter servers (parallel.mode: ps); parallel::plan_layout reads them into typed values.
 struct PsConfig {
   int64_t servers = 1;                  // K server ranks after the workers
   double part_mb = 4;                   // parts gradients are cut into (BytePS's 4 MB)

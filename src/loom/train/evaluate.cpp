@@ -1,10 +1,7 @@
 #include "loom/train/evaluate.h"
 
-#include <torch/utils.h>
-
 #include <cmath>
 
-#include "loom/train/runtime_choice.h"
 
 namespace loom::train {
 
@@ -31,26 +28,6 @@ EvalResult EvalTally::from_sums(const at::Tensor& sums) {
     r.accuracy = s[1] / s[2];
   }
   return r;
-}
-
-EvalResult evaluate(models::Model& model, const models::Loss& loss,
-                    const data::BatchSource& batches, const data::Feeder& feeder, bool bf16,
-                    const std::function<void()>& after_batch) {
-  torch::NoGradGuard no_grad;
-  model.train(false);
-  EvalTally tally;
-  for (int64_t b = 0; b < batches.steps_per_epoch(); ++b) {
-    data::Batch batch = batches.batch(0, b);
-    at::Tensor logits;
-    {
-      AutocastScope autocast(bf16);
-      logits = model.forward(feeder.to_input(batch.images));
-    }
-    tally.add(logits, batch.labels, loss);
-    if (after_batch) after_batch();
-  }
-  model.train(true);
-  return tally.result();
 }
 
 }  // namespace loom::train

@@ -1,12 +1,8 @@
-// Test-split evaluation: the mean loss and top-1 accuracy.
+// Test-split evaluation: the mean loss and top-1 accuracy, tallied over the batches a layout
+// evaluates (parallel::ParallelLayout::forward_only) and combined over its ranks.
 #pragma once
 
-#include <functional>
-
-#include "loom/data/batch_source.h"
-#include "loom/data/feeder.h"
 #include "loom/models/loss.h"
-#include "loom/models/model.h"
 
 namespace loom::train {
 
@@ -30,11 +26,5 @@ class EvalTally {
   double loss_sum_ = 0.0;
   int64_t correct_ = 0, seen_ = 0;
 };
-
-// Runs in eval mode without gradients and restores train mode afterwards. `after_batch`, when
-// set, is called after each batch (the stall watchdog's sign of life).
-EvalResult evaluate(models::Model& model, const models::Loss& loss,
-                    const data::BatchSource& batches, const data::Feeder& feeder, bool bf16,
-                    const std::function<void()>& after_batch = {});
 
 }  // namespace loom::train
