@@ -23,6 +23,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/core/error.h
   loom/core/log.h
   loom/core/rng.h
+  loom/core/settings.h
   loom/core/step_phase.h
   loom/core/termination.h
   loom/core/topology.h
@@ -70,6 +71,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/profile/step_timer.h
   loom/profile/tfevents_writer.h
   loom/profile/trace_writer.h
+  loom/train/checkpoint.h
   loom/train/data_stream.h
   loom/train/durable_file.h
   loom/train/job.h

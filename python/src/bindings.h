@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/core/config.h"
+#include "loom/data/loader_state.h"
 
 namespace loom::python {
 
@@ -24,7 +25,13 @@ void bind_train(py::module_& m);
 // Job and ReplicaSync: the job a script's process is a rank of, and data parallelism for a
 // user's own module (loom.distributed, loom.parallel).
 void bind_parallel(py::module_& m);
+// save_checkpoint() and load_checkpoint(): Loom's checkpoints for a script's own model.
+void bind_checkpoint(py::module_& m);
 // configure_runtime(): the process-wide choices `loom train` makes, for scripts that opt in.
 void bind_runtime(py::module_& m);
+
+// A loader's state as state_dict() gives it, and back (DataError naming what is missing).
+py::dict loader_state_to_dict(const data::LoaderState& state);
+data::LoaderState loader_state_from_dict(const py::dict& dict);
 
 }  // namespace loom::python

@@ -15,5 +15,6 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::bind_data(m);
   loom::python::bind_train(m);
   loom::python::bind_parallel(m);
+  loom::python::bind_checkpoint(m);
   loom::python::bind_runtime(m);
 }

@@ -160,6 +160,7 @@ std::string CheckpointStore::commit(const CheckpointData& data, const std::strin
   if (!data.autotune_json.empty()) {
     manifest["autotune"] = nlohmann::ordered_json::parse(data.autotune_json);
   }
+  if (!data.extra_json.empty()) manifest["extra"] = nlohmann::ordered_json::parse(data.extra_json);
   write_synced((tmp_dir / "manifest.json").string(), manifest.dump(2) + "\n");
   fsync_directory(tmp_dir.string());
 
@@ -241,6 +242,7 @@ CheckpointData CheckpointStore::load(const std::string& path) {
     data.config_json = manifest.at("config").dump();
     if (manifest.contains("autotune")) data.autotune_json = manifest.at("autotune").dump();
     if (manifest.contains("layout")) data.layout_json = manifest.at("layout").dump();
+    if (manifest.contains("extra")) data.extra_json = manifest.at("extra").dump();
   } catch (const nlohmann::json::exception& e) {
     throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
   }

@@ -4,7 +4,8 @@
 //                      a pipeline's other ranks' generators as "rng/cpu/rank<r>")
 //   manifest.json      format, position (step, epoch, step in epoch), the training loader's
 //                      state, optimizer kind, config, the layout that wrote it (ranks, data-
-//                      parallel replicas, pipeline stages and split), the autotuner's result
+//                      parallel replicas, pipeline stages and split), the autotuner's result,
+//                      a script's own values ("extra")
 // Tensors are under the model's own names whatever the layout, so any layout can resume it.
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
@@ -44,6 +45,7 @@ struct CheckpointData {
   std::string layout_json;  // how the writing run was laid out; "" if unknown
   std::string config_json;
   std::string autotune_json;  // a finished autotune result (autotune_json), "" when none
+  std::string extra_json;     // a script's own values (loom.checkpoint.save), "" when none
 };
 
 class CheckpointStore {

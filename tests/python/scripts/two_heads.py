@@ -5,7 +5,8 @@ equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
     two_heads.py OUT [--unused] [--accumulate] [--mismatch] [--servers [--async]]
 
 With --async the servers keep the parameters and every worker saves its own to OUT.rankN, and
-its starting ones to OUT.startN.
+its starting ones to OUT.startN. --checkpoint DIR commits a Loom checkpoint there after every
+step; --resume goes on from its newest; --stop-after N ends the run after step N's.
 """
 import sys
 
@@ -52,7 +53,12 @@ def main():
     y = torch.randint(0, 3, (GLOBAL_BATCH * STEPS,), generator=data)
     z = torch.randn(GLOBAL_BATCH * STEPS, 1, generator=data)
     per_rank = GLOBAL_BATCH // job.trainers  # the workers; servers do not run this far
-    for step in range(STEPS):
+    checkpoints = argument("--checkpoint")
+    first_step = 0
+    if "--resume" in sys.argv:
+        first_step = loom.checkpoint.load(checkpoints, model=model, optimizer=optimizer)["step"]
+    stop_after = int(argument("--stop-after") or STEPS)
+    for step in range(first_step, min(STEPS, stop_after)):
         first = step * GLOBAL_BATCH + job.rank * per_rank
         rows = slice(first, first + per_rank)
         optimizer.zero_grad()
@@ -66,11 +72,18 @@ def main():
         else:
             loss_of(model, x[rows], y[rows], z[rows], 1.0).backward()
         model.step(optimizer)
+        if checkpoints:
+            loom.checkpoint.save(checkpoints, step + 1, model=model, optimizer=optimizer,
+                                 extra={"script": "two_heads"})
     model.close()
     if job.rank == 0:
         torch.save(model.module.state_dict(), out)
     if "--async" in sys.argv:
         torch.save(model.module.state_dict(), f"{out}.rank{job.rank}")
+
+
+def argument(flag):
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else None
 
 
 def loss_of(model, x, y, z, weight):

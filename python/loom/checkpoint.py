@@ -1,0 +1,126 @@
+"""`loom.checkpoint`: Loom's checkpoints for a script's own model, optimizer and loader.
+
+    loom.checkpoint.save("runs/mine/checkpoints", step, model=model, optimizer=optimizer,
+                         loader=loader, extra={"best_loss": best})
+    state = loom.checkpoint.load("runs/mine/checkpoints", model=model, optimizer=optimizer,
+                                 loader=loader)   # {"step": ..., "epoch": ..., "extra": {...}}
+
+A checkpoint is what `loom train` writes: a folder step-<N> (zero-padded) holding model.safetensors (the
+parameters and buffers under the module's own names, readable by any safetensors reader, loading
+runs no code), state.safetensors (the optimizer's state as optimizer/<name>.<field> and the
+random generator) and manifest.json; committed atomically (written aside, fsync'ed, renamed,
+then `latest` moved), so a crash or Ctrl-C during a save leaves the previous one intact.
+"""
+
+import json
+
+import torch
+
+from . import _loom, distributed, parallel
+
+__all__ = ["load", "save"]
+
+# The optimizers whose state Loom's checkpoints name, and the fields each keeps per parameter.
+_KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+
+
+def _module_of(model):
+    return model.module if isinstance(model, parallel.DataParallel) else model
+
+
+def _kind_of(optimizer):
+    for cls, kind in _KINDS.items():
+        if type(optimizer) is cls:
+            return kind
+    raise _loom.ConfigError(f"optimizer: loom.checkpoint keeps the state of SGD, Adam and AdamW, "
+                            f"not {type(optimizer).__name__}")
+
+
+def _optimizer_state(optimizer, module):
+    names = {id(p): name for name, p in module.named_parameters()}
+    named = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            if not state:
+                continue
+            name = names.get(id(p))
+            if name is None:
+                raise _loom.ConfigError("optimizer: it holds a parameter the model does not")
+            for field, value in state.items():
+                if value is None:
+                    continue
+                if field == "step":  # Loom keeps the count as an integer
+                    value = torch.tensor(int(value), dtype=torch.int64)
+                named.append((f"{name}.{field}", value))
+    return named
+
+
+def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=0,
+         samples=0, keep=3, job=None):
+    """Commits a checkpoint of `model` (a torch.nn.Module, or Loom's DataParallel /
+    ParameterServers around one) at optimizer step `step` into `directory`, keeping the newest
+    `keep`. In a job of several ranks the ranks hold the same replica and rank 0 writes; returns
+    the checkpoint's path there, None on the others. `extra` is any JSON value of the script's.
+    """
+    job = job if job is not None else distributed._job
+    if job is not None and job.rank != 0:
+        return None
+    module = _module_of(model)
+    tensors = list(module.named_parameters()) + list(module.named_buffers())
+    state, kind = ([], "") if optimizer is None else (_optimizer_state(optimizer, module),
+                                                      _kind_of(optimizer))
+    layout = {"ranks": job.trainers if job else 1, "data_parallel": job.trainers if job else 1}
+    return _loom.save_checkpoint(
+        str(directory), int(keep), int(step), int(epoch), 0, int(samples),
+        [(name, t.detach()) for name, t in tensors], state, kind,
+        None if loader is None else loader.state_dict(),
+        "" if extra is None else json.dumps(extra), json.dumps(layout))
+
+
+def load(directory, *, model, optimizer=None, loader=None):
+    """Restores the newest committed checkpoint of `directory` into `model` (by name: every
+    parameter and buffer must be there with its shape), `optimizer` and `loader`, and the random
+    generator; returns {"path", "step", "epoch", "samples", "extra"}. Raises loom.DataError naming
+    the tensor or field that is missing or does not fit.
+    """
+    data = _loom.load_checkpoint(str(directory))
+    module = _module_of(model)
+    saved = data["model"]
+    with torch.no_grad():
+        for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+            if name not in saved:
+                raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'")
+            if saved[name].shape != tensor.shape:
+                raise _loom.DataError(
+                    f"checkpoint '{data['path']}': tensor '{name}' has shape "
+                    f"{list(saved[name].shape)}, the model's is {list(tensor.shape)}")
+            tensor.copy_(saved[name])
+    if optimizer is not None:
+        _restore_optimizer(optimizer, module, data)
+    if loader is not None and data["loader"] is not None:
+        loader.load_state_dict(data["loader"])
+    torch.set_rng_state(data["rng"])
+    extra = json.loads(data["extra_json"]) if data["extra_json"] else None
+    return {"path": data["path"], "step": data["step"], "epoch": data["epoch"],
+            "samples": data["samples"], "extra": extra}
+
+
+def _restore_optimizer(optimizer, module, data):
+    kind = _kind_of(optimizer)
+    if data["optimizer_kind"] != kind:
+        raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
+                                f"{data['optimizer_kind']} state, the optimizer is {kind}")
+    fields = {}
+    for key, value in data["optimizer"].items():
+        name, field = key.rsplit(".", 1)
+        fields.setdefault(name, {})[field] = value
+    for name, p in module.named_parameters():
+        if name not in fields:
+            continue
+        state = {}
+        for field, value in fields[name].items():
+            # torch's Adam keeps its step count as a float tensor
+            state[field] = (torch.tensor(float(value)) if field == "step"
+                            else value.clone().to(dtype=p.dtype))
+        optimizer.state[p] = state
