@@ -1,6 +1,7 @@
 #include "loom/core/caching_allocator.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -85,6 +86,10 @@ TEST(CachingCpuAllocator, ConcurrentAllocateAndFreeKeepCountsExact) {
 }
 
 TEST(CachingCpuAllocator, InstalledAsLibTorchsCpuAllocatorComputesTheSameValues) {
+  // LibTorch settles its thread count (and with it OpenMP's, which OpenBLAS follows) at its
+  // first parallel operation: a product before it may run on another number of threads and
+  // differ in the last bits (seen on a 2-vCPU AMD EPYC host). Settle it first.
+  at::init_num_threads();
   at::manual_seed(0);
   at::Tensor a = at::randn({300, 300}), b = at::randn({300, 300});
   at::Tensor before = at::mm(a, b);
