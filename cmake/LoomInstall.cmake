@@ -76,6 +76,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/train/durable_file.h
   loom/train/job.h
   loom/train/runtime_choice.h
+  loom/train/step_accounting.h
   loom/train/summary.h
   loom/train/trainer.h
   CACHE INTERNAL "The headers `cmake --install` installs, relative to src/")

@@ -16,5 +16,6 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::bind_train(m);
   loom::python::bind_parallel(m);
   loom::python::bind_checkpoint(m);
+  loom::python::bind_profile(m);
   loom::python::bind_runtime(m);
 }

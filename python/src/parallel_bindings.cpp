@@ -11,6 +11,7 @@
 #include "loom/core/error.h"
 #include "loom/parallel/replicated_layout.h"
 #include "loom/train/job.h"
+#include "loom/train/step_accounting.h"
 
 namespace loom::python {
 namespace {
@@ -31,9 +32,10 @@ class ReplicaSync {
                                         job.trainers(), replicated, parallel::StartOptions{});
   }
 
-  parallel::GradSync& sync() {
+  parallel::GradSync& sync() { return *shared_sync(); }
+  const std::shared_ptr<parallel::GradSync>& shared_sync() {
     if (!sync_) throw Error("loom.parallel: the module's exchange was closed");
-    return *sync_;
+    return sync_;
   }
   void enter_no_sync() { no_sync_.emplace(sync()); }
   void exit_no_sync() { no_sync_.reset(); }
@@ -50,7 +52,8 @@ class ReplicaSync {
   const parallel::SyncStats& last_stats() { return sync_ ? sync_->last_stats() : closed_stats_; }
 
  private:
-  std::unique_ptr<parallel::GradSync> sync_;
+  // Shared only with the step accountings watching it (weakly): close() ends it.
+  std::shared_ptr<parallel::GradSync> sync_;
   std::optional<parallel::GradSync::NoSync> no_sync_;
   parallel::SyncStats closed_stats_;
 };
@@ -146,6 +149,14 @@ void bind_parallel(py::module_& m) {
           "The optimizer step: `local_step` runs this rank's optimizer; servers that keep the "
           "parameters push and pull around it.")
       .def("close", &ReplicaSync::close, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "account_in",
+          [](ReplicaSync& s, train::StepAccounting& steps) {
+            steps.watch_exchange(s.shared_sync());
+          },
+          py::arg("steps"),
+          "`steps` counts the exchange's waits at the end of backward as comm_exposed and "
+          "reports its buckets, bytes and overlap.")
       .def("enter_no_sync", &ReplicaSync::enter_no_sync)
       .def("exit_no_sync", &ReplicaSync::exit_no_sync)
       .def("describe",

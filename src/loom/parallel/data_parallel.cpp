@@ -291,6 +291,7 @@ void DataParallel::finish() {
   }
   Clock::time_point last_done = first_start_;
   std::size_t bytes = 0;
+  if (phases_) phases_->enter(Phase::kCommExposed);
   for (auto& bucket : buckets_) {
     bucket.work->wait(comm_.options().timeout);
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
@@ -302,6 +303,7 @@ void DataParallel::finish() {
   stats_.bytes = bytes;
   stats_.comm_seconds = seconds_between(first_start_, last_done);
   stats_.exposed_seconds = seconds_between(finish_start, Clock::now());
+  if (phases_) phases_->enter(Phase::kOther);  // the loop says what comes next
 }
 
 void DataParallel::zero_gradient(int parameter) {

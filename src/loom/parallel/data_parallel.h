@@ -79,6 +79,7 @@ class DataParallel : public GradSync {
   // set sees rank 0's model.
   void sync_buffers() override;
 
+  void set_phase_sink(PhaseSink* sink) override { phases_ = sink; }
   std::optional<BucketLimits> bucket_limits() const override { return options_.buckets; }
   // Regroups the gradients under new limits at the next prepare(), keeping the bucket order.
   // Changes the collectives a step makes, so every rank must call it before the same step.
@@ -128,6 +129,7 @@ class DataParallel : public GradSync {
   std::size_t next_bucket_ = 0;  // buckets before it have started
   bool started_ = false;         // this step's exchange has begun, at first_start_
   bool finish_queued_ = false;   // finish_in_backward: this backward's finish() is queued
+  PhaseSink* phases_ = nullptr;  // set_phase_sink
   std::chrono::steady_clock::time_point first_start_;
   SyncStats stats_;
 };

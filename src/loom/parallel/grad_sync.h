@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/step_phase.h"
 #include "loom/parallel/bucket_plan.h"
 
 namespace loom::parallel {
@@ -95,6 +96,9 @@ class GradSync {
   virtual std::optional<HeldOptimizerState> held_optimizer_state() { return std::nullopt; }
   // How gradients are exchanged: "local", "all-reduce over shm", "parameter servers over ...".
   virtual std::string describe() const { return "local"; }
+  // A loop that leaves finish() to the end of backward (DataParallelOptions::finish_in_backward)
+  // hears there when the exchange is waited for: comm_exposed while it waits, other after.
+  virtual void set_phase_sink(PhaseSink* sink) {}
 
   // The fusion-buffer limits, where this kind of exchange has buffers whose size is worth
   // tuning; nullopt otherwise.

@@ -33,6 +33,8 @@ DataStream::DataStream(const Config& config, DataStreamOptions options)
                       /*pin_memory=*/device_.is_cuda(), /*with_test=*/false);
   source_ = std::move(data.train);
   channel_stats_ = data.stats;
+  loader_threads_ = data.loader_threads;
+  decodes_ = data.decoded;
   if (options_.normalize) {
     feeder_ = std::make_unique<data::Feeder>(
         channel_stats_,

@@ -72,6 +72,9 @@ class DataStream {
 
   data::LoaderStats stats() const { return source_->stats(); }
   const data::BatchSource& source() const { return *source_; }
+  data::BatchSource& source() { return *source_; }
+  int loader_threads() const { return loader_threads_; }
+  bool decodes() const { return decodes_; }  // encoded images (not pixels held in memory)
   const data::ChannelStats& channel_stats() const { return channel_stats_; }
 
  private:
@@ -83,6 +86,8 @@ class DataStream {
   at::Device device_;
   std::unique_ptr<data::Feeder> feeder_;  // null when not normalising
   int64_t epoch_ = 0, step_ = 0;
+  int loader_threads_ = 1;
+  bool decodes_ = false;
 };
 
 // Parses "float32", "bfloat16" or "float16" (and their short names); throws ConfigError naming

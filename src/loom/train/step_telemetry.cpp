@@ -14,19 +14,20 @@ std::string rank_trace_path(const std::string& out_dir, int rank) {
 }
 
 StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
-                             data::BatchSource& train, int rank)
+                             data::BatchSource* train, int rank, const std::string& what)
     : profile_(config.profile), train_(train), timer_(setting_int("LOOM_STEP_ACCOUNTING") != 0) {
   if (config.train.tensorboard) events_ = std::make_unique<profile::TfEventsWriter>(out_dir);
   if (!profile_.trace) return;
   trace_ = std::make_unique<profile::TraceWriter>(rank_trace_path(out_dir, rank), rank,
-                                                  "loom train (rank " + std::to_string(rank) + ")");
+                                                  what + " (rank " + std::to_string(rank) + ")");
   trace_->name_thread("main");
+  if (!train_) return;
   // Loader threads draw the batches they build on their own tracks, while the trace is on; a
   // remote data worker's batches are drawn, from request to arrival, on the tracks of the
   // threads that fetch them, named after the worker.
-  train_.set_batch_observer([trace = trace_, tracing = tracing_](int64_t, int64_t step, auto begin,
-                                                                 auto end,
-                                                                 const std::string& origin) {
+  train_->set_batch_observer([trace = trace_, tracing = tracing_](int64_t, int64_t step, auto begin,
+                                                                  auto end,
+                                                                  const std::string& origin) {
     if (!tracing->load(std::memory_order_relaxed)) return;
     thread_local bool named = false;
     if (!named) trace->name_thread(origin.empty() ? "loader" : "data worker " + origin);
@@ -63,12 +64,13 @@ void StepTelemetry::trace_step(int64_t step) {
   for (const auto& slice : timer_.slices()) {
     trace_->complete(profile::phase_name(slice.phase), "phase", slice.begin, slice.end);
   }
-  trace_->counter("prefetched batches", timer_.step_end(), train_.ready_batches());
+  if (!train_) return;
+  trace_->counter("prefetched batches", timer_.step_end(), train_->ready_batches());
 
   // Utilisation over the step: cores' worth of CPU the process used, and loader threads busy
   // building batches (thread-seconds per second).
   const double cpu = process_cpu_seconds();
-  const double built = train_.stats().build_seconds;
+  const double built = train_->stats().build_seconds;
   const double wall =
       std::chrono::duration<double>(timer_.step_end() - timer_.step_begin()).count();
   if (last_cpu_seconds_ >= 0 && wall > 0) {

@@ -26,10 +26,11 @@ std::string rank_trace_path(const std::string& out_dir, int rank);
 class StepTelemetry {
  public:
   // Creates the event file and trace in `out_dir` as configured, and observes `train`'s
-  // batches for the trace. Rank 0 traces into trace.json, rank r into trace.rank<r>.json (each
-  // on its own process track, on the host's common clock); merge_rank_traces() joins them.
-  StepTelemetry(const Config& config, const std::string& out_dir, data::BatchSource& train,
-                int rank = 0);
+  // batches for the trace (null: a loop whose batches come from elsewhere). Rank 0 traces into
+  // trace.json, rank r into trace.rank<r>.json (each on its own process track, on the host's
+  // common clock); merge_rank_traces() joins them. `what` names the process in the trace.
+  StepTelemetry(const Config& config, const std::string& out_dir, data::BatchSource* train,
+                int rank = 0, const std::string& what = "loom train");
   // Rank 0, once every rank has stopped tracing: moves the other ranks' events into trace.json.
   void merge_rank_traces(const std::string& out_dir, int world);
 
@@ -59,7 +60,7 @@ class StepTelemetry {
 
   const ProfileConfig profile_;
   StallWatchdog* watchdog_ = nullptr;
-  data::BatchSource& train_;
+  data::BatchSource* train_;
   profile::StepTimer timer_;
   profile::StepTimes window_, steady_;
   int64_t steady_steps_ = 0;

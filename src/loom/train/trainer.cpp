@@ -105,7 +105,7 @@ void TrainingRun::set_up() {
     store_->remove_unfinished();  // what a killed save left behind
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
   }
-  telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, *data_.train, rank_);
+  telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, data_.train.get(), rank_);
   if (!data_.train->worker_stats().empty()) {
     remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*data_.train);
   }

@@ -6,7 +6,8 @@ equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
 
 With --async the servers keep the parameters and every worker saves its own to OUT.rankN, and
 its starting ones to OUT.startN. --checkpoint DIR commits a Loom checkpoint there after every
-step; --resume goes on from its newest; --stop-after N ends the run after step N's.
+step; --resume goes on from its newest; --stop-after N ends the run after step N's. --steps DIR
+accounts the steps with loom.profile.Steps into DIR.
 """
 import sys
 
@@ -58,7 +59,11 @@ def main():
     if "--resume" in sys.argv:
         first_step = loom.checkpoint.load(checkpoints, model=model, optimizer=optimizer)["step"]
     stop_after = int(argument("--stop-after") or STEPS)
-    for step in range(first_step, min(STEPS, stop_after)):
+    steps = None
+    if argument("--steps"):
+        steps = loom.profile.Steps(argument("--steps"), model=model, optimizer=optimizer,
+                                   config={"train": {"log_every": 1}}, warmup_steps=1)
+    for step in (steps.loop if steps else iter)(range(first_step, min(STEPS, stop_after))):
         first = step * GLOBAL_BATCH + job.rank * per_rank
         rows = slice(first, first + per_rank)
         optimizer.zero_grad()
@@ -72,9 +77,13 @@ def main():
         else:
             loss_of(model, x[rows], y[rows], z[rows], 1.0).backward()
         model.step(optimizer)
+        if steps:
+            steps.record(samples=per_rank)
         if checkpoints:
             loom.checkpoint.save(checkpoints, step + 1, model=model, optimizer=optimizer,
                                  extra={"script": "two_heads"})
+    if steps:
+        steps.close()
     model.close()
     if job.rank == 0:
         torch.save(model.module.state_dict(), out)

@@ -1,0 +1,142 @@
+"""loom.profile.Steps: a script's own loop accounted by phase into the files `loom train` writes,
+read back by `loom report` and the advisor."""
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import loom
+
+from conftest import loom_binary, run_loom
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
+
+
+def read_metrics(folder):
+    with open(folder / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_summary(folder):
+    with open(folder / "summary.json") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def large_jpegs(tmp_path_factory):
+    """JPEGs that take one loader thread far longer to decode and crop than a linear model takes
+    to train on them: a loop that is input-bound on any machine."""
+    folder = tmp_path_factory.mktemp("large") / "train"
+    run_loom("data", "synth-images", str(folder), "--count", "64", "--classes", "4", "--width",
+             "480", "--height", "360", "--seed", "5")
+    return folder
+
+
+def test_an_input_bound_loop_is_named_and_reported(tmp_path, large_jpegs):
+    config = {"seed": 3, "train": {"log_every": 2},
+              "data": {"source": "image_folder", "path": str(large_jpegs), "batch_size": 8,
+                       "workers": 1, "transforms": [{"random_resized_crop": {"size": 16}}]}}
+    loader = loom.data.Loader(config)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    run = tmp_path / "run"
+    steps = loom.profile.Steps(run, loader=loader, model=model, optimizer=optimizer,
+                               config=config)
+    losses = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        for images, labels in steps.loop(loader):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            steps.record(loss=loss)
+            losses.append(loss.item())
+    result = steps.close()
+
+    assert result["steps"] == 16 and steps.steps == 16
+    assert "input_bound" in result["findings"]
+    summary = read_summary(run)
+    assert summary["steps"] == 16 and summary["samples"] == 128
+    assert summary["data"]["samples_read"] == 128
+    assert summary["layout"]["global_batch"] == 8
+    share = summary["step_time"]["share"]
+    assert math.isclose(sum(share.values()), 1.0, rel_tol=1e-6)
+    assert share["data_wait"] > 0.5, share
+    finding = next(f for f in summary["findings"] if f["id"] == "input_bound")
+    assert finding["key"] == "data.workers"
+
+    # A metrics line every 2 steps, with the mean of the window's losses, the optimizer's
+    # learning rate and the loader's epoch.
+    records = [r for r in read_metrics(run) if r["type"] == "step"]
+    assert [r["step"] for r in records] == list(range(2, 17, 2))
+    for r in records:
+        window = losses[r["step"] - 2:r["step"]]
+        assert r["loss"] == pytest.approx(sum(window) / 2, rel=1e-6)
+        assert r["lr"] == 0.05
+        assert r["epoch"] == (r["step"] - 1) // 8
+        assert math.isclose(sum(r["phase_seconds"].values()), r["step_seconds"], rel_tol=1e-6)
+    assert summary["final_train_loss"] == pytest.approx(records[-1]["loss"])
+
+    run_loom("report", str(run))
+    page = (run / "report.html").read_text()
+    assert "input_bound" in page
+
+
+def test_phases_come_from_hooks_and_blocks(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(12)]
+    run = tmp_path / "run"
+    with loom.profile.Steps(run, model=model, optimizer=optimizer, name="mlp") as steps:
+        for x, y in steps.loop(batches):
+            with steps.phase("h2d"):
+                time.sleep(0.002)  # the script's own copy to a device, say
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    summary = read_summary(run)
+    assert summary["model"] == "mlp" and summary["steps"] == 12 and summary["samples"] == 768
+    assert summary["parameters"] == sum(p.numel() for p in model.parameters())
+    share = summary["step_time"]["share"]
+    for phase in ("h2d", "forward", "backward", "optimizer"):
+        assert share[phase] > 0, (phase, share)
+    assert share["h2d"] > share["data_wait"], share
+    assert share["comm_exposed"] == 0 and share["bubble"] == 0
+    # The hooks go with close(): the optimizer's step and the module are the script's again.
+    assert "step" not in vars(optimizer)
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_a_bad_phase_is_named(tmp_path):
+    steps = loom.profile.Steps(tmp_path / "run")
+    with pytest.raises(loom.ConfigError, match="phase: 'thinking'"):
+        with steps.phase("thinking"):
+            pass
+
+
+def test_data_parallel_ranks_account_one_run(tmp_path):
+    run = tmp_path / "run"
+    result = subprocess.run(
+        [loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable, SCRIPT,
+         str(tmp_path / "out.pt"), "--steps", str(run)],
+        capture_output=True, text=True, env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = read_summary(run)
+    # Both ranks' samples: 5 steps of the global batch of 24.
+    assert summary["steps"] == 5 and summary["samples"] == 120
+    assert summary["layout"]["mode"] == "data_parallel" and summary["layout"]["ranks"] == 2
+    exchange = summary["data_parallel"]
+    assert "all-reduce" in exchange["exchange"]
+    # two_heads.py's buckets are 1 KB (its first one 0.5 KB) for its 216 fp32 parameters.
+    assert exchange["buckets"] >= 2
+    assert exchange["bytes_per_step"] > 0 and 0 <= exchange["overlap"] <= 1
+    assert summary["model"] == "TwoHeads"
+    assert [r["step"] for r in read_metrics(run) if r["type"] == "step"] == [1, 2, 3, 4, 5]
