@@ -48,6 +48,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/transform_pipeline.h
   loom/data/transform_registry.h
   loom/data/transforms.h
+  loom/models/block_chain_model.h
   loom/models/loss.h
   loom/models/model.h
   loom/parallel/bucket_exchange.h
@@ -76,6 +77,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/train/durable_file.h
   loom/train/job.h
   loom/train/runtime_choice.h
+  loom/train/script_pipeline.h
   loom/train/step_accounting.h
   loom/train/summary.h
   loom/train/trainer.h

@@ -13,7 +13,7 @@ import torch  # noqa: F401  (first: the extension hands over torch tensors)
 
 from . import _loom
 from ._loom import CommError, ConfigError, DataError, Error, TimeoutError, __version__
-from . import checkpoint, data, distributed, parallel, profile, runtime
+from . import checkpoint, data, distributed, parallel, pipeline, profile, runtime
 from ._run import plan, train
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "data",
     "distributed",
     "parallel",
+    "pipeline",
     "plan",
     "profile",
     "runtime",

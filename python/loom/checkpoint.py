@@ -16,7 +16,7 @@ import json
 
 import torch
 
-from . import _loom, distributed, parallel
+from . import _loom, distributed, parallel, pipeline
 
 __all__ = ["load", "save"]
 
@@ -58,22 +58,36 @@ def _optimizer_state(optimizer, module):
 
 def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=0,
          samples=0, keep=3, job=None):
-    """Commits a checkpoint of `model` (a torch.nn.Module, or Loom's DataParallel /
-    ParameterServers around one) at optimizer step `step` into `directory`, keeping the newest
-    `keep`. In a job of several ranks the ranks hold the same replica and rank 0 writes; returns
-    the checkpoint's path there, None on the others. `extra` is any JSON value of the script's.
+    """Commits a checkpoint of `model` (a torch.nn.Module, Loom's DataParallel /
+    ParameterServers around one, or a loom.pipeline.Pipeline) at optimizer step `step` into
+    `directory`, keeping the newest `keep`. In a job of several ranks the ranks hold the same
+    replica and rank 0 writes; a Pipeline's stages are gathered there first (call it on every
+    rank), so the checkpoint holds the whole model under its own names. Returns the
+    checkpoint's path on rank 0, None on the others. `extra` is any JSON value of the script's.
     """
     job = job if job is not None else distributed._job
-    if job is not None and job.rank != 0:
+    staged = isinstance(model, pipeline.Pipeline)
+    if job is not None and job.rank != 0 and not staged:
         return None
     module = _module_of(model)
-    tensors = list(module.named_parameters()) + list(module.named_buffers())
+    tensors = [(name, t.detach()) for name, t in
+               list(module.named_parameters()) + list(module.named_buffers())]
     state, kind = ([], "") if optimizer is None else (_optimizer_state(optimizer, module),
                                                       _kind_of(optimizer))
     layout = {"ranks": job.trainers if job else 1, "data_parallel": job.trainers if job else 1}
+    if staged:
+        # Every stage's tensors go to the first pipeline's rank 0, which writes them as one
+        # model; the other pipelines hold the same stages and write nothing.
+        if not model._impl.takes_part_in_checkpoints:
+            return None
+        gathered = model._impl.gather(tensors, state)
+        if gathered is None:
+            return None
+        tensors, state = gathered
+        layout = json.loads(model._impl.manifest_json())
     return _loom.save_checkpoint(
         str(directory), int(keep), int(step), int(epoch), 0, int(samples),
-        [(name, t.detach()) for name, t in tensors], state, kind,
+        tensors, state, kind,
         None if loader is None else loader.state_dict(),
         "" if extra is None else json.dumps(extra), json.dumps(layout))
 

@@ -15,7 +15,9 @@ backward, comm_exposed, bubble, optimizer, other), each instant counted once:
 - forward and backward: from hooks on `model`: forward from its forward's start, through the
   loss, to where autograd reaches its outputs; backward from there until autograd is done. Or
   from `with steps.phase("forward"):` blocks in the loop;
-- comm_exposed: a loom.parallel.DataParallel `model` waiting for its gradient exchange;
+- comm_exposed: a loom.parallel.DataParallel `model` waiting for its gradient exchange, or a
+  loom.pipeline.Pipeline moving activations and gradients between stages;
+- bubble: a Pipeline's rank waiting for a neighbouring stage to compute;
 - optimizer: `optimizer.step()` (the instance's step is wrapped until close());
 - other: the rest of the loop's body.
 
@@ -44,7 +46,8 @@ class Steps:
         loader: the loom.data.Loader the loop reads (for the input pipeline's counts and
             trace); None when batches come from elsewhere.
         model: a torch.nn.Module (or a loom.parallel wrapper) whose forward and backward are
-            accounted by hooks; None to mark them with phase().
+            accounted by hooks, or a loom.pipeline.Pipeline, whose schedule reports its
+            forward, backward, bubble and transfers; None to mark them with phase().
         optimizer: a torch.optim.Optimizer whose step() is accounted as the optimizer phase.
         config: a `loom train` configuration (dict, YAML text or path) for train.log_every,
             train.tensorboard and profile.* (the trace window); None for the defaults.
@@ -77,7 +80,8 @@ class Steps:
             _config.load(config, overrides), str(out_dir),
             loader._stream if loader is not None else None, job, str(name), int(parameters),
             str(precision), int(warmup_steps))
-        # Loom's wrappers report their own phases: DataParallel its exchange's exposed waits.
+        # Loom's wrappers report their own phases: DataParallel its exchange's exposed waits, a
+        # Pipeline every phase of its schedule (it has no forward of its own to hook).
         if hasattr(model, "_account_in"):
             model._account_in(self._accounting)
         if isinstance(model, torch.nn.Module):

@@ -147,6 +147,31 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
   return plan;
 }
 
+LayoutPlan plan_script_pipeline(int trainers, int rank, int pipeline_ranks, int64_t microbatches) {
+  const std::string ranks = std::to_string(pipeline_ranks);
+  if (pipeline_ranks < 2 || trainers % pipeline_ranks != 0) {
+    throw ConfigError("pipeline_ranks: pipelines of " + ranks + " ranks do not divide the job's " +
+                      std::to_string(trainers) +
+                      " training ranks; a pipeline needs at least 2 ranks (loom launch "
+                      "--nproc-per-node P x D -- python3 ...)");
+  }
+  if (microbatches < 1) {
+    throw ConfigError("microbatches: " + std::to_string(microbatches) +
+                      " micro-batches a step; at least 1");
+  }
+  LayoutPlan plan;
+  plan.mode = LayoutMode::kPipeline;
+  plan.world = plan.trainers = trainers;
+  plan.rank = rank;
+  plan.pipeline_ranks = pipeline_ranks;
+  plan.pipeline_rank = rank % pipeline_ranks;
+  plan.replicas = trainers / pipeline_ranks;
+  plan.replica = rank / pipeline_ranks;
+  plan.step.micro_batches = microbatches;
+  plan.step.global_batch = plan.step.replica_batch = plan.step.micro_batch = 0;
+  return plan;
+}
+
 std::string LayoutPlan::describe() const {
   std::string what;
   switch (mode) {

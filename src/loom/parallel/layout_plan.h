@@ -73,4 +73,10 @@ struct LayoutPlan {
 // pipeline whose stages do not divide the ranks, servers that leave no trainer, ...
 LayoutPlan plan_layout(const Config& config, int world, int rank);
 
+// The plan of rank `rank` of `trainers` training ranks that run pipelines of `pipeline_ranks`
+// ranks (a script's own, loom.pipeline.Pipeline), whose steps are `microbatches` micro-batches
+// of samples the script chooses (the step's batch is 0: not known beforehand). Throws
+// ConfigError naming `pipeline_ranks` or `microbatches` when they cannot be laid out so.
+LayoutPlan plan_script_pipeline(int trainers, int rank, int pipeline_ranks, int64_t microbatches);
+
 }  // namespace loom::parallel

@@ -88,15 +88,19 @@ Job join_job(const Config& config, const comm::WorldInfo& world) {
 void Job::fill(TrainOptions& options) {
   options.communicator = trainers();
   if (!communicator) return;
-  options.make_group = [backend = backend, rendezvous = rendezvous,
-                        group_options = communicator->options()](const std::vector<int>& ranks,
-                                                                 const std::string& name) {
-    return comm::make_group_communicator(backend, rendezvous, ranks, name, group_options);
-  };
+  options.make_group = group_maker();
   if (plan.mode == parallel::LayoutMode::kParameterServers) {
     options.ps_world = communicator.get();
     options.ps = ps;
   }
+}
+
+Job::MakeGroup Job::group_maker() const {
+  if (!communicator) return nullptr;
+  return [backend = backend, rendezvous = rendezvous, group_options = communicator->options()](
+             const std::vector<int>& ranks, const std::string& name) {
+    return comm::make_group_communicator(backend, rendezvous, ranks, name, group_options);
+  };
 }
 
 parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir) {

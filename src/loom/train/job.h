@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct Job {
   // Hands the communicators and the servers' description to a run of train() (they stay owned
   // here, so the Job must outlive the run).
   void fill(TrainOptions& options);
+  // Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]);
+  // every member calls it with the same ranks and name. Null for a job of one process.
+  using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
+                                                                      const std::string& name)>;
+  MakeGroup group_maker() const;
 };
 
 // Joins the job as the configuration lays it out (collective over every rank; a job of one

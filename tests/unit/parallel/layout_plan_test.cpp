@@ -98,6 +98,28 @@ TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
             std::string::npos);
 }
 
+TEST(LayoutPlan, AScriptsPipelineTakesItsShapeFromTheScript) {
+  const LayoutPlan plan = plan_script_pipeline(6, 4, 3, 6);  // 2 pipelines of 3 ranks
+  EXPECT_EQ(plan.mode, LayoutMode::kPipeline);
+  EXPECT_EQ(plan.trainers, 6);
+  EXPECT_EQ(plan.replicas, 2);
+  EXPECT_EQ(plan.replica, 1);
+  EXPECT_EQ(plan.pipeline_rank, 1);
+  EXPECT_EQ(plan.step.micro_batches, 6);
+  EXPECT_EQ(plan.step.global_batch, 0);  // the script's to choose, step by step
+  const auto error = [](int trainers, int ranks, int64_t microbatches) {
+    try {
+      plan_script_pipeline(trainers, 0, ranks, microbatches);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error(4, 3, 4).rfind("pipeline_ranks:", 0), 0u);
+  EXPECT_EQ(error(1, 1, 4).rfind("pipeline_ranks:", 0), 0u);
+  EXPECT_EQ(error(2, 2, 0).rfind("microbatches:", 0), 0u);
+}
+
 TEST(LayoutPlan, DescribesItself) {
   const LayoutPlan plan = plan_layout(config_of({"data.global_batch=64"}), 2, 0);
   EXPECT_EQ(plan.describe(),
