@@ -16,11 +16,16 @@ from ._loom import CommError, ConfigError, DataError, Error, TimeoutError, __ver
 from . import checkpoint, data, distributed, parallel, pipeline, profile, runtime
 from ._run import plan, train
 
+# The exit status of a rank that stopped on SIGTERM after committing a checkpoint ("preempted,
+# resumable"), as `loom train` exits: `loom launch` passes it on and does not restart it.
+PREEMPTED = _loom.PREEMPTED_EXIT_CODE
+
 __all__ = [
     "CommError",
     "ConfigError",
     "DataError",
     "Error",
+    "PREEMPTED",
     "TimeoutError",
     "__version__",
     "checkpoint",

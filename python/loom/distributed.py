@@ -6,6 +6,16 @@ Slurm or Open MPI, as `loom train`), and call `init()` once at the top:
     job = loom.distributed.init()
     print(job.rank, job.world, job.local_rank)
 
+A loop that should survive preemption and restarts asks after every step:
+
+    job = loom.distributed.init(preemptible=True)
+    start = loom.checkpoint.load(...)["step"] if resuming else 0   # `loom launch --max-restarts`
+    for step in range(start, steps):
+        ...
+        if job.should_stop(step + 1):          # any rank got SIGTERM: all stop at this step
+            loom.checkpoint.save(..., step + 1, ...)
+            raise SystemExit(loom.PREEMPTED)
+
 The ranks meet through Loom's rendezvous store (authenticated by the job's token) and talk over
 shared memory inside a host and Gloo between hosts (`comm.backend: auto`). A process started
 alone is a job of one rank.
@@ -20,7 +30,7 @@ Job = _loom.Job
 _job = None
 
 
-def init(config=None, *, overrides=(), out_dir=""):
+def init(config=None, *, overrides=(), out_dir="", preemptible=False):
     """Joins the job from the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) and
     returns it; later calls return the same job.
 
@@ -35,6 +45,10 @@ def init(config=None, *, overrides=(), out_dir=""):
             ranks exchange; None for the defaults.
         overrides: "key=value" strings on top of it, as `loom train --set`.
         out_dir: where a server writes its trace spans (with profile.trace).
+        preemptible: catch SIGTERM (spot preemption, `loom launch` passing one on) as a request
+            to stop rather than an ending: `job.should_stop(step)` after each step then says
+            when every rank should commit a checkpoint and exit with loom.PREEMPTED (75), as
+            `loom train` does. Off, SIGTERM ends the process as usual.
 
     Raises loom.ConfigError naming the key or variable for a bad setting, loom.TimeoutError
     naming the ranks that never came.
@@ -42,7 +56,7 @@ def init(config=None, *, overrides=(), out_dir=""):
     global _job
     if _job is None:
         config = _config.load(config, overrides)
-        job = Job(config)
+        job = Job(config, bool(preemptible))
         if job.serves:
             job.serve(config, str(out_dir))
             raise SystemExit(0)

@@ -7,8 +7,10 @@
 #include <optional>
 
 #include "bindings.h"
+#include "loom/comm/rendezvous.h"
 #include "loom/comm/world_info.h"
 #include "loom/core/error.h"
+#include "loom/core/termination.h"
 #include "loom/parallel/replicated_layout.h"
 #include "loom/train/job.h"
 #include "loom/train/step_accounting.h"
@@ -71,13 +73,25 @@ py::dict stats_to_dict(const parallel::SyncStats& s) {
 }  // namespace
 
 void bind_parallel(py::module_& m) {
+  m.attr("PREEMPTED_EXIT_CODE") = kPreemptedExitCode;
   py::class_<train::Job>(m, "Job", "The job this process is a rank of (loom.distributed.init).")
-      .def(py::init([](const Config& config) {
+      .def(py::init([](const Config& config, bool preemptible) {
              const comm::WorldInfo world = comm::world_from_environment();
-             py::gil_scoped_release release;  // waits for the other ranks
-             return std::make_unique<train::Job>(train::join_job(config, world));
+             std::unique_ptr<train::Job> job;
+             {
+               py::gil_scoped_release release;  // waits for the other ranks
+               job = std::make_unique<train::Job>(train::join_job(config, world));
+             }
+             // From here on SIGTERM is a request to stop that should_stop() reports.
+             if (preemptible) job->termination = &catch_termination();
+             return job;
            }),
-           py::arg("config"))
+           py::arg("config"), py::arg("preemptible") = false)
+      .def("should_stop", &train::Job::end_of_step, py::arg("step"),
+           py::call_guard<py::gil_scoped_release>(),
+           "After step `step` (the steps done): whether the job stops here (SIGTERM caught on "
+           "any rank that steps with this one; collective).")
+      .def_property_readonly("attempt", [](const train::Job&) { return comm::restart_attempt(); })
       .def_property_readonly("rank", [](const train::Job& j) { return j.world.rank; })
       .def_property_readonly("world", [](const train::Job& j) { return j.world.world; })
       .def_property_readonly("local_rank", [](const train::Job& j) { return j.world.local_rank; })

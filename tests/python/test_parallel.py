@@ -16,13 +16,13 @@ from conftest import loom_binary, read_safetensors
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
 
 
-def run_script(out, *flags, ranks=1, servers=0):
+def run_script(out, *flags, ranks=1, servers=0, launch=(), env=None):
     command = [sys.executable, SCRIPT, str(out), *flags]
     if ranks > 1 or servers:
         command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--servers",
-                   str(servers), "--", *command]
+                   str(servers), *launch, "--", *command]
     return subprocess.run(command, capture_output=True, text=True,
-                          env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+                          env={**os.environ, "LOOM_LOG_LEVEL": "warn", **(env or {})})
 
 
 def assert_same_parameters(a, b):
@@ -118,6 +118,38 @@ def test_a_checkpoint_resumes_exactly_and_loads_into_plain_torch(tmp_path):
     manifest = json.load(open(os.path.join(newest, "manifest.json")))
     assert manifest["step"] == 5 and manifest["optimizer"] == "sgd"
     assert manifest["extra"] == {"script": "two_heads"}
+
+
+def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
+    full = run_script(tmp_path / "full.pt", ranks=2)
+    assert full.returncode == 0, full.stderr
+    # Rank 1 dies right after step 3's checkpoint; the launcher restarts both ranks, which
+    # resume from it by themselves.
+    restarted = run_script(tmp_path / "restarted.pt", "--checkpoint", str(tmp_path / "ck"),
+                           "--preemptible", ranks=2, launch=("--max-restarts", "1"),
+                           env={"LOOM_FAULT_KILL_RANK_AFTER_STEP": "1:3"})
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert "rank 1" in restarted.stderr and "SIGKILL" in restarted.stderr, restarted.stderr
+    expected = torch.load(tmp_path / "full.pt")
+    for name, tensor in torch.load(tmp_path / "restarted.pt").items():
+        assert torch.equal(tensor, expected[name]), name
+
+
+def test_a_sigterm_stops_every_rank_resumably(tmp_path):
+    full = run_script(tmp_path / "full.pt", ranks=2)
+    assert full.returncode == 0, full.stderr
+    checkpoints = tmp_path / "ck"
+    # SIGTERM reaches rank 1 alone during step 3 (index 2): both ranks stop after it.
+    stopped = run_script(tmp_path / "stopped.pt", "--checkpoint", str(checkpoints),
+                         "--preemptible", "--sigterm-at", "2", ranks=2)
+    assert stopped.returncode == loom.PREEMPTED == 75, stopped.stdout + stopped.stderr
+    assert (checkpoints / "latest").read_text().strip() == "step-00000003"
+    resumed = run_script(tmp_path / "resumed.pt", "--checkpoint", str(checkpoints), "--resume",
+                         "--preemptible", ranks=2)
+    assert resumed.returncode == 0, resumed.stderr
+    expected = torch.load(tmp_path / "full.pt")
+    for name, tensor in torch.load(tmp_path / "resumed.pt").items():
+        assert torch.equal(tensor, expected[name]), name
 
 
 def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path):

@@ -1,6 +1,7 @@
 #include "loom/core/settings.h"
 
 #include <cstdlib>
+#include <stdexcept>
 
 #include "loom/core/error.h"
 
@@ -102,6 +103,18 @@ long long setting_int(std::string_view name) {
                       text + "'");
   }
   return v;
+}
+
+std::optional<std::pair<int, long long>> setting_rank_and_number(std::string_view name) {
+  const std::string text = setting(name);
+  if (text.empty()) return std::nullopt;
+  const auto colon = text.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument(text);
+    return std::make_pair(std::stoi(text.substr(0, colon)), std::stoll(text.substr(colon + 1)));
+  } catch (const std::exception&) {
+    throw ConfigError(std::string(name) + ": '" + text + "' is not RANK:NUMBER");
+  }
 }
 
 }  // namespace loom

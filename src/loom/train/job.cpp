@@ -103,6 +103,22 @@ Job::MakeGroup Job::group_maker() const {
   };
 }
 
+bool Job::end_of_step(std::int64_t step) {
+  const int rank = communicator ? communicator->rank() : 0;
+  if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
+      kill && kill->first == rank && kill->second == step && comm::restart_attempt() == 0) {
+    std::raise(SIGKILL);  // a rank lost mid-run, for --max-restarts
+  }
+  const long long stop_after = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
+  bool mine = termination && termination->load(std::memory_order_relaxed) != 0;
+  mine = mine || (stop_after > 0 && step == stop_after);
+  comm::Communicator* ranks = trainers();
+  if (!ranks || !plan.lockstep()) return mine;
+  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
+  ranks->allreduce(asked, comm::ReduceOp::kSum)->wait(ranks->options().timeout);
+  return asked.item<float>() > 0;
+}
+
 parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir) {
   comm::Communicator& world = *job.communicator;
   const parallel::LayoutPlan& plan = job.plan;

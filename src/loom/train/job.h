@@ -5,6 +5,7 @@
 // parameter servers alike.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +47,15 @@ struct Job {
   using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
                                                                       const std::string& name)>;
   MakeGroup group_maker() const;
+
+  // A script's own loop (loom.distributed), after its step `step` (the steps done): strikes
+  // with the testing aids meant for that step (LOOM_FAULT_KILL_RANK_AFTER_STEP in a job's first
+  // attempt, LOOM_FAULT_STOP_AFTER_STEP), and says whether the job stops here, as `loom train`
+  // stops on SIGTERM: true on every rank that steps with this one once any of them has caught
+  // it (`termination` set, catch_termination()). Collective over the training ranks that step
+  // together (all but async and SSP parameter-server workers, which decide alone).
+  bool end_of_step(std::int64_t step);
+  const std::atomic<int>* termination = nullptr;  // SIGTERM's flag, once caught
 };
 
 // Joins the job as the configuration lays it out (collective over every rank; a job of one

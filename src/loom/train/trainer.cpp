@@ -25,22 +25,6 @@
 #include "loom/train/training_run.h"
 
 namespace loom::train {
-namespace {
-
-// A testing aid's "RANK:NUMBER" (LOOM_FAULT_SLOW_RANK and the like); nullopt when unset.
-std::optional<std::pair<int, int64_t>> rank_and_number(const char* name) {
-  const std::string text = setting(name);
-  if (text.empty()) return std::nullopt;
-  const auto colon = text.find(':');
-  try {
-    if (colon == std::string::npos) throw std::invalid_argument(text);
-    return std::make_pair(std::stoi(text.substr(0, colon)), std::stoll(text.substr(colon + 1)));
-  } catch (const std::exception&) {
-    throw ConfigError(std::string(name) + ": '" + text + "' is not RANK:NUMBER");
-  }
-}
-
-}  // namespace
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
@@ -89,15 +73,16 @@ void TrainingRun::set_up() {
       std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
                                         setting_int("LOOM_FAULT_KILL_IN_SAVE"));
   stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
-  if (const auto slow = rank_and_number("LOOM_FAULT_SLOW_RANK"); slow && slow->first == rank_) {
+  if (const auto slow = setting_rank_and_number("LOOM_FAULT_SLOW_RANK");
+      slow && slow->first == rank_) {
     slow_by_ = std::chrono::milliseconds(slow->second);
   }
   // A restarted attempt passes the step again: the kill strikes the first attempt only.
-  if (const auto kill = rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
+  if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
       kill && kill->first == rank_ && comm::restart_attempt() == 0) {
     kill_after_step_ = kill->second;
   }
-  if (const auto freeze = rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
+  if (const auto freeze = setting_rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
       freeze && freeze->first == rank_) {
     freeze_after_step_ = freeze->second;
   }

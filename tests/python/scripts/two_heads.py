@@ -8,7 +8,13 @@ With --async the servers keep the parameters and every worker saves its own to O
 its starting ones to OUT.startN. --checkpoint DIR commits a Loom checkpoint there after every
 step; --resume goes on from its newest; --stop-after N ends the run after step N's. --steps DIR
 accounts the steps with loom.profile.Steps into DIR.
+
+--preemptible asks job.should_stop() after every step (after its checkpoint) and exits with
+loom.PREEMPTED when it says so, and resumes by itself in a restarted attempt (loom launch
+--max-restarts); --sigterm-at N makes rank 1 send itself SIGTERM during step N.
 """
+import os
+import signal
 import sys
 
 import torch
@@ -37,7 +43,7 @@ def main():
     out = sys.argv[1]
     mode = "async" if "--async" in sys.argv else "sync"
     job = loom.distributed.init({"parallel": {"ps": {"mode": mode}}} if "--servers" in sys.argv
-                                else None)
+                                else None, preemptible="--preemptible" in sys.argv)
     # Each rank starts from other weights: DataParallel gives every rank rank 0's.
     torch.manual_seed(job.rank)
     # --mismatch: rank 1 builds its model with another number of classes.
@@ -56,7 +62,7 @@ def main():
     per_rank = GLOBAL_BATCH // job.trainers  # the workers; servers do not run this far
     checkpoints = argument("--checkpoint")
     first_step = 0
-    if "--resume" in sys.argv:
+    if "--resume" in sys.argv or job.attempt > 0:
         first_step = loom.checkpoint.load(checkpoints, model=model, optimizer=optimizer)["step"]
     stop_after = int(argument("--stop-after") or STEPS)
     steps = None
@@ -76,12 +82,16 @@ def main():
             loss_of(model, x[parts[1]], y[parts[1]], z[parts[1]], 0.5).backward()
         else:
             loss_of(model, x[rows], y[rows], z[rows], 1.0).backward()
+        if argument("--sigterm-at") == str(step) and job.rank == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # caught: the step goes on
         model.step(optimizer)
         if steps:
             steps.record(samples=per_rank)
         if checkpoints:
             loom.checkpoint.save(checkpoints, step + 1, model=model, optimizer=optimizer,
                                  extra={"script": "two_heads"})
+        if "--preemptible" in sys.argv and job.should_stop(step + 1):
+            raise SystemExit(loom.PREEMPTED)
     if steps:
         steps.close()
     model.close()
