@@ -17,6 +17,7 @@ mkdir -p "$here/out"
 /usr/bin/python3 "$here/remote_workers_offload.py" --loom "$build/bin/loom" --json "$here/out/remote_workers_offload.json"
 /usr/bin/python3 "$here/python_loader.py" --build "$build" --json "$here/out/python_loader.json"
 /usr/bin/python3 "$here/python_steps_overhead.py" --build "$build" --json "$here/out/python_steps_overhead.json"
+/usr/bin/python3 "$here/python_pipeline.py" --loom "$build/bin/loom" --json "$here/out/python_pipeline.json"
 /usr/bin/python3 "$here/ps_one_host.py" --loom "$build/bin/loom" --json "$here/out/ps_one_host.json"
 # Multi-host (network namespaces; each skips, saying why, where they cannot be made).
 /usr/bin/python3 "$here/ps_vs_ring.py" --loom "$build/bin/loom" --part-mb 1 --json "$here/out/ps_vs_ring.json"
