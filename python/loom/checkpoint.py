@@ -56,7 +56,7 @@ def _optimizer_state(optimizer, module):
     return named
 
 
-def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=0,
+def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=None,
          samples=0, keep=3, job=None):
     """Commits a checkpoint of `model` (a torch.nn.Module, Loom's DataParallel /
     ParameterServers around one, or a loom.pipeline.Pipeline) at optimizer step `step` into
@@ -64,6 +64,10 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     replica and rank 0 writes; a Pipeline's stages are gathered there first (call it on every
     rank), so the checkpoint holds the whole model under its own names. Returns the
     checkpoint's path on rank 0, None on the others. `extra` is any JSON value of the script's.
+
+    With `loader`, the checkpoint's position (epoch, and batch within it) is the loader's, as
+    `loom train` records it, so `loom train --resume` can go on from it; `epoch` (default 0
+    without a loader) says otherwise. `samples` is the samples trained so far, all ranks'.
     """
     job = job if job is not None else distributed._job
     staged = isinstance(model, pipeline.Pipeline)
@@ -85,10 +89,13 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
             return None
         tensors, state = gathered
         layout = json.loads(model._impl.manifest_json())
+    position = None if loader is None else loader.state_dict()
+    step_in_epoch = 0 if position is None else position["step"]
+    if epoch is None:
+        epoch = 0 if position is None else position["epoch"]
     return _loom.save_checkpoint(
-        str(directory), int(keep), int(step), int(epoch), 0, int(samples),
-        tensors, state, kind,
-        None if loader is None else loader.state_dict(),
+        str(directory), int(keep), int(step), int(epoch), int(step_in_epoch), int(samples),
+        tensors, state, kind, position,
         "" if extra is None else json.dumps(extra), json.dumps(layout))
 
 

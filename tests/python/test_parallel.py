@@ -152,6 +152,56 @@ def test_a_sigterm_stops_every_rank_resumably(tmp_path):
         assert torch.equal(tensor, expected[name]), name
 
 
+def test_loom_train_goes_on_from_a_python_checkpoint(tmp_path):
+    """A script trains 3 steps of a TorchScript module data parallel and commits a checkpoint;
+    `loom train --resume` trains the epoch's 5 other steps from it and ends where `loom train`
+    alone ends."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.Tanh(),
+                                 torch.nn.Linear(32, 4))
+    torch.jit.script(module).save(str(tmp_path / "model.pt"))
+    config = {"seed": 3, "model": {"name": "torchscript", "torchscript": str(tmp_path / "model.pt")},
+              "data": {"source": "synthetic", "image_size": 8, "channels": 1, "classes": 4,
+                       "train_samples": 256, "test_samples": 32, "batch_size": 16},
+              "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": False,
+                            "weight_decay": 0},
+              "schedule": {"name": "constant", "warmup_steps": 0},
+              "train": {"epochs": 1, "eval": False, "log_every": 1},
+              "runtime": {"precision": "fp32", "threads": 1}}
+    config_path = tmp_path / "config.yaml"  # JSON is YAML
+    config_path.write_text(json.dumps(config))
+
+    def loom_train(run, *flags):
+        result = subprocess.run(
+            [loom_binary(), "launch", "--nproc-per-node", "2", "--", loom_binary(), "train",
+             str(config_path), "--out", str(run), *flags],
+            capture_output=True, text=True, env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+        assert result.returncode == 0, result.stdout + result.stderr
+        with open(run / "summary.json") as f:
+            return json.load(f)
+
+    alone = loom_train(tmp_path / "alone")
+    handoff = tmp_path / "handoff"
+    script = os.path.join(os.path.dirname(SCRIPT), "handoff.py")
+    first = subprocess.run([loom_binary(), "launch", "--nproc-per-node", "2", "--",
+                            sys.executable, script, str(config_path),
+                            str(handoff / "checkpoints"), "3"],
+                           capture_output=True, text=True,
+                           env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+    assert first.returncode == 0, first.stdout + first.stderr
+    resumed = loom_train(handoff, "--resume")
+    assert alone["steps"] == 8 and resumed["steps"] == 8
+    assert resumed["resumed_from_step"] == 3
+
+    def final(run):
+        newest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+        return read_safetensors(newest / "model.safetensors")
+
+    expected, got = final(tmp_path / "alone"), final(handoff)
+    assert got.keys() == expected.keys()
+    assert_same_parameters(got, expected)
+
+
 def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path):
     checkpoints = str(tmp_path / "checkpoints")
     result = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "x.pt"), "--checkpoint",

@@ -1,0 +1,40 @@
+"""A user's script that trains a TorchScript module data parallel on loom.data.Loader's batches
+and commits a Loom checkpoint after STOP steps, for `loom train --resume` to go on from
+(test_parallel.py). Its loss and optimizer are what the configuration gives `loom train`:
+cross-entropy, SGD with momentum (no Nesterov, no weight decay) at a constant rate.
+
+    handoff.py CONFIG CHECKPOINTS STOP
+"""
+import json
+import sys
+
+import torch
+
+import loom
+
+
+def main():
+    config_path, checkpoints, stop = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with open(config_path) as f:
+        config = json.load(f)
+    job = loom.distributed.init(config)
+    model = loom.parallel.DataParallel(torch.jit.load(config["model"]["torchscript"]))
+    opt = config["optimizer"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=opt["lr"], momentum=opt["momentum"])
+    loader = loom.data.Loader(config, rank=job.rank, world=job.world)
+    loader.set_epoch(0)
+    step = 0
+    for images, labels in loader:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+        step += 1
+        if step == stop:
+            break
+    loom.checkpoint.save(checkpoints, step, model=model, optimizer=optimizer, loader=loader,
+                         samples=step * job.world * config["data"]["batch_size"])
+    model.close()
+
+
+if __name__ == "__main__":
+    main()
