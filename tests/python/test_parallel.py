@@ -152,6 +152,18 @@ def test_a_sigterm_stops_every_rank_resumably(tmp_path):
         assert torch.equal(tensor, expected[name]), name
 
 
+def test_the_watchdog_names_a_python_rank_that_hangs(tmp_path):
+    # Rank 1 stops itself (SIGSTOP) after step 3; rank 0 waits for it in should_stop(3).
+    result = run_script(tmp_path / "hung.pt", "--preemptible", "--stall-timeout", "3", ranks=2,
+                        launch=("--grace", "2"),
+                        env={"LOOM_FAULT_FREEZE_RANK_AFTER_STEP": "1:3"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ("rank 0 made no progress for 3.0 s (train.stall_timeout_s), in comm_exposed of "
+            "step 3") in result.stderr, result.stderr
+    assert "not heard from rank 1 (pid " in result.stderr, result.stderr
+    assert "loom launch: stall watchdog: rank 0 made no progress" in result.stderr
+
+
 def test_loom_train_goes_on_from_a_python_checkpoint(tmp_path):
     """A script trains 3 steps of a TorchScript module data parallel and commits a checkpoint;
     `loom train --resume` trains the epoch's 5 other steps from it and ends where `loom train`

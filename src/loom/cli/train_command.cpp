@@ -133,22 +133,6 @@ void print_autotune(const train::TrainSummary& s, const std::string& out_dir) {
       r.complete ? "" : " (stopped at autotune.max_share)", out_dir.c_str());
 }
 
-// The watchdog's own connection to the job's store, for heartbeats; null for a process on its
-// own, or (with a warning) when the store cannot be reached.
-c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
-  if (world.world < 2 && !world.store_served_by_launcher) return {};
-  try {
-    return comm::store_for_attempt(
-        c10::make_intrusive<comm::TcpStore>(world.master_addr, world.master_port,
-                                            std::chrono::seconds(5), world.store_token),
-        comm::restart_attempt());
-  } catch (const Error& e) {
-    LOOM_LOG(kWarn, "train") << "rank " << world.rank
-                             << ": no heartbeats for the stall watchdog: " << e.what();
-    return {};
-  }
-}
-
 // LOOM_RESTARTS, as `loom launch` writes it.
 std::vector<train::RestartRecord> restarts_from_environment() {
   const std::string text = setting("LOOM_RESTARTS");
@@ -210,7 +194,7 @@ int run_train(const TrainArgs& args) {
                     : args.resume         ? newest_run_dir()
                                           : timestamped_run_dir();
   options.resume = args.resume || restarted;
-  options.heartbeat_store = heartbeat_store(world);
+  options.heartbeat_store = train::heartbeat_store(world);
   Progress progress(stdout);
   if (world.rank == 0) options.observer = &progress;
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "loom/comm/make_communicator.h"
+#include "loom/comm/tcp_store.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -15,6 +16,7 @@
 #include "loom/parallel/ps/ps_server.h"
 #include "loom/profile/trace_writer.h"
 #include "loom/train/server_optimizer.h"
+#include "loom/train/stall_watchdog.h"
 #include "loom/train/step_telemetry.h"
 
 namespace loom::train {
@@ -63,10 +65,17 @@ comm::CommOptions comm_options(const Config& config) {
   return options;
 }
 
+Job::Job() = default;
+Job::Job(Job&&) noexcept = default;
+Job& Job::operator=(Job&&) noexcept = default;
+Job::~Job() = default;
+
 Job join_job(const Config& config, const comm::WorldInfo& world) {
   Job job;
   job.world = world;
   job.backend = config.comm.backend;
+  job.stall_timeout_s_ = config.train.stall_timeout_s;
+  job.preempt_grace_s_ = config.train.preempt_grace_s;
   // Checked before anyone connects: a layout that cannot be fails on every rank alike.
   job.plan = parallel::plan_layout(config, world.world, world.rank);
   if (world.world == 1) return job;
@@ -95,6 +104,20 @@ void Job::fill(TrainOptions& options) {
   }
 }
 
+c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
+  if (world.world < 2 && !world.store_served_by_launcher) return {};
+  try {
+    return comm::store_for_attempt(
+        c10::make_intrusive<comm::TcpStore>(world.master_addr, world.master_port,
+                                            std::chrono::seconds(5), world.store_token),
+        comm::restart_attempt());
+  } catch (const Error& e) {
+    LOOM_LOG(kWarn, "train") << "rank " << world.rank
+                             << ": no heartbeats for the stall watchdog: " << e.what();
+    return {};
+  }
+}
+
 Job::MakeGroup Job::group_maker() const {
   if (!communicator) return nullptr;
   return [backend = backend, rendezvous = rendezvous, group_options = communicator->options()](
@@ -103,20 +126,47 @@ Job::MakeGroup Job::group_maker() const {
   };
 }
 
+void Job::watch(std::int64_t step) {
+  if (!watchdog_) {
+    StallWatchdogOptions options;
+    options.stall_timeout_s = stall_timeout_s_;
+    options.rank = world.rank;
+    options.world = plan.trainers;  // the training ranks (parameter servers publish no heartbeats)
+    options.data_source = "the script's data";
+    options.exchange = "the job's other ranks";
+    options.store = heartbeat_store(world);
+    options.termination = termination;
+    options.preempt_grace_s = preempt_grace_s_;
+    watchdog_ = std::make_unique<StallWatchdog>(std::move(options));
+  }
+  watchdog_->begin_step(step);
+}
+
 bool Job::end_of_step(std::int64_t step) {
+  watch(step);
   const int rank = communicator ? communicator->rank() : 0;
   if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
       kill && kill->first == rank && kill->second == step && comm::restart_attempt() == 0) {
     std::raise(SIGKILL);  // a rank lost mid-run, for --max-restarts
   }
+  if (const auto freeze = setting_rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
+      freeze && freeze->first == rank && freeze->second == step) {
+    std::raise(SIGSTOP);  // a hung rank, for the other ranks' watchdogs
+  }
   const long long stop_after = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
   bool mine = termination && termination->load(std::memory_order_relaxed) != 0;
   mine = mine || (stop_after > 0 && step == stop_after);
   comm::Communicator* ranks = trainers();
-  if (!ranks || !plan.lockstep()) return mine;
-  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
-  ranks->allreduce(asked, comm::ReduceOp::kSum)->wait(ranks->options().timeout);
-  return asked.item<float>() > 0;
+  if (ranks && plan.lockstep()) {
+    watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps
+    at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
+    ranks->allreduce(asked, comm::ReduceOp::kSum)->wait(ranks->options().timeout);
+    mine = asked.item<float>() > 0;
+  }
+  // The next step begins: the script's own phases are not known here.
+  watchdog_->begin_step(step + 1);
+  watchdog_->enter(Phase::kOther);
+  return mine;
 }
 
 parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir) {

@@ -23,6 +23,8 @@
 
 namespace loom::train {
 
+class StallWatchdog;
+
 // comm.timeout_s and comm.check_calls as the communicators' options.
 comm::CommOptions comm_options(const Config& config);
 
@@ -54,9 +56,27 @@ struct Job {
   // stops on SIGTERM: true on every rank that steps with this one once any of them has caught
   // it (`termination` set, catch_termination()). Collective over the training ranks that step
   // together (all but async and SSP parameter-server workers, which decide alone).
+  // From its first call it also keeps a stall watchdog (train.stall_timeout_s of the joining
+  // configuration; its calls are the signs of life) and publishes this rank's heartbeats for
+  // `loom launch`, as `loom train` does.
   bool end_of_step(std::int64_t step);
   const std::atomic<int>* termination = nullptr;  // SIGTERM's flag, once caught
+
+  Job();
+  Job(Job&&) noexcept;
+  Job& operator=(Job&&) noexcept;
+  ~Job();
+
+ private:
+  void watch(std::int64_t step);
+  double stall_timeout_s_ = 0, preempt_grace_s_ = 30;  // train.*, from join_job
+  std::unique_ptr<StallWatchdog> watchdog_;           // from the first end_of_step
+  friend Job join_job(const Config& config, const comm::WorldInfo& world);
 };
+
+// The stall watchdog's own connection to the job's store, for heartbeats; null for a process on
+// its own, or (with a warning) when the store cannot be reached.
+c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world);
 
 // Joins the job as the configuration lays it out (collective over every rank; a job of one
 // process connects to nothing). Throws ConfigError naming the key when the layout cannot be

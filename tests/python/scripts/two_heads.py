@@ -11,7 +11,8 @@ accounts the steps with loom.profile.Steps into DIR.
 
 --preemptible asks job.should_stop() after every step (after its checkpoint) and exits with
 loom.PREEMPTED when it says so, and resumes by itself in a restarted attempt (loom launch
---max-restarts); --sigterm-at N makes rank 1 send itself SIGTERM during step N.
+--max-restarts); --sigterm-at N makes rank 1 send itself SIGTERM during step N;
+--stall-timeout S sets train.stall_timeout_s for the stall watchdog that should_stop() keeps.
 """
 import os
 import signal
@@ -42,8 +43,12 @@ class TwoHeads(torch.nn.Module):
 def main():
     out = sys.argv[1]
     mode = "async" if "--async" in sys.argv else "sync"
-    job = loom.distributed.init({"parallel": {"ps": {"mode": mode}}} if "--servers" in sys.argv
-                                else None, preemptible="--preemptible" in sys.argv)
+    config = {}
+    if "--servers" in sys.argv:
+        config["parallel"] = {"ps": {"mode": mode}}
+    if argument("--stall-timeout"):
+        config["train"] = {"stall_timeout_s": float(argument("--stall-timeout"))}
+    job = loom.distributed.init(config, preemptible="--preemptible" in sys.argv)
     # Each rank starts from other weights: DataParallel gives every rank rank 0's.
     torch.manual_seed(job.rank)
     # --mismatch: rank 1 builds its model with another number of classes.
