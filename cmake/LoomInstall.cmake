@@ -20,6 +20,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/core/blas_library.h
   loom/core/caching_allocator.h
   loom/core/config.h
+  loom/core/durable_file.h
   loom/core/error.h
   loom/core/log.h
   loom/core/rng.h
@@ -74,7 +75,6 @@ set(LOOM_PUBLIC_HEADERS
   loom/profile/trace_writer.h
   loom/train/checkpoint.h
   loom/train/data_stream.h
-  loom/train/durable_file.h
   loom/train/job.h
   loom/train/runtime_choice.h
   loom/train/script_pipeline.h

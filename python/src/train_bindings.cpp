@@ -7,7 +7,7 @@
 #include "loom/core/error.h"
 #include "loom/core/topology.h"
 #include "loom/profile/cost_plan.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 #include "loom/train/trainer.h"
 
 namespace loom::python {
@@ -26,7 +26,7 @@ class InterruptCheck : public train::TrainObserver {
 
 std::string read_argument_file(const std::string& path, const std::string& argument) {
   try {
-    return train::read_file(path);
+    return read_file(path);
   } catch (const Error& e) {
     throw ConfigError(argument + ": " + e.what());
   }
@@ -112,7 +112,7 @@ void bind_train(py::module_& m) {
           py::gil_scoped_release release;
           train::train(config, options);
         }
-        return train::read_file(out_dir + "/summary.json");
+        return read_file(out_dir + "/summary.json");
       },
       py::arg("config"), py::arg("out"), py::arg("resume"),
       "Trains as `loom train --out OUT` does, in this process; returns summary.json's text.");

@@ -8,7 +8,7 @@
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/data/transform_registry.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 
 namespace loom::cli {
 
@@ -25,7 +25,7 @@ Config load_run_config(const std::vector<std::string>& paths,
 
 std::string read_user_file(const std::string& path, const std::string& option) {
   try {
-    return train::read_file(path);
+    return read_file(path);
   } catch (const Error& e) {
     throw ConfigError(option + ": " + e.what());
   }

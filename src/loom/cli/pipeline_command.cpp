@@ -8,7 +8,7 @@
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
 #include "loom/parallel/pipeline/schedule_csv.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 #include "loom/train/pipeline_plan.h"
 
 namespace loom::cli {
@@ -110,11 +110,11 @@ Command add_pipeline_command(CLI::App& app) {
                 train::plan_pipeline(config, config.data.batch_size, detect_topology());
             if (!args->json) std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
-              train::replace_file_atomically(args->trace, trace_json(plan));
+              replace_file_atomically(args->trace, trace_json(plan));
               if (!args->json) std::printf("trace: %s\n", args->trace.c_str());
             }
             if (!args->csv.empty()) {
-              train::replace_file_atomically(args->csv,
+              replace_file_atomically(args->csv,
                                              parallel::pipeline::schedule_to_csv(plan.schedule));
               if (!args->json) std::printf("schedule: %s\n", args->csv.c_str());
             }

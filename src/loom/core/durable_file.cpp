@@ -1,4 +1,4 @@
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 #include "loom/core/error.h"
 
-namespace loom::train {
+namespace loom {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
@@ -80,4 +80,4 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-}  // namespace loom::train
+}  // namespace loom

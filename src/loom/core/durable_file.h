@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace loom::train {
+namespace loom {
 
 // Writes `bytes` to `path` and fsyncs it. Throws Error naming the path on failure.
 void write_synced(const std::string& path, std::string_view bytes);
@@ -33,4 +33,4 @@ void replace_file_atomically(const std::string& path, std::string_view bytes);
 
 std::string read_file(const std::string& path);
 
-}  // namespace loom::train
+}  // namespace loom

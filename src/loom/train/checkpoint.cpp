@@ -13,7 +13,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 #include "loom/train/safetensors.h"
 
 namespace fs = std::filesystem;

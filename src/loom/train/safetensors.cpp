@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 
 namespace loom::train {
 namespace {

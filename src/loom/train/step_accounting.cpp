@@ -10,7 +10,7 @@
 #include "loom/core/thread_cpu_time.h"
 #include "loom/profile/advisor.h"
 #include "loom/profile/flops.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 #include "loom/train/metrics_log.h"
 #include "loom/train/step_telemetry.h"
 #include "loom/train/summary.h"

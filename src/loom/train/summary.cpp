@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "loom/train/autotune_session.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 
 namespace loom::train {
 

@@ -8,7 +8,7 @@
 #include "loom/data/configured_loaders.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/data/remote/remote_config.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 
 namespace loom::train {
 namespace {

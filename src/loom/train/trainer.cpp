@@ -17,7 +17,7 @@
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
 #include "loom/profile/flops.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/schedule.h"
 #include "loom/train/server_optimizer.h"

@@ -10,7 +10,7 @@
 #include "loom/core/thread_cpu_time.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/profile/flops.h"
-#include "loom/train/durable_file.h"
+#include "loom/core/durable_file.h"
 #include "loom/train/summary.h"
 #include "loom/train/training_run.h"
 
