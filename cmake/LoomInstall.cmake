@@ -88,6 +88,8 @@ install(TARGETS loom EXPORT LoomTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS loom_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# SentencePiece's module goes beside libloom, where data/tokenizer.cpp looks for it.
+install(TARGETS loom_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(header ${LOOM_PUBLIC_HEADERS})
   get_filename_component(dir ${header} DIRECTORY)
   install(FILES src/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})

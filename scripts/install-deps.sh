@@ -23,8 +23,9 @@ packages=(
   pybind11-dev python3-dev python3-pytest
   # tests and benchmarks
   libgtest-dev libbenchmark-dev
-  # data: Fashion-MNIST for the demo and tests
-  dataset-fashion-mnist
+  # data: Fashion-MNIST for the demo and tests; the Jargon File (public domain English text,
+  # /usr/share/doc/jargon-text/jargon.txt.gz) for language models, and SentencePiece to tokenize it
+  dataset-fashion-mnist jargon-text libsentencepiece-dev
   # peers for benchmarks and the TorchScript test (same LibTorch version as libtorch-dev)
   python3 python3-torch python3-torchvision
   # the HTML report's test renders it in a headless browser

@@ -45,5 +45,7 @@ Command add_bench_pipeline_command(CLI::App& bench);
 Command add_bench_ps_command(CLI::App& bench);
 // `loom data inspect`, registered under `data`.
 Command add_data_inspect_command(CLI::App& data);
+// `loom data tokenize`, registered under `data`.
+Command add_data_tokenize_command(CLI::App& data);
 
 }  // namespace loom::cli

@@ -3,6 +3,7 @@
 //   bench [CONFIG]       images/s of the input pipeline alone (decode, transforms, feeder);
 //                        --decode-only: full-image decode rate of the same files, same threads
 //   inspect [CONFIG]     samples per class, image sizes, bad files (data_inspect.cpp)
+//   tokenize CORPUS...   token shards and a SentencePiece tokenizer (data_tokenize.cpp)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -189,9 +190,11 @@ Command add_data_command(CLI::App& app) {
                 "Also write the batches read (the warm-up one too) to this safetensors file: "
                 "batch<step>.images (uint8 NHWC), .labels, .indices; the trainer sees the same");
   const Command inspect = add_data_inspect_command(*sub);
-  return {sub, [synth, s, bench, b, inspect] {
+  const Command tokenize = add_data_tokenize_command(*sub);
+  return {sub, [synth, s, bench, b, inspect, tokenize] {
             if (s->parsed()) return run_synth(*synth);
             if (b->parsed()) return run_bench(*bench);
+            if (tokenize.sub->parsed()) return tokenize.run();
             return inspect.run();
           }};
 }

@@ -1,0 +1,161 @@
+#include "loom/data/token_shard.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include "loom/core/durable_file.h"
+#include "loom/core/error.h"
+#include "loom/data/tokenizer.h"
+
+namespace loom::data {
+namespace {
+
+constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'T', 'O', 'K', 'S'};
+
+template <typename T>
+void put(std::string& bytes, size_t offset, T value) {
+  std::memcpy(bytes.data() + offset, &value, sizeof(T));  // the hosts Loom runs on are LE
+}
+
+template <typename T>
+T get(const unsigned char* bytes, size_t offset) {
+  T value;
+  std::memcpy(&value, bytes + offset, sizeof(T));
+  return value;
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& what) {
+  throw DataError("token shard '" + path + "': " + what);
+}
+
+}  // namespace
+
+struct TokenShard::Mapping {
+  const unsigned char* data = nullptr;
+  size_t bytes = 0;
+  ~Mapping() {
+    if (data) ::munmap(const_cast<unsigned char*>(data), bytes);
+  }
+};
+
+int token_bytes_for(int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+void write_token_shard(const std::string& path, const std::vector<int32_t>& tokens,
+                       int64_t vocab_size, uint64_t fingerprint) {
+  const int width = token_bytes_for(vocab_size);
+  std::string bytes(static_cast<size_t>(kTokenShardHeaderBytes) + tokens.size() * width, '\0');
+  std::memcpy(bytes.data(), kMagic, sizeof(kMagic));
+  put<uint32_t>(bytes, 8, kTokenShardVersion);
+  put<uint32_t>(bytes, 12, static_cast<uint32_t>(width));
+  put<uint64_t>(bytes, 16, static_cast<uint64_t>(vocab_size));
+  put<uint64_t>(bytes, 24, tokens.size());
+  put<uint64_t>(bytes, 32, fingerprint);
+  char* out = bytes.data() + kTokenShardHeaderBytes;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t t = tokens[i];
+    if (t < 0 || t >= vocab_size) {
+      throw DataError("token shard '" + path + "': token " + std::to_string(i) + " is " +
+                      std::to_string(t) + ", outside the vocabulary of " +
+                      std::to_string(vocab_size));
+    }
+    if (width == 2) {
+      const auto v = static_cast<uint16_t>(t);
+      std::memcpy(out + i * 2, &v, 2);
+    } else {
+      const auto v = static_cast<uint32_t>(t);
+      std::memcpy(out + i * 4, &v, 4);
+    }
+  }
+  replace_file_atomically(path, bytes);
+}
+
+TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse(path, std::string("cannot be opened: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    refuse(path, std::string("cannot be read: ") + std::strerror(errno));
+  }
+  const auto bytes = static_cast<size_t>(st.st_size);
+  if (bytes < static_cast<size_t>(kTokenShardHeaderBytes)) {
+    ::close(fd);
+    refuse(path, std::to_string(bytes) + " bytes, shorter than the 64-byte header");
+  }
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) refuse(path, std::string("cannot be mapped: ") + std::strerror(errno));
+  auto mapping = std::make_shared<Mapping>();
+  mapping->data = static_cast<const unsigned char*>(mapped);
+  mapping->bytes = bytes;
+  const unsigned char* h = mapping->data;
+
+  if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
+    refuse(path, "not a token shard (its first bytes are not LOOMTOKS)");
+  }
+  TokenShard shard;
+  shard.path_ = path;
+  TokenShardInfo& info = shard.info_;
+  info.version = static_cast<int>(get<uint32_t>(h, 8));
+  if (info.version != kTokenShardVersion) {
+    refuse(path, "format version " + std::to_string(info.version) + ", this Loom reads " +
+                     std::to_string(kTokenShardVersion));
+  }
+  info.token_bytes = static_cast<int>(get<uint32_t>(h, 12));
+  if (info.token_bytes != 2 && info.token_bytes != 4) {
+    refuse(path, std::to_string(info.token_bytes) + " bytes per token, expected 2 or 4");
+  }
+  info.vocab_size = static_cast<int64_t>(get<uint64_t>(h, 16));
+  info.tokens = static_cast<int64_t>(get<uint64_t>(h, 24));
+  info.fingerprint = get<uint64_t>(h, 32);
+  const uint64_t expected_bytes = static_cast<uint64_t>(kTokenShardHeaderBytes) +
+                                  static_cast<uint64_t>(info.tokens) * info.token_bytes;
+  if (info.tokens < 0 || expected_bytes != bytes) {
+    refuse(path, std::to_string(bytes) + " bytes, but its header says " +
+                     std::to_string(info.tokens) + " tokens of " +
+                     std::to_string(info.token_bytes) + " bytes (" +
+                     std::to_string(expected_bytes) + " bytes): truncated or damaged");
+  }
+  if (info.token_bytes != token_bytes_for(info.vocab_size)) {
+    refuse(path, std::to_string(info.token_bytes) + " bytes per token for a vocabulary of " +
+                     std::to_string(info.vocab_size) + ", expected " +
+                     std::to_string(token_bytes_for(info.vocab_size)));
+  }
+  if (expect.vocab_size && *expect.vocab_size != info.vocab_size) {
+    refuse(path, "a vocabulary of " + std::to_string(info.vocab_size) + ", expected " +
+                     std::to_string(*expect.vocab_size));
+  }
+  if (expect.fingerprint && *expect.fingerprint != info.fingerprint) {
+    refuse(path, "written with tokenizer " + fingerprint_hex(info.fingerprint) +
+                     ", expected tokenizer " + fingerprint_hex(*expect.fingerprint));
+  }
+  shard.mapping_ = std::move(mapping);
+  return shard;
+}
+
+int64_t TokenShard::at(int64_t index) const {
+  int64_t value = 0;
+  read(index, 1, &value);
+  return value;
+}
+
+void TokenShard::read(int64_t begin, int64_t count, int64_t* out) const {
+  if (begin < 0 || count < 0 || begin + count > info_.tokens) {
+    throw DataError("token shard '" + path_ + "': tokens [" + std::to_string(begin) + ", " +
+                    std::to_string(begin + count) + ") of " + std::to_string(info_.tokens));
+  }
+  const unsigned char* tokens = mapping_->data + kTokenShardHeaderBytes;
+  if (info_.token_bytes == 2) {
+    for (int64_t i = 0; i < count; ++i) out[i] = get<uint16_t>(tokens, (begin + i) * 2);
+  } else {
+    for (int64_t i = 0; i < count; ++i) out[i] = get<uint32_t>(tokens, (begin + i) * 4);
+  }
+}
+
+}  // namespace loom::data

@@ -1,0 +1,72 @@
+// Token shards: the text a language model trains on, as token ids after a versioned header,
+// read memory-mapped. `loom data tokenize` writes them; the layout, little-endian:
+//
+//   bytes  0-7   magic "LOOMTOKS"
+//          8-11  format version (1)
+//         12-15  bytes per token: 2 (uint16) or 4 (uint32)
+//         16-23  vocabulary size of the tokenizer
+//         24-31  token count
+//         32-39  the tokenizer's fingerprint (data/tokenizer.h)
+//         40-63  zero
+//         64-    the tokens
+//
+// A shard whose header, size or tokenizer does not match what is expected is refused with the
+// file and what differs: nothing trains on tokens of another tokenizer by mistake.
+//
+// Threading: a TokenShard is read-only once open; any thread may read it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::data {
+
+constexpr int kTokenShardVersion = 1;
+constexpr int64_t kTokenShardHeaderBytes = 64;
+
+struct TokenShardInfo {
+  int version = kTokenShardVersion;
+  int token_bytes = 2;  // 2 when the vocabulary fits in uint16, else 4
+  int64_t vocab_size = 0;
+  int64_t tokens = 0;
+  uint64_t fingerprint = 0;
+};
+
+// Bytes per token for a vocabulary: uint16 up to 65,536 ids, else uint32.
+int token_bytes_for(int64_t vocab_size);
+
+// Writes `tokens` (each below `vocab_size`) as a shard at `path`, atomically (a crash leaves no
+// half shard). Throws DataError naming the path and the first token out of range.
+void write_token_shard(const std::string& path, const std::vector<int32_t>& tokens,
+                       int64_t vocab_size, uint64_t fingerprint);
+
+class TokenShard {
+ public:
+  // What the opener expects of the header; unset fields are not checked.
+  struct Expect {
+    std::optional<int64_t> vocab_size;
+    std::optional<uint64_t> fingerprint;
+  };
+  // Maps `path` and checks its header and size. Throws DataError naming the file and what
+  // differs: magic, version, bytes per token, size for the token count, vocabulary size,
+  // tokenizer fingerprint.
+  static TokenShard open(const std::string& path, const Expect& expect = {});
+
+  const std::string& path() const { return path_; }
+  const TokenShardInfo& info() const { return info_; }
+  int64_t size() const { return info_.tokens; }
+  int64_t at(int64_t index) const;
+  // Tokens [begin, begin + count) as int64 (what embeddings and losses take).
+  void read(int64_t begin, int64_t count, int64_t* out) const;
+
+ private:
+  struct Mapping;
+  std::string path_;
+  TokenShardInfo info_;
+  std::shared_ptr<const Mapping> mapping_;  // shared by copies, unmapped with the last
+};
+
+}  // namespace loom::data

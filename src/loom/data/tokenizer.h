@@ -1,0 +1,61 @@
+// A subword tokenizer for language models: a SentencePiece model (Debian's libsentencepiece, used
+// through libloom_sentencepiece.so: see data/sentencepiece_module.h for why), trained here with
+// byte-pair encoding on a corpus, or loaded from a `.model` file that SentencePiece's own tools
+// wrote. Token ids are the model's; its fingerprint, a hash of the
+// serialized model, is written into every token shard made with it, so that shards and the
+// tokenizer that reads their text back can be checked to belong together.
+//
+// Threading: encode() and decode() may be called from several threads at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::data {
+
+struct TokenizerTraining {
+  int vocab_size = 8000;
+  // Characters the pieces must cover (SentencePiece's character_coverage); the rest map to the
+  // unknown piece.
+  double character_coverage = 1.0;
+  int64_t max_sentences = 2000000;  // lines sampled for training, at most
+  int threads = 1;
+};
+
+class Tokenizer {
+ public:
+  // Throws DataError naming the path when it is missing or not a SentencePiece model. Every
+  // method throws Error when the SentencePiece module cannot be loaded (saying where it looked).
+  static Tokenizer load(const std::string& path);
+  // A BPE model trained on the lines `next_line` gives until it returns nullopt. Throws
+  // ConfigError for a vocabulary the text cannot fill (naming --vocab-size).
+  static Tokenizer train(const std::function<std::optional<std::string>()>& next_line,
+                         const TokenizerTraining& options);
+
+  int vocab_size() const;
+  int eos_id() const;  // ends each document in token shards
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  // FNV-1a 64 of the serialized model.
+  uint64_t fingerprint() const { return fingerprint_; }
+  // Writes the model as a `.model` file (readable by SentencePiece's tools), atomically.
+  void save(const std::string& path) const;
+
+ private:
+  explicit Tokenizer(std::string serialized, const std::string& origin);
+
+  struct Model;                   // the module's loaded model (tokenizer.cpp)
+  std::shared_ptr<Model> model_;  // shared by copies
+  std::string serialized_;
+  uint64_t fingerprint_ = 0;
+};
+
+// "9f86d081884c7d65"
+std::string fingerprint_hex(uint64_t fingerprint);
+
+}  // namespace loom::data

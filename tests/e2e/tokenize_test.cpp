@@ -1,0 +1,109 @@
+// `loom data tokenize` on the Jargon File (Debian's jargon-text): a trained tokenizer and token
+// shards whose counts add up, the same shards again from the saved tokenizer, and bad input
+// named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "e2e/json_output.h"
+#include "loom/data/text_corpus.h"
+#include "loom/data/token_shard.h"
+#include "loom/data/tokenizer.h"
+#include "tools/test_support.h"
+
+namespace loom {
+namespace {
+
+const char* kJargon = "/usr/share/doc/jargon-text/jargon.txt.gz";
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+TEST(Tokenize, TheJargonFileBecomesShardsOfATrainedTokenizer) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "SentencePiece needs RTLD_DEEPBIND, refused under AddressSanitizer";
+#endif
+  if (!std::filesystem::exists(kJargon)) GTEST_SKIP() << kJargon << " missing (jargon-text)";
+  test::TempDir dir;
+  const auto r = test::run_loom("data tokenize " + std::string(kJargon) + " --out " +
+                                (dir / "tok") + " --vocab-size 1000 --val-fraction 0.1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = test::json_line(r.output);
+  EXPECT_EQ(out["vocab_size"], 1000);
+  EXPECT_EQ(out["trained"], true);
+  const int64_t paragraphs = out["paragraphs"];
+  EXPECT_GT(paragraphs, 10000);  // the Jargon File's entries
+  EXPECT_EQ(out["val_paragraphs"], static_cast<int64_t>(std::ceil(0.1 * paragraphs)));
+
+  // The shards hold what the report counts, each a paragraph's tokens and an end-of-text id.
+  const data::Tokenizer tokenizer = data::Tokenizer::load(dir / "tok/tokenizer.model");
+  EXPECT_EQ(data::fingerprint_hex(tokenizer.fingerprint()), out["fingerprint"]);
+  const data::TokenShard::Expect expect{1000, tokenizer.fingerprint()};
+  int64_t train = 0, val = 0, ends = 0;
+  for (const std::string path : out["train_shards"])
+    train += data::TokenShard::open(path, expect).size();
+  for (const std::string path : out["val_shards"]) {
+    const data::TokenShard shard = data::TokenShard::open(path, expect);
+    val += shard.size();
+    for (int64_t i = 0; i < shard.size(); ++i) ends += shard.at(i) == tokenizer.eos_id();
+  }
+  EXPECT_EQ(train, out["train_tokens"].get<int64_t>());
+  EXPECT_EQ(val, out["val_tokens"].get<int64_t>());
+  EXPECT_EQ(ends, out["val_paragraphs"].get<int64_t>());
+  EXPECT_GT(train, 300000);
+
+  // The first paragraph decodes back to its words.
+  const data::TokenShard first = data::TokenShard::open(out["train_shards"][0].get<std::string>());
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; first.at(i) != tokenizer.eos_id(); ++i) {
+    ids.push_back(static_cast<int32_t>(first.at(i)));
+  }
+  data::TextCorpus corpus({kJargon});
+  EXPECT_EQ(words(tokenizer.decode(ids)), words(*corpus.next_paragraph()));
+
+  // The saved tokenizer gives the same shards, byte for byte.
+  const auto again = test::run_loom("data tokenize " + std::string(kJargon) + " --out " +
+                                    (dir / "again") + " --tokenizer " +
+                                    (dir / "tok/tokenizer.model") + " --val-fraction 0.1 --json");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(test::json_line(again.output)["trained"], false);
+  EXPECT_EQ(file_bytes(dir / "again/train-00000.tokens"),
+            file_bytes(dir / "tok/train-00000.tokens"));
+  EXPECT_EQ(file_bytes(dir / "again/val-00000.tokens"), file_bytes(dir / "tok/val-00000.tokens"));
+}
+
+TEST(Tokenize, BadInputIsNamed) {
+  test::TempDir dir;
+  const auto missing =
+      test::run_loom("data tokenize " + (dir / "nope.txt") + " --out " + (dir / "o"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("corpus '" + (dir / "nope.txt") + "': cannot be read"),
+            std::string::npos)
+      << missing.output;
+  std::ofstream(dir / "a.txt") << "some text\n";
+  const auto fraction = test::run_loom("data tokenize " + (dir / "a.txt") + " --out " +
+                                       (dir / "o") + " --val-fraction 1.5");
+  EXPECT_EQ(fraction.exit_code, 2);
+  EXPECT_NE(fraction.output.find("--val-fraction"), std::string::npos) << fraction.output;
+  const auto vocab = test::run_loom("data tokenize " + (dir / "a.txt") + " --out " + (dir / "o") +
+                                    " --vocab-size 8");
+  EXPECT_EQ(vocab.exit_code, 2);
+  EXPECT_NE(vocab.output.find("--vocab-size"), std::string::npos) << vocab.output;
+}
+
+}  // namespace
+}  // namespace loom

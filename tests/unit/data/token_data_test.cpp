@@ -1,0 +1,161 @@
+// Token shards and the SentencePiece tokenizer: round trips, and shards that do not fit named
+// with the file and what differs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "loom/core/error.h"
+#include "loom/data/text_corpus.h"
+#include "loom/data/token_shard.h"
+#include "loom/data/tokenizer.h"
+#include "tools/test_support.h"
+
+namespace loom::data {
+namespace {
+
+// The public-domain Jargon File that Debian's jargon-text ships (scripts/install-deps.sh).
+const char* kJargon = "/usr/share/doc/jargon-text/jargon.txt.gz";
+
+// SentencePiece is loaded with RTLD_DEEPBIND, which AddressSanitizer's runtime refuses.
+#if defined(__SANITIZE_ADDRESS__)
+#define SKIP_WITHOUT_SENTENCEPIECE() \
+  GTEST_SKIP() << "SentencePiece needs RTLD_DEEPBIND, refused under ASan"
+#else
+#define SKIP_WITHOUT_SENTENCEPIECE()
+#endif
+
+std::string shard_error(const std::string& path, const TokenShard::Expect& expect = {}) {
+  try {
+    TokenShard::open(path, expect);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void overwrite(const std::string& path, size_t offset, const std::string& bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(TokenShard, RoundTripsInTheNarrowestWidth) {
+  test::TempDir dir;
+  const std::vector<int32_t> small = {0, 7, 65535, 2, 40000};
+  write_token_shard(dir / "a.tokens", small, 65536, 0xfeedULL);
+  const TokenShard a = TokenShard::open(dir / "a.tokens", {65536, 0xfeedULL});
+  EXPECT_EQ(a.info().token_bytes, 2);
+  EXPECT_EQ(std::filesystem::file_size(dir / "a.tokens"), 64u + 5 * 2);
+  ASSERT_EQ(a.size(), 5);
+  std::vector<int64_t> back(5);
+  a.read(0, 5, back.data());
+  EXPECT_EQ(back, (std::vector<int64_t>{0, 7, 65535, 2, 40000}));
+
+  const std::vector<int32_t> large = {70000, 1, 100276};
+  write_token_shard(dir / "b.tokens", large, 100277, 1);
+  const TokenShard b = TokenShard::open(dir / "b.tokens");
+  EXPECT_EQ(b.info().token_bytes, 4);
+  EXPECT_EQ(b.at(2), 100276);
+  EXPECT_THROW(b.read(2, 2, back.data()), DataError);                          // past the end
+  EXPECT_THROW(write_token_shard(dir / "c.tokens", {5, 9}, 8, 1), DataError);  // 9 >= 8
+}
+
+TEST(TokenShard, ABadShardIsNamedWithWhatDiffers) {
+  test::TempDir dir;
+  const std::string path = dir / "s.tokens";
+  const auto fresh = [&] { write_token_shard(path, {1, 2, 3, 4}, 1000, 0xabcULL); };
+  fresh();
+  EXPECT_NE(shard_error(path, {2000, std::nullopt}).find("a vocabulary of 1000, expected 2000"),
+            std::string::npos);
+  EXPECT_NE(shard_error(path, {std::nullopt, 0xdefULL})
+                .find("written with tokenizer 0000000000000abc, expected tokenizer "
+                      "0000000000000def"),
+            std::string::npos);
+  std::filesystem::resize_file(path, 64 + 3 * 2);  // a token short
+  EXPECT_NE(shard_error(path).find("'" + path + "': 70 bytes, but its header says 4 tokens"),
+            std::string::npos)
+      << shard_error(path);
+  fresh();
+  overwrite(path, 0, "LOOMTOKX");
+  EXPECT_NE(shard_error(path).find("not a token shard"), std::string::npos);
+  fresh();
+  overwrite(path, 8, std::string("\x02\0\0\0", 4));
+  EXPECT_NE(shard_error(path).find("format version 2, this Loom reads 1"), std::string::npos);
+  fresh();
+  overwrite(path, 12, std::string("\x03\0\0\0", 4));
+  EXPECT_NE(shard_error(path).find("3 bytes per token, expected 2 or 4"), std::string::npos);
+  std::filesystem::resize_file(path, 10);
+  EXPECT_NE(shard_error(path).find("shorter than the 64-byte header"), std::string::npos);
+  EXPECT_NE(shard_error(dir / "missing.tokens").find("cannot be opened"), std::string::npos);
+}
+
+TEST(TextCorpus, ReadsParagraphsAcrossFilesPlainAndCompressed) {
+  test::TempDir dir;
+  std::ofstream(dir / "a.txt") << "first line\nof one paragraph\n\n\nsecond\r\n";
+  std::ofstream(dir / "b.txt") << "\nthird, without a final line break";
+  TextCorpus corpus({dir / "a.txt", dir / "b.txt"});
+  EXPECT_EQ(corpus.next_paragraph(), "first line of one paragraph");
+  EXPECT_EQ(corpus.next_paragraph(), "second");
+  EXPECT_EQ(corpus.next_paragraph(), "third, without a final line break");
+  EXPECT_EQ(corpus.next_paragraph(), std::nullopt);
+  EXPECT_THROW(TextCorpus({dir / "nope.txt"}), DataError);
+}
+
+// The first `lines` lines of the Jargon File.
+std::function<std::optional<std::string>()> jargon_lines(TextCorpus& corpus, int lines) {
+  return [&corpus, left = lines]() mutable -> std::optional<std::string> {
+    if (left-- <= 0) return std::nullopt;
+    return corpus.next_line();
+  };
+}
+
+TEST(Tokenizer, TrainsBpeOnRealTextAndRoundTrips) {
+  SKIP_WITHOUT_SENTENCEPIECE();
+  if (!std::filesystem::exists(kJargon)) GTEST_SKIP() << kJargon << " missing (jargon-text)";
+  TextCorpus corpus({kJargon});
+  TokenizerTraining options;
+  options.vocab_size = 300;
+  const Tokenizer t = Tokenizer::train(jargon_lines(corpus, 4000), options);
+  EXPECT_EQ(t.vocab_size(), 300);
+  EXPECT_EQ(t.eos_id(), 2);
+  const std::string text = "The hacker ethic: information wants to be free.";
+  const std::vector<int32_t> ids = t.encode(text);
+  EXPECT_GT(ids.size(), 5u);
+  EXPECT_LT(ids.size(), text.size());  // pieces longer than a character
+  EXPECT_EQ(t.decode(ids), text);
+
+  // Saved and loaded, the same model: the same fingerprint and ids.
+  test::TempDir dir;
+  t.save(dir / "t.model");
+  const Tokenizer loaded = Tokenizer::load(dir / "t.model");
+  EXPECT_EQ(loaded.fingerprint(), t.fingerprint());
+  EXPECT_EQ(loaded.encode(text), ids);
+  EXPECT_EQ(fingerprint_hex(t.fingerprint()).size(), 16u);
+  std::ofstream(dir / "junk.model") << "not a model";
+  EXPECT_THROW(Tokenizer::load(dir / "junk.model"), DataError);
+  EXPECT_THROW(Tokenizer::load(dir / "missing.model"), DataError);
+}
+
+TEST(Tokenizer, AVocabularyTheTextCannotFillNamesTheOption) {
+  SKIP_WITHOUT_SENTENCEPIECE();
+  TokenizerTraining options;
+  options.vocab_size = 5000;
+  std::vector<std::string> lines = {"a tiny corpus", "of two lines"};
+  size_t next = 0;
+  try {
+    Tokenizer::train(
+        [&]() -> std::optional<std::string> {
+          if (next >= lines.size()) return std::nullopt;
+          return lines[next++];
+        },
+        options);
+    FAIL() << "trained 5000 pieces on two lines";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--vocab-size"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace loom::data
