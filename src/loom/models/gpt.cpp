@@ -1,0 +1,192 @@
+#include "loom/models/gpt.h"
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <limits>
+
+#include "loom/core/error.h"
+
+namespace loom::models {
+namespace {
+
+// Causal self-attention: every position attends to itself and the positions before it.
+class CausalSelfAttention : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttention(const GptConfig& c) : heads_(c.n_head), width_(c.n_embd) {
+    c_attn_ = register_module("c_attn", torch::nn::Linear(c.n_embd, 3 * c.n_embd));
+    c_proj_ = register_module("c_proj", torch::nn::Linear(c.n_embd, c.n_embd));
+    attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(c.dropout));
+    resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1), head = width_ / heads_;
+    // [B, T, 3C] -> q, k, v as [B, heads, T, head]
+    const auto qkv = c_attn_->forward(x).split(width_, 2);
+    const auto per_head = [&](const at::Tensor& y) {
+      return y.view({b, t, heads_, head}).transpose(1, 2);
+    };
+    const at::Tensor q = per_head(qkv[0]), k = per_head(qkv[1]), v = per_head(qkv[2]);
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head));
+    const at::Tensor future = at::ones({t, t}, x.options().dtype(at::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    const at::Tensor weights = attn_dropout_->forward(scores.softmax(-1));
+    const at::Tensor y = at::matmul(weights, v).transpose(1, 2).contiguous().view({b, t, width_});
+    return resid_dropout_->forward(c_proj_->forward(y));
+  }
+
+  torch::nn::Linear c_proj_{nullptr};
+
+ private:
+  int64_t heads_, width_;
+  torch::nn::Linear c_attn_{nullptr};
+  torch::nn::Dropout attn_dropout_{nullptr}, resid_dropout_{nullptr};
+};
+
+class Mlp : public torch::nn::Module {
+ public:
+  explicit Mlp(const GptConfig& c) {
+    c_fc_ = register_module("c_fc", torch::nn::Linear(c.n_embd, 4 * c.n_embd));
+    c_proj_ = register_module("c_proj", torch::nn::Linear(4 * c.n_embd, c.n_embd));
+    dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return dropout_->forward(c_proj_->forward(at::gelu(c_fc_->forward(x))));
+  }
+
+  torch::nn::Linear c_proj_{nullptr};
+
+ private:
+  torch::nn::Linear c_fc_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+};
+
+class GptBlock : public torch::nn::Module {
+ public:
+  explicit GptBlock(const GptConfig& c) {
+    ln_1_ = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(c));
+    ln_2_ = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+    mlp_ = register_module("mlp", std::make_shared<Mlp>(c));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = x + attn_->forward(ln_1_->forward(x));
+    return h + mlp_->forward(ln_2_->forward(h));
+  }
+  // The projections back into the residual stream (GPT-2 scales their initial weights).
+  std::vector<at::Tensor> residual_projections() {
+    return {attn_->c_proj_->weight, mlp_->c_proj_->weight};
+  }
+
+ private:
+  torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
+  std::shared_ptr<CausalSelfAttention> attn_;
+  std::shared_ptr<Mlp> mlp_;
+};
+
+class Gpt : public Classifier {
+ public:
+  explicit Gpt(const GptConfig& c) : seq_len_(c.seq_len) {
+    wte_ = register_module("wte", torch::nn::Embedding(c.vocab, c.n_embd));
+    wpe_ = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
+    drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+    torch::nn::ModuleList list;  // names the layers "h.0", "h.1", ... as GPT-2 does
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      layers_.push_back(std::make_shared<GptBlock>(c));
+      list->push_back(layers_.back());
+    }
+    register_module("h", list);
+    ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+    initialise(c);
+  }
+
+  std::vector<BlockSpec> block_specs() override {
+    std::vector<BlockSpec> blocks;
+    blocks.push_back({"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) {
+                        const int64_t t = ids.size(1);
+                        if (t > seq_len_) {
+                          throw Error("gpt: a sequence of " + std::to_string(t) +
+                                      " tokens, longer than the model's context of " +
+                                      std::to_string(seq_len_));
+                        }
+                        const at::Tensor positions = at::arange(t, ids.options());
+                        return drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
+                      }});
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      GptBlock* layer = layers_[i].get();
+      const std::string name = "h." + std::to_string(i);
+      blocks.push_back({name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }});
+    }
+    blocks.push_back({"head", {"ln_f"}, [this](const at::Tensor& x) {
+                        return at::linear(ln_f_->forward(x), wte_->weight);  // tied
+                      }});
+    return blocks;
+  }
+
+ private:
+  void initialise(const GptConfig& c) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : named_parameters()) {
+      const std::string& name = p.key();
+      const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+      const bool norm = name.find("ln_") != std::string::npos;
+      if (bias) {
+        p.value().zero_();
+      } else if (!norm) {
+        p.value().normal_(0.0, 0.02);
+      }
+    }
+    const double residual = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+    for (auto& layer : layers_) {
+      for (at::Tensor w : layer->residual_projections()) w.normal_(0.0, residual);
+    }
+  }
+
+  int64_t seq_len_;
+  torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+  std::vector<std::shared_ptr<GptBlock>> layers_;
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+
+void require(bool ok, const char* key, const std::string& why) {
+  if (!ok) throw ConfigError(std::string("config key '") + key + "': " + why);
+}
+
+}  // namespace
+
+GptConfig gpt_preset(const std::string& name, int64_t vocab) {
+  if (name == "gpt2") return {12, 12, 768, 1024, 50257, 0.0};
+  if (name == "gpt_mini") return {6, 6, 384, 256, vocab, 0.2};
+  if (name == "gpt_tiny") return {4, 4, 128, 64, vocab, 0.0};
+  throw ConfigError("config key 'model.preset': unknown GPT preset '" + name +
+                    "' (gpt2, gpt_mini, gpt_tiny)");
+}
+
+std::shared_ptr<Classifier> make_gpt(const GptConfig& c) {
+  require(c.n_layer >= 1, "model.n_layer", "at least one layer");
+  require(c.n_head >= 1 && c.n_embd >= 1 && c.n_embd % c.n_head == 0, "model.n_embd",
+          std::to_string(c.n_embd) + " does not split into " + std::to_string(c.n_head) +
+              " heads (model.n_head)");
+  require(c.seq_len >= 1, "model.seq_len", "at least one position");
+  require(c.vocab >= 2, "model.vocab", "at least two tokens");
+  require(c.dropout >= 0 && c.dropout < 1, "model.dropout", "in [0, 1)");
+  return std::make_shared<Gpt>(c);
+}
+
+int64_t gpt_parameter_count(const GptConfig& c) {
+  const int64_t d = c.n_embd;
+  const int64_t layer = 2 * 2 * d            // two LayerNorms
+                        + d * 3 * d + 3 * d  // c_attn
+                        + d * d + d          // attention's c_proj
+                        + d * 4 * d + 4 * d  // c_fc
+                        + 4 * d * d + d;     // mlp's c_proj
+  return c.vocab * d + c.seq_len * d + c.n_layer * layer + 2 * d;
+}
+
+}  // namespace loom::models

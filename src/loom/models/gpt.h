@@ -1,0 +1,44 @@
+// The GPT-2 family: a decoder-only transformer language model built as GPT-2 and nanoGPT build
+// it. Learned token and position embeddings, then n_layer pre-LayerNorm blocks (causal
+// self-attention, then an MLP four times as wide with exact GELU, each added back to its input),
+// a final LayerNorm, and the language-model head, which is the token embedding's matrix again
+// (tied: one tensor, "wte.weight", trained by both uses). Dropout after the embeddings, on the
+// attention weights and after each residual branch. Weights start as GPT-2's: normal(0, 0.02),
+// the residual projections scaled by 1/sqrt(2 n_layer), biases zero.
+//
+// forward: token ids int64 [B, T] (T <= seq_len) -> logits [B, T, vocab]. Blocks (pipeline
+// stages are made of them): "embedding", "h.0" .. "h.<n_layer-1>", "head"; the head's matrix
+// belongs to the embedding block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "loom/models/module_model.h"
+
+namespace loom::models {
+
+struct GptConfig {
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  int64_t seq_len = 64;  // the longest context (learned positions)
+  int64_t vocab = 4000;
+  double dropout = 0.0;
+};
+
+// Named shapes: "gpt2" (GPT-2 small: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
+// 50257, 124M parameters), "gpt_mini" (nanoGPT's Shakespeare model: 6, 6, 384, context 256) and
+// "gpt_tiny" (nanoGPT's CPU setting: 4, 4, 128, context 64); the last two take `vocab`, the
+// tokenizer's. Throws ConfigError naming model.preset for another name.
+GptConfig gpt_preset(const std::string& name, int64_t vocab);
+
+// Throws ConfigError naming the key when the shape cannot be (n_embd not a multiple of n_head,
+// sizes below 1).
+std::shared_ptr<Classifier> make_gpt(const GptConfig& config);
+
+// Parameters of the model with this shape (the tied matrix counted once).
+int64_t gpt_parameter_count(const GptConfig& config);
+
+}  // namespace loom::models

@@ -1,0 +1,147 @@
+// The GPT-2 family: its forward pass against a reference written with plain LibTorch ops from
+// the model's own tensors, causality, the tied head, the chain of blocks, the presets' sizes.
+#include "loom/models/gpt.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "loom/core/error.h"
+#include "loom/models/module_model.h"
+#include "loom/models/token_cross_entropy_loss.h"
+
+namespace loom::models {
+namespace {
+
+GptConfig tiny() { return {2, 2, 16, 8, 50, 0.0}; }
+
+// GPT-2's forward, one head and one position at a time, from the tensors by name.
+at::Tensor reference_forward(const std::map<std::string, at::Tensor>& p, const GptConfig& c,
+                             const at::Tensor& ids) {
+  const int64_t b = ids.size(0), t = ids.size(1), d = c.n_embd, hs = d / c.n_head;
+  const auto ln = [&](const at::Tensor& x, const std::string& name) {
+    const at::Tensor mean = x.mean(-1, true);
+    const at::Tensor var = (x - mean).pow(2).mean(-1, true);
+    return (x - mean) / (var + 1e-5).sqrt() * p.at(name + ".weight") + p.at(name + ".bias");
+  };
+  const auto dense = [&](const at::Tensor& x, const std::string& name) {
+    return at::matmul(x, p.at(name + ".weight").t()) + p.at(name + ".bias");
+  };
+  at::Tensor x = p.at("wte.weight").index_select(0, ids.reshape({-1})).view({b, t, d}) +
+                 p.at("wpe.weight").narrow(0, 0, t);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string h = "h." + std::to_string(l);
+    const at::Tensor qkv = dense(ln(x, h + ".ln_1"), h + ".attn.c_attn");
+    at::Tensor y = at::zeros({b, t, d});
+    for (int64_t head = 0; head < c.n_head; ++head) {
+      const at::Tensor q = qkv.narrow(2, head * hs, hs), k = qkv.narrow(2, d + head * hs, hs),
+                       v = qkv.narrow(2, 2 * d + head * hs, hs);
+      for (int64_t i = 0; i < t; ++i) {  // position i sees positions 0..i
+        const at::Tensor scores =
+            at::matmul(k.narrow(1, 0, i + 1), q.select(1, i).unsqueeze(-1)).squeeze(-1) /
+            std::sqrt(static_cast<double>(hs));
+        const at::Tensor w = scores.softmax(-1);                                  // [B, i+1]
+        const at::Tensor out = (w.unsqueeze(-1) * v.narrow(1, 0, i + 1)).sum(1);  // [B, hs]
+        y.select(1, i).narrow(1, head * hs, hs).copy_(out);
+      }
+    }
+    x = x + dense(y, h + ".attn.c_proj");
+    const at::Tensor m = dense(ln(x, h + ".ln_2"), h + ".mlp.c_fc");
+    const at::Tensor gelu = 0.5 * m * (1 + at::erf(m / std::sqrt(2.0)));
+    x = x + dense(gelu, h + ".mlp.c_proj");
+  }
+  return at::matmul(ln(x, "ln_f"), p.at("wte.weight").t());
+}
+
+TEST(Gpt, ForwardMatchesAPlainOpsReference) {
+  at::manual_seed(0);
+  const GptConfig c = tiny();
+  ModuleModel model("gpt", make_gpt(c), false);
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, t] : model.named_parameters()) tensors[name] = t.detach();
+  // Biases and norms start at zero and one: move them, so that the reference checks them too.
+  for (auto& [name, t] : tensors) t.add_(at::randn_like(t) * 0.1);
+  const at::Tensor ids = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong);
+  at::NoGradGuard no_grad;
+  const at::Tensor logits = model.forward(ids);
+  ASSERT_EQ(logits.sizes(), (at::IntArrayRef{3, c.seq_len, c.vocab}));
+  const at::Tensor expected = reference_forward(tensors, c, ids);
+  EXPECT_LT((logits - expected).abs().max().item<double>(), 1e-5)
+      << "largest logit " << expected.abs().max().item<double>();
+  // A shorter sequence takes the first positions.
+  EXPECT_TRUE(at::allclose(model.forward(ids.narrow(1, 0, 5)), logits.narrow(1, 0, 5), 1e-5, 1e-5));
+}
+
+TEST(Gpt, APositionSeesOnlyThePast) {
+  at::manual_seed(1);
+  ModuleModel model("gpt", make_gpt(tiny()), false);
+  at::NoGradGuard no_grad;
+  const at::Tensor ids = at::randint(0, 50, {2, 8}, at::kLong);
+  at::Tensor changed = ids.clone();
+  changed.narrow(1, 5, 3).fill_(7);
+  const at::Tensor a = model.forward(ids), b = model.forward(changed);
+  EXPECT_TRUE(at::equal(a.narrow(1, 0, 5), b.narrow(1, 0, 5)));
+  EXPECT_FALSE(at::allclose(a.narrow(1, 5, 3), b.narrow(1, 5, 3)));
+  EXPECT_THROW(model.forward(at::zeros({1, 9}, at::kLong)), Error);  // past the context
+}
+
+TEST(Gpt, TheHeadIsTheTokenEmbeddingAndTheBlocksAreTheModel) {
+  at::manual_seed(2);
+  const GptConfig c = tiny();
+  ModuleModel model("gpt", make_gpt(c), false);
+  const NamedTensors parameters = model.named_parameters();
+  EXPECT_EQ(model.parameter_count(), gpt_parameter_count(c));
+  for (const auto& [name, p] : parameters) EXPECT_EQ(name.find("lm_head"), std::string::npos);
+  // Both uses of the tied matrix train it: the loss of the last position's logits alone still
+  // reaches the rows of tokens that were only in the input.
+  const at::Tensor ids = at::full({1, 4}, 3, at::kLong);
+  const at::Tensor logits = model.forward(ids);
+  TokenCrossEntropyLoss loss;
+  loss(logits, at::full({1, 4}, 9, at::kLong)).backward();
+  const at::Tensor& wte = parameters.front().second;
+  ASSERT_EQ(parameters.front().first, "wte.weight");
+  EXPECT_GT(wte.grad()[3].abs().sum().item<double>(), 0);  // as the input's embedding
+  EXPECT_GT(wte.grad()[9].abs().sum().item<double>(), 0);  // as the head's row of the target
+
+  std::vector<std::string> names;
+  for (const Block& b : model.blocks()) names.push_back(b.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embedding", "h.0", "h.1", "head"}));
+  check_blocks(model, at::randint(0, c.vocab, {2, 6}, at::kLong));
+}
+
+TEST(Gpt, PresetsAndShapesThatCannotBe) {
+  EXPECT_EQ(gpt_parameter_count(gpt_preset("gpt2", 0)), 124439808);  // GPT-2 small
+  const GptConfig mini = gpt_preset("gpt_mini", 65);  // nanoGPT's Shakespeare characters
+  EXPECT_NEAR(static_cast<double>(gpt_parameter_count(mini)), 10.7e6, 0.1e6);
+  EXPECT_EQ(gpt_preset("gpt_tiny", 4000).n_embd, 128);
+  EXPECT_THROW(gpt_preset("gpt5", 100), ConfigError);
+  GptConfig odd = tiny();
+  odd.n_head = 3;  // 16 is not a multiple of 3
+  try {
+    make_gpt(odd);
+    FAIL() << "16 wide in 3 heads";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.n_embd"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenCrossEntropyLoss, IsTheMeanOverEveryToken) {
+  at::manual_seed(3);
+  const at::Tensor logits = at::randn({2, 3, 5});
+  const at::Tensor targets = at::randint(0, 5, {2, 3}, at::kLong);
+  TokenCrossEntropyLoss loss;
+  double expected = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t t = 0; t < 3; ++t) {
+      const at::Tensor row = logits[b][t];
+      expected += (row.exp().sum().log() - row[targets[b][t].item<int64_t>()]).item<double>();
+    }
+  }
+  EXPECT_NEAR(loss(logits, targets).item<double>(), expected / 6, 1e-5);
+  EXPECT_NEAR(loss(logits, targets, Reduction::kSum).item<double>(), expected, 1e-4);
+}
+
+}  // namespace
+}  // namespace loom::models
