@@ -1,0 +1,21 @@
+// Activation recompute (checkpointing), block by block: a recomputed block keeps only its input
+// from forward and runs its forward again in backward, with the random generator as it was, so
+// that dropout draws the same masks. One more forward pass of compute buys the memory of every
+// activation inside the block (Chen et al., 2016). Under autocast the recompute runs under it
+// too. Without gradients (evaluation) the block runs as it is.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <vector>
+
+#include "loom/models/model.h"
+
+namespace loom::models {
+
+// `block` recomputed in backward. `weights` are the trainable tensors its forward may read (the
+// model's parameters, say: a tied matrix is read by more than its owner); their gradients come
+// from the recompute. The block's own name, parameters and buffers are kept.
+Block recomputed(Block block, std::vector<at::Tensor> weights);
+
+}  // namespace loom::models
