@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "loom/core/error.h"
 #include "loom/data/text_corpus.h"
 #include "loom/data/token_shard.h"
+#include "loom/data/token_windows.h"
 #include "loom/data/tokenizer.h"
 #include "tools/test_support.h"
 
@@ -154,6 +156,93 @@ TEST(Tokenizer, AVocabularyTheTextCannotFillNamesTheOption) {
     FAIL() << "trained 5000 pieces on two lines";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--vocab-size"), std::string::npos) << e.what();
+  }
+}
+
+// Two shards whose token at position p is 1000 x shard + p (mod the vocabulary), so a window's
+// first token says where it came from.
+std::vector<TokenShard> numbered_shards(const test::TempDir& dir, std::vector<int64_t> sizes) {
+  std::vector<TokenShard> shards;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    std::vector<int32_t> tokens;
+    for (int64_t p = 0; p < sizes[s]; ++p) tokens.push_back(static_cast<int32_t>(1000 * s + p));
+    const std::string path = dir / ("train-0000" + std::to_string(s) + ".tokens");
+    write_token_shard(path, tokens, 60000, 42);
+    shards.push_back(TokenShard::open(path));
+  }
+  return shards;
+}
+
+TEST(TokenWindows, AreAPureFunctionOfSeedEpochAndIndexAndShareOutOverRanks) {
+  test::TempDir dir;
+  const auto shards = numbered_shards(dir, {100, 57});
+  // seq_len 8: (100 - 8) / 8 = 11 and (57 - 8) / 8 = 6 windows, whatever the epoch's offset.
+  const TokenWindows all(shards, 8, 5);
+  ASSERT_EQ(all.total_windows(), 17);
+  ASSERT_EQ(all.size(), 17);
+  std::set<int64_t> starts[2];
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    const at::Tensor batch = all.batch(epoch, 0, 17);
+    for (int64_t w = 0; w < 17; ++w) {
+      const at::Tensor row = batch[w];
+      const int64_t first = row[0].item<int64_t>();
+      // Nine consecutive tokens of one shard, inside it.
+      EXPECT_TRUE(at::equal(row, at::arange(first, first + 9, at::kLong))) << row;
+      EXPECT_LE(first % 1000 + 9, first < 1000 ? 100 : 57);
+      starts[epoch].insert(first);
+    }
+    EXPECT_EQ(starts[epoch].size(), 17u);  // every window once
+  }
+  EXPECT_NE(starts[0], starts[1]);  // each epoch cuts the text elsewhere (offset) and shuffles
+  // The same arguments, the same windows: a second reader, any batch size.
+  const TokenWindows again(numbered_shards(dir, {100, 57}), 8, 5);
+  EXPECT_TRUE(at::equal(again.batch(1, 2, 4), all.batch(1, 0, 17).narrow(0, 8, 4)));
+  EXPECT_FALSE(at::equal(TokenWindows(shards, 8, 6).batch(0, 0, 17), all.batch(0, 0, 17)));
+
+  // Two ranks take disjoint shares of 8 windows each (the 17th is dropped for both).
+  std::set<int64_t> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    const TokenWindows share(shards, 8, 5, rank, 2);
+    ASSERT_EQ(share.size(), 8);
+    const at::Tensor b = share.batch(0, 0, 8);
+    for (int64_t w = 0; w < 8; ++w) ranks.insert(b[w][0].item<int64_t>());
+  }
+  EXPECT_EQ(ranks.size(), 16u);
+  for (int64_t first : ranks) EXPECT_TRUE(starts[0].count(first)) << first;
+  EXPECT_THROW(all.batch(0, 1, 17), DataError);                              // past the epoch
+  EXPECT_THROW(TokenWindows(numbered_shards(dir, {8}), 8, 5), ConfigError);  // no window fits
+}
+
+TEST(TokenWindows, OpenChecksTheShardsAgainstTheFoldersTokenizer) {
+  SKIP_WITHOUT_SENTENCEPIECE();
+  if (!std::filesystem::exists(kJargon)) GTEST_SKIP() << kJargon << " missing (jargon-text)";
+  test::TempDir dir;
+  TextCorpus corpus({kJargon});
+  TokenizerTraining options;
+  options.vocab_size = 300;
+  const Tokenizer t = Tokenizer::train(jargon_lines(corpus, 2000), options);
+  t.save(dir / "tokenizer.model");
+  std::vector<int32_t> tokens = t.encode("The Jargon File is a glossary of hacker slang.");
+  while (tokens.size() < 200) tokens.insert(tokens.end(), tokens.begin(), tokens.end());
+  write_token_shard(dir / "train-00000.tokens", tokens, t.vocab_size(), t.fingerprint());
+  const TokenWindows windows = TokenWindows::open(dir.path(), "train", 16, 1);
+  EXPECT_EQ(windows.vocab_size(), 300);
+  EXPECT_EQ(windows.tokens(), static_cast<int64_t>(tokens.size()));
+  try {
+    TokenWindows::open(dir.path(), "val", 16, 1);
+    FAIL() << "no val shards";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no val-NNNNN.tokens shards"), std::string::npos);
+  }
+  // A shard of another tokenizer is named.
+  write_token_shard(dir / "train-00001.tokens", tokens, t.vocab_size(), t.fingerprint() + 1);
+  try {
+    TokenWindows::open(dir.path(), "train", 16, 1);
+    FAIL() << "a shard of another tokenizer was taken";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("train-00001.tokens': written with tokenizer"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,0 +1,60 @@
+// A language model's training examples from token shards: windows of seq_len + 1 tokens (the
+// inputs, and the same shifted by one as the targets), at positions that are a pure function
+// of (seed, epoch, index), so that exact resume, rank sharding and any number of producers see
+// the same batches.
+//
+// Each epoch starts its windows at an offset of its own within [0, seq_len) (drawn from seed and
+// epoch), so epochs see the text cut at different places; window j of a shard then starts at
+// offset + j x seq_len. Every shard holds the same number of windows in every epoch,
+// (tokens - seq_len) / seq_len, and the windows of all shards are visited in an EpochOrder
+// (shuffled, shard(rank, world): disjoint shares, equal for every rank).
+//
+// Threading: read-only once made; any thread may call window() and batch().
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/data/epoch_order.h"
+#include "loom/data/token_shard.h"
+
+namespace loom::data {
+
+class TokenWindows {
+ public:
+  // Throws ConfigError when no shard holds a window of `seq_len` + 1 tokens.
+  TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint64_t seed, int rank = 0,
+               int world = 1);
+
+  // The shards `split`-NNNNN.tokens of a `loom data tokenize` folder, checked against the
+  // folder's tokenizer.model (its vocabulary and fingerprint). Throws DataError naming the
+  // folder when it has none, or the shard that does not belong.
+  static TokenWindows open(const std::string& dir, const std::string& split, int64_t seq_len,
+                           uint64_t seed, int rank = 0, int world = 1);
+
+  int64_t seq_len() const { return seq_len_; }
+  int64_t size() const { return order_.size(); }  // this rank's windows an epoch
+  int64_t total_windows() const { return order_.total(); }
+  int64_t tokens() const { return tokens_; }  // in all shards
+  int64_t vocab_size() const { return shards_.front().info().vocab_size; }
+
+  // Window `position` of this rank's share of `epoch`: seq_len + 1 tokens into `out`.
+  void window(int64_t epoch, int64_t position, int64_t* out) const;
+  // Windows [step x batch, (step + 1) x batch) of this rank's share, as int64 [batch, seq_len+1].
+  at::Tensor batch(int64_t epoch, int64_t step, int64_t batch) const;
+  // Where window `index` (of all ranks' windows) starts in `epoch`: its shard and first token.
+  std::pair<int, int64_t> start_of(int64_t epoch, int64_t index) const;
+
+ private:
+  std::vector<TokenShard> shards_;
+  std::vector<int64_t> first_window_;  // per shard: its first window's index
+  int64_t seq_len_;
+  uint64_t seed_;
+  int64_t tokens_ = 0;
+  EpochOrder order_;
+};
+
+}  // namespace loom::data
