@@ -1,10 +1,23 @@
-"""`loom.data.Loader`: Loom's input pipeline as a Python iterable of torch tensors."""
+"""`loom.data.Loader`: Loom's input pipeline as a Python iterable of torch tensors.
+
+`loom.data.Tokenizer` and `loom.data.TokenWindows` read what `loom data tokenize` writes, for a
+script's own language-model loop::
+
+    windows = loom.data.TokenWindows("data/jargon", "train", seq_len=256, seed=1,
+                                     rank=job.rank, world=job.world)
+    for step in range(len(windows) // batch):
+        tokens = windows.batch(epoch, step, batch)      # int64 [batch, 257]
+        logits = model(tokens[:, :-1])                  # targets: tokens[:, 1:]
+"""
 
 import torch
 
 from . import _config, _loom
 
-__all__ = ["Loader"]
+__all__ = ["Loader", "TokenWindows", "Tokenizer"]
+
+Tokenizer = _loom.Tokenizer
+TokenWindows = _loom.TokenWindows
 
 
 class Loader:

@@ -27,6 +27,8 @@ void bind_train(py::module_& m);
 void bind_parallel(py::module_& m);
 // save_checkpoint() and load_checkpoint(): Loom's checkpoints for a script's own model.
 void bind_checkpoint(py::module_& m);
+// Tokenizer and TokenWindows: a `loom data tokenize` folder from Python (loom.data).
+void bind_tokens(py::module_& m);
 // ScriptPipeline: a script's modules as pipeline stages (loom.pipeline.Pipeline).
 void bind_pipeline(py::module_& m);
 // StepAccounting: a script's loop accounted by phase (loom.profile.Steps).

@@ -13,6 +13,7 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::bind_errors(m);
   loom::python::bind_config(m);
   loom::python::bind_data(m);
+  loom::python::bind_tokens(m);
   loom::python::bind_train(m);
   loom::python::bind_parallel(m);
   loom::python::bind_checkpoint(m);

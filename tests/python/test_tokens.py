@@ -1,0 +1,67 @@
+"""loom.data.Tokenizer and loom.data.TokenWindows on a `loom data tokenize` folder of the Jargon
+File (Debian's jargon-text): the windows are the shards' own tokens, read back independently."""
+import os
+import struct
+
+import pytest
+import torch
+
+import loom
+
+from conftest import run_loom
+
+JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    if not os.path.exists(JARGON):
+        pytest.skip(f"{JARGON} missing (jargon-text)")
+    out = tmp_path_factory.mktemp("jargon")
+    run_loom("data", "tokenize", JARGON, "--out", str(out), "--vocab-size", "500")
+    return out
+
+
+def read_shard(path):
+    """A token shard's header and tokens, by the format of docs/formats.md."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"LOOMTOKS"
+    version, width, vocab, count, fingerprint = struct.unpack("<IIQQQ", data[8:40])
+    assert version == 1 and width == 2
+    tokens = torch.frombuffer(bytearray(data[64:]), dtype=torch.int16).to(torch.int64) & 0xFFFF
+    assert tokens.numel() == count
+    return vocab, fingerprint, tokens
+
+
+def test_windows_are_the_shards_tokens(folder):
+    tokenizer = loom.data.Tokenizer(str(folder / "tokenizer.model"))
+    assert tokenizer.vocab_size == 500
+    vocab, fingerprint, tokens = read_shard(folder / "train-00000.tokens")
+    assert vocab == 500 and f"{fingerprint:016x}" == tokenizer.fingerprint
+    windows = loom.data.TokenWindows(str(folder), "train", seq_len=32, seed=3)
+    assert windows.tokens == tokens.numel() and windows.vocab_size == 500
+    assert len(windows) == (tokens.numel() - 32) // 32
+    batch = windows.batch(0, 0, 4)
+    assert batch.dtype == torch.int64 and batch.shape == (4, 33)
+    text = tokens.tolist()
+    for row in batch.tolist():
+        # Somewhere in the shard, 33 tokens in a row.
+        starts = [i for i in range(len(text) - 32) if text[i:i + 33] == row]
+        assert starts, row
+    # Text in, the same text out (SentencePiece keeps words, collapses spaces).
+    ids = tokenizer.encode("Hackers say foo and bar.")
+    assert tokenizer.decode(ids) == "Hackers say foo and bar."
+    # Two ranks split the epoch; the same arguments give the same batch.
+    halves = [loom.data.TokenWindows(str(folder), "train", seq_len=32, seed=3, rank=r, world=2)
+              for r in range(2)]
+    assert len(halves[0]) == len(halves[1]) == len(windows) // 2
+    assert torch.equal(halves[1].batch(2, 1, 3), halves[1].batch(2, 1, 3))
+    assert not torch.equal(halves[0].batch(0, 0, 3), halves[1].batch(0, 0, 3))
+
+
+def test_a_folder_without_shards_is_named(tmp_path, folder):
+    with pytest.raises(loom.DataError, match="no tokenizer.model"):
+        loom.data.TokenWindows(str(tmp_path), "train", seq_len=8)
+    with pytest.raises(loom.DataError, match="no test-NNNNN.tokens shards"):
+        loom.data.TokenWindows(str(folder), "test", seq_len=8)
