@@ -32,7 +32,8 @@ class Pipeline:
             children are split into consecutive stages by `split`, and each rank keeps its own
             stages' tensors and releases the rest), or a list of this rank's own stage modules
             (stage s runs on pipeline rank s % P, so rank r passes stages r, r + P, ...; with
-            more than one, the schedule interleaves them).
+            more than one, the schedule interleaves them). A CSV schedule that places stages
+            otherwise needs the Sequential form.
         loss_fn: loss_fn(output, targets) -> a one-element tensor: the mean loss of one
             micro-batch. The step's loss is the mean over the micro-batches, so with a mean
             loss the gradients are those of the whole batch.

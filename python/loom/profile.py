@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from . import _config, _loom, distributed
+from . import _config, _loom, distributed, pipeline
 
 __all__ = ["Steps"]
 
@@ -65,6 +65,7 @@ class Steps:
         self._hooks = []
         self._step_open = False
         self._samples = None
+        self._recorded_samples = False  # record(samples=) said this step's count
         self._loss = math.nan
         self._world = 1
         self._epoch = 0
@@ -129,6 +130,7 @@ class Steps:
             self._loss = loss
         if samples is not None:
             self._samples = int(samples)
+            self._recorded_samples = True
 
     @property
     def steps(self):
@@ -164,7 +166,12 @@ class Steps:
         if isinstance(loss, torch.Tensor):
             loss = loss.detach().float().item()
         self._loss = math.nan
-        samples = (self._samples or 0) * self._world
+        if isinstance(self._model, pipeline.Pipeline) and not self._recorded_samples:
+            # A pipeline's ranks share their samples: the step's are its pipelines'.
+            samples = self._model.last_samples * self._model.replicas
+        else:
+            samples = (self._samples or 0) * self._world
+        self._recorded_samples = False
         lr = float(self._optimizer.param_groups[0]["lr"]) if self._optimizer is not None else 0.0
         self._accounting.end_step(samples, float(loss), lr, int(self._epoch))
 

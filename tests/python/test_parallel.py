@@ -130,8 +130,13 @@ def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
                            env={"LOOM_FAULT_KILL_RANK_AFTER_STEP": "1:3"})
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     assert "rank 1" in restarted.stderr and "SIGKILL" in restarted.stderr, restarted.stderr
+    # The second attempt went on from step 3's checkpoint, not from the start.
+    output = restarted.stdout + restarted.stderr
+    assert "rank 0: resumed from step 3" in output and "rank 1: resumed from step 3" in output
     expected = torch.load(tmp_path / "full.pt")
-    for name, tensor in torch.load(tmp_path / "restarted.pt").items():
+    got = torch.load(tmp_path / "restarted.pt")
+    assert got.keys() == expected.keys()
+    for name, tensor in got.items():
         assert torch.equal(tensor, expected[name]), name
 
 
@@ -147,8 +152,11 @@ def test_a_sigterm_stops_every_rank_resumably(tmp_path):
     resumed = run_script(tmp_path / "resumed.pt", "--checkpoint", str(checkpoints), "--resume",
                          "--preemptible", ranks=2)
     assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from step 3" in resumed.stdout + resumed.stderr
     expected = torch.load(tmp_path / "full.pt")
-    for name, tensor in torch.load(tmp_path / "resumed.pt").items():
+    got = torch.load(tmp_path / "resumed.pt")
+    assert got.keys() == expected.keys()
+    for name, tensor in got.items():
         assert torch.equal(tensor, expected[name]), name
 
 

@@ -39,10 +39,10 @@ def launch(out, ranks, *flags):
     return result
 
 
-def gathered(out, schedule, ranks):
-    """Pipeline 0's stages, each rank's file merged into one state dict."""
+def gathered(out, schedule, ranks, pipeline=0):
+    """A pipeline's stages, each of its ranks' files merged into one state dict."""
     merged = {}
-    for rank in range(ranks):
+    for rank in range(pipeline * ranks, (pipeline + 1) * ranks):
         part = torch.load(f"{out}.{schedule}.rank{rank}")
         assert not merged.keys() & part.keys(), "two ranks hold the same tensor"
         merged.update(part)
@@ -100,6 +100,7 @@ def test_two_pipelines_of_two_ranks_train_like_one_process(tmp_path, reference):
     out = tmp_path / "twobytwo"
     launch(out, 4, "--schedules", "1f1b", "--pipeline-ranks", "2")
     assert_same_parameters(gathered(out, "1f1b", 2), reference)
+    assert_same_parameters(gathered(out, "1f1b", 2, pipeline=1), reference)
 
 
 def test_a_pipeline_needs_ranks_and_an_equal_split():

@@ -117,6 +117,10 @@ int run_tokenize(const TokenizeArgs& a) {
     training.threads = a.threads;
     return data::Tokenizer::train([&] { return lines.next_line(); }, training);
   }();
+  if (tokenizer.eos_id() < 0) {
+    throw ConfigError("--tokenizer: '" + a.tokenizer +
+                      "' has no end-of-text piece to end the paragraphs with");
+  }
   tokenizer.save(model_path);
   const double train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -4,7 +4,9 @@
 // symbol scope one of the two binds to the other's functions and aborts on the version check.
 // The module links SentencePiece alone and is loaded with RTLD_LOCAL | RTLD_DEEPBIND
 // (data/tokenizer.cpp), so SentencePiece resolves its own protobuf first and libloom never sees
-// it. No C++ object or exception crosses this interface.
+// it. No C++ object or exception crosses this interface: the module catches what SentencePiece
+// throws, and `next_line` callbacks must not throw (data/tokenizer.cpp catches and rethrows
+// after training).
 #pragma once
 
 #include <stddef.h>

@@ -10,6 +10,7 @@
 namespace loom::data {
 
 struct TextCorpus::File {
+  std::string path;
   gzFile handle = nullptr;
   ~File() {
     if (handle) gzclose(handle);
@@ -33,19 +34,28 @@ bool TextCorpus::open_next() {
   if (next_file_ >= paths_.size()) return false;
   const std::string& path = paths_[next_file_++];
   file_ = std::make_unique<File>();
+  file_->path = path;
   file_->handle = gzopen(path.c_str(), "rb");  // gzread reads plain files as they are
   if (!file_->handle) throw DataError("corpus '" + path + "': cannot be opened");
   gzbuffer(file_->handle, 1 << 17);
+  at_file_start_ = true;
   return true;
 }
 
-std::optional<std::string> TextCorpus::next_line() {
+std::optional<std::string> TextCorpus::read_line(bool& first_of_file) {
   if (!file_ && !open_next()) return std::nullopt;
   std::string line;
   char chunk[8192];
   while (true) {
+    first_of_file = at_file_start_;
     if (gzgets(file_->handle, chunk, sizeof(chunk)) == nullptr) {
-      if (!line.empty()) return line;  // a last line without a line break
+      int code = Z_OK;
+      const char* why = gzerror(file_->handle, &code);
+      if (code != Z_OK && code != Z_STREAM_END) {
+        throw DataError("corpus '" + file_->path + "': " + (why ? why : "unreadable") + " after " +
+                        std::to_string(bytes_read_) + " bytes of text");
+      }
+      if (!line.empty()) break;  // a last line without a line break
       if (!open_next()) return std::nullopt;
       continue;
     }
@@ -55,14 +65,39 @@ std::optional<std::string> TextCorpus::next_line() {
     if (!line.empty() && line.back() == '\n') {
       line.pop_back();
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      return line;
+      break;
     }
   }
+  at_file_start_ = false;
+  return line;
+}
+
+std::optional<std::string> TextCorpus::next_line() {
+  if (held_) {
+    std::optional<std::string> line = std::move(held_);
+    held_.reset();
+    return line;
+  }
+  bool first = false;
+  return read_line(first);
 }
 
 std::optional<std::string> TextCorpus::next_paragraph() {
   std::string paragraph;
-  while (auto line = next_line()) {
+  while (true) {
+    std::optional<std::string> line;
+    if (held_) {
+      line = std::move(held_);
+      held_.reset();
+    } else {
+      bool first_of_file = false;
+      line = read_line(first_of_file);
+      if (line && first_of_file && !paragraph.empty()) {
+        held_ = std::move(line);  // a new file ends the paragraph
+        return paragraph;
+      }
+    }
+    if (!line) break;
     const bool blank = line->find_first_not_of(" \t") == std::string::npos;
     if (blank) {
       if (!paragraph.empty()) return paragraph;

@@ -1,6 +1,8 @@
 // The text of a corpus, file after file (plain or gzip-compressed: the same reader serves
-// both), as lines or as paragraphs: runs of non-blank lines, joined by spaces. Paragraphs are
-// the documents of token shards, each ended by the tokenizer's end-of-text id.
+// both), as lines or as paragraphs: runs of non-blank lines, joined by spaces, never across the
+// end of a file. Paragraphs are the documents of token shards, each ended by the tokenizer's
+// end-of-text id. A damaged or truncated compressed file is an error naming it, not a short
+// corpus.
 //
 // Threading: one reader per thread.
 #pragma once
@@ -31,9 +33,13 @@ class TextCorpus {
 
  private:
   bool open_next();
+  // The next line and whether it is the first of its file.
+  std::optional<std::string> read_line(bool& first_of_file);
 
   std::vector<std::string> paths_;
   size_t next_file_ = 0;
+  bool at_file_start_ = true;
+  std::optional<std::string> held_;  // a file's first line, read while ending a paragraph
   struct File;
   std::unique_ptr<File> file_;
   int64_t bytes_read_ = 0, file_bytes_ = 0;

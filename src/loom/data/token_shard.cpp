@@ -114,9 +114,12 @@ TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
   info.vocab_size = static_cast<int64_t>(get<uint64_t>(h, 16));
   info.tokens = static_cast<int64_t>(get<uint64_t>(h, 24));
   info.fingerprint = get<uint64_t>(h, 32);
-  const uint64_t expected_bytes = static_cast<uint64_t>(kTokenShardHeaderBytes) +
-                                  static_cast<uint64_t>(info.tokens) * info.token_bytes;
-  if (info.tokens < 0 || expected_bytes != bytes) {
+  // Compared by division: a damaged count times the width could wrap around.
+  const uint64_t body = bytes - static_cast<uint64_t>(kTokenShardHeaderBytes);
+  const auto width = static_cast<uint64_t>(info.token_bytes);
+  if (info.tokens < 0 || body % width != 0 || body / width != static_cast<uint64_t>(info.tokens)) {
+    const uint64_t expected_bytes =
+        static_cast<uint64_t>(kTokenShardHeaderBytes) + static_cast<uint64_t>(info.tokens) * width;
     refuse(path, std::to_string(bytes) + " bytes, but its header says " +
                      std::to_string(info.tokens) + " tokens of " +
                      std::to_string(info.token_bytes) + " bytes (" +

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -84,18 +85,26 @@ const Module& module() {
   return m;
 }
 
-// Hands the corpus's lines to the module's trainer.
+// Hands the corpus's lines to the module's trainer. An exception from the corpus (a damaged
+// file) does not unwind through SentencePiece: it ends the text there and is thrown again once
+// the trainer has returned.
 struct LineFeed {
   const std::function<std::optional<std::string>()>* next_line;
   std::string line;
+  std::exception_ptr failure;
 
   static const char* next(void* context, size_t* size) {
     auto* feed = static_cast<LineFeed*>(context);
-    do {
-      std::optional<std::string> line = (*feed->next_line)();
-      if (!line) return nullptr;
-      feed->line = std::move(*line);
-    } while (feed->line.empty());
+    try {
+      do {
+        std::optional<std::string> line = (*feed->next_line)();
+        if (!line) return nullptr;
+        feed->line = std::move(*line);
+      } while (feed->line.empty());
+    } catch (...) {
+      feed->failure = std::current_exception();
+      return nullptr;
+    }
     *size = feed->line.size();
     return feed->line.data();
   }
@@ -151,12 +160,17 @@ Tokenizer Tokenizer::train(const std::function<std::optional<std::string>()>& ne
        << "\nshuffle_input_sentence=true\nnum_threads=" << std::max(1, options.threads)
        << "\nunk_id=0\nbos_id=1\neos_id=2\npad_id=-1\nminloglevel=2\n";
   const Module& m = module();
-  LineFeed feed{&next_line, {}};
+  LineFeed feed{&next_line, {}, nullptr};
   char* model = nullptr;
   size_t size = 0;
   char error[kErrorBytes] = "";
-  if (m.train(spec.str().c_str(), &LineFeed::next, &feed, &model, &size, error, sizeof(error)) !=
-      0) {
+  const int status =
+      m.train(spec.str().c_str(), &LineFeed::next, &feed, &model, &size, error, sizeof(error));
+  if (feed.failure) {
+    if (status == 0) m.release(model);
+    std::rethrow_exception(feed.failure);
+  }
+  if (status != 0) {
     const std::string why = error;
     if (why.find("ocabulary size") != std::string::npos) throw ConfigError("--vocab-size: " + why);
     throw DataError("tokenizer training failed: " + why);

@@ -1,5 +1,5 @@
-// The GPT-2 family: a decoder-only transformer language model built as GPT-2 and nanoGPT build
-// it. Learned token and position embeddings, then n_layer pre-LayerNorm blocks (causal
+// The GPT-2 family: a decoder-only transformer language model built as nanoGPT builds it (GPT-2
+// itself used GELU's tanh approximation; this is the exact GELU). Learned token and position embeddings, then n_layer pre-LayerNorm blocks (causal
 // self-attention, then an MLP four times as wide with exact GELU, each added back to its input),
 // a final LayerNorm, and the language-model head, which is the token embedding's matrix again
 // (tied: one tensor, "wte.weight", trained by both uses). Dropout after the embeddings, on the

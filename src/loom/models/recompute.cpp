@@ -4,10 +4,10 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/custom_class.h>
 
 #include <memory>
-
-#include "loom/core/autocast_scope.h"
+#include <unordered_set>
 
 namespace loom::models {
 namespace {
@@ -16,24 +16,53 @@ using Forward = std::function<at::Tensor(const at::Tensor&)>;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The block's forward under no_grad, and again with gradients in backward. The forward function
-// travels as an address: an autograd context keeps IValues, and the Block (which owns the
-// function) outlives every backward of the steps it runs in.
+// The block's forward, kept alive by the autograd graph until its backward has run (the Block
+// that made it may be gone by then).
+struct ForwardHolder : torch::CustomClassHolder {
+  explicit ForwardHolder(std::shared_ptr<const Forward> f) : run(std::move(f)) {}
+  std::shared_ptr<const Forward> run;
+};
+
+// CPU autocast as the first pass found it, enabled or not and in which type, for the recompute.
+class AutocastAsSaved {
+ public:
+  AutocastAsSaved(bool enabled, at::ScalarType dtype)
+      : was_enabled_(at::autocast::is_cpu_enabled()),
+        was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_cpu_enabled(enabled);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastAsSaved() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+  AutocastAsSaved(const AutocastAsSaved&) = delete;
+  AutocastAsSaved& operator=(const AutocastAsSaved&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+// The block's forward under no_grad, and again with gradients in backward.
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
-                               at::TensorList weights, int64_t forward_address) {
-    ctx->saved_data["forward"] = forward_address;
+                               at::TensorList weights, std::shared_ptr<const Forward> run) {
+    ctx->saved_data["forward"] = c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(run));
     ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
     ctx->saved_data["autocast"] = at::autocast::is_cpu_enabled();
+    ctx->saved_data["autocast_dtype"] = at::autocast::get_autocast_cpu_dtype();
     ctx->saved_data["weights"] = c10::List<at::Tensor>(weights.vec());
     ctx->save_for_backward({input});
-    const auto& run = *reinterpret_cast<const Forward*>(forward_address);
     at::NoGradGuard no_grad;
-    return {run(input)};
+    return {(*run)(input)};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto& run = *reinterpret_cast<const Forward*>(ctx->saved_data["forward"].toInt());
+    const auto holder =
+        c10::static_intrusive_pointer_cast<ForwardHolder>(ctx->saved_data["forward"].toCapsule());
     const at::Tensor saved = ctx->get_saved_variables()[0];
     const bool input_grad = saved.is_floating_point();
     at::Tensor x = saved.detach();
@@ -46,12 +75,13 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     at::Tensor y;
     {
       at::AutoGradMode enable(true);
-      AutocastScope autocast(ctx->saved_data["autocast"].toBool());
-      y = run(x);
+      AutocastAsSaved autocast(ctx->saved_data["autocast"].toBool(),
+                               ctx->saved_data["autocast_dtype"].toScalarType());
+      y = (*holder->run)(x);
     }
     generator.set_state(now);
 
-    // Gradients for the input and every weight the forward read (undefined where unused).
+    // Gradients for the input and every weight (undefined where the forward did not read it).
     variable_list wrt;
     if (input_grad) wrt.push_back(x);
     for (const at::Tensor& w : ctx->saved_data["weights"].toTensorList()) wrt.push_back(w);
@@ -61,7 +91,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     variable_list out;
     out.push_back(input_grad ? grads[0] : at::Tensor());
     out.insert(out.end(), grads.begin() + (input_grad ? 1 : 0), grads.end());
-    out.emplace_back();  // the forward's address
+    out.emplace_back();  // the forward function
     return out;
   }
 };
@@ -69,16 +99,20 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
 }  // namespace
 
 Block recomputed(Block block, std::vector<at::Tensor> weights) {
+  // The block's own parameters always, then the others it was given; each tensor once (a
+  // duplicate would have its gradient returned, and added, twice).
   std::vector<at::Tensor> trainable;
-  for (const at::Tensor& w : weights) {
-    if (w.requires_grad()) trainable.push_back(w);
-  }
-  auto run = std::make_shared<Forward>(std::move(block.forward));
+  std::unordered_set<const void*> seen;
+  const auto add = [&](const at::Tensor& w) {
+    if (w.requires_grad() && seen.insert(w.unsafeGetTensorImpl()).second) trainable.push_back(w);
+  };
+  for (const auto& [name, p] : block.parameters) add(p);
+  for (const at::Tensor& w : weights) add(w);
+  auto run = std::make_shared<const Forward>(std::move(block.forward));
   block.forward = [run, trainable = std::move(trainable)](const at::Tensor& input) {
     if (!at::GradMode::is_enabled()) return (*run)(input);
     // As a TensorList, so that autograd sees the weights as the function's inputs.
-    return RecomputeFunction::apply(input, at::TensorList(trainable),
-                                    reinterpret_cast<int64_t>(run.get()))[0];
+    return RecomputeFunction::apply(input, at::TensorList(trainable), run)[0];
   };
   return block;
 }

@@ -13,9 +13,10 @@
 
 namespace loom::models {
 
-// `block` recomputed in backward. `weights` are the trainable tensors its forward may read (the
-// model's parameters, say: a tied matrix is read by more than its owner); their gradients come
-// from the recompute. The block's own name, parameters and buffers are kept.
+// `block` recomputed in backward. Its gradients go to the block's own parameters and to
+// `weights`, other trainable tensors its forward reads (a tied matrix its owner shares; the
+// model's parameters will do); a tensor read but in neither gets none. The block's name,
+// parameters and buffers are kept, and the graph keeps its forward alive until backward.
 Block recomputed(Block block, std::vector<at::Tensor> weights);
 
 }  // namespace loom::models

@@ -1,8 +1,8 @@
 """A user's own model as a torch.nn.Sequential, split into pipeline stages by
 loom.pipeline.Pipeline (run by test_pipeline.py under `loom launch`). Its activations change
 shape between stages ([B, 32], then [B, 4, 8], then [B, 32] again), its targets are floats of
-shape [B, 3], and its loss is its own. Every rank of pipeline 0 saves its stages' final tensors
-to OUT.<schedule>.rank<r>.
+shape [B, 3], and its loss is its own. Every rank saves its stages' final tensors to
+OUT.<schedule>.rank<r>.
 
     pipeline_seq.py OUT --schedules gpipe,1f1b [--pipeline-ranks P] [--steps DIR]
                     [--checkpoint DIR]
@@ -83,14 +83,13 @@ def main():
             loss = pipe.step(x[rows], y[rows]) if pipe.is_first else pipe.step()
             optimizer.step()
             if steps:
-                steps.record(loss=loss, samples=GLOBAL_BATCH // job.world)
+                steps.record(loss=loss)  # the samples: the pipeline's step, as Steps counts them
         if steps:
             steps.close()
         if argument("--checkpoint") and i == 0:
             loom.checkpoint.save(argument("--checkpoint"), STEPS, model=pipe, optimizer=optimizer)
         pipe.close()
-        if pipe.replica == 0:
-            torch.save(pipe.state_dict(), f"{out}.{schedule}.rank{job.rank}")
+        torch.save(pipe.state_dict(), f"{out}.{schedule}.rank{job.rank}")
 
 
 def argument(flag):

@@ -69,6 +69,7 @@ def main():
     first_step = 0
     if "--resume" in sys.argv or job.attempt > 0:
         first_step = loom.checkpoint.load(checkpoints, model=model, optimizer=optimizer)["step"]
+        print(f"rank {job.rank}: resumed from step {first_step}", flush=True)
     stop_after = int(argument("--stop-after") or STEPS)
     steps = None
     if argument("--steps"):

@@ -1,7 +1,9 @@
 // Token shards and the SentencePiece tokenizer: round trips, and shards that do not fit named
 // with the file and what differs.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -96,13 +98,32 @@ TEST(TokenShard, ABadShardIsNamedWithWhatDiffers) {
 TEST(TextCorpus, ReadsParagraphsAcrossFilesPlainAndCompressed) {
   test::TempDir dir;
   std::ofstream(dir / "a.txt") << "first line\nof one paragraph\n\n\nsecond\r\n";
-  std::ofstream(dir / "b.txt") << "\nthird, without a final line break";
+  std::ofstream(dir / "b.txt") << "third, without a final line break";  // no blank line between
   TextCorpus corpus({dir / "a.txt", dir / "b.txt"});
   EXPECT_EQ(corpus.next_paragraph(), "first line of one paragraph");
   EXPECT_EQ(corpus.next_paragraph(), "second");
   EXPECT_EQ(corpus.next_paragraph(), "third, without a final line break");
   EXPECT_EQ(corpus.next_paragraph(), std::nullopt);
   EXPECT_THROW(TextCorpus({dir / "nope.txt"}), DataError);
+
+  // A compressed file cut short is an error naming it, not a shorter corpus.
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "line " + std::to_string(i) + " of a long file\n";
+  gzFile gz = gzopen((dir / "long.txt.gz").c_str(), "wb");
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  std::filesystem::resize_file(dir / "long.txt.gz",
+                               std::filesystem::file_size(dir / "long.txt.gz") / 2);
+  TextCorpus cut({dir / "long.txt.gz"});
+  try {
+    while (cut.next_line()) {
+    }
+    FAIL() << "a truncated gzip file read to its end";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("corpus '" + (dir / "long.txt.gz") + "'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The first `lines` lines of the Jargon File.
@@ -193,7 +214,11 @@ TEST(TokenWindows, AreAPureFunctionOfSeedEpochAndIndexAndShareOutOverRanks) {
     }
     EXPECT_EQ(starts[epoch].size(), 17u);  // every window once
   }
-  EXPECT_NE(starts[0], starts[1]);  // each epoch cuts the text elsewhere (offset) and shuffles
+  EXPECT_NE(starts[0], starts[1]);  // each epoch cuts the text elsewhere
+  // and visits the windows in an order of its own, not the shards' order.
+  std::vector<int64_t> order;
+  for (int64_t w = 0; w < 17; ++w) order.push_back(all.batch(0, 0, 17)[w][0].item<int64_t>());
+  EXPECT_FALSE(std::is_sorted(order.begin(), order.end()));
   // The same arguments, the same windows: a second reader, any batch size.
   const TokenWindows again(numbered_shards(dir, {100, 57}), 8, 5);
   EXPECT_TRUE(at::equal(again.batch(1, 2, 4), all.batch(1, 0, 17).narrow(0, 8, 4)));
@@ -223,7 +248,10 @@ TEST(TokenWindows, OpenChecksTheShardsAgainstTheFoldersTokenizer) {
   const Tokenizer t = Tokenizer::train(jargon_lines(corpus, 2000), options);
   t.save(dir / "tokenizer.model");
   std::vector<int32_t> tokens = t.encode("The Jargon File is a glossary of hacker slang.");
-  while (tokens.size() < 200) tokens.insert(tokens.end(), tokens.begin(), tokens.end());
+  while (tokens.size() < 200) {
+    const std::vector<int32_t> copy = tokens;
+    tokens.insert(tokens.end(), copy.begin(), copy.end());
+  }
   write_token_shard(dir / "train-00000.tokens", tokens, t.vocab_size(), t.fingerprint());
   const TokenWindows windows = TokenWindows::open(dir.path(), "train", 16, 1);
   EXPECT_EQ(windows.vocab_size(), 300);

@@ -94,19 +94,27 @@ TEST(Gpt, TheHeadIsTheTokenEmbeddingAndTheBlocksAreTheModel) {
   const NamedTensors parameters = model.named_parameters();
   EXPECT_EQ(model.parameter_count(), gpt_parameter_count(c));
   for (const auto& [name, p] : parameters) EXPECT_EQ(name.find("lm_head"), std::string::npos);
-  // Both uses of the tied matrix train it: the loss of the last position's logits alone still
-  // reaches the rows of tokens that were only in the input.
+  // Both uses of the tied matrix train it: the embedding of the input's token 3 gets a gradient
+  // that the head alone does not give it, and the head gives every row one.
   const at::Tensor ids = at::full({1, 4}, 3, at::kLong);
-  const at::Tensor logits = model.forward(ids);
-  TokenCrossEntropyLoss loss;
-  loss(logits, at::full({1, 4}, 9, at::kLong)).backward();
+  const at::Tensor targets = at::full({1, 4}, 9, at::kLong);
   const at::Tensor& wte = parameters.front().second;
   ASSERT_EQ(parameters.front().first, "wte.weight");
-  EXPECT_GT(wte.grad()[3].abs().sum().item<double>(), 0);  // as the input's embedding
-  EXPECT_GT(wte.grad()[9].abs().sum().item<double>(), 0);  // as the head's row of the target
+  TokenCrossEntropyLoss loss;
+  loss(model.forward(ids), targets).backward();
+  const at::Tensor both = wte.grad().clone();
+  wte.mutable_grad().reset();
+  const std::vector<Block> blocks = model.blocks();
+  at::Tensor x = blocks.front().forward(ids).detach();  // the input path cut off
+  for (size_t i = 1; i < blocks.size(); ++i) x = blocks[i].forward(x);
+  loss(x, targets).backward();
+  const at::Tensor head_only = wte.grad();
+  EXPECT_GT((both[3] - head_only[3]).abs().sum().item<double>(), 1e-6);
+  EXPECT_TRUE(at::allclose(both[9], head_only[9]));  // token 9 is not in the input
+  EXPECT_GT(head_only[9].abs().sum().item<double>(), 0);
 
   std::vector<std::string> names;
-  for (const Block& b : model.blocks()) names.push_back(b.name);
+  for (const Block& b : blocks) names.push_back(b.name);
   EXPECT_EQ(names, (std::vector<std::string>{"embedding", "h.0", "h.1", "head"}));
   check_blocks(model, at::randint(0, c.vocab, {2, 6}, at::kLong));
 }

@@ -59,6 +59,26 @@ TEST(Recompute, GivesThePlainBlocksGradientsDropoutIncluded) {
   EXPECT_TRUE(at::equal(at::rand({4}), after_plain));
 }
 
+TEST(Recompute, TheGraphKeepsTheForwardAndTheBlocksOwnParametersTrain) {
+  at::manual_seed(2);
+  const GptConfig c{1, 2, 8, 4, 20, 0.0};
+  ModuleModel model("gpt", make_gpt(c), false);
+  const std::vector<Block> plain = model.blocks();
+  const at::Tensor ids = at::randint(0, c.vocab, {2, 4}, at::kLong);
+  at::Tensor x = plain[0].forward(ids);
+  {
+    // Recomputed with no other weights, and gone before backward.
+    const Block layer = recomputed(plain[1], {});
+    x = layer.forward(x);
+  }
+  x = plain[2].forward(x);
+  TokenCrossEntropyLoss()(x, ids).backward();
+  for (const auto& [name, p] : plain[1].parameters) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_GT(p.grad().abs().sum().item<double>(), 0) << name;
+  }
+}
+
 TEST(Recompute, RunsAsItIsWithoutGradients) {
   at::manual_seed(1);
   const GptConfig c{1, 2, 8, 4, 20, 0.0};
