@@ -46,6 +46,9 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/sample_error.h
   loom/data/synthetic.h
   loom/data/tar_shards.h
+  loom/data/token_shard.h
+  loom/data/token_windows.h
+  loom/data/tokenizer.h
   loom/data/transform_pipeline.h
   loom/data/transform_registry.h
   loom/data/transforms.h
