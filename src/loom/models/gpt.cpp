@@ -1,5 +1,6 @@
 #include "loom/models/gpt.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
@@ -24,16 +25,29 @@ class CausalSelfAttention : public torch::nn::Module {
     resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
+  // With a cache, `x` holds the positions after the cached ones: they attend to those too, and
+  // their keys and values join the cache.
+  at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
     const int64_t b = x.size(0), t = x.size(1), head = width_ / heads_;
     // [B, T, 3C] -> q, k, v as [B, heads, T, head]
     const auto qkv = c_attn_->forward(x).split(width_, 2);
     const auto per_head = [&](const at::Tensor& y) {
       return y.view({b, t, heads_, head}).transpose(1, 2);
     };
-    const at::Tensor q = per_head(qkv[0]), k = per_head(qkv[1]), v = per_head(qkv[2]);
+    at::Tensor q = per_head(qkv[0]), k = per_head(qkv[1]), v = per_head(qkv[2]);
+    int64_t past = 0;
+    if (cache) {
+      if (cache->keys.defined()) {
+        past = cache->keys.size(2);
+        k = at::cat({cache->keys, k}, 2);
+        v = at::cat({cache->values, v}, 2);
+      }
+      cache->keys = k;
+      cache->values = v;
+    }
     at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head));
-    const at::Tensor future = at::ones({t, t}, x.options().dtype(at::kBool)).triu(1);
+    // New position i is position past + i: it sees keys 0 .. past + i.
+    const at::Tensor future = at::ones({t, past + t}, x.options().dtype(at::kBool)).triu(past + 1);
     scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
     const at::Tensor weights = attn_dropout_->forward(scores.softmax(-1));
     const at::Tensor y = at::matmul(weights, v).transpose(1, 2).contiguous().view({b, t, width_});
@@ -74,8 +88,8 @@ class GptBlock : public torch::nn::Module {
     ln_2_ = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
     mlp_ = register_module("mlp", std::make_shared<Mlp>(c));
   }
-  at::Tensor forward(const at::Tensor& x) {
-    const at::Tensor h = x + attn_->forward(ln_1_->forward(x));
+  at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
+    const at::Tensor h = x + attn_->forward(ln_1_->forward(x), cache);
     return h + mlp_->forward(ln_2_->forward(h));
   }
   // The projections back into the residual stream (GPT-2 scales their initial weights).
@@ -107,28 +121,43 @@ class Gpt : public Classifier {
 
   std::vector<BlockSpec> block_specs() override {
     std::vector<BlockSpec> blocks;
-    blocks.push_back({"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) {
-                        const int64_t t = ids.size(1);
-                        if (t > seq_len_) {
-                          throw Error("gpt: a sequence of " + std::to_string(t) +
-                                      " tokens, longer than the model's context of " +
-                                      std::to_string(seq_len_));
-                        }
-                        const at::Tensor positions = at::arange(t, ids.options());
-                        return drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
-                      }});
+    blocks.push_back(
+        {"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) { return embed(ids, 0); }});
     for (size_t i = 0; i < layers_.size(); ++i) {
       GptBlock* layer = layers_[i].get();
       const std::string name = "h." + std::to_string(i);
       blocks.push_back({name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }});
     }
-    blocks.push_back({"head", {"ln_f"}, [this](const at::Tensor& x) {
-                        return at::linear(ln_f_->forward(x), wte_->weight);  // tied
-                      }});
+    blocks.push_back({"head", {"ln_f"}, [this](const at::Tensor& x) { return head(x); }});
     return blocks;
   }
 
+  // The forward pass of the positions after the cached ones.
+  at::Tensor forward_cached(const at::Tensor& ids, KvCache& cache) {
+    cache.layers.resize(layers_.size());
+    at::Tensor x = embed(ids, cache.length());
+    for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, &cache.layers[i]);
+    return head(x);
+  }
+
+  int64_t seq_len() const { return seq_len_; }
+
  private:
+  // Token and position embeddings of `ids`, the first at position `first`.
+  at::Tensor embed(const at::Tensor& ids, int64_t first) {
+    const int64_t t = ids.size(1);
+    if (first + t > seq_len_) {
+      throw Error("gpt: " + std::to_string(first + t) +
+                  " positions, more than the model's context of " + std::to_string(seq_len_));
+    }
+    const at::Tensor positions = at::arange(first, first + t, ids.options());
+    return drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
+  }
+
+  at::Tensor head(const at::Tensor& x) {
+    return at::linear(ln_f_->forward(x), wte_->weight);  // tied to the token embedding
+  }
+
   void initialise(const GptConfig& c) {
     torch::NoGradGuard no_grad;
     for (auto& p : named_parameters()) {
@@ -177,6 +206,51 @@ std::shared_ptr<Classifier> make_gpt(const GptConfig& c) {
   require(c.vocab >= 2, "model.vocab", "at least two tokens");
   require(c.dropout >= 0 && c.dropout < 1, "model.dropout", "in [0, 1)");
   return std::make_shared<Gpt>(c);
+}
+
+at::Tensor gpt_forward_cached(Classifier& gpt, const at::Tensor& ids, KvCache& cache) {
+  auto* model = dynamic_cast<Gpt*>(&gpt);
+  if (!model) throw Error("gpt: cached decoding needs a model made by make_gpt");
+  return model->forward_cached(ids, cache);
+}
+
+std::vector<int64_t> gpt_generate(Classifier& gpt, const std::vector<int64_t>& prompt,
+                                  int64_t tokens, const Sampling& sampling) {
+  auto* model = dynamic_cast<Gpt*>(&gpt);
+  if (!model) throw Error("gpt: generation needs a model made by make_gpt");
+  if (prompt.empty()) throw ConfigError("--prompt: generation starts from at least one token");
+  const auto length = static_cast<int64_t>(prompt.size());
+  if (tokens < 0 || length + tokens > model->seq_len()) {
+    throw ConfigError("--tokens: " + std::to_string(length) + " prompt tokens and " +
+                      std::to_string(tokens) + " more exceed the model's context of " +
+                      std::to_string(model->seq_len()));
+  }
+  const bool was_training = model->is_training();
+  model->eval();
+  at::NoGradGuard no_grad;
+  at::Generator draws = at::make_generator<at::CPUGeneratorImpl>(sampling.seed);
+  KvCache cache;
+  std::vector<int64_t> out;
+  at::Tensor next = at::tensor(prompt, at::kLong).unsqueeze(0);
+  for (int64_t i = 0; i < tokens; ++i) {
+    at::Tensor logits = model->forward_cached(next, cache).select(1, -1).squeeze(0).to(at::kFloat);
+    int64_t id = 0;
+    if (sampling.temperature <= 0) {
+      id = logits.argmax().item<int64_t>();
+    } else {
+      logits = logits / sampling.temperature;
+      if (sampling.top_k > 0 && sampling.top_k < logits.size(0)) {
+        const at::Tensor kth = std::get<0>(logits.topk(sampling.top_k)).select(0, -1);
+        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+      }
+      id = at::multinomial(logits.softmax(-1), 1, false, draws).item<int64_t>();
+    }
+    out.push_back(id);
+    if (id == sampling.stop_id) break;
+    next = at::full({1, 1}, id, at::kLong);
+  }
+  model->train(was_training);
+  return out;
 }
 
 int64_t gpt_parameter_count(const GptConfig& c) {

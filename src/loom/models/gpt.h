@@ -1,10 +1,11 @@
 // The GPT-2 family: a decoder-only transformer language model built as nanoGPT builds it (GPT-2
-// itself used GELU's tanh approximation; this is the exact GELU). Learned token and position embeddings, then n_layer pre-LayerNorm blocks (causal
-// self-attention, then an MLP four times as wide with exact GELU, each added back to its input),
-// a final LayerNorm, and the language-model head, which is the token embedding's matrix again
-// (tied: one tensor, "wte.weight", trained by both uses). Dropout after the embeddings, on the
-// attention weights and after each residual branch. Weights start as GPT-2's: normal(0, 0.02),
-// the residual projections scaled by 1/sqrt(2 n_layer), biases zero.
+// itself used GELU's tanh approximation; this is the exact GELU). Learned token and position
+// embeddings, then n_layer pre-LayerNorm blocks (causal self-attention, then an MLP four times as
+// wide with exact GELU, each added back to its input), a final LayerNorm, and the language-model
+// head, which is the token embedding's matrix again (tied: one tensor, "wte.weight", trained by
+// both uses). Dropout after the embeddings, on the attention weights and after each residual
+// branch. Weights start as GPT-2's: normal(0, 0.02), the residual projections scaled by 1/sqrt(2
+// n_layer), biases zero.
 //
 // forward: token ids int64 [B, T] (T <= seq_len) -> logits [B, T, vocab]. Blocks (pipeline
 // stages are made of them): "embedding", "h.0" .. "h.<n_layer-1>", "head"; the head's matrix
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/models/module_model.h"
 
@@ -40,5 +42,35 @@ std::shared_ptr<Classifier> make_gpt(const GptConfig& config);
 
 // Parameters of the model with this shape (the tied matrix counted once).
 int64_t gpt_parameter_count(const GptConfig& config);
+
+// The keys and values every layer computed for the positions decoded so far, so that a new
+// position attends to them without running the earlier positions again.
+struct KvCache {
+  struct Layer {
+    at::Tensor keys, values;  // [B, heads, positions, head width]
+  };
+  std::vector<Layer> layers;
+  int64_t length() const {
+    return layers.empty() || !layers.front().keys.defined() ? 0 : layers.front().keys.size(2);
+  }
+};
+
+// Logits [B, n, vocab] of `ids` [B, n], the positions that follow those in `cache`, whose keys
+// and values join it; the same logits a full forward pass gives those positions. `gpt` is what
+// make_gpt made. Throws Error past the context.
+at::Tensor gpt_forward_cached(Classifier& gpt, const at::Tensor& ids, KvCache& cache);
+
+struct Sampling {
+  double temperature = 1.0;  // 0: always the likeliest token
+  int64_t top_k = 0;         // draw from the k likeliest only; 0: from all
+  uint64_t seed = 0;         // the draws are a pure function of it
+  int64_t stop_id = -1;      // end early after this token (end-of-text); -1: never
+};
+
+// Up to `tokens` ids drawn one at a time after `prompt` (at least one id), with a KV cache, in
+// evaluation mode and without gradients (the model's mode is restored). Throws ConfigError
+// naming --tokens when prompt and tokens do not fit the context.
+std::vector<int64_t> gpt_generate(Classifier& gpt, const std::vector<int64_t>& prompt,
+                                  int64_t tokens, const Sampling& sampling);
 
 }  // namespace loom::models

@@ -135,6 +135,56 @@ TEST(Gpt, PresetsAndShapesThatCannotBe) {
   }
 }
 
+TEST(Gpt, CachedDecodingGivesTheFullForwardsLogits) {
+  at::manual_seed(4);
+  const GptConfig c = tiny();
+  auto net = make_gpt(c);
+  ModuleModel model("gpt", net, false);
+  at::NoGradGuard no_grad;
+  const at::Tensor ids = at::randint(0, c.vocab, {2, 7}, at::kLong);
+  const at::Tensor full = model.forward(ids);
+  KvCache cache;
+  // A prompt of three, then one position at a time.
+  const at::Tensor first = gpt_forward_cached(*net, ids.narrow(1, 0, 3), cache);
+  EXPECT_TRUE(at::allclose(first, full.narrow(1, 0, 3), 1e-5, 1e-5));
+  for (int64_t p = 3; p < 7; ++p) {
+    const at::Tensor step = gpt_forward_cached(*net, ids.narrow(1, p, 1), cache);
+    EXPECT_LT((step - full.narrow(1, p, 1)).abs().max().item<double>(), 1e-5) << "position " << p;
+  }
+  EXPECT_EQ(cache.length(), 7);
+  EXPECT_THROW(gpt_forward_cached(*net, ids.narrow(1, 0, 2), cache), Error);  // past 8
+}
+
+TEST(Gpt, GenerationIsAPureFunctionOfTheSeed) {
+  at::manual_seed(5);
+  const GptConfig c{2, 2, 16, 16, 50, 0.1};
+  auto net = make_gpt(c);
+  ModuleModel model("gpt", net, false);
+  const std::vector<int64_t> prompt = {4, 8, 15};
+  Sampling s;
+  s.seed = 42;
+  s.top_k = 10;
+  const auto a = gpt_generate(*net, prompt, 10, s);
+  ASSERT_EQ(a.size(), 10u);
+  at::rand({3});  // the global generator moved: no matter
+  EXPECT_EQ(gpt_generate(*net, prompt, 10, s), a);
+  s.seed = 43;
+  EXPECT_NE(gpt_generate(*net, prompt, 10, s), a);
+  EXPECT_TRUE(net->is_training());  // the mode it had
+  // Greedy: each id is the full forward pass's likeliest next token.
+  s.temperature = 0;
+  const auto greedy = gpt_generate(*net, prompt, 5, s);
+  std::vector<int64_t> sequence = prompt;
+  net->eval();
+  at::NoGradGuard no_grad;
+  for (const int64_t id : greedy) {
+    const at::Tensor logits = model.forward(at::tensor(sequence, at::kLong).unsqueeze(0));
+    EXPECT_EQ(logits[0][-1].argmax().item<int64_t>(), id);
+    sequence.push_back(id);
+  }
+  EXPECT_THROW(gpt_generate(*net, prompt, 14, s), ConfigError);  // 17 > 16 positions
+}
+
 TEST(TokenCrossEntropyLoss, IsTheMeanOverEveryToken) {
   at::manual_seed(3);
   const at::Tensor logits = at::randn({2, 3, 5});
