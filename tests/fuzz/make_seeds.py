@@ -190,4 +190,19 @@ put("batch_reply", "raw", b"\0" + batch_reply(4))
 put("batch_reply", "bad-crc", b"\0" + batch_reply(2, corrupt=True))
 put("batch_reply", "lz4-flag-on-raw", b"\1" + batch_reply(1))
 
+
+# --- token shards (data/token_shard.h): 64-byte header, then the tokens
+def token_shard(tokens, vocab, width=None, magic=b"LOOMTOKS", version=1, count=None):
+    width = width or (2 if vocab <= 65536 else 4)
+    header = magic + struct.pack("<IIQQQ", version, width, vocab,
+                                 len(tokens) if count is None else count, 0x1234)
+    header += b"\0" * (64 - len(header))
+    return header + struct.pack("<%d%s" % (len(tokens), "H" if width == 2 else "I"), *tokens)
+
+
+put("token_shard", "uint16", token_shard([2, 7, 65535, 300], 65536))
+put("token_shard", "uint32", token_shard([70000, 1, 2], 100277))
+put("token_shard", "short", token_shard([1, 2, 3], 1000)[:68])
+put("token_shard", "count-overflow", token_shard([1, 2], 100277, count=(1 << 62) + 2))
+
 print("seeds written under", ROOT, file=sys.stderr)
