@@ -82,6 +82,9 @@ def test_schedules_on_two_ranks_train_like_one_process(tmp_path, reference):
     assert_same_parameters(saved, reference)
     plain = load_script().make_model()
     plain.load_state_dict(saved)
+    # and each rank of a fresh pipeline takes its own stages from it.
+    launch(out, 2, "--schedules", "1f1b", "--load", str(checkpoints))
+    assert_same_parameters(gathered(out, "loaded", 2), reference)
     state = read_safetensors(newest / "state.safetensors")
     assert {f"optimizer/{name}.momentum_buffer" for name in reference} <= state.keys()
     with open(newest / "manifest.json") as f:

@@ -8,7 +8,9 @@ OUT.<schedule>.rank<r>.
                     [--checkpoint DIR]
 
 --steps DIR accounts the first schedule's steps with loom.profile.Steps into DIR, and
---checkpoint DIR commits its final stages (gathered) as a Loom checkpoint there. reference()
+--checkpoint DIR commits its final stages (gathered) as a Loom checkpoint there; --load DIR
+loads that checkpoint into fresh stages, saves them to OUT.loaded.rank<r> and trains nothing.
+reference()
 trains the same model in one process on the same global batches, for comparison.
 """
 import sys
@@ -73,6 +75,12 @@ def main():
                                       microbatches=microbatches(schedule, ranks),
                                       pipeline_ranks=ranks)
         optimizer = make_optimizer(pipe.parameters())
+        if argument("--load"):
+            state = loom.checkpoint.load(argument("--load"), model=pipe, optimizer=optimizer)
+            assert state["step"] == STEPS, state
+            torch.save(pipe.state_dict(), f"{out}.loaded.rank{job.rank}")
+            pipe.close()
+            return
         steps = None
         if argument("--steps") and i == 0:
             steps = loom.profile.Steps(argument("--steps"), model=pipe, optimizer=optimizer,
