@@ -128,8 +128,7 @@ void bind_parallel(py::module_& m) {
                        double first_bucket_mb, double bucket_cap_mb, bool find_unused_parameters,
                        bool broadcast_buffers, const std::string& compression) {
              parallel::DataParallelOptions o;
-             o.buckets = {static_cast<std::size_t>(first_bucket_mb * (1 << 20)),
-                          static_cast<std::size_t>(bucket_cap_mb * (1 << 20))};
+             o.buckets = parallel::bucket_limits(first_bucket_mb, bucket_cap_mb);
              o.find_unused_parameters = find_unused_parameters;
              o.broadcast_buffers = broadcast_buffers;
              if (compression == "bf16") o.compression = at::kBFloat16;

@@ -107,8 +107,7 @@ void bind_pipeline(py::module_& m) {
              o.pipeline_ranks = pipeline_ranks;
              o.chunks = chunks;
              o.split = split;
-             o.data_parallel.buckets = {static_cast<std::size_t>(first_bucket_mb * (1 << 20)),
-                                        static_cast<std::size_t>(bucket_cap_mb * (1 << 20))};
+             o.data_parallel.buckets = parallel::bucket_limits(first_bucket_mb, bucket_cap_mb);
              auto model = std::make_unique<models::BlockChainModel>(name, std::move(chain),
                                                                     std::move(train_mode));
              auto loss = std::make_unique<PythonLoss>(loss_fn);

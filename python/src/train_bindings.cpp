@@ -4,10 +4,10 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/topology.h"
 #include "loom/profile/cost_plan.h"
-#include "loom/core/durable_file.h"
 #include "loom/train/trainer.h"
 
 namespace loom::python {

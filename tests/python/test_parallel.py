@@ -25,6 +25,13 @@ def run_script(out, *flags, ranks=1, servers=0, launch=(), env=None):
                           env={**os.environ, "LOOM_LOG_LEVEL": "warn", **(env or {})})
 
 
+def assert_bit_identical(got, expected):
+    """The same tensors under the same names, bit for bit."""
+    assert got.keys() == expected.keys()
+    for name, tensor in got.items():
+        assert torch.equal(tensor, expected[name]), name
+
+
 def assert_same_parameters(a, b):
     for name, tensor in a.items():
         if not tensor.is_floating_point():
@@ -59,12 +66,10 @@ def test_async_workers_end_with_the_servers_parameters(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     first = torch.load(tmp_path / "async.pt.rank0")
     second = torch.load(tmp_path / "async.pt.rank1")
-    for name, tensor in first.items():
-        assert torch.equal(tensor, second[name]), name
+    assert_bit_identical(first, second)
     # Both started from rank 0's parameters, and trained away from them.
     start = torch.load(tmp_path / "async.pt.start1")
-    for name, tensor in torch.load(tmp_path / "async.pt.start0").items():
-        assert torch.equal(tensor, start[name]), name
+    assert_bit_identical(torch.load(tmp_path / "async.pt.start0"), start)
     assert not torch.equal(first["classes.weight"], start["classes.weight"])
 
 
@@ -106,15 +111,13 @@ def test_a_checkpoint_resumes_exactly_and_loads_into_plain_torch(tmp_path):
                          ranks=2)
     assert resumed.returncode == 0, resumed.stderr
     expected = torch.load(tmp_path / "full.pt")
-    for name, tensor in torch.load(tmp_path / "resumed.pt").items():
-        assert torch.equal(tensor, expected[name]), name
+    assert_bit_identical(torch.load(tmp_path / "resumed.pt"), expected)
     # The newest checkpoint is a plain safetensors file under the module's own names.
     plain = two_heads_model()
     newest = os.path.join(checkpoints, open(os.path.join(checkpoints, "latest")).read().strip())
     assert newest.endswith("step-00000005")
     plain.load_state_dict(read_safetensors(os.path.join(newest, "model.safetensors")))
-    for name, tensor in plain.state_dict().items():
-        assert torch.equal(tensor, expected[name]), name
+    assert_bit_identical(plain.state_dict(), expected)
     manifest = json.load(open(os.path.join(newest, "manifest.json")))
     assert manifest["step"] == 5 and manifest["optimizer"] == "sgd"
     assert manifest["extra"] == {"script": "two_heads"}
@@ -133,11 +136,7 @@ def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
     # The second attempt went on from step 3's checkpoint, not from the start.
     output = restarted.stdout + restarted.stderr
     assert "rank 0: resumed from step 3" in output and "rank 1: resumed from step 3" in output
-    expected = torch.load(tmp_path / "full.pt")
-    got = torch.load(tmp_path / "restarted.pt")
-    assert got.keys() == expected.keys()
-    for name, tensor in got.items():
-        assert torch.equal(tensor, expected[name]), name
+    assert_bit_identical(torch.load(tmp_path / "restarted.pt"), torch.load(tmp_path / "full.pt"))
 
 
 def test_a_sigterm_stops_every_rank_resumably(tmp_path):
@@ -153,11 +152,7 @@ def test_a_sigterm_stops_every_rank_resumably(tmp_path):
                          "--preemptible", ranks=2)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from step 3" in resumed.stdout + resumed.stderr
-    expected = torch.load(tmp_path / "full.pt")
-    got = torch.load(tmp_path / "resumed.pt")
-    assert got.keys() == expected.keys()
-    for name, tensor in got.items():
-        assert torch.equal(tensor, expected[name]), name
+    assert_bit_identical(torch.load(tmp_path / "resumed.pt"), torch.load(tmp_path / "full.pt"))
 
 
 def test_the_watchdog_names_a_python_rank_that_hangs(tmp_path):

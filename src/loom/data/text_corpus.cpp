@@ -43,6 +43,12 @@ bool TextCorpus::open_next() {
 }
 
 std::optional<std::string> TextCorpus::read_line(bool& first_of_file) {
+  if (held_) {  // the first line of a file, read while ending the paragraph before it
+    first_of_file = true;
+    std::optional<std::string> line = std::move(held_);
+    held_.reset();
+    return line;
+  }
   if (!file_ && !open_next()) return std::nullopt;
   std::string line;
   char chunk[8192];
@@ -73,31 +79,18 @@ std::optional<std::string> TextCorpus::read_line(bool& first_of_file) {
 }
 
 std::optional<std::string> TextCorpus::next_line() {
-  if (held_) {
-    std::optional<std::string> line = std::move(held_);
-    held_.reset();
-    return line;
-  }
-  bool first = false;
-  return read_line(first);
+  bool first_of_file = false;
+  return read_line(first_of_file);
 }
 
 std::optional<std::string> TextCorpus::next_paragraph() {
   std::string paragraph;
-  while (true) {
-    std::optional<std::string> line;
-    if (held_) {
-      line = std::move(held_);
-      held_.reset();
-    } else {
-      bool first_of_file = false;
-      line = read_line(first_of_file);
-      if (line && first_of_file && !paragraph.empty()) {
-        held_ = std::move(line);  // a new file ends the paragraph
-        return paragraph;
-      }
+  bool first_of_file = false;
+  while (std::optional<std::string> line = read_line(first_of_file)) {
+    if (first_of_file && !paragraph.empty()) {
+      held_ = std::move(line);  // a new file ends the paragraph
+      return paragraph;
     }
-    if (!line) break;
     const bool blank = line->find_first_not_of(" \t") == std::string::npos;
     if (blank) {
       if (!paragraph.empty()) return paragraph;

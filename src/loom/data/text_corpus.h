@@ -33,7 +33,7 @@ class TextCorpus {
 
  private:
   bool open_next();
-  // The next line and whether it is the first of its file.
+  // The next line (the held one first) and whether it is the first of its file.
   std::optional<std::string> read_line(bool& first_of_file);
 
   std::vector<std::string> paths_;

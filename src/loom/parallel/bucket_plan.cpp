@@ -4,6 +4,11 @@
 
 namespace loom::parallel {
 
+BucketLimits bucket_limits(double first_mb, double cap_mb) {
+  return {static_cast<std::size_t>(first_mb * (1 << 20)),
+          static_cast<std::size_t>(cap_mb * (1 << 20))};
+}
+
 std::vector<std::vector<int>> plan_buckets(const std::vector<GradientInfo>& gradients,
                                            const std::vector<int>& order,
                                            const BucketLimits& limits) {

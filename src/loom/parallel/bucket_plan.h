@@ -17,6 +17,10 @@ struct BucketLimits {
   std::size_t cap_bytes = std::size_t{25} << 20;
 };
 
+// Limits given in MiB, as parallel.first_bucket_mb / bucket_cap_mb and the Python wrappers take
+// them.
+BucketLimits bucket_limits(double first_mb, double cap_mb);
+
 struct GradientInfo {
   std::int64_t numel = 0;
   c10::ScalarType dtype = c10::ScalarType::Float;

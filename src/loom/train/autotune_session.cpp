@@ -29,7 +29,8 @@ std::vector<double> bucket_cap_candidates(const std::vector<parallel::GradientIn
   std::vector<int> order(gradients.size());  // as DataParallel first expects them: reversed
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(order.size() - 1 - i);
   auto buckets = [&](double cap_mb) {
-    return parallel::plan_buckets(gradients, order, bucket_limits(first_mb, cap_mb)).size();
+    return parallel::plan_buckets(gradients, order, parallel::bucket_limits(first_mb, cap_mb))
+        .size();
   };
   std::set<size_t> counts{buckets(start_mb)};
   std::vector<double> values{start_mb};
@@ -166,7 +167,7 @@ void AutotuneSession::apply(const std::vector<double>& values) {
     loader_.set_prefetch_batches(next.prefetch_batches);
   }
   if (tune_buckets_ && next.bucket_cap_mb != settings_.bucket_cap_mb) {
-    grad_sync_.set_bucket_limits(bucket_limits(first_bucket_mb_, next.bucket_cap_mb));
+    grad_sync_.set_bucket_limits(parallel::bucket_limits(first_bucket_mb_, next.bucket_cap_mb));
   }
   settings_ = next;
   LOOM_LOG(kDebug, "autotune") << "loader threads " << next.loader_threads << ", compute threads "

@@ -126,36 +126,38 @@ Job::MakeGroup Job::group_maker() const {
   };
 }
 
-void Job::watch(std::int64_t step) {
-  if (!watchdog_) {
-    StallWatchdogOptions options;
-    options.stall_timeout_s = stall_timeout_s_;
-    options.rank = world.rank;
-    options.world = plan.trainers;  // the training ranks (parameter servers publish no heartbeats)
-    options.data_source = "the script's data";
-    options.exchange = "the job's other ranks";
-    options.store = heartbeat_store(world);
-    options.termination = termination;
-    options.preempt_grace_s = preempt_grace_s_;
-    watchdog_ = std::make_unique<StallWatchdog>(std::move(options));
-  }
+void Job::start_step_checks(std::int64_t step) {
+  StallWatchdogOptions options;
+  options.stall_timeout_s = stall_timeout_s_;
+  options.rank = world.rank;
+  options.world = plan.trainers;  // the training ranks (parameter servers publish no heartbeats)
+  options.data_source = "the script's data";
+  options.exchange = "the job's other ranks";
+  options.store = heartbeat_store(world);
+  options.termination = termination;
+  options.preempt_grace_s = preempt_grace_s_;
+  watchdog_ = std::make_unique<StallWatchdog>(std::move(options));
   watchdog_->begin_step(step);
+
+  const int rank = communicator ? communicator->rank() : 0;
+  // A restarted attempt passes the step again: the kill strikes the first attempt only.
+  if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
+      kill && kill->first == rank && comm::restart_attempt() == 0) {
+    kill_after_ = kill->second;
+  }
+  if (const auto freeze = setting_rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
+      freeze && freeze->first == rank) {
+    freeze_after_ = freeze->second;
+  }
+  stop_after_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
 }
 
 bool Job::end_of_step(std::int64_t step) {
-  watch(step);
-  const int rank = communicator ? communicator->rank() : 0;
-  if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
-      kill && kill->first == rank && kill->second == step && comm::restart_attempt() == 0) {
-    std::raise(SIGKILL);  // a rank lost mid-run, for --max-restarts
-  }
-  if (const auto freeze = setting_rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
-      freeze && freeze->first == rank && freeze->second == step) {
-    std::raise(SIGSTOP);  // a hung rank, for the other ranks' watchdogs
-  }
-  const long long stop_after = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
+  if (!watchdog_) start_step_checks(step);
+  if (step == kill_after_) std::raise(SIGKILL);    // a rank lost mid-run, for --max-restarts
+  if (step == freeze_after_) std::raise(SIGSTOP);  // a hung rank, for the others' watchdogs
   bool mine = termination && termination->load(std::memory_order_relaxed) != 0;
-  mine = mine || (stop_after > 0 && step == stop_after);
+  mine = mine || (stop_after_ > 0 && step == stop_after_);
   comm::Communicator* ranks = trainers();
   if (ranks && plan.lockstep()) {
     watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps

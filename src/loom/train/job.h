@@ -68,9 +68,13 @@ struct Job {
   ~Job();
 
  private:
-  void watch(std::int64_t step);
+  // At the first end_of_step: the watchdog starts, and the testing aids are read once.
+  void start_step_checks(std::int64_t step);
   double stall_timeout_s_ = 0, preempt_grace_s_ = 30;  // train.*, from join_job
-  std::unique_ptr<StallWatchdog> watchdog_;           // from the first end_of_step
+  std::unique_ptr<StallWatchdog> watchdog_;            // from the first end_of_step
+  // This rank's testing aids: the step after which it is killed (first attempt only) or frozen,
+  // and the step after which every rank stops as if preempted; -1 or 0: never.
+  std::int64_t kill_after_ = -1, freeze_after_ = -1, stop_after_ = 0;
   friend Job join_job(const Config& config, const comm::WorldInfo& world);
 };
 

@@ -8,14 +8,9 @@
 
 namespace loom::train {
 
-parallel::BucketLimits bucket_limits(double first_mb, double cap_mb) {
-  return {static_cast<std::size_t>(first_mb * (1 << 20)),
-          static_cast<std::size_t>(cap_mb * (1 << 20))};
-}
-
 parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config) {
   parallel::DataParallelOptions options;
-  options.buckets = bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
+  options.buckets = parallel::bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
   options.find_unused_parameters = config.find_unused_parameters;
   options.broadcast_buffers = config.broadcast_buffers;
   if (config.compression == "bf16") options.compression = at::kBFloat16;

@@ -19,9 +19,6 @@
 
 namespace loom::train {
 
-// Bucket limits given in MiB (parallel.first_bucket_mb, parallel.bucket_cap_mb).
-parallel::BucketLimits bucket_limits(double first_mb, double cap_mb);
-
 // parallel.* as data parallelism's options.
 parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config);
 
