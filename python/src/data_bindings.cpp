@@ -57,9 +57,10 @@ void bind_data(py::module_& m) {
               batch = s.next();
             }
             if (!batch) return py::none();
-            return py::make_tuple(batch->images, batch->labels);
+            return py::make_tuple(batch->inputs, batch->targets);
           },
-          "(images, labels) at the cursor, or None at the end of the epoch.")
+          "(inputs, targets) at the cursor (images and labels, or token ids and the next "
+          "tokens), or None at the end of the epoch.")
       .def_property_readonly("steps_per_epoch", &train::DataStream::steps_per_epoch)
       .def_property_readonly("epoch", &train::DataStream::epoch)
       .def_property_readonly("step", &train::DataStream::step)

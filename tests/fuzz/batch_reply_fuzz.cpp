@@ -15,9 +15,9 @@ LOOM_FUZZ_TARGET(batch_reply) {
   loom::data::LoaderStats tally;
   try {
     const loom::data::Batch batch = loom::data::unpack_batch(reply, lz4, expected, tally);
-    const auto n = batch.images.size(0);
-    if (n > 4 || batch.images.size(1) != 5 || batch.images.size(2) != 6 ||
-        batch.images.size(3) != 3 || batch.labels.size(0) != n) {
+    const auto n = batch.inputs.size(0);
+    if (n > 4 || batch.inputs.size(1) != 5 || batch.inputs.size(2) != 6 ||
+        batch.inputs.size(3) != 3 || batch.targets.size(0) != n) {
       loom::fuzz::broken("an accepted batch does not have the expected shape");
     }
   } catch (const loom::DataError&) {

@@ -38,8 +38,8 @@ def test_raw_batches_equal_those_of_loom_data_bench(jpeg_folder, tmp_path):
     assert len(batches) == 4
     for step, (images, labels) in enumerate(batches):
         assert images.dtype == torch.uint8 and images.shape == (16, 32, 32, 3)
-        assert torch.equal(images, saved[f"batch{step}.images"]), f"batch {step}"
-        assert torch.equal(labels, saved[f"batch{step}.labels"]), f"batch {step}"
+        assert torch.equal(images, saved[f"batch{step}.inputs"]), f"batch {step}"
+        assert torch.equal(labels, saved[f"batch{step}.targets"]), f"batch {step}"
 
 
 def test_normalised_batches_are_the_raw_ones_scaled_per_channel(jpeg_folder):

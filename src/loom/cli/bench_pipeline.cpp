@@ -71,14 +71,14 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   const train::RuntimeChoice& runtime = setup.runtime;
   at::set_num_threads(world.world > 1 ? 1 : topology.usable_cores);
   const at::Tensor& images = setup.input;
-  const at::Tensor& labels = setup.labels;
+  const at::Tensor& labels = setup.targets;
   const int64_t m = config.parallel.pipeline.microbatches;
   const int64_t per = images.size(0) / m;
   const auto micro_batch = [&](int64_t k) {
     return parallel::MicroBatch{images.narrow(0, k * per, per), labels.narrow(0, k * per, per)};
   };
 
-  models::CrossEntropyLoss loss;
+  const std::unique_ptr<models::Loss> loss = models::make_task_loss(setup.task);
   Silent silent;
   std::unique_ptr<parallel::StepExecutor> executor;
   std::unique_ptr<parallel::GradSync> sync;
@@ -90,13 +90,13 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
     sync = std::make_unique<parallel::LocalGradSync>(owned);
     pp::PipelineExecutorOptions options;
     options.bf16 = runtime.bf16();
-    executor = std::make_unique<pp::PipelineExecutor>(schedule, stages, loss, *sync, *comm, silent,
+    executor = std::make_unique<pp::PipelineExecutor>(schedule, stages, *loss, *sync, *comm, silent,
                                                       options);
   } else {
     for (auto& [name, p] : model->named_parameters()) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(model->named_parameters());
     executor = std::make_unique<parallel::AccumulatingExecutor>(
-        *model, loss, *sync, silent, parallel::AccumulatingOptions{m, runtime.bf16()});
+        *model, *loss, *sync, silent, parallel::AccumulatingOptions{m, runtime.bf16()});
   }
   torch::optim::SGD optimizer(mine, torch::optim::SGDOptions(0.01).momentum(0.9));
 

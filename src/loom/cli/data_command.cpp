@@ -127,15 +127,15 @@ int run_bench(const BenchArgs& a) {
     data::Batch batch = data.train->batch(step / per_epoch, step % per_epoch);
     if (!a.save.empty()) {
       const std::string name = "batch" + std::to_string(step);
-      saved.emplace_back(name + ".images", batch.images);
-      saved.emplace_back(name + ".labels", batch.labels);
+      saved.emplace_back(name + ".inputs", batch.inputs);
+      saved.emplace_back(name + ".targets", batch.targets);
       saved.emplace_back(name + ".indices", batch.indices);
     }
     if (!a.loader_only) {
       input.reset();  // one converted batch alive at a time, not two while the next is made
-      input = feeder.to_input(batch.images);
+      input = feeder.to_input(batch.inputs);
     }
-    if (step >= 1) images += batch.images.size(0);
+    if (step >= 1) images += batch.inputs.size(0);
   }
   // A device feeder returns before its copies and conversions finish: wait for the last one.
   if (input.defined() && !device.is_cpu()) input.flatten()[0].item<float>();
@@ -188,7 +188,7 @@ Command add_data_command(CLI::App& app) {
                 "(pinned batches, asynchronous copies, normalised on the device)");
   b->add_option("--save", bench->save,
                 "Also write the batches read (the warm-up one too) to this safetensors file: "
-                "batch<step>.images (uint8 NHWC), .labels, .indices; the trainer sees the same");
+                "batch<step>.inputs (uint8 NHWC images or token ids), .targets, .indices; the trainer sees the same");
   const Command inspect = add_data_inspect_command(*sub);
   const Command tokenize = add_data_tokenize_command(*sub);
   return {sub, [synth, s, bench, b, inspect, tokenize] {

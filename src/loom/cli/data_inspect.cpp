@@ -1,5 +1,6 @@
 // `loom data inspect [CONFIG]`: what the configured data sets hold before a run uses them —
-// samples per class, image sizes, and the files that cannot be used with why.
+// samples per class, image sizes, and the files that cannot be used with why; for token data,
+// the tokens of each split and shard and the windows they make.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +11,9 @@
 #include "loom/core/topology.h"
 #include "loom/data/configured_loaders.h"
 #include "loom/data/dataset_report.h"
+#include "loom/data/token_windows.h"
+#include "loom/data/tokenizer.h"
+#include "loom/train/train_data.h"
 
 namespace loom::cli {
 namespace {
@@ -86,8 +90,50 @@ nlohmann::ordered_json report_json(const std::string& path, const data::Dataset&
           {"bad_files", bad_files}};
 }
 
+// A split of token data: its shards and their tokens, and the training windows they hold.
+nlohmann::ordered_json token_split_json(const data::TokenWindows& windows) {
+  nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+  for (const data::TokenShard& shard : windows.shards()) {
+    shards.push_back({{"path", shard.path()}, {"tokens", shard.size()}});
+  }
+  return {{"tokens", windows.tokens()},
+          {"windows", windows.total_windows()},
+          {"seq_len", windows.seq_len()},
+          {"shards", shards}};
+}
+
+// data.source tokens: tokens per split and shard, checked against the folder's tokenizer.
+int inspect_tokens(const Config& config, bool json) {
+  const std::string& dir = config.data.path;
+  const int64_t seq_len = train::token_seq_len(config);
+  const data::Tokenizer tokenizer = data::Tokenizer::load(dir + "/tokenizer.model");
+  nlohmann::ordered_json out = {{"path", dir},
+                                {"vocab_size", tokenizer.vocab_size()},
+                                {"fingerprint", data::fingerprint_hex(tokenizer.fingerprint())}};
+  for (const char* split : {"train", "val"}) {
+    out[split] = nullptr;
+    if (!train::has_token_split(dir, split)) continue;
+    out[split] = token_split_json(data::TokenWindows::open(dir, split, seq_len, 0));
+  }
+  if (json) {
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("tokens: %s (vocabulary %d, tokenizer %s)\n", dir.c_str(), tokenizer.vocab_size(),
+              out["fingerprint"].get<std::string>().c_str());
+  for (const char* split : {"train", "val"}) {
+    if (out[split].is_null()) continue;
+    const auto& s = out[split];
+    std::printf("  %-5s %12lld tokens in %zu shard(s), %lld windows of %lld + 1\n", split,
+                s["tokens"].get<long long>(), s["shards"].size(), s["windows"].get<long long>(),
+                s["seq_len"].get<long long>());
+  }
+  return 0;
+}
+
 int run_inspect(const InspectArgs& a) {
   const Config config = load_run_config(a.config_paths, a.overrides);
+  if (config.data.source == "tokens") return inspect_tokens(config, a.json);
   const data::DataSets sets = data::open_data_sets(config);
   const int threads = detect_topology().usable_cores;
   const auto train_report =
@@ -114,7 +160,8 @@ int run_inspect(const InspectArgs& a) {
 Command add_data_inspect_command(CLI::App& data) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub =
-      data.add_subcommand("inspect", "Samples per class, image sizes and bad files of the data");
+      data.add_subcommand("inspect",
+                          "Samples per class, image sizes and bad files of the data; tokens per split");
   sub->add_option("config", args->config_paths, "YAML configuration files; later ones win");
   add_set_option(sub, args->overrides);
   sub->add_flag("--decode", args->decode,

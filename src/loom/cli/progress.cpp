@@ -51,11 +51,12 @@ void Progress::on_start(const train::RunInfo& info) {
 void Progress::on_step(const train::StepReport& r) {
   if (!terminal_) {
     if (r.log_line) {
-      std::fprintf(out_,
-                   "step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s\n",
+      const bool tokens = r.tokens_per_second > 0;
+      std::fprintf(out_, "step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f %s/s  ETA %s\n",
                    static_cast<long long>(r.step), static_cast<long long>(r.total_steps),
                    static_cast<long long>(r.epoch + 1), static_cast<long long>(r.epochs), r.loss,
-                   r.learning_rate, r.samples_per_second, format_duration(r.eta_seconds).c_str());
+                   r.learning_rate, tokens ? r.tokens_per_second : r.samples_per_second,
+                   tokens ? "tokens" : "samples", format_duration(r.eta_seconds).c_str());
       std::fflush(out_);
     }
     return;
@@ -69,9 +70,11 @@ void Progress::on_step(const train::StepReport& r) {
   const int filled = static_cast<int>(done * kWidth);
   std::string bar(filled, '#');
   bar.append(kWidth - filled, '.');
-  std::fprintf(out_, "\r\033[K[%s] %3.0f%% step %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+  const bool tokens = r.tokens_per_second > 0;
+  std::fprintf(out_, "\r\033[K[%s] %3.0f%% step %lld/%lld  loss %.4f  %.0f %s/s  ETA %s",
                bar.c_str(), 100 * done, static_cast<long long>(r.step),
-               static_cast<long long>(r.total_steps), r.loss, r.samples_per_second,
+               static_cast<long long>(r.total_steps), r.loss,
+               tokens ? r.tokens_per_second : r.samples_per_second, tokens ? "tokens" : "samples",
                format_duration(r.eta_seconds).c_str());
   std::fflush(out_);
   bar_shown_ = true;
@@ -87,9 +90,13 @@ void Progress::on_epoch(const train::EpochReport& r) {
   std::fprintf(out_, "epoch %lld/%lld  step %lld  train loss %.4f",
                static_cast<long long>(r.epoch + 1), static_cast<long long>(r.epochs),
                static_cast<long long>(r.step), r.train_loss);
-  if (r.evaluated)
+  if (r.evaluated && r.test_perplexity > 0) {
+    std::fprintf(out_, "  val loss %.4f  perplexity %.2f  next-token accuracy %.2f%%", r.test_loss,
+                 r.test_perplexity, 100 * r.test_accuracy);
+  } else if (r.evaluated) {
     std::fprintf(out_, "  test loss %.4f  test accuracy %.2f%%", r.test_loss,
                  100 * r.test_accuracy);
+  }
   std::fprintf(out_, "  (%s)\n", format_duration(r.seconds).c_str());
   std::fflush(out_);
 }

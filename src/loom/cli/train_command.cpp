@@ -218,15 +218,19 @@ int run_train(const TrainArgs& args) {
                                        : "no checkpoint of this step was committed");
     return exit_code;
   }
-  char result[96] = "no evaluation";
-  if (s.evaluated) {
+  char result[128] = "no evaluation";
+  if (s.evaluated && s.test_perplexity > 0) {
+    std::snprintf(result, sizeof result, "val loss %.4f  perplexity %.2f", s.test_loss,
+                  s.test_perplexity);
+  } else if (s.evaluated) {
     std::snprintf(result, sizeof result, "test accuracy %.2f%%  test loss %.4f",
                   100 * s.test_accuracy, s.test_loss);
   }
-  std::printf("\nsummary: %s  %lld steps in %s  %.0f samples/s (%s, %s, %d threads)\n", result,
+  const bool tokens = s.tokens_per_sample > 0;
+  std::printf("\nsummary: %s  %lld steps in %s  %.0f %s/s (%s, %s, %d threads)\n", result,
               static_cast<long long>(s.steps), format_duration(s.wall_seconds).c_str(),
-              s.samples_per_second, s.runtime.precision.c_str(), s.runtime.memory_format.c_str(),
-              s.runtime.threads);
+              tokens ? s.tokens_per_second() : s.samples_per_second, tokens ? "tokens" : "samples",
+              s.runtime.precision.c_str(), s.runtime.memory_format.c_str(), s.runtime.threads);
   print_step_time(s);
   for (const auto& r : s.restarts) {
     std::printf("restarted after: %s", r.cause.c_str());

@@ -393,6 +393,26 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
         "config key 'model.torchscript': a path is required when model.name is "
         "torchscript");
   }
+  // The task follows from the data: token windows train a language model, images a classifier.
+  const bool tokens = c.data.source == "tokens";
+  if (tokens != (c.model.name == "gpt") && c.model.name != "torchscript") {
+    throw ConfigError("config key 'model.name': " + c.model.name +
+                      (tokens ? " classifies images but data.source is tokens (use gpt)"
+                              : " is a language model but data.source is " + c.data.source +
+                                    " (use tokens)"));
+  }
+  if (tokens && c.data.path.empty()) {
+    throw ConfigError(
+        "config key 'data.path': data.source tokens needs the folder `loom data tokenize` wrote");
+  }
+  if (tokens && !c.data.remote.workers.empty()) {
+    throw ConfigError(
+        "config key 'data.remote.workers': token windows are copied from memory-mapped shards "
+        "at memory speed; remote data workers build image batches only");
+  }
+  if (tokens && c.train.label_smoothing > 0) {
+    throw ConfigError("config key 'train.label_smoothing': applies to image classification");
+  }
   for (const auto& worker : c.data.remote.workers) {
     const auto colon = worker.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == worker.size() ||

@@ -12,13 +12,23 @@
 
 namespace loom {
 
+// The GPT family's shape (model.name: gpt): a preset, and any of its sizes replaced.
+struct GptModelConfig {
+  std::string preset = "gpt_tiny";  // gpt_tiny | gpt_mini | gpt2
+  int64_t n_layer = 0;              // 0 = the preset's
+  int64_t n_head = 0;
+  int64_t n_embd = 0;
+  double dropout = 0.0;
+};
+
 struct ModelConfig {
-  std::string name = "cnn";  // mlp | cnn | resnet18 | resnet50 | vit_tiny | torchscript
+  std::string name = "cnn";  // mlp | cnn | resnet18 | resnet50 | vit_tiny | gpt | torchscript
   std::string torchscript;   // path of a TorchScript module, when name is torchscript
   int64_t width = 32;        // cnn: channels of the first stage
   int64_t depth = 1;         // cnn: convolutions per stage
   double dropout = 0.25;
   int64_t patch_size = 16;  // vit_tiny
+  GptModelConfig gpt;
 };
 
 // Remote data workers (`loom data-worker`) that build training batches for this trainer.
@@ -35,8 +45,9 @@ struct RemoteDataConfig {
 
 struct DataConfig {
   std::string source =
-      "fashion_mnist";         // fashion_mnist | idx | synthetic | image_folder | tar_shards
-  std::string path;            // folder of IDX files, or the training image folder
+      "fashion_mnist";  // fashion_mnist | idx | synthetic | image_folder | tar_shards | tokens
+  std::string path;     // folder of IDX files, the training image folder, or token shards
+  int64_t seq_len = 0;  // tokens: tokens per window (0 = the model's context)
   std::string val_path;        // encoded sources: validation data ("" = no evaluation)
   int64_t batch_size = 64;     // per rank
   int64_t global_batch = 0;    // all ranks; 0 = batch_size x ranks, else batch_size is derived
@@ -70,6 +81,8 @@ struct TrainConfig {
   bool tensorboard = true;       // write TensorBoard scalars to the run directory
   double preempt_grace_s = 30;   // SIGTERM: finish the step and commit a checkpoint by then
   double stall_timeout_s = 600;  // no progress for this long: report, dump stacks, exit 1 (0 = off)
+  std::string activation_checkpointing = "none";  // none | blocks | every_k
+  int64_t activation_checkpointing_k = 2;         // every_k: every k-th block is recomputed
 };
 
 struct OptimizerConfig {

@@ -9,7 +9,7 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("seed", c.seed, 0, "Seed for initialisation, data order and augmentation.");
 
   v.choice("model.name", c.model.name,
-           {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "torchscript"},
+           {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "gpt", "torchscript"},
            "Model architecture. `model: NAME` is shorthand for this key.");
   v.text("model.torchscript", c.model.torchscript,
          "Path of a TorchScript module to train (`model: {torchscript: PATH}`).");
@@ -18,14 +18,29 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("model.depth", c.model.depth, 1, "cnn: convolutions per stage.");
   v.number("model.dropout", c.model.dropout, 0.0, "Dropout before the classifier (mlp, cnn).");
   v.integer("model.patch_size", c.model.patch_size, 1, "Patch size of vit_tiny.");
+  v.choice("model.gpt.preset", c.model.gpt.preset, {"gpt_tiny", "gpt_mini", "gpt2"},
+           "gpt: the shape to start from: gpt_tiny (4 layers, 4 heads, 128 wide, context 64), "
+           "gpt_mini (6, 6, 384, context 256) or gpt2 (12, 12, 768, context 1024: GPT-2 small). "
+           "The vocabulary is always the token data's.");
+  v.integer("model.gpt.n_layer", c.model.gpt.n_layer, 0, "gpt: layers (0 = the preset's).");
+  v.integer("model.gpt.n_head", c.model.gpt.n_head, 0,
+            "gpt: attention heads; must divide n_embd (0 = the preset's).");
+  v.integer("model.gpt.n_embd", c.model.gpt.n_embd, 0, "gpt: width (0 = the preset's).");
+  v.number("model.gpt.dropout", c.model.gpt.dropout, 0.0,
+           "gpt: dropout after the embeddings, on attention weights and after each residual "
+           "branch.");
 
   v.choice("data.source", c.data.source,
-           {"fashion_mnist", "idx", "synthetic", "image_folder", "tar_shards"},
+           {"fashion_mnist", "idx", "synthetic", "image_folder", "tar_shards", "tokens"},
            "Where samples come from. `data: SOURCE` is shorthand for this key.");
   v.text("data.path", c.data.path,
          "Folder with the four IDX files (fashion_mnist, idx); the training image folder "
          "(image_folder: one subfolder per class); a .tar shard or a folder of them "
-         "(tar_shards: key.jpg + key.cls members).");
+         "(tar_shards: key.jpg + key.cls members); a `loom data tokenize` folder (tokens: "
+         "train-*.tokens, val-*.tokens and tokenizer.model).");
+  v.integer("data.seq_len", c.data.seq_len, 0,
+            "tokens: tokens per training window (the model sees seq_len and predicts the next "
+            "token at each); it is also a gpt's context. 0 = the model preset's context.");
   v.text("data.val_path", c.data.val_path,
          "image_folder, tar_shards: the validation data; empty = no evaluation.");
   v.integer("data.batch_size", c.data.batch_size, 1,
@@ -115,6 +130,14 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "A rank that makes no progress (no step, phase, evaluation batch or checkpoint file) "
            "for this many seconds logs its phase, what it waits for and which ranks lag, "
            "writes every thread's stack to its log and exits 1 (0 = no watchdog).");
+  v.choice("train.activation_checkpointing", c.train.activation_checkpointing,
+           {"none", "blocks", "every_k"},
+           "Recompute blocks' forward passes in backward instead of keeping their activations: "
+           "blocks = every block but the last, every_k = every k-th of them "
+           "(train.activation_checkpointing_k). Costs about one more forward pass; works in "
+           "every parallel mode.");
+  v.integer("train.activation_checkpointing_k", c.train.activation_checkpointing_k, 1,
+            "every_k: recompute blocks k-1, 2k-1, ... (the k-th, 2k-th, ... block).");
 
   v.choice("optimizer.name", c.optimizer.name, {"sgd", "adam", "adamw"}, "Optimizer.");
   v.number("optimizer.lr", c.optimizer.lr, 0.0, "Peak learning rate.");

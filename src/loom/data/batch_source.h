@@ -18,10 +18,15 @@
 
 namespace loom::data {
 
+// A batch as named tensors: what the model takes, what its loss compares the output with, and
+// where each sample came from. The task decides their shapes: image classification has uint8
+// pixels [B, H, W, C] and int64 labels [B]; causal language modelling has int64 token ids
+// [B, T] and the ids that follow each of them [B, T].
 struct Batch {
-  at::Tensor images;   // uint8 [B, H, W, C]
-  at::Tensor labels;   // int64 [B]
-  at::Tensor indices;  // int64 [B]: the data set index each sample came from
+  at::Tensor inputs;
+  at::Tensor targets;
+  at::Tensor indices;  // int64 [B]: the data set index (or window) each sample came from
+  int64_t size() const { return targets.defined() ? targets.size(0) : 0; }
 };
 
 // What a source has read so far; bad samples by SampleFault (unreadable, truncated,

@@ -29,7 +29,9 @@ class Feeder {
   // Throws Error for a CUDA device when this LibTorch has no CUDA, or for another device type.
   Feeder(const ChannelStats& stats, at::MemoryFormat format, at::Device device = at::kCPU);
 
-  at::Tensor to_input(const at::Tensor& images_nhwc) const;
+  // Images (uint8 [B, H, W, C]) normalised as above; other inputs (token ids) moved to the
+  // device as they are.
+  at::Tensor to_input(const at::Tensor& inputs) const;
   at::Device device() const { return device_; }
 
  private:

@@ -18,11 +18,13 @@ int64_t windows_in(int64_t tokens, int64_t seq_len) {
 }
 
 int64_t count_windows(const std::vector<TokenShard>& shards, int64_t seq_len) {
-  if (seq_len < 1) throw ConfigError("model.seq_len: " + std::to_string(seq_len) + " tokens");
+  if (seq_len < 1) {
+    throw ConfigError("config key 'data.seq_len': " + std::to_string(seq_len) + " tokens");
+  }
   int64_t total = 0;
   for (const TokenShard& s : shards) total += windows_in(s.size(), seq_len);
   if (total == 0) {
-    throw ConfigError("model.seq_len: no token shard holds a window of " +
+    throw ConfigError("config key 'data.seq_len': no token shard holds a window of " +
                       std::to_string(seq_len + 1) + " tokens");
   }
   return total;
@@ -31,12 +33,12 @@ int64_t count_windows(const std::vector<TokenShard>& shards, int64_t seq_len) {
 }  // namespace
 
 TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint64_t seed, int rank,
-                           int world)
+                           int world, EpochOrder::ShardMode mode)
     : shards_(std::move(shards)),
       seq_len_(seq_len),
       seed_(seed),
       order_(EpochOrder(count_windows(shards_, seq_len), seed)
-                 .shard(rank, world, EpochOrder::ShardMode::kDrop)) {
+                 .shard(rank, world, mode)) {
   int64_t first = 0;
   for (const TokenShard& s : shards_) {
     first_window_.push_back(first);
@@ -46,7 +48,7 @@ TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint
 }
 
 TokenWindows TokenWindows::open(const std::string& dir, const std::string& split, int64_t seq_len,
-                                uint64_t seed, int rank, int world) {
+                                uint64_t seed, int rank, int world, EpochOrder::ShardMode mode) {
   const std::string model = dir + "/tokenizer.model";
   if (!std::filesystem::exists(model)) {
     throw DataError("token data '" + dir + "': no tokenizer.model (made by loom data tokenize)");
@@ -67,7 +69,7 @@ TokenWindows TokenWindows::open(const std::string& dir, const std::string& split
   std::vector<TokenShard> shards;
   const TokenShard::Expect expect{tokenizer.vocab_size(), tokenizer.fingerprint()};
   for (const std::string& path : paths) shards.push_back(TokenShard::open(path, expect));
-  return TokenWindows(std::move(shards), seq_len, seed, rank, world);
+  return TokenWindows(std::move(shards), seq_len, seed, rank, world, mode);
 }
 
 std::pair<int, int64_t> TokenWindows::start_of(int64_t epoch, int64_t index) const {

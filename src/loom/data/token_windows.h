@@ -26,21 +26,33 @@ namespace loom::data {
 class TokenWindows {
  public:
   // Throws ConfigError when no shard holds a window of `seq_len` + 1 tokens.
+  // `mode`: how the windows split into rank shares (kDrop for training; kExact evaluates every
+  // window once over all ranks).
   TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint64_t seed, int rank = 0,
-               int world = 1);
+               int world = 1, EpochOrder::ShardMode mode = EpochOrder::ShardMode::kDrop);
 
   // The shards `split`-NNNNN.tokens of a `loom data tokenize` folder, checked against the
   // folder's tokenizer.model (its vocabulary and fingerprint). Throws DataError naming the
   // folder when it has none, or the shard that does not belong.
   static TokenWindows open(const std::string& dir, const std::string& split, int64_t seq_len,
-                           uint64_t seed, int rank = 0, int world = 1);
+                           uint64_t seed, int rank = 0, int world = 1,
+                           EpochOrder::ShardMode mode = EpochOrder::ShardMode::kDrop);
 
   int64_t seq_len() const { return seq_len_; }
   int64_t size() const { return order_.size(); }  // this rank's windows an epoch
   int64_t total_windows() const { return order_.total(); }
   int64_t tokens() const { return tokens_; }  // in all shards
   int64_t vocab_size() const { return shards_.front().info().vocab_size; }
+  uint64_t seed() const { return seed_; }
+  int rank() const { return order_.rank(); }
+  int world() const { return order_.world(); }
+  size_t shard_count() const { return shards_.size(); }
+  const std::vector<TokenShard>& shards() const { return shards_; }
 
+  // Which window (of all ranks' windows) is at `position` of this rank's share of `epoch`.
+  int64_t index_at(int64_t epoch, int64_t position) const {
+    return order_.index_at(epoch, position);
+  }
   // Window `position` of this rank's share of `epoch`: seq_len + 1 tokens into `out`.
   void window(int64_t epoch, int64_t position, int64_t* out) const;
   // Windows [step x batch, (step + 1) x batch) of this rank's share, as int64 [batch, seq_len+1].

@@ -105,7 +105,7 @@ class GptBlock : public torch::nn::Module {
 
 class Gpt : public Classifier {
  public:
-  explicit Gpt(const GptConfig& c) : seq_len_(c.seq_len) {
+  explicit Gpt(const GptConfig& c) : config_(c), seq_len_(c.seq_len) {
     wte_ = register_module("wte", torch::nn::Embedding(c.vocab, c.n_embd));
     wpe_ = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
     drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
@@ -128,7 +128,8 @@ class Gpt : public Classifier {
       const std::string name = "h." + std::to_string(i);
       blocks.push_back({name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }});
     }
-    blocks.push_back({"head", {"ln_f"}, [this](const at::Tensor& x) { return head(x); }});
+    blocks.push_back(
+        {"head", {"ln_f"}, [this](const at::Tensor& x) { return head(x); }, {"wte.weight"}});
     return blocks;
   }
 
@@ -141,6 +142,10 @@ class Gpt : public Classifier {
   }
 
   int64_t seq_len() const { return seq_len_; }
+
+  double training_flops_per_sample() const override {
+    return gpt_training_flops_per_token(config_) * static_cast<double>(seq_len_);
+  }
 
  private:
   // Token and position embeddings of `ids`, the first at position `first`.
@@ -176,6 +181,7 @@ class Gpt : public Classifier {
     }
   }
 
+  GptConfig config_;
   int64_t seq_len_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::Dropout drop_{nullptr};
@@ -193,18 +199,29 @@ GptConfig gpt_preset(const std::string& name, int64_t vocab) {
   if (name == "gpt2") return {12, 12, 768, 1024, 50257, 0.0};
   if (name == "gpt_mini") return {6, 6, 384, 256, vocab, 0.2};
   if (name == "gpt_tiny") return {4, 4, 128, 64, vocab, 0.0};
-  throw ConfigError("config key 'model.preset': unknown GPT preset '" + name +
+  throw ConfigError("config key 'model.gpt.preset': unknown GPT preset '" + name +
                     "' (gpt2, gpt_mini, gpt_tiny)");
 }
 
+GptConfig gpt_config(const GptModelConfig& model, int64_t vocab, int64_t seq_len) {
+  GptConfig c = gpt_preset(model.preset, vocab);
+  c.vocab = vocab;
+  if (model.n_layer > 0) c.n_layer = model.n_layer;
+  if (model.n_head > 0) c.n_head = model.n_head;
+  if (model.n_embd > 0) c.n_embd = model.n_embd;
+  if (seq_len > 0) c.seq_len = seq_len;
+  c.dropout = model.dropout;
+  return c;
+}
+
 std::shared_ptr<Classifier> make_gpt(const GptConfig& c) {
-  require(c.n_layer >= 1, "model.n_layer", "at least one layer");
-  require(c.n_head >= 1 && c.n_embd >= 1 && c.n_embd % c.n_head == 0, "model.n_embd",
+  require(c.n_layer >= 1, "model.gpt.n_layer", "at least one layer");
+  require(c.n_head >= 1 && c.n_embd >= 1 && c.n_embd % c.n_head == 0, "model.gpt.n_embd",
           std::to_string(c.n_embd) + " does not split into " + std::to_string(c.n_head) +
-              " heads (model.n_head)");
-  require(c.seq_len >= 1, "model.seq_len", "at least one position");
-  require(c.vocab >= 2, "model.vocab", "at least two tokens");
-  require(c.dropout >= 0 && c.dropout < 1, "model.dropout", "in [0, 1)");
+              " heads (model.gpt.n_head)");
+  require(c.seq_len >= 1, "data.seq_len", "at least one position");
+  require(c.vocab >= 2, "data.path", "a vocabulary of at least two tokens");
+  require(c.dropout >= 0 && c.dropout < 1, "model.gpt.dropout", "in [0, 1)");
   return std::make_shared<Gpt>(c);
 }
 
@@ -261,6 +278,14 @@ int64_t gpt_parameter_count(const GptConfig& c) {
                         + d * 4 * d + 4 * d  // c_fc
                         + 4 * d * d + d;     // mlp's c_proj
   return c.vocab * d + c.seq_len * d + c.n_layer * layer + 2 * d;
+}
+
+double gpt_training_flops_per_token(const GptConfig& c) {
+  // PaLM's appendix B (as nanoGPT's estimate_mfu): 6 FLOPs per parameter per token for the
+  // matrix products forward and backward, plus attention's QK^T and AV, 12 L d T. The position
+  // table is a lookup, not a product: it is left out of N.
+  const double n = static_cast<double>(gpt_parameter_count(c) - c.seq_len * c.n_embd);
+  return 6 * n + 12.0 * static_cast<double>(c.n_layer * c.n_embd * c.seq_len);
 }
 
 }  // namespace loom::models

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/config.h"
 #include "loom/models/module_model.h"
 
 namespace loom::models {
@@ -33,7 +34,7 @@ struct GptConfig {
 // Named shapes: "gpt2" (GPT-2 small: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
 // 50257, 124M parameters), "gpt_mini" (nanoGPT's Shakespeare model: 6, 6, 384, context 256) and
 // "gpt_tiny" (nanoGPT's CPU setting: 4, 4, 128, context 64); the last two take `vocab`, the
-// tokenizer's. Throws ConfigError naming model.preset for another name.
+// tokenizer's. Throws ConfigError naming model.gpt.preset for another name.
 GptConfig gpt_preset(const std::string& name, int64_t vocab);
 
 // Throws ConfigError naming the key when the shape cannot be (n_embd not a multiple of n_head,
@@ -42,6 +43,14 @@ std::shared_ptr<Classifier> make_gpt(const GptConfig& config);
 
 // Parameters of the model with this shape (the tied matrix counted once).
 int64_t gpt_parameter_count(const GptConfig& config);
+
+// Training FLOPs (forward and backward) per token at the full context: 6 N + 12 L d T, N the
+// parameters without the position table (PaLM, appendix B).
+double gpt_training_flops_per_token(const GptConfig& config);
+
+// The shape model.gpt describes: its preset with the sizes it sets, the token data's
+// vocabulary, and a context of `seq_len` (0: the preset's).
+GptConfig gpt_config(const GptModelConfig& model, int64_t vocab, int64_t seq_len);
 
 // The keys and values every layer computed for the positions decoded so far, so that a new
 // position attends to them without running the earlier positions again.

@@ -4,6 +4,10 @@
 
 #include <ATen/Tensor.h>
 
+#include <memory>
+
+#include "loom/models/model.h"
+
 namespace loom::models {
 
 enum class Reduction { kMean, kSum };
@@ -11,8 +15,9 @@ enum class Reduction { kMean, kSum };
 class Loss {
  public:
   virtual ~Loss() = default;
-  // The loss of `logits` [B, classes] against integer `labels` [B], as a float32 scalar tensor
-  // that backward can start from (bf16 logits are widened first).
+  // The loss of `logits` against integer targets (labels [B] for logits [B, classes], or the
+  // next tokens [B, T] for logits [B, T, vocab]), as a float32 scalar tensor that backward can
+  // start from (bf16 logits are widened first).
   virtual at::Tensor operator()(const at::Tensor& logits, const at::Tensor& labels,
                                 Reduction reduction = Reduction::kMean) const = 0;
 };
@@ -28,5 +33,9 @@ class CrossEntropyLoss : public Loss {
  private:
   double label_smoothing_;
 };
+
+// The loss a task trains with: cross-entropy over classes (with label smoothing) for image
+// classification, over every token position for a language model (no smoothing).
+std::unique_ptr<Loss> make_task_loss(Task task, double label_smoothing = 0.0);
 
 }  // namespace loom::models

@@ -3,9 +3,11 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <map>
 
 #include "loom/core/error.h"
+#include "loom/models/recompute.h"
 #include "loom/models/module_model.h"
 
 namespace loom::models {
@@ -76,14 +78,46 @@ std::function<at::Tensor(const at::Tensor&)> run_children(torch::nn::Sequential 
   };
 }
 
-std::vector<Block> ModuleModel::blocks() {
+void Model::set_recompute_every(int64_t every) {
+  if (every == 0) return;
+  throw ConfigError("config key 'train.activation_checkpointing': model '" + name() +
+                    "' is not one of the zoo's, whose blocks can be recomputed");
+}
+
+std::vector<Block> ModuleModel::plain_blocks() {
   const NamedTensors parameters = named_parameters(), buffers = named_buffers();
   std::vector<Block> out;
   for (BlockSpec& spec : net_->block_specs()) {
+    NamedTensors tied;
+    for (const std::string& name : spec.uses) {
+      const auto it = std::find_if(parameters.begin(), parameters.end(),
+                                   [&](const auto& named) { return named.first == name; });
+      if (it == parameters.end()) {
+        throw Error("model '" + name_ + "': block '" + spec.name + "' uses '" + name +
+                    "', which is no parameter of the model");
+      }
+      tied.push_back(*it);
+    }
     out.push_back({spec.name, std::move(spec.forward), owned(parameters, spec.owns),
-                   owned(buffers, spec.owns)});
+                   owned(buffers, spec.owns), std::move(tied)});
   }
   return out;
+}
+
+std::vector<Block> ModuleModel::blocks() {
+  return with_recompute(plain_blocks(), recompute_every_);
+}
+
+void ModuleModel::set_recompute_every(int64_t every) {
+  recompute_every_ = every;
+  recomputed_chain_ = every > 0 ? blocks() : std::vector<Block>{};
+}
+
+at::Tensor ModuleModel::forward(const at::Tensor& input) {
+  if (recomputed_chain_.empty()) return net_->forward(input);
+  at::Tensor x = input;
+  for (const Block& block : recomputed_chain_) x = block.forward(x);
+  return x;
 }
 
 void check_blocks(Model& model, const at::Tensor& probe) {

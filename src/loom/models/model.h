@@ -18,10 +18,17 @@ namespace loom::models {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// What a model learns to do, which fixes its input, loss and metrics: image classification
+// (pixels [B, C, H, W] -> logits [B, classes] against labels [B]) or causal language modelling
+// (token ids [B, T] -> logits [B, T, vocab] against the next tokens [B, T]).
+enum class Task { kImageClassification, kLanguageModel };
+
 // What the data gives the model.
 struct InputSpec {
-  int64_t channels = 1, height = 28, width = 28;
-  int64_t classes = 10;
+  int64_t channels = 1, height = 28, width = 28;  // images
+  int64_t classes = 10;                           // images; tokens: the vocabulary
+  int64_t seq_len = 0;                            // tokens per window
+  Task task = Task::kImageClassification;
 };
 
 // One contiguous piece of a model, in forward order: the unit pipeline stages are made of
@@ -34,13 +41,18 @@ struct Block {
   // What it owns, under the model's own names; every parameter and buffer of the model belongs
   // to exactly one block.
   NamedTensors parameters, buffers;
+  // Parameters its forward reads that another block owns (a language model's head reads the
+  // token embedding's matrix). A pipeline stage running this block keeps a copy of them and its
+  // gradients are summed with the owner's.
+  NamedTensors tied;
 };
 
 class Model {
  public:
   virtual ~Model() = default;
 
-  // Logits [B, classes] for input [B, C, H, W].
+  // The task's output for its input (see Task): logits [B, classes] for images [B, C, H, W],
+  // logits [B, T, vocab] for token ids [B, T].
   virtual at::Tensor forward(const at::Tensor& input) = 0;
   virtual NamedTensors named_parameters() = 0;
   virtual NamedTensors named_buffers() = 0;
@@ -51,6 +63,14 @@ class Model {
   // The model as a chain of blocks (at least one). The blocks share the model's tensors and
   // stay valid as long as the model.
   virtual std::vector<Block> blocks() = 0;
+
+  // Recompute in backward, instead of keeping, the activations inside every `every`-th block
+  // (blocks every-1, 2 x every-1, ...; never the last), in forward() and in blocks(); 0 = none.
+  // Throws ConfigError naming train.activation_checkpointing for a model that cannot.
+  virtual void set_recompute_every(int64_t every);
+  // Training FLOPs per sample by the model's own count where it has one (a transformer's
+  // 6N + 12 L d T per token); 0 = count the forward pass's operations instead.
+  virtual double training_flops_per_sample() const { return 0; }
 
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.

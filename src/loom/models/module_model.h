@@ -14,6 +14,7 @@ struct BlockSpec {
   std::string name;
   std::vector<std::string> owns;
   std::function<at::Tensor(const at::Tensor&)> forward;
+  std::vector<std::string> uses;  // full names of parameters it reads that others own
 };
 
 // Base of the zoo's networks: a torch::nn::Module declared as a chain of blocks. Its forward
@@ -22,6 +23,8 @@ class Classifier : public torch::nn::Module {
  public:
   // Called once the submodules are registered; the functions may hold pointers into this.
   virtual std::vector<BlockSpec> block_specs() = 0;
+  // See Model::training_flops_per_sample.
+  virtual double training_flops_per_sample() const { return 0; }
 
   at::Tensor forward(at::Tensor x) {
     if (chain_.empty()) chain_ = block_specs();
@@ -42,13 +45,15 @@ class ModuleModel : public Model {
   ModuleModel(std::string name, std::shared_ptr<Classifier> net, bool convolutional)
       : name_(std::move(name)), net_(std::move(net)), convolutional_(convolutional) {}
 
-  at::Tensor forward(const at::Tensor& input) override { return net_->forward(input); }
+  at::Tensor forward(const at::Tensor& input) override;
   NamedTensors named_parameters() override { return to_vector(net_->named_parameters()); }
   NamedTensors named_buffers() override { return to_vector(net_->named_buffers()); }
   void train(bool on) override { net_->train(on); }
   bool is_convolutional() const override { return convolutional_; }
   std::string name() const override { return name_; }
   std::vector<Block> blocks() override;
+  void set_recompute_every(int64_t every) override;
+  double training_flops_per_sample() const override { return net_->training_flops_per_sample(); }
 
   Classifier& module() { return *net_; }
 
@@ -60,9 +65,13 @@ class ModuleModel : public Model {
     return out;
   }
 
+  std::vector<Block> plain_blocks();
+
   std::string name_;
   std::shared_ptr<Classifier> net_;
   bool convolutional_;
+  int64_t recompute_every_ = 0;
+  std::vector<Block> recomputed_chain_;  // forward's blocks when recomputing
 };
 
 }  // namespace loom::models

@@ -117,4 +117,21 @@ Block recomputed(Block block, std::vector<at::Tensor> weights) {
   return block;
 }
 
+std::vector<Block> with_recompute(std::vector<Block> blocks, int64_t every) {
+  if (every <= 0) return blocks;
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) {
+    if ((i + 1) % static_cast<size_t>(every) != 0) continue;
+    std::vector<at::Tensor> tied;
+    for (const auto& [name, p] : blocks[i].tied) tied.push_back(p);
+    blocks[i] = recomputed(std::move(blocks[i]), std::move(tied));
+  }
+  return blocks;
+}
+
+int64_t recompute_every(const TrainConfig& train) {
+  if (train.activation_checkpointing == "blocks") return 1;
+  if (train.activation_checkpointing == "every_k") return train.activation_checkpointing_k;
+  return 0;
+}
+
 }  // namespace loom::models

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "loom/core/config.h"
 #include "loom/models/model.h"
 
 namespace loom::models {
@@ -18,5 +19,13 @@ namespace loom::models {
 // model's parameters will do); a tensor read but in neither gets none. The block's name,
 // parameters and buffers are kept, and the graph keeps its forward alive until backward.
 Block recomputed(Block block, std::vector<at::Tensor> weights);
+
+// `blocks` with every `every`-th one recomputed (blocks every-1, 2 x every-1, ...), each with its
+// own and its tied parameters as weights; the last block is never recomputed (its output goes
+// straight to the loss, so there is nothing to free). 0: `blocks` as they are.
+std::vector<Block> with_recompute(std::vector<Block> blocks, int64_t every);
+
+// The `every` that train.activation_checkpointing asks for: none 0, blocks 1, every_k k.
+int64_t recompute_every(const TrainConfig& train);
 
 }  // namespace loom::models

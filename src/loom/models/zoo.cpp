@@ -1,6 +1,7 @@
 // make_model: the configured architecture for the data's input shape.
 #include "loom/core/error.h"
 #include "loom/models/cnn.h"
+#include "loom/models/gpt.h"
 #include "loom/models/mlp.h"
 #include "loom/models/model.h"
 #include "loom/models/resnet.h"
@@ -12,6 +13,16 @@ namespace loom::models {
 std::unique_ptr<Model> make_model(const ModelConfig& config, const InputSpec& input) {
   const std::string& name = config.name;
   if (name == "torchscript") return load_torchscript(config.torchscript);
+  if (name == "gpt") {
+    if (input.task != Task::kLanguageModel) {
+      throw ConfigError("config key 'model.name': gpt is a language model; it trains on tokens");
+    }
+    return std::make_unique<ModuleModel>(
+        name, make_gpt(gpt_config(config.gpt, input.classes, input.seq_len)), false);
+  }
+  if (input.task != Task::kImageClassification) {
+    throw ConfigError("config key 'model.name': " + name + " classifies images; tokens need gpt");
+  }
   if (name == "mlp") {
     return std::make_unique<ModuleModel>(name, make_mlp(input, config.dropout), false);
   }

@@ -30,9 +30,9 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
     observer_.enter(Phase::kCommExposed);  // e.g. sharing rank 0's buffers waits on the others
     sync_.prepare();
     const MicroBatch batch = micro_batch(k);
-    if (batch.labels.size(0) > 0) {
+    if (batch.targets.size(0) > 0) {
       outcome.loss_sum += forward_backward(batch);
-      outcome.samples += batch.labels.size(0);
+      outcome.samples += batch.targets.size(0);
     }
     observer_.enter(Phase::kCommExposed);
     sync_.finish();
@@ -50,7 +50,7 @@ double AccumulatingExecutor::forward_backward(const MicroBatch& batch) {
     logits = model_.forward(batch.input);
     observer_.forward_ends(batch.input.size(0));
   }
-  at::Tensor loss = loss_(logits, batch.labels);
+  at::Tensor loss = loss_(logits, batch.targets);
   const double value = loss.item<double>();
   observer_.loss_computed(value);
   observer_.enter(Phase::kBackward);

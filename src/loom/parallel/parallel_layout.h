@@ -124,8 +124,8 @@ class ParallelLayout {
 
   // Evaluation, forward only without gradients: `batches` batches of this rank's part of a
   // test set, read with `batch(b)`; each output the model's last layer makes goes to `output`
-  // with its labels, on the rank that makes it. Every training rank calls it.
-  using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& labels)>;
+  // with its targets, on the rank that makes it. Every training rank calls it.
+  using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& targets)>;
   virtual void forward_only(int64_t batches, const MicroBatchSource& batch,
                             const OutputSink& output) = 0;
   // Sums an evaluation tallied (on the ranks that saw outputs) into the job's, on every rank.

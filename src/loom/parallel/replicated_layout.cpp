@@ -104,7 +104,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
       AutocastScope autocast(bf16_);
       logits = model_.forward(input.input);
     }
-    output(logits, input.labels);
+    output(logits, input.targets);
   }
   model_.train(true);
 }

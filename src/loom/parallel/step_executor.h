@@ -13,9 +13,10 @@
 
 namespace loom::parallel {
 
-// One micro-batch as the model takes it: the input on the compute device, and its labels.
+// One micro-batch as the model takes it: the input on the compute device, and the targets its
+// loss compares the output with (labels [B], next tokens [B, T]); samples are along dim 0.
 struct MicroBatch {
-  at::Tensor input, labels;
+  at::Tensor input, targets;
 };
 // Micro-batch k (0-based) of the step. An empty one (every sample of it was bad and skipped)
 // has no forward or backward, but still takes part in the gradient exchange.

@@ -62,13 +62,15 @@ std::optional<StreamBatch> DataStream::next() {
 StreamBatch DataStream::to_output(data::Batch batch) const {
   StreamBatch out;
   const bool to_device = !device_.is_cpu();
-  out.labels = to_device ? batch.labels.to(device_, /*non_blocking=*/true) : batch.labels;
+  out.targets = to_device ? batch.targets.to(device_, /*non_blocking=*/true) : batch.targets;
   if (!feeder_) {
-    out.images = to_device ? batch.images.to(device_, /*non_blocking=*/true) : batch.images;
+    out.inputs = to_device ? batch.inputs.to(device_, /*non_blocking=*/true) : batch.inputs;
     return out;
   }
-  out.images = feeder_->to_input(batch.images);
-  if (options_.dtype != at::kFloat) out.images = out.images.to(options_.dtype);
+  out.inputs = feeder_->to_input(batch.inputs);
+  if (options_.dtype != at::kFloat && out.inputs.is_floating_point()) {
+    out.inputs = out.inputs.to(options_.dtype);
+  }
   return out;
 }
 

@@ -32,13 +32,15 @@ struct DataStreamOptions {
   at::ScalarType dtype = at::kFloat;  // of normalised images: float, bfloat16 or half
   bool channels_last = false;         // memory layout of normalised images
   // false: images stay as the loader makes them, uint8 [B, H, W, C], moved to `device`.
-  bool normalize = true;
+  bool normalize = true;  // (token ids are never converted)
   int usable_cores = 0;  // sizes auto loader threads (data.workers: auto); 0: detect
 };
 
 struct StreamBatch {
-  at::Tensor images;  // [B, C, H, W] of dtype (or uint8 [B, H, W, C] when not normalised)
-  at::Tensor labels;  // int64 [B]
+  // Images: [B, C, H, W] of dtype (or uint8 [B, H, W, C] when not normalised); tokens: int64
+  // ids [B, seq_len].
+  at::Tensor inputs;
+  at::Tensor targets;  // int64 labels [B], or the next tokens [B, seq_len]
   int64_t epoch = 0, step = 0;
 };
 

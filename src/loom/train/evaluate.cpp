@@ -2,15 +2,17 @@
 
 #include <cmath>
 
-
 namespace loom::train {
 
-void EvalTally::add(const at::Tensor& logits, const at::Tensor& labels, const models::Loss& loss) {
+void EvalTally::add(const at::Tensor& logits, const at::Tensor& targets,
+                    const models::Loss& loss) {
   const at::Tensor scores = logits.to(at::kFloat);
-  loss_sum_ += loss(scores, labels, models::Reduction::kSum).item<double>();
-  correct_ += scores.argmax(1).eq(labels).sum().item<int64_t>();
-  seen_ += labels.size(0);
+  loss_sum_ += loss(scores, targets, models::Reduction::kSum).item<double>();
+  correct_ += scores.argmax(-1).eq(targets).sum().item<int64_t>();
+  seen_ += targets.numel();
 }
+
+double EvalResult::perplexity() const { return std::exp(loss); }
 
 at::Tensor EvalTally::sums() const {
   return at::tensor({loss_sum_, static_cast<double>(correct_), static_cast<double>(seen_)},

@@ -1,5 +1,7 @@
 // Test-split evaluation: the mean loss and top-1 accuracy, tallied over the batches a layout
-// evaluates (parallel::ParallelLayout::forward_only) and combined over its ranks.
+// evaluates (parallel::ParallelLayout::forward_only) and combined over its ranks. The unit is a
+// prediction: one per image for a classifier, one per token for a language model (its loss is
+// then per token, exp(loss) its perplexity, and its accuracy that of the next token).
 #pragma once
 
 #include "loom/models/loss.h"
@@ -9,14 +11,15 @@ namespace loom::train {
 struct EvalResult {
   double loss = 0.0;
   double accuracy = 0.0;  // 0..1
-  int64_t samples = 0;
+  int64_t samples = 0;    // predictions: images, or tokens
+  double perplexity() const;
 };
 
 // Sums over the batches of an evaluation.
 class EvalTally {
  public:
-  // One batch's logits (any floating type) and labels.
-  void add(const at::Tensor& logits, const at::Tensor& labels, const models::Loss& loss);
+  // One batch's logits (any floating type; classes along the last dimension) and targets.
+  void add(const at::Tensor& logits, const at::Tensor& targets, const models::Loss& loss);
   EvalResult result() const;
   // loss sum, correct, samples: what ranks that evaluate parts of the test split combine.
   at::Tensor sums() const;

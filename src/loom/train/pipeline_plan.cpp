@@ -13,6 +13,7 @@
 #include "loom/data/feeder.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
+#include "loom/models/recompute.h"
 #include "loom/parallel/pipeline/block_profiler.h"
 #include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/parallel/pipeline/validator.h"
@@ -143,6 +144,7 @@ ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
   TrainData data = load_train_data(config, batch_size, topology.usable_cores);
   ModelOnBatch out;
   out.model = models::make_model(config.model, data.input);
+  out.model->set_recompute_every(models::recompute_every(config.train));
   out.runtime =
       choose_runtime(config.runtime, topology, out.model->is_convolutional(), at::hasMKLDNN());
   const auto format = out.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
@@ -150,8 +152,9 @@ ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
   out.model->set_memory_format(format);
   out.model->train(true);
   const data::Batch batch = data.train->batch(0, 0);
-  out.input = data::Feeder(data.stats, format).to_input(batch.images);
-  out.labels = batch.labels;
+  out.input = data::Feeder(data.stats, format).to_input(batch.inputs);
+  out.targets = batch.targets;
+  out.task = data.input.task;
   if (allocator) {
     double model_bytes = 0;
     for (const auto& [name, t] : out.model->named_parameters()) model_bytes += t.nbytes();
@@ -208,14 +211,15 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
   at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
   const int64_t n = std::min<int64_t>(plan.microbatch_samples, setup.input.size(0));
   const at::Tensor input = setup.input.narrow(0, 0, n);
-  const at::Tensor labels = setup.labels.narrow(0, 0, n);
+  const at::Tensor labels = setup.targets.narrow(0, 0, n);
   models::check_blocks(model, input);
 
   pp::BlockProfileOptions profile_options;
   profile_options.bf16 = setup.runtime.bf16();
   profile_options.optimizer_states = optimizer_states(config.optimizer);
-  models::CrossEntropyLoss loss(config.train.label_smoothing);
-  plan.blocks = pp::profile_blocks(model, input, labels, loss, profile_options,
+  const std::unique_ptr<models::Loss> loss =
+      models::make_task_loss(setup.task, config.train.label_smoothing);
+  plan.blocks = pp::profile_blocks(model, input, labels, *loss, profile_options,
                                    installed_caching_cpu_allocator());
   // Handing a stage's output to a rank of the same host over shared memory is a copy.
   plan.link_bytes_per_second = comm::measure_memcpy_gbps() * 1e9;

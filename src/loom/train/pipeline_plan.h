@@ -56,7 +56,8 @@ parallel::pipeline::Schedule pipeline_schedule(const PipelineConfig& config);
 struct ModelOnBatch {
   std::unique_ptr<models::Model> model;
   RuntimeChoice runtime;
-  at::Tensor input, labels;
+  at::Tensor input, targets;
+  models::Task task = models::Task::kImageClassification;
   double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
 };
 // Seeds LibTorch with config.seed first, so every process builds the same initial values.

@@ -82,7 +82,8 @@ void StepTelemetry::trace_step(int64_t step) {
 }
 
 nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, double loss,
-                                                 double lr, double samples_per_second) {
+                                                 double lr, double samples_per_second,
+                                                 double tokens_per_second) {
   nlohmann::ordered_json phases = nlohmann::ordered_json::object();
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));
   for (size_t i = 0; i < profile::kPhaseCount; ++i) {
@@ -92,6 +93,7 @@ nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, do
     events_->scalar("train/loss", step, loss);
     events_->scalar("train/learning_rate", step, lr);
     events_->scalar("train/samples_per_second", step, samples_per_second);
+    if (tokens_per_second > 0) events_->scalar("train/tokens_per_second", step, tokens_per_second);
     for (size_t i = 0; i < profile::kPhaseCount; ++i) {
       events_->scalar(std::string("step_share/") + profile::phase_name(static_cast<Phase>(i)), step,
                       window_.share(static_cast<Phase>(i)));
@@ -102,10 +104,11 @@ nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, do
   return out;
 }
 
-void StepTelemetry::log_eval(int64_t step, double loss, double accuracy) {
+void StepTelemetry::log_eval(int64_t step, double loss, double accuracy, double perplexity) {
   if (!events_) return;
   events_->scalar("test/loss", step, loss);
   events_->scalar("test/accuracy", step, accuracy);
+  if (perplexity > 0) events_->scalar("test/perplexity", step, perplexity);
 }
 
 void StepTelemetry::merge_rank_traces(const std::string& out_dir, int world) {

@@ -49,8 +49,9 @@ class StepTelemetry {
   // A log line: the window's mean step time and phases, for metrics.jsonl, and TensorBoard
   // scalars; starts a new window.
   nlohmann::ordered_json log_window(int64_t step, int64_t steps, double loss, double lr,
-                                    double samples_per_second);
-  void log_eval(int64_t step, double loss, double accuracy);
+                                    double samples_per_second, double tokens_per_second = 0);
+  // `perplexity` 0: not a language model (not logged).
+  void log_eval(int64_t step, double loss, double accuracy, double perplexity);
 
   const profile::StepTimes& steady() const { return steady_; }
   int64_t steady_steps() const { return steady_steps_; }

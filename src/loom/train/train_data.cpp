@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
 #include "loom/core/topology.h"
 #include "loom/data/configured_loaders.h"
 #include "loom/data/remote/remote_batch_source.h"
-#include "loom/data/remote/remote_config.h"
 #include "loom/core/durable_file.h"
+#include "loom/data/remote/remote_config.h"
+#include "loom/data/token_batch_source.h"
+#include "loom/models/gpt.h"
 
 namespace loom::train {
 namespace {
@@ -47,10 +51,54 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
   return std::make_unique<data::RemoteBatchSource>(std::move(local), std::move(options));
 }
 
+// Windows of the token shards in data.path, training ones of this rank's share, evaluation ones
+// of the validation split (every window once over all ranks) where there is one.
+TrainData load_token_data(const Config& config, int64_t batch_size, int rank, int world,
+                          bool with_test) {
+  const std::string& dir = config.data.path;
+  const int64_t seq_len = token_seq_len(config);
+  const auto seed = static_cast<uint64_t>(config.seed);
+  auto train = std::make_shared<const data::TokenWindows>(
+      data::TokenWindows::open(dir, "train", seq_len, seed, rank, world));
+  TrainData out;
+  out.train = std::make_unique<data::TokenBatchSource>(train, batch_size);
+  if (with_test && has_token_split(dir, "val")) {
+    auto val = std::make_shared<const data::TokenWindows>(data::TokenWindows::open(
+        dir, "val", seq_len, seed, rank, world, data::EpochOrder::ShardMode::kExact));
+    if (val->size() > 0) {
+      out.test = std::make_unique<data::TokenBatchSource>(val, config.data.eval_batch_size,
+                                                          /*drop_last=*/false);
+    }
+  }
+  out.input.task = models::Task::kLanguageModel;
+  out.input.classes = train->vocab_size();
+  out.input.seq_len = seq_len;
+  return out;
+}
+
 }  // namespace
+
+int64_t token_seq_len(const Config& config) {
+  if (config.data.seq_len > 0) return config.data.seq_len;
+  if (config.model.name == "gpt") return models::gpt_preset(config.model.gpt.preset, 2).seq_len;
+  throw ConfigError("config key 'data.seq_len': needed for tokens with model " +
+                    config.model.name);
+}
+
+bool has_token_split(const std::string& dir, const std::string& split) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(split + "-", 0) == 0 && entry.path().extension() == ".tokens") return true;
+  }
+  return false;
+}
 
 TrainData load_train_data(const Config& config, int64_t batch_size, int usable_cores, int rank,
                           int world, bool pin_memory, bool with_test) {
+  if (config.data.source == "tokens") {
+    return load_token_data(config, batch_size, rank, world, with_test);
+  }
   data::ConfiguredLoaders loaders =
       data::make_loaders(config, batch_size, usable_cores, rank, world, pin_memory, with_test);
   TrainData out;
@@ -62,7 +110,10 @@ TrainData load_train_data(const Config& config, int64_t batch_size, int usable_c
   // Evaluation reads the test set as epoch 0 every time: nothing of a next epoch to prepare.
   if (out.test) out.test->set_epoch_limit(1);
   out.stats = loaders.stats;
-  out.input = {loaders.channels, loaders.height, loaders.width, loaders.classes};
+  out.input.channels = loaders.channels;
+  out.input.height = loaders.height;
+  out.input.width = loaders.width;
+  out.input.classes = loaders.classes;
   out.loader_threads = loaders.threads;
   out.decoded = loaders.decoded;
   return out;

@@ -16,6 +16,7 @@
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
+#include "loom/models/recompute.h"
 #include "loom/profile/flops.h"
 #include "loom/core/durable_file.h"
 #include "loom/train/optimizer.h"
@@ -35,6 +36,7 @@ void TrainingRun::set_up() {
                           replicas_);
   data_.train->set_epoch_limit(config_.train.epochs);
   model_ = models::make_model(config_.model, data_.input);
+  model_->set_recompute_every(models::recompute_every(config_.train));
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
   at::set_num_threads(info_.runtime.threads);
@@ -54,8 +56,8 @@ void TrainingRun::set_up() {
   info_.layout = plan_.describe();
   info_.pipeline_plan = layout_->plan_text();
   optimizer_ = make_optimizer(config_.optimizer, layout_->parameters());
-  loss_ = std::make_unique<models::CrossEntropyLoss>(config_.train.label_smoothing);
-  eval_loss_ = std::make_unique<models::CrossEntropyLoss>();
+  loss_ = models::make_task_loss(data_.input.task, config_.train.label_smoothing);
+  eval_loss_ = models::make_task_loss(data_.input.task);
   feeder_ = std::make_unique<data::Feeder>(data_.stats, format);
 
   steps_per_epoch_ = data_.train->steps_per_epoch() / plan_.step.micro_batches;
@@ -89,6 +91,11 @@ void TrainingRun::set_up() {
   if (leader()) {
     store_->remove_unfinished();  // what a killed save left behind
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
+    // The run's own tokenizer, for `loom generate RUN_DIR` wherever the token data goes later.
+    if (data_.input.task == models::Task::kLanguageModel) {
+      replace_file_atomically(options_.out_dir + "/tokenizer.model",
+                              read_file(config_.data.path + "/tokenizer.model"));
+    }
   }
   telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, data_.train.get(), rank_);
   if (!data_.train->worker_stats().empty()) {
@@ -104,6 +111,7 @@ void TrainingRun::set_up() {
   info_.steps_per_epoch = steps_per_epoch_;
   info_.total_steps = total_steps_;
   info_.epochs = config_.train.epochs;
+  info_.tokens_per_sample = data_.input.task == models::Task::kLanguageModel ? data_.input.seq_len : 0;
   info_.out_dir = options_.out_dir;
 }
 
@@ -187,9 +195,9 @@ parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epo
   watchdog_->waiting_for_batch(epoch, index);
   telemetry_->enter(profile::Phase::kDataWait);
   data::Batch batch = data_.train->batch(epoch, index);
-  if (batch.labels.size(0) == 0) return {at::Tensor(), batch.labels};  // every sample was bad
+  if (batch.size() == 0) return {at::Tensor(), batch.targets};  // every sample was bad
   telemetry_->enter(profile::Phase::kH2D);
-  return {feeder_->to_input(batch.images), batch.labels};
+  return {feeder_->to_input(batch.inputs), batch.targets};
 }
 
 void TrainingRun::forward_begins() {
@@ -337,6 +345,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     r.evaluated = true;
     r.test_loss = last_eval_.loss;
     r.test_accuracy = last_eval_.accuracy;
+    if (info_.tokens_per_sample > 0) r.test_perplexity = last_eval_.perplexity();
   }
   r.seconds = seconds_since(epoch_start);
   if (epoch_done) {
@@ -351,7 +360,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   if (r.evaluated) {
     record["test_loss"] = r.test_loss;
     record["test_accuracy"] = r.test_accuracy;
-    telemetry_->log_eval(r.step, r.test_loss, r.test_accuracy);
+    if (r.test_perplexity > 0) record["test_perplexity"] = r.test_perplexity;
+    telemetry_->log_eval(r.step, r.test_loss, r.test_accuracy, r.test_perplexity);
   }
   write_metrics(record);
   if (options_.observer) options_.observer->on_epoch(r);

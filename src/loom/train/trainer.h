@@ -38,6 +38,7 @@ struct RunInfo {
   std::string machine;  // topology description
   int64_t train_samples = 0, test_samples = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs = 0;
+  int64_t tokens_per_sample = 0;  // a language model's window; 0 for images
   int64_t resumed_from_step = -1;  // -1: fresh start
   std::string out_dir;
   std::string layout;         // parallel::LayoutPlan::describe()
@@ -50,6 +51,7 @@ struct StepReport {
   double loss = 0.0;  // mean over the steps since the last report line
   double learning_rate = 0.0;
   double samples_per_second = 0.0;  // recent throughput
+  double tokens_per_second = 0.0;   // a language model's (0 for images)
   double elapsed_seconds = 0.0, eta_seconds = 0.0;
   bool log_line = false;  // true every train.log_every steps
 };
@@ -59,6 +61,7 @@ struct EpochReport {
   double train_loss = 0.0;
   bool evaluated = false;
   double test_loss = 0.0, test_accuracy = 0.0;
+  double test_perplexity = 0.0;  // a language model's exp(test_loss); 0 for images
   double seconds = 0.0;
 };
 
@@ -84,6 +87,10 @@ struct TrainSummary {
   bool evaluated = false;  // test_* hold a result (there is a test split and train.eval is on)
   double test_accuracy = 0.0, test_loss = 0.0, final_train_loss = 0.0;
   double samples_per_second = 0.0;  // steady state: training steps only, after warm-up
+  // A language model: tokens per sample (its window), and exp(test_loss); 0 for images.
+  int64_t tokens_per_sample = 0;
+  double test_perplexity = 0.0;
+  double tokens_per_second() const { return samples_per_second * tokens_per_sample; }
   double wall_seconds = 0.0;
   double cpu_seconds = 0.0;  // of the whole process, over the run
   RuntimeChoice runtime;
@@ -120,8 +127,11 @@ struct TrainSummary {
   std::optional<profile::AutotuneResult> autotune;
   bool autotune_resumed = false;  // the result came from the checkpoint resumed from
   std::string autotune_skipped;
-  // Model FLOPs utilisation: training is taken as 3 forward passes.
-  double forward_flops_per_sample = 0;  // counted on the first step
+  // Model FLOPs utilisation: training is taken as 3 forward passes. The forward pass's FLOPs
+  // are counted on the first step, or come from the model's own formula (flops_basis says
+  // which: a transformer's 6N + 12 L d T per token).
+  double forward_flops_per_sample = 0;
+  std::string flops_basis = "counted";
   double peak_flops_per_second = 0;     // calibrated with a matrix product in peak_dtype
   std::string peak_dtype;
   // The BLAS library LibTorch's fp32 matrix products ran on, and their rate on one rank.

@@ -69,8 +69,8 @@ EvalResult TrainingRun::evaluate_test() {
       [&](int64_t b) {
         watchdog_->progress();
         data::Batch batch = data_.test->batch(0, b);
-        if (batch.labels.size(0) == 0) return parallel::MicroBatch{at::Tensor(), batch.labels};
-        return parallel::MicroBatch{feeder_->to_input(batch.images), batch.labels};
+        if (batch.size() == 0) return parallel::MicroBatch{at::Tensor(), batch.targets};
+        return parallel::MicroBatch{feeder_->to_input(batch.inputs), batch.targets};
       },
       [&](const at::Tensor& logits, const at::Tensor& labels) {
         tally.add(logits, labels, *eval_loss_);
@@ -96,6 +96,7 @@ void TrainingRun::report_step(double loss) {
   if (log_line && plan_.lockstep()) r.loss = layout_->mean_over_trainers(r.loss);
   r.learning_rate = last_lr_;
   r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
+  r.tokens_per_second = r.samples_per_second * static_cast<double>(info_.tokens_per_sample);
   r.elapsed_seconds = seconds_since(start_);
   const double per_step =
       steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
@@ -110,8 +111,9 @@ void TrainingRun::report_step(double loss) {
                                    {"lr", r.learning_rate},
                                    {"samples_per_second", r.samples_per_second},
                                    {"elapsed_seconds", r.elapsed_seconds}};
-  record.update(
-      telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate, r.samples_per_second));
+  if (r.tokens_per_second > 0) record["tokens_per_second"] = r.tokens_per_second;
+  record.update(telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate,
+                                       r.samples_per_second, r.tokens_per_second));
   if (replicas_ > 1) {
     record["comm_overlap"] = window_comm_seconds_ > 0
                                  ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
@@ -186,6 +188,8 @@ TrainSummary TrainingRun::summarize() {
   s.evaluated = last_eval_.samples > 0;
   s.test_accuracy = last_eval_.accuracy;
   s.test_loss = last_eval_.loss;
+  s.tokens_per_sample = info_.tokens_per_sample;
+  if (s.tokens_per_sample > 0 && s.evaluated) s.test_perplexity = last_eval_.perplexity();
   s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool have_steady = steady_seconds_ > 0;
   s.samples_per_second = have_steady           ? steady_samples_ / steady_seconds_
@@ -195,7 +199,9 @@ TrainSummary TrainingRun::summarize() {
                              : 0.0;
   s.wall_seconds = seconds_since(start_);
   s.cpu_seconds = process_cpu_seconds() - cpu_seconds_at_start_;
-  s.sample_bytes = data_.input.channels * data_.input.height * data_.input.width;
+  s.sample_bytes = s.tokens_per_sample > 0
+                       ? 2 * s.tokens_per_sample * static_cast<int64_t>(sizeof(int64_t))
+                       : data_.input.channels * data_.input.height * data_.input.width;
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
   s.last_checkpoint = last_checkpoint_;
@@ -249,6 +255,11 @@ TrainSummary TrainingRun::summarize() {
   s.findings = profile::advise(profiled);
   // A pipeline's ranks each counted their own stages' forward FLOPs.
   s.forward_flops_per_sample = layout_->sum_over_stages(forward_flops_per_sample_);
+  // Every rank holds the whole model's shape, whatever it trains of it.
+  if (const double by_formula = model_->training_flops_per_sample(); by_formula > 0) {
+    s.forward_flops_per_sample = by_formula / 3;
+    s.flops_basis = "6N + 12 L d T per token";
+  }
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;

@@ -154,9 +154,9 @@ TEST(DataWorker, ServesOverTlsToATrainerThatTrustsItsCertificate) {
     EXPECT_EQ(source.worker_stats()[0].state, "up") << source.worker_stats()[0].last_error;
     const Batch batch = source.batch(0, 1);
     EXPECT_TRUE(
-        batch.images.equal(make_loaders(config, config.data.batch_size, 1, 0, 1, false, false)
+        batch.inputs.equal(make_loaders(config, config.data.batch_size, 1, 0, 1, false, false)
                                .train->build_batch(0, 1)
-                               .images));
+                               .inputs));
     EXPECT_GE(source.worker_stats()[0].batches, 1);
   }
   options.connection.tls_ca = "";  // plaintext to a TLS port gets nowhere

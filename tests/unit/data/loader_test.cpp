@@ -63,20 +63,20 @@ TEST(Loader, OutputIsIdenticalForAnyThreadCountAndOrder) {
   for (int64_t epoch : {0, 1}) {
     for (int64_t step = 0; step < 5; ++step) {
       Batch a = one.batch(epoch, step), b = three.batch(epoch, step);
-      ASSERT_EQ(a.images.sizes(), (at::IntArrayRef{8, 32, 32, 3}));
-      EXPECT_TRUE(a.images.equal(b.images)) << "epoch " << epoch << " step " << step;
-      EXPECT_TRUE(a.labels.equal(b.labels));
+      ASSERT_EQ(a.inputs.sizes(), (at::IntArrayRef{8, 32, 32, 3}));
+      EXPECT_TRUE(a.inputs.equal(b.inputs)) << "epoch " << epoch << " step " << step;
+      EXPECT_TRUE(a.targets.equal(b.targets));
       for (int64_t i = 0; i < 8; ++i) {
-        EXPECT_EQ(a.labels[i].item<int64_t>(),
+        EXPECT_EQ(a.targets[i].item<int64_t>(),
                   folder->read(order.index_at(epoch, step * 8 + i)).label);
       }
     }
   }
   // A jump (as after resume) gives the same batch as getting there in order.
-  EXPECT_TRUE(three.batch(1, 3).images.equal(one.build_batch(1, 3).images));
-  EXPECT_TRUE(three.batch(0, 2).images.equal(one.build_batch(0, 2).images));
+  EXPECT_TRUE(three.batch(1, 3).inputs.equal(one.build_batch(1, 3).inputs));
+  EXPECT_TRUE(three.batch(0, 2).inputs.equal(one.build_batch(0, 2).inputs));
   // Augmentation differs between epochs.
-  EXPECT_FALSE(one.build_batch(0, 0).images.equal(one.build_batch(1, 0).images));
+  EXPECT_FALSE(one.build_batch(0, 0).inputs.equal(one.build_batch(1, 0).inputs));
 }
 
 TEST(Loader, EvaluationCropsAreDeterministicAndKeepTheLastBatch) {
@@ -87,8 +87,8 @@ TEST(Loader, EvaluationCropsAreDeterministicAndKeepTheLastBatch) {
   o.drop_last = false;
   Loader loader(folder, EpochOrder(20, 0, false), o);
   EXPECT_EQ(loader.steps_per_epoch(), 3);
-  EXPECT_EQ(loader.batch(0, 2).labels.size(0), 4);
-  EXPECT_TRUE(loader.batch(0, 0).images.equal(loader.batch(5, 0).images));
+  EXPECT_EQ(loader.batch(0, 2).targets.size(0), 4);
+  EXPECT_TRUE(loader.batch(0, 0).inputs.equal(loader.batch(5, 0).inputs));
   EXPECT_THROW(loader.batch(0, 3), Error);  // past the epoch: at once, not after a timeout
 }
 
@@ -111,7 +111,7 @@ TEST(Loader, CorruptFilesAreCountedByReasonAndSkipped) {
   Loader loader(folder, EpochOrder(65, 1), o);
   int64_t images = 0;
   for (int64_t step = 0; step < loader.steps_per_epoch(); ++step)
-    images += loader.batch(0, step).labels.size(0);
+    images += loader.batch(0, step).targets.size(0);
   LoaderStats s = loader.stats();
   EXPECT_EQ(s.samples, 65);
   EXPECT_EQ(s.bad[static_cast<int>(SampleFault::kTruncated)], 2);    // empty, truncated
@@ -178,13 +178,13 @@ TEST(Loader, SubstitutePolicyKeepsBatchesFullAndDeterministic) {
   Loader three(folder, EpochOrder(65, 4), o);
   for (int64_t step = 0; step < 5; ++step) {
     Batch a = one.batch(0, step), b = three.batch(0, step);
-    ASSERT_EQ(a.images.size(0), 13);
+    ASSERT_EQ(a.inputs.size(0), 13);
     EXPECT_TRUE(a.indices.equal(b.indices));
-    EXPECT_TRUE(a.images.equal(b.images));
+    EXPECT_TRUE(a.inputs.equal(b.inputs));
     for (int64_t i = 0; i < 13; ++i) {
       const int64_t index = a.indices[i].item<int64_t>();
       EXPECT_EQ(bad.count(index), 0u) << "a bad sample reached a batch";
-      EXPECT_EQ(a.labels[i].item<int64_t>(), folder->read(index).label);
+      EXPECT_EQ(a.targets[i].item<int64_t>(), folder->read(index).label);
     }
   }
   EXPECT_EQ(one.stats().substituted, 5);
@@ -298,7 +298,7 @@ TEST(Loader, PrefetchIsCappedByBytes) {
   o.prefetch_bytes = 1;
   Loader tiny(folder, EpochOrder(40, 9), o);
   EXPECT_EQ(tiny.prefetch_depth(), 1);  // always at least one batch
-  EXPECT_TRUE(tiny.batch(0, 1).images.equal(roomy.batch(0, 1).images));
+  EXPECT_TRUE(tiny.batch(0, 1).inputs.equal(roomy.batch(0, 1).inputs));
 }
 
 // The loader's threads go on into the next epoch while the consumer finishes one, so that an
@@ -324,17 +324,17 @@ TEST(Loader, PrefetchRunsOnIntoTheNextEpoch) {
     for (int64_t step = 0; step < 3; ++step) EXPECT_EQ(built.count({1, step}), 1u) << step;
   }
   for (int64_t step = 0; step < 5; ++step) {
-    EXPECT_TRUE(loader.batch(1, step).images.equal(loader.build_batch(1, step).images)) << step;
+    EXPECT_TRUE(loader.batch(1, step).inputs.equal(loader.build_batch(1, step).inputs)) << step;
   }
   // set_epoch(4) or a resume: the batches of epoch 2 prepared meanwhile are not handed out.
-  EXPECT_TRUE(loader.batch(4, 2).images.equal(loader.build_batch(4, 2).images));
+  EXPECT_TRUE(loader.batch(4, 2).inputs.equal(loader.build_batch(4, 2).inputs));
 
   Loader last(folder, EpochOrder(40, 9), small_options(2));
   last.set_epoch_limit(1);
   for (int64_t step = 0; step < 5; ++step) last.batch(0, step);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(last.ready_batches(), 0);
-  EXPECT_TRUE(last.batch(1, 0).images.equal(last.build_batch(1, 0).images));  // still built
+  EXPECT_TRUE(last.batch(1, 0).inputs.equal(last.build_batch(1, 0).inputs));  // still built
 }
 
 // The autotuner changes threads and prefetch depth while batches flow: the batches stay the
@@ -367,7 +367,7 @@ TEST(Loader, ThreadsAndPrefetchChangeWhileRunning) {
     built_by[step] = std::this_thread::get_id();
   });
   auto expect_step = [&](int64_t step) {
-    EXPECT_TRUE(loader.batch(0, step).images.equal(loader.build_batch(0, step).images))
+    EXPECT_TRUE(loader.batch(0, step).inputs.equal(loader.build_batch(0, step).inputs))
         << "step " << step;
   };
   for (int64_t step = 0; step < 4; ++step) expect_step(step);
@@ -412,11 +412,11 @@ TEST(InMemoryLoader, BatchesFollowTheEpochOrder) {
   Loader loader(set, order, in_memory_options({}, 4));
   EXPECT_EQ(loader.steps_per_epoch(), 2);
   Batch b = loader.batch(1, 1);
-  ASSERT_EQ(b.images.sizes(), (at::IntArrayRef{4, 4, 4, 1}));
+  ASSERT_EQ(b.inputs.sizes(), (at::IntArrayRef{4, 4, 4, 1}));
   for (int64_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(b.labels[i].item<int64_t>(), order.index_at(1, 4 + i));
+    EXPECT_EQ(b.targets[i].item<int64_t>(), order.index_at(1, 4 + i));
     EXPECT_EQ(b.indices[i].item<int64_t>(), order.index_at(1, 4 + i));
-    EXPECT_EQ(b.images[i][2][3][0].item<int64_t>(), b.labels[i].item<int64_t>());
+    EXPECT_EQ(b.inputs[i][2][3][0].item<int64_t>(), b.targets[i].item<int64_t>());
   }
   EXPECT_THROW(Loader(set, EpochOrder(10, 0), in_memory_options({}, 11)), ConfigError);
 }
@@ -431,7 +431,7 @@ TEST(InMemoryLoader, ShardedLoadersSplitTheEpochWithEqualSteps) {
     ASSERT_EQ(loader.steps_per_epoch(), 2);  // 10 samples each, 2 full batches of 4
     EXPECT_EQ(loader.identity().rank, rank);
     for (int64_t s = 0; s < 2; ++s) {
-      at::Tensor labels = loader.batch(0, s).labels;
+      at::Tensor labels = loader.batch(0, s).targets;
       seen.insert(seen.end(), labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + 4);
     }
   }
@@ -452,12 +452,12 @@ TEST(InMemoryLoader, ShiftAndFlipMovePixelsAndAreKeyedByEpoch) {
       in_memory_options(
           {{"random_crop", {{"size", {4}}, {"padding", {2}}}}, {"random_horizontal_flip", {}}}, 8));
   Batch a = shifted.batch(0, 0), p = plain.batch(0, 0);
-  EXPECT_FALSE(a.images.equal(p.images));
-  EXPECT_TRUE(a.images.equal(shifted.build_batch(0, 0).images));
-  EXPECT_FALSE(a.images.equal(shifted.build_batch(1, 0).images));
+  EXPECT_FALSE(a.inputs.equal(p.inputs));
+  EXPECT_TRUE(a.inputs.equal(shifted.build_batch(0, 0).inputs));
+  EXPECT_FALSE(a.inputs.equal(shifted.build_batch(1, 0).inputs));
   // Every output is the source shifted by (dy, dx) in [-2, 2], maybe mirrored, zeros outside.
   for (int64_t i = 0; i < 8; ++i) {
-    const at::Tensor src = p.images[i].squeeze(-1), out = a.images[i].squeeze(-1);
+    const at::Tensor src = p.inputs[i].squeeze(-1), out = a.inputs[i].squeeze(-1);
     bool explained = false;
     for (const bool flip : {false, true}) {
       const at::Tensor base = flip ? src.flip({1}) : src;

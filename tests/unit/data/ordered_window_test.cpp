@@ -26,16 +26,16 @@ TEST(OrderedWindow, TheConsumerTakesInOrderAndFreesRoomAhead) {
   EXPECT_EQ(window.ready(), 1);
   EXPECT_TRUE(window.deliver(first, 0, batch_of(1), nullptr, {}));
   ASSERT_TRUE(window.next_ready());
-  EXPECT_EQ(window.take().batch.images.item<uint8_t>(), 1);
+  EXPECT_EQ(window.take().batch.inputs.item<uint8_t>(), 1);
   auto third = window.claim(0, 2);  // room for (1, 0) now
   ASSERT_TRUE(third.has_value());
   EXPECT_EQ(third->epoch, 1);
   EXPECT_EQ(third->step, 0);
-  EXPECT_EQ(window.take().batch.images.item<uint8_t>(), 2);
+  EXPECT_EQ(window.take().batch.inputs.item<uint8_t>(), 2);
   // Moving to where the consumer stands keeps what was prepared.
   EXPECT_FALSE(window.move_to(1, 0));
   EXPECT_TRUE(window.deliver(*third, 0, batch_of(3), nullptr, {}));
-  EXPECT_EQ(window.take().batch.images.item<uint8_t>(), 3);
+  EXPECT_EQ(window.take().batch.inputs.item<uint8_t>(), 3);
 }
 
 TEST(OrderedWindow, AJumpDropsPreparedBatchesAndStaleClaims) {

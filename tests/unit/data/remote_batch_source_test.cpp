@@ -57,8 +57,8 @@ void expect_same_batches(BatchSource& source, const Loader& reference, int epoch
     for (int64_t step = 0; step < reference.steps_per_epoch(); ++step) {
       const Batch got = source.batch(epoch, step);
       const Batch want = reference.build_batch(epoch, step);
-      ASSERT_TRUE(got.images.equal(want.images)) << "epoch " << epoch << " step " << step;
-      ASSERT_TRUE(got.labels.equal(want.labels));
+      ASSERT_TRUE(got.inputs.equal(want.inputs)) << "epoch " << epoch << " step " << step;
+      ASSERT_TRUE(got.targets.equal(want.targets));
       ASSERT_TRUE(got.indices.equal(want.indices));
       if (after_batch) after_batch(++taken);
     }

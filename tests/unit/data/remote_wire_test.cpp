@@ -21,9 +21,9 @@ namespace {
 Batch sample_batch(int64_t count) {
   Batch b;
   // Compressible but not constant: rows of a ramp.
-  b.images =
+  b.inputs =
       (at::arange(count * 8 * 6 * 3, at::kLong) % 97).to(at::kByte).reshape({count, 8, 6, 3});
-  b.labels = at::arange(count, at::kLong) * 3;
+  b.targets = at::arange(count, at::kLong) * 3;
   b.indices = at::arange(count, at::kLong) + 1000;
   return b;
 }
@@ -78,7 +78,7 @@ TEST(BatchWire, SendsTheBatchOwnMemoryAndFramesItAsProtobufWould) {
   const remote::BatchReply reply = packed(batch, false);
   EXPECT_EQ(reply.epoch(), 2);
   EXPECT_EQ(reply.step(), 7);
-  EXPECT_EQ(reply.images().size(), static_cast<size_t>(batch.images.numel()));
+  EXPECT_EQ(reply.images().size(), static_cast<size_t>(batch.inputs.numel()));
 
   // No copy: the last slice is the tensor's memory, and the tensor stays alive with it.
   grpc::ByteBuffer buffer;
@@ -87,15 +87,15 @@ TEST(BatchWire, SendsTheBatchOwnMemoryAndFramesItAsProtobufWould) {
     buffer = pack_batch(own, 0, 0, LoaderStats{}, 0, false);
     const std::vector<grpc::Slice> slices = slices_of(buffer);
     ASSERT_EQ(slices.size(), 2u);
-    EXPECT_EQ(static_cast<const void*>(slices[1].begin()), own.images.data_ptr());
+    EXPECT_EQ(static_cast<const void*>(slices[1].begin()), own.inputs.data_ptr());
   }
   const std::vector<grpc::Slice> kept = slices_of(buffer);
-  EXPECT_EQ(std::memcmp(kept[1].begin(), batch.images.data_ptr(), kept[1].size()), 0);
+  EXPECT_EQ(std::memcmp(kept[1].begin(), batch.inputs.data_ptr(), kept[1].size()), 0);
 
   // Damage for tests goes to a private copy: the batch itself is left as it was.
   const Batch shared = sample_batch(4);
   const remote::BatchReply damaged = packed(shared, false, true);
-  EXPECT_TRUE(shared.images.equal(batch.images));
+  EXPECT_TRUE(shared.inputs.equal(batch.inputs));
   LoaderStats tally;
   EXPECT_THROW(unpack_batch(wire(damaged), false, shape_for(2, 7), tally), CorruptBatch);
 }
@@ -105,12 +105,12 @@ TEST(BatchWire, RoundTripsRawAndLz4) {
   for (bool lz4 : {false, true}) {
     remote::BatchReply reply = packed(batch, lz4);
     if (lz4) {
-      EXPECT_LT(reply.images().size(), static_cast<size_t>(batch.images.numel()));
+      EXPECT_LT(reply.images().size(), static_cast<size_t>(batch.inputs.numel()));
     }
     LoaderStats tally;
     const Batch got = unpack_batch(wire(reply), lz4, shape_for(2, 7), tally);
-    EXPECT_TRUE(got.images.equal(batch.images)) << "lz4 " << lz4;
-    EXPECT_TRUE(got.labels.equal(batch.labels));
+    EXPECT_TRUE(got.inputs.equal(batch.inputs)) << "lz4 " << lz4;
+    EXPECT_TRUE(got.targets.equal(batch.targets));
     EXPECT_TRUE(got.indices.equal(batch.indices));
     EXPECT_EQ(tally.samples, 5);
     EXPECT_EQ(tally.bad[0], 1);

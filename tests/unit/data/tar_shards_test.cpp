@@ -78,10 +78,10 @@ TEST_F(TarShardsTest, LoadsBatchesThroughTheLoader) {
   o.transforms = std::make_shared<TransformPipeline>(default_eval_transforms(16), 3, 0, 0, "t");
   Loader loader(shards, EpochOrder(10, 0, false), o);
   const Batch b = loader.batch(0, 1);
-  ASSERT_EQ(b.images.sizes(), (at::IntArrayRef{5, 16, 16, 3}));
-  EXPECT_EQ(b.labels[0].item<int64_t>(), 5 % 4);
+  ASSERT_EQ(b.inputs.sizes(), (at::IntArrayRef{5, 16, 16, 3}));
+  EXPECT_EQ(b.targets[0].item<int64_t>(), 5 % 4);
   // Image i is flat grey 20 * i (up to JPEG rounding).
-  EXPECT_NEAR(b.images[2].to(at::kFloat).mean().item<float>(), 20 * 7, 2.0);
+  EXPECT_NEAR(b.inputs[2].to(at::kFloat).mean().item<float>(), 20 * 7, 2.0);
 }
 
 TEST_F(TarShardsTest, ACutShortShardKeepsTheSamplesBeforeTheCut) {

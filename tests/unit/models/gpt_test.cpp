@@ -131,7 +131,7 @@ TEST(Gpt, PresetsAndShapesThatCannotBe) {
     make_gpt(odd);
     FAIL() << "16 wide in 3 heads";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("model.n_embd"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.gpt.n_embd"), std::string::npos) << e.what();
   }
 }
 

@@ -35,8 +35,8 @@ TEST(DataStream, GivesTheLoadersBatchesThenEndsTheEpochAndGoesOnWithTheNext) {
       ASSERT_TRUE(batch.has_value()) << epoch << " " << step;
       EXPECT_EQ(batch->epoch, epoch);
       EXPECT_EQ(batch->step, step);
-      EXPECT_TRUE(batch->images.equal(reference.train->batch(epoch, step).images));
-      EXPECT_TRUE(batch->labels.equal(reference.train->batch(epoch, step).labels));
+      EXPECT_TRUE(batch->inputs.equal(reference.train->batch(epoch, step).inputs));
+      EXPECT_TRUE(batch->targets.equal(reference.train->batch(epoch, step).targets));
     }
     EXPECT_EQ(stream.state().epoch, epoch + 1);  // the end reads as the next epoch's start
     EXPECT_EQ(stream.state().step, 0);
@@ -50,13 +50,13 @@ TEST(DataStream, RestoresMidEpochAndKeepsThePositionWhenTheSameEpochIsSet) {
   DataStream first(config, raw());
   for (int i = 0; i < 3; ++i) first.next();
   const data::LoaderState saved = first.state();
-  const at::Tensor expected = first.next()->images;
+  const at::Tensor expected = first.next()->inputs;
 
   DataStream second(config, raw());
   second.restore(saved);
   second.set_epoch(0);  // already in epoch 0: the restored step stays
   EXPECT_EQ(second.step(), 3);
-  EXPECT_TRUE(second.next()->images.equal(expected));
+  EXPECT_TRUE(second.next()->inputs.equal(expected));
   second.set_epoch(1);
   EXPECT_EQ(second.step(), 0);
 
@@ -77,9 +77,9 @@ TEST(DataStream, NormalisesToTheAskedTypeAndLayout) {
   o.channels_last = true;
   DataStream stream(synthetic_config(), o);
   const auto batch = stream.next();
-  EXPECT_EQ(batch->images.scalar_type(), at::kBFloat16);
-  EXPECT_EQ(batch->images.sizes(), (at::IntArrayRef{16, 3, 8, 8}));
-  EXPECT_TRUE(batch->images.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_EQ(batch->inputs.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(batch->inputs.sizes(), (at::IntArrayRef{16, 3, 8, 8}));
+  EXPECT_TRUE(batch->inputs.is_contiguous(at::MemoryFormat::ChannelsLast));
   EXPECT_THROW(parse_stream_dtype("int8", "dtype"), ConfigError);
   o.rank = 1;  // of a world of 1
   EXPECT_THROW(DataStream(synthetic_config(), o), ConfigError);

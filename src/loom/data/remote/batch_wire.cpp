@@ -159,7 +159,7 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
     std::string compressed;
   };
   auto payload = std::make_unique<Payload>();
-  payload->images = batch.images.contiguous();
+  payload->images = batch.inputs.contiguous();
   auto* raw = static_cast<char*>(payload->images.data_ptr());
   const size_t raw_bytes = static_cast<size_t>(payload->images.numel());
 
@@ -167,7 +167,7 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
   fields.set_epoch(epoch);
   fields.set_step(step);
   for (int64_t d : payload->images.sizes()) fields.add_shape(d);
-  fields.set_labels(tensor_bytes(batch.labels));
+  fields.set_labels(tensor_bytes(batch.targets));
   fields.set_indices(tensor_bytes(batch.indices));
   fields.set_crc32c(batch_crc(raw, raw_bytes, fields.labels(), fields.indices()));
   fields.set_samples(tally.samples);
@@ -246,8 +246,8 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
   // One copy, from the received slices into a tensor from the batch pool (reused memory rather
   // than pages faulted in afresh every batch).
   Batch batch;
-  batch.images = empty_batch_tensor({count, e.height, e.width, e.channels}, at::kByte);
-  auto* out = static_cast<char*>(batch.images.data_ptr());
+  batch.inputs = empty_batch_tensor({count, e.height, e.width, e.channels}, at::kByte);
+  auto* out = static_cast<char*>(batch.inputs.data_ptr());
   if (lz4) {
     if (raw_bytes > LZ4_MAX_INPUT_SIZE ||
         received.image_bytes > static_cast<uint64_t>(LZ4_COMPRESSBOUND(raw_bytes))) {
@@ -268,7 +268,7 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
   if (batch_crc(out, raw_bytes, fields.labels(), fields.indices()) != fields.crc32c()) {
     corrupt(e, "CRC-32C does not match its contents");
   }
-  batch.labels = int64_tensor(fields.labels(), count);
+  batch.targets = int64_tensor(fields.labels(), count);
   batch.indices = int64_tensor(fields.indices(), count);
   tally.samples += fields.samples();
   for (int i = 0; i < 4; ++i) tally.bad[static_cast<size_t>(i)] += fields.bad(i);

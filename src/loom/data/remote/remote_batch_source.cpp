@@ -201,7 +201,7 @@ void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
                                 std::exception_ptr error, const LoaderStats& tally) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t samples = batch.labels.defined() ? batch.labels.size(0) : 0;
+    const int64_t samples = batch.targets.defined() ? batch.targets.size(0) : 0;
     if (!window_.deliver(work, producer, std::move(batch), error, tally)) {
       // The trainer jumped elsewhere, or someone else was first: this answer is a duplicate.
       if (producer != kLocal && !window_.stale(work)) {

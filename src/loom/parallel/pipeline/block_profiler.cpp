@@ -34,8 +34,10 @@ class BlockMeasurer {
   BlockMeasurer(const models::Block& block, const at::Tensor& labels, const models::Loss& loss,
                 const BlockProfileOptions& options, const CachingCpuAllocator* allocator)
       : block_(block), labels_(labels), loss_(loss), options_(options), allocator_(allocator) {
-    for (const auto& [name, p] : block.parameters) {
-      if (p.requires_grad()) weights_.push_back(p);
+    for (const auto* list : {&block.parameters, &block.tied}) {
+      for (const auto& [name, p] : *list) {
+        if (p.requires_grad()) weights_.push_back(p);
+      }
     }
   }
 
@@ -87,6 +89,7 @@ class BlockMeasurer {
     p.backward_weight_seconds = upper_median(full_times) - p.backward_input_seconds;
     const double parameter_bytes = bytes_of(block_.parameters);
     p.state_bytes = parameter_bytes * (2 + options_.optimizer_states) + bytes_of(block_.buffers);
+    p.tied_state_bytes = bytes_of(block_.tied) * (2 + options_.optimizer_states);
     for (const auto& [name, t] : block_.parameters) p.parameters += static_cast<double>(t.numel());
     return p;
   }
@@ -116,6 +119,16 @@ std::vector<BlockProfile> profile_blocks(models::Model& model, const at::Tensor&
     out.push_back(measurer.measure(x, i + 1 == blocks.size(), output));
     // The next block's input, as a stage would receive it: a leaf that wants its gradient.
     x = output.requires_grad_(true);
+  }
+  // Which block owns each block's tied parameters.
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].tied.empty()) continue;
+    const std::string& name = blocks[i].tied.front().first;
+    for (size_t owner = 0; owner < blocks.size(); ++owner) {
+      for (const auto& [owned, p] : blocks[owner].parameters) {
+        if (owned == name) out[i].tied_owner = static_cast<int>(owner);
+      }
+    }
   }
   // The model's parameters received gradients from nothing we keep: leave them unset.
   for (auto& [name, p] : model.named_parameters()) p.mutable_grad().reset();

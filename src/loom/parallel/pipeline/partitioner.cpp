@@ -38,12 +38,16 @@ class StageCoster {
       if (stage > 0) bytes += blocks_[static_cast<size_t>(first - 1)].output_bytes;  // gradient
       p.transfer_seconds = bytes / options_.link_bytes_per_second;
     }
-    double backward_peak = 0;
+    double backward_peak = 0, tied_copies = 0;
     for (int b = first; b < end; ++b) {
-      backward_peak = std::max(backward_peak, blocks_[static_cast<size_t>(b)].backward_peak_bytes);
+      const BlockProfile& block = blocks_[static_cast<size_t>(b)];
+      backward_peak = std::max(backward_peak, block.backward_peak_bytes);
+      if (block.tied_owner >= 0 && (block.tied_owner < first || block.tied_owner >= end)) {
+        tied_copies += block.tied_state_bytes;
+      }
     }
     p.memory_bytes =
-        options_.resident_bytes + state_[end] - state_[first] +
+        options_.resident_bytes + state_[end] - state_[first] + tied_copies +
         options_.in_flight[static_cast<size_t>(stage)] * (activations_[end] - activations_[first]) +
         backward_peak;
     return p;

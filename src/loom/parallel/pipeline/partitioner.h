@@ -23,6 +23,10 @@ struct BlockProfile {
   // kernel workspaces): a stage peaks at the largest of its blocks'.
   double backward_peak_bytes = 0;
   double parameters = 0;  // element count, for the parameter-balanced baseline
+  // Parameters it reads that block `tied_owner` owns (a tied embedding): a stage without the
+  // owner keeps a copy, with its gradient and optimizer state (-1: none).
+  double tied_state_bytes = 0;
+  int tied_owner = -1;
 
   double compute_seconds() const {
     return forward_seconds + backward_input_seconds + backward_weight_seconds;

@@ -66,8 +66,10 @@ PipelineExecutor::PipelineExecutor(Schedule schedule,
                   " has no blocks");
     }
     for (const models::Block& block : stage_blocks_[static_cast<size_t>(s)]) {
-      for (const auto& [name, p] : block.parameters) {
-        if (p.requires_grad()) stage_weights_[static_cast<size_t>(s)].push_back(p);
+      for (const auto* list : {&block.parameters, &block.tied}) {
+        for (const auto& [name, p] : *list) {
+          if (p.requires_grad()) stage_weights_[static_cast<size_t>(s)].push_back(p);
+        }
       }
     }
   }
@@ -111,7 +113,7 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         break;
       case ActionKind::kSendForward:
         send(slot(a).output, a, a.stage + 1);
-        send(slot(a).labels, a, a.stage + 1);
+        send(slot(a).targets, a, a.stage + 1);
         break;
       case ActionKind::kSendBackward:
         send(slot(a).input_grad, a, a.stage - 1);
@@ -120,7 +122,7 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
       case ActionKind::kRecvForward: {
         Slot& s = slot(a);
         s.input = receive(a, a.stage - 1);
-        s.labels = receive(a, a.stage - 1);
+        s.targets = receive(a, a.stage - 1);
         if (!is_empty(s)) s.input.requires_grad_(true);
         break;
       }
@@ -149,22 +151,22 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
   if (a.stage == 0) {
     MicroBatch batch = micro_batch(a.microbatch);
     s.input = batch.input;
-    s.labels = batch.labels;
+    s.targets = batch.targets;
   }
-  if (!s.labels.defined()) fail(a, "forward without its input");
+  if (!s.targets.defined()) fail(a, "forward without its input");
   if (is_empty(s)) {  // every sample of it was bad: nothing to compute, but the stages go on
     s.output = at::empty({0});
     hand_over(a, s.output);
     return;
   }
   if (!s.input.defined()) fail(a, "forward without its input");
-  const int64_t samples = s.labels.size(0);
+  const int64_t samples = s.targets.size(0);
   observer_.enter(Phase::kForward);
   observer_.forward_begins();
   const at::Tensor y = run_stage(a, s.input);
   observer_.forward_ends(samples);
   if (is_last(a.stage)) {
-    at::Tensor loss = loss_(y, s.labels);
+    at::Tensor loss = loss_(y, s.targets);
     outcome.loss_sum += loss.item<double>();
     outcome.samples += samples;
     s.output = loss / static_cast<double>(schedule_.microbatches);
@@ -193,7 +195,7 @@ at::Tensor PipelineExecutor::run_stage(const Action& a, const at::Tensor& input)
 void PipelineExecutor::hand_over(const Action& a, const at::Tensor& output) {
   if (is_last(a.stage) || rank_of(a.stage + 1) != rank_) return;
   Slot& next = slot({a.stage + 1, ActionKind::kForward, a.microbatch});
-  next.labels = slot(a).labels;
+  next.targets = slot(a).targets;
   next.input = is_empty(next) ? output : output.detach().requires_grad_(true);
 }
 
@@ -289,24 +291,24 @@ void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& bat
       if (stage == 0) {
         MicroBatch mb = batch(b);
         s.input = mb.input;
-        s.labels = mb.labels;
+        s.targets = mb.targets;
       } else if (rank_of(stage - 1) == rank_) {
         s = std::move(slots_[{stage, 0}]);
         slots_.erase({stage, 0});
       } else {
         s.input = receive(a, stage - 1);
-        s.labels = receive(a, stage - 1);
+        s.targets = receive(a, stage - 1);
       }
       const at::Tensor y = is_empty(s) ? at::empty({0}) : run_stage(a, s.input);
       if (is_last(stage)) {
-        if (!is_empty(s)) output(y, s.labels);
+        if (!is_empty(s)) output(y, s.targets);
       } else if (rank_of(stage + 1) == rank_) {
         Slot& next = slots_[{stage + 1, 0}];
-        next.labels = s.labels;
+        next.targets = s.targets;
         next.input = y;
       } else {
         send(y, a, stage + 1);
-        send(s.labels, a, stage + 1);
+        send(s.targets, a, stage + 1);
       }
     }
     // Bounded memory: one batch in flight at a time.

@@ -2,7 +2,7 @@
 // rank. Forward and backward run the rank's stages (chains of the model's blocks); activations
 // go to the next stage's rank and input gradients back to the previous one, point to point over
 // the Communicator (shared memory inside a host, Gloo across hosts). The first stage reads the
-// micro-batches; their labels travel with the activations to the last stage, which computes the
+// micro-batches; their targets travel with the activations to the last stage, which computes the
 // loss (scaled by 1/micro-batches, so the step's gradient is the mean over them, as with
 // accumulation). Every rank returns the step's loss and samples, and every rank reports the
 // step's mean loss to the observer, so a non-finite loss stops all stages at the same step.
@@ -60,8 +60,8 @@ class PipelineExecutor : public StepExecutor {
 
   // Forward only, without gradients, `batches` batches one after another through every stage
   // (evaluation). The first stage reads `batch(b)`; on the last stage's rank `output` gets each
-  // batch's last-stage output and labels. Every rank must call it with the same count.
-  using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& labels)>;
+  // batch's last-stage output and targets. Every rank must call it with the same count.
+  using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& targets)>;
   void forward_only(int64_t batches, const MicroBatchSource& batch, const OutputSink& output);
 
   int rank() const { return rank_; }
@@ -70,7 +70,7 @@ class PipelineExecutor : public StepExecutor {
  private:
   // What one (stage, micro-batch) keeps between its actions.
   struct Slot {
-    at::Tensor labels;       // from the micro-batch, passed on with the activations
+    at::Tensor targets;      // from the micro-batch, passed on with the activations
     at::Tensor input;        // received activations (a leaf that wants its gradient)
     at::Tensor output;       // the stage's output, or the scaled loss on the last stage
     at::Tensor output_grad;  // received from the next stage
@@ -89,7 +89,7 @@ class PipelineExecutor : public StepExecutor {
   at::Tensor receive(const Action& a, int peer_stage);
   // Where forward leaves a stage's output when the next stage runs on this rank too.
   void hand_over(const Action& a, const at::Tensor& output);
-  bool is_empty(const Slot& s) const { return s.labels.defined() && s.labels.size(0) == 0; }
+  bool is_empty(const Slot& s) const { return s.targets.defined() && s.targets.size(0) == 0; }
   // The step's loss and samples, known to the last stage, for every rank.
   void share_outcome(StepOutcome& outcome);
   Slot& slot(const Action& a) { return slots_[{a.stage, a.microbatch}]; }

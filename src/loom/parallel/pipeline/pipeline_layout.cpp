@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "loom/comm/tensor_message.h"
@@ -12,6 +14,37 @@
 #include "loom/parallel/local_grad_sync.h"
 
 namespace loom::parallel::pipeline {
+namespace {
+
+// The pipeline executor, then the tied parameters' gradients summed between their copies.
+class SumTiedAfterStep : public StepExecutor {
+ public:
+  SumTiedAfterStep(std::unique_ptr<StepExecutor> inner, const TiedParameters& tied,
+                   comm::Communicator& comm)
+      : inner_(std::move(inner)), tied_(tied), comm_(comm) {}
+  int64_t micro_batches() const override { return inner_->micro_batches(); }
+  StepOutcome run(const MicroBatchSource& micro_batch) override {
+    const StepOutcome outcome = inner_->run(micro_batch);
+    tied_.sum_gradients(comm_);
+    return outcome;
+  }
+
+ private:
+  std::unique_ptr<StepExecutor> inner_;
+  const TiedParameters& tied_;
+  comm::Communicator& comm_;
+};
+
+models::NamedTensors first_of_each_name(models::NamedTensors all) {
+  std::set<std::string> seen;
+  models::NamedTensors out;
+  for (auto& named : all) {
+    if (seen.insert(named.first).second) out.push_back(std::move(named));
+  }
+  return out;
+}
+
+}  // namespace
 
 PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
                                const MakeGroup& make_group, PipelineLayoutOptions options)
@@ -29,9 +62,11 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
     replica_group_ = make_group(replica_ranks, "stage" + std::to_string(plan_.pipeline_rank));
   }
   stages_ = stage_blocks(model.blocks(), options_.split);
+  tied_ = TiedParameters(stages_, options_.schedule, pipeline().rank());
   StageTensors own = keep_own_stages(stages_, options_.schedule, pipeline().rank());
   parameters_ = std::move(own.parameters);
   buffers_ = std::move(own.buffers);
+  for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
 }
 
 void PipelineLayout::start(const StartOptions& options) {
@@ -48,14 +83,19 @@ void PipelineLayout::start(const StartOptions& options) {
       std::make_unique<PipelineExecutor>(options_.schedule, stages_, *options.loss, *grad_sync_,
                                          pipeline(), *options.observer, executor);
   executor_of_schedule_ = pipelined.get();
-  executor_ = std::move(pipelined);
+  if (tied_.empty()) {
+    executor_ = std::move(pipelined);
+  } else {
+    executor_ = std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline());
+  }
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model.
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) a->reset_peak();
 }
 
 void PipelineLayout::clip_gradients(double max_norm) {
-  clip_grad_norm_across(parameters_, max_norm, pipeline());
+  // A tied parameter's copies hold the same gradient: counted once, by its owner.
+  clip_grad_norm_across(parameters_, max_norm, pipeline(), tied_copies_);
 }
 
 double PipelineLayout::mean_over_trainers(double value) {
@@ -74,8 +114,9 @@ std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) 
   // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
   comm::Communicator& comm = pipeline();
   CheckpointTensors all;
-  all.model = gather_on_rank0(comm, mine.model);
-  all.optimizer = gather_on_rank0(comm, mine.optimizer);
+  // A tied parameter comes from its owner and from each copy, equal: kept once.
+  all.model = first_of_each_name(gather_on_rank0(comm, mine.model));
+  all.optimizer = first_of_each_name(gather_on_rank0(comm, mine.optimizer));
   const models::NamedTensors rngs =
       gather_on_rank0(comm, {{std::to_string(comm.rank()), mine.rng}});
   if (comm.rank() != 0) return std::nullopt;
@@ -158,6 +199,18 @@ std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, 
 
 StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stages,
                              const Schedule& schedule, int rank) {
+  // What this rank's stages own, and what they read of other stages' (tied parameters).
+  std::set<std::string> owned, kept;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (schedule.stage_rank[s] != rank) continue;
+    for (const models::Block& b : stages[s]) {
+      for (const auto* list : {&b.parameters, &b.buffers}) {
+        for (const auto& [name, t] : *list) owned.insert(name);
+      }
+      for (const auto& [name, t] : b.tied) kept.insert(name);
+    }
+  }
+  kept.insert(owned.begin(), owned.end());
   StageTensors own;
   at::NoGradGuard no_grad;
   for (size_t s = 0; s < stages.size(); ++s) {
@@ -166,22 +219,30 @@ StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stag
       if (ours) {
         own.parameters.insert(own.parameters.end(), b.parameters.begin(), b.parameters.end());
         own.buffers.insert(own.buffers.end(), b.buffers.begin(), b.buffers.end());
+        for (const auto& named : b.tied) {
+          const bool listed = std::any_of(own.tied_copies.begin(), own.tied_copies.end(),
+                                          [&](const auto& n) { return n.first == named.first; });
+          if (!owned.count(named.first) && !listed) own.tied_copies.push_back(named);
+        }
         continue;
       }
-      for (const auto& [name, p] : b.parameters) p.set_data(at::empty({0}, p.options()));
+      for (const auto& [name, p] : b.parameters) {
+        if (!kept.count(name)) p.set_data(at::empty({0}, p.options()));
+      }
       for (const auto& [name, t] : b.buffers) t.set_data(at::empty({0}, t.options()));
     }
   }
+  own.parameters.insert(own.parameters.end(), own.tied_copies.begin(), own.tied_copies.end());
   return own;
 }
 
 void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
-                           comm::Communicator& comm) {
+                           comm::Communicator& comm, const std::set<std::string>& copies) {
   // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
   // summed in double, so the sum over ranks is the same whichever rank adds first.
   double squares = 0;
   for (const auto& [name, p] : parameters) {
-    if (!p.grad().defined()) continue;
+    if (!p.grad().defined() || copies.count(name)) continue;
     const double norm = p.grad().norm().item<double>();
     squares += norm * norm;
   }

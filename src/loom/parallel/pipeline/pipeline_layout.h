@@ -1,5 +1,7 @@
 // Pipelines as a ParallelLayout: P x D ranks run D pipelines of P stages as data-parallel
-// replicas. Ranks dP .. dP + P-1 form pipeline d (this rank's pipeline group), and the ranks of
+// replicas. A parameter that blocks of different ranks read (a language model's embedding,
+// tied to its head) is kept on each of them and their gradients are summed after every step's
+// backward, as Megatron-LM does; each copy then takes the same optimizer step. Ranks dP .. dP + P-1 form pipeline d (this rank's pipeline group), and the ranks of
 // one stage in every pipeline form its replica group, over which that stage's gradients are
 // summed. Each rank keeps (trains, saves, evaluates) only its own stages' tensors; checkpoints
 // gather every stage's on rank 0 under the model's own names.
@@ -7,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/pipeline/schedule.h"
+#include "loom/parallel/pipeline/tied_parameters.h"
 
 namespace loom::parallel::pipeline {
 
@@ -64,23 +68,29 @@ class PipelineLayout : public ParallelLayout {
   comm::Communicator& job_;
   PipelineLayoutOptions options_;
   std::vector<std::vector<models::Block>> stages_;
+  TiedParameters tied_;                  // held on several of the pipeline's ranks
+  std::set<std::string> tied_copies_;  // of parameters_, those another stage owns
   std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several pipelines
   PipelineExecutor* executor_of_schedule_ = nullptr;                    // executor_, once started
 };
 
-// The parameters and buffers of the stages `rank` runs, under the model's names. The tensors
-// of the other ranks' stages are released (left empty): they need no memory here.
+// The parameters and buffers of the stages `rank` runs, under the model's names, and the
+// parameters of other stages that its blocks read (tied_copies, also among `parameters`: it
+// trains its copy). The tensors of the other ranks' stages are released (left empty): they need
+// no memory here.
 struct StageTensors {
   models::NamedTensors parameters, buffers;
+  models::NamedTensors tied_copies;
 };
 StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stages,
                              const Schedule& schedule, int rank);
 
 // Scales the gradients of `parameters` so that the norm over all of them, on every rank of
 // `comm`, is at most `max_norm` (as torch's clip_grad_norm_ does for one process). Every rank
-// calls it with its own parameters.
+// calls it with its own parameters; `copies` are counted by another rank (tied parameters' copies,
+// which hold their owner's gradient) but scaled here too.
 void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
-                           comm::Communicator& comm);
+                           comm::Communicator& comm, const std::set<std::string>& copies = {});
 
 // Every rank's peak of tensor memory in use (caching allocator; 0 without it), in rank order, on
 // every rank of `comm` (null: this process alone).

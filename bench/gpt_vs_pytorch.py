@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""`loom train` of a GPT against nanoGPT's training loop in Python (bench/peers/nanogpt_train.py,
+Debian's python3-torch: the same LibTorch), side by side in one run, on the same token shards
+(the Jargon File, tokenized here once), the same model shape, precision and threads. Each pair
+runs R times interleaved; the table shows median tokens/s, the ratio Loom / PyTorch (target
+>= 1.2) and Loom's MFU (by 6N + 12 L d T against the matrix-product peak it calibrates).
+
+Usage: bench/gpt_vs_pytorch.py [--loom build/bin/loom] [--repeats R] [--steps N]
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "peers", "nanogpt_train.py")
+JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
+
+# gpt_mini's shape (6 layers, 6 heads, 384 wide) at a context of 256 and the corpus's 4000
+# pieces: 12.3M parameters.
+SHAPE = {"n_layer": 6, "n_head": 6, "n_embd": 384, "seq_len": 256}
+
+
+def run_loom(loom, data, precision, batch, steps):
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [loom, "train", "--out", out, "--set", "data=tokens", "--set", f"data.path={data}",
+               "--set", "model=gpt", "--set", f"model.gpt.n_layer={SHAPE['n_layer']}",
+               "--set", f"model.gpt.n_head={SHAPE['n_head']}",
+               "--set", f"model.gpt.n_embd={SHAPE['n_embd']}",
+               "--set", f"data.seq_len={SHAPE['seq_len']}", "--set", f"data.batch_size={batch}",
+               "--set", f"train.max_steps={steps}", "--set", "train.eval=false",
+               "--set", "checkpoint.enabled=false", "--set", "optimizer.name=adamw",
+               "--set", "optimizer.lr=0.001", "--set", "optimizer.weight_decay=0.1",
+               "--set", "train.grad_clip=1", "--set", f"runtime.precision={precision}",
+               "--set", "runtime.threads=2"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+    return s["tokens_per_second"], s["mfu"]["mfu"], s["parameters"]
+
+
+def run_peer(data, precision, batch, steps):
+    cmd = ["/usr/bin/python3", PEER, "--data", data, "--precision", precision, "--threads", "2",
+           "--batch", str(batch), "--steps", str(steps)] + [
+        f"--{k.replace('_', '-')}={v}" for k, v in SHAPE.items()]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    s = json.loads(out.strip().splitlines()[-1])
+    return s["tokens_per_second"], s["parameters"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    if not os.path.exists(JARGON):
+        print(f"skipped: {JARGON} missing (jargon-text)")
+        return 0
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "tok")
+        subprocess.run([a.loom, "data", "tokenize", JARGON, "--out", data, "--vocab-size", "4000"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+              f"GPT {SHAPE}, batch {a.batch}, {a.steps} steps; medians of {a.repeats} "
+              "interleaved runs")
+        print(f"{'precision':10} {'loom tokens/s':>14} {'pytorch tokens/s':>17} {'ratio':>6} "
+              f"{'loom MFU':>9}")
+        for precision in ["fp32", "bf16"]:
+            loom_rates, peer_rates, mfus = [], [], []
+            for _ in range(a.repeats):
+                rate, mfu, params = run_loom(a.loom, data, precision, a.batch, a.steps)
+                loom_rates.append(rate)
+                mfus.append(mfu)
+                rate, peer_params = run_peer(data, precision, a.batch, a.steps)
+                peer_rates.append(rate)
+                assert params == peer_params, (params, peer_params)
+            lm, pm = statistics.median(loom_rates), statistics.median(peer_rates)
+            print(f"{precision:10} {lm:14.0f} {pm:17.0f} {lm / pm:6.2f} "
+                  f"{100 * statistics.median(mfus):8.1f}%   ({params:,} parameters)", flush=True)
+            results.append({"precision": precision, "loom": loom_rates, "pytorch": peer_rates,
+                            "ratio": lm / pm, "mfu": mfus, "parameters": params, "target": 1.2})
+    if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

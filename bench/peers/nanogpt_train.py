@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `loom train` on a GPT: nanoGPT's model and training loop as a user writes
+them in Python (Debian's python3-torch, the same LibTorch as libtorch-dev), on the same token
+shards. Torch 1.13 has no scaled_dot_product_attention, so attention is the explicit
+softmax(QK^T / sqrt(d)) V under a causal mask, as nanoGPT's fallback and Loom's gpt compute it.
+
+The loop: a batch of random windows from the memory-mapped shard (nanoGPT's get_batch), the
+forward pass and loss under CPU autocast when bf16, backward, gradient clipping at 1, AdamW,
+zero_grad(set_to_none). Prints one JSON object: tokens_per_second over the steady steps (the
+first min(5, steps / 10) are warm-up and not timed, as in Loom's summary) and the settings.
+"""
+import argparse
+import contextlib
+import glob
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, seq_len):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool))
+        self.register_buffer("mask", mask.view(1, 1, seq_len, seq_len), persistent=False)
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q, k, v = (y.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for y in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, seq_len):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, seq_len)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, seq_len, n_layer, n_head, n_embd):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(seq_len, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head, seq_len) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "ln_" not in name:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, targets):
+        t = idx.size(1)
+        x = self.wte(idx) + self.wpe(torch.arange(t))
+        for block in self.h:
+            x = block(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied, as GPT-2
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+
+
+def read_shard(path):
+    """A Loom token shard: a 64-byte header (docs/formats.md), then the tokens."""
+    with open(path, "rb") as f:
+        header = f.read(64)
+    assert header[:8] == b"LOOMTOKS", path
+    dtype = np.uint16 if int.from_bytes(header[12:16], "little") == 2 else np.uint32
+    vocab = int.from_bytes(header[16:24], "little")
+    return np.memmap(path, dtype=dtype, mode="r", offset=64), vocab
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", required=True, help="a `loom data tokenize` folder")
+    p.add_argument("--n-layer", type=int, default=6)
+    p.add_argument("--n-head", type=int, default=6)
+    p.add_argument("--n-embd", type=int, default=384)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    tokens, vocab = read_shard(sorted(glob.glob(os.path.join(a.data, "train-*.tokens")))[0])
+    model = GPT(vocab, a.seq_len, a.n_layer, a.n_head, a.n_embd)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.1)
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
+                else contextlib.nullcontext())
+    rng = np.random.default_rng(0)
+
+    def get_batch():
+        starts = rng.integers(0, len(tokens) - a.seq_len - 1, a.batch)
+        rows = np.stack([tokens[s:s + a.seq_len + 1].astype(np.int64) for s in starts])
+        rows = torch.from_numpy(rows)
+        return rows[:, :-1], rows[:, 1:]
+
+    warmup = min(5, a.steps // 10)
+    start = None
+    for step in range(a.steps):
+        if step == warmup:
+            start = time.perf_counter()
+        x, y = get_batch()
+        with autocast:
+            loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    seconds = time.perf_counter() - start
+    timed = a.steps - warmup
+    print(json.dumps({"tokens_per_second": timed * a.batch * a.seq_len / seconds,
+                      "step_seconds": seconds / timed, "final_loss": loss.item(),
+                      "parameters": sum(p.numel() for p in model.parameters()),
+                      "precision": a.precision, "threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()

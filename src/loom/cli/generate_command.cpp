@@ -1,0 +1,120 @@
+// `loom generate RUN_DIR --prompt TEXT --tokens N [--temperature T --top-k K --seed S --json]`:
+// text from a language model that `loom train` trained, continued from a prompt. The model is
+// rebuilt from the run's config.yaml, its tensors come from the run's last committed checkpoint
+// (whatever layout wrote it), and the prompt is encoded with the run's own tokenizer (the copy
+// in RUN_DIR, else the one beside its token data). Tokens are drawn one at a time with a KV
+// cache; the draws are a pure function of --seed.
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+#include "loom/data/tokenizer.h"
+#include "loom/models/gpt.h"
+#include "loom/models/module_model.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/train_data.h"
+
+namespace loom::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string run_dir, prompt;
+  int64_t tokens = 100;
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+std::string tokenizer_of(const std::string& run_dir, const Config& config) {
+  for (const std::string& path :
+       {run_dir + "/tokenizer.model", config.data.path + "/tokenizer.model"}) {
+    if (std::filesystem::exists(path)) return path;
+  }
+  throw DataError("generate: no tokenizer.model in '" + run_dir + "' or in its data.path '" +
+                  config.data.path + "'");
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (!std::filesystem::exists(a.run_dir + "/config.yaml")) {
+    throw ConfigError("RUN_DIR: no config.yaml in '" + a.run_dir +
+                      "' (is it the output directory of `loom train`?)");
+  }
+  if (a.temperature < 0) throw ConfigError("--temperature: must be >= 0 (0: the likeliest token)");
+  if (a.top_k < 0) throw ConfigError("--top-k: must be >= 0 (0: every token)");
+  const Config config = load_run_config({a.run_dir + "/config.yaml"}, {});
+  if (config.model.name != "gpt") {
+    throw ConfigError("RUN_DIR: '" + a.run_dir + "' trained " + config.model.name +
+                      ", not a language model (model.name: gpt)");
+  }
+  const std::optional<std::string> checkpoint =
+      train::CheckpointStore(a.run_dir + "/checkpoints", 1, 0).latest();
+  if (!checkpoint) throw DataError("generate: '" + a.run_dir + "' has no committed checkpoint");
+  const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_of(a.run_dir, config));
+
+  models::InputSpec input;
+  input.task = models::Task::kLanguageModel;
+  input.classes = tokenizer.vocab_size();
+  input.seq_len = train::token_seq_len(config);
+  std::unique_ptr<models::Model> model = models::make_model(config.model, input);
+  train::restore_model(train::CheckpointStore::load(*checkpoint), *checkpoint,
+                       model->named_parameters(), model->named_buffers());
+  auto* gpt = dynamic_cast<models::ModuleModel*>(model.get());
+  if (!gpt) throw Error("generate: model '" + model->name() + "' is not the zoo's gpt");
+
+  // An empty prompt starts a new document, as the end-of-text id does in the shards.
+  std::vector<int64_t> prompt;
+  for (int32_t id : tokenizer.encode(a.prompt)) prompt.push_back(id);
+  if (prompt.empty()) prompt.push_back(tokenizer.eos_id());
+  models::Sampling sampling;
+  sampling.temperature = a.temperature;
+  sampling.top_k = a.top_k;
+  sampling.seed = a.seed;
+  sampling.stop_id = tokenizer.eos_id();
+  const std::vector<int64_t> drawn =
+      models::gpt_generate(gpt->module(), prompt, a.tokens, sampling);
+  std::vector<int32_t> text_ids;
+  for (int64_t id : drawn) {
+    if (id != tokenizer.eos_id()) text_ids.push_back(static_cast<int32_t>(id));
+  }
+  const std::string text = tokenizer.decode(text_ids);
+  if (a.json) {
+    std::printf("%s\n", nlohmann::ordered_json{{"checkpoint", *checkpoint},
+                                               {"prompt", a.prompt},
+                                               {"text", text},
+                                               {"tokens", drawn},
+                                               {"seed", a.seed}}
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf("%s%s%s\n", a.prompt.c_str(), a.prompt.empty() ? "" : " ", text.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "generate", "Continue a prompt with a language model trained by `loom train` (KV cache)");
+  sub->add_option("run_dir", a->run_dir, "Output directory of a `loom train` run of a gpt")
+      ->required();
+  sub->add_option("--prompt", a->prompt, "Text to continue (default: a new paragraph)");
+  sub->add_option("--tokens", a->tokens, "Tokens to draw at most (stops early at end of text)")
+      ->capture_default_str();
+  sub->add_option("--temperature", a->temperature, "Softmax temperature; 0 = always the likeliest")
+      ->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "Draw from the k likeliest tokens only; 0 = from all")
+      ->capture_default_str();
+  sub->add_option("--seed", a->seed, "Seed of the draws: the same seed, the same text")
+      ->capture_default_str();
+  sub->add_flag("--json", a->json, "One JSON line: checkpoint, prompt, text, token ids");
+  return {sub, [a] { return run_generate(*a); }};
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,46 @@
+// Parameters that blocks of different pipeline ranks share (a language model's token embedding,
+// which its head reads again): each of those ranks keeps a copy and trains it, and after every
+// step's backward the copies' gradients are summed, so that every copy takes the same optimizer
+// step from the whole gradient and the copies stay equal (Megatron-LM's embedding group).
+//
+// The sum is one all-reduce over the pipeline's ranks, in which ranks without a copy (middle
+// stages) take part with zeros: one collective every rank calls in the same order, without a
+// group per pair of ranks.
+//
+// Threading: the training thread.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/models/model.h"
+#include "loom/parallel/pipeline/schedule.h"
+
+namespace loom::parallel::pipeline {
+
+class TiedParameters {
+ public:
+  TiedParameters() = default;
+  // Finds the parameters of `stages` that blocks on more than one pipeline rank read, before
+  // keep_own_stages releases the others' tensors (their sizes are taken here).
+  TiedParameters(const std::vector<std::vector<models::Block>>& stages, const Schedule& schedule,
+                 int rank);
+
+  bool empty() const { return entries_.empty(); }
+  // Adds every copy's gradient (collective over `pipeline`, the ranks of one pipeline).
+  void sum_gradients(comm::Communicator& pipeline) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    at::Tensor tensor;  // this rank's copy; undefined where it holds none
+    int64_t numel = 0;
+    bool held = false;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace loom::parallel::pipeline

@@ -1,0 +1,277 @@
+// `loom train` on token data with a GPT, as a user runs it: the Jargon File (Debian's
+// jargon-text) tokenized once, then a small GPT trained in one process and in every parallel
+// layout. Each layout must train like one process on the same global batch (fp32, no dropout:
+// what is left to differ is where the work runs), a pipeline whose first and last stages sit on
+// different ranks included: the token embedding is tied to the head there, kept on both ranks
+// and its gradients summed between them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "e2e/json_output.h"
+#include "tools/run_compare.h"
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+const char* kJargon = "/usr/share/doc/jargon-text/jargon.txt.gz";
+
+class LanguageModelTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+#if defined(__SANITIZE_ADDRESS__)
+    skip_ = "SentencePiece needs RTLD_DEEPBIND, refused under AddressSanitizer";
+    return;
+#endif
+    if (!std::filesystem::exists(kJargon)) {
+      skip_ = std::string(kJargon) + " missing (jargon-text)";
+      return;
+    }
+    data_ = new TempDir;
+    const auto r = run_loom("data tokenize " + std::string(kJargon) + " --out " +
+                            (*data_ / "tok") + " --vocab-size 1000 --val-fraction 0.02");
+    if (r.exit_code != 0) skip_ = "tokenizing failed: " + r.output;
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    data_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  // A GPT of two layers, 64 wide, on windows of 32 tokens; a short warm-up so that eight steps
+  // move the weights; clipping, which must count the tied matrix once. SGD: Adam divides each
+  // gradient by its own running size, so an element whose gradient is a rounding error away
+  // from zero steps by the whole learning rate, either way, and two exact layouts that sum in
+  // another order part by far more than 1e-5.
+  static std::string gpt_args() {
+    return " --set data=tokens --set data.path=" + (*data_ / "tok") +
+           " --set model=gpt --set model.gpt.n_layer=2 --set model.gpt.n_embd=64"
+           " --set model.gpt.n_head=4 --set data.seq_len=32 --set runtime.precision=fp32"
+           " --set optimizer.lr=0.5 --set schedule.warmup_steps=2 --set train.grad_clip=1"
+           " --set train.epochs=1 --set train.max_steps=8 --set data.eval_batch_size=64";
+  }
+  static std::string launch(int ranks, const std::string& args) {
+    return "launch --nproc-per-node " + std::to_string(ranks) + " -- " +
+           std::string(LOOM_BINARY) + " train" + args;
+  }
+  // One process reading `micro` windows a micro-batch and accumulating `m` of them per step.
+  static std::string accumulating(int micro, int m) {
+    return " --set data.batch_size=" + std::to_string(micro) +
+           " --set train.grad_accum=" + std::to_string(m);
+  }
+  static std::string pipelined(int micro, int m, const std::string& schedule) {
+    return " --set parallel.pipeline.stages=2 --set data.batch_size=" +
+           std::to_string(micro * m) +
+           " --set parallel.pipeline.microbatches=" + std::to_string(m) +
+           " --set parallel.pipeline.schedule=" + schedule;
+  }
+
+  static void expect_like(const std::string& run, const std::string& reference) {
+    const auto a = summary_of(run), b = summary_of(reference);
+    EXPECT_EQ(a["steps"], b["steps"]);
+    EXPECT_NEAR(a["final_train_loss"].get<double>(), b["final_train_loss"].get<double>(),
+                1e-5 * b["final_train_loss"].get<double>());
+    EXPECT_NEAR(a["test_loss"].get<double>(), b["test_loss"].get<double>(),
+                1e-5 * b["test_loss"].get<double>());
+    expect_same_model(run, reference, 1e-5);
+  }
+
+  static inline TempDir* data_ = nullptr;
+  static inline std::string skip_;
+};
+
+TEST_F(LanguageModelTrain, OneProcessLearnsAndReportsTokensPerplexityAndMfu) {
+  TempDir dir;
+  const auto r = run_loom("train" + gpt_args() +
+                          " --set train.max_steps=40 --set train.log_every=1 --set "
+                          "data.batch_size=8 --set optimizer.name=adamw --set optimizer.lr=0.003 "
+                          "--out " +
+                          (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto s = summary_of(dir / "run");
+  EXPECT_EQ(s["task"], "language_model");
+  EXPECT_EQ(s["tokens_per_sample"], 32);
+  EXPECT_NEAR(s["tokens_per_second"].get<double>(), 32 * s["samples_per_second"].get<double>(),
+              1e-6 * s["tokens_per_second"].get<double>());
+  EXPECT_NEAR(s["test_perplexity"].get<double>(), std::exp(s["test_loss"].get<double>()),
+              1e-9 * s["test_perplexity"].get<double>());
+  // Learning: from about ln(1000) = 6.9 at the start, well down after 40 steps.
+  std::ifstream metrics(dir / "run/metrics.jsonl");
+  double first_loss = 0;
+  bool tokens_logged = false;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] != "step") continue;
+    if (first_loss == 0) first_loss = record["loss"];
+    tokens_logged = tokens_logged || record.contains("tokens_per_second");
+  }
+  EXPECT_GT(first_loss, 6.5);
+  EXPECT_LT(s["test_loss"].get<double>(), first_loss - 0.5);
+  EXPECT_TRUE(tokens_logged);
+  // MFU by the transformer count: 6N + 12 L d T per token, N without the position table.
+  const double n = s["parameters"].get<double>() - 32 * 64;
+  const double per_token = 6 * n + 12.0 * 2 * 64 * 32;
+  EXPECT_EQ(s["mfu"]["basis"], "6N + 12 L d T per token");
+  EXPECT_NEAR(s["mfu"]["training_flops_per_sample"].get<double>(), 32 * per_token,
+              1e-9 * 32 * per_token);
+  EXPECT_GT(s["mfu"]["mfu"].get<double>(), 0);
+  // The tied matrix is saved once, under its own name; there is no separate head matrix.
+  const auto model = model_of(dir / "run");
+  EXPECT_EQ(model.count("wte.weight"), 1u);
+  EXPECT_EQ(model.at("wte.weight").sizes(), (at::IntArrayRef{1000, 64}));
+  EXPECT_EQ(model.size(), 4u + 2 * 12u);  // wte, wpe, ln_f x 2, and 12 tensors a layer
+
+  // Text from the last checkpoint: a pure function of the seed, within --tokens, and the run
+  // keeps its tokenizer.
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/tokenizer.model"));
+  const std::string generate = "generate " + (dir / "run") + " --prompt hacker --tokens 20 --json";
+  const auto a = run_loom(generate + " --seed 7"), b = run_loom(generate + " --seed 7");
+  const auto c = run_loom(generate + " --seed 8");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const auto first = json_line(a.output), again = json_line(b.output), other = json_line(c.output);
+  EXPECT_EQ(first["tokens"], again["tokens"]);
+  EXPECT_EQ(first["text"], again["text"]);
+  EXPECT_NE(first["tokens"], other["tokens"]);
+  EXPECT_GE(first["tokens"].size(), 1u);
+  EXPECT_LE(first["tokens"].size(), 20u);
+  EXPECT_EQ(first["checkpoint"], latest_checkpoint(dir / "run"));
+  const auto too_long = run_loom("generate " + (dir / "run") + " --tokens 40");
+  EXPECT_EQ(too_long.exit_code, 2) << too_long.output;  // past the context of 32
+  EXPECT_NE(too_long.output.find("--tokens"), std::string::npos) << too_long.output;
+}
+
+TEST_F(LanguageModelTrain, DataParallelTrainsLikeOneProcess) {
+  TempDir dir;
+  const auto one = run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto two =
+      run_loom(launch(2, gpt_args() + " --set data.global_batch=8 --out " + (dir / "two")));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(summary_of(dir / "two")["data_parallel"]["ranks"], 2);
+  expect_like(dir / "two", dir / "one");
+}
+
+TEST_F(LanguageModelTrain, PipelinesWithTheTiedEmbeddingOnBothEndsTrainLikeOneProcess) {
+  TempDir dir;
+  const auto one = run_loom("train" + gpt_args() + accumulating(2, 4) + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  // 1F1B: embedding + h.0 on rank 0, h.1 + head on rank 1. Interleaved: one block a stage,
+  // the embedding on rank 0 and the head (stage 3) on rank 1.
+  for (const std::string schedule : {"1f1b", "interleaved"}) {
+    SCOPED_TRACE(schedule);
+    const std::string out = dir / schedule;
+    const std::string chunks = schedule == "interleaved" ? " --set parallel.pipeline.chunks=2" : "";
+    const auto piped = run_loom(launch(2, gpt_args() + pipelined(2, 4, schedule) + chunks +
+                                              " --out " + out));
+    ASSERT_EQ(piped.exit_code, 0) << piped.output;
+    EXPECT_EQ(summary_of(out)["pipeline"]["ranks"], 2);
+    expect_like(out, dir / "one");
+  }
+}
+
+TEST_F(LanguageModelTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
+  TempDir dir;
+  const auto one = run_loom("train" + gpt_args() + accumulating(4, 4) + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto four = run_loom(launch(4, gpt_args() + pipelined(2, 4, "1f1b") +
+                                           " --set data.global_batch=16 --out " + (dir / "four")));
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  const auto s = summary_of(dir / "four");
+  EXPECT_EQ(s["data_parallel"]["ranks"], 2);
+  EXPECT_EQ(s["pipeline"]["ranks"], 2);
+  expect_like(dir / "four", dir / "one");
+}
+
+TEST_F(LanguageModelTrain, SynchronousParameterServersTrainLikeOneProcess) {
+  TempDir dir;
+  const auto one = run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto ps = run_loom("launch --nproc-per-node 2 --servers 1 -- " + std::string(LOOM_BINARY) +
+                           " train" + gpt_args() +
+                           " --set parallel.mode=ps --set data.global_batch=8 --out " + (dir / "ps"));
+  ASSERT_EQ(ps.exit_code, 0) << ps.output;
+  expect_like(dir / "ps", dir / "one");
+}
+
+TEST_F(LanguageModelTrain, RecomputedBlocksTrainAsKeptOnes) {
+  TempDir dir;
+  const auto kept = run_loom("train" + gpt_args() + accumulating(2, 4) + " --out " + (dir / "kept"));
+  ASSERT_EQ(kept.exit_code, 0) << kept.output;
+  const auto recomputed =
+      run_loom("train" + gpt_args() + accumulating(2, 4) +
+               " --set train.activation_checkpointing=blocks --out " + (dir / "recomputed"));
+  ASSERT_EQ(recomputed.exit_code, 0) << recomputed.output;
+  expect_like(dir / "recomputed", dir / "kept");
+  // In a pipeline too: every other block recomputed on each stage.
+  const auto piped = run_loom(launch(2, gpt_args() + pipelined(2, 4, "1f1b") +
+                                            " --set train.activation_checkpointing=every_k"
+                                            " --set train.activation_checkpointing_k=2 --out " +
+                                            (dir / "piped")));
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  expect_like(dir / "piped", dir / "kept");
+}
+
+TEST_F(LanguageModelTrain, CheckpointsMoveBetweenAPipelineAndOneProcess) {
+  TempDir dir;
+  const std::string args = gpt_args() + " --set schedule.name=constant";
+  const auto reference =
+      run_loom("train" + args + accumulating(2, 4) + " --set train.max_steps=8 --out " + (dir / "one"));
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const std::string moved = " --out " + (dir / "moved");
+  auto part = run_loom(launch(2, args + pipelined(2, 4, "1f1b") + " --set train.max_steps=4" + moved));
+  ASSERT_EQ(part.exit_code, 0) << part.output;
+  part = run_loom("train" + args + accumulating(2, 4) + " --set train.max_steps=8 --resume" + moved);
+  ASSERT_EQ(part.exit_code, 0) << part.output;
+  EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 4);
+  expect_same_model(dir / "moved", dir / "one", 1e-5);
+}
+
+TEST_F(LanguageModelTrain, InspectCountsTheTokensOfEachSplit) {
+  const auto r = run_loom("data inspect --json" + gpt_args());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = json_line(r.output);
+  EXPECT_EQ(out["vocab_size"], 1000);
+  for (const char* split : {"train", "val"}) {
+    SCOPED_TRACE(split);
+    const auto& s = out[split];
+    ASSERT_TRUE(s.is_object()) << out.dump();
+    int64_t tokens = 0, windows = 0;
+    for (const auto& shard : s["shards"]) {
+      tokens += shard["tokens"].get<int64_t>();
+      windows += (shard["tokens"].get<int64_t>() - 32) / 32;  // whatever an epoch's offset
+    }
+    EXPECT_EQ(s["tokens"], tokens);
+    EXPECT_EQ(s["windows"], windows);
+    EXPECT_GT(tokens, 0);
+  }
+  // The validation split is the held-out 2%.
+  EXPECT_LT(out["val"]["tokens"].get<double>(), 0.05 * out["train"]["tokens"].get<double>());
+}
+
+TEST_F(LanguageModelTrain, ModelsAndDataOfDifferentTasksAreConfigurationErrors) {
+  const auto gpt_on_images = run_loom("train --set model=gpt --set train.max_steps=1");
+  EXPECT_EQ(gpt_on_images.exit_code, 2) << gpt_on_images.output;
+  EXPECT_NE(gpt_on_images.output.find("model.name"), std::string::npos) << gpt_on_images.output;
+  const auto cnn_on_tokens = run_loom("train" + gpt_args() + " --set model=cnn");
+  EXPECT_EQ(cnn_on_tokens.exit_code, 2) << cnn_on_tokens.output;
+  EXPECT_NE(cnn_on_tokens.output.find("model.name"), std::string::npos) << cnn_on_tokens.output;
+  const auto odd_heads = run_loom("train" + gpt_args() + " --set model.gpt.n_head=5");
+  EXPECT_EQ(odd_heads.exit_code, 2) << odd_heads.output;
+  EXPECT_NE(odd_heads.output.find("model.gpt.n_embd"), std::string::npos) << odd_heads.output;
+  TempDir dir;
+  const auto no_shards =
+      run_loom("train" + gpt_args() + " --set data.path=" + (dir / "nothing"));
+  EXPECT_EQ(no_shards.exit_code, 1) << no_shards.output;
+  EXPECT_NE(no_shards.output.find(dir / "nothing"), std::string::npos) << no_shards.output;
+}
+
+}  // namespace
+}  // namespace loom::test
