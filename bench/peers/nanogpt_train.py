@@ -76,7 +76,7 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied, as GPT-2
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def read_shard(path):

@@ -45,10 +45,18 @@ class CausalSelfAttention : public torch::nn::Module {
       cache->keys = k;
       cache->values = v;
     }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head));
-    // New position i is position past + i: it sees keys 0 .. past + i.
-    const at::Tensor future = at::ones({t, past + t}, x.options().dtype(at::kBool)).triu(past + 1);
-    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    // Scaled scores with the causal mask added, in one batched product (baddbmm computes
+    // bias + alpha (q k^T)): no separate passes over the [B, heads, T, T] scores to scale and
+    // mask them, in forward or in backward. New position i is position past + i: it sees keys
+    // 0 .. past + i.
+    const int64_t keys = past + t;
+    const at::Tensor bias =
+        causal_bias(keys, x.scalar_type()).narrow(0, past, t).expand({b * heads_, t, keys});
+    const at::Tensor scores =
+        at::baddbmm(bias, q.reshape({b * heads_, t, head}),
+                    k.reshape({b * heads_, keys, head}).transpose(1, 2), /*beta=*/1,
+                    /*alpha=*/1.0 / std::sqrt(static_cast<double>(head)))
+            .view({b, heads_, t, keys});
     const at::Tensor weights = attn_dropout_->forward(scores.softmax(-1));
     const at::Tensor y = at::matmul(weights, v).transpose(1, 2).contiguous().view({b, t, width_});
     return resid_dropout_->forward(c_proj_->forward(y));
@@ -57,7 +65,17 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::nn::Linear c_proj_{nullptr};
 
  private:
+  // [n, n]: 0 where a query may see a key, -inf after it; made once per length and kept (not a
+  // buffer: nothing to train or save).
+  at::Tensor causal_bias(int64_t n, at::ScalarType dtype) {
+    if (!bias_.defined() || bias_.size(0) < n) {
+      bias_ = at::full({n, n}, -std::numeric_limits<float>::infinity()).triu(1);
+    }
+    return bias_.narrow(0, 0, n).narrow(1, 0, n).to(dtype);
+  }
+
   int64_t heads_, width_;
+  at::Tensor bias_;
   torch::nn::Linear c_attn_{nullptr};
   torch::nn::Dropout attn_dropout_{nullptr}, resid_dropout_{nullptr};
 };
