@@ -420,6 +420,15 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
       throw ConfigError("config key 'data.remote.workers': '" + worker + "' is not host:port");
     }
   }
+  if (c.parallel.zero > 1) {
+    throw ConfigError("config key 'parallel.zero': " + std::to_string(c.parallel.zero) +
+                      " is not available; 0 (every rank keeps the optimizer state) or 1 (sharded)");
+  }
+  if (c.parallel.zero > 0 && (c.parallel.mode != "data" || c.parallel.pipeline.stages > 1)) {
+    throw ConfigError(
+        "config key 'parallel.zero': sharding the optimizer state needs all-reduce data "
+        "parallelism (parallel.mode: data, without pipeline stages)");
+  }
   if (c.parallel.mode == "ps" && c.parallel.pipeline.stages > 1) {
     throw ConfigError(
         "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "

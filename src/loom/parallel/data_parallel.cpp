@@ -73,6 +73,16 @@ DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::
   }
   // Every parameter starts as rank 0's, frozen ones too; only trainable ones get buckets.
   broadcast_initial_state(parameters);
+  if (!options_.owners.empty()) {
+    if (options_.owners.size() != parameters.size()) {
+      throw Error("DataParallel: " + std::to_string(options_.owners.size()) + " owners for " +
+                  std::to_string(parameters.size()) + " parameters");
+    }
+    owned_by_.resize(static_cast<size_t>(comm_.world()));
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      owned_by_.at(static_cast<size_t>(options_.owners[i])).push_back(parameters[i].second);
+    }
+  }
   for (auto& named : parameters) {
     if (named.second.requires_grad()) parameters_.push_back(std::move(named));
   }
@@ -92,6 +102,22 @@ DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::
     accumulators_.push_back(std::move(accumulator));
   }
   ready_.assign(parameters_.size(), 0);
+}
+
+void DataParallel::step(double lr, const std::function<void()>& local_step) {
+  local_step();
+  if (owned_by_.empty()) return;
+  // Every rank's updated parameters, from that rank, in rank order on every rank.
+  for (size_t rank = 0; rank < owned_by_.size(); ++rank) {
+    if (!owned_by_[rank].empty()) {
+      comm::broadcast_coalesced(owned_by_[rank], comm_, static_cast<int>(rank));
+    }
+  }
+}
+
+std::string DataParallel::describe() const {
+  return exchange_->describe() +
+         (owned_by_.empty() ? "" : ", optimizer state sharded (ZeRO-1), parameters broadcast");
 }
 
 DataParallel::~DataParallel() {

@@ -52,6 +52,10 @@ struct DataParallelOptions {
   // finish() runs by itself when a synchronised backward ends (autograd's final callback), for
   // a training loop that calls its optimizer directly, as with torch's DistributedDataParallel.
   bool finish_in_backward = false;
+  // ZeRO-1: owners[i] is the rank whose optimizer steps parameter i of those given to the
+  // constructor (optimizer_shards.h); after the local step each rank sends the parameters it owns
+  // to the others. Empty: every rank steps every parameter.
+  std::vector<int> owners;
 };
 
 class DataParallel : public GradSync {
@@ -86,7 +90,9 @@ class DataParallel : public GradSync {
   void set_bucket_limits(const BucketLimits& limits) override;
 
   const SyncStats& last_stats() const override { return stats_; }
-  std::string describe() const override { return exchange_->describe(); }
+  std::string describe() const override;
+  // ZeRO-1: this rank's optimizer steps its own parameters, then every rank's go to the others.
+  void step(double lr, const std::function<void()>& local_step) override;
   void end_training() override { exchange_->end_training(); }
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
@@ -109,6 +115,7 @@ class DataParallel : public GradSync {
 
   NamedTensors parameters_;  // only those that require a gradient
   NamedTensors buffers_;
+  std::vector<std::vector<at::Tensor>> owned_by_;  // ZeRO-1: each rank's parameters
   comm::Communicator& comm_;
   DataParallelOptions options_;
   std::unique_ptr<BucketExchange> exchange_;

@@ -117,6 +117,7 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
     plan_pipeline(config, plan);
   } else if (world > 1) {
     plan.mode = LayoutMode::kDataParallel;
+    plan.shard_optimizer = config.parallel.zero == 1;
   }
 
   const int per_replica = plan.mode == LayoutMode::kPipeline ? plan.pipeline_ranks : 1;
@@ -179,7 +180,8 @@ std::string LayoutPlan::describe() const {
       what = "one process";
       break;
     case LayoutMode::kDataParallel:
-      what = "data parallel over " + std::to_string(replicas) + " ranks";
+      what = "data parallel over " + std::to_string(replicas) + " ranks" +
+             (shard_optimizer ? " (optimizer state sharded, ZeRO-1)" : "");
       break;
     case LayoutMode::kParameterServers:
       what = std::to_string(trainers) + " workers and " + std::to_string(servers) + " " +

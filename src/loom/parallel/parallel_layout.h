@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "loom/comm/communicator.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
@@ -76,6 +77,10 @@ struct LayoutReport {
   double better_bubble = 0;
 };
 
+// Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
+// send theirs and get nothing back.
+NamedTensors gather_on_rank0(comm::Communicator& comm, const NamedTensors& mine);
+
 class ParallelLayout {
  public:
   explicit ParallelLayout(LayoutPlan plan) : plan_(std::move(plan)) {}
@@ -87,6 +92,9 @@ class ParallelLayout {
   // What this rank trains and saves: the whole model's tensors, or its pipeline stages'.
   const NamedTensors& parameters() const { return parameters_; }
   const NamedTensors& buffers() const { return buffers_; }
+  // What this rank's optimizer steps and keeps state for: parameters(), or its shard of them
+  // when the optimizer state is sharded (ZeRO-1).
+  virtual const NamedTensors& optimized_parameters() const { return parameters_; }
 
   // Makes the gradient exchange and the step executor; parameters() hold the values every rank
   // starts from (rank 0's are sent to the others where replicas exist).

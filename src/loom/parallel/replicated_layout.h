@@ -2,7 +2,9 @@
 // data parallelism, and parameter servers (the workers' buckets pushed to the servers, or
 // servers that keep the parameters: async, SSP, the optimizer on the servers). A step is
 // train.grad_accum micro-batches accumulated on each rank (AccumulatingExecutor); evaluation
-// splits the test set over the ranks, each with rank 0's model, and adds their sums.
+// splits the test set over the ranks, each with rank 0's model, and adds their sums. With
+// plan.shard_optimizer (ZeRO-1) each rank's optimizer keeps the state of its share of the
+// parameters (optimizer_shards.h), steps them and sends them to the others.
 #pragma once
 
 #include <memory>
@@ -41,6 +43,14 @@ class ReplicatedLayout : public ParallelLayout {
                    ReplicatedLayoutOptions options);
 
   void start(const StartOptions& options) override;
+  const NamedTensors& optimized_parameters() const override {
+    return plan_.shard_optimizer ? optimized_ : parameters_;
+  }
+  // ZeRO-1: every rank sends its optimizer shard to rank 0 for a checkpoint.
+  bool takes_part_in_checkpoints() const override {
+    return plan_.shard_optimizer || plan_.rank == 0;
+  }
+  std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   double mean_over_trainers(double value) override;
   bool any_rank(bool mine) override;
   std::vector<double> by_trainer(double mine) override;
@@ -55,7 +65,8 @@ class ReplicatedLayout : public ParallelLayout {
   models::Model& model_;
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
-  bool bf16_ = false;  // forward under bf16 autocast (start())
+  bool bf16_ = false;       // forward under bf16 autocast (start())
+  NamedTensors optimized_;  // ZeRO-1: the parameters this rank's optimizer steps
 };
 
 }  // namespace loom::parallel

@@ -55,7 +55,7 @@ void TrainingRun::set_up() {
   layout_ = layouts_.make(*model_);
   info_.layout = plan_.describe();
   info_.pipeline_plan = layout_->plan_text();
-  optimizer_ = make_optimizer(config_.optimizer, layout_->parameters());
+  optimizer_ = make_optimizer(config_.optimizer, layout_->optimized_parameters());
   loss_ = models::make_task_loss(data_.input.task, config_.train.label_smoothing);
   eval_loss_ = models::make_task_loss(data_.input.task);
   feeder_ = std::make_unique<data::Feeder>(data_.stats, format);
@@ -132,7 +132,8 @@ void TrainingRun::resume_if_asked() {
   // By name: a checkpoint holds the whole model whatever layout wrote it, and this rank takes
   // what it trains (all of it, or its pipeline stages).
   restore_model(ckpt, path, layout_->parameters(), layout_->buffers());
-  import_optimizer_state(*optimizer_, ckpt.optimizer_kind, layout_->parameters(), ckpt.optimizer);
+  import_optimizer_state(*optimizer_, ckpt.optimizer_kind, layout_->optimized_parameters(),
+                         ckpt.optimizer);
   if (ckpt.layout_json != layout_->manifest_json()) {
     LOOM_LOG(kInfo, "checkpoint") << "resuming " << path << ", written as " << ckpt.layout_json
                                   << ", as " << layout_->manifest_json();
@@ -241,7 +242,8 @@ void TrainingRun::save_checkpoint() {
   if (auto held = layout_->grad_sync().held_optimizer_state()) {
     mine.optimizer = named_optimizer_state(config_.optimizer, parameters, *held);
   } else {
-    mine.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name, parameters);
+    mine.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name,
+                                            layout_->optimized_parameters());
   }
   mine.model = parameters;
   mine.model.insert(mine.model.end(), layout_->buffers().begin(), layout_->buffers().end());

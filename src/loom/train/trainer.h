@@ -104,6 +104,9 @@ struct TrainSummary {
   std::vector<RestartRecord> restarts;  // of this job before this attempt, oldest first
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
+  // Bytes of the optimizer state this rank (rank 0) holds at the end: all of it, or its shard
+  // under parallel.zero: 1.
+  int64_t optimizer_state_bytes = 0;
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
   data::LoaderStats data;               // the training loader's samples, bad samples, time
   int loader_threads = 0;

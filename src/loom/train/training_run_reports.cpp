@@ -265,6 +265,10 @@ TrainSummary TrainingRun::summarize() {
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
+  for (const auto& [name, t] : export_optimizer_state(*optimizer_, config_.optimizer.name,
+                                                      layout_->optimized_parameters())) {
+    s.optimizer_state_bytes += static_cast<int64_t>(t.nbytes());
+  }
   s.buckets = layout_->grad_sync().last_stats().buckets;
   if (comm_steps_ > 0) {
     s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);

@@ -267,18 +267,4 @@ std::vector<double> peak_bytes_by_rank(comm::Communicator* comm) {
   return std::vector<double>(peaks.data_ptr<double>(), peaks.data_ptr<double>() + world);
 }
 
-models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine) {
-  if (comm.rank() != 0) {
-    comm::PendingSends sends;
-    comm::send_named_tensors(comm, mine, 0, sends);
-    sends.wait_all(comm.options().timeout);
-    return {};
-  }
-  models::NamedTensors all = mine;
-  for (int r = 1; r < comm.world(); ++r) {
-    for (auto& named : comm::recv_named_tensors(comm, r)) all.push_back(std::move(named));
-  }
-  return all;
-}
-
 }  // namespace loom::parallel::pipeline

@@ -96,9 +96,6 @@ void clip_grad_norm_across(const models::NamedTensors& parameters, double max_no
 // every rank of `comm` (null: this process alone).
 std::vector<double> peak_bytes_by_rank(comm::Communicator* comm);
 
-// Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
-// send theirs and get nothing back.
-models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine);
 
 // The split rank 0 chose, for every rank of `comm` (null: `split` as it is).
 std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, int stages);

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""ZeRO-1 (`parallel.zero: 1`) against plain all-reduce data parallelism on 2 ranks, side by side:
+a GPT (6 x 384, context 256, AdamW, bf16) on the Jargon File. Reports the optimizer state rank 0
+holds (bytes of its tensors, summary.json memory.optimizer_state_bytes) and tokens/s. Targets
+(issue 32): state <= 0.5x the unsharded case + one bucket (parallel.bucket_cap_mb, 25 MB), at
+>= 0.9x the throughput.
+
+Usage: bench/zero_memory.py [--loom build/bin/loom] [--repeats R]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
+BUCKET_BYTES = 25 * 2**20
+
+
+def run(loom, data, zero, steps):
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([loom, "launch", "--nproc-per-node", "2", "--", loom, "train", "--out", out,
+                        "--set", "data=tokens", "--set", f"data.path={data}", "--set", "model=gpt",
+                        "--set", "model.gpt.n_layer=6", "--set", "model.gpt.n_head=6",
+                        "--set", "model.gpt.n_embd=384", "--set", "data.seq_len=256",
+                        "--set", "data.global_batch=8", "--set", f"train.max_steps={steps}",
+                        "--set", "train.eval=false", "--set", "checkpoint.enabled=false",
+                        "--set", "optimizer.name=adamw", "--set", "runtime.precision=bf16",
+                        "--set", f"parallel.zero={zero}"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+    return s["memory"]["optimizer_state_bytes"], s["tokens_per_second"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=15)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    if not os.path.exists(JARGON):
+        print(f"skipped: {JARGON} missing (jargon-text)")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "tok")
+        subprocess.run([a.loom, "data", "tokenize", JARGON, "--out", data, "--vocab-size", "4000"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen = {0: [], 1: []}
+        for _ in range(a.repeats):
+            for zero in seen:
+                seen[zero].append(run(a.loom, data, zero, a.steps))
+    state = {z: runs[0][0] for z, runs in seen.items()}
+    rate = {z: statistics.median(r[1] for r in runs) for z, runs in seen.items()}
+    bound = 0.5 * state[0] + BUCKET_BYTES
+    print(f"2 ranks, GPT 6 x 384, context 256, global batch 8, AdamW, bf16; medians of "
+          f"{a.repeats}")
+    print(f"optimizer state on rank 0: {state[0] / 2**20:.1f} MB plain, {state[1] / 2**20:.1f} MB "
+          f"ZeRO-1 ({state[1] / state[0]:.3f}x; bound 0.5x + one bucket = {bound / 2**20:.1f} MB)")
+    print(f"tokens/s: {rate[0]:.0f} plain, {rate[1]:.0f} ZeRO-1 ({rate[1] / rate[0]:.3f}x, "
+          "target >= 0.9x)")
+    if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump({"state_bytes": state, "tokens_per_second": rate, "runs": seen}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
