@@ -100,6 +100,47 @@ void add_server_imbalance(const RunProfile& run, std::vector<Finding>& out) {
 
 }  // namespace
 
+std::string megabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f MB", bytes / (1 << 20));
+  return text;
+}
+
+// Near the memory cap: what each memory-saving setting that is off would give back. Activations
+// are what the peak holds beyond the parameters, their gradients and the optimizer state;
+// recompute keeps about a quarter of them (bench/RESULTS.md: 23.7% of a GPT step's at 1.32x the
+// step time), ZeRO-1 all but 1/N of the optimizer state.
+void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
+  const bool near_cap =
+      (run.memory_cap_bytes > 0 && run.peak_tensor_bytes >= 0.8 * run.memory_cap_bytes) ||
+      run.memory_fraction >= 0.8;
+  if (!near_cap || run.peak_tensor_bytes <= 0) return;
+  const std::string evidence =
+      run.memory_cap_bytes > 0
+          ? "peak tensor memory " + megabytes(run.peak_tensor_bytes) + " is " +
+                percent(run.peak_tensor_bytes / run.memory_cap_bytes) + " of the " +
+                megabytes(run.memory_cap_bytes) + " cap (parallel.pipeline.memory_cap_mb)"
+          : "peak resident memory was " + percent(run.memory_fraction) + " of the machine's";
+  const double activations = std::max(
+      0.0, run.peak_tensor_bytes - 2 * run.parameter_bytes - run.optimizer_state_bytes);
+  if (!run.recompute && activations > 0) {
+    out.push_back({"memory_recompute", "moderate", evidence,
+                   "train.activation_checkpointing: blocks recomputes activations in backward: "
+                   "about " + megabytes(0.75 * activations) + " of the " +
+                       megabytes(activations) + " they take, for about 1.3x the step time",
+                   "train.activation_checkpointing", 0});
+  }
+  if (!run.sharded_optimizer && run.data_parallel_ranks > 1 && run.optimizer_state_bytes > 0) {
+    const double saved =
+        run.optimizer_state_bytes * (1.0 - 1.0 / static_cast<double>(run.data_parallel_ranks));
+    out.push_back({"memory_zero", "moderate", evidence,
+                   "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
+                       " of optimizer state over the " + std::to_string(run.data_parallel_ranks) +
+                       " ranks: about " + megabytes(saved) + " less on each",
+                   "parallel.zero", 0});
+  }
+}
+
 std::vector<Finding> advise(const RunProfile& run) {
   std::vector<Finding> out;
   const double wall = run.step_times.wall;
@@ -230,6 +271,7 @@ std::vector<Finding> advise(const RunProfile& run) {
   }
   add_straggler(run, out);
   add_server_imbalance(run, out);
+  add_memory_savings(run, out);
   if (run.memory_fraction >= 0.90) {
     out.push_back({"memory", "high",
                    "peak resident memory was " + percent(run.memory_fraction) + " of the machine's",

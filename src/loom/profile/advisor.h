@@ -13,6 +13,9 @@
 //   memory_format    contiguous layout for a convolutional model
 //   low_utilisation  process CPU use < 50% of the usable cores with a small batch
 //   memory           peak resident memory >= 90% of the machine's
+//   memory_savings   peak tensor memory >= 80% of parallel.pipeline.memory_cap_mb, or resident
+//                    memory >= 80% of the machine's: what activation recompute and sharded
+//                    optimizer state (ZeRO-1) would each save, where they are not on
 // Removing a share x of the step time speeds it up at most 1 / (1 - x): that bound is the
 // "max gain" of the time-based findings.
 #pragma once
@@ -57,6 +60,17 @@ struct RunProfile {
   std::vector<double> worker_compute_seconds;
   // Parameter servers: each server's busy (CPU) seconds over the run (empty without servers).
   std::vector<double> server_busy_seconds;
+  // Memory: the caching allocator's peak of tensor bytes in use (0 without it), the per-rank
+  // cap (parallel.pipeline.memory_cap_mb; 0: none), this rank's optimizer state and its
+  // parameters and gradients (bytes), whether recompute or ZeRO-1 is on, and the data-parallel
+  // ranks the optimizer state could be sharded over (1: none).
+  double peak_tensor_bytes = 0;
+  double memory_cap_bytes = 0;
+  double optimizer_state_bytes = 0;
+  double parameter_bytes = 0;
+  bool recompute = false;
+  bool sharded_optimizer = false;
+  int data_parallel_ranks = 1;
   int pipeline_ranks = 0;
   int64_t pipeline_microbatches = 0;
   int64_t better_microbatches = 0;

@@ -95,6 +95,8 @@ class TrainingRun : private parallel::StepObserver {
   void forward_begins() override;
   void forward_ends(int64_t samples) override;
   void loss_computed(double value) override;
+  // Bytes of the optimizer state this rank holds (its shard under ZeRO-1).
+  int64_t optimizer_state_bytes() const;
   // Micro-batch k of the optimizer step at (epoch, step_in_epoch), fed to the model.
   parallel::MicroBatch micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k);
   // The test split's loss and accuracy, the result known to every rank: each evaluates its part

@@ -9,6 +9,7 @@
 #include "loom/core/error.h"
 #include "loom/core/thread_cpu_time.h"
 #include "loom/data/remote/remote_batch_source.h"
+#include "loom/models/recompute.h"
 #include "loom/profile/flops.h"
 #include "loom/core/durable_file.h"
 #include "loom/train/summary.h"
@@ -167,6 +168,17 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   }
   p.pipeline_ranks = plan_.pipeline_ranks;
   if (p.pipeline_ranks > 0) p.pipeline_microbatches = plan_.step.micro_batches;
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    p.peak_tensor_bytes = static_cast<double>(a->stats().peak_bytes_in_use);
+  }
+  p.memory_cap_bytes = config_.parallel.pipeline.memory_cap_mb * (1 << 20);
+  p.optimizer_state_bytes = static_cast<double>(optimizer_state_bytes());
+  for (const auto& [name, t] : layout_->parameters()) {
+    p.parameter_bytes += static_cast<double>(t.nbytes());
+  }
+  p.recompute = models::recompute_every(config_.train) > 0;
+  p.sharded_optimizer = plan_.shard_optimizer;
+  if (plan_.mode == parallel::LayoutMode::kDataParallel) p.data_parallel_ranks = plan_.replicas;
   const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};
@@ -176,6 +188,15 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
                         static_cast<double>(options_.topology.memory_bytes);
   }
   return p;
+}
+
+int64_t TrainingRun::optimizer_state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : export_optimizer_state(*optimizer_, config_.optimizer.name,
+                                                      layout_->optimized_parameters())) {
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
+  return bytes;
 }
 
 TrainSummary TrainingRun::summarize() {
@@ -265,10 +286,7 @@ TrainSummary TrainingRun::summarize() {
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
-  for (const auto& [name, t] : export_optimizer_state(*optimizer_, config_.optimizer.name,
-                                                      layout_->optimized_parameters())) {
-    s.optimizer_state_bytes += static_cast<int64_t>(t.nbytes());
-  }
+  s.optimizer_state_bytes = optimizer_state_bytes();
   s.buckets = layout_->grad_sync().last_stats().buckets;
   if (comm_steps_ > 0) {
     s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);

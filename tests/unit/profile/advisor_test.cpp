@@ -192,5 +192,42 @@ TEST(Advisor, ParameterServersMoreThanTenPercentApartAreFlagged) {
       << f->evidence;
 }
 
+// Near the memory cap: recompute and ZeRO-1 each say what they would save, and neither is
+// suggested once on; far from it, nothing is said.
+TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
+  constexpr double kMiB = 1 << 20;
+  RunProfile r = run_waiting(0.0);
+  r.memory_cap_bytes = 1000 * kMiB;
+  r.peak_tensor_bytes = 900 * kMiB;
+  r.parameter_bytes = 100 * kMiB;     // and as much again of gradients
+  r.optimizer_state_bytes = 200 * kMiB;  // AdamW: two moments
+  r.data_parallel_ranks = 2;
+  auto findings = advise(r);
+  const Finding* recompute = find(findings, "memory_recompute");
+  ASSERT_NE(recompute, nullptr);
+  EXPECT_EQ(recompute->key, "train.activation_checkpointing");
+  EXPECT_NE(recompute->evidence.find("90%"), std::string::npos) << recompute->evidence;
+  // 900 - 2 x 100 - 200 = 500 MB of activations, three quarters of them saved.
+  EXPECT_NE(recompute->advice.find("375 MB of the 500 MB"), std::string::npos)
+      << recompute->advice;
+  const Finding* zero = find(findings, "memory_zero");
+  ASSERT_NE(zero, nullptr);
+  EXPECT_EQ(zero->key, "parallel.zero");
+  EXPECT_NE(zero->advice.find("about 100 MB less"), std::string::npos) << zero->advice;
+
+  r.recompute = true;
+  r.sharded_optimizer = true;
+  findings = advise(r);
+  EXPECT_EQ(find(findings, "memory_recompute"), nullptr);
+  EXPECT_EQ(find(findings, "memory_zero"), nullptr);
+
+  r = run_waiting(0.0);
+  r.memory_cap_bytes = 1000 * kMiB;
+  r.peak_tensor_bytes = 500 * kMiB;
+  r.data_parallel_ranks = 2;
+  r.optimizer_state_bytes = 200 * kMiB;
+  EXPECT_EQ(find(advise(r), "memory_zero"), nullptr);
+}
+
 }  // namespace
 }  // namespace loom::profile
