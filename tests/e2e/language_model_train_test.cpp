@@ -273,6 +273,44 @@ TEST_F(LanguageModelTrain, RecomputedBlocksTrainAsKeptOnes) {
   expect_like(dir / "piped", dir / "kept");
 }
 
+// A GPT whose step needs more memory than the cap: no split of its blocks fits with the
+// activations kept, so the plan recomputes them; every rank then stays within the cap, and the
+// model trains as one process does (which needs more than the cap).
+TEST_F(LanguageModelTrain, APipelineRecomputesToFitItsMemoryCap) {
+  TempDir dir;
+  const std::string args = gpt_args() +
+                           " --set model.gpt.n_layer=4 --set data.seq_len=64"
+                           " --set train.max_steps=4";
+  const std::string pipe = pipelined(8, 4, "1f1b");
+  const auto plan_of = [&](const std::string& cap) {
+    const auto r = run_loom("pipeline plan --json" + args + pipe +
+                            " --set parallel.pipeline.memory_cap_mb=" + cap);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return json_line(r.output);
+  };
+  EXPECT_EQ(plan_of("100")["recompute_chosen"], false);
+  EXPECT_EQ(plan_of("12")["recompute_chosen"], true);
+  const auto tight = run_loom("pipeline plan" + args + pipe +
+                              " --set parallel.pipeline.memory_cap_mb=2");
+  EXPECT_EQ(tight.exit_code, 2) << tight.output;  // not even recomputing fits
+  EXPECT_NE(tight.output.find("with every block recomputed"), std::string::npos) << tight.output;
+
+  const auto one = run_loom("train" + args + accumulating(8, 4) + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_GT(summary_of(dir / "one")["memory"]["peak_cached_bytes_in_use"].get<double>(),
+            12.0 * (1 << 20));
+  const auto capped = run_loom(launch(2, args + pipe +
+                                             " --set parallel.pipeline.memory_cap_mb=12 --out " +
+                                             (dir / "capped")));
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_NE(capped.output.find("activation recompute: every block"), std::string::npos)
+      << capped.output;
+  for (const auto& peak : summary_of(dir / "capped")["pipeline"]["peak_memory_mb"]) {
+    EXPECT_LE(peak.get<double>(), 12.0);
+  }
+  expect_like(dir / "capped", dir / "one");
+}
+
 TEST_F(LanguageModelTrain, CheckpointsMoveBetweenAPipelineAndOneProcess) {
   TempDir dir;
   const std::string args = gpt_args() + " --set schedule.name=constant";

@@ -79,6 +79,7 @@ nlohmann::ordered_json plan_json(const train::PipelinePlan& p) {
           {"microbatch_samples", p.microbatch_samples},
           {"partition", p.manual_split ? "parallel.pipeline.split" : "automatic"},
           {"split", p.partition.split_counts()},
+          {"recompute_chosen", p.recompute_chosen},
           {"stages", stages},
           {"resident_bytes", p.resident_bytes},
           {"slowest_stage_seconds", p.partition.slowest_seconds()},

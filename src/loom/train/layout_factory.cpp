@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "loom/parallel/pipeline/pipeline_layout.h"
+#include "loom/models/recompute.h"
 #include "loom/parallel/replicated_layout.h"
 #include "loom/train/server_optimizer.h"
 
@@ -25,6 +26,10 @@ LayoutFactory::LayoutFactory(const Config& config, parallel::LayoutPlan plan,
     pipeline_ = agree_on_pipeline(config_, plan_.step.replica_batch, options_.topology,
                                   *options_.communicator);
   }
+}
+
+int64_t LayoutFactory::recompute_every() const {
+  return pipeline_ && pipeline_->recompute ? 1 : models::recompute_every(config_.train);
 }
 
 std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& model) const {

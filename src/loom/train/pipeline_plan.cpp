@@ -190,7 +190,10 @@ std::vector<int> parse_split(const std::string& text) {
   return split;
 }
 
-PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology) {
+namespace {
+
+PipelinePlan plan_as_configured(const Config& config, int64_t step_batch,
+                                const Topology& topology) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
   plan.schedule = pipeline_schedule(pc);
@@ -262,6 +265,32 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
   return plan;
 }
 
+}  // namespace
+
+PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology) {
+  try {
+    return plan_as_configured(config, step_batch, topology);
+  } catch (const ConfigError& kept) {
+    const PipelineConfig& pc = config.parallel.pipeline;
+    const bool over_cap = std::string(kept.what()).find("parallel.pipeline.memory_cap_mb") !=
+                          std::string::npos;
+    if (!over_cap || !pc.split.empty() || config.train.activation_checkpointing != "none") throw;
+    // Recompute trades about one more forward pass for most of the activations: try it.
+    Config recomputing = config;
+    recomputing.train.activation_checkpointing = "blocks";
+    PipelinePlan plan;
+    try {
+      plan = plan_as_configured(recomputing, step_batch, topology);
+    } catch (const ConfigError& recomputed) {
+      throw ConfigError(std::string(recomputed.what()) +
+                        " (with every block recomputed; with activations kept: " + kept.what() +
+                        ")");
+    }
+    plan.recompute_chosen = true;
+    return plan;
+  }
+}
+
 std::string describe_plan(const PipelinePlan& p) {
   const auto& s = p.schedule;
   std::string out;
@@ -271,6 +300,11 @@ std::string describe_plan(const PipelinePlan& p) {
          s.name.c_str(), s.ranks, s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
          static_cast<long long>(p.microbatch_samples), p.model.c_str(), p.blocks.size());
   append(out, "partition (%s):\n", p.manual_split ? "parallel.pipeline.split" : "automatic");
+  if (p.recompute_chosen) {
+    append(out,
+           "activation recompute: every block (no split fits parallel.pipeline.memory_cap_mb "
+           "with the activations kept)\n");
+  }
   for (size_t i = 0; i < p.partition.stages.size(); ++i) {
     const auto& stage = p.partition.stages[i];
     const auto& first = p.blocks[static_cast<size_t>(stage.first_block)];

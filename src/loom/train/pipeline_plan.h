@@ -24,6 +24,9 @@ struct PipelinePlan {
   std::vector<parallel::pipeline::BlockProfile> blocks;
   parallel::pipeline::Partition partition;
   bool manual_split = false;         // from parallel.pipeline.split
+  // No split fitted parallel.pipeline.memory_cap_mb with the activations kept, and recomputing
+  // every block (train.activation_checkpointing: blocks) made one fit: the run recomputes.
+  bool recompute_chosen = false;
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   double resident_bytes = 0;         // every rank's data in memory, counted in each stage's memory
   std::vector<parallel::pipeline::StageCosts> stage_costs;
@@ -39,7 +42,10 @@ struct PipelinePlan {
 };
 
 // The plan for steps of `step_batch` samples (one pipeline's; data.batch_size for `loom pipeline
-// plan`). Throws ConfigError (naming the key, saying what would work) for a plan that cannot run.
+// plan`). Where no split fits the memory cap with activations kept (and the configuration leaves
+// recompute off), the blocks are profiled again recomputed and, if a split fits then, the plan
+// recomputes (recompute_chosen). Throws ConfigError (naming the key, saying what would work) for
+// a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology);
 
 // The plan in words: schedule, each stage's blocks, predicted time and memory, the simulated

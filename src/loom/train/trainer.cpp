@@ -36,7 +36,7 @@ void TrainingRun::set_up() {
                           replicas_);
   data_.train->set_epoch_limit(config_.train.epochs);
   model_ = models::make_model(config_.model, data_.input);
-  model_->set_recompute_every(models::recompute_every(config_.train));
+  model_->set_recompute_every(layouts_.recompute_every());
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
   at::set_num_threads(info_.runtime.threads);
