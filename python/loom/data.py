@@ -44,7 +44,9 @@ class Loader:
         overrides: "key=value" strings applied on top of `config`, as `loom train --set`.
 
     Images are float [B, C, H, W], normalised with the data set's channel statistics. Labels
-    are int64 [B]. The batches are a pure function of (seed, epoch, step): the same for any
+    are int64 [B]. With token data (`data: {source: tokens, path: DIR, seq_len: T}`, a
+    `loom data tokenize` folder) a batch is (inputs, targets): int64 token ids [B, T] and the
+    tokens that follow each of them [B, T]. The batches are a pure function of (seed, epoch, step): the same for any
     number of loader threads, and resumable mid-epoch with state_dict() / load_state_dict().
     Remote data workers are used when the config names them (data.remote.workers).
 

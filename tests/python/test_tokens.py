@@ -66,3 +66,17 @@ def test_a_folder_without_shards_is_named(tmp_path, folder):
         loom.data.TokenWindows(str(tmp_path), "train", seq_len=8)
     with pytest.raises(loom.DataError, match="no test-NNNNN.tokens shards"):
         loom.data.TokenWindows(str(folder), "test", seq_len=8)
+
+
+def test_the_loader_gives_token_windows_and_their_next_tokens(folder):
+    config = {"data": {"source": "tokens", "path": str(folder), "seq_len": 16, "batch_size": 4}}
+    loader = loom.data.Loader(config)
+    inputs, targets = next(iter(loader))
+    assert inputs.dtype == torch.int64 and inputs.shape == (4, 16)
+    assert targets.shape == (4, 16)
+    assert torch.equal(inputs[:, 1:], targets[:, :-1])  # the same window, shifted by one
+    assert int(inputs.max()) < 500
+    # The same windows as loom.data.TokenWindows reads for epoch 0.
+    windows = loom.data.TokenWindows(str(folder), "train", seq_len=16, seed=0)
+    first = windows.batch(0, 0, 4)
+    assert torch.equal(first[:, :-1], inputs) and torch.equal(first[:, 1:], targets)

@@ -393,14 +393,9 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
         "config key 'model.torchscript': a path is required when model.name is "
         "torchscript");
   }
-  // The task follows from the data: token windows train a language model, images a classifier.
+  // (Whether the model suits the data's task is models::make_model's check: a data-only user,
+  // loom.data.Loader, names no model.)
   const bool tokens = c.data.source == "tokens";
-  if (tokens != (c.model.name == "gpt") && c.model.name != "torchscript") {
-    throw ConfigError("config key 'model.name': " + c.model.name +
-                      (tokens ? " classifies images but data.source is tokens (use gpt)"
-                              : " is a language model but data.source is " + c.data.source +
-                                    " (use tokens)"));
-  }
   if (tokens && c.data.path.empty()) {
     throw ConfigError(
         "config key 'data.path': data.source tokens needs the folder `loom data tokenize` wrote");
