@@ -16,8 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+from jargon_tokens import jargon_tokens
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
 
 
 def run(loom, data, mode, steps):
@@ -46,13 +47,9 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--json", default="")
     a = p.parse_args()
-    if not os.path.exists(JARGON):
-        print(f"skipped: {JARGON} missing (jargon-text)")
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "tok")
-        subprocess.run([a.loom, "data", "tokenize", JARGON, "--out", data, "--vocab-size", "4000"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with jargon_tokens(a.loom) as data:
+        if data is None:
+            return 0
         seen = {"none": [], "blocks": []}
         for _ in range(a.repeats):
             for mode in seen:

@@ -16,9 +16,10 @@ import subprocess
 import sys
 import tempfile
 
+from jargon_tokens import jargon_tokens
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "peers", "nanogpt_train.py")
-JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
 
 # gpt_mini's shape (6 layers, 6 heads, 384 wide) at a context of 256 and the corpus's 4000
 # pieces: 12.3M parameters.
@@ -60,14 +61,10 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--json", default="")
     a = p.parse_args()
-    if not os.path.exists(JARGON):
-        print(f"skipped: {JARGON} missing (jargon-text)")
-        return 0
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "tok")
-        subprocess.run([a.loom, "data", "tokenize", JARGON, "--out", data, "--vocab-size", "4000"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with jargon_tokens(a.loom) as data:
+        if data is None:
+            return 0
         print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
               f"GPT {SHAPE}, batch {a.batch}, {a.steps} steps; medians of {a.repeats} "
               "interleaved runs")

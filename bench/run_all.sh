@@ -22,3 +22,7 @@ mkdir -p "$here/out"
 # Multi-host (network namespaces; each skips, saying why, where they cannot be made).
 /usr/bin/python3 "$here/ps_vs_ring.py" --loom "$build/bin/loom" --part-mb 1 --json "$here/out/ps_vs_ring.json"
 /usr/bin/python3 "$here/netbed_tcp.py"
+# Language models (token data: the Jargon File, tokenized by each benchmark).
+/usr/bin/python3 "$here/gpt_vs_pytorch.py" --loom "$build/bin/loom" --json "$here/out/gpt_vs_pytorch.json"
+/usr/bin/python3 "$here/gpt_recompute_memory.py" --loom "$build/bin/loom" --json "$here/out/gpt_recompute_memory.json"
+/usr/bin/python3 "$here/zero_memory.py" --loom "$build/bin/loom" --json "$here/out/zero_memory.json"
