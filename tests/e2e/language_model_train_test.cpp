@@ -190,7 +190,7 @@ TEST_F(LanguageModelTrain, ShardedOptimizerStateTrainsLikeOneProcessOnHalfTheSta
 }
 
 // A ZeRO-1 checkpoint holds every parameter's state under its name: one process goes on from it,
-// and a ZeRO-1 job goes on from one process's.
+// a ZeRO-1 job goes on from one process's, and a pipeline from a ZeRO-1 job's.
 TEST_F(LanguageModelTrain, CheckpointsMoveBetweenShardedAndWholeOptimizerState) {
   TempDir dir;
   const std::string args = gpt_args() + " --set schedule.name=constant";
@@ -211,6 +211,14 @@ TEST_F(LanguageModelTrain, CheckpointsMoveBetweenShardedAndWholeOptimizerState) 
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(summary_of(dir / "b")["resumed_from_step"], 4);
   expect_same_model(dir / "b", dir / "one", 1e-5);
+  // And on into a pipeline (GPipe, one micro-batch of the same 8 windows a step).
+  const std::string c = " --out " + (dir / "c");
+  part = run_loom(launch(2, args + zero + " --set train.max_steps=4" + c));
+  ASSERT_EQ(part.exit_code, 0) << part.output;
+  part = run_loom(launch(2, args + pipelined(8, 1, "gpipe") + " --resume" + c));
+  ASSERT_EQ(part.exit_code, 0) << part.output;
+  EXPECT_EQ(summary_of(dir / "c")["resumed_from_step"], 4);
+  expect_same_model(dir / "c", dir / "one", 1e-5);
 }
 
 TEST_F(LanguageModelTrain, PipelinesWithTheTiedEmbeddingOnBothEndsTrainLikeOneProcess) {
