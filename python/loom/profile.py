@@ -56,10 +56,14 @@ class Steps:
         precision: what the summary reports the script trains in ("fp32", "bf16", ...).
         warmup_steps: the first steps, left out of summary.json's rates and step shares
             (threads starting, allocator and kernel warm-up).
+        tokens_per_sample: a language model's tokens per sample, for tokens/s in metrics.jsonl,
+            TensorBoard and summary.json (default: a Loom loader of token windows says; 0 for
+            none).
     """
 
     def __init__(self, out_dir, *, loader=None, model=None, optimizer=None, config=None,
-                 overrides=(), name=None, precision="fp32", warmup_steps=5):
+                 overrides=(), name=None, precision="fp32", warmup_steps=5,
+                 tokens_per_sample=0):
         self._model = model
         self._optimizer = optimizer
         self._hooks = []
@@ -80,7 +84,7 @@ class Steps:
         self._accounting = _loom.StepAccounting(
             _config.load(config, overrides), str(out_dir),
             loader._stream if loader is not None else None, job, str(name), int(parameters),
-            str(precision), int(warmup_steps))
+            str(precision), int(warmup_steps), int(tokens_per_sample))
         # Loom's wrappers report their own phases: DataParallel its exchange's exposed waits, a
         # Pipeline every phase of its schedule (it has no forward of its own to hook).
         if hasattr(model, "_account_in"):

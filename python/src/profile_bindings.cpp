@@ -28,17 +28,21 @@ void bind_profile(py::module_& m) {
                                     "A script's steps accounted by phase, as loom train's.")
       .def(py::init([](const Config& config, const std::string& out_dir, train::DataStream* stream,
                        train::Job* job, const std::string& model, int64_t parameters,
-                       const std::string& precision, int64_t warmup_steps) {
+                       const std::string& precision, int64_t warmup_steps,
+                       int64_t tokens_per_sample) {
              train::StepAccountingOptions o;
              o.out_dir = out_dir;
              o.model = model;
              o.parameters = parameters;
              o.precision = precision;
              o.warmup_steps = warmup_steps;
+             o.tokens_per_sample = tokens_per_sample;
              if (stream) {
                o.source = &stream->source();
                o.loader_threads = stream->loader_threads();
                o.loader_decodes = stream->decodes();
+               // A Loom loader of token windows says how many tokens a sample is.
+               if (tokens_per_sample == 0) o.tokens_per_sample = stream->tokens_per_sample();
              }
              if (job) {
                o.plan = job->plan;
@@ -48,6 +52,7 @@ void bind_profile(py::module_& m) {
            }),
            py::arg("config"), py::arg("out_dir"), py::arg("stream"), py::arg("job"),
            py::arg("model"), py::arg("parameters"), py::arg("precision"), py::arg("warmup_steps"),
+           py::arg("tokens_per_sample"),
            py::keep_alive<1, 4>(), py::keep_alive<1, 5>())
       .def("begin_step", &train::StepAccounting::begin_step)
       .def(

@@ -80,3 +80,30 @@ def test_the_loader_gives_token_windows_and_their_next_tokens(folder):
     windows = loom.data.TokenWindows(str(folder), "train", seq_len=16, seed=0)
     first = windows.batch(0, 0, 4)
     assert torch.equal(first[:, :-1], inputs) and torch.equal(first[:, 1:], targets)
+
+
+def test_steps_count_the_tokens_of_a_token_loader(tmp_path, folder):
+    import json
+    config = {"data": {"source": "tokens", "path": str(folder), "seq_len": 16, "batch_size": 4},
+              "train": {"log_every": 2}}
+    loader = loom.data.Loader(config)
+    embedding = torch.nn.Embedding(500, 8)
+    head = torch.nn.Linear(8, 500)
+    model = torch.nn.Sequential(embedding, head)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with loom.profile.Steps(tmp_path / "run", loader=loader, model=model, optimizer=optimizer,
+                            config=config, warmup_steps=1) as steps:
+        for inputs, targets in steps.loop(loader):
+            loss = torch.nn.functional.cross_entropy(model(inputs).view(-1, 500),
+                                                     targets.reshape(-1))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            steps.record(loss=loss)
+            if steps.steps >= 6:
+                break
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["tokens_per_sample"] == 16
+    assert summary["tokens_per_second"] == pytest.approx(16 * summary["samples_per_second"])
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert any("tokens_per_second" in r for r in records if r["type"] == "step")

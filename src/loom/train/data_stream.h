@@ -77,6 +77,8 @@ class DataStream {
   data::BatchSource& source() { return *source_; }
   int loader_threads() const { return loader_threads_; }
   bool decodes() const { return decodes_; }  // encoded images (not pixels held in memory)
+  // Token windows: tokens per sample (data.seq_len); 0 for images.
+  int64_t tokens_per_sample() const { return tokens_per_sample_; }
   const data::ChannelStats& channel_stats() const { return channel_stats_; }
 
  private:
@@ -90,6 +92,7 @@ class DataStream {
   int64_t epoch_ = 0, step_ = 0;
   int loader_threads_ = 1;
   bool decodes_ = false;
+  int64_t tokens_per_sample_ = 0;
 };
 
 // Parses "float32", "bfloat16" or "float16" (and their short names); throws ConfigError naming

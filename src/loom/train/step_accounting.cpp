@@ -145,7 +145,9 @@ void StepAccounting::State::write_window() {
                                    {"lr", lr_},
                                    {"samples_per_second", rate},
                                    {"elapsed_seconds", seconds_since(start_)}};
-  record.update(telemetry_.log_window(steps_, window_steps_, loss, lr_, rate));
+  const double tokens = rate * static_cast<double>(options_.tokens_per_sample);
+  if (tokens > 0) record["tokens_per_second"] = tokens;
+  record.update(telemetry_.log_window(steps_, window_steps_, loss, lr_, rate, tokens));
   if (window_losses_ > 0) last_loss_ = loss;
   if (metrics_) metrics_->write(record);
   window_seconds_ = window_loss_ = 0;
@@ -172,6 +174,7 @@ TrainSummary StepAccounting::State::finish() {
   s.final_train_loss = last_loss_;
   s.samples = samples_;
   s.samples_per_second = steady_seconds_ > 0 ? steady_samples_ / steady_seconds_ : 0.0;
+  s.tokens_per_sample = options_.tokens_per_sample;
   s.wall_seconds = seconds_since(start_);
   s.cpu_seconds = process_cpu_seconds() - cpu_at_start_;
   s.runtime.precision = options_.precision;

@@ -28,6 +28,8 @@ struct StepAccountingOptions {
   std::string model = "python";  // what the summary calls the model
   int64_t parameters = 0;        // the model's, for the summary
   std::string precision = "fp32";
+  // A language model's tokens per sample (its window): tokens/s are reported too (0: none).
+  int64_t tokens_per_sample = 0;
   // First steps left out of the steady state (allocator and oneDNN warm-up, threads starting).
   int64_t warmup_steps = 5;
   // The loop's Loom loader, for the input pipeline's counts (null: batches from elsewhere).
