@@ -51,8 +51,12 @@ int run_generate(const GenerateArgs& a) {
     throw ConfigError("RUN_DIR: '" + a.run_dir + "' trained " + config.model.name +
                       ", not a language model (model.name: gpt)");
   }
+  // (A store would make the folder where there is none: look first, change nothing.)
+  const std::string checkpoints = a.run_dir + "/checkpoints";
   const std::optional<std::string> checkpoint =
-      train::CheckpointStore(a.run_dir + "/checkpoints", 1, 0).latest();
+      std::filesystem::is_directory(checkpoints)
+          ? train::CheckpointStore(checkpoints, 1, 0).latest()
+          : std::nullopt;
   if (!checkpoint) throw DataError("generate: '" + a.run_dir + "' has no committed checkpoint");
   const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_of(a.run_dir, config));
 
