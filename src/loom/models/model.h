@@ -29,6 +29,8 @@ struct InputSpec {
   int64_t classes = 10;                           // images; tokens: the vocabulary
   int64_t seq_len = 0;                            // tokens per window
   Task task = Task::kImageClassification;
+  // Tokens a sample is: a language model's window; 0 for images.
+  int64_t tokens_per_sample() const { return task == Task::kLanguageModel ? seq_len : 0; }
 };
 
 // One contiguous piece of a model, in forward order: the unit pipeline stages are made of

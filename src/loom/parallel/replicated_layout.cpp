@@ -18,17 +18,16 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       options_(std::move(options)) {
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  if (plan_.shard_optimizer && replicated()) {
+  sharded_ = plan_.shard_optimizer && replicated();
+  if (sharded_) {
     const std::vector<int> owners = assign_owners(parameters_, trainers_->world());
     optimized_ = owned_by(parameters_, owners, trainers_->rank());
     options_.data_parallel.owners = owners;
-  } else {
-    optimized_ = parameters_;
   }
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
-  if (!plan_.shard_optimizer || !replicated()) return ParallelLayout::gather(std::move(mine));
+  if (!sharded_) return ParallelLayout::gather(std::move(mine));
   // Rank 0's model (every rank holds the same), everyone's optimizer shard.
   NamedTensors optimizer = gather_on_rank0(*trainers_, mine.optimizer);
   if (trainers_->rank() != 0) return std::nullopt;

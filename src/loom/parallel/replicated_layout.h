@@ -44,12 +44,10 @@ class ReplicatedLayout : public ParallelLayout {
 
   void start(const StartOptions& options) override;
   const NamedTensors& optimized_parameters() const override {
-    return plan_.shard_optimizer ? optimized_ : parameters_;
+    return sharded_ ? optimized_ : parameters_;
   }
   // ZeRO-1: every rank sends its optimizer shard to rank 0 for a checkpoint.
-  bool takes_part_in_checkpoints() const override {
-    return plan_.shard_optimizer || plan_.rank == 0;
-  }
+  bool takes_part_in_checkpoints() const override { return sharded_ || plan_.rank == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   double mean_over_trainers(double value) override;
   bool any_rank(bool mine) override;
@@ -66,7 +64,8 @@ class ReplicatedLayout : public ParallelLayout {
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
   bool bf16_ = false;       // forward under bf16 autocast (start())
-  NamedTensors optimized_;  // ZeRO-1: the parameters this rank's optimizer steps
+  bool sharded_ = false;    // ZeRO-1 over several ranks
+  NamedTensors optimized_;  // then: the parameters this rank's optimizer steps
 };
 
 }  // namespace loom::parallel

@@ -35,7 +35,7 @@ DataStream::DataStream(const Config& config, DataStreamOptions options)
   channel_stats_ = data.stats;
   loader_threads_ = data.loader_threads;
   decodes_ = data.decoded;
-  if (data.input.task == models::Task::kLanguageModel) tokens_per_sample_ = data.input.seq_len;
+  tokens_per_sample_ = data.input.tokens_per_sample();
   if (options_.normalize) {
     feeder_ = std::make_unique<data::Feeder>(
         channel_stats_,

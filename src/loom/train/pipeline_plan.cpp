@@ -270,11 +270,8 @@ PipelinePlan plan_as_configured(const Config& config, int64_t step_batch,
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology) {
   try {
     return plan_as_configured(config, step_batch, topology);
-  } catch (const ConfigError& kept) {
-    const PipelineConfig& pc = config.parallel.pipeline;
-    const bool over_cap = std::string(kept.what()).find("parallel.pipeline.memory_cap_mb") !=
-                          std::string::npos;
-    if (!over_cap || !pc.split.empty() || config.train.activation_checkpointing != "none") throw;
+  } catch (const pp::OverMemoryCap& kept) {
+    if (config.train.activation_checkpointing != "none") throw;
     // Recompute trades about one more forward pass for most of the activations: try it.
     Config recomputing = config;
     recomputing.train.activation_checkpointing = "blocks";

@@ -111,7 +111,7 @@ void TrainingRun::set_up() {
   info_.steps_per_epoch = steps_per_epoch_;
   info_.total_steps = total_steps_;
   info_.epochs = config_.train.epochs;
-  info_.tokens_per_sample = data_.input.task == models::Task::kLanguageModel ? data_.input.seq_len : 0;
+  info_.tokens_per_sample = data_.input.tokens_per_sample();
   info_.out_dir = options_.out_dir;
 }
 

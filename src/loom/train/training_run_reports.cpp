@@ -172,7 +172,6 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
     p.peak_tensor_bytes = static_cast<double>(a->stats().peak_bytes_in_use);
   }
   p.memory_cap_bytes = config_.parallel.pipeline.memory_cap_mb * (1 << 20);
-  p.optimizer_state_bytes = static_cast<double>(optimizer_state_bytes());
   for (const auto& [name, t] : layout_->parameters()) {
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
@@ -262,7 +261,9 @@ TrainSummary TrainingRun::summarize() {
   s.blas = loaded_blas_library();
   s.fp32_matmul_flops_per_second =
       info_.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
+  s.optimizer_state_bytes = optimizer_state_bytes();
   profile::RunProfile profiled = run_profile(s.wall_seconds);
+  profiled.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   profiled.samples_per_second = s.samples_per_second;
   profiled.blas = s.blas.name;
   profiled.blas_path = s.blas.path;
@@ -286,7 +287,6 @@ TrainSummary TrainingRun::summarize() {
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
-  s.optimizer_state_bytes = optimizer_state_bytes();
   s.buckets = layout_->grad_sync().last_stats().buckets;
   if (comm_steps_ > 0) {
     s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);

@@ -182,7 +182,7 @@ Partition partition_blocks(const std::vector<BlockProfile>& blocks,
     }
   }
   if (best[rows - 1][cols - 1] == kInfinity) {
-    throw ConfigError("config key 'parallel.pipeline.memory_cap_mb': no split of the model's " +
+    throw OverMemoryCap("config key 'parallel.pipeline.memory_cap_mb': no split of the model's " +
                       std::to_string(n) + " blocks into " + std::to_string(stages) +
                       " stages fits " + megabytes(options.memory_cap_bytes) +
                       " per stage; the best split needs " +

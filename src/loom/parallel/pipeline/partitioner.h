@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/error.h"
+
 namespace loom::parallel::pipeline {
 
 // One block as measured on this machine, per micro-batch.
@@ -64,9 +66,17 @@ struct Partition {
 Partition evaluate_split(const std::vector<BlockProfile>& blocks, const std::vector<int>& split,
                          const PartitionOptions& options);
 
+// No split of the blocks fits PartitionOptions::memory_cap_bytes (a ConfigError naming
+// parallel.pipeline.memory_cap_mb and the least any split needs): a planner may then try holding
+// fewer activations.
+class OverMemoryCap : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 // The optimal partition into options.in_flight.size() stages. Throws ConfigError when there are
-// fewer blocks than stages, or when no partition fits the cap (saying the smallest cap that
-// would).
+// fewer blocks than stages, or OverMemoryCap when no partition fits the cap (saying the smallest
+// cap that would).
 Partition partition_blocks(const std::vector<BlockProfile>& blocks,
                            const PartitionOptions& options);
 
