@@ -159,38 +159,54 @@ TEST_F(LanguageModelTrain, DataParallelTrainsLikeOneProcess) {
   expect_like(dir / "two", dir / "one");
 }
 
-// ZeRO-1: each rank keeps and steps about half of the optimizer state; the model is the same.
-TEST_F(LanguageModelTrain, ShardedOptimizerStateTrainsLikeOneProcessOnHalfTheState) {
+// ZeRO-1 and ZeRO-2: each rank keeps and steps half of the optimizer state (ZeRO-2: and keeps half
+// of the gradients); the model is the same.
+TEST_F(LanguageModelTrain, ShardedOptimizerStateAndGradientsTrainLikeOneProcessOnHalfTheMemory) {
   TempDir dir;
   const auto one = run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto zero = run_loom(launch(2, gpt_args() + " --set data.global_batch=8"
-                                                    " --set parallel.zero=1 --out " +
-                                            (dir / "zero")));
-  ASSERT_EQ(zero.exit_code, 0) << zero.output;
-  expect_like(dir / "zero", dir / "one");
-  // SGD momentum: one buffer a parameter. Rank 0's share is about half, within the largest
-  // tensor (the 1000 x 64 embedding).
-  const double all = summary_of(dir / "one")["memory"]["optimizer_state_bytes"].get<double>();
-  const double mine = summary_of(dir / "zero")["memory"]["optimizer_state_bytes"].get<double>();
-  EXPECT_GT(mine, 0.3 * all);
-  EXPECT_LE(mine, 0.5 * all + 1000 * 64 * 4);
-  // With AdamW, against plain data parallelism: the same all-reduced gradients, each parameter
-  // stepped by one rank instead of both, bit for bit.
-  const std::string adamw = " --set optimizer.name=adamw --set optimizer.lr=0.003";
+  const auto memory = [&](const std::string& run, const char* what) {
+    return summary_of(dir / run)["memory"][what].get<double>();
+  };
+  // SGD momentum: one buffer a parameter; gradients as large as the parameters. The shards are
+  // exactly half, but for each bucket's padding to an even size.
+  const double state = memory("one", "optimizer_state_bytes");
+  const double gradients = memory("one", "gradient_bytes");
+  ASSERT_GT(gradients, 0);
+  for (const std::string stage : {"1", "2"}) {
+    SCOPED_TRACE("ZeRO-" + stage);
+    const std::string out = "zero" + stage;
+    const auto zero = run_loom(launch(2, gpt_args() + " --set data.global_batch=8"
+                                                      " --set parallel.zero=" + stage +
+                                              " --out " + (dir / out)));
+    ASSERT_EQ(zero.exit_code, 0) << zero.output;
+    expect_like(dir / out, dir / "one");
+    EXPECT_EQ(summary_of(dir / out)["layout"]["zero"], std::stoi(stage));
+    EXPECT_GE(memory(out, "optimizer_state_bytes"), 0.5 * state);
+    EXPECT_LE(memory(out, "optimizer_state_bytes"), 0.5 * state + 64);
+    // ZeRO-1 keeps the full gradient buckets as well as its reduced shards; ZeRO-2 the shards.
+    const double held = memory(out, "gradient_bytes");
+    if (stage == "1") EXPECT_GE(held, 1.5 * gradients);
+    if (stage == "2") EXPECT_LE(held, 0.5 * gradients + 64);
+  }
+  // With AdamW, against plain data parallelism: the same mean gradients (reduce-scattered
+  // instead of all-reduced), each element stepped by one rank instead of both, bit for bit.
+  // (Not clipped: the norm is summed over shards, not over parameters, so it rounds apart.)
+  const std::string adamw =
+      " --set optimizer.name=adamw --set optimizer.lr=0.003 --set train.grad_clip=0";
   const auto plain = run_loom(launch(2, gpt_args() + adamw + " --set data.global_batch=8 --out " +
                                             (dir / "plain")));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const auto sharded = run_loom(launch(2, gpt_args() + adamw +
-                                              " --set data.global_batch=8 --set parallel.zero=1"
+                                              " --set data.global_batch=8 --set parallel.zero=2"
                                               " --out " +
                                               (dir / "sharded")));
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   expect_same_model(dir / "sharded", dir / "plain", 0);
 }
 
-// A ZeRO-1 checkpoint holds every parameter's state under its name: one process goes on from it,
-// a ZeRO-1 job goes on from one process's, and a pipeline from a ZeRO-1 job's.
+// A ZeRO checkpoint holds every parameter's state under its name: one process goes on from a
+// ZeRO-1 job's, a ZeRO-2 job goes on from one process's, and a pipeline from a ZeRO-1 job's.
 TEST_F(LanguageModelTrain, CheckpointsMoveBetweenShardedAndWholeOptimizerState) {
   TempDir dir;
   const std::string args = gpt_args() + " --set schedule.name=constant";
@@ -207,7 +223,7 @@ TEST_F(LanguageModelTrain, CheckpointsMoveBetweenShardedAndWholeOptimizerState) 
   expect_same_model(dir / "a", dir / "one", 1e-5);
   part = run_loom("train" + args + " --set data.batch_size=8 --set train.max_steps=4" + b);
   ASSERT_EQ(part.exit_code, 0) << part.output;
-  part = run_loom(launch(2, args + zero + " --resume" + b));
+  part = run_loom(launch(2, args + " --set data.global_batch=8 --set parallel.zero=2 --resume" + b));
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(summary_of(dir / "b")["resumed_from_step"], 4);
   expect_same_model(dir / "b", dir / "one", 1e-5);
@@ -363,9 +379,14 @@ TEST_F(LanguageModelTrain, ModelsAndDataOfDifferentTasksAreConfigurationErrors) 
   const auto cnn_on_tokens = run_loom("train" + gpt_args() + " --set model=cnn");
   EXPECT_EQ(cnn_on_tokens.exit_code, 2) << cnn_on_tokens.output;
   EXPECT_NE(cnn_on_tokens.output.find("model.name"), std::string::npos) << cnn_on_tokens.output;
-  const auto zero_two = run_loom("train" + gpt_args() + " --set parallel.zero=2");
-  EXPECT_EQ(zero_two.exit_code, 2) << zero_two.output;
-  EXPECT_NE(zero_two.output.find("parallel.zero"), std::string::npos) << zero_two.output;
+  const auto zero_three = run_loom("train" + gpt_args() + " --set parallel.zero=3");
+  EXPECT_EQ(zero_three.exit_code, 2) << zero_three.output;
+  EXPECT_NE(zero_three.output.find("parallel.zero"), std::string::npos) << zero_three.output;
+  const auto compressed =
+      run_loom("train" + gpt_args() + " --set parallel.zero=1 --set parallel.compression=bf16");
+  EXPECT_EQ(compressed.exit_code, 2) << compressed.output;
+  EXPECT_NE(compressed.output.find("parallel.compression"), std::string::npos)
+      << compressed.output;
   const auto odd_heads = run_loom("train" + gpt_args() + " --set model.gpt.n_head=5");
   EXPECT_EQ(odd_heads.exit_code, 2) << odd_heads.output;
   EXPECT_NE(odd_heads.output.find("model.gpt.n_embd"), std::string::npos) << odd_heads.output;

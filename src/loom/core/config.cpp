@@ -415,9 +415,14 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
       throw ConfigError("config key 'data.remote.workers': '" + worker + "' is not host:port");
     }
   }
-  if (c.parallel.zero > 1) {
+  if (c.parallel.zero > 2) {
     throw ConfigError("config key 'parallel.zero': " + std::to_string(c.parallel.zero) +
-                      " is not available; 0 (every rank keeps the optimizer state) or 1 (sharded)");
+                      " is not a ZeRO stage here: 0 (nothing sharded), 1 (optimizer state) or 2 "
+                      "(optimizer state and gradients)");
+  }
+  if (c.parallel.zero > 0 && c.parallel.compression != "none") {
+    throw ConfigError("config key 'parallel.compression': ZeRO (parallel.zero) reduce-scatters "
+                      "the gradients as they are; compressed buckets do not combine with it");
   }
   if (c.parallel.zero > 0 && (c.parallel.mode != "data" || c.parallel.pipeline.stages > 1)) {
     throw ConfigError(

@@ -254,9 +254,10 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "rounded once.");
   v.integer("parallel.zero", c.parallel.zero, 0,
             "All-reduce data parallelism: 1 shards the optimizer state over the ranks (ZeRO-1): "
-            "each parameter's state lives on one rank, which steps it and sends the new values "
-            "to the others, so the state per rank falls to about 1/ranks. 0 = every rank keeps "
-            "it all. (2, gradients sharded too, is not there yet.)");
+            "gradient buckets are reduce-scattered, each rank steps its 1/ranks shard of every "
+            "bucket and the shards are all-gathered, so the state per rank falls to 1/ranks. 2 "
+            "also frees each gradient bucket once reduced, keeping only the rank's shard of the "
+            "gradients (ZeRO-2). 0 = every rank keeps it all.");
   v.integer("parallel.pipeline.stages", c.parallel.pipeline.stages, 1,
             "Pipeline ranks the model's blocks are split over (P); `loom train` needs P ranks, or "
             "P x D for D data-parallel pipelines (`loom launch --nproc-per-node`). `loom pipeline "

@@ -21,22 +21,12 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// A tensor with `like`'s shape and strides that shares `flat`'s memory from `offset` on. Not a
-// view in autograd's sense, so optimizers may detach and zero it in place like any gradient.
-at::Tensor alias_into(const at::Tensor& flat, std::int64_t offset, const at::Tensor& like) {
-  at::Tensor alias = at::empty({0}, flat.options());
-  const auto strides = like.is_non_overlapping_and_dense()
-                           ? like.strides().vec()
-                           : at::empty(like.sizes()).strides().vec();
-  alias.set_(flat.storage(), flat.storage_offset() + offset, like.sizes(), strides);
-  return alias;
-}
-
 }  // namespace
 
 struct DataParallel::Bucket {
   std::vector<int> parameters;
-  at::Tensor flat;  // the gradients of `parameters`, back to back
+  std::int64_t numel = 0;
+  at::Tensor flat;  // the gradients of `parameters`, back to back (ZeRO-2: while reducing)
   at::Tensor wire;  // flat in the compression type, when compressing
   int pending = 0;  // gradients still to come this step
   comm::WorkPtr work;
@@ -66,26 +56,34 @@ DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::
     : buffers_(std::move(buffers)),
       comm_(comm),
       options_(options),
-      exchange_(exchange ? std::move(exchange) : std::make_unique<AllReduceExchange>(comm)) {
+      exchange_(std::move(exchange)) {
+  if (!exchange_) {
+    exchange_ = options_.zero ? std::unique_ptr<BucketExchange>(
+                                    std::make_unique<ReduceScatterExchange>(comm, *options_.zero))
+                              : std::make_unique<AllReduceExchange>(comm);
+  } else if (options_.zero) {
+    throw ConfigError("config key 'parallel.zero': ZeRO reduce-scatters among the workers; it "
+                      "does not combine with parameter servers");
+  }
+  if (options_.zero && options_.compression) {
+    throw ConfigError("config key 'parallel.compression': ZeRO reduce-scatters gradients as they "
+                      "are; it does not combine with compressed buckets");
+  }
   if (options_.compression && *options_.compression != at::kBFloat16 &&
       *options_.compression != at::kHalf) {
     throw ConfigError("parallel.compression: only bf16 and fp16 buckets are supported");
   }
   // Every parameter starts as rank 0's, frozen ones too; only trainable ones get buckets.
   broadcast_initial_state(parameters);
-  if (!options_.owners.empty()) {
-    if (options_.owners.size() != parameters.size()) {
-      throw Error("DataParallel: " + std::to_string(options_.owners.size()) + " owners for " +
-                  std::to_string(parameters.size()) + " parameters");
-    }
-    owned_by_.resize(static_cast<size_t>(comm_.world()));
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      owned_by_.at(static_cast<size_t>(options_.owners[i])).push_back(parameters[i].second);
-    }
-  }
   for (auto& named : parameters) {
     if (named.second.requires_grad()) parameters_.push_back(std::move(named));
   }
+  if (options_.zero && options_.zero->parameter_count() != parameters_.size()) {
+    throw Error("DataParallel: the ZeRO partition holds " +
+                std::to_string(options_.zero->parameter_count()) + " parameters, " +
+                std::to_string(parameters_.size()) + " train");
+  }
+  rebuilt_ = options_.zero != nullptr;  // the partition's buckets stay
 
   // Until the first step shows the real order, expect gradients in reverse registration order.
   std::vector<int> order(parameters_.size());
@@ -106,19 +104,10 @@ DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::
 
 void DataParallel::step(double lr, const std::function<void()>& local_step) {
   local_step();
-  if (owned_by_.empty()) return;
-  // Every rank's updated parameters, from that rank, in rank order on every rank.
-  for (size_t rank = 0; rank < owned_by_.size(); ++rank) {
-    if (!owned_by_[rank].empty()) {
-      comm::broadcast_coalesced(owned_by_[rank], comm_, static_cast<int>(rank));
-    }
-  }
+  if (options_.zero) options_.zero->gather_parameters(comm_);
 }
 
-std::string DataParallel::describe() const {
-  return exchange_->describe() +
-         (owned_by_.empty() ? "" : ", optimizer state sharded (ZeRO-1), parameters broadcast");
-}
+std::string DataParallel::describe() const { return exchange_->describe(); }
 
 DataParallel::~DataParallel() {
   for (std::size_t i = 0; i < accumulators_.size(); ++i) {
@@ -163,7 +152,8 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
   bucket_order_ = order;
   std::vector<GradientInfo> gradients;
   for (auto& [name, t] : parameters_) gradients.push_back({t.numel(), t.scalar_type()});
-  const auto plan = plan_buckets(gradients, order, options_.buckets);
+  const auto plan = options_.zero ? options_.zero->bucket_plan()
+                                 : plan_buckets(gradients, order, options_.buckets);
 
   at::NoGradGuard no_grad;
   std::vector<Bucket> buckets(plan.size());
@@ -173,27 +163,22 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
   for (std::size_t b = 0; b < plan.size(); ++b) {
     Bucket& bucket = buckets[b];
     bucket.parameters = plan[b];
-    std::int64_t total = 0;
-    for (int p : plan[b]) total += parameters_[p].second.numel();
-    const auto type = parameters_[plan[b][0]].second.scalar_type();
-    bucket.flat = at::zeros({total}, at::TensorOptions().dtype(type));
-    if (options_.compression)
-      bucket.wire = at::empty({total}, at::TensorOptions().dtype(*options_.compression));
     std::int64_t offset = 0;
     for (int p : plan[b]) {
-      at::Tensor& param = parameters_[p].second;
-      at::Tensor alias = alias_into(bucket.flat, offset, param);
-      if (param.grad().defined()) {  // keep what was accumulated
-        alias.copy_(param.grad());
-        param.mutable_grad() = alias;
-      }
-      aliases_[p] = alias;
       bucket_of_[p] = static_cast<int>(b);
-      offset_in_bucket_[p] = offset;
-      offset += param.numel();
+      offset_in_bucket_[p] = options_.zero ? options_.zero->offset_of(p) : offset;
+      offset += parameters_[p].second.numel();
+    }
+    // ZeRO pads a bucket to a multiple of the ranks.
+    bucket.numel = options_.zero ? options_.zero->bucket_numel(b) : offset;
+    if (options_.compression) {
+      bucket.wire = at::empty({bucket.numel}, at::TensorOptions().dtype(*options_.compression));
     }
   }
   buckets_ = std::move(buckets);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    if (!options_.zero || options_.zero->stage() == 1) ensure_bucket_memory(b);
+  }
   std::vector<at::Tensor> exchanged;
   for (const Bucket& bucket : buckets_) exchanged.push_back(wire_of(bucket));
   exchange_->buckets_changed(exchanged);
@@ -234,6 +219,7 @@ void DataParallel::prepare() {
   std::fill(ready_.begin(), ready_.end(), 0);
   gradients_seen_ = 0;
   next_bucket_ = 0;
+  released_ = 0;
   started_ = false;
   finish_queued_ = false;
   for (auto& bucket : buckets_) {
@@ -247,6 +233,7 @@ void DataParallel::on_gradient_ready(int parameter) {
   // After zero_grad() autograd stored a new tensor: move it into the bucket, so that later
   // micro-batches accumulate there and the optimizer reads the reduced values.
   at::Tensor& param = parameters_[parameter].second;
+  ensure_bucket_memory(static_cast<std::size_t>(bucket_of_[parameter]));
   const at::Tensor& alias = aliases_[parameter];
   if (!param.grad().is_same(alias)) {
     alias.copy_(param.grad());
@@ -269,6 +256,46 @@ void DataParallel::on_gradient_ready(int parameter) {
     mark_started();
   }
   if (--bucket.pending == 0) start_ready_buckets();
+  release_reduced_buckets();
+}
+
+void DataParallel::ensure_bucket_memory(std::size_t index) {
+  Bucket& bucket = buckets_[index];
+  if (bucket.flat.defined()) return;
+  at::NoGradGuard no_grad;
+  const auto type = parameters_[bucket.parameters[0]].second.scalar_type();
+  bucket.flat = at::empty({bucket.numel}, at::TensorOptions().dtype(type));
+  std::int64_t used = 0;
+  for (int p : bucket.parameters) {
+    at::Tensor& param = parameters_[p].second;
+    aliases_[p] = alias_into(bucket.flat, offset_in_bucket_[p], param);
+    if (param.grad().defined()) {  // keep what was accumulated
+      aliases_[p].copy_(param.grad());
+      param.mutable_grad() = aliases_[p];
+    } else {
+      aliases_[p].zero_();  // every gradient lands here before the bucket starts
+    }
+    used += param.numel();
+  }
+  // ZeRO's padding takes part in the reduce-scatter as zeros.
+  if (bucket.numel > used) bucket.flat.narrow(0, used, bucket.numel - used).zero_();
+}
+
+void DataParallel::release_bucket(std::size_t index) {
+  Bucket& bucket = buckets_[index];
+  for (int p : bucket.parameters) {
+    parameters_[p].second.mutable_grad().reset();
+    aliases_[p].reset();
+  }
+  bucket.flat.reset();
+}
+
+void DataParallel::release_reduced_buckets() {
+  if (!options_.zero || options_.zero->stage() != 2) return;
+  // In bucket order, as far as the reduce-scatters have got; finish() frees the rest.
+  while (released_ < next_bucket_ && buckets_[released_].work->completed()) {
+    release_bucket(released_++);
+  }
 }
 
 void DataParallel::mark_started() {
@@ -318,11 +345,21 @@ void DataParallel::finish() {
   Clock::time_point last_done = first_start_;
   std::size_t bytes = 0;
   if (phases_) phases_->enter(Phase::kCommExposed);
-  for (auto& bucket : buckets_) {
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
     bucket.work->wait(comm_.options().timeout);
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     last_done = std::max(last_done, bucket.work->finished_at());
-    bytes += wire_of(bucket).nbytes();
+    // ZeRO-2 may have freed the bucket already.
+    bytes += static_cast<std::size_t>(bucket.numel) *
+             (bucket.wire.defined() ? bucket.wire.element_size()
+                                    : parameters_[bucket.parameters[0]].second.element_size());
+  }
+  if (options_.zero) {
+    if (options_.zero->stage() == 2) {
+      while (released_ < buckets_.size()) release_bucket(released_++);
+    }
+    options_.zero->attach_gradients();
   }
   exchange_->step_finished(stats_);
   stats_.buckets = static_cast<int>(buckets_.size());
@@ -335,6 +372,7 @@ void DataParallel::finish() {
 void DataParallel::zero_gradient(int parameter) {
   // Zero unless this step's earlier micro-batches (under no_sync) accumulated into it.
   at::Tensor& param = parameters_[parameter].second;
+  ensure_bucket_memory(static_cast<std::size_t>(bucket_of_[parameter]));
   if (!param.grad().is_same(aliases_[parameter])) {
     aliases_[parameter].zero_();
     param.mutable_grad() = aliases_[parameter];

@@ -35,6 +35,7 @@
 #include "loom/parallel/bucket_exchange.h"
 #include "loom/parallel/bucket_plan.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 
@@ -52,10 +53,11 @@ struct DataParallelOptions {
   // finish() runs by itself when a synchronised backward ends (autograd's final callback), for
   // a training loop that calls its optimizer directly, as with torch's DistributedDataParallel.
   bool finish_in_backward = false;
-  // ZeRO-1: owners[i] is the rank whose optimizer steps parameter i of those given to the
-  // constructor (optimizer_shards.h); after the local step each rank sends the parameters it owns
-  // to the others. Empty: every rank steps every parameter.
-  std::vector<int> owners;
+  // ZeRO (zero_partition.h, made over the parameters that train, in the given order; not
+  // owned): the buckets are the partition's, reduce-scattered into its gradient shards, and
+  // step() all-gathers the stepped shards. Stage 2 frees each gradient bucket once its
+  // reduce-scatter is done. Null: every rank reduces and steps everything.
+  ZeroPartition* zero = nullptr;
 };
 
 class DataParallel : public GradSync {
@@ -84,14 +86,17 @@ class DataParallel : public GradSync {
   void sync_buffers() override;
 
   void set_phase_sink(PhaseSink* sink) override { phases_ = sink; }
-  std::optional<BucketLimits> bucket_limits() const override { return options_.buckets; }
+  // Under ZeRO the buckets are the partition's, fixed for the run.
+  std::optional<BucketLimits> bucket_limits() const override {
+    return options_.zero ? std::nullopt : std::optional<BucketLimits>(options_.buckets);
+  }
   // Regroups the gradients under new limits at the next prepare(), keeping the bucket order.
   // Changes the collectives a step makes, so every rank must call it before the same step.
   void set_bucket_limits(const BucketLimits& limits) override;
 
   const SyncStats& last_stats() const override { return stats_; }
   std::string describe() const override;
-  // ZeRO-1: this rank's optimizer steps its own parameters, then every rank's go to the others.
+  // ZeRO: this rank's optimizer steps its shards, then every rank's go to the others.
   void step(double lr, const std::function<void()>& local_step) override;
   void end_training() override { exchange_->end_training(); }
   // Parameter names per bucket, in bucket order.
@@ -109,13 +114,16 @@ class DataParallel : public GradSync {
   void on_gradient_ready(int parameter);
   void start_ready_buckets();
   void zero_gradient(int parameter);
+  // ZeRO-2 allocates a bucket when its first gradient lands and frees it once reduced.
+  void ensure_bucket_memory(std::size_t bucket);
+  void release_bucket(std::size_t bucket);
+  void release_reduced_buckets();
   void start(std::size_t bucket);
   void mark_started();  // notes when this step's exchange began
   std::vector<int> shared_ready_order();
 
   NamedTensors parameters_;  // only those that require a gradient
   NamedTensors buffers_;
-  std::vector<std::vector<at::Tensor>> owned_by_;  // ZeRO-1: each rank's parameters
   comm::Communicator& comm_;
   DataParallelOptions options_;
   std::unique_ptr<BucketExchange> exchange_;
@@ -134,6 +142,7 @@ class DataParallel : public GradSync {
   std::vector<char> ready_;        // this step, per parameter
   int gradients_seen_ = 0;
   std::size_t next_bucket_ = 0;  // buckets before it have started
+  std::size_t released_ = 0;     // ZeRO-2: buckets before it are freed this step
   bool started_ = false;         // this step's exchange has begun, at first_start_
   bool finish_queued_ = false;   // finish_in_backward: this backward's finish() is queued
   PhaseSink* phases_ = nullptr;  // set_phase_sink

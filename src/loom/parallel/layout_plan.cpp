@@ -117,7 +117,7 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
     plan_pipeline(config, plan);
   } else if (world > 1) {
     plan.mode = LayoutMode::kDataParallel;
-    plan.shard_optimizer = config.parallel.zero == 1;
+    plan.zero_stage = config.parallel.zero;
   }
 
   const int per_replica = plan.mode == LayoutMode::kPipeline ? plan.pipeline_ranks : 1;
@@ -181,7 +181,9 @@ std::string LayoutPlan::describe() const {
       break;
     case LayoutMode::kDataParallel:
       what = "data parallel over " + std::to_string(replicas) + " ranks" +
-             (shard_optimizer ? " (optimizer state sharded, ZeRO-1)" : "");
+             (zero_stage == 1   ? " (optimizer state sharded, ZeRO-1)"
+              : zero_stage == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
+                                : "");
       break;
     case LayoutMode::kParameterServers:
       what = std::to_string(trainers) + " workers and " + std::to_string(servers) + " " +

@@ -51,8 +51,9 @@ struct LayoutPlan {
   // Pipelines: ranks per pipeline (P), and this rank's place in its pipeline.
   int pipeline_ranks = 0;
   int pipeline_rank = 0;
-  // All-reduce data parallelism with the optimizer state sharded over the ranks (ZeRO-1).
-  bool shard_optimizer = false;
+  // All-reduce data parallelism with the optimizer state (1) and the gradients (2) sharded over
+  // the ranks (ZeRO); 0: not sharded.
+  int zero_stage = 0;
 
   bool serves() const { return mode == LayoutMode::kParameterServers && rank >= trainers; }
   // The servers keep the parameters (async, SSP, or the optimizer on the servers) rather than

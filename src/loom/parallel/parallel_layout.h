@@ -92,9 +92,12 @@ class ParallelLayout {
   // What this rank trains and saves: the whole model's tensors, or its pipeline stages'.
   const NamedTensors& parameters() const { return parameters_; }
   const NamedTensors& buffers() const { return buffers_; }
-  // What this rank's optimizer steps and keeps state for: parameters(), or its shard of them
-  // when the optimizer state is sharded (ZeRO-1).
+  // What this rank's optimizer steps and keeps state for: parameters(), or its shards of them
+  // when the optimizer state is sharded (ZeRO).
   virtual const NamedTensors& optimized_parameters() const { return parameters_; }
+  // A checkpoint's optimizer state (under the model's names) as this rank's optimizer keeps it,
+  // under optimized_parameters()' names.
+  virtual NamedTensors own_optimizer_state(const NamedTensors& saved) const { return saved; }
 
   // Makes the gradient exchange and the step executor; parameters() hold the values every rank
   // starts from (rank 0's are sent to the others where replicas exist).

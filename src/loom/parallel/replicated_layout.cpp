@@ -2,10 +2,12 @@
 
 #include <torch/utils.h>
 
+#include <cmath>
+
 #include "loom/core/autocast_scope.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
-#include "loom/parallel/optimizer_shards.h"
+#include "loom/parallel/zero_partition.h"
 #include "loom/parallel/ps/remote_parameters.h"
 
 namespace loom::parallel {
@@ -18,21 +20,45 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       options_(std::move(options)) {
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  sharded_ = plan_.shard_optimizer && replicated();
-  if (sharded_) {
-    const std::vector<int> owners = assign_owners(parameters_, trainers_->world());
-    optimized_ = owned_by(parameters_, owners, trainers_->rank());
-    options_.data_parallel.owners = owners;
+  if (plan_.zero_stage > 0 && replicated()) {
+    NamedTensors trained;
+    for (const auto& named : parameters_) {
+      if (named.second.requires_grad()) trained.push_back(named);
+    }
+    zero_ = std::make_unique<ZeroPartition>(trained, trainers_->rank(), trainers_->world(),
+                                            options_.data_parallel.buckets, plan_.zero_stage);
+    options_.data_parallel.zero = zero_.get();
   }
 }
 
+ReplicatedLayout::~ReplicatedLayout() = default;
+
+const NamedTensors& ReplicatedLayout::optimized_parameters() const {
+  return zero_ ? zero_->shards() : parameters_;
+}
+
+NamedTensors ReplicatedLayout::own_optimizer_state(const NamedTensors& saved) const {
+  return zero_ ? zero_->shard_state(saved) : saved;
+}
+
 std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
-  if (!sharded_) return ParallelLayout::gather(std::move(mine));
-  // Rank 0's model (every rank holds the same), everyone's optimizer shard.
-  NamedTensors optimizer = gather_on_rank0(*trainers_, mine.optimizer);
+  if (!zero_) return ParallelLayout::gather(std::move(mine));
+  // Rank 0's model (every rank holds the same), everyone's optimizer shards under the
+  // parameters' names.
+  NamedTensors shards = gather_on_rank0(*trainers_, mine.optimizer);
   if (trainers_->rank() != 0) return std::nullopt;
-  mine.optimizer = std::move(optimizer);
+  mine.optimizer = zero_->named_state(shards);
   return mine;
+}
+
+void ReplicatedLayout::clip_gradients(double max_norm) {
+  if (!zero_) return ParallelLayout::clip_gradients(max_norm);
+  // Each rank holds the mean gradient of its shards only: the norm is the sum over the ranks.
+  at::Tensor sum = at::tensor({zero_->gradient_square_sum()}, at::kDouble);
+  trainers_->allreduce(sum, comm::ReduceOp::kSum)->wait(trainers_->options().timeout);
+  const double norm = std::sqrt(sum.item<double>());
+  const double scale = max_norm / (norm + 1e-6);  // as torch's clip_grad_norm_
+  if (scale < 1) zero_->scale_gradients(scale);
 }
 
 std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors parameters,

@@ -3,8 +3,9 @@
 // servers that keep the parameters: async, SSP, the optimizer on the servers). A step is
 // train.grad_accum micro-batches accumulated on each rank (AccumulatingExecutor); evaluation
 // splits the test set over the ranks, each with rank 0's model, and adds their sums. With
-// plan.shard_optimizer (ZeRO-1) each rank's optimizer keeps the state of its share of the
-// parameters (optimizer_shards.h), steps them and sends them to the others.
+// plan.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
+// (zero_partition.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
+// shards' state back into state under the parameters' names.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 
@@ -39,16 +41,19 @@ class ReplicatedLayout : public ParallelLayout {
  public:
   // `trainers` (null for one process) holds the training ranks; it and `model` must outlive the
   // layout.
+  // Under ZeRO the parameters' memory moves into the partition's flat buckets here.
   ReplicatedLayout(LayoutPlan plan, models::Model& model, comm::Communicator* trainers,
                    ReplicatedLayoutOptions options);
+  ~ReplicatedLayout() override;
 
   void start(const StartOptions& options) override;
-  const NamedTensors& optimized_parameters() const override {
-    return sharded_ ? optimized_ : parameters_;
-  }
-  // ZeRO-1: every rank sends its optimizer shard to rank 0 for a checkpoint.
-  bool takes_part_in_checkpoints() const override { return sharded_ || plan_.rank == 0; }
+  const NamedTensors& optimized_parameters() const override;
+  NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
+  // ZeRO: every rank sends its optimizer shards to rank 0 for a checkpoint.
+  bool takes_part_in_checkpoints() const override { return zero_ || plan_.rank == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
+  // ZeRO: the norm over every rank's gradient shards.
+  void clip_gradients(double max_norm) override;
   double mean_over_trainers(double value) override;
   bool any_rank(bool mine) override;
   std::vector<double> by_trainer(double mine) override;
@@ -64,8 +69,7 @@ class ReplicatedLayout : public ParallelLayout {
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
   bool bf16_ = false;       // forward under bf16 autocast (start())
-  bool sharded_ = false;    // ZeRO-1 over several ranks
-  NamedTensors optimized_;  // then: the parameters this rank's optimizer steps
+  std::unique_ptr<ZeroPartition> zero_;  // ZeRO over several ranks
 };
 
 }  // namespace loom::parallel

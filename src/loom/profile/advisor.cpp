@@ -109,7 +109,7 @@ std::string megabytes(double bytes) {
 // Near the memory cap: what each memory-saving setting that is off would give back. Activations
 // are what the peak holds beyond the parameters, their gradients and the optimizer state;
 // recompute keeps about a quarter of them (bench/RESULTS.md: 23.7% of a GPT step's at 1.32x the
-// step time), ZeRO-1 all but 1/N of the optimizer state.
+// step time), ZeRO-1 all but 1/N of the optimizer state, ZeRO-2 all but 1/N of the gradients too.
 void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
   const bool near_cap =
       (run.memory_cap_bytes > 0 && run.peak_tensor_bytes >= 0.8 * run.memory_cap_bytes) ||
@@ -130,14 +130,22 @@ void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
                        megabytes(activations) + " they take, for about 1.3x the step time",
                    "train.activation_checkpointing", 0});
   }
-  if (!run.sharded_optimizer && run.data_parallel_ranks > 1 && run.optimizer_state_bytes > 0) {
-    const double saved =
-        run.optimizer_state_bytes * (1.0 - 1.0 / static_cast<double>(run.data_parallel_ranks));
-    out.push_back({"memory_zero", "moderate", evidence,
-                   "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
-                       " of optimizer state over the " + std::to_string(run.data_parallel_ranks) +
-                       " ranks: about " + megabytes(saved) + " less on each",
-                   "parallel.zero", 0});
+  if (run.zero_stage < 2 && run.data_parallel_ranks > 1 && run.optimizer_state_bytes > 0) {
+    const double ranks = static_cast<double>(run.data_parallel_ranks);
+    // Gradients are as large as the parameters; ZeRO-2 keeps 1/N of them between steps.
+    const std::string gradients = megabytes(run.parameter_bytes) + " of gradients: about " +
+                                  megabytes(run.parameter_bytes * (1.0 - 1.0 / ranks));
+    std::string advice;
+    if (run.zero_stage == 0) {
+      advice = "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
+               " of optimizer state over the " + std::to_string(run.data_parallel_ranks) +
+               " ranks: about " + megabytes(run.optimizer_state_bytes * (1.0 - 1.0 / ranks)) +
+               " less on each; parallel.zero: 2 also the " + gradients + " more";
+    } else {
+      advice = "parallel.zero: 2 also shards the " + gradients + " less on each of the " +
+               std::to_string(run.data_parallel_ranks) + " ranks";
+    }
+    out.push_back({"memory_zero", "moderate", evidence, advice, "parallel.zero", 0});
   }
 }
 

@@ -62,14 +62,14 @@ struct RunProfile {
   std::vector<double> server_busy_seconds;
   // Memory: the caching allocator's peak of tensor bytes in use (0 without it), the per-rank
   // cap (parallel.pipeline.memory_cap_mb; 0: none), this rank's optimizer state and its
-  // parameters and gradients (bytes), whether recompute or ZeRO-1 is on, and the data-parallel
-  // ranks the optimizer state could be sharded over (1: none).
+  // parameters and gradients (bytes), whether recompute is on, the ZeRO stage (0: none), and the
+  // data-parallel ranks the optimizer state and gradients could be sharded over (1: none).
   double peak_tensor_bytes = 0;
   double memory_cap_bytes = 0;
   double optimizer_state_bytes = 0;
   double parameter_bytes = 0;
   bool recompute = false;
-  bool sharded_optimizer = false;
+  int zero_stage = 0;
   int data_parallel_ranks = 1;
   int pipeline_ranks = 0;
   int64_t pipeline_microbatches = 0;

@@ -133,7 +133,7 @@ void TrainingRun::resume_if_asked() {
   // what it trains (all of it, or its pipeline stages).
   restore_model(ckpt, path, layout_->parameters(), layout_->buffers());
   import_optimizer_state(*optimizer_, ckpt.optimizer_kind, layout_->optimized_parameters(),
-                         ckpt.optimizer);
+                         layout_->own_optimizer_state(ckpt.optimizer));
   if (ckpt.layout_json != layout_->manifest_json()) {
     LOOM_LOG(kInfo, "checkpoint") << "resuming " << path << ", written as " << ckpt.layout_json
                                   << ", as " << layout_->manifest_json();

@@ -105,8 +105,11 @@ struct TrainSummary {
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
   // Bytes of the optimizer state this rank (rank 0) holds at the end: all of it, or its shard
-  // under parallel.zero: 1.
+  // under parallel.zero.
   int64_t optimizer_state_bytes = 0;
+  // Bytes of the gradients this rank (rank 0) holds after the last step: the whole model's, or
+  // its shards' under parallel.zero: 2 (ZeRO-1 holds both the full buckets and its shards).
+  int64_t gradient_bytes = 0;
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
   data::LoaderStats data;               // the training loader's samples, bad samples, time
   int loader_threads = 0;

@@ -97,6 +97,7 @@ class TrainingRun : private parallel::StepObserver {
   void loss_computed(double value) override;
   // Bytes of the optimizer state this rank holds (its shard under ZeRO-1).
   int64_t optimizer_state_bytes() const;
+  int64_t gradient_bytes() const;
   // Micro-batch k of the optimizer step at (epoch, step_in_epoch), fed to the model.
   parallel::MicroBatch micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k);
   // The test split's loss and accuracy, the result known to every rank: each evaluates its part

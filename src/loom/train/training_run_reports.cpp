@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
@@ -176,7 +177,7 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
   p.recompute = models::recompute_every(config_.train) > 0;
-  p.sharded_optimizer = plan_.shard_optimizer;
+  p.zero_stage = plan_.zero_stage;
   if (plan_.mode == parallel::LayoutMode::kDataParallel) p.data_parallel_ranks = plan_.replicas;
   const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
@@ -187,6 +188,21 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
                         static_cast<double>(options_.topology.memory_bytes);
   }
   return p;
+}
+
+int64_t TrainingRun::gradient_bytes() const {
+  // Each gradient tensor once: the parameters', and the shards' the optimizer steps under ZeRO.
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  for (const auto* named : {&layout_->parameters(), &layout_->optimized_parameters()}) {
+    for (const auto& [name, t] : *named) {
+      const at::Tensor& g = t.grad();
+      if (g.defined() && seen.insert(g.unsafeGetTensorImpl()).second) {
+        bytes += static_cast<int64_t>(g.nbytes());
+      }
+    }
+  }
+  return bytes;
 }
 
 int64_t TrainingRun::optimizer_state_bytes() const {
@@ -262,6 +278,7 @@ TrainSummary TrainingRun::summarize() {
   s.fp32_matmul_flops_per_second =
       info_.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
   s.optimizer_state_bytes = optimizer_state_bytes();
+  s.gradient_bytes = gradient_bytes();
   profile::RunProfile profiled = run_profile(s.wall_seconds);
   profiled.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   profiled.samples_per_second = s.samples_per_second;

@@ -214,9 +214,21 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
   ASSERT_NE(zero, nullptr);
   EXPECT_EQ(zero->key, "parallel.zero");
   EXPECT_NE(zero->advice.find("about 100 MB less"), std::string::npos) << zero->advice;
+  EXPECT_NE(zero->advice.find("parallel.zero: 2 also the 100 MB of gradients: about 50 MB more"),
+            std::string::npos)
+      << zero->advice;
+
+  r.zero_stage = 1;  // ZeRO-2 is what is left
+  findings = advise(r);
+  zero = find(findings, "memory_zero");
+  ASSERT_NE(zero, nullptr);
+  EXPECT_NE(zero->advice.find("parallel.zero: 2 also shards the 100 MB of gradients: about 50 MB "
+                              "less"),
+            std::string::npos)
+      << zero->advice;
 
   r.recompute = true;
-  r.sharded_optimizer = true;
+  r.zero_stage = 2;
   findings = advise(r);
   EXPECT_EQ(find(findings, "memory_recompute"), nullptr);
   EXPECT_EQ(find(findings, "memory_zero"), nullptr);
