@@ -6,6 +6,7 @@ runs R times interleaved; the table shows median tokens/s, the ratio Loom / PyTo
 >= 1.2) and Loom's MFU (by 6N + 12 L d T against the matrix-product peak it calibrates).
 
 Usage: bench/gpt_vs_pytorch.py [--loom build/bin/loom] [--repeats R] [--steps N]
+                              [--precisions fp32,bf16]
 """
 import argparse
 import json
@@ -59,6 +60,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--json", default="")
     a = p.parse_args()
     results = []
@@ -70,7 +72,7 @@ def main():
               "interleaved runs")
         print(f"{'precision':10} {'loom tokens/s':>14} {'pytorch tokens/s':>17} {'ratio':>6} "
               f"{'loom MFU':>9}")
-        for precision in ["fp32", "bf16"]:
+        for precision in a.precisions.split(","):
             loom_rates, peer_rates, mfus = [], [], []
             for _ in range(a.repeats):
                 rate, mfu, params = run_loom(a.loom, data, precision, a.batch, a.steps)

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "loom/core/error.h"
+#include "loom/train/fused_adam.h"
 #include "loom/train/fused_sgd.h"
 
 namespace loom::train {
@@ -74,14 +75,14 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
                                           .weight_decay(c.weight_decay));
   }
   if (c.name == "adam") {
-    return std::make_unique<torch::optim::Adam>(values(parameters),
+    return std::make_unique<FusedAdam>(values(parameters),
                                                 torch::optim::AdamOptions(c.lr)
                                                     .betas({c.beta1, c.beta2})
                                                     .eps(c.eps)
                                                     .weight_decay(c.weight_decay));
   }
   if (c.name == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(values(parameters),
+    return std::make_unique<FusedAdamW>(values(parameters),
                                                  torch::optim::AdamWOptions(c.lr)
                                                      .betas({c.beta1, c.beta2})
                                                      .eps(c.eps)

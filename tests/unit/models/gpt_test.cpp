@@ -201,5 +201,34 @@ TEST(TokenCrossEntropyLoss, IsTheMeanOverEveryToken) {
   EXPECT_NEAR(loss(logits, targets, Reduction::kSum).item<double>(), expected, 1e-4);
 }
 
+// The fused loss against LibTorch's cross_entropy, value and gradient, on float logits and on
+// bf16 ones (whose gradient is bf16, as autocast's would be after narrowing).
+TEST(TokenCrossEntropyLoss, MatchesLibTorchsCrossEntropyAndItsGradient) {
+  at::manual_seed(4);
+  const at::Tensor base = at::randn({3, 7, 301}) * 4;
+  const at::Tensor targets = at::randint(0, 301, {3, 7}, at::kLong);
+  for (auto type : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(type));
+    const at::Tensor ours_in = base.to(type).detach().clone().set_requires_grad(true);
+    const at::Tensor theirs_in = base.to(type).detach().clone().set_requires_grad(true);
+    const at::Tensor ours = TokenCrossEntropyLoss()(ours_in, targets);
+    const at::Tensor theirs = at::cross_entropy_loss(theirs_in.to(at::kFloat).reshape({-1, 301}),
+                                                     targets.reshape({-1}));
+    EXPECT_EQ(ours.scalar_type(), at::kFloat);
+    EXPECT_NEAR(ours.item<double>(), theirs.item<double>(), 1e-5 * theirs.item<double>());
+    (ours * 3).backward();
+    (theirs * 3).backward();
+    ASSERT_EQ(ours_in.grad().scalar_type(), type);
+    const double tolerance = type == at::kFloat ? 1e-6 : 1e-2;
+    const at::Tensor a = ours_in.grad().to(at::kFloat), b = theirs_in.grad().to(at::kFloat);
+    EXPECT_LE((a - b).abs().max().item<double>(), tolerance * b.abs().max().item<double>());
+    if (type == at::kFloat) {
+      EXPECT_NEAR(a.sum().item<double>(), 0.0, 1e-5);  // each row's softmax sums to its one-hot
+    }
+  }
+  TokenCrossEntropyLoss loss;
+  EXPECT_THROW(loss(at::randn({2, 5}), at::tensor({1, 5}, at::kLong)), Error);
+}
+
 }  // namespace
 }  // namespace loom::models

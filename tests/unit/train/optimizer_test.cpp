@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 
+#include "loom/train/fused_adam.h"
 #include "loom/train/fused_sgd.h"
 
 namespace loom::train {
@@ -83,9 +84,12 @@ TEST(Optimizer, MissingStateIsNamed) {
 namespace loom::train {
 namespace {
 
-// Runs `steps` updates of the same parameters and gradients through LibTorch's SGD and
-// FusedSGD; returns the largest difference of the parameters.
-double fused_vs_libtorch(const torch::optim::SGDOptions& options, at::MemoryFormat format) {
+// Runs 4 updates of the same parameters and gradients through LibTorch's optimizer and Loom's
+// fused one; returns the largest difference of the parameters and of their state (under the names
+// a checkpoint gives it).
+template <typename Reference, typename Fused, typename Options>
+double fused_vs_libtorch(const Options& options, at::MemoryFormat format,
+                         const std::string& kind) {
   at::manual_seed(3);
   std::vector<at::Tensor> init = {at::randn({8, 3, 5, 5}).contiguous(format), at::randn({100}),
                                   at::randn({7, 13})};
@@ -94,8 +98,8 @@ double fused_vs_libtorch(const torch::optim::SGDOptions& options, at::MemoryForm
     a.push_back(t.clone().set_requires_grad(true));
     b.push_back(t.clone().set_requires_grad(true));
   }
-  torch::optim::SGD reference(a, options);
-  FusedSGD fused(b, options);
+  Reference reference(a, options);
+  Fused fused(b, options);
   for (int step = 0; step < 4; ++step) {
     for (std::size_t i = 0; i < init.size(); ++i) {
       const auto g = at::randn(init[i].sizes()).contiguous(init[i].suggest_memory_format());
@@ -106,8 +110,20 @@ double fused_vs_libtorch(const torch::optim::SGDOptions& options, at::MemoryForm
     fused.step();
   }
   double worst = 0;
+  models::NamedTensors named_a, named_b;
   for (std::size_t i = 0; i < init.size(); ++i) {
     worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+    named_a.emplace_back("p" + std::to_string(i), a[i]);
+    named_b.emplace_back("p" + std::to_string(i), b[i]);
+  }
+  const auto state_a = export_optimizer_state(reference, kind, named_a);
+  const auto state_b = export_optimizer_state(fused, kind, named_b);
+  EXPECT_EQ(state_a.size(), state_b.size());
+  for (std::size_t i = 0; i < std::min(state_a.size(), state_b.size()); ++i) {
+    EXPECT_EQ(state_a[i].first, state_b[i].first);
+    const at::Tensor difference =
+        state_a[i].second.to(at::kDouble) - state_b[i].second.to(at::kDouble);
+    worst = std::max(worst, difference.abs().max().item().toDouble());
   }
   return worst;
 }
@@ -119,9 +135,31 @@ TEST(FusedSgd, MatchesLibTorchSgd) {
                               SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-2),
                               SGDOptions(0.2).momentum(0.5)};
   for (const auto& options : cases) {
-    EXPECT_LT(fused_vs_libtorch(options, at::MemoryFormat::Contiguous), 1e-6);
-    EXPECT_LT(fused_vs_libtorch(options, at::MemoryFormat::ChannelsLast), 1e-6);
+    for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
+      EXPECT_LT((fused_vs_libtorch<torch::optim::SGD, FusedSGD>(options, format, "sgd")), 1e-6);
+    }
   }
+}
+
+TEST(FusedAdam, MatchesLibTorchAdamAndAdamW) {
+  using torch::optim::AdamOptions;
+  using torch::optim::AdamWOptions;
+  for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
+    for (const auto& options : {AdamOptions(0.01), AdamOptions(0.003).weight_decay(0.1),
+                                AdamOptions(0.01).betas({0.8, 0.95}).eps(1e-6)}) {
+      EXPECT_LT((fused_vs_libtorch<torch::optim::Adam, FusedAdam>(options, format, "adam")),
+                1e-6);
+    }
+    for (const auto& options : {AdamWOptions(0.01), AdamWOptions(0.003).weight_decay(0.1),
+                                AdamWOptions(0.01).betas({0.8, 0.95}).weight_decay(0)}) {
+      EXPECT_LT((fused_vs_libtorch<torch::optim::AdamW, FusedAdamW>(options, format, "adamw")),
+                1e-6);
+    }
+  }
+  // amsgrad is LibTorch's own step, the same state.
+  EXPECT_LT((fused_vs_libtorch<torch::optim::AdamW, FusedAdamW>(
+                AdamWOptions(0.01).amsgrad(true), at::MemoryFormat::Contiguous, "adamw")),
+            1e-7);
 }
 
 }  // namespace
