@@ -255,17 +255,44 @@ TEST_F(LanguageModelTrain, PipelinesWithTheTiedEmbeddingOnBothEndsTrainLikeOnePr
   }
 }
 
+// 2 pipelines x 2 stages, plain and with each stage's optimizer state (ZeRO-1) and gradients
+// (ZeRO-2) sharded over its 2 replicas, the tied embedding's copies summed shard by shard.
 TEST_F(LanguageModelTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
   TempDir dir;
-  const auto one = run_loom("train" + gpt_args() + accumulating(4, 4) + " --out " + (dir / "one"));
+  // A constant learning rate, so that a run cut short at step 4 steps as the whole run does.
+  const std::string args = gpt_args() + " --set schedule.name=constant";
+  const std::string whole = args + accumulating(4, 4);
+  const auto one = run_loom("train" + whole + " --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto four = run_loom(launch(4, gpt_args() + pipelined(2, 4, "1f1b") +
-                                           " --set data.global_batch=16 --out " + (dir / "four")));
-  ASSERT_EQ(four.exit_code, 0) << four.output;
-  const auto s = summary_of(dir / "four");
-  EXPECT_EQ(s["data_parallel"]["ranks"], 2);
-  EXPECT_EQ(s["pipeline"]["ranks"], 2);
-  expect_like(dir / "four", dir / "one");
+  const std::string four = args + pipelined(2, 4, "1f1b") + " --set data.global_batch=16";
+  double plain_state = 0;
+  for (const std::string zero : {"0", "1", "2"}) {
+    SCOPED_TRACE("ZeRO " + zero);
+    const std::string out = dir / ("zero" + zero);
+    const auto run = run_loom(launch(4, four + " --set parallel.zero=" + zero + " --out " + out));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const auto s = summary_of(out);
+    EXPECT_EQ(s["data_parallel"]["ranks"], 2);
+    EXPECT_EQ(s["pipeline"]["ranks"], 2);
+    expect_like(out, dir / "one");
+    // Rank 0 (stage 0) keeps half its stage's state, within the padding of its buckets.
+    const double state = s["memory"]["optimizer_state_bytes"].get<double>();
+    if (zero == "0") plain_state = state;
+    if (zero != "0") {
+      EXPECT_GE(state, 0.5 * plain_state);
+      EXPECT_LE(state, 0.5 * plain_state + 64);
+    }
+  }
+  // A ZeRO-2 pipeline checkpoint holds every parameter's state under its name: one process goes
+  // on from it.
+  const std::string part = dir / "part";
+  auto run = run_loom(launch(4, four + " --set parallel.zero=2 --set train.max_steps=4 --out " +
+                                    part));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_loom("train" + whole + " --resume --out " + part);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(summary_of(part)["resumed_from_step"], 4);
+  expect_same_model(part, dir / "one", 1e-5);
 }
 
 TEST_F(LanguageModelTrain, SynchronousParameterServersTrainLikeOneProcess) {
@@ -333,6 +360,50 @@ TEST_F(LanguageModelTrain, APipelineRecomputesToFitItsMemoryCap) {
     EXPECT_LE(peak.get<double>(), 12.0);
   }
   expect_like(dir / "capped", dir / "one");
+}
+
+// Two pipelines of a GPT whose parameters, gradients and AdamW state take most of a stage's
+// memory: no split fits the cap as configured, and sharding each stage's optimizer state over
+// its 2 replicas (ZeRO-1) makes one fit without recompute. Every rank then stays within the cap
+// (no checkpoints: rank 0 gathers the whole model to write one, beyond any stage's cap), and the
+// model trains as one process does.
+TEST_F(LanguageModelTrain, PipelinesShardTheirOptimizerStateToFitTheirMemoryCap) {
+  TempDir dir;
+  const std::string args = gpt_args() +
+                           " --set model.gpt.n_layer=4 --set model.gpt.n_embd=128"
+                           " --set data.seq_len=16 --set optimizer.name=adamw"
+                           " --set optimizer.lr=0.003 --set train.max_steps=4"
+                           " --set data.eval_batch_size=8 --set checkpoint.enabled=false";
+  const std::string pipes = pipelined(2, 4, "1f1b") + " --set data.global_batch=16";
+  const auto plan_of = [&](const std::string& cap) {
+    const auto r = run_loom("pipeline plan --json --replicas 2" + args + pipes +
+                            " --set parallel.pipeline.memory_cap_mb=" + cap);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return json_line(r.output);
+  };
+  EXPECT_EQ(plan_of("100")["zero_chosen"], 0);
+  const auto fitted = plan_of("9");
+  EXPECT_EQ(fitted["zero_chosen"], 1);
+  EXPECT_EQ(fitted["recompute_chosen"], false);
+
+  const auto one = run_loom("train" + args + accumulating(4, 4) + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_GT(summary_of(dir / "one")["memory"]["peak_cached_bytes_in_use"].get<double>(),
+            9.0 * (1 << 20));
+  const auto capped = run_loom(launch(4, args + pipes +
+                                             " --set parallel.pipeline.memory_cap_mb=9 --out " +
+                                             (dir / "capped")));
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_NE(capped.output.find("ZeRO-1 over the 2 data-parallel pipelines"), std::string::npos)
+      << capped.output;
+  const auto s = summary_of(dir / "capped");
+  EXPECT_EQ(s["layout"]["zero"], 1);
+  for (const auto& peak : s["pipeline"]["peak_memory_mb"]) EXPECT_LE(peak.get<double>(), 9.0);
+  const auto reference = summary_of(dir / "one");
+  EXPECT_NEAR(s["final_train_loss"].get<double>(), reference["final_train_loss"].get<double>(),
+              1e-5 * reference["final_train_loss"].get<double>());
+  EXPECT_NEAR(s["test_loss"].get<double>(), reference["test_loss"].get<double>(),
+              1e-5 * reference["test_loss"].get<double>());
 }
 
 TEST_F(LanguageModelTrain, CheckpointsMoveBetweenAPipelineAndOneProcess) {

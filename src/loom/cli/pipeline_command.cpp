@@ -18,6 +18,7 @@ struct PipelineArgs {
   std::vector<std::string> config_paths, overrides;
   std::string trace, csv;
   bool json = false;
+  int replicas = 1;
 };
 
 // The simulated step as a Chrome trace: a process per rank, a slice per action.
@@ -80,6 +81,8 @@ nlohmann::ordered_json plan_json(const train::PipelinePlan& p) {
           {"partition", p.manual_split ? "parallel.pipeline.split" : "automatic"},
           {"split", p.partition.split_counts()},
           {"recompute_chosen", p.recompute_chosen},
+          {"zero_chosen", p.zero_chosen},
+          {"replicas", p.replicas},
           {"stages", stages},
           {"resident_bytes", p.resident_bytes},
           {"slowest_stage_seconds", p.partition.slowest_seconds()},
@@ -105,10 +108,15 @@ Command add_pipeline_command(CLI::App& app) {
   sub->add_option("--trace", args->trace, "Write the simulated step as a Chrome trace (JSON)");
   sub->add_option("--csv", args->csv, "Write the schedule's actions as CSV (one row per rank)");
   sub->add_flag("--json", args->json, "Print the plan as one JSON object instead of in words");
+  sub->add_option("--replicas", args->replicas,
+                  "Data-parallel pipelines the run will have (ranks / stages): ZeRO shards over "
+                  "them")
+      ->check(CLI::PositiveNumber);
   return {sub, [args] {
             const Config config = load_run_config(args->config_paths, args->overrides);
             const train::PipelinePlan plan =
-                train::plan_pipeline(config, config.data.batch_size, detect_topology());
+                train::plan_pipeline(config, config.data.batch_size, detect_topology(),
+                                     args->replicas);
             if (!args->json) std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
               replace_file_atomically(args->trace, trace_json(plan));

@@ -424,10 +424,11 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
     throw ConfigError("config key 'parallel.compression': ZeRO (parallel.zero) reduce-scatters "
                       "the gradients as they are; compressed buckets do not combine with it");
   }
-  if (c.parallel.zero > 0 && (c.parallel.mode != "data" || c.parallel.pipeline.stages > 1)) {
+  if (c.parallel.zero > 0 && c.parallel.mode != "data") {
     throw ConfigError(
         "config key 'parallel.zero': sharding the optimizer state needs all-reduce data "
-        "parallelism (parallel.mode: data, without pipeline stages)");
+        "parallelism (parallel.mode: data, with or without pipeline stages), not parameter "
+        "servers");
   }
   if (c.parallel.mode == "ps" && c.parallel.pipeline.stages > 1) {
     throw ConfigError(

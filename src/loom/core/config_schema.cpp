@@ -253,11 +253,14 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "Reduce gradient buckets in this 16-bit type: half the bytes on the wire, gradients "
            "rounded once.");
   v.integer("parallel.zero", c.parallel.zero, 0,
-            "All-reduce data parallelism: 1 shards the optimizer state over the ranks (ZeRO-1): "
-            "gradient buckets are reduce-scattered, each rank steps its 1/ranks shard of every "
-            "bucket and the shards are all-gathered, so the state per rank falls to 1/ranks. 2 "
-            "also frees each gradient bucket once reduced, keeping only the rank's shard of the "
-            "gradients (ZeRO-2). 0 = every rank keeps it all.");
+            "All-reduce data parallelism, with or without pipeline stages: 1 shards the "
+            "optimizer state over the data-parallel ranks (ZeRO-1): gradient buckets are "
+            "reduce-scattered, each rank steps its 1/ranks shard of every bucket and the shards "
+            "are all-gathered, so the state per rank falls to 1/ranks. 2 also frees each gradient "
+            "bucket once reduced, keeping only the rank's shard of the gradients between steps "
+            "(ZeRO-2; under gradient accumulation or a pipeline the full buckets live until the "
+            "step). 0 = every rank keeps it all. A pipeline's planner may choose 1 to fit "
+            "parallel.pipeline.memory_cap_mb.");
   v.integer("parallel.pipeline.stages", c.parallel.pipeline.stages, 1,
             "Pipeline ranks the model's blocks are split over (P); `loom train` needs P ranks, or "
             "P x D for D data-parallel pipelines (`loom launch --nproc-per-node`). `loom pipeline "

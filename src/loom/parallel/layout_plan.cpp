@@ -115,6 +115,7 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
     plan_servers(config, plan);
   } else if (config.parallel.pipeline.stages > 1) {
     plan_pipeline(config, plan);
+    plan.zero_stage = config.parallel.zero;  // over each stage's replicas, where there are some
   } else if (world > 1) {
     plan.mode = LayoutMode::kDataParallel;
     plan.zero_stage = config.parallel.zero;
@@ -193,6 +194,9 @@ std::string LayoutPlan::describe() const {
     case LayoutMode::kPipeline:
       what =
           std::to_string(replicas) + " pipeline(s) of " + std::to_string(pipeline_ranks) + " ranks";
+      if (zero_stage > 0 && replicas > 1) {
+        what += " (ZeRO-" + std::to_string(zero_stage) + " over each stage's replicas)";
+      }
       break;
   }
   return what + ": " + std::to_string(step.global_batch) + " samples a step, " +

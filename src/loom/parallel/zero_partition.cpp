@@ -35,7 +35,8 @@ at::Tensor alias_into(const at::Tensor& flat, std::int64_t offset, const at::Ten
 }
 
 ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks,
-                             const BucketLimits& limits, int stage)
+                             const BucketLimits& limits, int stage,
+                             const std::set<std::string>& alone)
     : rank_(rank), ranks_(ranks), stage_(stage), parameters_(parameters) {
   if (stage != 1 && stage != 2) {
     throw ConfigError("config key 'parallel.zero': stage " + std::to_string(stage) +
@@ -47,9 +48,25 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
     gradients.push_back({parameters_[i].second.numel(), parameters_[i].second.scalar_type()});
     order[i] = static_cast<int>(parameters_.size() - 1 - i);  // backward's order, roughly
   }
+  // Runs of the order between parameters that go alone, planned as usual; those alone between.
+  std::vector<std::vector<int>> plan;
+  std::vector<int> run;
+  const auto plan_run = [&] {
+    for (auto& bucket : plan_buckets(gradients, run, limits)) plan.push_back(std::move(bucket));
+    run.clear();
+  };
+  for (int p : order) {
+    if (!alone.count(parameters_[p].first)) {
+      run.push_back(p);
+      continue;
+    }
+    plan_run();
+    plan.push_back({p});
+  }
+  plan_run();
   at::NoGradGuard no_grad;
   offsets_.assign(parameters_.size(), 0);
-  for (auto& members : plan_buckets(gradients, order, limits)) {
+  for (auto& members : plan) {
     Bucket bucket;
     bucket.parameters = std::move(members);
     std::int64_t used = 0;
@@ -101,9 +118,23 @@ void ZeroPartition::gather_parameters(comm::Communicator& comm) {
   for (auto& work : works) work->wait(comm.options().timeout);
 }
 
-double ZeroPartition::gradient_square_sum() const {
+const at::Tensor& ZeroPartition::gradient_shard_of(const std::string& name) const {
+  for (const Bucket& bucket : buckets_) {
+    if (bucket.parameters.size() == 1 && parameters_[bucket.parameters[0]].first == name) {
+      return bucket.grad;
+    }
+  }
+  throw Error("ZeRO: parameter '" + name + "' has no bucket of its own");
+}
+
+double ZeroPartition::gradient_square_sum(const std::set<std::string>& skip) const {
   double sum = 0;
-  for (const Bucket& bucket : buckets_) sum += bucket.grad.to(at::kDouble).square().sum().item<double>();
+  for (const Bucket& bucket : buckets_) {
+    if (bucket.parameters.size() == 1 && skip.count(parameters_[bucket.parameters[0]].first)) {
+      continue;
+    }
+    sum += bucket.grad.to(at::kDouble).square().sum().item<double>();
+  }
   return sum;
 }
 

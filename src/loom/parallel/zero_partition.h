@@ -22,6 +22,7 @@
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,9 +39,11 @@ class ZeroPartition {
  public:
   // `parameters`: those that train (requires_grad), in the model's order; their values move
   // into the flat buckets (the tensors stay the same objects, so the model sees no change).
-  // `stage` is 1 or 2.
+  // `stage` is 1 or 2. Each parameter named in `alone` gets a bucket of its own, so that its
+  // shards cover the same elements wherever it is partitioned alike (a tied parameter's copies
+  // on several pipeline stages: their gradient shards can then be summed).
   ZeroPartition(const NamedTensors& parameters, int rank, int ranks, const BucketLimits& limits,
-                int stage);
+                int stage, const std::set<std::string>& alone = {});
 
   int stage() const { return stage_; }
   int ranks() const { return ranks_; }
@@ -60,12 +63,19 @@ class ZeroPartition {
   const NamedTensors& shards() const { return shards_; }
   // Where a bucket's reduce-scatter leaves this rank's mean gradient.
   const at::Tensor& gradient_shard(std::size_t bucket) const { return buckets_[bucket].grad; }
+  // The gradient shard of a parameter named in `alone`; and its elements there for any
+  // parameter of `numel` elements over `ranks`.
+  const at::Tensor& gradient_shard_of(const std::string& name) const;
+  static std::int64_t shard_elements(std::int64_t numel, int ranks) {
+    return (numel + ranks - 1) / ranks;
+  }
   // Makes the gradient shards the shards' .grad (the optimizer may have cleared them).
   void attach_gradients();
   // Every rank's stepped shards into every rank's parameters; collective over `comm`.
   void gather_parameters(comm::Communicator& comm);
-  // Σ g² over this rank's gradient shards (padding is zero); and scaling them, for clipping.
-  double gradient_square_sum() const;
+  // Σ g² over this rank's gradient shards (padding is zero), leaving out the buckets of the
+  // parameters in `skip` (copies another rank counts); and scaling them all, for clipping.
+  double gradient_square_sum(const std::set<std::string>& skip = {}) const;
   void scale_gradients(double factor);
 
   // State under the parameters' names ("<param>.<field>", as export_optimizer_state writes it)

@@ -130,7 +130,11 @@ void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
                        megabytes(activations) + " they take, for about 1.3x the step time",
                    "train.activation_checkpointing", 0});
   }
-  if (run.zero_stage < 2 && run.data_parallel_ranks > 1 && run.optimizer_state_bytes > 0) {
+  // A pipeline holds its micro-batches' full gradients until the step: ZeRO-2 frees nothing
+  // more at its peak than ZeRO-1.
+  const int useful_stage = run.pipeline_ranks > 0 ? 1 : 2;
+  if (run.zero_stage < useful_stage && run.data_parallel_ranks > 1 &&
+      run.optimizer_state_bytes > 0) {
     const double ranks = static_cast<double>(run.data_parallel_ranks);
     // Gradients are as large as the parameters; ZeRO-2 keeps 1/N of them between steps.
     const std::string gradients = megabytes(run.parameter_bytes) + " of gradients: about " +
@@ -140,7 +144,8 @@ void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
       advice = "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
                " of optimizer state over the " + std::to_string(run.data_parallel_ranks) +
                " ranks: about " + megabytes(run.optimizer_state_bytes * (1.0 - 1.0 / ranks)) +
-               " less on each; parallel.zero: 2 also the " + gradients + " more";
+               " less on each" +
+               (useful_stage == 2 ? "; parallel.zero: 2 also the " + gradients + " more" : "");
     } else {
       advice = "parallel.zero: 2 also shards the " + gradients + " less on each of the " +
                std::to_string(run.data_parallel_ranks) + " ranks";

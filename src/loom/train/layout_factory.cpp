@@ -25,6 +25,8 @@ LayoutFactory::LayoutFactory(const Config& config, parallel::LayoutPlan plan,
   if (plan_.mode == parallel::LayoutMode::kPipeline) {
     pipeline_ = agree_on_pipeline(config_, plan_.step.replica_batch, options_.topology,
                                   *options_.communicator);
+    // The plan may shard over the pipelines to fit the memory cap.
+    if (pipeline_->zero > plan_.zero_stage) plan_.zero_stage = pipeline_->zero;
   }
 }
 

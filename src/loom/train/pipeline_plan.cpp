@@ -193,7 +193,7 @@ std::vector<int> parse_split(const std::string& text) {
 namespace {
 
 PipelinePlan plan_as_configured(const Config& config, int64_t step_batch,
-                                const Topology& topology) {
+                                const Topology& topology, int replicas) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
   plan.schedule = pipeline_schedule(pc);
@@ -220,6 +220,8 @@ PipelinePlan plan_as_configured(const Config& config, int64_t step_batch,
   pp::BlockProfileOptions profile_options;
   profile_options.bf16 = setup.runtime.bf16();
   profile_options.optimizer_states = optimizer_states(config.optimizer);
+  profile_options.zero_stage = static_cast<int>(config.parallel.zero);
+  profile_options.replicas = replicas;
   const std::unique_ptr<models::Loss> loss =
       models::make_task_loss(setup.task, config.train.label_smoothing);
   plan.blocks = pp::profile_blocks(model, input, labels, *loss, profile_options,
@@ -267,24 +269,42 @@ PipelinePlan plan_as_configured(const Config& config, int64_t step_batch,
 
 }  // namespace
 
-PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology) {
+PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
+                           int replicas) {
   try {
-    return plan_as_configured(config, step_batch, topology);
-  } catch (const pp::OverMemoryCap& kept) {
-    if (config.train.activation_checkpointing != "none") throw;
-    // Recompute trades about one more forward pass for most of the activations: try it.
-    Config recomputing = config;
-    recomputing.train.activation_checkpointing = "blocks";
-    PipelinePlan plan;
-    try {
-      plan = plan_as_configured(recomputing, step_batch, topology);
-    } catch (const ConfigError& recomputed) {
-      throw ConfigError(std::string(recomputed.what()) +
-                        " (with every block recomputed; with activations kept: " + kept.what() +
-                        ")");
-    }
-    plan.recompute_chosen = true;
+    PipelinePlan plan = plan_as_configured(config, step_batch, topology, replicas);
+    plan.replicas = replicas;
     return plan;
+  } catch (const pp::OverMemoryCap& configured) {
+    // What else would fit, cheapest in time first: ZeRO moves the same bytes as all-reduce
+    // (about 1.0x the step time here), recompute costs about one more forward (1.3x).
+    const int zero = static_cast<int>(config.parallel.zero);
+    const bool may_shard = replicas > 1 && config.parallel.mode == "data" && zero < 1;
+    const bool may_recompute = config.train.activation_checkpointing == "none";
+    std::vector<std::pair<int, bool>> candidates;  // (ZeRO stage, recompute)
+    if (may_shard) candidates.emplace_back(1, false);
+    if (may_recompute) candidates.emplace_back(zero, true);
+    if (may_recompute && may_shard) candidates.emplace_back(1, true);
+    if (candidates.empty()) throw;
+    std::string last;
+    for (const auto& [stage, recompute] : candidates) {
+      Config trying = config;
+      trying.parallel.zero = stage;
+      if (recompute) trying.train.activation_checkpointing = "blocks";
+      try {
+        PipelinePlan plan = plan_as_configured(trying, step_batch, topology, replicas);
+        plan.replicas = replicas;
+        plan.zero_chosen = stage > zero ? stage : 0;
+        plan.recompute_chosen = recompute;
+        return plan;
+      } catch (const ConfigError& e) {
+        last = e.what();
+      }
+    }
+    throw ConfigError(last + " (with " + (may_recompute ? "every block recomputed" : "") +
+                      (may_recompute && may_shard ? " and " : "") +
+                      (may_shard ? "ZeRO-1 over " + std::to_string(replicas) + " pipelines" : "") +
+                      "; as configured: " + configured.what() + ")");
   }
 }
 
@@ -297,6 +317,12 @@ std::string describe_plan(const PipelinePlan& p) {
          s.name.c_str(), s.ranks, s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
          static_cast<long long>(p.microbatch_samples), p.model.c_str(), p.blocks.size());
   append(out, "partition (%s):\n", p.manual_split ? "parallel.pipeline.split" : "automatic");
+  if (p.zero_chosen > 0) {
+    append(out,
+           "ZeRO-%d over the %d data-parallel pipelines (no split fits "
+           "parallel.pipeline.memory_cap_mb otherwise)\n",
+           p.zero_chosen, p.replicas);
+  }
   if (p.recompute_chosen) {
     append(out,
            "activation recompute: every block (no split fits parallel.pipeline.memory_cap_mb "

@@ -27,6 +27,10 @@ struct PipelinePlan {
   // No split fitted parallel.pipeline.memory_cap_mb with the activations kept, and recomputing
   // every block (train.activation_checkpointing: blocks) made one fit: the run recomputes.
   bool recompute_chosen = false;
+  // Likewise ZeRO-1 over the data-parallel pipelines (1; 0: as configured), tried before
+  // recompute: it costs little time (bench/RESULTS.md).
+  int zero_chosen = 0;
+  int replicas = 1;  // data-parallel pipelines the plan was made for
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   double resident_bytes = 0;         // every rank's data in memory, counted in each stage's memory
   std::vector<parallel::pipeline::StageCosts> stage_costs;
@@ -42,11 +46,14 @@ struct PipelinePlan {
 };
 
 // The plan for steps of `step_batch` samples (one pipeline's; data.batch_size for `loom pipeline
-// plan`). Where no split fits the memory cap with activations kept (and the configuration leaves
-// recompute off), the blocks are profiled again recomputed and, if a split fits then, the plan
-// recomputes (recompute_chosen). Throws ConfigError (naming the key, saying what would work) for
-// a plan that cannot run.
-PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology);
+// plan`) of `replicas` data-parallel pipelines. Where no split fits the memory cap as
+// configured, the plan tries, cheapest first: ZeRO-1 over the replicas (where there are several
+// and parallel.zero is 0), recompute of every block (where train.activation_checkpointing is
+// none), and both; the first that fits is the plan (zero_chosen, recompute_chosen). ZeRO-2 is
+// not tried: a pipeline's peak holds the full gradients of its micro-batches either way. Throws ConfigError (naming the key, saying what would work)
+// for a plan that cannot run.
+PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
+                           int replicas = 1);
 
 // The plan in words: schedule, each stage's blocks, predicted time and memory, the simulated
 // step and bubble, and the micro-batch count that would shrink a large bubble.

@@ -15,17 +15,20 @@ AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const
   std::vector<int> split;
   if (comm.rank() == 0) {
     // The plan prices the step's batch, as `loom pipeline plan` does.
-    const PipelinePlan plan = plan_pipeline(config, step_batch, topology);
+    const int replicas = comm.world() / static_cast<int>(config.parallel.pipeline.stages);
+    const PipelinePlan plan = plan_pipeline(config, step_batch, topology, replicas);
     agreed.plan_text = describe_plan(plan);
     agreed.better_microbatches = plan.better_microbatches;
     agreed.better_bubble = plan.better_bubble;
     split = plan.partition.split_counts();
     agreed.recompute = plan.recompute_chosen;
+    agreed.zero = plan.zero_chosen;
   }
   agreed.split = parallel::pipeline::shared_split(&comm, split, agreed.schedule.stages);
-  at::Tensor recompute = at::full({1}, agreed.recompute ? 1 : 0, at::kLong);
-  comm.broadcast(recompute, 0)->wait(comm.options().timeout);
-  agreed.recompute = recompute.item<int64_t>() != 0;
+  at::Tensor choices = at::tensor({agreed.recompute ? 1 : 0, agreed.zero}, at::kLong);
+  comm.broadcast(choices, 0)->wait(comm.options().timeout);
+  agreed.recompute = choices[0].item<int64_t>() != 0;
+  agreed.zero = static_cast<int>(choices[1].item<int64_t>());
   return agreed;
 }
 

@@ -178,7 +178,10 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   }
   p.recompute = models::recompute_every(config_.train) > 0;
   p.zero_stage = plan_.zero_stage;
-  if (plan_.mode == parallel::LayoutMode::kDataParallel) p.data_parallel_ranks = plan_.replicas;
+  if (plan_.mode == parallel::LayoutMode::kDataParallel ||
+      plan_.mode == parallel::LayoutMode::kPipeline) {
+    p.data_parallel_ranks = plan_.replicas;
+  }
   const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
   if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
   rusage usage{};

@@ -21,6 +21,12 @@ struct BlockProfileOptions {
   bool bf16 = false;
   // Optimizer state tensors per parameter tensor: 0 plain SGD, 1 momentum, 2 Adam.
   int optimizer_states = 1;
+  // ZeRO over `replicas` data-parallel copies of each stage (zero_partition.h): each keeps
+  // 1/replicas of the optimizer state, and its reduced gradient shards besides the full
+  // gradients. A pipeline accumulates its micro-batches' gradients in full buckets, so at the
+  // peak ZeRO-2 holds what ZeRO-1 holds: it frees the buckets only after the step.
+  int zero_stage = 0;
+  int replicas = 1;
 };
 
 // `input` and `labels` form one micro-batch; the loss is charged to the last block.

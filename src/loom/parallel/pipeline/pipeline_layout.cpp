@@ -20,12 +20,12 @@ namespace {
 class SumTiedAfterStep : public StepExecutor {
  public:
   SumTiedAfterStep(std::unique_ptr<StepExecutor> inner, const TiedParameters& tied,
-                   comm::Communicator& comm)
-      : inner_(std::move(inner)), tied_(tied), comm_(comm) {}
+                   comm::Communicator& comm, const ZeroPartition* zero)
+      : inner_(std::move(inner)), tied_(tied), comm_(comm), zero_(zero) {}
   int64_t micro_batches() const override { return inner_->micro_batches(); }
   StepOutcome run(const MicroBatchSource& micro_batch) override {
     const StepOutcome outcome = inner_->run(micro_batch);
-    tied_.sum_gradients(comm_);
+    tied_.sum_gradients(comm_, zero_);
     return outcome;
   }
 
@@ -33,6 +33,7 @@ class SumTiedAfterStep : public StepExecutor {
   std::unique_ptr<StepExecutor> inner_;
   const TiedParameters& tied_;
   comm::Communicator& comm_;
+  const ZeroPartition* zero_;  // the copies' gradient shards are summed, under ZeRO
 };
 
 models::NamedTensors first_of_each_name(models::NamedTensors all) {
@@ -67,6 +68,25 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   parameters_ = std::move(own.parameters);
   buffers_ = std::move(own.buffers);
   for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
+  if (plan_.zero_stage > 0 && replica_group_ && replica_group_->world() > 1) {
+    NamedTensors trained;
+    for (const auto& named : parameters_) {
+      if (named.second.requires_grad()) trained.push_back(named);
+    }
+    zero_ = std::make_unique<ZeroPartition>(trained, replica_group_->rank(),
+                                            replica_group_->world(),
+                                            options_.data_parallel.buckets, plan_.zero_stage,
+                                            tied_.names());
+    options_.data_parallel.zero = zero_.get();
+  }
+}
+
+const NamedTensors& PipelineLayout::optimized_parameters() const {
+  return zero_ ? zero_->shards() : parameters_;
+}
+
+NamedTensors PipelineLayout::own_optimizer_state(const NamedTensors& saved) const {
+  return zero_ ? zero_->shard_state(saved) : saved;
 }
 
 void PipelineLayout::start(const StartOptions& options) {
@@ -86,7 +106,8 @@ void PipelineLayout::start(const StartOptions& options) {
   if (tied_.empty()) {
     executor_ = std::move(pipelined);
   } else {
-    executor_ = std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline());
+    executor_ = std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(),
+                                                   zero_.get());
   }
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model.
@@ -94,6 +115,15 @@ void PipelineLayout::start(const StartOptions& options) {
 }
 
 void PipelineLayout::clip_gradients(double max_norm) {
+  if (zero_) {
+    // Each rank holds its shards of its stages' gradients: the norm is the sum over every rank
+    // of the job, a tied copy's shards counted by the owner's rank.
+    at::Tensor sum = at::tensor({zero_->gradient_square_sum(tied_copies_)}, at::kDouble);
+    job_.allreduce(sum, comm::ReduceOp::kSum)->wait(job_.options().timeout);
+    const double scale = max_norm / (std::sqrt(sum.item<double>()) + 1e-6);
+    if (scale < 1) zero_->scale_gradients(scale);
+    return;
+  }
   // A tied parameter's copies hold the same gradient: counted once, by its owner.
   clip_grad_norm_across(parameters_, max_norm, pipeline(), tied_copies_);
 }
@@ -111,6 +141,12 @@ bool PipelineLayout::any_rank(bool mine) {
 }
 
 std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) {
+  if (zero_) {
+    // First each stage's optimizer shards, on its first replica, under the parameters' names.
+    NamedTensors shards = gather_on_rank0(*replica_group_, mine.optimizer);
+    if (replica_group_->rank() != 0) return std::nullopt;
+    mine.optimizer = zero_->named_state(shards);
+  }
   // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
   comm::Communicator& comm = pipeline();
   CheckpointTensors all;

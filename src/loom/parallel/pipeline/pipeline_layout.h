@@ -19,6 +19,7 @@
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/tied_parameters.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel::pipeline {
 
@@ -49,7 +50,11 @@ class PipelineLayout : public ParallelLayout {
   void clip_gradients(double max_norm) override;
   double mean_over_trainers(double value) override;
   bool any_rank(bool mine) override;
-  bool takes_part_in_checkpoints() const override { return plan_.replica == 0; }
+  // ZeRO (plan.zero_stage, with several pipelines): each stage's parameters are partitioned over
+  // its replicas (zero_partition.h), and every rank takes part in checkpoints.
+  const NamedTensors& optimized_parameters() const override;
+  NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
+  bool takes_part_in_checkpoints() const override { return zero_ || plan_.replica == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   at::Tensor own_rng(const CheckpointTensors& saved) const override;
   void forward_only(int64_t batches, const MicroBatchSource& batch,
@@ -72,6 +77,7 @@ class PipelineLayout : public ParallelLayout {
   std::set<std::string> tied_copies_;  // of parameters_, those another stage owns
   std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several pipelines
   PipelineExecutor* executor_of_schedule_ = nullptr;                    // executor_, once started
+  std::unique_ptr<ZeroPartition> zero_;  // ZeRO over this stage's replicas
 };
 
 // The parameters and buffers of the stages `rank` runs, under the model's names, and the

@@ -39,29 +39,43 @@ TiedParameters::TiedParameters(const std::vector<std::vector<models::Block>>& st
   }
 }
 
-void TiedParameters::sum_gradients(comm::Communicator& pipeline) const {
+std::set<std::string> TiedParameters::names() const {
+  std::set<std::string> out;
+  for (const Entry& e : entries_) out.insert(e.name);
+  return out;
+}
+
+void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero) const {
+  // What each entry adds: its whole gradient, or this data-parallel rank's shard of it.
+  const auto elements = [&](const Entry& e) {
+    return zero ? ZeroPartition::shard_elements(e.numel, zero->ranks()) : e.numel;
+  };
+  const auto gradient = [&](const Entry& e) {
+    return zero ? zero->gradient_shard_of(e.name) : e.tensor.grad();
+  };
   int64_t total = 0;
-  for (const Entry& e : entries_) total += e.numel;
+  for (const Entry& e : entries_) total += elements(e);
   at::Tensor flat = at::zeros({total}, at::kFloat);
   int64_t offset = 0;
   for (const Entry& e : entries_) {
-    if (e.held && e.tensor.grad().defined()) {
-      flat.narrow(0, offset, e.numel).copy_(e.tensor.grad().reshape({-1}));
+    if (e.held && gradient(e).defined()) {
+      flat.narrow(0, offset, elements(e)).copy_(gradient(e).reshape({-1}));
     }
-    offset += e.numel;
+    offset += elements(e);
   }
   pipeline.allreduce(flat, comm::ReduceOp::kSum)->wait(pipeline.options().timeout);
   offset = 0;
   for (const Entry& e : entries_) {
     if (e.held) {
-      at::Tensor summed = flat.narrow(0, offset, e.numel).view(e.tensor.sizes());
-      if (e.tensor.grad().defined()) {
-        e.tensor.mutable_grad().copy_(summed);
+      at::Tensor summed = flat.narrow(0, offset, elements(e));
+      at::Tensor mine = gradient(e);
+      if (mine.defined()) {
+        mine.copy_(summed.view(mine.sizes()));
       } else {
-        e.tensor.mutable_grad() = summed.to(e.tensor.scalar_type()).clone();
+        e.tensor.mutable_grad() = summed.view(e.tensor.sizes()).to(e.tensor.scalar_type()).clone();
       }
     }
-    offset += e.numel;
+    offset += elements(e);
   }
 }
 

@@ -12,12 +12,14 @@
 
 #include <ATen/Tensor.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/models/model.h"
 #include "loom/parallel/pipeline/schedule.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel::pipeline {
 
@@ -30,8 +32,13 @@ class TiedParameters {
                  int rank);
 
   bool empty() const { return entries_.empty(); }
-  // Adds every copy's gradient (collective over `pipeline`, the ranks of one pipeline).
-  void sum_gradients(comm::Communicator& pipeline) const;
+  // The tied parameters, held here or not.
+  std::set<std::string> names() const;
+  // Adds every copy's gradient (collective over `pipeline`, the ranks of one pipeline). Under
+  // ZeRO (`zero`, where each tied parameter has a bucket of its own) the copies' gradient shards
+  // are added instead: the ranks of one pipeline have the same data-parallel rank, so their
+  // shards cover the same elements.
+  void sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero = nullptr) const;
 
  private:
   struct Entry {
