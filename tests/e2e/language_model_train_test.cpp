@@ -146,6 +146,18 @@ TEST_F(LanguageModelTrain, OneProcessLearnsAndReportsTokensPerplexityAndMfu) {
   const auto too_long = run_loom("generate " + (dir / "run") + " --tokens 40");
   EXPECT_EQ(too_long.exit_code, 2) << too_long.output;  // past the context of 32
   EXPECT_NE(too_long.output.find("--tokens"), std::string::npos) << too_long.output;
+
+  // The report speaks of tokens and perplexity (drawn by its script, read back from Chromium).
+  const std::string browser = chromium();
+  if (browser.empty()) return;  // scripts/install-deps.sh installs it; the Report test says so
+  const auto report = run_loom("report " + (dir / "run"));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const auto dom = rendered_dom(browser, dir / "run/report.html", dir / "profile");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  EXPECT_NE(dom.output.find("tokens/s</b>"), std::string::npos) << dom.output.substr(0, 2000);
+  EXPECT_NE(dom.output.find("validation perplexity <b>"), std::string::npos);
+  EXPECT_NE(dom.output.find(">ppl "), std::string::npos);  // each validation's label
+  EXPECT_NE(dom.output.find("data-charts=\"3\""), std::string::npos);
 }
 
 TEST_F(LanguageModelTrain, DataParallelTrainsLikeOneProcess) {

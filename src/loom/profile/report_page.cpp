@@ -20,7 +20,7 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 <div id="headline"></div>
 <h2>Step time by phase</h2><div id="phases" class="chart"></div><div id="phases-legend" class="legend"></div>
 <h2>Throughput</h2><div id="throughput" class="chart"></div>
-<h2>Loss and test accuracy</h2><div id="loss" class="chart"></div>
+<h2>Loss and evaluation</h2><div id="loss" class="chart"></div>
 <h2>Findings</h2><div id="findings"></div>
 <h2>Remote data workers</h2><div id="workers"></div>
 <h2>Parameter servers</h2><div id="servers"></div>
@@ -95,20 +95,40 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
     none('phases', 'No per-step phase times in metrics.jsonl.');
   }
 
+  // A language model counts tokens, and is judged by its validation loss per token (perplexity).
+  const language = S.task === 'language_model';
   if (steps.length) {
-    const f = frame('throughput', steps.map(r => r.step), Math.max(...steps.map(r => r.samples_per_second)) * 1.1, 'samples/s');
-    el('path', {d: 'M' + polyline(f, steps.map(r => [r.step, r.samples_per_second])), fill: 'none', stroke: '#4c78a8',
+    const rate = r => language ? r.tokens_per_second : r.samples_per_second;
+    const f = frame('throughput', steps.map(r => r.step), Math.max(...steps.map(rate)) * 1.1,
+                    language ? 'tokens/s' : 'samples/s');
+    el('path', {d: 'M' + polyline(f, steps.map(r => [r.step, rate(r)])), fill: 'none', stroke: '#4c78a8',
                 'stroke-width': 2, class: 'series'}, f.svg);
     charts++;
 
-    // Loss on the axis; test accuracy (0..1) drawn on the same height, labelled in percent.
-    const top = Math.max(...steps.map(r => r.loss)) * 1.1;
-    const g = frame('loss', steps.map(r => r.step), top, 'training loss (line), test accuracy (dots, 0-100% of the height)');
-    el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none', stroke: '#e45756',
-                'stroke-width': 2, class: 'series'}, g.svg);
-    for (const e of epochs.filter(e => e.test_accuracy !== undefined)) {
-      el('circle', {cx: g.x(e.step), cy: g.y(e.test_accuracy * top), r: 5, fill: '#54a24b', class: 'series'}, g.svg);
-      text(g.svg, g.x(e.step) - 6, g.y(e.test_accuracy * top) - 8, pct(e.test_accuracy), {'text-anchor': 'end'});
+    if (language) {
+      // Training and validation loss per token on one axis; each validation labelled with its
+      // perplexity.
+      const checked = epochs.filter(e => e.test_loss !== undefined);
+      const top = Math.max(...steps.map(r => r.loss), ...checked.map(e => e.test_loss)) * 1.1;
+      const g = frame('loss', steps.map(r => r.step), top,
+                      'training loss per token (line), validation loss (dots, labelled with perplexity)');
+      el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none', stroke: '#e45756',
+                  'stroke-width': 2, class: 'series'}, g.svg);
+      for (const e of checked) {
+        el('circle', {cx: g.x(e.step), cy: g.y(e.test_loss), r: 5, fill: '#54a24b', class: 'series'}, g.svg);
+        text(g.svg, g.x(e.step) - 6, g.y(e.test_loss) - 8, 'ppl ' + Math.exp(e.test_loss).toFixed(1),
+             {'text-anchor': 'end'});
+      }
+    } else {
+      // Loss on the axis; test accuracy (0..1) drawn on the same height, labelled in percent.
+      const top = Math.max(...steps.map(r => r.loss)) * 1.1;
+      const g = frame('loss', steps.map(r => r.step), top, 'training loss (line), test accuracy (dots, 0-100% of the height)');
+      el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none', stroke: '#e45756',
+                  'stroke-width': 2, class: 'series'}, g.svg);
+      for (const e of epochs.filter(e => e.test_accuracy !== undefined)) {
+        el('circle', {cx: g.x(e.step), cy: g.y(e.test_accuracy * top), r: 5, fill: '#54a24b', class: 'series'}, g.svg);
+        text(g.svg, g.x(e.step) - 6, g.y(e.test_accuracy * top) - 8, pct(e.test_accuracy), {'text-anchor': 'end'});
+      }
     }
     charts++;
   } else {
@@ -120,7 +140,9 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
   document.getElementById('headline').innerHTML =
       `<p><b>${esc(S.model)}</b>, ${S.parameters} parameters: ${S.steps} steps, ${S.samples} samples in ` +
       `${S.wall_seconds.toFixed(1)} s; <b>${S.samples_per_second.toFixed(1)} samples/s</b>` +
-      (S.test_accuracy ? `, test accuracy <b>${pct(S.test_accuracy)}</b>` : '') +
+      (language ? ` (<b>${S.tokens_per_second.toFixed(0)} tokens/s</b>)` : '') +
+      (language && S.test_perplexity ? `, validation perplexity <b>${S.test_perplexity.toFixed(1)}</b>` : '') +
+      (!language && S.test_accuracy ? `, test accuracy <b>${pct(S.test_accuracy)}</b>` : '') +
       (S.mfu && S.mfu.mfu ? `, MFU ${pct(S.mfu.mfu)}` : '') +
       (dp.ranks > 1 ? `; ${dp.ranks} ranks over ${esc(dp.backend)}, ${pct(dp.overlap)} of the all-reduce hidden behind backward` : '') +
       '.</p>';
