@@ -68,6 +68,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/ps/ps_protocol.h
   loom/parallel/replicated_layout.h
   loom/parallel/step_executor.h
+  loom/parallel/zero_partition.h
   loom/profile/advisor.h
   loom/profile/autotuner.h
   loom/profile/cost_plan.h

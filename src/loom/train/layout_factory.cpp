@@ -31,7 +31,8 @@ LayoutFactory::LayoutFactory(const Config& config, parallel::LayoutPlan plan,
 }
 
 int64_t LayoutFactory::recompute_every() const {
-  return pipeline_ && pipeline_->recompute ? 1 : models::recompute_every(config_.train);
+  return pipeline_ && pipeline_->recompute_every > 0 ? pipeline_->recompute_every
+                                                     : models::recompute_every(config_.train);
 }
 
 std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& model) const {

@@ -29,8 +29,8 @@ class LayoutFactory {
   LayoutFactory(const Config& config, parallel::LayoutPlan plan, const TrainOptions& options);
 
   const parallel::LayoutPlan& plan() const { return plan_; }
-  // Blocks recomputed in backward (models::Model::set_recompute_every): as configured, or every
-  // block where the pipeline's plan chose recompute to fit its memory cap.
+  // Blocks recomputed in backward (models::Model::set_recompute_every): as configured, or as the
+  // pipeline's plan chose to fit its memory cap.
   int64_t recompute_every() const;
   // The layout around `model` (which must outlive it).
   std::unique_ptr<parallel::ParallelLayout> make(models::Model& model) const;

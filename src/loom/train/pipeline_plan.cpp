@@ -277,25 +277,31 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
     return plan;
   } catch (const pp::OverMemoryCap& configured) {
     // What else would fit, cheapest in time first: ZeRO moves the same bytes as all-reduce
-    // (about 1.0x the step time here), recompute costs about one more forward (1.3x).
+    // (about 1.0x the step time here), recompute costs up to one more forward (1.3x for every
+    // block), half that for every second block.
     const int zero = static_cast<int>(config.parallel.zero);
     const bool may_shard = replicas > 1 && config.parallel.mode == "data" && zero < 1;
     const bool may_recompute = config.train.activation_checkpointing == "none";
-    std::vector<std::pair<int, bool>> candidates;  // (ZeRO stage, recompute)
-    if (may_shard) candidates.emplace_back(1, false);
-    if (may_recompute) candidates.emplace_back(zero, true);
-    if (may_recompute && may_shard) candidates.emplace_back(1, true);
+    std::vector<std::pair<int, int64_t>> candidates;  // (ZeRO stage, recompute every k-th block)
+    if (may_shard) candidates.emplace_back(1, 0);
+    if (may_recompute) candidates.emplace_back(zero, 2);
+    if (may_recompute) candidates.emplace_back(zero, 1);
+    if (may_recompute && may_shard) candidates.emplace_back(1, 1);
     if (candidates.empty()) throw;
     std::string last;
-    for (const auto& [stage, recompute] : candidates) {
+    for (const auto& [stage, every] : candidates) {
       Config trying = config;
       trying.parallel.zero = stage;
-      if (recompute) trying.train.activation_checkpointing = "blocks";
+      if (every == 1) trying.train.activation_checkpointing = "blocks";
+      if (every > 1) {
+        trying.train.activation_checkpointing = "every_k";
+        trying.train.activation_checkpointing_k = every;
+      }
       try {
         PipelinePlan plan = plan_as_configured(trying, step_batch, topology, replicas);
         plan.replicas = replicas;
         plan.zero_chosen = stage > zero ? stage : 0;
-        plan.recompute_chosen = recompute;
+        plan.recompute_every_chosen = every;
         return plan;
       } catch (const ConfigError& e) {
         last = e.what();
@@ -323,10 +329,17 @@ std::string describe_plan(const PipelinePlan& p) {
            "parallel.pipeline.memory_cap_mb otherwise)\n",
            p.zero_chosen, p.replicas);
   }
-  if (p.recompute_chosen) {
+  if (p.recompute_every_chosen == 1) {
     append(out,
            "activation recompute: every block (no split fits parallel.pipeline.memory_cap_mb "
            "with the activations kept)\n");
+  } else if (p.recompute_every_chosen > 1) {
+    const int64_t k = p.recompute_every_chosen;
+    const char* suffix = k % 10 == 2 && k % 100 != 12 ? "nd" : k % 10 == 3 && k % 100 != 13 ? "rd" : "th";
+    append(out,
+           "activation recompute: every %lld%s block (no split fits "
+           "parallel.pipeline.memory_cap_mb with the activations kept)\n",
+           static_cast<long long>(k), suffix);
   }
   for (size_t i = 0; i < p.partition.stages.size(); ++i) {
     const auto& stage = p.partition.stages[i];

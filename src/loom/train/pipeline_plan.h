@@ -25,8 +25,9 @@ struct PipelinePlan {
   parallel::pipeline::Partition partition;
   bool manual_split = false;         // from parallel.pipeline.split
   // No split fitted parallel.pipeline.memory_cap_mb with the activations kept, and recomputing
-  // every block (train.activation_checkpointing: blocks) made one fit: the run recomputes.
-  bool recompute_chosen = false;
+  // every k-th block (train.activation_checkpointing: every_k; 1: blocks) made one fit: the run
+  // recomputes those. 0: as configured.
+  int64_t recompute_every_chosen = 0;
   // Likewise ZeRO-1 over the data-parallel pipelines (1; 0: as configured), tried before
   // recompute: it costs little time (bench/RESULTS.md).
   int zero_chosen = 0;
@@ -48,9 +49,10 @@ struct PipelinePlan {
 // The plan for steps of `step_batch` samples (one pipeline's; data.batch_size for `loom pipeline
 // plan`) of `replicas` data-parallel pipelines. Where no split fits the memory cap as
 // configured, the plan tries, cheapest first: ZeRO-1 over the replicas (where there are several
-// and parallel.zero is 0), recompute of every block (where train.activation_checkpointing is
-// none), and both; the first that fits is the plan (zero_chosen, recompute_chosen). ZeRO-2 is
-// not tried: a pipeline's peak holds the full gradients of its micro-batches either way. Throws ConfigError (naming the key, saying what would work)
+// and parallel.zero is 0), recompute of every second block and then of every block (where
+// train.activation_checkpointing is none), and ZeRO-1 with every block recomputed; the first
+// that fits is the plan (zero_chosen, recompute_every_chosen). ZeRO-2 is not tried: a
+// pipeline's peak holds the full gradients of its micro-batches either way. Throws ConfigError (naming the key, saying what would work)
 // for a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
                            int replicas = 1);

@@ -21,13 +21,13 @@ AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const
     agreed.better_microbatches = plan.better_microbatches;
     agreed.better_bubble = plan.better_bubble;
     split = plan.partition.split_counts();
-    agreed.recompute = plan.recompute_chosen;
+    agreed.recompute_every = plan.recompute_every_chosen;
     agreed.zero = plan.zero_chosen;
   }
   agreed.split = parallel::pipeline::shared_split(&comm, split, agreed.schedule.stages);
-  at::Tensor choices = at::tensor({agreed.recompute ? 1 : 0, agreed.zero}, at::kLong);
+  at::Tensor choices = at::tensor({agreed.recompute_every, int64_t{agreed.zero}}, at::kLong);
   comm.broadcast(choices, 0)->wait(comm.options().timeout);
-  agreed.recompute = choices[0].item<int64_t>() != 0;
+  agreed.recompute_every = choices[0].item<int64_t>();
   agreed.zero = static_cast<int>(choices[1].item<int64_t>());
   return agreed;
 }
