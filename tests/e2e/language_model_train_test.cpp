@@ -339,13 +339,13 @@ TEST_F(LanguageModelTrain, RecomputedBlocksTrainAsKeptOnes) {
 // A GPT whose step needs more memory than the cap: no split of its blocks fits with the
 // activations kept, so the plan recomputes some (every second block over a 12 MB cap) or all
 // (over 8 MB); every rank then stays within the cap, and the model trains as one process does
-// (which needs more than the cap). Evaluation runs 8 windows at a time: its activations are not
-// in the memory model (docs/language_models.md).
+// (which needs more than the cap). Evaluation batches of 64 windows go through the pipeline in
+// pieces of a micro-batch (8), within the cap too.
 TEST_F(LanguageModelTrain, APipelineRecomputesToFitItsMemoryCap) {
   TempDir dir;
   const std::string args = gpt_args() +
                            " --set model.gpt.n_layer=4 --set data.seq_len=64"
-                           " --set train.max_steps=4 --set data.eval_batch_size=8";
+                           " --set train.max_steps=4";
   const std::string pipe = pipelined(8, 4, "1f1b");
   const auto plan_of = [&](const std::string& cap) {
     const auto r = run_loom("pipeline plan --json" + args + pipe +

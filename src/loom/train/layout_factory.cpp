@@ -44,6 +44,7 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
     options.plan_text = pipeline_->plan_text;
     options.better_microbatches = pipeline_->better_microbatches;
     options.better_bubble = pipeline_->better_bubble;
+    options.eval_batch = config_.data.eval_batch_size;
     return std::make_unique<parallel::pipeline::PipelineLayout>(
         plan_, model, *options_.communicator, options_.make_group, std::move(options));
   }

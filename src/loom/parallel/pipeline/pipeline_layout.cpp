@@ -169,8 +169,28 @@ at::Tensor PipelineLayout::own_rng(const CheckpointTensors& saved) const {
 
 void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
                                   const OutputSink& output) {
+  // Evaluation batches go through in pieces of a training micro-batch, whose activations the
+  // memory model (and so parallel.pipeline.memory_cap_mb) allows for; the outputs are tallied
+  // piece by piece as the whole batch's would be. Every rank counts the same pieces per batch
+  // (from the configured size: a short last batch has empty pieces), though only the first
+  // stage reads the data.
+  const int64_t piece = std::max<int64_t>(1, plan_.step.micro_batch);
+  const int64_t pieces = std::max<int64_t>(1, (options_.eval_batch + piece - 1) / piece);
+  MicroBatch whole;
+  int64_t loaded = -1;
+  const auto piece_of = [&](int64_t k) {
+    const int64_t b = k / pieces, p = k % pieces;
+    if (b != loaded) whole = batch(b), loaded = b;
+    const int64_t rows = whole.targets.defined() ? whole.targets.size(0) : 0;
+    const int64_t start = std::min(rows, p * piece), n = std::min(piece, rows - start);
+    MicroBatch part;
+    part.targets = whole.targets.defined() ? whole.targets.narrow(0, start, n)
+                                           : at::empty({0}, at::kLong);
+    if (n > 0 && whole.input.defined()) part.input = whole.input.narrow(0, start, n);
+    return part;
+  };
   model_.train(false);
-  executor_of_schedule_->forward_only(batches, batch, output);
+  executor_of_schedule_->forward_only(batches * pieces, piece_of, output);
   model_.train(true);
 }
 

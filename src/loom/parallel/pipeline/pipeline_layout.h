@@ -36,6 +36,9 @@ struct PipelineLayoutOptions {
   std::string plan_text;
   int64_t better_microbatches = 0;
   double better_bubble = 0;
+  // Samples in an evaluation batch (data.eval_batch_size): evaluation feeds them through in
+  // pieces of a training micro-batch. 0: whole batches.
+  int64_t eval_batch = 0;
 };
 
 class PipelineLayout : public ParallelLayout {
