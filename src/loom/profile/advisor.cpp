@@ -130,9 +130,9 @@ void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
                        megabytes(activations) + " they take, for about 1.3x the step time",
                    "train.activation_checkpointing", 0});
   }
-  // A pipeline holds its micro-batches' full gradients until the step: ZeRO-2 frees nothing
-  // more at its peak than ZeRO-1.
-  const int useful_stage = run.pipeline_ranks > 0 ? 1 : 2;
+  // Accumulating micro-batches (grad_accum, a pipeline) holds the full gradients until the step:
+  // ZeRO-2 frees nothing more at the peak than ZeRO-1.
+  const int useful_stage = run.accumulates_gradients ? 1 : 2;
   if (run.zero_stage < useful_stage && run.data_parallel_ranks > 1 &&
       run.optimizer_state_bytes > 0) {
     const double ranks = static_cast<double>(run.data_parallel_ranks);

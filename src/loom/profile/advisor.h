@@ -70,6 +70,9 @@ struct RunProfile {
   double parameter_bytes = 0;
   bool recompute = false;
   int zero_stage = 0;
+  // Gradients accumulate over several micro-batches a step (train.grad_accum, a pipeline): the
+  // full buckets then live through the step, and ZeRO-2 saves nothing more at the peak.
+  bool accumulates_gradients = false;
   int data_parallel_ranks = 1;
   int pipeline_ranks = 0;
   int64_t pipeline_microbatches = 0;

@@ -178,6 +178,7 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   }
   p.recompute = models::recompute_every(config_.train) > 0;
   p.zero_stage = plan_.zero_stage;
+  p.accumulates_gradients = plan_.step.micro_batches > 1;
   if (plan_.mode == parallel::LayoutMode::kDataParallel ||
       plan_.mode == parallel::LayoutMode::kPipeline) {
     p.data_parallel_ranks = plan_.replicas;

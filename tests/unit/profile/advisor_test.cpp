@@ -227,14 +227,14 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
             std::string::npos)
       << zero->advice;
 
-  r.pipeline_ranks = 2;  // a pipeline: ZeRO-2 saves nothing more at its peak
+  r.accumulates_gradients = true;  // a pipeline or grad_accum: ZeRO-2 saves nothing more
   findings = advise(r);
   EXPECT_EQ(find(findings, "memory_zero"), nullptr);
   r.zero_stage = 0;
   zero = find(advise(r), "memory_zero");
   ASSERT_NE(zero, nullptr);
   EXPECT_EQ(zero->advice.find("parallel.zero: 2"), std::string::npos) << zero->advice;
-  r.pipeline_ranks = 0;
+  r.accumulates_gradients = false;
 
   r.recompute = true;
   r.zero_stage = 2;
