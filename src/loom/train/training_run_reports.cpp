@@ -10,7 +10,6 @@
 #include "loom/core/error.h"
 #include "loom/core/thread_cpu_time.h"
 #include "loom/data/remote/remote_batch_source.h"
-#include "loom/models/recompute.h"
 #include "loom/profile/flops.h"
 #include "loom/core/durable_file.h"
 #include "loom/train/summary.h"
@@ -176,7 +175,7 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   for (const auto& [name, t] : layout_->parameters()) {
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
-  p.recompute = models::recompute_every(config_.train) > 0;
+  p.recompute = layouts_.recompute_every() > 0;  // as configured, or as the planner chose
   p.zero_stage = plan_.zero_stage;
   p.accumulates_gradients = plan_.step.micro_batches > 1;
   if (plan_.mode == parallel::LayoutMode::kDataParallel ||
