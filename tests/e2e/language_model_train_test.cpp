@@ -188,9 +188,10 @@ TEST_F(LanguageModelTrain, ShardedOptimizerStateAndGradientsTrainLikeOneProcessO
   for (const std::string stage : {"1", "2"}) {
     SCOPED_TRACE("ZeRO-" + stage);
     const std::string out = "zero" + stage;
-    const auto zero = run_loom(launch(2, gpt_args() + " --set data.global_batch=8"
-                                                      " --set parallel.zero=" + stage +
-                                              " --out " + (dir / out)));
+    const auto zero = run_loom(launch(2, gpt_args() +
+                                             " --set data.global_batch=8"
+                                             " --set parallel.zero=" +
+                                             stage + " --out " + (dir / out)));
     ASSERT_EQ(zero.exit_code, 0) << zero.output;
     expect_like(dir / out, dir / "one");
     EXPECT_EQ(summary_of(dir / out)["layout"]["zero"], std::stoi(stage));
@@ -235,7 +236,8 @@ TEST_F(LanguageModelTrain, CheckpointsMoveBetweenShardedAndWholeOptimizerState) 
   expect_same_model(dir / "a", dir / "one", 1e-5);
   part = run_loom("train" + args + " --set data.batch_size=8 --set train.max_steps=4" + b);
   ASSERT_EQ(part.exit_code, 0) << part.output;
-  part = run_loom(launch(2, args + " --set data.global_batch=8 --set parallel.zero=2 --resume" + b));
+  part =
+      run_loom(launch(2, args + " --set data.global_batch=8 --set parallel.zero=2 --resume" + b));
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(summary_of(dir / "b")["resumed_from_step"], 4);
   expect_same_model(dir / "b", dir / "one", 1e-5);
@@ -298,8 +300,8 @@ TEST_F(LanguageModelTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
   // A ZeRO-2 pipeline checkpoint holds every parameter's state under its name: one process goes
   // on from it.
   const std::string part = dir / "part";
-  auto run = run_loom(launch(4, four + " --set parallel.zero=2 --set train.max_steps=4 --out " +
-                                    part));
+  auto run =
+      run_loom(launch(4, four + " --set parallel.zero=2 --set train.max_steps=4 --out " + part));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   run = run_loom("train" + whole + " --resume --out " + part);
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -370,8 +372,8 @@ TEST_F(LanguageModelTrain, APipelineRecomputesToFitItsMemoryCap) {
   for (const std::string cap : {"12", "8"}) {
     SCOPED_TRACE("cap " + cap + " MB");
     const std::string out = dir / ("capped" + cap);
-    const auto capped = run_loom(launch(2, args + pipe + " --set parallel.pipeline.memory_cap_mb=" +
-                                              cap + " --out " + out));
+    const auto capped = run_loom(
+        launch(2, args + pipe + " --set parallel.pipeline.memory_cap_mb=" + cap + " --out " + out));
     ASSERT_EQ(capped.exit_code, 0) << capped.output;
     EXPECT_NE(capped.output.find(cap == "12" ? "activation recompute: every 2nd block"
                                              : "activation recompute: every block"),
@@ -414,9 +416,8 @@ TEST_F(LanguageModelTrain, PipelinesShardTheirOptimizerStateToFitTheirMemoryCap)
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_GT(summary_of(dir / "one")["memory"]["peak_cached_bytes_in_use"].get<double>(),
             9.0 * (1 << 20));
-  const auto capped = run_loom(launch(4, args + pipes +
-                                             " --set parallel.pipeline.memory_cap_mb=9 --out " +
-                                             (dir / "capped")));
+  const auto capped = run_loom(launch(
+      4, args + pipes + " --set parallel.pipeline.memory_cap_mb=9 --out " + (dir / "capped")));
   ASSERT_EQ(capped.exit_code, 0) << capped.output;
   EXPECT_NE(capped.output.find("ZeRO-1 over the 2 data-parallel pipelines"), std::string::npos)
       << capped.output;
@@ -480,8 +481,7 @@ TEST_F(LanguageModelTrain, ModelsAndDataOfDifferentTasksAreConfigurationErrors) 
   const auto compressed =
       run_loom("train" + gpt_args() + " --set parallel.zero=1 --set parallel.compression=bf16");
   EXPECT_EQ(compressed.exit_code, 2) << compressed.output;
-  EXPECT_NE(compressed.output.find("parallel.compression"), std::string::npos)
-      << compressed.output;
+  EXPECT_NE(compressed.output.find("parallel.compression"), std::string::npos) << compressed.output;
   const auto odd_heads = run_loom("train" + gpt_args() + " --set model.gpt.n_head=5");
   EXPECT_EQ(odd_heads.exit_code, 2) << odd_heads.output;
   EXPECT_NE(odd_heads.output.find("model.gpt.n_embd"), std::string::npos) << odd_heads.output;

@@ -115,9 +115,8 @@ Command add_pipeline_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   return {sub, [args] {
             const Config config = load_run_config(args->config_paths, args->overrides);
-            const train::PipelinePlan plan =
-                train::plan_pipeline(config, config.data.batch_size, detect_topology(),
-                                     args->replicas);
+            const train::PipelinePlan plan = train::plan_pipeline(
+                config, config.data.batch_size, detect_topology(), args->replicas);
             if (!args->json) std::fputs(train::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
               replace_file_atomically(args->trace, trace_json(plan));

@@ -421,8 +421,9 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
                       "(optimizer state and gradients)");
   }
   if (c.parallel.zero > 0 && c.parallel.compression != "none") {
-    throw ConfigError("config key 'parallel.compression': ZeRO (parallel.zero) reduce-scatters "
-                      "the gradients as they are; compressed buckets do not combine with it");
+    throw ConfigError(
+        "config key 'parallel.compression': ZeRO (parallel.zero) reduce-scatters "
+        "the gradients as they are; compressed buckets do not combine with it");
   }
   if (c.parallel.zero > 0 && c.parallel.mode != "data") {
     throw ConfigError(

@@ -43,8 +43,7 @@ inline float exp(float x) {
 // max_j x[j] (-inf for n = 0).
 float max(const float* x, std::int64_t n);
 // out[j] = e^(scale x[j] - shift) × factor; returns Σ_j of out[j] / factor. `out` may be `x`.
-float exp_into(const float* x, float* out, std::int64_t n, float scale, float shift,
-               float factor);
+float exp_into(const float* x, float* out, std::int64_t n, float scale, float shift, float factor);
 
 // bf16 bits to float and back (rounded to nearest even, as c10's conversion, without its NaN
 // case: these rows hold none).

@@ -53,21 +53,20 @@ class DataParallel::ReadyHook : public torch::autograd::FunctionPostHook {
 
 DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::Communicator& comm,
                            DataParallelOptions options, std::unique_ptr<BucketExchange> exchange)
-    : buffers_(std::move(buffers)),
-      comm_(comm),
-      options_(options),
-      exchange_(std::move(exchange)) {
+    : buffers_(std::move(buffers)), comm_(comm), options_(options), exchange_(std::move(exchange)) {
   if (!exchange_) {
     exchange_ = options_.zero ? std::unique_ptr<BucketExchange>(
                                     std::make_unique<ReduceScatterExchange>(comm, *options_.zero))
                               : std::make_unique<AllReduceExchange>(comm);
   } else if (options_.zero) {
-    throw ConfigError("config key 'parallel.zero': ZeRO reduce-scatters among the workers; it "
-                      "does not combine with parameter servers");
+    throw ConfigError(
+        "config key 'parallel.zero': ZeRO reduce-scatters among the workers; it "
+        "does not combine with parameter servers");
   }
   if (options_.zero && options_.compression) {
-    throw ConfigError("config key 'parallel.compression': ZeRO reduce-scatters gradients as they "
-                      "are; it does not combine with compressed buckets");
+    throw ConfigError(
+        "config key 'parallel.compression': ZeRO reduce-scatters gradients as they "
+        "are; it does not combine with compressed buckets");
   }
   if (options_.compression && *options_.compression != at::kBFloat16 &&
       *options_.compression != at::kHalf) {
@@ -153,7 +152,7 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
   std::vector<GradientInfo> gradients;
   for (auto& [name, t] : parameters_) gradients.push_back({t.numel(), t.scalar_type()});
   const auto plan = options_.zero ? options_.zero->bucket_plan()
-                                 : plan_buckets(gradients, order, options_.buckets);
+                                  : plan_buckets(gradients, order, options_.buckets);
 
   at::NoGradGuard no_grad;
   std::vector<Bucket> buckets(plan.size());

@@ -7,8 +7,8 @@
 #include "loom/core/autocast_scope.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
-#include "loom/parallel/zero_partition.h"
 #include "loom/parallel/ps/remote_parameters.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 

@@ -112,7 +112,8 @@ void ZeroPartition::gather_parameters(comm::Communicator& comm) {
   std::vector<at::Tensor> sent;  // kept alive until every gather is done
   std::vector<comm::WorkPtr> works;
   for (const Bucket& bucket : buckets_) {
-    sent.push_back(bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)).clone());
+    sent.push_back(
+        bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)).clone());
     works.push_back(comm.allgather(sent.back(), bucket.values));
   }
   for (auto& work : works) work->wait(comm.options().timeout);
@@ -173,7 +174,8 @@ NamedTensors ZeroPartition::shard_state(const NamedTensors& named) const {
         }
         alias_into(flat, offsets_[p], param).copy_(it->second);
       }
-      out.emplace_back(shard, flat.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)).clone());
+      out.emplace_back(shard,
+                       flat.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)).clone());
     }
   }
   return out;
@@ -199,9 +201,10 @@ NamedTensors ZeroPartition::named_state(const NamedTensors& every_rank) const {
       for (int p : bucket.parameters) {
         const auto& [name, param] = parameters_[p];
         // Contiguous copies: a checkpoint writes each tensor on its own.
-        out.emplace_back(name + "." + field,
-                         count ? shards[0].clone()
-                               : alias_into(flat, offsets_[p], param).clone(at::MemoryFormat::Contiguous));
+        out.emplace_back(
+            name + "." + field,
+            count ? shards[0].clone()
+                  : alias_into(flat, offsets_[p], param).clone(at::MemoryFormat::Contiguous));
       }
     }
   }
@@ -209,10 +212,9 @@ NamedTensors ZeroPartition::named_state(const NamedTensors& every_rank) const {
 }
 
 std::string ReduceScatterExchange::describe() const {
-  return "reduce-scatter over " + comm_.backend() + ", ZeRO-" +
-         std::to_string(partition_.stage()) + ": optimizer state" +
-         (partition_.stage() == 2 ? " and gradients" : "") + " sharded over " +
-         std::to_string(partition_.ranks()) + " ranks, parameters all-gathered";
+  return "reduce-scatter over " + comm_.backend() + ", ZeRO-" + std::to_string(partition_.stage()) +
+         ": optimizer state" + (partition_.stage() == 2 ? " and gradients" : "") +
+         " sharded over " + std::to_string(partition_.ranks()) + " ranks, parameters all-gathered";
 }
 
 }  // namespace loom::parallel

@@ -9,8 +9,8 @@ namespace {
 
 // The step's coefficients, as LibTorch derives them (in double, then used on float tensors).
 struct Coefficients {
-  float decay;       // AdamW: p *= decay (1 - lr * weight_decay)
-  float l2;          // Adam: g += l2 * p (weight_decay)
+  float decay;  // AdamW: p *= decay (1 - lr * weight_decay)
+  float l2;     // Adam: g += l2 * p (weight_decay)
   float beta1, one_minus_beta1, beta2, one_minus_beta2;
   float sqrt_bias_correction2, eps, minus_step_size;
 };
@@ -40,10 +40,10 @@ bool fusable(const at::Tensor& p) {
 
 // Options: AdamOptions or AdamWOptions; State: their parameter state. `decoupled`: AdamW.
 template <typename Options, typename State>
-bool fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
-                ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>>&
-                    states,
-                bool decoupled) {
+bool fused_step(
+    std::vector<torch::optim::OptimizerParamGroup>& groups,
+    ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>>& states,
+    bool decoupled) {
   for (auto& group : groups) {
     const auto& o = static_cast<const Options&>(group.options());
     if (o.amsgrad()) return false;
@@ -70,16 +70,15 @@ bool fused_step(std::vector<torch::optim::OptimizerParamGroup>& groups,
       const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
       const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
       const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
-      const Coefficients c{
-          static_cast<float>(decoupled ? 1 - o.lr() * o.weight_decay() : 1.0),
-          static_cast<float>(decoupled ? 0.0 : o.weight_decay()),
-          static_cast<float>(beta1),
-          static_cast<float>(1 - beta1),
-          static_cast<float>(beta2),
-          static_cast<float>(1 - beta2),
-          static_cast<float>(std::sqrt(bias_correction2)),
-          static_cast<float>(o.eps()),
-          static_cast<float>(-(o.lr() / bias_correction1))};
+      const Coefficients c{static_cast<float>(decoupled ? 1 - o.lr() * o.weight_decay() : 1.0),
+                           static_cast<float>(decoupled ? 0.0 : o.weight_decay()),
+                           static_cast<float>(beta1),
+                           static_cast<float>(1 - beta1),
+                           static_cast<float>(beta2),
+                           static_cast<float>(1 - beta2),
+                           static_cast<float>(std::sqrt(bias_correction2)),
+                           static_cast<float>(o.eps()),
+                           static_cast<float>(-(o.lr() / bias_correction1))};
       float* pp = p.data_ptr<float>();
       const float* gp = p.grad().data_ptr<float>();
       float* mp = state.exp_avg().template data_ptr<float>();
@@ -103,7 +102,7 @@ torch::Tensor run_closure(const torch::optim::Optimizer::LossClosure& closure) {
 torch::Tensor FusedAdam::step(LossClosure closure) {
   torch::Tensor loss = run_closure(closure);
   if (!fused_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_,
-                                                                            false)) {
+                                                                           false)) {
     torch::optim::Adam::step(nullptr);
   }
   return loss;
@@ -111,8 +110,8 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   torch::Tensor loss = run_closure(closure);
-  if (!fused_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_,
-                                                                              state_, true)) {
+  if (!fused_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_,
+                                                                             true)) {
     torch::optim::AdamW::step(nullptr);
   }
   return loss;

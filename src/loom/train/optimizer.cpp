@@ -75,18 +75,16 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
                                           .weight_decay(c.weight_decay));
   }
   if (c.name == "adam") {
-    return std::make_unique<FusedAdam>(values(parameters),
-                                                torch::optim::AdamOptions(c.lr)
-                                                    .betas({c.beta1, c.beta2})
-                                                    .eps(c.eps)
-                                                    .weight_decay(c.weight_decay));
+    return std::make_unique<FusedAdam>(values(parameters), torch::optim::AdamOptions(c.lr)
+                                                               .betas({c.beta1, c.beta2})
+                                                               .eps(c.eps)
+                                                               .weight_decay(c.weight_decay));
   }
   if (c.name == "adamw") {
-    return std::make_unique<FusedAdamW>(values(parameters),
-                                                 torch::optim::AdamWOptions(c.lr)
-                                                     .betas({c.beta1, c.beta2})
-                                                     .eps(c.eps)
-                                                     .weight_decay(c.weight_decay));
+    return std::make_unique<FusedAdamW>(values(parameters), torch::optim::AdamWOptions(c.lr)
+                                                                .betas({c.beta1, c.beta2})
+                                                                .eps(c.eps)
+                                                                .weight_decay(c.weight_decay));
   }
   throw ConfigError("config key 'optimizer.name': unknown optimizer '" + c.name + "'");
 }

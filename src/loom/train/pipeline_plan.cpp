@@ -192,8 +192,8 @@ std::vector<int> parse_split(const std::string& text) {
 
 namespace {
 
-PipelinePlan plan_as_configured(const Config& config, int64_t step_batch,
-                                const Topology& topology, int replicas) {
+PipelinePlan plan_as_configured(const Config& config, int64_t step_batch, const Topology& topology,
+                                int replicas) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
   plan.schedule = pipeline_schedule(pc);
@@ -335,7 +335,9 @@ std::string describe_plan(const PipelinePlan& p) {
            "with the activations kept)\n");
   } else if (p.recompute_every_chosen > 1) {
     const int64_t k = p.recompute_every_chosen;
-    const char* suffix = k % 10 == 2 && k % 100 != 12 ? "nd" : k % 10 == 3 && k % 100 != 13 ? "rd" : "th";
+    const char* suffix = k % 10 == 2 && k % 100 != 12   ? "nd"
+                         : k % 10 == 3 && k % 100 != 13 ? "rd"
+                                                        : "th";
     append(out,
            "activation recompute: every %lld%s block (no split fits "
            "parallel.pipeline.memory_cap_mb with the activations kept)\n",

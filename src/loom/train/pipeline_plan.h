@@ -31,7 +31,7 @@ struct PipelinePlan {
   // Likewise ZeRO-1 over the data-parallel pipelines (1; 0: as configured), tried before
   // recompute: it costs little time (bench/RESULTS.md).
   int zero_chosen = 0;
-  int replicas = 1;  // data-parallel pipelines the plan was made for
+  int replicas = 1;                  // data-parallel pipelines the plan was made for
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   double resident_bytes = 0;         // every rank's data in memory, counted in each stage's memory
   std::vector<parallel::pipeline::StageCosts> stage_costs;
@@ -52,8 +52,8 @@ struct PipelinePlan {
 // and parallel.zero is 0), recompute of every second block and then of every block (where
 // train.activation_checkpointing is none), and ZeRO-1 with every block recomputed; the first
 // that fits is the plan (zero_chosen, recompute_every_chosen). ZeRO-2 is not tried: a
-// pipeline's peak holds the full gradients of its micro-batches either way. Throws ConfigError (naming the key, saying what would work)
-// for a plan that cannot run.
+// pipeline's peak holds the full gradients of its micro-batches either way. Throws ConfigError
+// (naming the key, saying what would work) for a plan that cannot run.
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
                            int replicas = 1);
 

@@ -7,11 +7,11 @@
 #include <set>
 
 #include "loom/core/caching_allocator.h"
+#include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/thread_cpu_time.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/profile/flops.h"
-#include "loom/core/durable_file.h"
 #include "loom/train/summary.h"
 #include "loom/train/training_run.h"
 

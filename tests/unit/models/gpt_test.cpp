@@ -212,8 +212,8 @@ TEST(TokenCrossEntropyLoss, MatchesLibTorchsCrossEntropyAndItsGradient) {
     const at::Tensor ours_in = base.to(type).detach().clone().set_requires_grad(true);
     const at::Tensor theirs_in = base.to(type).detach().clone().set_requires_grad(true);
     const at::Tensor ours = TokenCrossEntropyLoss()(ours_in, targets);
-    const at::Tensor theirs = at::cross_entropy_loss(theirs_in.to(at::kFloat).reshape({-1, 301}),
-                                                     targets.reshape({-1}));
+    const at::Tensor theirs =
+        at::cross_entropy_loss(theirs_in.to(at::kFloat).reshape({-1, 301}), targets.reshape({-1}));
     EXPECT_EQ(ours.scalar_type(), at::kFloat);
     EXPECT_NEAR(ours.item<double>(), theirs.item<double>(), 1e-5 * theirs.item<double>());
     (ours * 3).backward();

@@ -1,15 +1,14 @@
 // ZeRO's flat partition, without communication: ranks are simulated by one partition per rank
 // over copies of the same parameters. Stepping the shards must be stepping the parameters, and
 // optimizer state must survive the trip into shards and back under the parameters' names.
-#include <gtest/gtest.h>
+#include "loom/parallel/zero_partition.h"
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <torch/optim/adamw.h>
 
 #include <map>
 #include <memory>
-
-#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 namespace {
@@ -76,7 +75,9 @@ TEST(ZeroPartition, ParametersMoveIntoPaddedBucketsUnchanged) {
   for (int64_t e = 0; e < flat.numel(); ++e) {
     const int64_t at_in_bucket = zero.offset_of(p) + e;
     const bool mine = at_in_bucket >= shard && at_in_bucket < 2 * shard;
-    if (mine) EXPECT_EQ(flat[e].item<float>(), 7.0f) << e;
+    if (mine) {
+      EXPECT_EQ(flat[e].item<float>(), 7.0f) << e;
+    }
   }
 }
 
@@ -179,8 +180,7 @@ TEST(ZeroPartition, OptimizerStateGoesIntoShardsAndBackUnderTheParametersNames) 
     last->shard_state(named);
     FAIL() << "a missing field was accepted";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find(".exp_avg_sq' is missing"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find(".exp_avg_sq' is missing"), std::string::npos) << e.what();
   }
 }
 

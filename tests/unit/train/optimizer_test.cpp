@@ -88,8 +88,7 @@ namespace {
 // fused one; returns the largest difference of the parameters and of their state (under the names
 // a checkpoint gives it).
 template <typename Reference, typename Fused, typename Options>
-double fused_vs_libtorch(const Options& options, at::MemoryFormat format,
-                         const std::string& kind) {
+double fused_vs_libtorch(const Options& options, at::MemoryFormat format, const std::string& kind) {
   at::manual_seed(3);
   std::vector<at::Tensor> init = {at::randn({8, 3, 5, 5}).contiguous(format), at::randn({100}),
                                   at::randn({7, 13})};
@@ -147,8 +146,7 @@ TEST(FusedAdam, MatchesLibTorchAdamAndAdamW) {
   for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
     for (const auto& options : {AdamOptions(0.01), AdamOptions(0.003).weight_decay(0.1),
                                 AdamOptions(0.01).betas({0.8, 0.95}).eps(1e-6)}) {
-      EXPECT_LT((fused_vs_libtorch<torch::optim::Adam, FusedAdam>(options, format, "adam")),
-                1e-6);
+      EXPECT_LT((fused_vs_libtorch<torch::optim::Adam, FusedAdam>(options, format, "adam")), 1e-6);
     }
     for (const auto& options : {AdamWOptions(0.01), AdamWOptions(0.003).weight_decay(0.1),
                                 AdamWOptions(0.01).betas({0.8, 0.95}).weight_decay(0)}) {

@@ -33,8 +33,8 @@ TEST(ScriptPipeline, SplitsBlocksAsEvenlyAsTheyGo) {
 TEST(ScriptPipeline, AChainOfBlocksIsItsBlocksInOrder) {
   const at::Tensor w = at::full({1}, 3.0), b = at::full({1}, 1.0);
   std::vector<models::Block> blocks(2);
-  blocks[0] = {"scale", [w](const at::Tensor& x) { return x * w; }, {{"scale.w", w}}, {}};
-  blocks[1] = {"shift", [b](const at::Tensor& x) { return x + b; }, {}, {{"shift.b", b}}};
+  blocks[0] = {"scale", [w](const at::Tensor& x) { return x * w; }, {{"scale.w", w}}, {}, {}};
+  blocks[1] = {"shift", [b](const at::Tensor& x) { return x + b; }, {}, {{"shift.b", b}}, {}};
   bool training = true;
   models::BlockChainModel model("chain", blocks, [&](bool on) { training = on; });
   EXPECT_DOUBLE_EQ(model.forward(at::full({1}, 2.0)).item<double>(), 7.0);

@@ -74,9 +74,8 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
       if (named.second.requires_grad()) trained.push_back(named);
     }
     zero_ = std::make_unique<ZeroPartition>(trained, replica_group_->rank(),
-                                            replica_group_->world(),
-                                            options_.data_parallel.buckets, plan_.zero_stage,
-                                            tied_.names());
+                                            replica_group_->world(), options_.data_parallel.buckets,
+                                            plan_.zero_stage, tied_.names());
     options_.data_parallel.zero = zero_.get();
   }
 }
@@ -106,8 +105,8 @@ void PipelineLayout::start(const StartOptions& options) {
   if (tied_.empty()) {
     executor_ = std::move(pipelined);
   } else {
-    executor_ = std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(),
-                                                   zero_.get());
+    executor_ =
+        std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(), zero_.get());
   }
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model.
@@ -184,8 +183,8 @@ void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch
     const int64_t rows = whole.targets.defined() ? whole.targets.size(0) : 0;
     const int64_t start = std::min(rows, p * piece), n = std::min(piece, rows - start);
     MicroBatch part;
-    part.targets = whole.targets.defined() ? whole.targets.narrow(0, start, n)
-                                           : at::empty({0}, at::kLong);
+    part.targets =
+        whole.targets.defined() ? whole.targets.narrow(0, start, n) : at::empty({0}, at::kLong);
     if (n > 0 && whole.input.defined()) part.input = whole.input.narrow(0, start, n);
     return part;
   };
