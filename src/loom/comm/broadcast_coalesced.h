@@ -1,6 +1,5 @@
-// Rank `root`'s values of many small tensors to every rank, one flat message per element type
-// rather than one broadcast per tensor (BatchNorm statistics, a model's first parameters, the
-// parameters a rank's optimizer shard updated).
+// Rank 0's values of many small tensors to every rank, one flat message per element type rather
+// than one broadcast per tensor (BatchNorm statistics, a model's first parameters).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,6 +11,6 @@
 namespace loom::comm {
 
 // Collective: every rank passes tensors of the same shapes and types, in the same order.
-void broadcast_coalesced(const std::vector<at::Tensor>& tensors, Communicator& comm, int root = 0);
+void broadcast_coalesced(const std::vector<at::Tensor>& tensors, Communicator& comm);
 
 }  // namespace loom::comm

@@ -1,10 +1,11 @@
 #include "loom/parallel/parallel_layout.h"
 
-#include "loom/comm/tensor_message.h"
-
 #include <torch/nn/utils/clip_grad.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+
+#include "loom/comm/tensor_message.h"
 
 namespace loom::parallel {
 
@@ -23,6 +24,27 @@ LayoutReport ParallelLayout::report() {
   LayoutReport r;
   r.exchange = grad_sync_->describe();
   return r;
+}
+
+void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
+                           comm::Communicator& comm, const std::set<std::string>& copies) {
+  // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
+  // summed in double, so the sum over ranks is the same whichever rank adds first.
+  double squares = 0;
+  for (const auto& [name, p] : parameters) {
+    if (!p.grad().defined() || copies.count(name)) continue;
+    const double norm = p.grad().norm().item<double>();
+    squares += norm * norm;
+  }
+  at::Tensor total = at::tensor({squares}, at::kDouble);
+  comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  const double norm = std::sqrt(total.item<double>());
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient >= 1.0) return;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : parameters) {
+    if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
+  }
 }
 
 models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine) {

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,13 @@ struct LayoutReport {
   int64_t better_microbatches = 0;
   double better_bubble = 0;
 };
+
+// Scales the gradients of `parameters` so that the norm over all of them, on every rank of
+// `comm`, is at most `max_norm` (as torch's clip_grad_norm_ does for one process). Every rank
+// calls it with its own parameters; `copies` are counted by another rank (tied parameters' copies,
+// which hold their owner's gradient) but scaled here too.
+void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
+                           comm::Communicator& comm, const std::set<std::string>& copies = {});
 
 // Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
 // send theirs and get nothing back.

@@ -2,8 +2,6 @@
 
 #include <torch/utils.h>
 
-#include <cmath>
-
 #include "loom/core/autocast_scope.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
@@ -21,11 +19,7 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
   if (plan_.zero_stage > 0 && replicated()) {
-    NamedTensors trained;
-    for (const auto& named : parameters_) {
-      if (named.second.requires_grad()) trained.push_back(named);
-    }
-    zero_ = std::make_unique<ZeroPartition>(trained, trainers_->rank(), trainers_->world(),
+    zero_ = std::make_unique<ZeroPartition>(parameters_, trainers_->rank(), trainers_->world(),
                                             options_.data_parallel.buckets, plan_.zero_stage);
     options_.data_parallel.zero = zero_.get();
   }
@@ -52,13 +46,9 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {
-  if (!zero_) return ParallelLayout::clip_gradients(max_norm);
-  // Each rank holds the mean gradient of its shards only: the norm is the sum over the ranks.
-  at::Tensor sum = at::tensor({zero_->gradient_square_sum()}, at::kDouble);
-  trainers_->allreduce(sum, comm::ReduceOp::kSum)->wait(trainers_->options().timeout);
-  const double norm = std::sqrt(sum.item<double>());
-  const double scale = max_norm / (norm + 1e-6);  // as torch's clip_grad_norm_
-  if (scale < 1) zero_->scale_gradients(scale);
+  // Under ZeRO each rank holds the mean gradient of its shards only.
+  if (zero_) return clip_grad_norm_across(zero_->shards(), max_norm, *trainers_);
+  ParallelLayout::clip_gradients(max_norm);
 }
 
 std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors parameters,

@@ -37,7 +37,10 @@ at::Tensor alias_into(const at::Tensor& flat, std::int64_t offset, const at::Ten
 ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks,
                              const BucketLimits& limits, int stage,
                              const std::set<std::string>& alone)
-    : rank_(rank), ranks_(ranks), stage_(stage), parameters_(parameters) {
+    : rank_(rank), ranks_(ranks), stage_(stage) {
+  for (const auto& named : parameters) {
+    if (named.second.requires_grad()) parameters_.push_back(named);
+  }
   if (stage != 1 && stage != 2) {
     throw ConfigError("config key 'parallel.zero': stage " + std::to_string(stage) +
                       " is not 1 or 2");
@@ -128,19 +131,15 @@ const at::Tensor& ZeroPartition::gradient_shard_of(const std::string& name) cons
   throw Error("ZeRO: parameter '" + name + "' has no bucket of its own");
 }
 
-double ZeroPartition::gradient_square_sum(const std::set<std::string>& skip) const {
-  double sum = 0;
-  for (const Bucket& bucket : buckets_) {
-    if (bucket.parameters.size() == 1 && skip.count(parameters_[bucket.parameters[0]].first)) {
-      continue;
+std::set<std::string> ZeroPartition::shards_of(const std::set<std::string>& names) const {
+  std::set<std::string> out;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const auto& members = buckets_[b].parameters;
+    if (members.size() == 1 && names.count(parameters_[members[0]].first)) {
+      out.insert(shard_name(b, rank_));
     }
-    sum += bucket.grad.to(at::kDouble).square().sum().item<double>();
   }
-  return sum;
-}
-
-void ZeroPartition::scale_gradients(double factor) {
-  for (Bucket& bucket : buckets_) bucket.grad.mul_(factor);
+  return out;
 }
 
 NamedTensors ZeroPartition::shard_state(const NamedTensors& named) const {

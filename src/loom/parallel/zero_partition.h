@@ -37,8 +37,9 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 class ZeroPartition {
  public:
-  // `parameters`: those that train (requires_grad), in the model's order; their values move
-  // into the flat buckets (the tensors stay the same objects, so the model sees no change).
+  // `parameters` in the model's order; those that train (requires_grad) are partitioned, their
+  // values moved into the flat buckets (the tensors stay the same objects, so the model sees no
+  // change).
   // `stage` is 1 or 2. Each parameter named in `alone` gets a bucket of its own, so that its
   // shards cover the same elements wherever it is partitioned alike (a tied parameter's copies
   // on several pipeline stages: their gradient shards can then be summed).
@@ -73,10 +74,9 @@ class ZeroPartition {
   void attach_gradients();
   // Every rank's stepped shards into every rank's parameters; collective over `comm`.
   void gather_parameters(comm::Communicator& comm);
-  // Σ g² over this rank's gradient shards (padding is zero), leaving out the buckets of the
-  // parameters in `skip` (copies another rank counts); and scaling them all, for clipping.
-  double gradient_square_sum(const std::set<std::string>& skip = {}) const;
-  void scale_gradients(double factor);
+  // The names of the shards of the parameters in `alone` among `names` (a tied copy's, which
+  // clipping leaves to the owner's rank).
+  std::set<std::string> shards_of(const std::set<std::string>& names) const;
 
   // State under the parameters' names ("<param>.<field>", as export_optimizer_state writes it)
   // cut into this rank's shards' ("zero.bucket<b>.rank<r>.<field>"). Throws Error naming a

@@ -69,11 +69,7 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   buffers_ = std::move(own.buffers);
   for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
   if (plan_.zero_stage > 0 && replica_group_ && replica_group_->world() > 1) {
-    NamedTensors trained;
-    for (const auto& named : parameters_) {
-      if (named.second.requires_grad()) trained.push_back(named);
-    }
-    zero_ = std::make_unique<ZeroPartition>(trained, replica_group_->rank(),
+    zero_ = std::make_unique<ZeroPartition>(parameters_, replica_group_->rank(),
                                             replica_group_->world(), options_.data_parallel.buckets,
                                             plan_.zero_stage, tied_.names());
     options_.data_parallel.zero = zero_.get();
@@ -114,14 +110,10 @@ void PipelineLayout::start(const StartOptions& options) {
 }
 
 void PipelineLayout::clip_gradients(double max_norm) {
+  // Under ZeRO each rank holds its shards of its stages' gradients: the norm is over every rank
+  // of the job, a tied copy's shards counted by the owner's rank.
   if (zero_) {
-    // Each rank holds its shards of its stages' gradients: the norm is the sum over every rank
-    // of the job, a tied copy's shards counted by the owner's rank.
-    at::Tensor sum = at::tensor({zero_->gradient_square_sum(tied_copies_)}, at::kDouble);
-    job_.allreduce(sum, comm::ReduceOp::kSum)->wait(job_.options().timeout);
-    const double scale = max_norm / (std::sqrt(sum.item<double>()) + 1e-6);
-    if (scale < 1) zero_->scale_gradients(scale);
-    return;
+    return clip_grad_norm_across(zero_->shards(), max_norm, job_, zero_->shards_of(tied_copies_));
   }
   // A tied parameter's copies hold the same gradient: counted once, by its owner.
   clip_grad_norm_across(parameters_, max_norm, pipeline(), tied_copies_);
@@ -289,27 +281,6 @@ StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stag
   }
   own.parameters.insert(own.parameters.end(), own.tied_copies.begin(), own.tied_copies.end());
   return own;
-}
-
-void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
-                           comm::Communicator& comm, const std::set<std::string>& copies) {
-  // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
-  // summed in double, so the sum over ranks is the same whichever rank adds first.
-  double squares = 0;
-  for (const auto& [name, p] : parameters) {
-    if (!p.grad().defined() || copies.count(name)) continue;
-    const double norm = p.grad().norm().item<double>();
-    squares += norm * norm;
-  }
-  at::Tensor total = at::tensor({squares}, at::kDouble);
-  comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  const double norm = std::sqrt(total.item<double>());
-  const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient >= 1.0) return;
-  at::NoGradGuard no_grad;
-  for (const auto& [name, p] : parameters) {
-    if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
-  }
 }
 
 std::vector<double> peak_bytes_by_rank(comm::Communicator* comm) {

@@ -94,13 +94,6 @@ struct StageTensors {
 StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stages,
                              const Schedule& schedule, int rank);
 
-// Scales the gradients of `parameters` so that the norm over all of them, on every rank of
-// `comm`, is at most `max_norm` (as torch's clip_grad_norm_ does for one process). Every rank
-// calls it with its own parameters; `copies` are counted by another rank (tied parameters' copies,
-// which hold their owner's gradient) but scaled here too.
-void clip_grad_norm_across(const models::NamedTensors& parameters, double max_norm,
-                           comm::Communicator& comm, const std::set<std::string>& copies = {});
-
 // Every rank's peak of tensor memory in use (caching allocator; 0 without it), in rank order, on
 // every rank of `comm` (null: this process alone).
 std::vector<double> peak_bytes_by_rank(comm::Communicator* comm);
