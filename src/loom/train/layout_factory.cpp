@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "loom/parallel/pipeline/pipeline_layout.h"
 #include "loom/models/recompute.h"
+#include "loom/parallel/pipeline/pipeline_layout.h"
 #include "loom/parallel/replicated_layout.h"
 #include "loom/train/server_optimizer.h"
 

@@ -46,36 +46,38 @@ std::set<std::string> TiedParameters::names() const {
 }
 
 void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero) const {
-  // What each entry adds: its whole gradient, or this data-parallel rank's shard of it.
-  const auto elements = [&](const Entry& e) {
-    return zero ? ZeroPartition::shard_elements(e.numel, zero->ranks()) : e.numel;
-  };
-  const auto gradient = [&](const Entry& e) {
-    return zero ? zero->gradient_shard_of(e.name) : e.tensor.grad();
-  };
+  // What each entry adds: its whole gradient, or this data-parallel rank's shard of it (the
+  // same element count on every rank of the pipeline; held or not).
+  std::vector<int64_t> elements;
+  std::vector<at::Tensor> gradients;
   int64_t total = 0;
-  for (const Entry& e : entries_) total += elements(e);
+  for (const Entry& e : entries_) {
+    elements.push_back(zero ? ZeroPartition::shard_elements(e.numel, zero->ranks()) : e.numel);
+    gradients.push_back(!e.held ? at::Tensor()
+                        : zero  ? zero->gradient_shard_of(e.name)
+                                : e.tensor.grad());
+    total += elements.back();
+  }
   at::Tensor flat = at::zeros({total}, at::kFloat);
   int64_t offset = 0;
-  for (const Entry& e : entries_) {
-    if (e.held && gradient(e).defined()) {
-      flat.narrow(0, offset, elements(e)).copy_(gradient(e).reshape({-1}));
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (gradients[i].defined()) {
+      flat.narrow(0, offset, elements[i]).copy_(gradients[i].reshape({-1}));
     }
-    offset += elements(e);
+    offset += elements[i];
   }
   pipeline.allreduce(flat, comm::ReduceOp::kSum)->wait(pipeline.options().timeout);
   offset = 0;
-  for (const Entry& e : entries_) {
-    if (e.held) {
-      at::Tensor summed = flat.narrow(0, offset, elements(e));
-      at::Tensor mine = gradient(e);
-      if (mine.defined()) {
-        mine.copy_(summed.view(mine.sizes()));
-      } else {
-        e.tensor.mutable_grad() = summed.view(e.tensor.sizes()).to(e.tensor.scalar_type()).clone();
-      }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const at::Tensor summed = flat.narrow(0, offset, elements[i]);
+    offset += elements[i];
+    if (!e.held) continue;
+    if (gradients[i].defined()) {
+      gradients[i].copy_(summed.view(gradients[i].sizes()));
+    } else {
+      e.tensor.mutable_grad() = summed.view(e.tensor.sizes()).to(e.tensor.scalar_type()).clone();
     }
-    offset += elements(e);
   }
 }
 
