@@ -174,21 +174,33 @@ def crc32c(data, crc=0):
     return crc ^ 0xffffffff
 
 
-def batch_reply(count, corrupt=False):
-    images = bytes((i % 251) for i in range(count * 90))
-    labels = struct.pack("<%dq" % count, *range(count))
+def batch_reply(count, corrupt=False, seq_len=0):
+    """Images [count, 5, 6, 3] and labels, or with seq_len int64 token windows and the next ids."""
+    if seq_len:
+        ids = [(7 * i) % 50257 for i in range(count * (seq_len + 1))]
+        rows = [ids[r * (seq_len + 1):(r + 1) * (seq_len + 1)] for r in range(count)]
+        inputs = b"".join(struct.pack("<%dq" % seq_len, *row[:-1]) for row in rows)
+        targets = b"".join(struct.pack("<%dq" % seq_len, *row[1:]) for row in rows)
+        dims, target_dims, input_type = (count, seq_len), (count, seq_len), field(12, 1)
+    else:
+        inputs = bytes((i % 251) for i in range(count * 90))
+        targets = struct.pack("<%dq" % count, *range(count))
+        dims, target_dims, input_type = (count, 5, 6, 3), (count,), b""
     indices = struct.pack("<%dq" % count, *range(100, 100 + count))
-    crc = crc32c(images + labels + indices) ^ (1 if corrupt else 0)
-    shape = b"".join(varint(v) for v in (count, 5, 6, 3))
+    crc = crc32c(inputs + targets + indices) ^ (1 if corrupt else 0)
+    shape = b"".join(varint(v) for v in dims)
+    target_shape = b"".join(varint(v) for v in target_dims)
     bad = b"".join(varint(v) for v in (0, 1, 0, 0))
-    return (field(1, 0) + field(2, 3) + field(3, shape) + field(4, images) + field(5, labels) +
+    return (field(1, 0) + field(2, 3) + field(3, shape) + field(4, inputs) + field(5, targets) +
             field(6, indices) + varint(7 << 3 | 5) + struct.pack("<I", crc) + field(8, count) +
-            field(9, bad) + field(10, 0))
+            field(9, bad) + field(10, 0) + input_type + field(13, target_shape))
 
 
 put("batch_reply", "raw", b"\0" + batch_reply(4))
 put("batch_reply", "bad-crc", b"\0" + batch_reply(2, corrupt=True))
 put("batch_reply", "lz4-flag-on-raw", b"\1" + batch_reply(1))
+put("batch_reply", "tokens", b"\2" + batch_reply(3, seq_len=5))
+put("batch_reply", "tokens-as-images", b"\0" + batch_reply(3, seq_len=5))
 
 
 # --- token shards (data/token_shard.h): 64-byte header, then the tokens

@@ -112,7 +112,7 @@ int inspect_tokens(const Config& config, bool json) {
                                 {"fingerprint", data::fingerprint_hex(tokenizer.fingerprint())}};
   for (const char* split : {"train", "val"}) {
     out[split] = nullptr;
-    if (!train::has_token_split(dir, split)) continue;
+    if (!data::has_token_split(dir, split)) continue;
     out[split] = token_split_json(data::TokenWindows::open(dir, split, seq_len, 0));
   }
   if (json) {

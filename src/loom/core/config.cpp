@@ -400,11 +400,6 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
     throw ConfigError(
         "config key 'data.path': data.source tokens needs the folder `loom data tokenize` wrote");
   }
-  if (tokens && !c.data.remote.workers.empty()) {
-    throw ConfigError(
-        "config key 'data.remote.workers': token windows are copied from memory-mapped shards "
-        "at memory speed; remote data workers build image batches only");
-  }
   if (tokens && c.train.label_smoothing > 0) {
     throw ConfigError("config key 'train.label_smoothing': applies to image classification");
   }

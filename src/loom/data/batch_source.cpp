@@ -31,4 +31,11 @@ int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last) {
   return batches;
 }
 
+int64_t BatchLayout::bytes() const {
+  int64_t input = c10::elementSize(input_dtype), target = sizeof(int64_t);
+  for (int64_t d : input_dims) input *= d;
+  for (int64_t d : target_dims) target *= d;
+  return batch_size * (input + target + static_cast<int64_t>(sizeof(int64_t)));
+}
+
 }  // namespace loom::data

@@ -97,4 +97,24 @@ class BatchSource {
   virtual double receive_cpu_seconds() const { return 0; }
 };
 
+// What every full batch of a source holds, for checking batches built elsewhere (a remote data
+// worker's) before they are used.
+struct BatchLayout {
+  int64_t batch_size = 0;            // samples in a full batch
+  std::vector<int64_t> input_dims;   // of one sample: pixels {H, W, C}, token ids {T}
+  at::ScalarType input_dtype = at::kByte;
+  std::vector<int64_t> target_dims;  // of one sample, int64: a label {}, the next tokens {T}
+  int64_t bytes() const;             // of a full batch: inputs, targets and indices
+};
+
+// A source that builds its batches in this process, on any thread, on request: what
+// `loom data-worker` serves, and what the local threads of a source fed by workers build.
+class LocalBatchSource : public BatchSource {
+ public:
+  // Builds batch (epoch, step) on the calling thread, adding its sample counts to `tally` when
+  // given; stats() counts only the batches batch() hands out.
+  virtual Batch build_batch(int64_t epoch, int64_t step, LoaderStats* tally = nullptr) const = 0;
+  virtual BatchLayout layout() const = 0;
+};
+
 }  // namespace loom::data

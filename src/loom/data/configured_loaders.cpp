@@ -1,5 +1,7 @@
 #include "loom/data/configured_loaders.h"
 
+#include <filesystem>
+
 #include "loom/core/error.h"
 #include "loom/data/idx.h"
 #include "loom/data/image_folder.h"
@@ -175,6 +177,48 @@ ConfiguredLoaders make_loaders(const Config& config, int64_t batch_size, int usa
                                         options);
   }
   return out;
+}
+
+ConfiguredTokens make_token_batches(const Config& config, int64_t seq_len, int64_t batch_size,
+                                    int rank, int world, bool with_test) {
+  const std::string& dir = config.data.path;
+  const auto seed = static_cast<uint64_t>(config.seed);
+  auto train = std::make_shared<const TokenWindows>(
+      TokenWindows::open(dir, "train", seq_len, seed, rank, world));
+  ConfiguredTokens out;
+  out.vocab_size = train->vocab_size();
+  out.train = std::make_unique<TokenBatchSource>(train, batch_size);
+  if (with_test && has_token_split(dir, "val")) {
+    auto val = std::make_shared<const TokenWindows>(
+        TokenWindows::open(dir, "val", seq_len, seed, rank, world, EpochOrder::ShardMode::kExact));
+    if (val->size() > 0) {
+      out.test = std::make_unique<TokenBatchSource>(val, config.data.eval_batch_size,
+                                                    /*drop_last=*/false);
+    }
+  }
+  return out;
+}
+
+bool has_token_split(const std::string& dir, const std::string& split) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(split + "-", 0) == 0 && entry.path().extension() == ".tokens") return true;
+  }
+  return false;
+}
+
+std::unique_ptr<LocalBatchSource> make_training_batches(const Config& config, int64_t batch_size,
+                                                        int rank, int world) {
+  if (config.data.source == "tokens") {
+    if (config.data.seq_len <= 0) {
+      throw ConfigError("config key 'data.seq_len': a data worker needs the window length");
+    }
+    return make_token_batches(config, config.data.seq_len, batch_size, rank, world, false).train;
+  }
+  Config idle = config;
+  idle.data.workers = 1;  // the loader's own threads stay idle: the caller builds batches
+  return make_loaders(idle, batch_size, 1, rank, world, false, false).train;
 }
 
 }  // namespace loom::data

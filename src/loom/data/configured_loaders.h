@@ -9,6 +9,7 @@
 #include "loom/data/dataset.h"
 #include "loom/data/feeder.h"
 #include "loom/data/loader.h"
+#include "loom/data/token_batch_source.h"
 
 namespace loom::data {
 
@@ -39,5 +40,24 @@ struct ConfiguredLoaders {
 ConfiguredLoaders make_loaders(const Config& config, int64_t batch_size, int usable_cores,
                                int rank = 0, int world = 1, bool pin_memory = false,
                                bool with_test = true);
+
+// Batches of token windows of `seq_len` from the shards `loom data tokenize` wrote to data.path
+// (data.source tokens): the training ones of this rank's share, and the validation split's
+// (val-*.tokens, every window once over all ranks) where there is one and `with_test` asks.
+struct ConfiguredTokens {
+  std::unique_ptr<TokenBatchSource> train;
+  std::unique_ptr<TokenBatchSource> test;  // null: no validation split
+  int64_t vocab_size = 0;
+};
+ConfiguredTokens make_token_batches(const Config& config, int64_t seq_len, int64_t batch_size,
+                                    int rank = 0, int world = 1, bool with_test = true);
+
+// Whether the `loom data tokenize` folder `dir` holds shards of `split` ("train", "val").
+bool has_token_split(const std::string& dir, const std::string& split);
+
+// This rank's training batches as `loom data-worker` builds them for a trainer: images through
+// make_loaders (its threads idle), token windows of data.seq_len through make_token_batches.
+std::unique_ptr<LocalBatchSource> make_training_batches(const Config& config, int64_t batch_size,
+                                                        int rank, int world);
 
 }  // namespace loom::data

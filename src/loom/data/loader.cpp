@@ -97,6 +97,14 @@ int64_t Loader::batch_bytes() const {
   return options_.batch_size * t.height() * t.width() * t.channels();
 }
 
+BatchLayout Loader::layout() const {
+  const TransformPipeline& t = *options_.transforms;
+  BatchLayout layout;
+  layout.batch_size = options_.batch_size;
+  layout.input_dims = {t.height(), t.width(), t.channels()};
+  return layout;
+}
+
 LoaderStats Loader::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

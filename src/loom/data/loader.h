@@ -54,7 +54,7 @@ struct LoaderOptions {
   bool pin_memory = false;
 };
 
-class Loader : public BatchSource {
+class Loader : public LocalBatchSource {
  public:
   Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderOptions options);
   ~Loader() override;
@@ -80,7 +80,8 @@ class Loader : public BatchSource {
   // Builds one batch on the calling thread (what a worker thread does, and a remote data worker
   // or another BatchSource's threads). Counts the batch's samples, bad samples and
   // substitutions in `tally` when given; stats() counts the batches batch() hands out.
-  Batch build_batch(int64_t epoch, int64_t step, LoaderStats* tally = nullptr) const;
+  Batch build_batch(int64_t epoch, int64_t step, LoaderStats* tally = nullptr) const override;
+  BatchLayout layout() const override;  // uint8 pixels [H, W, C], an int64 label
   const LoaderOptions& options() const { return options_; }
 
  private:

@@ -16,11 +16,20 @@ TokenBatchSource::TokenBatchSource(std::shared_ptr<const TokenWindows> windows,
       steps_(batches_per_epoch(windows_->size(), batch_size, drop_last)) {}
 
 Batch TokenBatchSource::batch(int64_t epoch, int64_t step) const {
+  const auto begin = std::chrono::steady_clock::now();
+  Batch batch = build_batch(epoch, step);
+  samples_ += batch.size();
+  build_nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - begin)
+                            .count();
+  return batch;
+}
+
+Batch TokenBatchSource::build_batch(int64_t epoch, int64_t step, LoaderStats* tally) const {
   if (step < 0 || step >= steps_) {
     throw DataError("token batches: step " + std::to_string(step) + " is outside an epoch of " +
                     std::to_string(steps_));
   }
-  const auto begin = std::chrono::steady_clock::now();
   const int64_t first = step * batch_size_;
   const int64_t count = std::min(batch_size_, windows_->size() - first);
   const int64_t span = windows_->seq_len() + 1;
@@ -36,11 +45,16 @@ Batch TokenBatchSource::batch(int64_t epoch, int64_t step) const {
   batch.inputs = rows.narrow(1, 0, span - 1).contiguous();
   batch.targets = rows.narrow(1, 1, span - 1).contiguous();
   batch.indices = indices;
-  samples_ += count;
-  build_nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now() - begin)
-                            .count();
+  if (tally) tally->samples += count;
   return batch;
+}
+
+BatchLayout TokenBatchSource::layout() const {
+  BatchLayout layout;
+  layout.batch_size = batch_size_;
+  layout.input_dims = layout.target_dims = {windows_->seq_len()};
+  layout.input_dtype = at::kLong;
+  return layout;
 }
 
 LoaderState TokenBatchSource::identity() const {

@@ -5,7 +5,8 @@
 //
 // A batch is a copy of B x (seq_len + 1) tokens out of memory-mapped shards (a few hundred
 // microseconds for the batches a CPU trains on), made on the calling thread when asked: nothing
-// to prefetch, no worker threads. A short last batch is made only where asked for
+// to prefetch, no worker threads. Remote data workers (data.remote.workers) serve them too, for
+// trainers on hosts that do not hold the shards. A short last batch is made only where asked for
 // (evaluation's `drop_last = false`).
 //
 // Threading: batch() may be called from any thread; the counts are atomic.
@@ -20,7 +21,7 @@
 
 namespace loom::data {
 
-class TokenBatchSource : public BatchSource {
+class TokenBatchSource : public LocalBatchSource {
  public:
   // Throws ConfigError naming data.batch_size when not one batch fits this rank's share.
   TokenBatchSource(std::shared_ptr<const TokenWindows> windows, int64_t batch_size,
@@ -29,6 +30,8 @@ class TokenBatchSource : public BatchSource {
   int64_t steps_per_epoch() const override { return steps_; }
   int64_t samples() const override { return windows_->total_windows(); }
   Batch batch(int64_t epoch, int64_t step) const override;
+  Batch build_batch(int64_t epoch, int64_t step, LoaderStats* tally = nullptr) const override;
+  BatchLayout layout() const override;  // int64 token ids [T], the next ones [T]
   LoaderState identity() const override;
   LoaderStats stats() const override;
   std::string describe_producers() const override;

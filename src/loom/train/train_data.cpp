@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <filesystem>
 
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
@@ -18,10 +17,10 @@ namespace loom::train {
 namespace {
 
 // The training loader fed by data.remote.workers as well as by its own threads.
-std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
-                                                       std::unique_ptr<data::Loader> local,
-                                                       int loader_threads, int rank, int world) {
-  const int64_t batch_size = local->options().batch_size;
+std::unique_ptr<data::BatchSource> with_remote_workers(
+    const Config& config, std::unique_ptr<data::LocalBatchSource> local, int loader_threads,
+    int rank, int world) {
+  const int64_t batch_size = local->layout().batch_size;
   const RemoteDataConfig& remote = config.data.remote;
   data::RemoteSourceOptions options;
   options.workers = remote.workers;
@@ -29,6 +28,8 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
       remote.local_threads < 0 ? loader_threads : static_cast<int>(remote.local_threads);
   options.fallback_threads = loader_threads;
   options.max_inflight_bytes = remote.max_inflight_bytes;
+  options.prefetch_batches = static_cast<int>(config.data.prefetch_batches);
+  options.max_bad_fraction = config.data.max_bad_fraction;
   options.reconnect_every =
       std::chrono::milliseconds(static_cast<int64_t>(remote.reconnect_s * 1000));
   data::ConnectionOptions& c = options.connection;
@@ -51,27 +52,24 @@ std::unique_ptr<data::BatchSource> with_remote_workers(const Config& config,
   return std::make_unique<data::RemoteBatchSource>(std::move(local), std::move(options));
 }
 
-// Windows of the token shards in data.path, training ones of this rank's share, evaluation ones
-// of the validation split (every window once over all ranks) where there is one.
+// Windows of the token shards in data.path: training ones of this rank's share (from
+// data.remote.workers too where it names some), evaluation ones of the validation split.
 TrainData load_token_data(const Config& config, int64_t batch_size, int rank, int world,
                           bool with_test) {
-  const std::string& dir = config.data.path;
   const int64_t seq_len = token_seq_len(config);
-  const auto seed = static_cast<uint64_t>(config.seed);
-  auto train = std::make_shared<const data::TokenWindows>(
-      data::TokenWindows::open(dir, "train", seq_len, seed, rank, world));
+  data::ConfiguredTokens tokens =
+      data::make_token_batches(config, seq_len, batch_size, rank, world, with_test);
   TrainData out;
-  out.train = std::make_unique<data::TokenBatchSource>(train, batch_size);
-  if (with_test && has_token_split(dir, "val")) {
-    auto val = std::make_shared<const data::TokenWindows>(data::TokenWindows::open(
-        dir, "val", seq_len, seed, rank, world, data::EpochOrder::ShardMode::kExact));
-    if (val->size() > 0) {
-      out.test = std::make_unique<data::TokenBatchSource>(val, config.data.eval_batch_size,
-                                                          /*drop_last=*/false);
-    }
+  if (config.data.remote.workers.empty()) {
+    out.train = std::move(tokens.train);
+  } else {
+    Config sent = config;  // the workers make windows of the length a GPT preset implies
+    sent.data.seq_len = seq_len;
+    out.train = with_remote_workers(sent, std::move(tokens.train), 1, rank, world);
   }
+  out.test = std::move(tokens.test);
   out.input.task = models::Task::kLanguageModel;
-  out.input.classes = train->vocab_size();
+  out.input.classes = tokens.vocab_size;
   out.input.seq_len = seq_len;
   return out;
 }
@@ -83,15 +81,6 @@ int64_t token_seq_len(const Config& config) {
   if (config.model.name == "gpt") return models::gpt_preset(config.model.gpt.preset, 2).seq_len;
   throw ConfigError("config key 'data.seq_len': needed for tokens with model " +
                     config.model.name);
-}
-
-bool has_token_split(const std::string& dir, const std::string& split) {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(split + "-", 0) == 0 && entry.path().extension() == ".tokens") return true;
-  }
-  return false;
 }
 
 TrainData load_train_data(const Config& config, int64_t batch_size, int usable_cores, int rank,

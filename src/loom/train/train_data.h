@@ -24,15 +24,13 @@ struct TrainData {
 // See data::make_loaders (training batches of `batch_size`); with data.remote.workers the
 // training batches come from those workers and from data.remote.local_threads local threads at
 // once. Without `with_test` the test split is not opened (`test` is null).
-// data.source tokens: windows of the shards in data.path, their validation split (val-*.tokens,
-// every window once over the ranks) as the test set where there is one.
+// data.source tokens: windows of the shards in data.path (data::make_token_batches), the
+// validation split as the test set.
 TrainData load_train_data(const Config& config, int64_t batch_size, int usable_cores, int rank = 0,
                           int world = 1, bool pin_memory = false, bool with_test = true);
 
 // Tokens per window: data.seq_len, or the GPT preset's context. Throws ConfigError naming
 // data.seq_len where neither says.
 int64_t token_seq_len(const Config& config);
-// Whether the `loom data tokenize` folder `dir` holds shards of `split` ("train", "val").
-bool has_token_split(const std::string& dir, const std::string& split);
 
 }  // namespace loom::train

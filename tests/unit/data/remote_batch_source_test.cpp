@@ -49,7 +49,7 @@ std::unique_ptr<Loader> local_loader(const Config& config, int rank = 0, int wor
 // Every batch of `epochs` epochs from `source` equals the reference loader's; `after_batch`
 // runs after each one. The source is told, as the trainer tells it, that no epoch comes after
 // them, so that it prepares nothing of the next (the tests count delivered batches).
-void expect_same_batches(BatchSource& source, const Loader& reference, int epochs,
+void expect_same_batches(BatchSource& source, const LocalBatchSource& reference, int epochs,
                          const std::function<void(int)>& after_batch = {}) {
   source.set_epoch_limit(epochs);
   int taken = 0;

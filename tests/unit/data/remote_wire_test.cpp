@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "loom/core/error.h"
+#include "loom/data/configured_loaders.h"
 #include "loom/data/remote/batch_wire.h"
 #include "loom/data/remote/data_service.pb.h"
 #include "loom/data/remote/fair_queue.h"
@@ -32,10 +33,28 @@ BatchShape shape_for(int64_t epoch, int64_t step) {
   BatchShape s;
   s.epoch = epoch;
   s.step = step;
-  s.max_samples = 5;
-  s.height = 8;
-  s.width = 6;
-  s.channels = 3;
+  s.layout.batch_size = 5;
+  s.layout.input_dims = {8, 6, 3};
+  return s;
+}
+
+// Token windows: int64 ids [B, T] and the next ones [B, T].
+Batch token_batch(int64_t count, int64_t seq_len) {
+  Batch b;
+  const at::Tensor rows = at::arange(count * (seq_len + 1), at::kLong).reshape({count, -1}) * 7;
+  b.inputs = rows.narrow(1, 0, seq_len).contiguous();
+  b.targets = rows.narrow(1, 1, seq_len).contiguous();
+  b.indices = at::arange(count, at::kLong) * 5;
+  return b;
+}
+
+BatchShape token_shape(int64_t epoch, int64_t step, int64_t seq_len) {
+  BatchShape s;
+  s.epoch = epoch;
+  s.step = step;
+  s.layout.batch_size = 4;
+  s.layout.input_dims = s.layout.target_dims = {seq_len};
+  s.layout.input_dtype = at::kLong;
   return s;
 }
 
@@ -78,7 +97,7 @@ TEST(BatchWire, SendsTheBatchOwnMemoryAndFramesItAsProtobufWould) {
   const remote::BatchReply reply = packed(batch, false);
   EXPECT_EQ(reply.epoch(), 2);
   EXPECT_EQ(reply.step(), 7);
-  EXPECT_EQ(reply.images().size(), static_cast<size_t>(batch.inputs.numel()));
+  EXPECT_EQ(reply.inputs().size(), static_cast<size_t>(batch.inputs.numel()));
 
   // No copy: the last slice is the tensor's memory, and the tensor stays alive with it.
   grpc::ByteBuffer buffer;
@@ -105,7 +124,7 @@ TEST(BatchWire, RoundTripsRawAndLz4) {
   for (bool lz4 : {false, true}) {
     remote::BatchReply reply = packed(batch, lz4);
     if (lz4) {
-      EXPECT_LT(reply.images().size(), static_cast<size_t>(batch.inputs.numel()));
+      EXPECT_LT(reply.inputs().size(), static_cast<size_t>(batch.inputs.numel()));
     }
     LoaderStats tally;
     const Batch got = unpack_batch(wire(reply), lz4, shape_for(2, 7), tally);
@@ -115,6 +134,33 @@ TEST(BatchWire, RoundTripsRawAndLz4) {
     EXPECT_EQ(tally.samples, 5);
     EXPECT_EQ(tally.bad[0], 1);
     EXPECT_DOUBLE_EQ(tally.build_seconds, 0.25);
+  }
+}
+
+TEST(BatchWire, RoundTripsTokenWindows) {
+  const Batch batch = token_batch(3, 16);  // a short last batch: 3 of 4
+  for (bool lz4 : {false, true}) {
+    LoaderStats counts;
+    counts.samples = 3;
+    const grpc::ByteBuffer buffer = pack_batch(batch, 1, 2, counts, 0, lz4);
+    LoaderStats tally;
+    const Batch got = unpack_batch(buffer, lz4, token_shape(1, 2, 16), tally);
+    EXPECT_EQ(got.inputs.scalar_type(), at::kLong);
+    EXPECT_TRUE(got.inputs.equal(batch.inputs)) << "lz4 " << lz4;
+    EXPECT_TRUE(got.targets.equal(batch.targets));
+    EXPECT_TRUE(got.indices.equal(batch.indices));
+    EXPECT_EQ(tally.samples, 3);
+  }
+  // Windows of another length than the trainer's are refused, saying both.
+  LoaderStats tally;
+  try {
+    unpack_batch(pack_batch(batch, 1, 2, LoaderStats{}, 0, false), false, token_shape(1, 2, 8),
+                 tally);
+    ADD_FAILURE() << "accepted windows of 16 for 8";
+  } catch (const CorruptBatch& e) {
+    EXPECT_NE(std::string(e.what()).find("inputs are [3, 16], expected at most 4 of [8]"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -132,20 +178,26 @@ TEST(BatchWire, RefusesAFlippedByteWrongShapeAndWrongPosition) {
     EXPECT_EQ(tally.samples, 0);  // nothing counted from a refused reply
   };
   remote::BatchReply flipped = packed(batch, false);
-  (*flipped.mutable_images())[100] ^= 1;
+  (*flipped.mutable_inputs())[100] ^= 1;
   expect_corrupt(wire(flipped), shape_for(2, 7), false, "CRC-32C does not match");
   remote::BatchReply flipped_label = packed(batch, false);
-  (*flipped_label.mutable_labels())[0] ^= 1;
+  (*flipped_label.mutable_targets())[0] ^= 1;
   expect_corrupt(wire(flipped_label), shape_for(2, 7), false, "CRC-32C");
   remote::BatchReply lz4 = packed(batch, true);
-  lz4.mutable_images()->resize(lz4.images().size() / 2);
-  expect_corrupt(wire(lz4), shape_for(2, 7), true, "LZ4 images do not decode");
+  lz4.mutable_inputs()->resize(lz4.inputs().size() / 2);
+  expect_corrupt(wire(lz4), shape_for(2, 7), true, "LZ4 inputs do not decode");
   BatchShape other_size = shape_for(2, 7);
-  other_size.width = 7;
-  expect_corrupt(wire(packed(batch, false)), other_size, false, "expected at most 5 of 8x7x3");
+  other_size.layout.input_dims[1] = 7;
+  expect_corrupt(wire(packed(batch, false)), other_size, false, "expected at most 5 of [8, 7, 3]");
   BatchShape fewer = shape_for(2, 7);
-  fewer.max_samples = 3;
-  expect_corrupt(wire(packed(batch, false)), fewer, false, "images are [4, 8, 6, 3]");
+  fewer.layout.batch_size = 3;
+  expect_corrupt(wire(packed(batch, false)), fewer, false, "inputs are [4, 8, 6, 3]");
+  // Token ids where pixels were expected, and labels of another shape.
+  expect_corrupt(wire(packed(token_batch(4, 6), false)), shape_for(2, 7), false,
+                 "inputs are of type INT64, expected UINT8");
+  remote::BatchReply two_labels = packed(batch, false);
+  two_labels.add_target_shape(2);
+  expect_corrupt(wire(two_labels), shape_for(2, 7), false, "targets are [4, 2]");
   expect_corrupt(wire(packed(batch, false)), shape_for(2, 8), false,
                  "the reply is for batch 7 of epoch 3");
   // Bytes that are not a well-formed reply at all.
@@ -224,6 +276,18 @@ TEST(RemoteConfig, RefusesOtherKeysAndInvalidValuesNamingThem) {
   EXPECT_NE(refusal("[1, 2]").find("not a mapping"), std::string::npos);
   EXPECT_NE(refusal("data: {bath_size: 3}").find("did you mean 'data.batch_size'"),
             std::string::npos);
+}
+
+TEST(RemoteConfig, AWorkerNeedsTheWindowLengthOfTokenData) {
+  // The trainer sends the length its model implies (a GPT preset's context); without one the
+  // worker refuses, naming the key, before it opens any file.
+  Config config = parse_config("", "test", {"data=tokens", "data.path=/nonexistent"});
+  try {
+    make_training_batches(config, 8, 0, 1);
+    ADD_FAILURE() << "opened token data without data.seq_len";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.seq_len"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RemoteConfig, DataPathsMustResolveInsideARoot) {

@@ -15,10 +15,10 @@
 namespace loom::data {
 namespace {
 
-uint32_t batch_crc(const void* images, size_t image_bytes, const std::string& labels,
+uint32_t batch_crc(const void* inputs, size_t input_bytes, const std::string& targets,
                    const std::string& indices) {
-  uint32_t crc = crc32c(images, image_bytes);
-  crc = crc32c(labels.data(), labels.size(), crc);
+  uint32_t crc = crc32c(inputs, input_bytes);
+  crc = crc32c(targets.data(), targets.size(), crc);
   return crc32c(indices.data(), indices.size(), crc);
 }
 
@@ -27,8 +27,8 @@ std::string tensor_bytes(const at::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
 }
 
-at::Tensor int64_tensor(const std::string& bytes, int64_t count) {
-  at::Tensor out = at::empty({count}, at::kLong);
+at::Tensor int64_tensor(const std::string& bytes, at::IntArrayRef sizes) {
+  at::Tensor out = at::empty(sizes, at::kLong);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
 }
@@ -87,16 +87,16 @@ class SliceReader {
 };
 
 // A reply as received: its small fields, parsed (and so checked) by protobuf, and where its
-// images lie in the slices gRPC received, which hold them until they are copied once.
+// inputs lie in the slices gRPC received, which hold them until they are copied once.
 struct ReceivedReply {
-  remote::BatchReply fields;  // every field but the images
+  remote::BatchReply fields;  // every field but the inputs
   std::vector<grpc::Slice> slices;
-  uint64_t image_start = 0, image_bytes = 0;
+  uint64_t input_start = 0, input_bytes = 0;
 
-  void copy_images(char* to, const BatchShape& e) const {
+  void copy_inputs(char* to, const BatchShape& e) const {
     SliceReader reader(slices, e);
-    reader.take(nullptr, image_start);
-    reader.take(to, image_bytes);
+    reader.take(nullptr, input_start);
+    reader.take(to, input_bytes);
   }
 };
 
@@ -105,7 +105,7 @@ void append_varint(std::string& out, uint64_t n) {
   out.push_back(static_cast<char>(n));
 }
 
-constexpr uint64_t kImagesField = 4;  // BatchReply.images
+constexpr uint64_t kInputsField = 4;  // BatchReply.inputs
 constexpr uint64_t kMaxSmallField = 64 << 20;
 
 ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
@@ -113,16 +113,16 @@ ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
   if (!buffer.Dump(&r.slices).ok()) corrupt(e, "the reply could not be read");
   SliceReader reader(r.slices, e);
   std::string small;  // the other fields, re-encoded for protobuf's parser
-  bool have_images = false;
+  bool have_inputs = false;
   while (!reader.at_end()) {
     const uint64_t tag = reader.varint();
     const auto type = static_cast<uint32_t>(tag & 7);
-    if (tag >> 3 == kImagesField && type == 2) {
-      if (have_images) corrupt(e, "the images field comes twice");
-      have_images = true;
-      r.image_bytes = reader.varint();
-      r.image_start = reader.position();
-      reader.take(nullptr, r.image_bytes);
+    if (tag >> 3 == kInputsField && type == 2) {
+      if (have_inputs) corrupt(e, "the inputs field comes twice");
+      have_inputs = true;
+      r.input_bytes = reader.varint();
+      r.input_start = reader.position();
+      reader.take(nullptr, r.input_bytes);
       continue;
     }
     append_varint(small, tag);
@@ -153,23 +153,30 @@ ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
 grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
                             const LoaderStats& tally, double build_seconds, bool lz4,
                             bool flip_image_byte) {
-  // The images' owner rides along with the slice that points into it.
+  // The inputs' owner rides along with the slice that points into it.
   struct Payload {
-    at::Tensor images;
+    at::Tensor inputs;
     std::string compressed;
   };
   auto payload = std::make_unique<Payload>();
-  payload->images = batch.inputs.contiguous();
-  auto* raw = static_cast<char*>(payload->images.data_ptr());
-  const size_t raw_bytes = static_cast<size_t>(payload->images.numel());
+  payload->inputs = batch.inputs.contiguous();
+  const at::ScalarType type = payload->inputs.scalar_type();
+  if (type != at::kByte && type != at::kLong) {
+    throw Error(std::string("pack_batch: inputs of ") + c10::toString(type) +
+                " have no wire type (uint8 pixels or int64 token ids)");
+  }
+  auto* raw = static_cast<char*>(payload->inputs.data_ptr());
+  const size_t raw_bytes = payload->inputs.nbytes();
 
   remote::BatchReply fields;
   fields.set_epoch(epoch);
   fields.set_step(step);
-  for (int64_t d : payload->images.sizes()) fields.add_shape(d);
-  fields.set_labels(tensor_bytes(batch.targets));
+  for (int64_t d : payload->inputs.sizes()) fields.add_shape(d);
+  fields.set_input_type(type == at::kByte ? remote::UINT8 : remote::INT64);
+  for (int64_t d : batch.targets.sizes()) fields.add_target_shape(d);
+  fields.set_targets(tensor_bytes(batch.targets.to(at::kLong)));
   fields.set_indices(tensor_bytes(batch.indices));
-  fields.set_crc32c(batch_crc(raw, raw_bytes, fields.labels(), fields.indices()));
+  fields.set_crc32c(batch_crc(raw, raw_bytes, fields.targets(), fields.indices()));
   fields.set_samples(tally.samples);
   for (int64_t b : tally.bad) fields.add_bad(b);
   fields.set_substituted(tally.substituted);
@@ -196,10 +203,10 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
     data[0] ^= 0x5A;
   }
 
-  // Protocol buffers may carry a message's fields in any order, so the images field (4, bytes)
+  // Protocol buffers may carry a message's fields in any order, so the inputs field (4, bytes)
   // goes last, framed here by hand: its tag, its length as a varint, then its bytes.
   std::string head = fields.SerializeAsString();
-  append_varint(head, (kImagesField << 3) | 2);  // field 4, length-delimited
+  append_varint(head, (kInputsField << 3) | 2);  // field 4, length-delimited
   append_varint(head, bytes);
   if (bytes == 0) {
     const grpc::Slice only(head);
@@ -213,63 +220,101 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
   return grpc::ByteBuffer(slices, 2);
 }
 
+namespace {
+
+std::string dims_text(const google::protobuf::RepeatedField<int64_t>& dims) {
+  std::string out;
+  for (int64_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + out + "]";
+}
+
+// Whether `dims` are [count, sample...] with count within a batch.
+bool shaped_as(const google::protobuf::RepeatedField<int64_t>& dims,
+               const std::vector<int64_t>& sample, int64_t max_samples) {
+  if (dims.size() != static_cast<int>(sample.size()) + 1 || dims[0] < 0 || dims[0] > max_samples)
+    return false;
+  return std::equal(sample.begin(), sample.end(), dims.begin() + 1);
+}
+
+std::string expected_text(const std::vector<int64_t>& sample, int64_t max_samples) {
+  std::string out = "at most " + std::to_string(max_samples) + " of [";
+  for (size_t i = 0; i < sample.size(); ++i) out += (i ? ", " : "") + std::to_string(sample[i]);
+  return out + "]";
+}
+
+}  // namespace
+
 Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
                    LoaderStats& tally) {
   ReceivedReply received = split_reply(reply, e);
   const remote::BatchReply& fields = received.fields;
+  const BatchLayout& layout = e.layout;
   if (fields.epoch() != e.epoch || fields.step() != e.step) {
     corrupt(e, "the reply is for batch " + std::to_string(fields.step()) + " of epoch " +
                    std::to_string(fields.epoch() + 1));
   }
-  if (fields.shape_size() != 4)
-    corrupt(e, "images have " + std::to_string(fields.shape_size()) + " dimensions, expected 4");
-  const int64_t count = fields.shape(0);
-  if (count < 0 || count > e.max_samples || fields.shape(1) != e.height ||
-      fields.shape(2) != e.width || fields.shape(3) != e.channels) {
-    corrupt(e, "images are [" + std::to_string(count) + ", " + std::to_string(fields.shape(1)) +
-                   ", " + std::to_string(fields.shape(2)) + ", " + std::to_string(fields.shape(3)) +
-                   "], expected at most " + std::to_string(e.max_samples) + " of " +
-                   std::to_string(e.height) + "x" + std::to_string(e.width) + "x" +
-                   std::to_string(e.channels));
+  const remote::InputType expected_type =
+      layout.input_dtype == at::kByte ? remote::UINT8 : remote::INT64;
+  if (fields.input_type() != expected_type) {
+    const int got = fields.input_type();
+    corrupt(e, "inputs are of type " +
+                   (remote::InputType_IsValid(got) ? remote::InputType_Name(got)
+                                                   : "number " + std::to_string(got)) +
+                   ", expected " + remote::InputType_Name(expected_type));
   }
-  const size_t raw_bytes = static_cast<size_t>(count * e.height * e.width * e.channels);
-  const size_t id_bytes = static_cast<size_t>(count) * sizeof(int64_t);
-  if (fields.labels().size() != id_bytes || fields.indices().size() != id_bytes) {
-    corrupt(e, "labels or indices are not " + std::to_string(count) + " int64 values");
+  if (!shaped_as(fields.shape(), layout.input_dims, layout.batch_size)) {
+    corrupt(e, "inputs are " + dims_text(fields.shape()) + ", expected " +
+                   expected_text(layout.input_dims, layout.batch_size));
+  }
+  const int64_t count = fields.shape(0);
+  if (!shaped_as(fields.target_shape(), layout.target_dims, layout.batch_size) ||
+      fields.target_shape(0) != count) {
+    corrupt(e, "targets are " + dims_text(fields.target_shape()) + ", expected " +
+                   std::to_string(count) + " of the inputs' " +
+                   expected_text(layout.target_dims, layout.batch_size));
+  }
+  std::vector<int64_t> input_sizes(fields.shape().begin(), fields.shape().end());
+  std::vector<int64_t> target_sizes(fields.target_shape().begin(), fields.target_shape().end());
+  const size_t raw_bytes = static_cast<size_t>(c10::multiply_integers(input_sizes)) *
+                           c10::elementSize(layout.input_dtype);
+  const size_t target_bytes = c10::multiply_integers(target_sizes) * sizeof(int64_t);
+  if (fields.targets().size() != target_bytes ||
+      fields.indices().size() != static_cast<size_t>(count) * sizeof(int64_t)) {
+    corrupt(e, "targets or indices are not the int64 values their shapes say");
   }
   if (fields.bad_size() != 4 || fields.samples() < count) corrupt(e, "malformed sample counts");
-  if (!lz4 && received.image_bytes != raw_bytes) {
-    corrupt(e, "images are " + std::to_string(received.image_bytes) + " bytes, expected " +
+  if (!lz4 && received.input_bytes != raw_bytes) {
+    corrupt(e, "inputs are " + std::to_string(received.input_bytes) + " bytes, expected " +
                    std::to_string(raw_bytes));
   }
 
   // One copy, from the received slices into a tensor from the batch pool (reused memory rather
   // than pages faulted in afresh every batch).
   Batch batch;
-  batch.inputs = empty_batch_tensor({count, e.height, e.width, e.channels}, at::kByte);
+  batch.inputs = empty_batch_tensor(input_sizes, layout.input_dtype);
   auto* out = static_cast<char*>(batch.inputs.data_ptr());
   if (lz4) {
     if (raw_bytes > LZ4_MAX_INPUT_SIZE ||
-        received.image_bytes > static_cast<uint64_t>(LZ4_COMPRESSBOUND(raw_bytes))) {
-      corrupt(e, "LZ4 images are larger than " + std::to_string(raw_bytes) + " bytes could be");
+        received.input_bytes > static_cast<uint64_t>(LZ4_COMPRESSBOUND(raw_bytes))) {
+      corrupt(e, "LZ4 inputs are larger than " + std::to_string(raw_bytes) + " bytes could be");
     }
-    std::string packed(received.image_bytes, '\0');
-    received.copy_images(packed.data(), e);
+    std::string packed(received.input_bytes, '\0');
+    received.copy_inputs(packed.data(), e);
     const int size = raw_bytes == 0
                          ? 0
                          : LZ4_decompress_safe(packed.data(), out, static_cast<int>(packed.size()),
                                                static_cast<int>(raw_bytes));
     if (size != static_cast<int>(raw_bytes)) {
-      corrupt(e, "LZ4 images do not decode to " + std::to_string(raw_bytes) + " bytes");
+      corrupt(e, "LZ4 inputs do not decode to " + std::to_string(raw_bytes) + " bytes");
     }
   } else {
-    received.copy_images(out, e);
+    received.copy_inputs(out, e);
   }
-  if (batch_crc(out, raw_bytes, fields.labels(), fields.indices()) != fields.crc32c()) {
+  if (batch_crc(out, raw_bytes, fields.targets(), fields.indices()) != fields.crc32c()) {
     corrupt(e, "CRC-32C does not match its contents");
   }
-  batch.targets = int64_tensor(fields.labels(), count);
-  batch.indices = int64_tensor(fields.indices(), count);
+  batch.targets = int64_tensor(fields.targets(), target_sizes);
+  batch.indices = int64_tensor(fields.indices(), {count});
   tally.samples += fields.samples();
   for (int i = 0; i < 4; ++i) tally.bad[static_cast<size_t>(i)] += fields.bad(i);
   tally.substituted += fields.substituted();

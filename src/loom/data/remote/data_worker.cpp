@@ -107,17 +107,14 @@ class Service final
     session.lz4 = request->lz4();
     std::shared_ptr<WorkerSession> opened;
     try {
-      config.data.workers = 1;  // the loader's own threads stay idle: handlers build batches
       opened = sessions_.open(std::move(session), request->config(), [&] {
-        return std::shared_ptr<const Loader>(make_loaders(config, config.data.batch_size, 1,
-                                                          request->rank(), request->world(), false,
-                                                          false)
-                                                 .train);
+        return std::shared_ptr<const LocalBatchSource>(make_training_batches(
+            config, config.data.batch_size, request->rank(), request->world()));
       });
     } catch (const Error& e) {
       return refuse(grpc::StatusCode::FAILED_PRECONDITION, peer, e.what());
     }
-    const Loader& loader = *opened->loader;
+    const LocalBatchSource& loader = *opened->loader;
     LOOM_LOG(kInfo, kLog) << "opened a session for " << describe(*opened) << ": "
                           << config.data.source << " data, " << loader.samples() << " samples, "
                           << loader.steps_per_epoch() << " batches per epoch"
@@ -196,7 +193,7 @@ class Service final
     const bool corrupt = options_.corrupt_every > 0 && ++replies_ % options_.corrupt_every == 0;
     response =
         pack_batch(batch, request.epoch(), request.step(), tally, seconds, session.lz4, corrupt);
-    // What the images take on the wire: the whole reply less its few hundred bytes of fields.
+    // What the inputs take on the wire: the whole reply less its few hundred bytes of fields.
     sessions_.record(session, static_cast<int64_t>(response.Length()), seconds);
     return grpc::Status::OK;
   }

@@ -27,15 +27,12 @@ const char* state_name(int state) {
 
 }  // namespace
 
-RemoteBatchSource::RemoteBatchSource(std::unique_ptr<Loader> local, RemoteSourceOptions options)
+RemoteBatchSource::RemoteBatchSource(std::unique_ptr<LocalBatchSource> local,
+                                     RemoteSourceOptions options)
     : local_(std::move(local)), options_(std::move(options)), window_(local_->steps_per_epoch()) {
-  const TransformPipeline& t = *local_->options().transforms;
-  shape_.max_samples = local_->options().batch_size;
-  shape_.height = t.height();
-  shape_.width = t.width();
-  shape_.channels = t.channels();
+  shape_.layout = local_->layout();
   max_ahead_by_bytes_ = std::max<int64_t>(
-      1, options_.max_inflight_bytes / std::max<int64_t>(1, local_->batch_bytes()));
+      1, options_.max_inflight_bytes / std::max<int64_t>(1, shape_.layout.bytes()));
   local_threads_ = options_.local_threads;
   options_.connection.steps_per_epoch = local_->steps_per_epoch();
   options_.connection.samples = local_->samples();
@@ -166,7 +163,7 @@ Batch RemoteBatchSource::batch(int64_t epoch, int64_t step) const {
   lock.unlock();
   changed_.notify_all();
   if (slot.error) std::rethrow_exception(slot.error);
-  check_bad_fraction(seen, local_->options().max_bad_fraction);
+  check_bad_fraction(seen, options_.max_bad_fraction);
   return slot.batch;
 }
 
@@ -180,7 +177,7 @@ int64_t RemoteBatchSource::window_locked() const {
   int producers = std::max(local_threads_, options_.fallback_threads);
   for (const Remote& r : remotes_) producers += r.lanes;
   // Each producer may hold one step, and data.prefetch_batches more may wait for the trainer.
-  return std::min<int64_t>(max_ahead_by_bytes_, producers + local_->options().prefetch_batches);
+  return std::min<int64_t>(max_ahead_by_bytes_, producers + options_.prefetch_batches);
 }
 
 bool RemoteBatchSource::take_work(int producer, int lane, Work& work) {

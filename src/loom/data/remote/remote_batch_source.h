@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "loom/data/loader.h"
+#include "loom/data/batch_source.h"
 #include "loom/data/ordered_window.h"
 #include "loom/data/remote/remote_worker_stats.h"
 #include "loom/data/remote/worker_connection.h"
@@ -38,13 +38,16 @@ struct RemoteSourceOptions {
   int local_threads = 1;             // local producers that always work
   int fallback_threads = 1;          // local producers that work only while no worker is up
   int64_t max_inflight_bytes = int64_t{256} << 20;
+  int prefetch_batches = 4;       // data.prefetch_batches: ready batches waiting for the trainer
+  double max_bad_fraction = 0.05;  // data.max_bad_fraction
   std::chrono::milliseconds reconnect_every{3000};
 };
 
 class RemoteBatchSource : public BatchSource {
  public:
-  // `local` builds the local producers' batches and fixes the sequence (identity, steps).
-  RemoteBatchSource(std::unique_ptr<Loader> local, RemoteSourceOptions options);
+  // `local` builds the local producers' batches and fixes the sequence (identity, steps) and what
+  // a batch holds (images, token windows).
+  RemoteBatchSource(std::unique_ptr<LocalBatchSource> local, RemoteSourceOptions options);
   ~RemoteBatchSource() override;
 
   int64_t steps_per_epoch() const override { return local_->steps_per_epoch(); }
@@ -98,7 +101,7 @@ class RemoteBatchSource : public BatchSource {
   void connect_loop();
   void start_lanes_locked(int w);
 
-  std::unique_ptr<Loader> local_;
+  std::unique_ptr<LocalBatchSource> local_;
   RemoteSourceOptions options_;
   BatchShape shape_;  // of a full batch (epoch and step filled in per request)
   int64_t max_ahead_by_bytes_ = 1;

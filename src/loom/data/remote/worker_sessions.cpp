@@ -27,10 +27,10 @@ std::string describe(const WorkerSession& s) {
 
 std::shared_ptr<WorkerSession> WorkerSessions::open(
     WorkerSession session, const std::string& config_text,
-    const std::function<std::shared_ptr<const Loader>()>& make) {
+    const std::function<std::shared_ptr<const LocalBatchSource>()>& make) {
   const std::string key =
       config_text + "\n#rank " + std::to_string(session.rank) + "/" + std::to_string(session.world);
-  std::shared_ptr<const Loader> loader;
+  std::shared_ptr<const LocalBatchSource> loader;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     loader = loaders_[key].lock();

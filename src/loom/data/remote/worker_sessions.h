@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/data/loader.h"
+#include "loom/data/batch_source.h"
 
 namespace loom::data {
 
@@ -25,7 +25,7 @@ struct WorkerSession {
   std::string peer;
   int rank = 0, world = 1;
   bool lz4 = false;
-  std::shared_ptr<const Loader> loader;
+  std::shared_ptr<const LocalBatchSource> loader;
   // Counters since the session opened, and since the last rate report.
   int64_t batches = 0, bytes = 0;
   double build_seconds = 0;
@@ -38,7 +38,7 @@ class WorkerSessions {
   // Opens a session over the loader for (config text, rank, world), building that loader with
   // `make` unless a live session already uses the same one.
   std::shared_ptr<WorkerSession> open(WorkerSession session, const std::string& config_text,
-                                      const std::function<std::shared_ptr<const Loader>()>& make);
+                                      const std::function<std::shared_ptr<const LocalBatchSource>()>& make);
   // Null when there is no such session (never opened, closed, or the worker restarted).
   std::shared_ptr<WorkerSession> find(const std::string& id);
   void record(WorkerSession& session, int64_t bytes, double build_seconds);
@@ -56,7 +56,7 @@ class WorkerSessions {
   std::mutex mutex_;
   std::optional<std::chrono::steady_clock::time_point> last_activity_;
   std::map<std::string, std::shared_ptr<WorkerSession>> sessions_;
-  std::map<std::string, std::weak_ptr<const Loader>> loaders_;  // by config, rank and world
+  std::map<std::string, std::weak_ptr<const LocalBatchSource>> loaders_;  // by config, rank and world
 };
 
 // "client (peer) rank r/w" for log lines.
