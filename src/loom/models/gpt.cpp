@@ -11,6 +11,8 @@
 #include <limits>
 
 #include "loom/core/error.h"
+#include "loom/models/causal_attention.h"
+#include "loom/models/linear.h"
 
 namespace loom::models {
 namespace {
@@ -30,7 +32,7 @@ class CausalSelfAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
     const int64_t b = x.size(0), t = x.size(1), head = width_ / heads_;
     // [B, T, 3C] -> q, k, v as [B, heads, T, head]
-    const auto qkv = c_attn_->forward(x).split(width_, 2);
+    const auto qkv = linear(c_attn_, x).split(width_, 2);
     const auto per_head = [&](const at::Tensor& y) {
       return y.view({b, t, heads_, head}).transpose(1, 2);
     };
@@ -45,21 +47,18 @@ class CausalSelfAttention : public torch::nn::Module {
       cache->keys = k;
       cache->values = v;
     }
-    // Scaled scores with the causal mask added, in one batched product (baddbmm computes
-    // bias + alpha (q k^T)): no separate passes over the [B, heads, T, T] scores to scale and
-    // mask them, in forward or in backward. New position i is position past + i: it sees keys
-    // 0 .. past + i.
+    // New position i is position past + i: it sees keys 0 .. past + i.
     const int64_t keys = past + t;
-    const at::Tensor bias =
-        causal_bias(keys, x.scalar_type()).narrow(0, past, t).expand({b * heads_, t, keys});
-    const at::Tensor scores =
-        at::baddbmm(bias, q.reshape({b * heads_, t, head}),
-                    k.reshape({b * heads_, keys, head}).transpose(1, 2), /*beta=*/1,
-                    /*alpha=*/1.0 / std::sqrt(static_cast<double>(head)))
-            .view({b, heads_, t, keys});
-    const at::Tensor weights = attn_dropout_->forward(scores.softmax(-1));
-    const at::Tensor y = at::matmul(weights, v).transpose(1, 2).contiguous().view({b, t, width_});
-    return resid_dropout_->forward(c_proj_->forward(y));
+    const at::Tensor y =
+        causal_attention(q.reshape({b * heads_, t, head}), k.reshape({b * heads_, keys, head}),
+                         v.reshape({b * heads_, keys, head}), causal_bias(keys, q.scalar_type()),
+                         past, causal_query_blocks(t),
+                         [this](const at::Tensor& w) { return attn_dropout_->forward(w); })
+            .view({b, heads_, t, head})
+            .transpose(1, 2)
+            .contiguous()
+            .view({b, t, width_});
+    return resid_dropout_->forward(linear(c_proj_, y));
   }
 
   torch::nn::Linear c_proj_{nullptr};
@@ -88,7 +87,7 @@ class Mlp : public torch::nn::Module {
     dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
   }
   at::Tensor forward(const at::Tensor& x) {
-    return dropout_->forward(c_proj_->forward(at::gelu(c_fc_->forward(x))));
+    return dropout_->forward(linear(c_proj_, at::gelu(linear(c_fc_, x))));
   }
 
   torch::nn::Linear c_proj_{nullptr};

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "loom/core/error.h"
+#include "loom/models/linear.h"
 
 namespace loom::models {
 namespace {
@@ -30,17 +31,17 @@ class EncoderBlock : public torch::nn::Module {
 
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor h = x + attention(norm1_->forward(x));
-    return h + fc2_->forward(at::gelu(fc1_->forward(norm2_->forward(h))));
+    return h + linear(fc2_, at::gelu(linear(fc1_, norm2_->forward(h))));
   }
 
  private:
   at::Tensor attention(const at::Tensor& x) {
     const int64_t b = x.size(0), n = x.size(1), head_dim = kDim / kHeads;
     // [B, N, 3*D] -> [3, B, heads, N, head_dim]
-    at::Tensor qkv = qkv_->forward(x).reshape({b, n, 3, kHeads, head_dim}).permute({2, 0, 3, 1, 4});
+    at::Tensor qkv = linear(qkv_, x).reshape({b, n, 3, kHeads, head_dim}).permute({2, 0, 3, 1, 4});
     at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(double(head_dim));
     at::Tensor out = at::matmul(scores.softmax(-1), qkv[2]);
-    return proj_->forward(out.transpose(1, 2).reshape({b, n, kDim}));
+    return linear(proj_, out.transpose(1, 2).reshape({b, n, kDim}));
   }
 
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};

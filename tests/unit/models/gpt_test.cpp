@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "loom/core/error.h"
+#include "loom/models/causal_attention.h"
 #include "loom/models/module_model.h"
 #include "loom/models/token_cross_entropy_loss.h"
 
@@ -55,9 +57,18 @@ at::Tensor reference_forward(const std::map<std::string, at::Tensor>& p, const G
   return at::matmul(ln(x, "ln_f"), p.at("wte.weight").t());
 }
 
+void expect_forward_matches_reference(const GptConfig& c);
+
 TEST(Gpt, ForwardMatchesAPlainOpsReference) {
+  // A context of 8 attends in one block; one of 520 in 4 blocks of query rows.
+  for (const GptConfig& c : {tiny(), GptConfig{2, 2, 16, 520, 50, 0.0}}) {
+    SCOPED_TRACE("context " + std::to_string(c.seq_len));
+    expect_forward_matches_reference(c);
+  }
+}
+
+void expect_forward_matches_reference(const GptConfig& c) {
   at::manual_seed(0);
-  const GptConfig c = tiny();
   ModuleModel model("gpt", make_gpt(c), false);
   std::map<std::string, at::Tensor> tensors;
   for (const auto& [name, t] : model.named_parameters()) tensors[name] = t.detach();
@@ -72,6 +83,44 @@ TEST(Gpt, ForwardMatchesAPlainOpsReference) {
       << "largest logit " << expected.abs().max().item<double>();
   // A shorter sequence takes the first positions.
   EXPECT_TRUE(at::allclose(model.forward(ids.narrow(1, 0, 5)), logits.narrow(1, 0, 5), 1e-5, 1e-5));
+}
+
+// Query rows in blocks give the one-block result and gradients, with and without cached keys
+// before the queries (in double, so that only the softmax's order of sums differs).
+TEST(CausalAttention, BlocksGiveTheWholeProductAndItsGradients) {
+  at::manual_seed(3);
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  const auto none = [](const at::Tensor& w) { return w; };
+  for (int64_t past : {0, 37}) {
+    const int64_t t = 203, keys = past + t;
+    const at::Tensor bias =
+        at::full({keys, keys}, -std::numeric_limits<double>::infinity(), opts).triu(1);
+    const at::Tensor q0 = at::randn({6, t, 8}, opts), k0 = at::randn({6, keys, 8}, opts),
+                     v0 = at::randn({6, keys, 8}, opts), grad = at::randn({6, t, 8}, opts);
+    std::vector<at::Tensor> whole;
+    for (int64_t blocks : {1, 2, 3, 4}) {
+      SCOPED_TRACE("past " + std::to_string(past) + ", blocks " + std::to_string(blocks));
+      const at::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(),
+                       v = v0.clone().requires_grad_();
+      const at::Tensor y = causal_attention(q, k, v, bias, past, blocks, none);
+      y.backward(grad);
+      const std::vector<at::Tensor> got = {y.detach(), q.grad(), k.grad(), v.grad()};
+      if (blocks == 1) {
+        whole = got;
+        // One block is the definition: softmax(q k^T / sqrt(d) + mask) v.
+        const at::Tensor scores = at::matmul(q0, k0.transpose(1, 2)) / std::sqrt(8.0) +
+                                  bias.narrow(0, past, t);
+        EXPECT_LT((y - at::matmul(scores.softmax(-1), v0)).abs().max().item<double>(), 1e-12);
+        continue;
+      }
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_LT((got[i] - whole[i]).abs().max().item<double>(), 1e-12) << "tensor " << i;
+      }
+    }
+  }
+  EXPECT_EQ(causal_query_blocks(64), 1);
+  EXPECT_EQ(causal_query_blocks(256), 2);
+  EXPECT_EQ(causal_query_blocks(1024), 4);
 }
 
 TEST(Gpt, APositionSeesOnlyThePast) {
