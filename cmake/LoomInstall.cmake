@@ -46,6 +46,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/sample_error.h
   loom/data/synthetic.h
   loom/data/tar_shards.h
+  loom/data/token_batch_source.h
   loom/data/token_shard.h
   loom/data/token_windows.h
   loom/data/tokenizer.h

@@ -191,9 +191,9 @@ TEST_F(LanguageModelTrain, TokenWindowsFromARemoteDataWorkerTrainBitIdentically)
   ASSERT_TRUE(wait_for_text(dir / "worker.log", "listening on", 30))
       << read_text(dir / "worker.log");
   const auto remote = run_loom(launch(2, args + " --out " + (dir / "remote") +
-                                              " --set data.remote.workers=" + address +
-                                              " --set data.remote.local_threads=0"
-                                              " --set data.remote.compression=lz4"));
+                                             " --set data.remote.workers=" + address +
+                                             " --set data.remote.local_threads=0"
+                                             " --set data.remote.compression=lz4"));
   ASSERT_EQ(remote.exit_code, 0) << remote.output;
   const nlohmann::json summary = summary_of(dir / "remote");
   const nlohmann::json& served = summary["data"]["remote"]["workers"];

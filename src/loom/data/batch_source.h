@@ -100,8 +100,8 @@ class BatchSource {
 // What every full batch of a source holds, for checking batches built elsewhere (a remote data
 // worker's) before they are used.
 struct BatchLayout {
-  int64_t batch_size = 0;            // samples in a full batch
-  std::vector<int64_t> input_dims;   // of one sample: pixels {H, W, C}, token ids {T}
+  int64_t batch_size = 0;           // samples in a full batch
+  std::vector<int64_t> input_dims;  // of one sample: pixels {H, W, C}, token ids {T}
   at::ScalarType input_dtype = at::kByte;
   std::vector<int64_t> target_dims;  // of one sample, int64: a label {}, the next tokens {T}
   int64_t bytes() const;             // of a full batch: inputs, targets and indices

@@ -19,9 +19,9 @@ Batch TokenBatchSource::batch(int64_t epoch, int64_t step) const {
   const auto begin = std::chrono::steady_clock::now();
   Batch batch = build_batch(epoch, step);
   samples_ += batch.size();
-  build_nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now() - begin)
-                            .count();
+  build_nanoseconds_ +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin)
+          .count();
   return batch;
 }
 

@@ -139,11 +139,12 @@ class Gpt : public Classifier {
   std::vector<BlockSpec> block_specs() override {
     std::vector<BlockSpec> blocks;
     blocks.push_back(
-        {"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) { return embed(ids, 0); }});
+        {"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) { return embed(ids, 0); }, {}});
     for (size_t i = 0; i < layers_.size(); ++i) {
       GptBlock* layer = layers_[i].get();
       const std::string name = "h." + std::to_string(i);
-      blocks.push_back({name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }});
+      blocks.push_back(
+          {name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }, {}});
     }
     blocks.push_back(
         {"head", {"ln_f"}, [this](const at::Tensor& x) { return head(x); }, {"wte.weight"}});

@@ -75,18 +75,25 @@ class VitTiny : public Classifier {
   // The embedding, every encoder layer, the head.
   std::vector<BlockSpec> block_specs() override {
     std::vector<BlockSpec> blocks;
-    blocks.push_back({"embed", {"patch_embed", "cls_token", "pos_embed"}, [this](const at::Tensor& x) {
+    blocks.push_back({"embed",
+                      {"patch_embed", "cls_token", "pos_embed"},
+                      [this](const at::Tensor& x) {
                         at::Tensor y = patch_embed_->forward(x).flatten(2).transpose(1, 2);  // [B, N, D]
                         return at::cat({cls_token_.expand({y.size(0), -1, -1}), y}, 1) + pos_embed_;
-                      }});
+                      },
+                      {}});
     for (size_t i = 0; i < blocks_.size(); ++i) {
       auto* block = blocks_[i].get();
-      blocks.push_back({"blocks." + std::to_string(i), {"blocks." + std::to_string(i)},
-                        [block](const at::Tensor& x) { return block->forward(x); }});
+      blocks.push_back({"blocks." + std::to_string(i),
+                        {"blocks." + std::to_string(i)},
+                        [block](const at::Tensor& x) { return block->forward(x); },
+                        {}});
     }
-    blocks.push_back({"head", {"norm", "head"}, [this](const at::Tensor& x) {
-                        return head_->forward(norm_->forward(x).select(1, 0));
-                      }});
+    blocks.push_back(
+        {"head",
+         {"norm", "head"},
+         [this](const at::Tensor& x) { return head_->forward(norm_->forward(x).select(1, 0)); },
+         {}});
     return blocks;
   }
 

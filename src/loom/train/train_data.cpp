@@ -2,13 +2,12 @@
 
 #include <unistd.h>
 
-
+#include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
 #include "loom/core/topology.h"
 #include "loom/data/configured_loaders.h"
 #include "loom/data/remote/remote_batch_source.h"
-#include "loom/core/durable_file.h"
 #include "loom/data/remote/remote_config.h"
 #include "loom/data/token_batch_source.h"
 #include "loom/models/gpt.h"

@@ -108,8 +108,8 @@ TEST(CausalAttention, BlocksGiveTheWholeProductAndItsGradients) {
       if (blocks == 1) {
         whole = got;
         // One block is the definition: softmax(q k^T / sqrt(d) + mask) v.
-        const at::Tensor scores = at::matmul(q0, k0.transpose(1, 2)) / std::sqrt(8.0) +
-                                  bias.narrow(0, past, t);
+        const at::Tensor scores =
+            at::matmul(q0, k0.transpose(1, 2)) / std::sqrt(8.0) + bias.narrow(0, past, t);
         EXPECT_LT((y - at::matmul(scores.softmax(-1), v0)).abs().max().item<double>(), 1e-12);
         continue;
       }

@@ -38,7 +38,7 @@ struct RemoteSourceOptions {
   int local_threads = 1;             // local producers that always work
   int fallback_threads = 1;          // local producers that work only while no worker is up
   int64_t max_inflight_bytes = int64_t{256} << 20;
-  int prefetch_batches = 4;       // data.prefetch_batches: ready batches waiting for the trainer
+  int prefetch_batches = 4;        // data.prefetch_batches: ready batches waiting for the trainer
   double max_bad_fraction = 0.05;  // data.max_bad_fraction
   std::chrono::milliseconds reconnect_every{3000};
 };

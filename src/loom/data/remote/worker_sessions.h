@@ -37,8 +37,9 @@ class WorkerSessions {
  public:
   // Opens a session over the loader for (config text, rank, world), building that loader with
   // `make` unless a live session already uses the same one.
-  std::shared_ptr<WorkerSession> open(WorkerSession session, const std::string& config_text,
-                                      const std::function<std::shared_ptr<const LocalBatchSource>()>& make);
+  std::shared_ptr<WorkerSession> open(
+      WorkerSession session, const std::string& config_text,
+      const std::function<std::shared_ptr<const LocalBatchSource>()>& make);
   // Null when there is no such session (never opened, closed, or the worker restarted).
   std::shared_ptr<WorkerSession> find(const std::string& id);
   void record(WorkerSession& session, int64_t bytes, double build_seconds);
@@ -56,7 +57,8 @@ class WorkerSessions {
   std::mutex mutex_;
   std::optional<std::chrono::steady_clock::time_point> last_activity_;
   std::map<std::string, std::shared_ptr<WorkerSession>> sessions_;
-  std::map<std::string, std::weak_ptr<const LocalBatchSource>> loaders_;  // by config, rank and world
+  std::map<std::string, std::weak_ptr<const LocalBatchSource>>
+      loaders_;  // by config, rank and world
 };
 
 // "client (peer) rank r/w" for log lines.
