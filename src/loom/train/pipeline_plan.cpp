@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "loom/comm/comm_benchmark.h"
@@ -192,11 +193,19 @@ std::vector<int> parse_split(const std::string& text) {
 
 namespace {
 
-PipelinePlan plan_as_configured(const Config& config, int64_t step_batch, const Topology& topology,
-                                int replicas) {
+// The model's blocks measured on one real micro-batch as `config` runs them (its precision and
+// recompute setting), with what the plan needs besides.
+struct ProfiledBlocks {
+  std::string model;
+  int64_t microbatch_samples = 0;
+  std::vector<pp::BlockProfile> blocks;
+  double data_bytes = 0;  // every rank's data in memory
+  double link_bytes_per_second = 0;
+};
+
+ProfiledBlocks profile_as_configured(const Config& config, int64_t step_batch,
+                                     const Topology& topology) {
   const PipelineConfig& pc = config.parallel.pipeline;
-  PipelinePlan plan;
-  plan.schedule = pipeline_schedule(pc);
   if (step_batch % pc.microbatches != 0) {
     throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
                       std::to_string(step_batch) +
@@ -204,30 +213,44 @@ PipelinePlan plan_as_configured(const Config& config, int64_t step_batch, const 
                       "split into " +
                       std::to_string(pc.microbatches) + " equal micro-batches");
   }
-  plan.microbatch_samples = step_batch / pc.microbatches;
+  ProfiledBlocks out;
+  out.microbatch_samples = step_batch / pc.microbatches;
 
   // One real micro-batch, as the first stage would feed it.
   use_configured_allocator("caching", topology.memory_bytes);
   ModelOnBatch setup = model_on_first_batch(config, step_batch, topology);
   models::Model& model = *setup.model;
-  plan.model = model.name();
+  out.model = model.name();
   at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
-  const int64_t n = std::min<int64_t>(plan.microbatch_samples, setup.input.size(0));
+  const int64_t n = std::min<int64_t>(out.microbatch_samples, setup.input.size(0));
   const at::Tensor input = setup.input.narrow(0, 0, n);
   const at::Tensor labels = setup.targets.narrow(0, 0, n);
   models::check_blocks(model, input);
 
   pp::BlockProfileOptions profile_options;
   profile_options.bf16 = setup.runtime.bf16();
-  profile_options.optimizer_states = optimizer_states(config.optimizer);
-  profile_options.zero_stage = static_cast<int>(config.parallel.zero);
-  profile_options.replicas = replicas;
   const std::unique_ptr<models::Loss> loss =
       models::make_task_loss(setup.task, config.train.label_smoothing);
-  plan.blocks = pp::profile_blocks(model, input, labels, *loss, profile_options,
-                                   installed_caching_cpu_allocator());
+  out.blocks = pp::profile_blocks(model, input, labels, *loss, profile_options,
+                                  installed_caching_cpu_allocator());
   // Handing a stage's output to a rank of the same host over shared memory is a copy.
-  plan.link_bytes_per_second = comm::measure_memcpy_gbps() * 1e9;
+  out.link_bytes_per_second = comm::measure_memcpy_gbps() * 1e9;
+  out.data_bytes = setup.data_bytes;
+  return out;
+}
+
+// The plan for blocks measured as `config` runs them, with its optimizer and ZeRO stage over
+// `replicas` pipelines in the memory model.
+PipelinePlan plan_from_profile(const Config& config, int64_t step_batch,
+                               const ProfiledBlocks& profiled, int replicas) {
+  const PipelineConfig& pc = config.parallel.pipeline;
+  PipelinePlan plan;
+  plan.schedule = pipeline_schedule(pc);
+  plan.model = profiled.model;
+  plan.microbatch_samples = profiled.microbatch_samples;
+  plan.blocks = profiled.blocks;
+  plan.link_bytes_per_second = profiled.link_bytes_per_second;
+  plan.replicas = replicas;
 
   // Activations held per stage come from the schedule itself (a dry run); a rank's memory cap
   // is shared by its chunks.
@@ -236,9 +259,11 @@ PipelinePlan plan_as_configured(const Config& config, int64_t step_batch, const 
       pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages)).peak_in_flight;
   options.memory_cap_bytes = pc.memory_cap_mb * (1 << 20) / static_cast<double>(pc.chunks);
   options.link_bytes_per_second = plan.link_bytes_per_second;
+  options.state_per_parameter_byte = pp::state_per_parameter_byte(
+      optimizer_states(config.optimizer), static_cast<int>(config.parallel.zero), replicas);
   // Every rank loads the data: charge it to every stage (chunks share one rank's copy).
-  plan.resident_bytes = setup.data_bytes;
-  options.resident_bytes = setup.data_bytes / static_cast<double>(pc.chunks);
+  plan.resident_bytes = profiled.data_bytes;
+  options.resident_bytes = profiled.data_bytes / static_cast<double>(pc.chunks);
   const std::vector<int> split = parse_split(pc.split);
   if (split.empty()) {
     plan.partition = pp::partition_blocks(plan.blocks, options);
@@ -271,10 +296,20 @@ PipelinePlan plan_as_configured(const Config& config, int64_t step_batch, const 
 
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
                            int replicas) {
+  // Blocks measured by recompute setting: ZeRO changes only the state bytes the memory model
+  // adds to them, so candidates that differ only in ZeRO share a profile.
+  std::map<std::pair<std::string, int64_t>, ProfiledBlocks> profiles;
+  const auto plan_for = [&](const Config& c) {
+    const auto key =
+        std::make_pair(c.train.activation_checkpointing, c.train.activation_checkpointing_k);
+    auto it = profiles.find(key);
+    if (it == profiles.end()) {
+      it = profiles.emplace(key, profile_as_configured(c, step_batch, topology)).first;
+    }
+    return plan_from_profile(c, step_batch, it->second, replicas);
+  };
   try {
-    PipelinePlan plan = plan_as_configured(config, step_batch, topology, replicas);
-    plan.replicas = replicas;
-    return plan;
+    return plan_for(config);
   } catch (const pp::OverMemoryCap& configured) {
     // What else would fit, cheapest in time first: ZeRO moves the same bytes as all-reduce
     // (about 1.0x the step time here), recompute costs up to one more forward (1.3x for every
@@ -298,8 +333,7 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
         trying.train.activation_checkpointing_k = every;
       }
       try {
-        PipelinePlan plan = plan_as_configured(trying, step_batch, topology, replicas);
-        plan.replicas = replicas;
+        PipelinePlan plan = plan_for(trying);
         plan.zero_chosen = stage > zero ? stage : 0;
         plan.recompute_every_chosen = every;
         return plan;

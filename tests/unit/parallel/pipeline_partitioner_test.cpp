@@ -21,7 +21,7 @@ std::vector<BlockProfile> random_blocks(std::mt19937& rng, int n) {
     b.backward_weight_seconds = time(rng);
     b.activation_bytes = bytes(rng);
     b.output_bytes = bytes(rng);
-    b.state_bytes = bytes(rng);
+    b.parameter_bytes = bytes(rng) / 2;  // with their gradients (the default state per byte)
     b.parameters = bytes(rng);
     blocks.push_back(b);
   }
@@ -93,7 +93,7 @@ TEST(Partitioner, NeverWorseThanTheBaselines) {
   for (int trial = 0; trial < 50; ++trial) {
     const auto blocks = random_blocks(rng, 12);
     PartitionOptions options;
-    options.in_flight = {3, 2, 1};
+    options.in_flight = std::vector<int>{3, 2, 1};
     const double best = partition_blocks(blocks, options).slowest_seconds();
     EXPECT_LE(best, evaluate_split(blocks, uniform_split(12, 3), options).slowest_seconds() + 1e-12);
     EXPECT_LE(best, evaluate_split(blocks, parameter_balanced_split(blocks, 3), options)
@@ -119,15 +119,45 @@ TEST(Partitioner, BaselineSplits) {
   EXPECT_EQ(biggest, 12);
 }
 
+// Parameters, gradients and optimizer state per parameter byte, and where a stage keeps them.
+TEST(Partitioner, StateFollowsTheOptimizerAndZero) {
+  EXPECT_DOUBLE_EQ(state_per_parameter_byte(0, 0, 1), 2.0);  // plain SGD
+  EXPECT_DOUBLE_EQ(state_per_parameter_byte(2, 0, 4), 4.0);  // Adam, nothing sharded
+  // ZeRO over 4 replicas: a quarter of Adam's moments, the gradient shards besides the full
+  // gradients; ZeRO-2 is the same at a pipeline's peak.
+  EXPECT_DOUBLE_EQ(state_per_parameter_byte(2, 1, 4), 1.0 + 1.25 + 0.5);
+  EXPECT_DOUBLE_EQ(state_per_parameter_byte(2, 2, 4), 1.0 + 1.25 + 0.5);
+
+  // A tied embedding owned by block 0 and read by block 2: the stage without the owner keeps a
+  // copy with its state.
+  std::vector<BlockProfile> blocks(3);
+  for (auto& b : blocks) {
+    b.forward_seconds = 1;
+    b.parameter_bytes = 100;
+    b.buffer_bytes = 10;
+  }
+  blocks[2].tied_owner = 0;
+  blocks[2].tied_parameter_bytes = 40;
+  PartitionOptions options;
+  options.in_flight = std::vector<int>(2, 1);
+  options.state_per_parameter_byte = state_per_parameter_byte(2, 0, 2);
+  Partition p = evaluate_split(blocks, {1, 2}, options);
+  EXPECT_DOUBLE_EQ(p.stages[0].memory_bytes, 100 * 4 + 10);
+  EXPECT_DOUBLE_EQ(p.stages[1].memory_bytes, 2 * (100 * 4 + 10) + 40 * 4);
+  options.state_per_parameter_byte = state_per_parameter_byte(2, 1, 2);  // ZeRO-1 over 2
+  p = evaluate_split(blocks, {1, 2}, options);
+  EXPECT_DOUBLE_EQ(p.stages[1].memory_bytes, 2 * (100 * 3.5 + 10) + 40 * 3.5);
+}
+
 TEST(Partitioner, ErrorsSayWhatWouldWork) {
   std::vector<BlockProfile> blocks(3);
   for (auto& b : blocks) {
     b.forward_seconds = 1;
-    b.state_bytes = 1 << 20;
+    b.buffer_bytes = 1 << 20;  // kept as they are, whatever the optimizer
     b.activation_bytes = 1 << 20;
   }
   PartitionOptions options;
-  options.in_flight = {2, 1};
+  options.in_flight = std::vector<int>{2, 1};
   options.memory_cap_bytes = 1.5 * (1 << 20);
   try {
     partition_blocks(blocks, options);
@@ -137,9 +167,9 @@ TEST(Partitioner, ErrorsSayWhatWouldWork) {
     EXPECT_NE(std::string(e.what()).find("the best split needs 4.0 MB"), std::string::npos)
         << e.what();
   }
-  options.in_flight = {1, 1, 1, 1};
+  options.in_flight = std::vector<int>{1, 1, 1, 1};
   EXPECT_THROW(partition_blocks(blocks, options), ConfigError);  // 3 blocks, 4 stages
-  options.in_flight = {1, 1};
+  options.in_flight = std::vector<int>{1, 1};
   options.memory_cap_bytes = 0;
   EXPECT_THROW(evaluate_split(blocks, {3, 0}, options), ConfigError);
   EXPECT_THROW(evaluate_split(blocks, {1, 1}, options), ConfigError);

@@ -12,14 +12,6 @@
 namespace loom::parallel::pipeline {
 namespace {
 
-// Bytes kept at the peak per byte of parameters: the parameters, their gradients (under ZeRO
-// also the reduced shards) and the optimizer state (under ZeRO this rank's share).
-double state_per_parameter_byte(const BlockProfileOptions& o) {
-  const double share = o.zero_stage > 0 ? 1.0 / std::max(1, o.replicas) : 1.0;
-  const double gradients = o.zero_stage > 0 ? 1.0 + share : 1.0;
-  return 1.0 + gradients + o.optimizer_states * share;
-}
-
 using Clock = std::chrono::steady_clock;
 
 template <typename F>
@@ -95,10 +87,9 @@ class BlockMeasurer {
     p.forward_seconds = upper_median(forward_times);
     p.backward_input_seconds = std::min(upper_median(input_times), upper_median(full_times));
     p.backward_weight_seconds = upper_median(full_times) - p.backward_input_seconds;
-    const double parameter_bytes = bytes_of(block_.parameters);
-    const double per_parameter_byte = state_per_parameter_byte(options_);
-    p.state_bytes = parameter_bytes * per_parameter_byte + bytes_of(block_.buffers);
-    p.tied_state_bytes = bytes_of(block_.tied) * per_parameter_byte;
+    p.parameter_bytes = bytes_of(block_.parameters);
+    p.buffer_bytes = bytes_of(block_.buffers);
+    p.tied_parameter_bytes = bytes_of(block_.tied);
     for (const auto& [name, t] : block_.parameters) p.parameters += static_cast<double>(t.numel());
     return p;
   }

@@ -1,7 +1,8 @@
 // Measures every block of a model on this machine with a real micro-batch, for the partitioner
 // and the simulator: forward time, backward time split into the input gradient (I) and the
 // weight gradients (W = full backward - I), the activations the forward keeps for backward, the
-// output that would cross a stage boundary, and the parameter, gradient and optimizer-state bytes.
+// output that would cross a stage boundary, and the parameter and buffer bytes (the partitioner's
+// memory model adds the gradients and optimizer state the run keeps for them).
 //
 // Times are medians of `repeats` runs after one warm-up. Activation bytes come from the caching
 // allocator's count of bytes in use (runtime.allocator: caching); without it they are 0.
@@ -19,14 +20,6 @@ namespace loom::parallel::pipeline {
 struct BlockProfileOptions {
   int repeats = 3;
   bool bf16 = false;
-  // Optimizer state tensors per parameter tensor: 0 plain SGD, 1 momentum, 2 Adam.
-  int optimizer_states = 1;
-  // ZeRO over `replicas` data-parallel copies of each stage (zero_partition.h): each keeps
-  // 1/replicas of the optimizer state, and its reduced gradient shards besides the full
-  // gradients. A pipeline accumulates its micro-batches' gradients in full buckets, so at the
-  // peak ZeRO-2 holds what ZeRO-1 holds: it frees the buckets only after the step.
-  int zero_stage = 0;
-  int replicas = 1;
 };
 
 // `input` and `labels` form one micro-batch; the loss is charged to the last block.

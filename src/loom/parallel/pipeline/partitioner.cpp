@@ -22,7 +22,8 @@ class StageCoster {
     for (const auto& b : blocks) {
       compute_.push_back(compute_.back() + b.compute_seconds());
       activations_.push_back(activations_.back() + b.activation_bytes);
-      state_.push_back(state_.back() + b.state_bytes);
+      state_.push_back(state_.back() + b.parameter_bytes * options.state_per_parameter_byte +
+                       b.buffer_bytes);
     }
   }
 
@@ -43,7 +44,7 @@ class StageCoster {
       const BlockProfile& block = blocks_[static_cast<size_t>(b)];
       backward_peak = std::max(backward_peak, block.backward_peak_bytes);
       if (block.tied_owner >= 0 && (block.tied_owner < first || block.tied_owner >= end)) {
-        tied_copies += block.tied_state_bytes;
+        tied_copies += block.tied_parameter_bytes * options_.state_per_parameter_byte;
       }
     }
     p.memory_bytes =
@@ -91,6 +92,12 @@ double least_peak_memory(const StageCoster& coster, int blocks, int stages) {
 }
 
 }  // namespace
+
+double state_per_parameter_byte(int optimizer_states, int zero_stage, int replicas) {
+  const double share = zero_stage > 0 ? 1.0 / std::max(1, replicas) : 1.0;
+  const double gradients = zero_stage > 0 ? 1.0 + share : 1.0;
+  return 1.0 + gradients + optimizer_states * share;
+}
 
 double Partition::slowest_seconds() const {
   double out = 0;

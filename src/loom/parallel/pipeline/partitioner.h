@@ -20,14 +20,16 @@ struct BlockProfile {
   double backward_weight_seconds = 0;
   double activation_bytes = 0;  // kept from forward for backward
   double output_bytes = 0;      // its output: what crosses a stage boundary after it
-  double state_bytes = 0;       // parameters, gradients and optimizer state
+  double parameter_bytes = 0;   // its trainable parameters (their gradients and optimizer
+                                // state follow from PartitionOptions::state_per_parameter_byte)
+  double buffer_bytes = 0;      // its buffers (kept as they are)
   // What its backward needs for a moment beyond what it keeps (gradients before they are added,
   // kernel workspaces): a stage peaks at the largest of its blocks'.
   double backward_peak_bytes = 0;
   double parameters = 0;  // element count, for the parameter-balanced baseline
   // Parameters it reads that block `tied_owner` owns (a tied embedding): a stage without the
   // owner keeps a copy, with its gradient and optimizer state (-1: none).
-  double tied_state_bytes = 0;
+  double tied_parameter_bytes = 0;
   int tied_owner = -1;
 
   double compute_seconds() const {
@@ -35,11 +37,20 @@ struct BlockProfile {
   }
 };
 
+// Bytes a stage keeps per byte of parameters: the parameters, their gradients and
+// `optimizer_states` state tensors each (0 plain SGD, 1 momentum, 2 Adam). Under ZeRO (stage 1 or
+// 2, zero_partition.h) over `replicas` data-parallel copies of each stage, a rank keeps
+// 1/replicas of the optimizer state and its reduced gradient shards besides the full gradients:
+// a pipeline accumulates its micro-batches' gradients in full buckets, so at the peak ZeRO-2
+// holds what ZeRO-1 holds (it frees the buckets only after the step).
+double state_per_parameter_byte(int optimizer_states, int zero_stage, int replicas);
+
 struct PartitionOptions {
   // Stage s holds in_flight[s] micro-batches of activations at its peak (from the schedule's
   // simulation: 1F1B min(P - s, M), GPipe M); its size is the number of stages.
   std::vector<int> in_flight;
   double memory_cap_bytes = 0;       // per stage; 0: no cap
+  double state_per_parameter_byte = 2;  // see state_per_parameter_byte(); 2: SGD's
   double resident_bytes = 0;         // held by every rank whatever its stages (e.g. its data)
   double link_bytes_per_second = 0;  // 0: transfers are free
 };
