@@ -26,6 +26,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/core/rng.h
   loom/core/settings.h
   loom/core/step_phase.h
+  loom/core/tensor_to_fetch.h
   loom/core/termination.h
   loom/core/topology.h
   loom/core/transform_config.h

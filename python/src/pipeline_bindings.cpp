@@ -151,8 +151,11 @@ void bind_pipeline(py::module_& m) {
             {
               py::gil_scoped_release release;  // the stages' tensors travel to the first rank
               // The generator's state goes along, as loom train's pipelines send theirs.
-              all = p.gather(
-                  {model, optimizer, at::detail::getDefaultCPUGenerator().get_state(), {}});
+              parallel::CheckpointTensors mine;
+              mine.model = model;
+              mine.optimizer = optimizer;
+              mine.rng = at::detail::getDefaultCPUGenerator().get_state();
+              all = p.gather(std::move(mine));
             }
             if (!all) return py::none();
             return py::make_tuple(named_list(all->model), named_list(all->optimizer));

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/core/tensor_to_fetch.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
@@ -56,6 +57,12 @@ struct CheckpointTensors {
   at::Tensor rng;                 // this rank's CPU generator state
   // A pipeline's ranks draw from generators of their own: each pipeline rank's, by that rank.
   std::map<int, at::Tensor> rank_rngs;
+  // Gathered for writing (gather_for_writing): the other ranks' shares, after `model` and
+  // `optimizer`, each fetched from its rank when the writer reaches it, in order. finish() then
+  // takes in whatever was not fetched (all of it after a failed write), so that the other ranks'
+  // sends complete; it must be called once the writing is over, whatever its outcome.
+  std::vector<TensorToFetch> model_to_fetch, optimizer_to_fetch;
+  std::function<void()> finish;
 };
 
 // How the layout did, for the summary and the advisor.
@@ -138,6 +145,11 @@ class ParallelLayout {
   // The whole job's checkpoint tensors on the rank that writes them (the job's rank 0), from
   // every rank's share; nullopt on the others.
   virtual std::optional<CheckpointTensors> gather(CheckpointTensors mine) { return mine; }
+  // The same for a writer that fetches tensors one at a time: where other ranks' shares would
+  // all be held at once (a pipeline's stages on rank 0), they come as tensors to fetch instead.
+  virtual std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) {
+    return gather(std::move(mine));
+  }
   // The generator state this rank resumes from, of those a checkpoint holds.
   virtual at::Tensor own_rng(const CheckpointTensors& saved) const { return saved.rng; }
 

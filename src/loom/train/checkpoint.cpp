@@ -46,6 +46,9 @@ int64_t bytes_needed(const CheckpointData& data) {
   for (const auto* tensors : {&data.model, &data.optimizer}) {
     for (const auto& [name, t] : *tensors) bytes += static_cast<int64_t>(t.nbytes()) + 256;
   }
+  for (const auto* tensors : {&data.model_to_fetch, &data.optimizer_to_fetch}) {
+    for (const TensorToFetch& t : *tensors) bytes += t.nbytes() + 256;
+  }
   return bytes + static_cast<int64_t>(data.rng_state.nbytes());
 }
 
@@ -133,16 +136,23 @@ std::string CheckpointStore::commit(const CheckpointData& data, const std::strin
   fs::remove_all(tmp_dir);
   fs::create_directories(tmp_dir);
 
-  write_safetensors((tmp_dir / "model.safetensors").string(), data.model,
+  std::vector<TensorToFetch> model = held(data.model);
+  model.insert(model.end(), data.model_to_fetch.begin(), data.model_to_fetch.end());
+  write_safetensors((tmp_dir / "model.safetensors").string(), model,
                     {{"format", "loom"}, {"step", std::to_string(data.position.step)}});
   if (kill_in_save_step_ > 0 && data.position.step == kill_in_save_step_) {
     std::raise(SIGKILL);  // simulate a crash with the checkpoint half written
   }
-  models::NamedTensors state = with_prefix("optimizer/", data.optimizer);
-  state.emplace_back("rng/cpu", data.rng_state);
-  for (const auto& [rank, rng] : data.rank_rng_states) {
-    if (rank != 0) state.emplace_back(kRankRngPrefix + std::to_string(rank), rng);
+  std::vector<TensorToFetch> state = held(with_prefix("optimizer/", data.optimizer));
+  for (TensorToFetch t : data.optimizer_to_fetch) {
+    t.name = "optimizer/" + t.name;
+    state.push_back(std::move(t));
   }
+  models::NamedTensors rngs = {{"rng/cpu", data.rng_state}};
+  for (const auto& [rank, rng] : data.rank_rng_states) {
+    if (rank != 0) rngs.emplace_back(kRankRngPrefix + std::to_string(rank), rng);
+  }
+  for (TensorToFetch& t : held(rngs)) state.push_back(std::move(t));
   write_safetensors((tmp_dir / "state.safetensors").string(), state);
 
   nlohmann::ordered_json manifest = {{"format", "loom-checkpoint"},

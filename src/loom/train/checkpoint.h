@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/tensor_to_fetch.h"
 #include "loom/data/loader_state.h"
 #include "loom/models/model.h"
 
@@ -38,6 +39,9 @@ struct CheckpointData {
   std::optional<data::LoaderState> loader;  // absent in checkpoints from before it was saved
   models::NamedTensors model;               // parameters and buffers
   models::NamedTensors optimizer;           // see export_optimizer_state
+  // More of each, written after those and fetched one at a time as the writer reaches them
+  // (other ranks' shares of a pipeline, which rank 0 need not hold all at once).
+  std::vector<TensorToFetch> model_to_fetch, optimizer_to_fetch;
   std::string optimizer_kind;               // sgd | adam | adamw
   at::Tensor rng_state;                     // CPU generator state (of rank 0)
   std::map<int, at::Tensor>

@@ -32,17 +32,23 @@ std::vector<at::Tensor> dense_cpu(const models::NamedTensors& tensors) {
   return out;
 }
 
+std::string shape_text(const std::vector<int64_t>& sizes) {
+  std::string out;
+  for (int64_t s : sizes) out += (out.empty() ? "" : ", ") + std::to_string(s);
+  return "[" + out + "]";
+}
+
 // The header, padded with spaces so the data starts 8-byte aligned, with its length prefix.
-std::string encode_header(const models::NamedTensors& tensors, const std::vector<at::Tensor>& dense,
+std::string encode_header(const std::vector<TensorToFetch>& tensors,
                           const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const size_t bytes = dense[i].nbytes();
-    header[tensors[i].first] = {{"dtype", dtype_name(dense[i].scalar_type(), tensors[i].first)},
-                                {"shape", dense[i].sizes().vec()},
-                                {"data_offsets", {offset, offset + bytes}}};
+  for (const TensorToFetch& t : tensors) {
+    const auto bytes = static_cast<size_t>(t.nbytes());
+    header[t.name] = {{"dtype", dtype_name(t.dtype, t.name)},
+                      {"shape", t.sizes},
+                      {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string json = header.dump();
@@ -64,10 +70,18 @@ at::ScalarType parse_dtype(const std::string& name, const std::string& tensor,
 
 }  // namespace
 
+std::vector<TensorToFetch> held(const models::NamedTensors& tensors) {
+  std::vector<TensorToFetch> out;
+  for (const auto& [name, t] : tensors) {
+    out.push_back({name, t.scalar_type(), t.sizes().vec(), [t] { return t; }});
+  }
+  return out;
+}
+
 std::string encode_safetensors(const models::NamedTensors& tensors,
                                const std::map<std::string, std::string>& metadata) {
-  auto dense = dense_cpu(tensors);
-  std::string out = encode_header(tensors, dense, metadata);
+  const std::vector<at::Tensor> dense = dense_cpu(tensors);
+  std::string out = encode_header(held(tensors), metadata);
   for (const auto& t : dense) {
     if (t.nbytes() > 0) out.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
   }
@@ -76,11 +90,24 @@ std::string encode_safetensors(const models::NamedTensors& tensors,
 
 void write_safetensors(const std::string& path, const models::NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  auto dense = dense_cpu(tensors);
-  std::string header = encode_header(tensors, dense, metadata);
+  write_safetensors(path, held(tensors), metadata);
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToFetch>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string header = encode_header(tensors, metadata);
   SyncedWriter writer(path);
   writer.write(header.data(), header.size());
-  for (const auto& t : dense) writer.write(t.data_ptr(), t.nbytes());
+  for (const TensorToFetch& entry : tensors) {
+    const at::Tensor t = entry.fetch().detach().to(at::kCPU).contiguous();
+    if (t.scalar_type() != entry.dtype || t.sizes().vec() != entry.sizes) {
+      throw Error("safetensors: tensor '" + entry.name + "' came as " +
+                  std::string(c10::toString(t.scalar_type())) + " " + shape_text(t.sizes().vec()) +
+                  ", announced as " + std::string(c10::toString(entry.dtype)) + " " +
+                  shape_text(entry.sizes));
+    }
+    writer.write(t.data_ptr(), t.nbytes());
+  }
   writer.close();
 }
 

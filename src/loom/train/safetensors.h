@@ -6,12 +6,21 @@
 #include <map>
 #include <string>
 
+#include "loom/core/tensor_to_fetch.h"
 #include "loom/models/model.h"
 
 namespace loom::train {
 
 // Writes tensors in the given order with string metadata ("__metadata__"); fsyncs the file.
 void write_safetensors(const std::string& path, const models::NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Tensors in memory as tensors to fetch (each fetch gives the tensor itself).
+std::vector<TensorToFetch> held(const models::NamedTensors& tensors);
+
+// The same file from tensors fetched one at a time as the writer reaches them: at most one of
+// them is held at once. Throws Error when one fetched does not have its announced type and shape.
+void write_safetensors(const std::string& path, const std::vector<TensorToFetch>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 // Serialises to bytes (what write_safetensors writes).

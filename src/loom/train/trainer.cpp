@@ -248,8 +248,9 @@ void TrainingRun::save_checkpoint() {
   mine.model = parameters;
   mine.model.insert(mine.model.end(), layout_->buffers().begin(), layout_->buffers().end());
   mine.rng = at::detail::getDefaultCPUGenerator().get_state();
-  // Every share under the model's names, on rank 0, which writes them as one model.
-  std::optional<parallel::CheckpointTensors> whole = layout_->gather(std::move(mine));
+  // Every share under the model's names, on rank 0, which writes them as one model (other
+  // ranks' tensors fetched one at a time as they are written, where the layout streams them).
+  std::optional<parallel::CheckpointTensors> whole = layout_->gather_for_writing(std::move(mine));
   if (!whole) {
     last_saved_step_ = position_.step;
     return;
@@ -257,6 +258,8 @@ void TrainingRun::save_checkpoint() {
   CheckpointData ckpt;
   ckpt.model = std::move(whole->model);
   ckpt.optimizer = std::move(whole->optimizer);
+  ckpt.model_to_fetch = std::move(whole->model_to_fetch);
+  ckpt.optimizer_to_fetch = std::move(whole->optimizer_to_fetch);
   ckpt.rng_state = whole->rng;
   ckpt.rank_rng_states = std::move(whole->rank_rngs);
   ckpt.position = position_;
@@ -271,6 +274,8 @@ void TrainingRun::save_checkpoint() {
   try {
     last_checkpoint_ = store_->save(ckpt);
   } catch (const Error& e) {
+    // The other ranks' sends complete whatever happened to the write.
+    if (whole->finish) whole->finish();
     if (config_.checkpoint.on_error == "stop") {
       throw Error(std::string(e.what()) + "; stopped (checkpoint.on_error: stop)");
     }
@@ -279,6 +284,7 @@ void TrainingRun::save_checkpoint() {
     last_saved_step_ = position_.step;
     return;
   }
+  if (whole->finish) whole->finish();
   watchdog_->progress();
   last_saved_step_ = committed_step_ = position_.step;
   if (options_.observer) options_.observer->on_checkpoint(last_checkpoint_);

@@ -42,6 +42,42 @@ TEST(Safetensors, RoundTripsEveryDtypeShapeAndOrder) {
   }
 }
 
+// Tensors fetched one at a time as the writer reaches them (a pipeline's other ranks' shares)
+// make the same file as tensors held in memory; at most one is fetched before it is written.
+TEST(Safetensors, TensorsFetchedOneAtATimeMakeTheSameFile) {
+  test::TempDir dir;
+  const models::NamedTensors tensors = {{"w", at::randn({4, 3})},
+                                        {"b", at::randn({3}).to(at::kBFloat16)},
+                                        {"steps", at::arange(5, at::kLong)},
+                                        {"empty", at::empty({0})}};
+  write_safetensors(dir / "held.safetensors", tensors, {{"step", "3"}});
+  std::vector<TensorToFetch> lazy;
+  int fetched = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor t = tensors[i].second;
+    lazy.push_back({tensors[i].first, t.scalar_type(), t.sizes().vec(), [&fetched, i, t] {
+                      EXPECT_EQ(fetched, static_cast<int>(i));  // in order, one at a time
+                      ++fetched;
+                      return t.clone();
+                    }});
+  }
+  write_safetensors(dir / "fetched.safetensors", lazy, {{"step", "3"}});
+  EXPECT_EQ(fetched, 4);
+  EXPECT_EQ(test::read_text(dir / "fetched.safetensors"),
+            test::read_text(dir / "held.safetensors"));
+
+  // A tensor that does not come as announced is an error naming it.
+  lazy[0].fetch = [] { return at::zeros({3, 4}); };
+  try {
+    write_safetensors(dir / "wrong.safetensors", lazy);
+    FAIL() << "a tensor of another shape was written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'w' came as Float [3, 4], announced as Float [4, 3]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Safetensors, MalformedFilesAreDataErrorsNamingTheFile) {
   const std::string good = encode_safetensors({{"w", at::ones({4})}});
   std::string huge_length = good;

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
 
 #include "loom/comm/tensor_message.h"
 #include "loom/core/caching_allocator.h"
@@ -131,13 +134,16 @@ bool PipelineLayout::any_rank(bool mine) {
   return asked.item<float>() > 0;
 }
 
+bool PipelineLayout::gather_stage_shards(CheckpointTensors& mine) {
+  if (!zero_) return true;
+  NamedTensors shards = gather_on_rank0(*replica_group_, mine.optimizer);
+  if (replica_group_->rank() != 0) return false;
+  mine.optimizer = zero_->named_state(shards);
+  return true;
+}
+
 std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) {
-  if (zero_) {
-    // First each stage's optimizer shards, on its first replica, under the parameters' names.
-    NamedTensors shards = gather_on_rank0(*replica_group_, mine.optimizer);
-    if (replica_group_->rank() != 0) return std::nullopt;
-    mine.optimizer = zero_->named_state(shards);
-  }
+  if (!gather_stage_shards(mine)) return std::nullopt;
   // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
   comm::Communicator& comm = pipeline();
   CheckpointTensors all;
@@ -149,6 +155,111 @@ std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) 
   if (comm.rank() != 0) return std::nullopt;
   all.rng = mine.rng;
   for (const auto& [rank, state] : rngs) all.rank_rngs[std::stoi(rank)] = state;
+  return all;
+}
+
+namespace {
+
+// Names, types and shapes of a rank's tensors, as JSON in a byte tensor (what rank 0 lays the
+// checkpoint files out from before any of the tensors themselves arrive).
+at::Tensor describe_tensors(const NamedTensors& model, const NamedTensors& optimizer) {
+  nlohmann::json d = {{"model", nlohmann::json::array()}, {"optimizer", nlohmann::json::array()}};
+  for (const auto& [key, tensors] : {std::pair{"model", &model}, {"optimizer", &optimizer}}) {
+    for (const auto& [name, t] : *tensors) {
+      d[key].push_back({name, static_cast<int>(t.scalar_type()), t.sizes().vec()});
+    }
+  }
+  const std::string text = d.dump();
+  at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  return bytes;
+}
+
+// One rank's tensors as rank 0 receives them, in the order they were sent: taking the i-th
+// takes in (and drops) any before it that the writer skips (a tied parameter's copy).
+class PeerTensors {
+ public:
+  PeerTensors(comm::Communicator& comm, int peer, size_t count)
+      : comm_(comm), peer_(peer), count_(count) {}
+  at::Tensor take(size_t index) {
+    while (next_ < index) skip();
+    ++next_;
+    return comm::recv_tensor(comm_, peer_);
+  }
+  void drain() {
+    while (next_ < count_) skip();
+  }
+
+ private:
+  void skip() {
+    comm::recv_tensor(comm_, peer_);
+    ++next_;
+  }
+  comm::Communicator& comm_;
+  int peer_;
+  size_t count_, next_ = 0;
+};
+
+}  // namespace
+
+std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTensors mine) {
+  if (!gather_stage_shards(mine)) return std::nullopt;
+  comm::Communicator& comm = pipeline();
+  if (comm.rank() != 0) {
+    // What is sent is read from this rank's own tensors: nothing is copied to be sent.
+    comm::PendingSends sends;
+    comm::send_tensor(comm, describe_tensors(mine.model, mine.optimizer), 0, sends);
+    comm::send_tensor(comm, mine.rng, 0, sends);
+    for (const auto* tensors : {&mine.model, &mine.optimizer}) {
+      for (const auto& [name, t] : *tensors) {
+        comm::send_tensor(comm, t.detach().contiguous(), 0, sends);
+      }
+    }
+    sends.wait_all(comm.options().timeout);
+    return std::nullopt;
+  }
+  CheckpointTensors all;
+  all.model = std::move(mine.model);
+  all.optimizer = std::move(mine.optimizer);
+  all.rng = mine.rng;
+  all.rank_rngs[0] = mine.rng;
+  // A tied parameter comes from its owner and from each copy, equal: the first is written.
+  std::set<std::string> model_names, optimizer_names;
+  for (const auto& [name, t] : all.model) model_names.insert(name);
+  for (const auto& [name, t] : all.optimizer) optimizer_names.insert(name);
+  auto peers = std::make_shared<std::vector<std::unique_ptr<PeerTensors>>>();
+  for (int r = 1; r < comm.world(); ++r) {
+    const at::Tensor bytes = comm::recv_tensor(comm, r);
+    nlohmann::json d;
+    try {
+      d = nlohmann::json::parse(std::string(static_cast<const char*>(bytes.data_ptr()),
+                                            static_cast<size_t>(bytes.numel())));
+    } catch (const nlohmann::json::exception& e) {
+      throw CommError("checkpoint: pipeline rank " + std::to_string(r) +
+                      " described its tensors in malformed JSON: " + e.what());
+    }
+    all.rank_rngs[r] = comm::recv_tensor(comm, r);
+    const size_t count = d["model"].size() + d["optimizer"].size();
+    peers->push_back(std::make_unique<PeerTensors>(comm, r, count));
+    PeerTensors* peer = peers->back().get();
+    size_t index = 0;
+    for (const auto& [key, names, out] :
+         {std::tuple{"model", &model_names, &all.model_to_fetch},
+          std::tuple{"optimizer", &optimizer_names, &all.optimizer_to_fetch}}) {
+      for (const auto& entry : d[key]) {
+        const std::string name = entry[0].get<std::string>();
+        if (names->insert(name).second) {
+          out->push_back({name, static_cast<at::ScalarType>(entry[1].get<int>()),
+                          entry[2].get<std::vector<int64_t>>(),
+                          [peer, index] { return peer->take(index); }});
+        }
+        ++index;
+      }
+    }
+  }
+  all.finish = [peers] {
+    for (auto& peer : *peers) peer->drain();
+  };
   return all;
 }
 

@@ -59,6 +59,8 @@ class PipelineLayout : public ParallelLayout {
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
   bool takes_part_in_checkpoints() const override { return zero_ || plan_.replica == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
+  // Rank 0 holds its own stages' tensors; the others' come one at a time as they are written.
+  std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
   at::Tensor own_rng(const CheckpointTensors& saved) const override;
   void forward_only(int64_t batches, const MicroBatchSource& batch,
                     const OutputSink& output) override;
@@ -71,6 +73,9 @@ class PipelineLayout : public ParallelLayout {
 
  private:
   comm::Communicator& pipeline() const { return pipeline_group_ ? *pipeline_group_ : job_; }
+  // Under ZeRO, each stage's optimizer shards onto its first replica, under the parameters'
+  // names; false on the ranks that then leave the gather to it.
+  bool gather_stage_shards(CheckpointTensors& mine);
 
   models::Model& model_;
   comm::Communicator& job_;
