@@ -206,7 +206,8 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
   if (!gather_stage_shards(mine)) return std::nullopt;
   comm::Communicator& comm = pipeline();
   if (comm.rank() != 0) {
-    // What is sent is read from this rank's own tensors: nothing is copied to be sent.
+    // Sent from this rank's own tensors (contiguous, as parameters and optimizer state are: no
+    // copies), all at once: each completes as rank 0 takes it in.
     comm::PendingSends sends;
     comm::send_tensor(comm, describe_tensors(mine.model, mine.optimizer), 0, sends);
     comm::send_tensor(comm, mine.rng, 0, sends);
@@ -241,7 +242,7 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
     all.rank_rngs[r] = comm::recv_tensor(comm, r);
     const size_t count = d["model"].size() + d["optimizer"].size();
     peers->push_back(std::make_unique<PeerTensors>(comm, r, count));
-    PeerTensors* peer = peers->back().get();
+    const size_t peer = peers->size() - 1;
     size_t index = 0;
     for (const auto& [key, names, out] :
          {std::tuple{"model", &model_names, &all.model_to_fetch},
@@ -251,7 +252,7 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
         if (names->insert(name).second) {
           out->push_back({name, static_cast<at::ScalarType>(entry[1].get<int>()),
                           entry[2].get<std::vector<int64_t>>(),
-                          [peer, index] { return peer->take(index); }});
+                          [peers, peer, index] { return (*peers)[peer]->take(index); }});
         }
         ++index;
       }
