@@ -39,15 +39,6 @@ class SumTiedAfterStep : public StepExecutor {
   const ZeroPartition* zero_;  // the copies' gradient shards are summed, under ZeRO
 };
 
-models::NamedTensors first_of_each_name(models::NamedTensors all) {
-  std::set<std::string> seen;
-  models::NamedTensors out;
-  for (auto& named : all) {
-    if (seen.insert(named.first).second) out.push_back(std::move(named));
-  }
-  return out;
-}
-
 }  // namespace
 
 PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
@@ -143,18 +134,17 @@ bool PipelineLayout::gather_stage_shards(CheckpointTensors& mine) {
 }
 
 std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) {
-  if (!gather_stage_shards(mine)) return std::nullopt;
-  // Every stage's tensors under the model's names, on rank 0, which writes them as one model.
-  comm::Communicator& comm = pipeline();
-  CheckpointTensors all;
-  // A tied parameter comes from its owner and from each copy, equal: kept once.
-  all.model = first_of_each_name(gather_on_rank0(comm, mine.model));
-  all.optimizer = first_of_each_name(gather_on_rank0(comm, mine.optimizer));
-  const models::NamedTensors rngs =
-      gather_on_rank0(comm, {{std::to_string(comm.rank()), mine.rng}});
-  if (comm.rank() != 0) return std::nullopt;
-  all.rng = mine.rng;
-  for (const auto& [rank, state] : rngs) all.rank_rngs[std::stoi(rank)] = state;
+  // The streamed gather with every tensor taken in at once (Python's loom.pipeline hands them
+  // back as lists): one protocol, one place that keeps a tied parameter once.
+  std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
+  if (!all) return all;
+  for (auto [held, to_fetch] : {std::pair{&all->model, &all->model_to_fetch},
+                                std::pair{&all->optimizer, &all->optimizer_to_fetch}}) {
+    for (const TensorToFetch& t : *to_fetch) held->emplace_back(t.name, t.fetch());
+    to_fetch->clear();
+  }
+  all->finish();
+  all->finish = nullptr;
   return all;
 }
 
