@@ -41,7 +41,11 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   // auto threads and precision follow the machine this test runs on.
   Topology t = detect_topology();
   EXPECT_EQ(summary["threads"], t.usable_cores);
-  EXPECT_EQ(summary["precision"], t.cpu.native_bf16() ? "bf16" : "fp32");
+  // The test process reads the same LOOM_CPU_CAPABILITY as the run: a forced AVX2 or portable
+  // path is named, and chooses precision as a host without AVX-512 would.
+  const bool bf16 = t.cpu.native_bf16() && t.kernels == CpuCapability::kAvx512;
+  EXPECT_EQ(summary["precision"], bf16 ? "bf16" : "fp32");
+  EXPECT_EQ(summary["machine"]["cpu_capability"], std::string(to_string(t.kernels)));
 
   std::istringstream metrics(test::read_text(dir / "run/metrics.jsonl"));
   int steps = 0, epochs = 0;

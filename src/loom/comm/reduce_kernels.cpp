@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "loom/core/cpu_capability.h"
 #include "loom/core/error.h"
 
 namespace loom::comm {
@@ -13,12 +14,11 @@ namespace {
 // is streamed once and the output written once.
 constexpr std::size_t kBlock = 1024;
 
-// The compiler vectorises these loops; target_clones builds them for AVX-512, AVX2 and baseline
-// x86-64 and picks one at load time.
-#define LOOM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// The compiler vectorises these loops; kernel_for builds them for AVX-512, AVX2 and the portable
+// path, and reduce_sum calls the build LOOM_CPU_CAPABILITY chose.
 
-LOOM_CLONES void sum_float(float* out, const void* const* inputs, int count, std::size_t n,
-                           float scale) {
+LOOM_ALWAYS_INLINE void sum_float(float* out, const void* const* inputs, int count, std::size_t n,
+                                  float scale) {
   float acc[kBlock];
   for (std::size_t start = 0; start < n; start += kBlock) {
     const std::size_t len = std::min(kBlock, n - start);
@@ -37,8 +37,8 @@ LOOM_CLONES void sum_float(float* out, const void* const* inputs, int count, std
   }
 }
 
-LOOM_CLONES void sum_double(double* out, const void* const* inputs, int count, std::size_t n,
-                            double scale) {
+LOOM_ALWAYS_INLINE void sum_double(double* out, const void* const* inputs, int count, std::size_t n,
+                                   double scale) {
   double acc[kBlock];
   for (std::size_t start = 0; start < n; start += kBlock) {
     const std::size_t len = std::min(kBlock, n - start);
@@ -69,8 +69,8 @@ inline std::uint16_t narrow_bf16(float value) {
   return static_cast<std::uint16_t>((bits + rounding) >> 16);
 }
 
-LOOM_CLONES void sum_bf16(std::uint16_t* out, const void* const* inputs, int count, std::size_t n,
-                          float scale) {
+LOOM_ALWAYS_INLINE void sum_bf16(std::uint16_t* out, const void* const* inputs, int count,
+                                 std::size_t n, float scale) {
   float acc[kBlock];
   for (std::size_t start = 0; start < n; start += kBlock) {
     const std::size_t len = std::min(kBlock, n - start);
@@ -111,14 +111,19 @@ bool reducible(c10::ScalarType dtype) {
 void reduce_sum(c10::ScalarType dtype, void* out, const void* const* inputs, int count,
                 std::size_t elements, double scale) {
   switch (dtype) {
-    case c10::ScalarType::Float:
-      return sum_float(static_cast<float*>(out), inputs, count, elements,
-                       static_cast<float>(scale));
-    case c10::ScalarType::Double:
-      return sum_double(static_cast<double*>(out), inputs, count, elements, scale);
-    case c10::ScalarType::BFloat16:
-      return sum_bf16(static_cast<std::uint16_t*>(out), inputs, count, elements,
-                      static_cast<float>(scale));
+    case c10::ScalarType::Float: {
+      static const auto build = kernel_for<sum_float>(cpu_capability());
+      return build(static_cast<float*>(out), inputs, count, elements, static_cast<float>(scale));
+    }
+    case c10::ScalarType::Double: {
+      static const auto build = kernel_for<sum_double>(cpu_capability());
+      return build(static_cast<double*>(out), inputs, count, elements, scale);
+    }
+    case c10::ScalarType::BFloat16: {
+      static const auto build = kernel_for<sum_bf16>(cpu_capability());
+      return build(static_cast<std::uint16_t*>(out), inputs, count, elements,
+                   static_cast<float>(scale));
+    }
     case c10::ScalarType::Int:
     case c10::ScalarType::Long:
       if (scale != 1.0) throw CommError("reduce: integer tensors can be summed, not averaged");

@@ -128,6 +128,7 @@ Topology detect_topology() {
                    static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   t.cpu_model = cpu_model_name();
   t.cpu = detect_cpu_features();
+  t.kernels = cpu_capability();
   return t;
 }
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "loom/core/cpu_capability.h"
+
 namespace loom {
 
 struct CpuFeatures {
@@ -27,6 +29,10 @@ struct Topology {
   uint64_t memory_bytes = 0;          // physical memory
   std::string cpu_model;
   CpuFeatures cpu;
+  // The path Loom's kernels take (cpu_capability()): below avx512 when LOOM_CPU_CAPABILITY
+  // lowers it, and then choices that depend on AVX-512 (bf16 autocast) are made as such a host
+  // would make them.
+  CpuCapability kernels = CpuCapability::kAvx512;
 };
 
 // Reads the affinity mask, the cgroup quota (v2 cpu.max, or v1 cfs quota) and CPUID.

@@ -8,16 +8,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "loom/data/avx512.h"
+#include "loom/data/int16_lanes.h"
 
 namespace loom::data {
 namespace {
 
-// Pixels carry 6 fractional bits in int16 and weights are Q15, as in gaussian_blur.cpp:
-// _mm512_mulhrs_epi16(d, f) is d * f rounded back to the pixels' fixed point, and a difference
-// of two such pixels (|d| <= 255 x 64) still fits.
-constexpr int kFractionBits = 6;
-constexpr int kBlock = 32;  // output values per instruction
+// Pixels carry 6 fractional bits in int16 and weights are Q15 (int16_lanes.h): mulhrs(d, w) is
+// d * w rounded back to the pixels' fixed point, and a difference of two such pixels
+// (|d| <= 255 x 64) still fits.
+using lanes::kFractionBits;
 
 // Where output position i reads along one axis: the source position `first` and the Q15 weight
 // of the one after it (clamped at the edges, where both taps are the edge).
@@ -35,109 +34,224 @@ AxisTap axis_tap(int i, int source, int target) {
   return {first, first + 1, static_cast<int16_t>(weight)};
 }
 
-// Per block of 32 output values in a row: the first of 64 blended source values it reads, and
-// for each value the positions of its two neighbours among them and the weight of the second.
-struct RowPlan {
-  std::vector<int> base;
-  std::vector<int16_t> first, second, weight;  // kBlock per block
+// For each value of an output row: where its two neighbours are in the blended source row and
+// the weight of the second. The row's plan, made once per image (crops differ in size).
+struct RowTaps {
+  std::vector<int> first, second;
+  std::vector<int16_t> weight;
 };
 
-// False when a block's neighbours span more than 64 source values. Runs once per image (crops
-// differ in size), so it walks pixels and channels with counters rather than dividing.
-bool plan_row(int source_width, int target_width, int channels, RowPlan& plan) {
-  thread_local std::vector<AxisTap> taps;
-  taps.resize(static_cast<size_t>(target_width));
-  for (int x = 0; x < target_width; ++x) {
-    taps[static_cast<size_t>(x)] = axis_tap(x, source_width, target_width);
-  }
-  const int values = target_width * channels;
-  const int blocks = (values + kBlock - 1) / kBlock;
-  plan.base.resize(static_cast<size_t>(blocks));
-  plan.first.assign(static_cast<size_t>(blocks) * kBlock, 0);
-  plan.second.assign(plan.first.size(), 0);
-  plan.weight.assign(plan.first.size(), 0);
-  int base = 0;
-  for (int k = 0, x = 0, channel = 0; k < values; ++k) {
-    const AxisTap& t = taps[static_cast<size_t>(x)];
-    if (k % kBlock == 0) {
-      base = t.first * channels;
-      plan.base[static_cast<size_t>(k / kBlock)] = base;
+void plan_taps(int source_width, int target_width, int channels, RowTaps& taps) {
+  const size_t values = static_cast<size_t>(target_width) * channels;
+  taps.first.resize(values);
+  taps.second.resize(values);
+  taps.weight.resize(values);
+  for (int x = 0, k = 0; x < target_width; ++x) {
+    const AxisTap t = axis_tap(x, source_width, target_width);
+    for (int c = 0; c < channels; ++c, ++k) {
+      taps.first[static_cast<size_t>(k)] = t.first * channels + c;
+      taps.second[static_cast<size_t>(k)] = t.second * channels + c;
+      taps.weight[static_cast<size_t>(k)] = t.weight;
     }
-    const int second = t.second * channels + channel - base;
-    if (second >= 2 * kBlock) return false;
-    plan.first[static_cast<size_t>(k)] = static_cast<int16_t>(t.first * channels + channel - base);
-    plan.second[static_cast<size_t>(k)] = static_cast<int16_t>(second);
-    plan.weight[static_cast<size_t>(k)] = t.weight;
-    if (++channel == channels) channel = 0, ++x;
   }
-  return true;
 }
+
+// The same taps in blocks of `kBlock` output values, each block reading a window of `kWindow`
+// consecutive source entries from `base` (its first value's pixel, the lowest any of its values
+// reads): the layout the vector paths pick neighbours by. Short final blocks are padded with
+// entries that read the window's start.
+template <int kBlock, int kWindow, typename Index>
+struct BlockPlan {
+  std::vector<int> base;
+  std::vector<Index> first, second;
+  std::vector<int16_t> weight;
+
+  // False when some block's neighbours lie beyond its window (a strong horizontal shrink).
+  bool plan(const RowTaps& taps, int channels, int blocks_multiple) {
+    const int values = static_cast<int>(taps.first.size());
+    int blocks = (values + kBlock - 1) / kBlock;
+    blocks = (blocks + blocks_multiple - 1) / blocks_multiple * blocks_multiple;
+    base.assign(static_cast<size_t>(blocks), 0);
+    first.assign(static_cast<size_t>(blocks) * kBlock, 0);
+    second.assign(first.size(), 0);
+    weight.assign(first.size(), 0);
+    for (int k = 0; k < values; ++k) {
+      const auto at = static_cast<size_t>(k);
+      if (k % kBlock == 0) base[at / kBlock] = taps.first[at] - taps.first[at] % channels;
+      const int from = base[at / kBlock];
+      if (taps.second[at] - from >= kWindow) return false;
+      first[at] = static_cast<Index>(taps.first[at] - from);
+      second[at] = static_cast<Index>(taps.second[at] - from);
+      weight[at] = taps.weight[at];
+    }
+    return true;
+  }
+};
+
+// One value at a time: the arithmetic every vector path does, lane by lane.
+void blend_columns_portable(const int16_t* blended, const RowTaps& taps, uint8_t* out, int n) {
+  for (int k = 0; k < n; ++k) {
+    const auto at = static_cast<size_t>(k);
+    const int a = blended[taps.first[at]], c = blended[taps.second[at]];
+    const int v = a + lanes::mulhrs(c - a, taps.weight[at]);
+    const int level = (v + (1 << (kFractionBits - 1))) >> kFractionBits;
+    out[k] = static_cast<uint8_t>(std::clamp(level, 0, 255));
+  }
+}
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+namespace avx512 {
+using Lanes = lanes::Avx512;
+#include "loom/data/bilinear_resize_rows.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+using Lanes = lanes::Avx2;
+#include "loom/data/bilinear_resize_rows.inc"
+}  // namespace avx2
+#pragma GCC pop_options
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 inside its AVX-512 headers
 
-// Up to 32 bytes (the rest of a row when fewer remain, never reading past it) as fixed point.
-LOOM_AVX512 inline __m512i load_pixels(const uint8_t* p, int count) {
-  if (count >= kBlock) {
-    return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  return _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8((__mmask32{1} << count) - 1, p));
-}
+// AVX-512: blocks of 32 output values, each picking its two neighbours out of 64 consecutive
+// blended values with one two-register permute.
+using Avx512Plan = BlockPlan<32, 64, int16_t>;
 
-// blended[k] = upper[k] + weight * (lower[k] - upper[k]) for the n values of a source row.
-LOOM_AVX512 void blend_rows(const uint8_t* upper, const uint8_t* lower, int16_t weight,
-                            int16_t* blended, int n) {
-  const __m512i w = _mm512_set1_epi16(weight);
-  for (int k = 0; k < n; k += kBlock) {
-    const __m512i a = load_pixels(upper + k, n - k);
-    const __m512i b = load_pixels(lower + k, n - k);
-    const __m512i d = _mm512_slli_epi16(_mm512_sub_epi16(b, a), kFractionBits);
-    const __m512i v =
-        _mm512_add_epi16(_mm512_slli_epi16(a, kFractionBits), _mm512_mulhrs_epi16(d, w));
-    _mm512_storeu_si512(blended + k, v);
-  }
-}
-
-// One output row from a blended source row, a block of 32 values at a time.
-LOOM_AVX512 void blend_columns(const int16_t* blended, const RowPlan& plan, uint8_t* out, int n) {
-  const __m512i half = _mm512_set1_epi16(1 << (kFractionBits - 1));
+LOOM_TARGET_AVX512 void blend_columns_avx512(const int16_t* blended, const Avx512Plan& plan,
+                                             uint8_t* out, int n) {
+  using L = lanes::Avx512;
   for (size_t b = 0; b < plan.base.size(); ++b) {
     const int16_t* window = blended + plan.base[b];
-    const __m512i low = _mm512_loadu_si512(window), high = _mm512_loadu_si512(window + kBlock);
-    const size_t at = b * kBlock;
+    const __m512i low = _mm512_loadu_si512(window), high = _mm512_loadu_si512(window + 32);
+    const size_t at = b * 32;
     const __m512i a = _mm512_permutex2var_epi16(low, _mm512_loadu_si512(&plan.first[at]), high);
     const __m512i c = _mm512_permutex2var_epi16(low, _mm512_loadu_si512(&plan.second[at]), high);
     const __m512i v = _mm512_add_epi16(
         a, _mm512_mulhrs_epi16(_mm512_sub_epi16(c, a), _mm512_loadu_si512(&plan.weight[at])));
-    const __m512i rounded = _mm512_srai_epi16(_mm512_add_epi16(v, half), kFractionBits);
     const int left = n - static_cast<int>(at);
-    const __mmask32 mask = left >= kBlock ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
-    _mm256_mask_storeu_epi8(out + at, mask, _mm512_cvtusepi16_epi8(rounded));
+    if (left >= 32) {
+      L::store_bytes(v, out + at);
+    } else {
+      L::store_bytes(v, out + at, left);
+    }
+  }
+}
+
+// AVX2 has no 16-bit permute across the register: the blended row is rewritten as 32-bit pairs
+// (value k, value k + channels: the same channel of the next pixel), so that one 32-bit permute
+// fetches both neighbours of an output value and one multiply-add with (-w, w) gives
+// (c - a) * w. Blocks of 8 output values pick from 24 consecutive pairs (three permutes).
+using Avx2Plan = BlockPlan<8, 24, int32_t>;
+
+LOOM_TARGET_AVX2 void make_pairs(const int16_t* blended, int channels, int n, int32_t* pairs) {
+  for (int k = 0; k < n; k += 16) {
+    const auto* v = reinterpret_cast<const __m256i*>(blended + k);
+    const auto* next = reinterpret_cast<const __m256i*>(blended + k + channels);
+    const __m256i a = _mm256_loadu_si256(v), c = _mm256_loadu_si256(next);
+    // unpack interleaves within each 128-bit half: lo holds pairs 0-3 and 8-11, hi 4-7, 12-15.
+    const __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k),
+                        _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k + 8),
+                        _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+}
+
+LOOM_TARGET_AVX2 inline __m256i load8(const int32_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Eight output values in the pixels' fixed point, as 32-bit lanes: a + mulhrs(c - a, w).
+LOOM_TARGET_AVX2 inline __m256i blend_block(const int32_t* pairs, const Avx2Plan& plan,
+                                            const int32_t* pair_weights, size_t b) {
+  const int32_t* window = pairs + plan.base[b];
+  const __m256i index = load8(&plan.first[b * 8]);
+  const __m256i from0 = _mm256_permutevar8x32_epi32(load8(window), index);
+  const __m256i from1 = _mm256_permutevar8x32_epi32(load8(window + 8), index);
+  const __m256i from2 = _mm256_permutevar8x32_epi32(load8(window + 16), index);
+  __m256i pair = _mm256_blendv_epi8(from0, from1, _mm256_cmpgt_epi32(index, _mm256_set1_epi32(7)));
+  pair = _mm256_blendv_epi8(pair, from2, _mm256_cmpgt_epi32(index, _mm256_set1_epi32(15)));
+  const __m256i product = _mm256_madd_epi16(pair, load8(pair_weights + b * 8));
+  const __m256i half = _mm256_set1_epi32(1 << 14);
+  const __m256i rounded = _mm256_srai_epi32(_mm256_add_epi32(product, half), 15);
+  const __m256i a = _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16);
+  return _mm256_add_epi32(a, rounded);
+}
+
+// (-w, w) as int16 pairs, one 32-bit lane per output value.
+void pair_weights(const Avx2Plan& plan, std::vector<int32_t>& out) {
+  out.resize(plan.weight.size());
+  for (size_t k = 0; k < plan.weight.size(); ++k) {
+    const auto w = static_cast<uint16_t>(plan.weight[k]);
+    out[k] = static_cast<int32_t>(static_cast<uint16_t>(-w) | static_cast<uint32_t>(w) << 16);
+  }
+}
+
+LOOM_TARGET_AVX2 void blend_columns_avx2(const int32_t* pairs, const Avx2Plan& plan,
+                                         const int32_t* weights, uint8_t* out, int n) {
+  using L = lanes::Avx2;
+  for (size_t b = 0; b < plan.base.size(); b += 2) {  // the plan has an even block count
+    const __m256i packed = _mm256_packs_epi32(blend_block(pairs, plan, weights, b),
+                                              blend_block(pairs, plan, weights, b + 1));
+    const __m256i v = _mm256_permute4x64_epi64(packed, 0xD8);  // packs works per 128-bit half
+    const int at = static_cast<int>(b * 8), left = n - at;
+    if (left >= 16) {
+      L::store_bytes(v, out + at);
+    } else {
+      L::store_bytes(v, out + at, left);
+    }
   }
 }
 
 #pragma GCC diagnostic pop
+#endif  // __x86_64__
+
+namespace portable {
+using Lanes = lanes::Portable;
+#include "loom/data/bilinear_resize_rows.inc"
+}  // namespace portable
 
 }  // namespace
 
-bool resize_bilinear_avx512(const at::Tensor& image, at::Tensor out) {
+void resize_bilinear(const at::Tensor& image, at::Tensor out, CpuCapability path) {
   const int source_height = static_cast<int>(image.size(0));
   const int source_width = static_cast<int>(image.size(1));
   const int target_height = static_cast<int>(out.size(0));
   const int target_width = static_cast<int>(out.size(1));
   const int channels = static_cast<int>(image.size(2));
   TORCH_CHECK(image.stride(2) == 1 && image.stride(1) == channels && out.stride(2) == 1 &&
-                  out.stride(1) == channels,
-              "resize: image rows must be packed");
-  if (!cpu_has_avx512() || source_height <= 0 || source_width <= 0) return false;
-  thread_local RowPlan plan;
-  if (!plan_row(source_width, target_width, channels, plan)) return false;
-
-  // The blended row, with a block of slack after it: the last blocks load 64 values from
-  // their base whether or not they use them all.
+                  out.stride(1) == channels && out.size(2) == channels,
+              "resize: image rows must be packed, with the same channels in and out");
+  TORCH_CHECK(source_height > 0 && source_width > 0, "resize: the source image is empty");
+  thread_local RowTaps taps;
+  plan_taps(source_width, target_width, channels, taps);
   const int source_values = source_width * channels;
+  const int target_values = target_width * channels;
+
+  // The blended row, with slack after it: vector loads and stores run past its end.
   thread_local std::vector<int16_t> blended;
-  blended.resize(static_cast<size_t>(source_values + 2 * kBlock));
+  blended.resize(static_cast<size_t>(source_values + 128 + channels));
+  auto blend_rows = portable::blend_rows;
+  enum class Columns { kAvx512, kAvx2, kPortable } columns = Columns::kPortable;
+#if defined(__x86_64__)
+  thread_local Avx512Plan plan512;
+  thread_local Avx2Plan plan2;
+  thread_local std::vector<int32_t> weights2, pairs;
+  blend_rows = for_capability(path, avx512::blend_rows, avx2::blend_rows, portable::blend_rows);
+  if (path == CpuCapability::kAvx512 && plan512.plan(taps, channels, 1)) {
+    columns = Columns::kAvx512;
+  } else if (path >= CpuCapability::kAvx2 && plan2.plan(taps, channels, 2)) {
+    columns = Columns::kAvx2;
+    pair_weights(plan2, weights2);
+    pairs.resize(static_cast<size_t>(source_values + 64));
+  }
+#endif
   const auto* in = image.data_ptr<uint8_t>();
   auto* to = out.data_ptr<uint8_t>();
   const int64_t in_stride = image.stride(0), out_stride = out.stride(0);
@@ -145,9 +259,21 @@ bool resize_bilinear_avx512(const at::Tensor& image, at::Tensor out) {
     const AxisTap t = axis_tap(y, source_height, target_height);
     blend_rows(in + t.first * in_stride, in + t.second * in_stride, t.weight, blended.data(),
                source_values);
-    blend_columns(blended.data(), plan, to + y * out_stride, target_width * channels);
+    uint8_t* row = to + y * out_stride;
+    switch (columns) {
+#if defined(__x86_64__)
+      case Columns::kAvx512:
+        blend_columns_avx512(blended.data(), plan512, row, target_values);
+        break;
+      case Columns::kAvx2:
+        make_pairs(blended.data(), channels, source_values, pairs.data());
+        blend_columns_avx2(pairs.data(), plan2, weights2.data(), row, target_values);
+        break;
+#endif
+      default:
+        blend_columns_portable(blended.data(), taps, row, target_values);
+    }
   }
-  return true;
 }
 
 }  // namespace loom::data

@@ -128,7 +128,7 @@ const std::vector<TransformSpec>& transform_registry() {
          1e-6,
          "fixed sigma, or a [low, high] range drawn per image"}},
        "Gaussian blur of uint8 pixels with reflected borders, rounded once, within one level of "
-       "torchvision's gaussian_blur (16-bit fixed point with AVX-512 where the CPU has it).",
+       "torchvision's gaussian_blur (16-bit fixed point: AVX-512, AVX2 or portable vectors).",
        [](const TransformConfig& t, const std::string& key) {
          check_ordered(t, key, "sigma");
          for (double k : t.params.at("kernel")) {

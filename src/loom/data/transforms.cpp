@@ -63,8 +63,8 @@ void resize_into(const at::Tensor& image, at::Tensor out) {
   cv::Mat to = as_mat(out);
   if (from.rows == to.rows && from.cols == to.cols) {
     from.copyTo(to);
-  } else if (!resize_bilinear_avx512(src, out)) {
-    cv::resize(from, to, to.size(), 0, 0, cv::INTER_LINEAR);
+  } else {
+    resize_bilinear(src, out);
   }
 }
 

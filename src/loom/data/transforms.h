@@ -1,7 +1,7 @@
 // The primitive image operations transform lists are made of, on uint8 HWC tensors with any
-// number of channels: torchvision's RandomResizedCrop sampling, bilinear resize (Loom's AVX-512
-// kernel in bilinear_resize.h where it applies, else OpenCV's SIMD code), horizontal flip (Gaussian
-// blur is in gaussian_blur.h). Randomness comes from the KeyedRng passed in.
+// number of channels: torchvision's RandomResizedCrop sampling, bilinear resize (Loom's kernel in
+// bilinear_resize.h, on every instruction set), horizontal flip (Gaussian blur is in
+// gaussian_blur.h). Randomness comes from the KeyedRng passed in.
 #pragma once
 
 #include <ATen/ATen.h>

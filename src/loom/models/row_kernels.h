@@ -1,5 +1,5 @@
 // Float kernels over one row of a tensor (a row of logits), written so that
-// the compiler vectorises them for AVX-512, AVX2 or SSE (chosen when the program loads): plain
+// the compiler vectorises them for AVX-512, AVX2 or the portable path (LOOM_CPU_CAPABILITY): plain
 // loops, reductions kept in 16 partial lanes, and an exp of Loom's own (a call to expf does not
 // vectorise). bf16 rows are widened into a float row in cache first and narrowed back after:
 // loops over c10::BFloat16 objects do not vectorise. The fused language-model loss

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "loom/core/cpu_capability.h"
+
 namespace loom::train {
 namespace {
 
@@ -17,9 +19,9 @@ struct Coefficients {
 
 // p, g, m and v are `n` floats each. Compiled with -fno-math-errno (CMakeLists.txt), so that the
 // square root (of v >= 0) vectorizes.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void update(
-    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-    std::int64_t n, Coefficients c) {
+LOOM_ALWAYS_INLINE void update_body(float* __restrict p, const float* __restrict g,
+                                    float* __restrict m, float* __restrict v, std::int64_t n,
+                                    Coefficients c) {
   for (std::int64_t i = 0; i < n; ++i) {
     float param = p[i] * c.decay;
     const float grad = g[i] + c.l2 * param;
@@ -30,6 +32,12 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void update(
     const float denom = std::sqrt(square) / c.sqrt_bias_correction2 + c.eps;
     p[i] = param + c.minus_step_size * (mean / denom);
   }
+}
+
+// The build of update_body that LOOM_CPU_CAPABILITY chose (AVX-512, AVX2 or portable).
+void update(float* p, const float* g, float* m, float* v, std::int64_t n, Coefficients c) {
+  static const auto build = kernel_for<update_body>(cpu_capability());
+  build(p, g, m, v, n, c);
 }
 
 bool fusable(const at::Tensor& p) {

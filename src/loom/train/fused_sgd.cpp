@@ -2,6 +2,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "loom/core/cpu_capability.h"
+
 namespace loom::train {
 namespace {
 
@@ -11,11 +13,8 @@ struct Coefficients {
 };
 
 // p, g and buf are `n` floats each; buf is ignored when momentum is 0.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* __restrict p,
-                                                                         const float* __restrict g,
-                                                                         float* __restrict buf,
-                                                                         std::int64_t n,
-                                                                         Coefficients c) {
+LOOM_ALWAYS_INLINE void update_body(float* __restrict p, const float* __restrict g,
+                                    float* __restrict buf, std::int64_t n, Coefficients c) {
   const float keep = 1.0f - c.dampening;
   for (std::int64_t i = 0; i < n; ++i) {
     float d = g[i];
@@ -27,6 +26,12 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* 
     }
     p[i] -= c.lr * d;
   }
+}
+
+// The build of update_body that LOOM_CPU_CAPABILITY chose (AVX-512, AVX2 or portable).
+void update(float* p, const float* g, float* buf, std::int64_t n, Coefficients c) {
+  static const auto build = kernel_for<update_body>(cpu_capability());
+  build(p, g, buf, n, c);
 }
 
 bool fusable(const at::Tensor& p, const at::Tensor& g, const at::Tensor& buf) {

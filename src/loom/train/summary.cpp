@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "loom/train/autotune_session.h"
 #include "loom/core/durable_file.h"
+#include "loom/train/autotune_session.h"
 
 namespace loom::train {
 
@@ -241,8 +241,11 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
       {"machine",
        {{"cpu", topology.cpu_model},
         {"usable_cores", topology.usable_cores},
+        {"avx2", topology.cpu.avx2},
+        {"avx512f", topology.cpu.avx512f},
         {"avx512_bf16", topology.cpu.avx512_bf16},
-        {"amx_bf16", topology.cpu.amx_bf16}}},
+        {"amx_bf16", topology.cpu.amx_bf16},
+        {"cpu_capability", to_string(topology.kernels)}}},
       {"resumed_from_step", known(s.resumed_from_step)},
       {"last_checkpoint", s.last_checkpoint},
       {"preempted", s.preempted},

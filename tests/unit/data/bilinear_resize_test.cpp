@@ -2,10 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
+#include <string>
 #include <vector>
 
-#include "loom/data/avx512.h"
 #include "loom/data/transforms.h"
 
 namespace loom::data {
@@ -20,56 +19,83 @@ at::Tensor exact_resize(const at::Tensor& hwc, int64_t h, int64_t w) {
 
 struct Shape {
   int64_t h, w, c, out_h, out_w;
+  std::string name() const {
+    return std::to_string(w) + "x" + std::to_string(h) + "x" + std::to_string(c) + " -> " +
+           std::to_string(out_w) + "x" + std::to_string(out_h);
+  }
 };
 
-// Shrinking, enlarging, odd sizes (masked row ends), one and four channels, a one-pixel-wide
-// source: every value within a level of the exact result, and almost all on it (~1% off by one
-// on the large images, 3% on the smallest; OpenCV's fixed point misses ~13% of them).
-TEST(BilinearResize, StaysWithinALevelOfTheExactResult) {
-  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 BW/VL";
-  for (const Shape& s : std::vector<Shape>{{255, 290, 3, 224, 224},
-                                           {120, 150, 3, 224, 224},
-                                           {50, 70, 3, 61, 43},
-                                           {28, 28, 1, 20, 17},
-                                           {33, 41, 4, 24, 30},
-                                           {9, 1, 3, 5, 7}}) {
-    at::manual_seed(s.h * 1000 + s.w);
-    at::Tensor image = at::randint(0, 256, {s.h, s.w, s.c}, at::kByte);
-    at::Tensor out = at::empty({s.out_h, s.out_w, s.c}, at::kByte);
-    ASSERT_TRUE(resize_bilinear_avx512(image, out)) << s.w << "x" << s.h;
-    const at::Tensor diff = (out.to(at::kDouble) - exact_resize(image, s.out_h, s.out_w)).abs();
-    EXPECT_LE(diff.max().item<double>(), 1.0) << s.w << "x" << s.h << " -> " << s.out_w;
-    EXPECT_LT(diff.gt(0).to(at::kDouble).mean().item<double>(), 0.05) << s.w << "x" << s.h;
+// Shrinking, enlarging, odd sizes (partial vectors at row ends), 1 to 5 channels, a
+// one-pixel-wide source, and shrinks too strong for the vector paths' windows (2.5x, 4x: one
+// value at a time on every path).
+const std::vector<Shape> kShapes = {
+    {255, 290, 3, 224, 224}, {120, 150, 3, 224, 224}, {50, 70, 3, 61, 43}, {28, 28, 1, 20, 17},
+    {33, 41, 4, 24, 30},     {9, 1, 3, 5, 7},         {21, 37, 2, 30, 19}, {17, 23, 5, 11, 29},
+    {40, 100, 3, 20, 40},    {64, 250, 1, 15, 60}};
+
+std::string name(CpuCapability path) { return std::string(to_string(path)); }
+
+// Every value within a level of the exact result, and almost all on it (~1% off by one on the
+// large images, a few % on the smallest; OpenCV's fixed point misses ~13% of them).
+TEST(BilinearResize, EveryPathStaysWithinALevelOfTheExactResult) {
+  for (CpuCapability path : runnable_cpu_capabilities()) {
+    for (const Shape& s : kShapes) {
+      at::manual_seed(s.h * 1000 + s.w);
+      at::Tensor image = at::randint(0, 256, {s.h, s.w, s.c}, at::kByte);
+      at::Tensor out = at::empty({s.out_h, s.out_w, s.c}, at::kByte);
+      resize_bilinear(image, out, path);
+      const at::Tensor diff = (out.to(at::kDouble) - exact_resize(image, s.out_h, s.out_w)).abs();
+      EXPECT_LE(diff.max().item<double>(), 1.0) << name(path) << " " << s.name();
+      EXPECT_LT(diff.gt(0).to(at::kDouble).mean().item<double>(), 0.06)
+          << name(path) << " " << s.name();
+    }
+  }
+}
+
+// The paths do the same fixed-point arithmetic: the same bytes as the portable path.
+TEST(BilinearResize, EveryPathWritesTheSameBytes) {
+  for (const Shape& s : kShapes) {
+    at::manual_seed(s.w);
+    const at::Tensor image = at::randint(0, 256, {s.h, s.w, s.c}, at::kByte);
+    at::Tensor portable = at::empty({s.out_h, s.out_w, s.c}, at::kByte);
+    resize_bilinear(image, portable, CpuCapability::kDefault);
+    for (CpuCapability path : runnable_cpu_capabilities()) {
+      at::Tensor out = at::empty({s.out_h, s.out_w, s.c}, at::kByte);
+      resize_bilinear(image, out, path);
+      EXPECT_TRUE(out.equal(portable)) << name(path) << " " << s.name();
+    }
   }
 }
 
 // From a window of one image into a window of another (strided rows), leaving the rest alone.
 TEST(BilinearResize, ReadsAndWritesWindows) {
-  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 BW/VL";
-  at::manual_seed(5);
-  at::Tensor image = at::randint(0, 256, {80, 90, 3}, at::kByte);
-  const at::Tensor source = image.slice(0, 10, 70).slice(1, 7, 83);
-  at::Tensor canvas = at::zeros({60, 70, 3}, at::kByte);
-  at::Tensor target = canvas.slice(0, 4, 54).slice(1, 6, 66);
-  ASSERT_TRUE(resize_bilinear_avx512(source, target));
-  at::Tensor packed = at::empty({50, 60, 3}, at::kByte);
-  ASSERT_TRUE(resize_bilinear_avx512(source.contiguous(), packed));
-  EXPECT_TRUE(target.equal(packed));
-  EXPECT_EQ(canvas.slice(0, 0, 4).sum().item<int64_t>(), 0);
-  EXPECT_EQ(canvas.slice(1, 66, 70).sum().item<int64_t>(), 0);
+  for (CpuCapability path : runnable_cpu_capabilities()) {
+    at::manual_seed(5);
+    at::Tensor image = at::randint(0, 256, {80, 90, 3}, at::kByte);
+    const at::Tensor source = image.slice(0, 10, 70).slice(1, 7, 83);
+    at::Tensor canvas = at::zeros({60, 70, 3}, at::kByte);
+    at::Tensor target = canvas.slice(0, 4, 54).slice(1, 6, 66);
+    resize_bilinear(source, target, path);
+    at::Tensor packed = at::empty({50, 60, 3}, at::kByte);
+    resize_bilinear(source.contiguous(), packed, path);
+    EXPECT_TRUE(target.equal(packed)) << name(path);
+    EXPECT_EQ(canvas.slice(0, 0, 4).sum().item<int64_t>(), 0) << name(path);
+    EXPECT_EQ(canvas.slice(1, 66, 70).sum().item<int64_t>(), 0) << name(path);
+    EXPECT_EQ(canvas.slice(0, 54, 60).sum().item<int64_t>(), 0) << name(path);
+  }
 }
 
-// Beyond a 2x horizontal shrink 32 output values need more than 64 source values: the fast
-// path declines without touching the output, and resize_into falls back to OpenCV.
-TEST(BilinearResize, DeclinesStrongShrinksAndResizeIntoFallsBack) {
-  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 BW/VL";
+// resize_into, what RandomResizedCrop calls, takes the process's path and copies equal sizes.
+TEST(BilinearResize, ResizeIntoUsesTheKernelAndCopiesEqualSizes) {
   at::manual_seed(6);
   at::Tensor image = at::randint(0, 256, {40, 100, 3}, at::kByte);
-  at::Tensor out = at::zeros({20, 40, 3}, at::kByte);
-  EXPECT_FALSE(resize_bilinear_avx512(image, out));
-  EXPECT_EQ(out.sum().item<int64_t>(), 0);
+  at::Tensor out = at::zeros({20, 40, 3}, at::kByte), expected = at::empty({20, 40, 3}, at::kByte);
   resize_into(image, out);
-  EXPECT_LE((out.to(at::kDouble) - exact_resize(image, 20, 40)).abs().max().item<double>(), 1.0);
+  resize_bilinear(image, expected, CpuCapability::kDefault);
+  EXPECT_TRUE(out.equal(expected));
+  at::Tensor same = at::empty({40, 100, 3}, at::kByte);
+  resize_into(image, same);
+  EXPECT_TRUE(same.equal(image));
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 
 #include <cmath>
 
-#include "loom/data/gaussian_blur.h"
-
 namespace loom::data {
 namespace {
 
@@ -46,75 +44,6 @@ TEST(Transforms, ResizeMatchesBilinearReference) {
   resize_into(gray, gray_out);
   EXPECT_LE((gray_out.to(at::kFloat) - reference_resize(gray, 25, 35)).abs().max().item<float>(),
             1.0f);
-}
-
-// The vectorised blur against OpenCV's filter on odd sizes (vector tails, an odd last row after
-// the rows filtered in pairs), 1 and 3 channels, square and oblong kernels, the largest kernel
-// filtered two rows at a time (15) and ones filtered a row at a time (17, 25). (torchvision is
-// the reference in transform_pipeline_test.)
-TEST(Transforms, GaussianBlurMatchesOpenCvWithinOneLevel) {
-  struct Case {
-    int64_t h, w, c;
-    int kh, kw;
-    double sigma;
-  };
-  for (const Case& k : std::vector<Case>{{37, 53, 3, 11, 11, 2.0},
-                                         {20, 31, 1, 5, 9, 0.8},
-                                         {64, 64, 3, 3, 3, 0.3},
-                                         {13, 17, 3, 25, 7, 5.0},
-                                         {41, 45, 3, 15, 13, 3.0},
-                                         {30, 40, 3, 17, 5, 3.0}}) {
-    at::manual_seed(k.h);
-    at::Tensor image = at::randint(0, 256, {k.h, k.w, k.c}, at::kByte);
-    at::Tensor fast = image.clone(), reference = image.clone();
-    gaussian_blur(fast, k.kh, k.kw, k.sigma);
-    gaussian_blur_reference(reference, k.kh, k.kw, k.sigma);
-    EXPECT_LE((fast.to(at::kFloat) - reference.to(at::kFloat)).abs().max().item<float>(), 1.0f)
-        << k.h << "x" << k.w << "x" << k.c << " kernel " << k.kh << "x" << k.kw;
-    EXPECT_FALSE(fast.equal(image));
-  }
-  const std::vector<float> w = gaussian_kernel(11, 2.0);
-  float sum = 0;
-  for (float v : w) sum += v;
-  EXPECT_NEAR(sum, 1.0f, 1e-6);
-  EXPECT_FLOAT_EQ(w.front(), w.back());
-  EXPECT_GT(w[5], w[4]);
-}
-
-// The exact blur in double precision (torchvision's kernel, reflected borders), rounded once.
-at::Tensor exact_blur(const at::Tensor& image, int kh, int kw, double sigma) {
-  at::Tensor x = image.to(at::kDouble).permute({2, 0, 1}).unsqueeze(0);  // 1 C H W
-  const int64_t c = x.size(1);
-  auto kernel = [](int k, double s) {
-    const auto w = gaussian_kernel(k, s);
-    return at::tensor(std::vector<double>(w.begin(), w.end()), at::kDouble);
-  };
-  x = at::reflection_pad2d(x, {kw / 2, kw / 2, kh / 2, kh / 2});
-  x = at::conv2d(x, kernel(kw, sigma).view({1, 1, 1, kw}).repeat({c, 1, 1, 1}), at::Tensor(),
-                 at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, c);
-  x = at::conv2d(x, kernel(kh, sigma).view({1, 1, kh, 1}).repeat({c, 1, 1, 1}), at::Tensor(),
-                 at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, c);
-  return x.squeeze(0).permute({1, 2, 0}).round().clamp(0, 255);
-}
-
-// Fixed point stays within a level of the exact result, and almost always on it.
-TEST(Transforms, GaussianBlurIsWithinALevelOfTheExactResult) {
-  for (double sigma : {0.5, 2.0, 4.0}) {
-    at::manual_seed(3);
-    at::Tensor image = at::randint(0, 256, {61, 75, 3}, at::kByte);
-    at::Tensor fast = image.clone();
-    gaussian_blur(fast, 11, 9, sigma);
-    const at::Tensor diff = (fast.to(at::kDouble) - exact_blur(image, 11, 9, sigma)).abs();
-    // A window of a larger image (strided rows) gives the same pixels and leaves the rest.
-    at::Tensor canvas = at::zeros({65, 80, 3}, at::kByte);
-    at::Tensor window = canvas.slice(0, 2, 63).slice(1, 3, 78);
-    window.copy_(image);
-    gaussian_blur(window, 11, 9, sigma);
-    EXPECT_TRUE(window.equal(fast)) << "sigma " << sigma;
-    EXPECT_EQ(canvas.slice(1, 0, 3).sum().item<int64_t>(), 0);
-    EXPECT_LE(diff.max().item<double>(), 1.0) << "sigma " << sigma;
-    EXPECT_LT(diff.gt(0).to(at::kDouble).mean().item<double>(), 0.02) << "sigma " << sigma;
-  }
 }
 
 TEST(Transforms, FlipReversesColumns) {

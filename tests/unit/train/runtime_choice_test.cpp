@@ -23,6 +23,12 @@ TEST(RuntimeChoice, AutoPicksBf16OnlyWithNativeSupportAndOneDnn) {
             "CPU has AMX-BF16");
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).precision, "fp32");
   EXPECT_EQ(choose_runtime(cfg, machine(true, false, 2), true, false).precision, "fp32");
+  // LOOM_CPU_CAPABILITY=avx2 on the same CPU: chosen as an AVX2 host would.
+  Topology lowered = machine(true, false, 2);
+  lowered.kernels = CpuCapability::kAvx2;
+  EXPECT_EQ(choose_runtime(cfg, lowered, true, true).precision, "fp32");
+  EXPECT_EQ(choose_runtime(cfg, lowered, true, true).precision_reason,
+            "LOOM_CPU_CAPABILITY is below avx512");
   cfg.precision = "bf16";
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).precision, "bf16");
 }
