@@ -59,8 +59,9 @@ void plan_taps(int source_width, int target_width, int channels, RowTaps& taps) 
 // The same taps in blocks of `kBlock` output values, each block reading a window of `kWindow`
 // consecutive source entries from `base` (its first value's pixel, the lowest any of its values
 // reads): the layout the vector paths pick neighbours by. Short final blocks are padded with
-// entries that read the window's start.
-template <int kBlock, int kWindow, typename Index>
+// entries that read the window's start. With `kPairs` each window entry holds both neighbours
+// (the AVX2 path), so only the first must lie in the window.
+template <int kBlock, int kWindow, typename Index, bool kPairs>
 struct BlockPlan {
   std::vector<int> base;
   std::vector<Index> first, second;
@@ -79,7 +80,7 @@ struct BlockPlan {
       const auto at = static_cast<size_t>(k);
       if (k % kBlock == 0) base[at / kBlock] = taps.first[at] - taps.first[at] % channels;
       const int from = base[at / kBlock];
-      if (taps.second[at] - from >= kWindow) return false;
+      if ((kPairs ? taps.first[at] : taps.second[at]) - from >= kWindow) return false;
       first[at] = static_cast<Index>(taps.first[at] - from);
       second[at] = static_cast<Index>(taps.second[at] - from);
       weight[at] = taps.weight[at];
@@ -121,7 +122,7 @@ using Lanes = lanes::Avx2;
 
 // AVX-512: blocks of 32 output values, each picking its two neighbours out of 64 consecutive
 // blended values with one two-register permute.
-using Avx512Plan = BlockPlan<32, 64, int16_t>;
+using Avx512Plan = BlockPlan<32, 64, int16_t, false>;
 
 LOOM_TARGET_AVX512 void blend_columns_avx512(const int16_t* blended, const Avx512Plan& plan,
                                              uint8_t* out, int n) {
@@ -146,8 +147,10 @@ LOOM_TARGET_AVX512 void blend_columns_avx512(const int16_t* blended, const Avx51
 // AVX2 has no 16-bit permute across the register: the blended row is rewritten as 32-bit pairs
 // (value k, value k + channels: the same channel of the next pixel), so that one 32-bit permute
 // fetches both neighbours of an output value and one multiply-add with (-w, w) gives
-// (c - a) * w. Blocks of 8 output values pick from 24 consecutive pairs (three permutes).
-using Avx2Plan = BlockPlan<8, 24, int32_t>;
+// (c - a) * w. Blocks of 8 output values pick from 16 consecutive pairs (two permutes), or 24
+// (three) where a stronger shrink needs them.
+template <int kParts>
+using Avx2Plan = BlockPlan<8, 8 * kParts, int32_t, true>;
 
 LOOM_TARGET_AVX2 void make_pairs(const int16_t* blended, int channels, int n, int32_t* pairs) {
   for (int k = 0; k < n; k += 16) {
@@ -168,15 +171,17 @@ LOOM_TARGET_AVX2 inline __m256i load8(const int32_t* p) {
 }
 
 // Eight output values in the pixels' fixed point, as 32-bit lanes: a + mulhrs(c - a, w).
-LOOM_TARGET_AVX2 inline __m256i blend_block(const int32_t* pairs, const Avx2Plan& plan,
+template <int kParts>
+LOOM_TARGET_AVX2 inline __m256i blend_block(const int32_t* pairs, const Avx2Plan<kParts>& plan,
                                             const int32_t* pair_weights, size_t b) {
   const int32_t* window = pairs + plan.base[b];
   const __m256i index = load8(&plan.first[b * 8]);
-  const __m256i from0 = _mm256_permutevar8x32_epi32(load8(window), index);
-  const __m256i from1 = _mm256_permutevar8x32_epi32(load8(window + 8), index);
-  const __m256i from2 = _mm256_permutevar8x32_epi32(load8(window + 16), index);
-  __m256i pair = _mm256_blendv_epi8(from0, from1, _mm256_cmpgt_epi32(index, _mm256_set1_epi32(7)));
-  pair = _mm256_blendv_epi8(pair, from2, _mm256_cmpgt_epi32(index, _mm256_set1_epi32(15)));
+  __m256i pair = _mm256_permutevar8x32_epi32(load8(window), index);
+  for (int part = 1; part < kParts; ++part) {
+    const __m256i from = _mm256_permutevar8x32_epi32(load8(window + 8 * part), index);
+    const __m256i beyond = _mm256_cmpgt_epi32(index, _mm256_set1_epi32(8 * part - 1));
+    pair = _mm256_blendv_epi8(pair, from, beyond);
+  }
   const __m256i product = _mm256_madd_epi16(pair, load8(pair_weights + b * 8));
   const __m256i half = _mm256_set1_epi32(1 << 14);
   const __m256i rounded = _mm256_srai_epi32(_mm256_add_epi32(product, half), 15);
@@ -185,20 +190,21 @@ LOOM_TARGET_AVX2 inline __m256i blend_block(const int32_t* pairs, const Avx2Plan
 }
 
 // (-w, w) as int16 pairs, one 32-bit lane per output value.
-void pair_weights(const Avx2Plan& plan, std::vector<int32_t>& out) {
-  out.resize(plan.weight.size());
-  for (size_t k = 0; k < plan.weight.size(); ++k) {
-    const auto w = static_cast<uint16_t>(plan.weight[k]);
+void pair_weights(const std::vector<int16_t>& weight, std::vector<int32_t>& out) {
+  out.resize(weight.size());
+  for (size_t k = 0; k < weight.size(); ++k) {
+    const auto w = static_cast<uint16_t>(weight[k]);
     out[k] = static_cast<int32_t>(static_cast<uint16_t>(-w) | static_cast<uint32_t>(w) << 16);
   }
 }
 
-LOOM_TARGET_AVX2 void blend_columns_avx2(const int32_t* pairs, const Avx2Plan& plan,
+template <int kParts>
+LOOM_TARGET_AVX2 void blend_columns_avx2(const int32_t* pairs, const Avx2Plan<kParts>& plan,
                                          const int32_t* weights, uint8_t* out, int n) {
   using L = lanes::Avx2;
   for (size_t b = 0; b < plan.base.size(); b += 2) {  // the plan has an even block count
-    const __m256i packed = _mm256_packs_epi32(blend_block(pairs, plan, weights, b),
-                                              blend_block(pairs, plan, weights, b + 1));
+    const __m256i packed = _mm256_packs_epi32(blend_block<kParts>(pairs, plan, weights, b),
+                                              blend_block<kParts>(pairs, plan, weights, b + 1));
     const __m256i v = _mm256_permute4x64_epi64(packed, 0xD8);  // packs works per 128-bit half
     const int at = static_cast<int>(b * 8), left = n - at;
     if (left >= 16) {
@@ -238,19 +244,23 @@ void resize_bilinear(const at::Tensor& image, at::Tensor out, CpuCapability path
   thread_local std::vector<int16_t> blended;
   blended.resize(static_cast<size_t>(source_values + 128 + channels));
   auto blend_rows = portable::blend_rows;
-  enum class Columns { kAvx512, kAvx2, kPortable } columns = Columns::kPortable;
+  enum class Columns { kAvx512, kAvx2Narrow, kAvx2Wide, kPortable } columns = Columns::kPortable;
 #if defined(__x86_64__)
   thread_local Avx512Plan plan512;
-  thread_local Avx2Plan plan2;
+  thread_local Avx2Plan<2> narrow;
+  thread_local Avx2Plan<3> wide;
   thread_local std::vector<int32_t> weights2, pairs;
   blend_rows = for_capability(path, avx512::blend_rows, avx2::blend_rows, portable::blend_rows);
   if (path == CpuCapability::kAvx512 && plan512.plan(taps, channels, 1)) {
     columns = Columns::kAvx512;
-  } else if (path >= CpuCapability::kAvx2 && plan2.plan(taps, channels, 2)) {
-    columns = Columns::kAvx2;
-    pair_weights(plan2, weights2);
-    pairs.resize(static_cast<size_t>(source_values + 64));
+  } else if (path >= CpuCapability::kAvx2 && narrow.plan(taps, channels, 2)) {
+    columns = Columns::kAvx2Narrow;
+    pair_weights(narrow.weight, weights2);
+  } else if (path >= CpuCapability::kAvx2 && wide.plan(taps, channels, 2)) {
+    columns = Columns::kAvx2Wide;
+    pair_weights(wide.weight, weights2);
   }
+  pairs.resize(static_cast<size_t>(source_values + 64));
 #endif
   const auto* in = image.data_ptr<uint8_t>();
   auto* to = out.data_ptr<uint8_t>();
@@ -265,9 +275,13 @@ void resize_bilinear(const at::Tensor& image, at::Tensor out, CpuCapability path
       case Columns::kAvx512:
         blend_columns_avx512(blended.data(), plan512, row, target_values);
         break;
-      case Columns::kAvx2:
+      case Columns::kAvx2Narrow:
         make_pairs(blended.data(), channels, source_values, pairs.data());
-        blend_columns_avx2(pairs.data(), plan2, weights2.data(), row, target_values);
+        blend_columns_avx2<2>(pairs.data(), narrow, weights2.data(), row, target_values);
+        break;
+      case Columns::kAvx2Wide:
+        make_pairs(blended.data(), channels, source_values, pairs.data());
+        blend_columns_avx2<3>(pairs.data(), wide, weights2.data(), row, target_values);
         break;
 #endif
       default:
