@@ -2,16 +2,19 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "loom/core/error.h"
 
 namespace loom::comm {
 namespace {
 
-// A tensor's header: element type, dimension count, then the sizes.
-constexpr int64_t kHeaderLength = 10;
-constexpr int64_t kMaxDims = kHeaderLength - 2;
+// A tensor's header: element type, dimension count, the sizes (up to kMaxDims), the label.
+constexpr int64_t kMaxDims = 8;
+constexpr int64_t kLabelAt = 2 + kMaxDims;
+constexpr int64_t kHeaderLength = kLabelAt + std::tuple_size_v<MessageLabel>;
 
 void wait(Communicator& comm, const WorkPtr& work) { work->wait(comm.options().timeout); }
 
@@ -22,7 +25,8 @@ void PendingSends::wait_all(std::chrono::milliseconds timeout) {
   sends_.clear();
 }
 
-void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending) {
+void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending,
+                 const MessageLabel& label) {
   if (tensor.dim() > kMaxDims) {
     throw CommError("send to rank " + std::to_string(peer) + ": a tensor of " +
                     std::to_string(tensor.dim()) + " dimensions (at most 8 can be sent)");
@@ -32,16 +36,17 @@ void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, Pending
   h[0] = static_cast<int64_t>(tensor.scalar_type());
   h[1] = tensor.dim();
   for (int64_t d = 0; d < tensor.dim(); ++d) h[2 + d] = tensor.size(d);
+  std::copy(label.begin(), label.end(), h + kLabelAt);
   pending.add(comm.send(header, peer), header);
   if (tensor.numel() == 0) return;
   at::Tensor data = tensor.detach().contiguous();
   pending.add(comm.send(data, peer), data);
 }
 
-at::Tensor recv_tensor(Communicator& comm, int peer, const std::function<void()>& on_header) {
+at::Tensor recv_tensor(Communicator& comm, int peer,
+                       const std::function<void(const MessageLabel&)>& on_header) {
   at::Tensor header = at::empty({kHeaderLength}, at::kLong);
   wait(comm, comm.recv(header, peer));
-  if (on_header) on_header();
   const auto* h = header.data_ptr<int64_t>();
   const bool known_type = h[0] >= 0 && h[0] < static_cast<int64_t>(at::ScalarType::NumOptions);
   bool sizes_ok = h[1] >= 0 && h[1] <= kMaxDims;
@@ -49,6 +54,11 @@ at::Tensor recv_tensor(Communicator& comm, int peer, const std::function<void()>
   if (!known_type || !sizes_ok) {
     throw CommError("malformed tensor header from rank " + std::to_string(peer) + " (rank " +
                     std::to_string(comm.rank()) + ")");
+  }
+  if (on_header) {
+    MessageLabel label;
+    std::copy(h + kLabelAt, h + kHeaderLength, label.begin());
+    on_header(label);
   }
   const std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
   at::Tensor data = at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])));

@@ -1,6 +1,6 @@
 // Point-to-point tensors whose shape and type the receiver does not know beforehand: each goes
-// as a small header (element type, dimensions, sizes) and then its bytes. Named tensors (a
-// rank's share of a checkpoint) go as a count and then a name and a tensor each.
+// as a small header (element type, dimensions, sizes, the sender's label) and then its bytes.
+// Named tensors (a rank's share of a checkpoint) go as a count and then a name and a tensor each.
 //
 // The Communicator's rule holds: sends and receives pair up in call order per peer, so both
 // sides must agree on how many messages pass between them, not on their shapes. A tensor with
@@ -9,6 +9,8 @@
 // Threading: like the Communicator, one thread at a time.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -19,6 +21,11 @@
 namespace loom::comm {
 
 using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What a message says it is, so that its receiver can check that what arrived is what it waited
+// for (a pipeline stage: stage, micro-batch, kind, step). It rides in the header, which goes
+// anyway, so it costs no extra message; zeros when the sender gives none.
+using MessageLabel = std::array<int64_t, 4>;
 
 // Sends in flight and the tensors they read, which must outlive them.
 class PendingSends {
@@ -32,13 +39,15 @@ class PendingSends {
   std::vector<std::pair<WorkPtr, at::Tensor>> sends_;
 };
 
-// Starts sending `tensor` (any CPU tensor of up to 8 dimensions) to `peer`.
-void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending);
+// Starts sending `tensor` (any CPU tensor of up to 8 dimensions) to `peer`, labelled `label`.
+void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending,
+                 const MessageLabel& label = {});
 // Receives what send_tensor sent from `peer`, waiting up to the Communicator's timeout for each
-// part; `on_header` (optional) runs between them: the sender has produced the tensor and what
-// is left is its transfer. Throws CommError for a malformed header, naming the peer.
+// part. `on_header` (optional) runs between them, with the sender's label: the sender has
+// produced the tensor and what is left is its transfer; it may throw to refuse the message
+// before its bytes are taken. Throws CommError for a malformed header, naming the peer.
 at::Tensor recv_tensor(Communicator& comm, int peer,
-                       const std::function<void()>& on_header = nullptr);
+                       const std::function<void(const MessageLabel&)>& on_header = nullptr);
 
 void send_named_tensors(Communicator& comm, const NamedTensorList& tensors, int peer,
                         PendingSends& pending);

@@ -8,10 +8,10 @@
 namespace loom::parallel::pipeline {
 namespace {
 
-constexpr ActionKind kKinds[] = {
-    ActionKind::kForward,      ActionKind::kBackward,       ActionKind::kBackwardInput,
-    ActionKind::kBackwardWeight, ActionKind::kSendForward,  ActionKind::kRecvForward,
-    ActionKind::kSendBackward, ActionKind::kRecvBackward};
+constexpr ActionKind kKinds[] = {ActionKind::kForward,       ActionKind::kBackward,
+                                 ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+                                 ActionKind::kSendForward,   ActionKind::kRecvForward,
+                                 ActionKind::kSendBackward,  ActionKind::kRecvBackward};
 
 // Reads a non-negative decimal number at `pos`; -1 when there is none or it is too long.
 int read_number(const std::string& text, size_t& pos) {
@@ -26,6 +26,13 @@ int read_number(const std::string& text, size_t& pos) {
 bool Action::is_compute() const {
   return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
          kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight;
+}
+
+Action receive_of(const Action& send) {
+  if (send.kind == ActionKind::kSendForward) {
+    return {send.stage + 1, ActionKind::kRecvForward, send.microbatch};
+  }
+  return {send.stage - 1, ActionKind::kRecvBackward, send.microbatch};
 }
 
 const char* kind_code(ActionKind kind) {

@@ -32,6 +32,10 @@ struct Action {
   bool is_communication() const { return !is_compute(); }
 };
 
+// The receive that takes what `send` (SEND_F or SEND_B) sends: 0SEND_F1 -> 1RECV_F1,
+// 2SEND_B0 -> 1RECV_B0.
+Action receive_of(const Action& send);
+
 const char* kind_code(ActionKind kind);  // "F", "B", ..., "RECV_B"
 std::string to_string(const Action& action);
 // Inverse of to_string; throws ConfigError quoting the text when it is not an action.

@@ -81,6 +81,7 @@ void PipelineExecutor::fail(const Action& a, const std::string& what) const {
 }
 
 StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
+  ++step_;
   observer_.enter(Phase::kOptimizer);
   sync_.zero_grad();
   StepOutcome outcome;
@@ -112,22 +113,22 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         backward_weights(a);
         break;
       case ActionKind::kSendForward:
-        send(slot(a).output, a, a.stage + 1);
-        send(slot(a).targets, a, a.stage + 1);
+        send(slot(a).output, a, a.stage + 1, Payload::kActivations);
+        send(slot(a).targets, a, a.stage + 1, Payload::kLabels);
         break;
       case ActionKind::kSendBackward:
-        send(slot(a).input_grad, a, a.stage - 1);
+        send(slot(a).input_grad, a, a.stage - 1, Payload::kGradient);
         slot(a).input_grad.reset();
         break;
       case ActionKind::kRecvForward: {
         Slot& s = slot(a);
-        s.input = receive(a, a.stage - 1);
-        s.targets = receive(a, a.stage - 1);
+        s.input = receive(a, a.stage - 1, Payload::kActivations);
+        s.targets = receive(a, a.stage - 1, Payload::kLabels);
         if (!is_empty(s)) s.input.requires_grad_(true);
         break;
       }
       case ActionKind::kRecvBackward:
-        slot(a).output_grad = receive(a, a.stage + 1);
+        slot(a).output_grad = receive(a, a.stage + 1, Payload::kGradient);
         break;
     }
   }
@@ -247,26 +248,68 @@ std::vector<at::Tensor> PipelineExecutor::output_grad(const Action& a) {
   return {slot(a).output_grad};
 }
 
-void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_stage) {
+comm::MessageLabel PipelineExecutor::label(int stage, int microbatch, Payload payload) const {
+  return {stage, microbatch, static_cast<int64_t>(payload), step_};
+}
+
+namespace {
+
+// "the activations of stage 2 for micro-batch 5", with the step where `other` is of another.
+// A label is (stage, micro-batch, payload, step); payloads as PipelineExecutor::Payload.
+std::string describe(const comm::MessageLabel& label, const comm::MessageLabel& other) {
+  std::string what;
+  switch (label[2]) {
+    case 1:
+      what = "the activations";
+      break;
+    case 2:
+      what = "the labels";
+      break;
+    case 3:
+      what = "the input gradient";
+      break;
+    default:
+      return "an unlabelled message (kind " + std::to_string(label[2]) + ")";
+  }
+  what += " of stage " + std::to_string(label[0]) + " for micro-batch " + std::to_string(label[1]);
+  if (label[3] != other[3]) what += " in step " + std::to_string(label[3]);
+  return what;
+}
+
+}  // namespace
+
+void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_stage,
+                            Payload payload) {
   if (!tensor.defined()) fail(a, "nothing to send (its computation has not run)");
   try {
-    comm::send_tensor(comm_, tensor, rank_of(peer_stage), sends_);
+    comm::send_tensor(comm_, tensor, rank_of(peer_stage), sends_,
+                      label(a.stage, a.microbatch, payload));
   } catch (const Error& e) {
     fail(a, e.what());
   }
 }
 
-at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage) {
+at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload payload) {
   // Until the header arrives the peer is still computing (the bubble); after it, the bytes are
   // in transfer.
   observer_.enter(Phase::kBubble);
+  const int peer = rank_of(peer_stage);
+  const comm::MessageLabel expected = label(peer_stage, a.microbatch, payload);
+  std::string misrouted;
   at::Tensor data;
   try {
-    data = comm::recv_tensor(comm_, rank_of(peer_stage),
-                             [&] { observer_.enter(Phase::kCommExposed); });
+    data = comm::recv_tensor(comm_, peer, [&](const comm::MessageLabel& got) {
+      if (got != expected) {
+        misrouted = "expected " + describe(expected, got) + " from rank " + std::to_string(peer) +
+                    ", but " + describe(got, expected) + " arrived";
+        throw CommError(misrouted);
+      }
+      observer_.enter(Phase::kCommExposed);
+    });
   } catch (const Error& e) {
-    fail(a, "waiting for stage " + std::to_string(peer_stage) + " on rank " +
-                std::to_string(rank_of(peer_stage)) + ": " + e.what());
+    if (!misrouted.empty()) fail(a, misrouted);
+    fail(a, "waiting for stage " + std::to_string(peer_stage) + " on rank " + std::to_string(peer) +
+                ": " + e.what());
   }
   observer_.enter(Phase::kOther);
   return data;
@@ -283,6 +326,7 @@ void PipelineExecutor::share_outcome(StepOutcome& outcome) {
 void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& batch,
                                     const OutputSink& output) {
   at::NoGradGuard no_grad;
+  ++step_;
   for (int64_t b = 0; b < batches; ++b) {
     for (int stage = 0; stage < schedule_.stages; ++stage) {
       if (rank_of(stage) != rank_) continue;
@@ -296,8 +340,8 @@ void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& bat
         s = std::move(slots_[{stage, 0}]);
         slots_.erase({stage, 0});
       } else {
-        s.input = receive(a, stage - 1);
-        s.targets = receive(a, stage - 1);
+        s.input = receive(a, stage - 1, Payload::kActivations);
+        s.targets = receive(a, stage - 1, Payload::kLabels);
       }
       const at::Tensor y = is_empty(s) ? at::empty({0}) : run_stage(a, s.input);
       if (is_last(stage)) {
@@ -307,8 +351,8 @@ void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& bat
         next.targets = s.targets;
         next.input = y;
       } else {
-        send(y, a, stage + 1);
-        send(s.targets, a, stage + 1);
+        send(y, a, stage + 1, Payload::kActivations);
+        send(s.targets, a, stage + 1, Payload::kLabels);
       }
     }
     // Bounded memory: one batch in flight at a time.

@@ -12,7 +12,9 @@
 // through; a micro-batch with no samples left passes as empty tensors and has no forward or
 // backward. Sends are asynchronous and complete by the end of the step; receives block at their
 // place in the list. Send/recv pair up in call order per peer, which the validated schedule
-// guarantees.
+// guarantees; still, every message's header carries what it is (sending stage, micro-batch,
+// activations, labels or gradient, and the step), and a receive that gets anything else fails
+// naming both, rather than computing on a tensor of the right shape from the wrong place.
 //
 // `comm` connects this pipeline's ranks (pipeline rank = its rank). `sync` sees every backward
 // under no_sync except each stage's last one (its final B or W), which runs synchronised after
@@ -85,8 +87,13 @@ class PipelineExecutor : public StepExecutor {
   void backward_weights(const Action& a);
   // The gradient backward starts from: none for the loss, the received one otherwise.
   std::vector<at::Tensor> output_grad(const Action& a);
-  void send(const at::Tensor& tensor, const Action& a, int peer_stage);
-  at::Tensor receive(const Action& a, int peer_stage);
+  // What a message between stages carries; part of its label.
+  enum class Payload : int64_t { kActivations = 1, kLabels = 2, kGradient = 3 };
+  // The label of what `stage` sends for `microbatch` in this step.
+  comm::MessageLabel label(int stage, int microbatch, Payload payload) const;
+  void send(const at::Tensor& tensor, const Action& a, int peer_stage, Payload payload);
+  // Receives what `peer_stage` sends for `a`'s micro-batch, failing when something else comes.
+  at::Tensor receive(const Action& a, int peer_stage, Payload payload);
   // Where forward leaves a stage's output when the next stage runs on this rank too.
   void hand_over(const Action& a, const at::Tensor& output);
   bool is_empty(const Slot& s) const { return s.targets.defined() && s.targets.size(0) == 0; }
@@ -107,6 +114,7 @@ class PipelineExecutor : public StepExecutor {
   StepObserver& observer_;
   PipelineExecutorOptions options_;
   int rank_;
+  int64_t step_ = -1;  // counts run() and forward_only() calls: the same on every rank
   std::map<std::pair<int, int>, Slot> slots_;
   comm::PendingSends sends_;  // completed by the end of the step
 };

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "loom/core/error.h"
 
@@ -206,25 +209,58 @@ void add_communication(Schedule& s) {
   const auto remote = [&](int rank, int stage) {
     return stage >= 0 && stage < s.stages && s.stage_rank[static_cast<size_t>(stage)] != rank;
   };
+  const auto rank_of = [&](int stage) { return s.stage_rank[static_cast<size_t>(stage)]; };
+  // Sends first, each right after the computation that produced what it sends. What goes over
+  // each link (from rank, to rank) is recorded as the receives that take it, in sending order.
+  std::map<std::pair<int, int>, std::deque<Action>> in_flight;
   for (int r = 0; r < s.ranks; ++r) {
-    std::vector<Action> with_comm;
+    std::vector<Action> with_sends;
     for (const Action& a : s.actions[static_cast<size_t>(r)]) {
       if (a.is_communication()) continue;  // laid out anew
+      with_sends.push_back(a);
       const bool forward = a.kind == Kind::kForward;
       const bool gradient = a.kind == Kind::kBackward || a.kind == Kind::kBackwardInput;
-      if (forward && remote(r, a.stage - 1)) {
-        with_comm.push_back({a.stage, Kind::kRecvForward, a.microbatch});
+      const int peer_stage = forward ? a.stage + 1 : a.stage - 1;
+      if ((forward || gradient) && remote(r, peer_stage)) {
+        const Action send{a.stage, forward ? Kind::kSendForward : Kind::kSendBackward,
+                          a.microbatch};
+        with_sends.push_back(send);
+        in_flight[{r, rank_of(peer_stage)}].push_back(receive_of(send));
       }
-      if (gradient && remote(r, a.stage + 1)) {
-        with_comm.push_back({a.stage, Kind::kRecvBackward, a.microbatch});
+    }
+    s.actions[static_cast<size_t>(r)] = std::move(with_sends);
+  }
+  // Then receives. The Communicator pairs sends and receives between two ranks in call order,
+  // so a receive cannot simply sit right before the computation that needs it: when the peer
+  // sent other messages on the same link first (looped placement with 2 ranks sends both
+  // activations and gradients each way; a zero-bubble order interleaves them differently on the
+  // two ranks), those are received first, just before it. Taking a message early cannot
+  // deadlock: it was sent before the one this rank waits for at that point anyway.
+  for (int r = 0; r < s.ranks; ++r) {
+    std::set<std::tuple<int, Kind, int>> received;
+    std::vector<Action> with_comm;
+    for (const Action& a : s.actions[static_cast<size_t>(r)]) {
+      const bool forward = a.kind == Kind::kForward;
+      const bool gradient = a.kind == Kind::kBackward || a.kind == Kind::kBackwardInput;
+      const int peer_stage = forward ? a.stage - 1 : a.stage + 1;
+      if ((forward || gradient) && remote(r, peer_stage)) {
+        const Action wanted{a.stage, forward ? Kind::kRecvForward : Kind::kRecvBackward,
+                            a.microbatch};
+        std::deque<Action>& link = in_flight[{rank_of(peer_stage), r}];
+        if (std::find(link.begin(), link.end(), wanted) != link.end()) {
+          bool taken = false;
+          while (!taken) {
+            const Action next = link.front();
+            link.pop_front();
+            with_comm.push_back(next);
+            received.insert({next.stage, next.kind, next.microbatch});
+            taken = next == wanted;
+          }
+        } else if (!received.count({wanted.stage, wanted.kind, wanted.microbatch})) {
+          with_comm.push_back(wanted);  // nothing sends it: validate() names the missing send
+        }
       }
       with_comm.push_back(a);
-      if (forward && remote(r, a.stage + 1)) {
-        with_comm.push_back({a.stage, Kind::kSendForward, a.microbatch});
-      }
-      if (gradient && remote(r, a.stage - 1)) {
-        with_comm.push_back({a.stage, Kind::kSendBackward, a.microbatch});
-      }
     }
     s.actions[static_cast<size_t>(r)] = std::move(with_comm);
   }

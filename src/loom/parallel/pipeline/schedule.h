@@ -19,7 +19,7 @@ struct Schedule {
   int ranks = 0;
   int stages = 0;  // ranks x chunks
   int microbatches = 0;
-  std::vector<int> stage_rank;                // stage -> the rank that runs it
+  std::vector<int> stage_rank;               // stage -> the rank that runs it
   std::vector<std::vector<Action>> actions;  // per rank, in order
 
   int chunks() const { return ranks > 0 ? stages / ranks : 0; }
@@ -39,8 +39,10 @@ const std::vector<std::string>& schedule_names();
 Schedule make_schedule(const std::string& name, int ranks, int chunks, int microbatches);
 
 // Adds the sends and receives a schedule of compute actions needs between stages on different
-// ranks: a receive right before the computation that consumes it, a send right after the
-// computation that produced it. Sends do not block; receives wait for their message.
+// ranks: a send right after the computation that produced it, a receive right before the
+// computation that consumes it, or earlier where the peer sends other messages on the same link
+// first: between two ranks, receives come in the order of the sends (validate() checks it).
+// Sends do not block; receives wait for their message.
 void add_communication(Schedule& schedule);
 
 // stage -> rank for stages laid out in a loop over `ranks`.

@@ -1,7 +1,9 @@
 #include "loom/parallel/pipeline/validator.h"
 
+#include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "loom/core/error.h"
 #include "loom/parallel/pipeline/simulator.h"
@@ -30,6 +32,7 @@ class Checker {
     }
     check_complete();
     check_matched();
+    check_link_order();
     const Simulation dry = simulate(s_, uniform_costs(s_.stages));
     if (dry.deadlocked) fail("the schedule deadlocks: " + dry.deadlock);
   }
@@ -177,18 +180,63 @@ class Checker {
         }
         if (stage > 0 && remote(s_.stage_rank[static_cast<size_t>(stage)], stage - 1) &&
             !p.sent_gradient) {
-          fail("stage " + std::to_string(stage) + " never sends the input gradient of micro-batch " +
-               mb + " to stage " + std::to_string(stage - 1) + " (" + std::to_string(stage) +
-               "SEND_B" + mb + ")");
+          fail("stage " + std::to_string(stage) +
+               " never sends the input gradient of micro-batch " + mb + " to stage " +
+               std::to_string(stage - 1) + " (" + std::to_string(stage) + "SEND_B" + mb + ")");
         }
         if (stage + 1 < s_.stages && remote(s_.stage_rank[static_cast<size_t>(stage)], stage + 1) &&
             !p.sent_output) {
           fail("stage " + std::to_string(stage) + " never sends the output of micro-batch " + mb +
-               " to stage " + std::to_string(stage + 1) + " (" + std::to_string(stage) +
-               "SEND_F" + mb + ")");
+               " to stage " + std::to_string(stage + 1) + " (" + std::to_string(stage) + "SEND_F" +
+               mb + ")");
         }
       }
     }
+  }
+
+  // The Communicator pairs sends and receives between two ranks in call order, so on every link
+  // (from one rank to another) the receives must come in the order of the sends; otherwise a
+  // tensor lands on another action's receive. Every send has its receive here (check_matched).
+  void check_link_order() const {
+    struct Message {
+      Action receive;  // the receive that takes it
+      size_t index;    // the position of the send or receive in its rank's list
+    };
+    std::map<std::pair<int, int>, std::vector<Message>> sent, received;
+    for (int r = 0; r < s_.ranks; ++r) {
+      const auto& list = s_.actions[static_cast<size_t>(r)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (a.kind == Kind::kSendForward || a.kind == Kind::kSendBackward) {
+          const Action receive = receive_of(a);
+          sent[{r, rank_of(receive.stage)}].push_back({receive, i});
+        } else if (a.kind == Kind::kRecvForward || a.kind == Kind::kRecvBackward) {
+          const int from = rank_of(a.kind == Kind::kRecvForward ? a.stage - 1 : a.stage + 1);
+          received[{from, r}].push_back({a, i});
+        }
+      }
+    }
+    for (const auto& [link, receives] : received) {
+      const std::vector<Message>& sends = sent[link];
+      for (size_t k = 0; k < receives.size() && k < sends.size(); ++k) {
+        if (receives[k].receive == sends[k].receive) continue;
+        const Action& send = s_.actions[static_cast<size_t>(link.first)][sends[k].index];
+        fail_at(link.second, receives[k].index, receives[k].receive,
+                "receives from rank " + std::to_string(link.first) + " out of order: rank " +
+                    std::to_string(link.first) + " sends " + to_string(send) + " (its action " +
+                    std::to_string(sends[k].index) + ") before " +
+                    to_string(send_of(receives[k].receive)) +
+                    ", and messages between two ranks arrive in the order they are sent");
+      }
+    }
+  }
+
+  int rank_of(int stage) const { return s_.stage_rank[static_cast<size_t>(stage)]; }
+  static Action send_of(const Action& receive) {
+    if (receive.kind == Kind::kRecvForward) {
+      return {receive.stage - 1, Kind::kSendForward, receive.microbatch};
+    }
+    return {receive.stage + 1, Kind::kSendBackward, receive.microbatch};
   }
 
   const Schedule& s_;

@@ -5,6 +5,8 @@
 //     before B/I and I before W;
 //   - a computation whose input comes from another rank receives it first, a result another rank
 //     needs is sent after it is computed, and every send has its receive and the reverse;
+//   - between two ranks, receives come in the order of the sends (the Communicator pairs them
+//     in call order);
 //   - a dry run finishes: no rank waits forever (deadlock).
 #pragma once
 
