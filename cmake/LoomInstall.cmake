@@ -20,6 +20,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/core/blas_library.h
   loom/core/caching_allocator.h
   loom/core/config.h
+  loom/core/cpu_capability.h
   loom/core/durable_file.h
   loom/core/error.h
   loom/core/log.h
@@ -94,6 +95,8 @@ install(TARGETS loom EXPORT LoomTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS loom_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CLI the `loom` executable loads (src/CMakeLists.txt), where it looks for it.
+install(TARGETS loom_cli_module LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # SentencePiece's module goes beside libloom, where data/tokenizer.cpp looks for it.
 install(TARGETS loom_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(header ${LOOM_PUBLIC_HEADERS})

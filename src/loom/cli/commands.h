@@ -15,6 +15,9 @@ namespace loom::cli {
 struct Command {
   CLI::App* sub;  // the parsed subcommand
   std::function<int()> run;
+  // Whether `run` says what SIGTERM, SIGINT and SIGHUP do (cli/stop_signals.h); for the other
+  // commands main() releases them before `run`.
+  bool handles_stop_signals = false;
 };
 
 // The repeatable `--set key=value` option that every configured subcommand takes.

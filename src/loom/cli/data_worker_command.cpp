@@ -1,13 +1,15 @@
 // `loom data-worker`: serves training batches to trainers on other hosts (data.remote.workers)
-// until SIGTERM or SIGINT, which stop it within a second: requests in flight fail, and their
-// trainers take those batches elsewhere. With --exit-when-idle it also stops once the trainers
-// that came are gone (how a cluster's worker hosts end with its training).
+// until SIGTERM, SIGINT or SIGHUP, which stop it within a second (status 0): requests in flight
+// fail, and their trainers take those batches elsewhere. One that comes while it starts stops it
+// before it serves. With --exit-when-idle it also stops once the trainers that came are gone (how
+// a cluster's worker hosts end with its training).
 #include <signal.h>
 
 #include <cstdio>
 #include <fstream>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/stop_signals.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
@@ -28,6 +30,10 @@ struct DataWorkerArgs {
 };
 
 int run_data_worker(const DataWorkerArgs& args) {
+  // The stop signals are taken by sigtimedwait below, not by whichever server thread they would
+  // land on: they stay blocked, as the front has held them since the process started.
+  const sigset_t stop = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   // Batches and their replies are megabytes each, every one the size of the last.
   keep_freed_malloc_memory();
   data::DataWorkerOptions options;
@@ -40,13 +46,11 @@ int run_data_worker(const DataWorkerArgs& args) {
   options.report_every = std::chrono::seconds(args.report_every_s);
   options.corrupt_every = args.corrupt_every;
 
-  // Signals are taken by sigwait below, not by whichever server thread they would land on.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
+  if (const int sig = take_stop_signal()) {
+    std::fprintf(stderr, "loom data-worker: got %s while starting; stopping\n",
+                 signal_name(sig).c_str());
+    return 0;
+  }
   data::DataWorker worker(options);
   const std::string host = args.listen.substr(0, args.listen.rfind(':'));
   std::printf("loom data-worker: listening on %s:%d, %d build threads, %s%s\n", host.c_str(),
@@ -60,9 +64,8 @@ int run_data_worker(const DataWorkerArgs& args) {
   const auto idle_limit = std::chrono::seconds(args.exit_when_idle_s);
   for (;;) {
     const timespec poll{1, 0};
-    const int signal_number = sigtimedwait(&stop_signals, nullptr, &poll);
-    if (signal_number > 0) {
-      std::fprintf(stderr, "loom data-worker: stopping on signal %d\n", signal_number);
+    if (const int sig = sigtimedwait(&stop, nullptr, &poll); sig > 0) {
+      std::fprintf(stderr, "loom data-worker: stopping on %s\n", signal_name(sig).c_str());
       break;
     }
     const auto idle = worker.idle_for();
@@ -103,7 +106,7 @@ Command add_data_worker_command(CLI::App& app) {
   sub->add_option("--corrupt-every", args->corrupt_every,
                   "Testing: flip a byte in every N-th batch sent (checks the trainers' CRC)")
       ->group("");  // hidden from --help
-  return {sub, [args] { return run_data_worker(*args); }};
+  return {sub, [args] { return run_data_worker(*args); }, /*handles_stop_signals=*/true};
 }
 
 }  // namespace loom::cli

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "loom/cli/launch_agreement.h"
+#include "loom/cli/stop_signals.h"
 #include "loom/comm/store_server.h"
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
@@ -325,19 +326,25 @@ int run_attempts(const LaunchPlan& plan, int port, const std::string& token, Job
 }  // namespace
 
 int launch_ranks(const LaunchPlan& plan) {
-  // Signals are taken synchronously with sigtimedwait; children get the original mask back.
-  // Blocked before any thread starts (the store's), so that none of them can receive SIGINT or
-  // SIGTERM and end the launcher without the ranks hearing of it.
-  sigset_t handled, stop_signals, original;
-  sigemptyset(&stop_signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
-  handled = stop_signals;
+  // Signals are taken synchronously with sigtimedwait. The stop signals have been held since
+  // the process started (cli/stop_signals.h), so that none is lost while LibTorch loads; SIGCHLD
+  // joins them before any thread starts (the store's), so that no thread can receive one and
+  // end the launcher without the ranks hearing of it. The ranks get the mask the process
+  // started with, from before that hold.
+  const sigset_t stop = stop_signals();
+  const sigset_t& original = start_signal_mask();
+  sigset_t handled = stop, entry;
   sigaddset(&handled, SIGCHLD);
-  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &entry);
   struct RestoreMask {
-    const sigset_t& original;
-    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &original, nullptr); }
-  } restore_mask{original};
+    const sigset_t& entry;
+    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &entry, nullptr); }
+  } restore_mask{entry};
+  if (const int sig = take_stop_signal()) {
+    std::fprintf(stderr, "loom launch: got %s while starting; ending now\n",
+                 signal_name(sig).c_str());
+    return 128 + sig;
+  }
 
   // Node 0 serves the rendezvous store for the whole job, as torchrun's agent does; the ranks
   // only connect to it. It lives as long as the ranks do, over every restart, and then until
@@ -352,7 +359,7 @@ int launch_ranks(const LaunchPlan& plan) {
   }
   try {
     // One connection for every attempt; declared after the server, so that it closes first.
-    JobStore job(plan, port, token, stop_signals);
+    JobStore job(plan, port, token, stop);
     // Node 0 tells the other nodes why the job cannot go on, before it stops serving the store.
     auto announce_end = [&](const Error& e) {
       if (plan.nodes == 1 || plan.node_rank != 0) return;

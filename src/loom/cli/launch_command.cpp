@@ -157,7 +157,8 @@ Command add_launch_command(CLI::App& app) {
                   "A data worker exits when no trainer asked for anything for this many seconds")
       ->capture_default_str()
       ->group(group);
-  return {sub, [plan, master, roles, nnodes] {
+  return {sub,
+          [plan, master, roles, nnodes] {
             parse_nnodes(*nnodes, *plan);
             if (!master->empty()) parse_master(*master, *plan);
             if (!roles->token_file.empty()) {
@@ -172,7 +173,8 @@ Command add_launch_command(CLI::App& app) {
             }
             check_plan(*plan, !master->empty());
             return launch_ranks(*plan);
-          }};
+          },
+          /*handles_stop_signals=*/true};
 }
 
 }  // namespace loom::cli

@@ -49,6 +49,8 @@ comm::ClusterRoles read_roles(const RoleOptions& o) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(nullptr);
+  // The stop signals stay held across the exec (cli/stop_signals.h), and one that came is still
+  // pending there: the data worker takes it as soon as it has started.
   ::execv(self.c_str(), argv.data());
   throw Error("launch: cannot run " + self + " data-worker");
 }

@@ -1,14 +1,17 @@
-// Entry point of the `loom` command: parses the command line, runs the chosen subcommand and
-// turns errors into exit codes. This is the only place that decides them.
+// Entry point of the `loom` command, called by the front (front.cpp) once it has loaded this
+// module: parses the command line, runs the chosen subcommand and turns errors into exit codes.
+// This is the only place that decides them.
 #include <csignal>
 #include <cstdio>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/front.h"
+#include "loom/cli/stop_signals.h"
+#include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/data/transform_registry.h"
-#include "loom/core/durable_file.h"
 
 namespace loom::cli {
 
@@ -33,7 +36,10 @@ std::string read_user_file(const std::string& path, const std::string& option) {
 
 }  // namespace loom::cli
 
-int main(int argc, char** argv) {
+extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, char** argv,
+                                                                    const sigset_t* start_mask) {
+  // The front holds SIGTERM, SIGINT and SIGHUP; each path below says what they do.
+  loom::cli::set_start_signal_mask(*start_mask);
   // A peer that dies leaves its sockets closed: a write to one must fail with EPIPE, which the
   // transports turn into an error naming the peer, instead of SIGPIPE killing this process
   // without a word (Gloo does not always write with MSG_NOSIGNAL).
@@ -52,10 +58,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    loom::cli::release_stop_signals();
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    loom::cli::release_stop_signals();
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    loom::cli::release_stop_signals();
     app.exit(e);
     return 2;
   }
@@ -63,6 +72,7 @@ int main(int argc, char** argv) {
   try {
     loom::set_log_level(loom::parse_log_level(loom::setting("LOOM_LOG_LEVEL")));
   } catch (const loom::ConfigError& e) {
+    loom::cli::release_stop_signals();
     std::fprintf(stderr, "loom: environment variable LOOM_LOG_LEVEL: %s\n", e.what());
     return 2;
   }
@@ -74,6 +84,9 @@ int main(int argc, char** argv) {
     const CLI::App* parent = sub->get_parent();
     const std::string name =
         parent && parent != &app ? parent->get_name() + " " + sub->get_name() : sub->get_name();
+    // A command that does not handle the stop signals gets them as it would have without the
+    // front's hold; one that was held acts now.
+    if (!command.handles_stop_signals) loom::cli::release_stop_signals();
     try {
       return command.run();
     } catch (const loom::ConfigError& e) {
@@ -84,5 +97,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  loom::cli::release_stop_signals();
   return 2;
 }

@@ -4,6 +4,7 @@
 // the very command line its workers get.
 #include "loom/cli/commands.h"
 #include "loom/cli/ps_job.h"
+#include "loom/cli/stop_signals.h"
 #include "loom/comm/world_info.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
@@ -22,8 +23,11 @@ struct PsServerArgs {
 
 int run_ps_server(const PsServerArgs& args) {
   // A server serves until its workers end, also after SIGTERM: preempted workers commit a
-  // checkpoint that needs the server's state.
+  // checkpoint that needs the server's state. SIGINT and SIGHUP end it at once, with 128 + N.
+  // Installed before the front's hold ends, so that one held since the start acts as they say.
+  end_on_stop_signals("ps-server");
   catch_termination();
+  release_stop_signals();
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   const Config config = load_run_config(args.config_paths, overrides);
@@ -40,6 +44,7 @@ int run_ps_server(const PsServerArgs& args) {
         "--servers K, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as for loom train)");
   }
   train::Job job = train::join_job(config, world);
+  set_stop_activity("serving");
   if (!job.plan.serves()) {
     throw ConfigError("config key 'parallel.ps.servers': loom ps-server runs as rank " +
                       std::to_string(world.rank) + " of " + std::to_string(world.world) +
@@ -66,7 +71,7 @@ Command add_ps_server_command(CLI::App& app) {
                   "to merge into trace.json (the workers write the rest)");
   sub->add_flag("--trace", args->trace, "Trace this server's work as the trainers trace theirs");
   sub->add_flag("--resume,--autotune", args->ignored, "Ignored (trainer options)");
-  return {sub, [args] { return run_ps_server(*args); }};
+  return {sub, [args] { return run_ps_server(*args); }, /*handles_stop_signals=*/true};
 }
 
 }  // namespace loom::cli

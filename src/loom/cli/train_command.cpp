@@ -14,6 +14,7 @@
 #include "loom/cli/commands.h"
 #include "loom/cli/progress.h"
 #include "loom/cli/ps_job.h"
+#include "loom/cli/stop_signals.h"
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/rendezvous.h"
 #include "loom/comm/tcp_store.h"
@@ -154,6 +155,10 @@ std::vector<train::RestartRecord> restarts_from_environment() {
 }
 
 int run_train(const TrainArgs& args) {
+  // Until training begins a stop signal ends the run at once, with 128 + N: there is nothing to
+  // save yet. Installed before the front's hold ends, so that one held since the start does too.
+  end_on_stop_signals("train");
+  release_stop_signals();
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   if (args.autotune) overrides.push_back("autotune.enabled=true");
@@ -183,6 +188,7 @@ int run_train(const TrainArgs& args) {
     if (job->plan.serves()) {
       // A server serves until its workers end, also after SIGTERM: preempted workers commit
       // a checkpoint that needs the server's state.
+      set_stop_activity("serving");
       catch_termination();
       return report_serving(*job, train::serve_parameters(*job, config, args.out_dir));
     }
@@ -200,7 +206,9 @@ int run_train(const TrainArgs& args) {
 
   // From here on SIGTERM (spot preemption, or the launcher passing one on) finishes the step
   // and commits a checkpoint rather than ending the process where it stands; before, there is
-  // nothing to save and it ends the process as usual.
+  // nothing to save and it ends the process (end_on_stop_signals above). SIGINT and SIGHUP
+  // still end it at once.
+  set_stop_activity("training");
   options.termination = &catch_termination();
   train::TrainSummary s = train::train(config, options);
   // Preempted with its checkpoint committed: "resumable", which launchers and schedulers can
@@ -272,7 +280,7 @@ Command add_train_command(CLI::App& app) {
   sub->add_flag("--autotune", args->autotune,
                 "Tune loader and compute threads, prefetch depth and bucket size in the first "
                 "steps; writes OUT/autotune.yaml (autotune.enabled)");
-  return {sub, [args] { return run_train(*args); }};
+  return {sub, [args] { return run_train(*args); }, /*handles_stop_signals=*/true};
 }
 
 }  // namespace loom::cli
