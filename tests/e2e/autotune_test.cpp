@@ -23,8 +23,10 @@ double median(std::vector<double> v) {
 
 TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
   TempDir dir;
+  // 8 epochs (128 steps): the thread candidates grow with the host's cores, and every one must
+  // be tried (complete) on a many-core host too.
   const auto r = run_loom("train " + tiny_synthetic_args() + " " + quick_autotune_args() +
-                          " --set train.epochs=4 --set data.workers=1 --set runtime.threads=1" +
+                          " --set train.epochs=8 --set data.workers=1 --set runtime.threads=1" +
                           " --set checkpoint.enabled=false --out " + (dir / "run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir / "run/autotune.yaml"));
@@ -36,8 +38,8 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
   EXPECT_EQ(tune["start"], nlohmann::json::parse(
                                R"({"data.workers": 1, "runtime.threads": 1,
                                    "data.prefetch_batches": 4})"));
-  EXPECT_EQ(summary["steps"], 64);  // tuning steps are training steps
-  EXPECT_LE(tune["steps"].get<int>(), 64);
+  EXPECT_EQ(summary["steps"], 128);  // tuning steps are training steps
+  EXPECT_LE(tune["steps"].get<int>(), 128);
   // The start and, whatever the cores, prefetch depths 2 and 8.
   ASSERT_GE(tune["trials"].size(), 3u) << tune.dump(2);
   EXPECT_EQ(tune["trials"][0]["varied"], "start");
@@ -79,8 +81,10 @@ TEST(Autotune, RunUsesAndReportsTheChosenSettings) {
 // of spending steps to find them again.
 TEST(Autotune, ResumedRunKeepsTheValuesChosenBeforeThePreemption) {
   TempDir dir;
+  // Tuning stops by step 72 (max_share 0.75 of 96) whatever the host's cores make it try.
   const std::string args = "train " + tiny_synthetic_args() + " " + quick_autotune_args() +
                            " --set train.epochs=6 --set data.workers=1 --set runtime.threads=1" +
+                           " --set autotune.max_share=0.75" +
                            " --set checkpoint.every_steps=16 --out " + (dir / "run");
   const auto killed = run_loom(args, "LOOM_FAULT_STOP_AFTER_STEP=80");
   ASSERT_EQ(killed.signal, SIGKILL) << killed.output;

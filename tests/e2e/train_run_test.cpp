@@ -84,8 +84,14 @@ TEST(TrainRun, FashionMnistWritesConfigMetricsSummaryAndCheckpoints) {
   // Not bounded by 1 here: the peak is calibrated while ctest runs other tests on the same
   // cores, which can lower it more than the run's own rate.
   EXPECT_GT(mfu["mfu"].get<double>(), 0.0);
-  // The CNN on in-memory Fashion-MNIST is compute-bound: not called input-bound.
-  for (const auto& f : summary["findings"]) EXPECT_NE(f["id"], "input_bound") << f;
+  // The CNN on in-memory Fashion-MNIST is compute-bound on a quiet host, but how long it waited
+  // is measured: it is called input-bound when it waited 5% of the step or more (a margin
+  // either side of the threshold for the summary's rounding).
+  bool input_bound = false;
+  for (const auto& f : summary["findings"]) input_bound = input_bound || f["id"] == "input_bound";
+  const double waited = summary["step_time"]["share"]["data_wait"].get<double>();
+  if (waited < 0.045) EXPECT_FALSE(input_bound) << summary["step_time"];
+  if (waited > 0.055) EXPECT_TRUE(input_bound) << summary["step_time"];
 
   // TensorBoard scalars, written natively.
   std::string events;

@@ -69,7 +69,10 @@ def test_an_input_bound_loop_is_named_and_reported(tmp_path, large_jpegs):
     assert math.isclose(sum(share.values()), 1.0, rel_tol=1e-6)
     assert share["data_wait"] > 0.5, share
     finding = next(f for f in summary["findings"] if f["id"] == "input_bound")
-    assert finding["key"] == "data.workers"
+    # One loader thread leaves cores to give it, but on a one-core host the advice is cheaper
+    # transforms.
+    spare_cores = summary["machine"]["usable_cores"] > 1
+    assert finding["key"] == ("data.workers" if spare_cores else "data.transforms"), finding
 
     # A metrics line every 2 steps, with the mean of the window's losses, the optimizer's
     # learning rate and the loader's epoch.
