@@ -21,8 +21,8 @@ packages=(
   iproute2 openssl
   # the loom Python package (pybind11 over libloom, for Debian's python3 and its torch) and its tests
   pybind11-dev python3-dev python3-pytest
-  # tests and benchmarks
-  libgtest-dev libbenchmark-dev
+  # tests (GoogleTest; the benchmarks in bench/ are Python scripts timing whole commands)
+  libgtest-dev
   # data: Fashion-MNIST for the demo and tests; the Jargon File (public domain English text,
   # /usr/share/doc/jargon-text/jargon.txt.gz) for language models, and SentencePiece to tokenize it
   dataset-fashion-mnist jargon-text libsentencepiece-dev
