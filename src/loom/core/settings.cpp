@@ -64,9 +64,10 @@ const std::vector<SettingInfo>& all_settings() {
        "Address Gloo binds to (default: 127.0.0.1 when all ranks share a host, else the "
        "address the hostname resolves to)."},
       {"LOOM_CPU_CAPABILITY", "",
-       "Instruction set of Loom's own kernels (blur, resize, row kernels, fused optimizers, "
-       "reductions): avx512, avx2 or default (portable); lowers, never raises, what the CPU "
-       "has (empty = the best the CPU has). ATEN_CPU_CAPABILITY does the same for LibTorch's."},
+       "Instruction set of Loom's own kernels (blur, resize, layout conversion, row kernels, "
+       "fused optimizers, reductions): avx512, avx2 or default (portable); lowers, never raises, "
+       "what the CPU has (empty = the best the CPU has). ATEN_CPU_CAPABILITY does the same for "
+       "LibTorch's."},
       {"LOOM_SHM_CHUNK_BYTES", "524288",
        "Shared-memory collectives move data in chunks of this many bytes per rank (two staging "
        "buffers of this size per rank)."},
