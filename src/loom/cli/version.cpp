@@ -1,5 +1,6 @@
 // `loom version [--json]`: Loom's version and the LibTorch it runs on.
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <torch/version.h>
 
 #include <cstdio>

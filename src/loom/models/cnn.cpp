@@ -1,5 +1,6 @@
 #include "loom/models/cnn.h"
 
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
@@ -45,8 +46,8 @@ class Cnn : public Classifier {
       const bool pool_follows = i + 3 < layers && features_->ptr(i + 3)->as<torch::nn::MaxPool2d>();
       const size_t end = pool_follows ? i + 4 : i + 3;
       const std::string conv = "features." + std::to_string(i);
-      blocks.push_back({conv, {conv, "features." + std::to_string(i + 1)},
-                        run_children(features_, i, end)});
+      blocks.push_back(
+          {conv, {conv, "features." + std::to_string(i + 1)}, run_children(features_, i, end)});
       if (pool_follows) ++i;
     }
     blocks.push_back(

@@ -1,6 +1,10 @@
 #include "loom/parallel/parallel_layout.h"
 
+// clip_grad.h uses torch::Tensor without including its declaration: types.h goes first.
+// clang-format off
+#include <torch/types.h>
 #include <torch/nn/utils/clip_grad.h>
+// clang-format on
 
 #include <cmath>
 #include <nlohmann/json.hpp>
