@@ -89,34 +89,26 @@ struct BlockPlan {
   }
 };
 
-// One value at a time: the arithmetic every vector path does, lane by lane.
+// One value at a time: the arithmetic every vector path does, lane by lane. The taps are read
+// through local pointers: `out` is bytes, which may alias anything, so the compiler would
+// otherwise reload the vectors' data pointers for every value (600 -> 357 us a 224x224x3 image).
 void blend_columns_portable(const int16_t* blended, const RowTaps& taps, uint8_t* out, int n) {
+  const int* first = taps.first.data();
+  const int* second = taps.second.data();
+  const int16_t* weight = taps.weight.data();
   for (int k = 0; k < n; ++k) {
-    const auto at = static_cast<size_t>(k);
-    const int a = blended[taps.first[at]], c = blended[taps.second[at]];
-    const int v = a + lanes::mulhrs(c - a, taps.weight[at]);
+    const int a = blended[first[k]], c = blended[second[k]];
+    const int v = a + lanes::mulhrs(c - a, weight[k]);
     const int level = (v + (1 << (kFractionBits - 1))) >> kFractionBits;
-    out[k] = static_cast<uint8_t>(std::clamp(level, 0, 255));
+    out[k] = static_cast<uint8_t>(level < 0 ? 0 : level > 255 ? 255 : level);
   }
 }
 
+#define LOOM_PER_INSTRUCTION_SET_FILE "loom/data/bilinear_resize_rows.inc"
+#include "loom/data/per_instruction_set.inc"
+#undef LOOM_PER_INSTRUCTION_SET_FILE
+
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
-namespace avx512 {
-using Lanes = lanes::Avx512;
-#include "loom/data/bilinear_resize_rows.inc"
-}  // namespace avx512
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-using Lanes = lanes::Avx2;
-#include "loom/data/bilinear_resize_rows.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 inside its AVX-512 headers
 
@@ -217,11 +209,6 @@ LOOM_TARGET_AVX2 void blend_columns_avx2(const int32_t* pairs, const Avx2Plan<kP
 
 #pragma GCC diagnostic pop
 #endif  // __x86_64__
-
-namespace portable {
-using Lanes = lanes::Portable;
-#include "loom/data/bilinear_resize_rows.inc"
-}  // namespace portable
 
 }  // namespace
 

@@ -32,28 +32,9 @@ struct BlurPasses {
   VerticalPair (*pair_for)(int taps);
 };
 
-#if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
-namespace avx512 {
-using Lanes = lanes::Avx512;
-#include "loom/data/gaussian_blur_passes.inc"
-}  // namespace avx512
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-using Lanes = lanes::Avx2;
-#include "loom/data/gaussian_blur_passes.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
-
-namespace portable {
-using Lanes = lanes::Portable;
-#include "loom/data/gaussian_blur_passes.inc"
-}  // namespace portable
+#define LOOM_PER_INSTRUCTION_SET_FILE "loom/data/gaussian_blur_passes.inc"
+#include "loom/data/per_instruction_set.inc"
+#undef LOOM_PER_INSTRUCTION_SET_FILE
 
 const BlurPasses& passes_for(CpuCapability capability) {
 #if defined(__x86_64__)
