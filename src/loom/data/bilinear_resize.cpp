@@ -247,7 +247,9 @@ void resize_bilinear(const at::Tensor& image, at::Tensor out, CpuCapability path
     columns = Columns::kAvx2Wide;
     pair_weights(wide.weight, weights2);
   }
-  pairs.resize(static_cast<size_t>(source_values + 64));
+  if (columns == Columns::kAvx2Narrow || columns == Columns::kAvx2Wide) {
+    pairs.resize(static_cast<size_t>(source_values + 64));
+  }
 #endif
   const auto* in = image.data_ptr<uint8_t>();
   auto* to = out.data_ptr<uint8_t>();

@@ -255,17 +255,18 @@ comm::MessageLabel PipelineExecutor::label(int stage, int microbatch, Payload pa
 namespace {
 
 // "the activations of stage 2 for micro-batch 5", with the step where `other` is of another.
-// A label is (stage, micro-batch, payload, step); payloads as PipelineExecutor::Payload.
+// A label is (stage, micro-batch, payload, step).
 std::string describe(const comm::MessageLabel& label, const comm::MessageLabel& other) {
+  using Payload = PipelineExecutor::Payload;
   std::string what;
-  switch (label[2]) {
-    case 1:
+  switch (static_cast<Payload>(label[2])) {
+    case Payload::kActivations:
       what = "the activations";
       break;
-    case 2:
+    case Payload::kLabels:
       what = "the labels";
       break;
-    case 3:
+    case Payload::kGradient:
       what = "the input gradient";
       break;
     default:

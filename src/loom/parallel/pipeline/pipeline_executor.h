@@ -50,6 +50,9 @@ struct PipelineExecutorOptions {
 
 class PipelineExecutor : public StepExecutor {
  public:
+  // What a message between stages carries; part of its label.
+  enum class Payload : int64_t { kActivations = 1, kLabels = 2, kGradient = 3 };
+
   // `stage_blocks[s]` are the blocks of stage s; only this rank's stages are used. `sync`
   // clears (and, with replicas, will exchange) the gradients of this rank's parameters. All
   // references must outlive the executor. Throws Error when the schedule is not for this world.
@@ -87,8 +90,6 @@ class PipelineExecutor : public StepExecutor {
   void backward_weights(const Action& a);
   // The gradient backward starts from: none for the loss, the received one otherwise.
   std::vector<at::Tensor> output_grad(const Action& a);
-  // What a message between stages carries; part of its label.
-  enum class Payload : int64_t { kActivations = 1, kLabels = 2, kGradient = 3 };
   // The label of what `stage` sends for `microbatch` in this step.
   comm::MessageLabel label(int stage, int microbatch, Payload payload) const;
   void send(const at::Tensor& tensor, const Action& a, int peer_stage, Payload payload);
