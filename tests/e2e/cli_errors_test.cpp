@@ -25,6 +25,10 @@ TEST(CliErrors, HelpVersionAndUsage) {
   auto version = test::run_loom("version --json");
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(test::json_line(version.output)["libtorch"], TORCH_VERSION) << version.output;
+  auto version_flag = test::run_loom("--version");
+  EXPECT_EQ(version_flag.exit_code, 0);
+  EXPECT_TRUE(contains(version_flag.output, std::string("libtorch ") + TORCH_VERSION))
+      << version_flag.output;
   EXPECT_EQ(test::run_loom("").exit_code, 2);
   EXPECT_EQ(test::run_loom("frobnicate").exit_code, 2);
   EXPECT_EQ(test::run_loom("train --no-such-flag").exit_code, 2);

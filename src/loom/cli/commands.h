@@ -33,6 +33,8 @@ std::string read_user_file(const std::string& path, const std::string& option);
 
 Command add_train_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
+// What `loom version` prints (two lines, no final newline), for `loom --version` too.
+std::string version_text();
 Command add_config_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
 Command add_data_worker_command(CLI::App& app);

@@ -47,6 +47,10 @@ extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, ch
   CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::help);
+  // `loom --version` prints what `loom version` does, as other tools' --version flags do.
+  app.set_version_flag(
+      "--version", [] { return loom::cli::version_text(); },
+      "Print the versions of Loom and LibTorch");
   const loom::cli::Command commands[] = {
       loom::cli::add_train_command(app),       loom::cli::add_config_command(app),
       loom::cli::add_data_command(app),        loom::cli::add_launch_command(app),
@@ -61,6 +65,9 @@ extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, ch
     loom::cli::release_stop_signals();
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    loom::cli::release_stop_signals();
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     loom::cli::release_stop_signals();
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,13 @@
 
 namespace loom::cli {
 
+std::string version_text() {
+  char text[256];
+  std::snprintf(text, sizeof text, "loom %s\nlibtorch %s (oneDNN %s, OpenMP threads available %d)",
+                LOOM_VERSION, TORCH_VERSION, at::hasMKLDNN() ? "yes" : "no", at::get_num_threads());
+  return text;
+}
+
 Command add_version_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("version", "Print the versions of Loom and LibTorch");
   auto json = std::make_shared<bool>(false);
@@ -23,9 +30,7 @@ Command add_version_command(CLI::App& app) {
               std::printf("%s\n", out.dump().c_str());
               return 0;
             }
-            std::printf("loom %s\nlibtorch %s (oneDNN %s, OpenMP threads available %d)\n",
-                        LOOM_VERSION, TORCH_VERSION, at::hasMKLDNN() ? "yes" : "no",
-                        at::get_num_threads());
+            std::printf("%s\n", version_text().c_str());
             return 0;
           }};
 }
