@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e/json_output.h"
+#include "loom/core/durable_file.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
@@ -142,6 +143,28 @@ TEST_F(LanguageModelTrain, OneProcessLearnsAndReportsTokensPerplexityAndMfu) {
   EXPECT_GE(first["tokens"].size(), 1u);
   EXPECT_LE(first["tokens"].size(), 20u);
   EXPECT_EQ(first["checkpoint"], latest_checkpoint(dir / "run"));
+  // The printed text is the prompt and the continuation decoded together.
+  const std::string output = first["output"];
+  EXPECT_EQ(output.rfind("hacker", 0), 0u) << output;
+  EXPECT_EQ(output.substr(output.size() - first["text"].get<std::string>().size()),
+            first["text"].get<std::string>());
+  const auto plain =
+      run_loom("generate " + (dir / "run") + " --prompt hacker --tokens 20 --seed 7");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find(output + "\n"), std::string::npos) << plain.output;
+  // A copy of the run without its tokenizer, whose token folder is gone, names the folder.
+  std::filesystem::create_directory(dir / "moved");
+  std::filesystem::copy(dir / "run/checkpoints", dir / "moved/checkpoints",
+                        std::filesystem::copy_options::recursive);
+  std::string config = loom::read_file(dir / "run/config.yaml");
+  const std::string tokens = *data_ / "tok";
+  ASSERT_NE(config.find(tokens), std::string::npos) << config;
+  config.replace(config.find(tokens), tokens.size(), dir / "gone");
+  loom::replace_file_atomically(dir / "moved/config.yaml", config);
+  const auto moved = run_loom("generate " + (dir / "moved") + " --tokens 5");
+  EXPECT_EQ(moved.exit_code, 1) << moved.output;
+  EXPECT_NE(moved.output.find("(data.path '" + (dir / "gone") + "') is missing"), std::string::npos)
+      << moved.output;
   const auto too_long = run_loom("generate " + (dir / "run") + " --tokens 40");
   EXPECT_EQ(too_long.exit_code, 2) << too_long.output;  // past the context of 32
   EXPECT_NE(too_long.output.find("--tokens"), std::string::npos) << too_long.output;

@@ -35,6 +35,10 @@ std::string tokenizer_of(const std::string& run_dir, const Config& config) {
        {run_dir + "/tokenizer.model", config.data.path + "/tokenizer.model"}) {
     if (std::filesystem::exists(path)) return path;
   }
+  if (!std::filesystem::is_directory(config.data.path)) {
+    throw DataError("generate: '" + run_dir + "' has no tokenizer.model and its token folder " +
+                    "(data.path '" + config.data.path + "') is missing");
+  }
   throw DataError("generate: no tokenizer.model in '" + run_dir + "' or in its data.path '" +
                   config.data.path + "'");
 }
@@ -81,21 +85,34 @@ int run_generate(const GenerateArgs& a) {
   sampling.stop_id = tokenizer.eos_id();
   const std::vector<int64_t> drawn =
       models::gpt_generate(gpt->module(), prompt, a.tokens, sampling);
-  std::vector<int32_t> text_ids;
-  for (int64_t id : drawn) {
-    if (id != tokenizer.eos_id()) text_ids.push_back(static_cast<int32_t>(id));
+  // SentencePiece marks a word's leading space on the word itself, so the continuation reads
+  // right only when decoded together with the prompt ("software;" not "software ;"): decode
+  // both, and the continuation is what follows the prompt's own decoding.
+  std::vector<int32_t> prompt_ids, all_ids;
+  for (int64_t id : prompt) {
+    if (id != tokenizer.eos_id()) prompt_ids.push_back(static_cast<int32_t>(id));
   }
-  const std::string text = tokenizer.decode(text_ids);
+  all_ids = prompt_ids;
+  for (int64_t id : drawn) {
+    if (id != tokenizer.eos_id()) all_ids.push_back(static_cast<int32_t>(id));
+  }
+  const std::string whole = tokenizer.decode(all_ids);
+  const std::string prompt_text = tokenizer.decode(prompt_ids);
+  const std::string text =
+      whole.compare(0, prompt_text.size(), prompt_text) == 0
+          ? whole.substr(prompt_text.size())
+          : tokenizer.decode({all_ids.begin() + prompt_ids.size(), all_ids.end()});
   if (a.json) {
     std::printf("%s\n", nlohmann::ordered_json{{"checkpoint", *checkpoint},
                                                {"prompt", a.prompt},
                                                {"text", text},
+                                               {"output", whole},
                                                {"tokens", drawn},
                                                {"seed", a.seed}}
                             .dump()
                             .c_str());
   } else {
-    std::printf("%s%s%s\n", a.prompt.c_str(), a.prompt.empty() ? "" : " ", text.c_str());
+    std::printf("%s\n", whole.c_str());
   }
   return 0;
 }

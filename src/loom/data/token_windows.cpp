@@ -37,8 +37,7 @@ TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint
     : shards_(std::move(shards)),
       seq_len_(seq_len),
       seed_(seed),
-      order_(EpochOrder(count_windows(shards_, seq_len), seed)
-                 .shard(rank, world, mode)) {
+      order_(EpochOrder(count_windows(shards_, seq_len), seed).shard(rank, world, mode)) {
   int64_t first = 0;
   for (const TokenShard& s : shards_) {
     first_window_.push_back(first);
@@ -50,6 +49,10 @@ TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint
 TokenWindows TokenWindows::open(const std::string& dir, const std::string& split, int64_t seq_len,
                                 uint64_t seed, int rank, int world, EpochOrder::ShardMode mode) {
   const std::string model = dir + "/tokenizer.model";
+  if (!std::filesystem::is_directory(dir)) {
+    throw DataError("token data folder '" + dir +
+                    "' does not exist or is not a directory (make one with loom data tokenize)");
+  }
   if (!std::filesystem::exists(model)) {
     throw DataError("token data '" + dir + "': no tokenizer.model (made by loom data tokenize)");
   }

@@ -272,6 +272,13 @@ TEST(TokenWindows, OpenChecksTheShardsAgainstTheFoldersTokenizer) {
               std::string::npos)
         << e.what();
   }
+  // A folder that is not there is named as missing, not as one without a tokenizer.
+  try {
+    TokenWindows::open(dir / "absent", "train", 16, 1);
+    FAIL() << "a missing folder was opened";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("absent' does not exist"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
