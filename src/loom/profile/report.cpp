@@ -8,7 +8,8 @@
 namespace loom::profile {
 
 // The page's markup, style and script. The script reads the embedded data and draws each chart
-// as SVG; it marks <body data-charts="N"> with the number drawn, which the test reads back.
+// as SVG, with labelled ticks on both axes; it marks <body data-charts="N" data-overlaps="M">
+// with the number drawn and the texts it finds covering one another, which the test reads back.
 extern const char* const kReportPage;
 
 namespace {

@@ -20,7 +20,7 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 <div id="headline"></div>
 <h2>Step time by phase</h2><div id="phases" class="chart"></div><div id="phases-legend" class="legend"></div>
 <h2>Throughput</h2><div id="throughput" class="chart"></div>
-<h2>Loss and evaluation</h2><div id="loss" class="chart"></div>
+<h2>Loss and evaluation</h2><div id="loss" class="chart"></div><div id="loss-legend" class="legend"></div>
 <h2>Findings</h2><div id="findings"></div>
 <h2>Remote data workers</h2><div id="workers"></div>
 <h2>Parameter servers</h2><div id="servers"></div>
@@ -35,7 +35,8 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
   const NS = 'http://www.w3.org/2000/svg';
   const colors = {data_wait: '#e45756', h2d: '#f58518', forward: '#4c78a8', backward: '#72b7b2',
                   comm_exposed: '#b279a2', bubble: '#d4d4d4', optimizer: '#54a24b', other: '#bab0ac'};
-  let charts = 0;
+  // A language model counts tokens, and is judged by its validation loss per token (perplexity).
+  const language = S.task === 'language_model';
 
   function esc(s) { return String(s).replace(/[&<>"]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'})[c]); }
   function fmt(v) { return v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(2); }
@@ -47,94 +48,200 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
     return e;
   }
   function text(parent, x, y, content, attrs) {
-    const t = el('text', Object.assign({x, y, 'font-size': 11}, attrs || {}), parent);
+    const t = el('text', Object.assign({x, y, 'font-size': 12}, attrs || {}), parent);
     t.textContent = content;
+    return t;
   }
-  // Axes for steps xs and values 0..ymax; returns the svg and the two scales.
-  function frame(id, xs, ymax, label) {
-    const W = 1000, H = 260, L = 60, B = 30, T = 10, Rm = 10;
-    const svg = el('svg', {viewBox: `0 0 ${W} ${H}`});
-    document.getElementById(id).appendChild(svg);
+  function overlap(a, b) {
+    return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+  }
+
+  // Ticks k x step in lo..hi, rounded to the step's decimals (so 3 x 0.1 reads 0.3).
+  function decimals(step) {
+    let d = 0;
+    while (d < 12 && Math.abs(Math.round(step * 10 ** d) - step * 10 ** d) > 1e-6 * step * 10 ** d) d++;
+    return d;
+  }
+  function ticksIn(lo, hi, step) {
+    const out = [];
+    for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + 1e-9 * step; k++) out.push(+(k * step).toFixed(decimals(step)));
+    return out;
+  }
+  // The smallest spacing of 1, 2, 2.5 or 5 x 10^k (and a multiple of `least`, if given) that puts
+  // at most `most` ticks in lo..hi: round numbers, never so many that their labels collide.
+  function niceStep(lo, hi, most, least) {
+    let unit = 10 ** Math.floor(Math.log10(Math.max((hi - lo) / most, least || 0) || 1));
+    for (;; unit *= 10) {
+      for (const m of [1, 2, 2.5, 5]) {
+        const step = m * unit;
+        if (least && (step < least || decimals(step / least) > 0)) continue;
+        if (ticksIn(lo, hi, step).length <= most) return step;
+      }
+    }
+  }
+  function tickLabel(v, step) {
+    if (v === 0) return '0';
+    for (const [unit, suffix] of [[1e6, 'M'], [1e3, 'k']]) {
+      if (step >= unit) return (v / unit).toFixed(decimals(step / unit)) + suffix;
+    }
+    return v.toFixed(decimals(step));
+  }
+
+  // A chart as wide as its box (so its text keeps its size on a narrow page): x over the logged
+  // steps, y from 0 to the first tick at or above ymax, both with labelled ticks (class "tick x",
+  // "tick y", the value in data-value). `right`, if given ({title, color}), adds a second y scale
+  // for a share (0..100%) on the right. Titles sit above the plot, where no data is drawn.
+  function frame(id, xs, ymax, title, right) {
+    const box = document.getElementById(id);
+    const W = Math.max(360, box.clientWidth), H = 270, L = 56, T = 28, B = 40, Rm = 56;
+    const svg = el('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H}, box);
     const lo = Math.min(...xs), hi = Math.max(...xs);
     const x = v => L + (hi > lo ? (v - lo) / (hi - lo) : 0.5) * (W - L - Rm);
-    const y = v => H - B - (ymax > 0 ? v / ymax : 0) * (H - B - T);
-    el('line', {x1: L, y1: H - B, x2: W - Rm, y2: H - B, stroke: '#888'}, svg);
+    const ystep = niceStep(0, ymax, 5), top = Math.max(ystep, Math.ceil(ymax / ystep - 1e-9) * ystep);
+    const y = v => H - B - v / top * (H - B - T);
+    for (const v of ticksIn(0, top, ystep)) {
+      el('line', {x1: L, y1: y(v), x2: W - Rm, y2: y(v), stroke: v ? '#eee' : '#888'}, svg);
+      text(svg, L - 6, y(v) + 4, tickLabel(v, ystep), {'text-anchor': 'end', class: 'tick y', 'data-value': v});
+    }
+    const xstep = niceStep(lo, hi, Math.min(8, Math.max(4, Math.floor((W - L - Rm) / 70))), 1);
+    for (const v of ticksIn(lo, hi, xstep)) {
+      el('line', {x1: x(v), y1: H - B, x2: x(v), y2: H - B + 5, stroke: '#888'}, svg);
+      text(svg, x(v), H - B + 18, tickLabel(v, xstep), {'text-anchor': 'middle', class: 'tick x', 'data-value': v});
+    }
     el('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#888'}, svg);
-    for (const f of [0, 0.5, 1]) text(svg, L - 6, y(ymax * f) + 4, fmt(ymax * f), {'text-anchor': 'end'});
-    text(svg, L, H - 8, 'step ' + lo);
-    text(svg, W - Rm, H - 8, 'step ' + hi, {'text-anchor': 'end'});
-    text(svg, L + 6, T + 12, label, {fill: '#555'});
-    return {svg, x, y};
+    text(svg, L + (W - L - Rm) / 2, H - 5, 'step', {'text-anchor': 'middle', fill: '#555', class: 'title x'});
+    text(svg, 6, T - 12, title, {fill: right ? '#e45756' : '#555', class: 'title y'});
+    const y2 = v => H - B - v * (H - B - T);
+    if (right) {
+      el('line', {x1: W - Rm, y1: T, x2: W - Rm, y2: H - B, stroke: right.color}, svg);
+      for (const v of ticksIn(0, 1, 0.2)) {
+        el('line', {x1: W - Rm, y1: y2(v), x2: W - Rm + 5, y2: y2(v), stroke: right.color}, svg);
+        text(svg, W - Rm + 8, y2(v) + 4, (100 * v).toFixed(0) + '%',
+             {fill: right.color, class: 'tick y2', 'data-value': v});
+      }
+      text(svg, W - 6, T - 12, right.title, {'text-anchor': 'end', fill: right.color, class: 'title y2'});
+    }
+    return {svg, x, y, y2, W, H, L, T, B, Rm};
   }
   function polyline(f, points) { return points.map(p => f.x(p[0]).toFixed(1) + ',' + f.y(p[1]).toFixed(1)).join('L'); }
   function none(id, why) { document.getElementById(id).textContent = why; }
-
-  // The phases of the logged steps, stacked, in milliseconds per step.
-  const timed = steps.filter(r => r.phase_seconds);
-  if (timed.length) {
-    // The step's order, bottom up: waiting for data first, then the work.
-    const order = ['data_wait', 'h2d', 'forward', 'backward', 'comm_exposed', 'bubble', 'optimizer', 'other'];
-    const present = Object.keys(timed[0].phase_seconds);
-    const names = order.filter(n => present.includes(n)).concat(present.filter(n => !order.includes(n)));
-    const xs = timed.map(r => r.step);
-    const totals = timed.map(r => names.reduce((a, n) => a + 1e3 * r.phase_seconds[n], 0));
-    const f = frame('phases', xs, Math.max(...totals) * 1.05, 'ms per step');
-    let base = timed.map(() => 0);
-    for (const n of names) {
-      const top = timed.map((r, i) => base[i] + 1e3 * r.phase_seconds[n]);
-      const upper = xs.map((x, i) => [x, top[i]]);
-      const lower = xs.map((x, i) => [x, base[i]]).reverse();
-      el('path', {d: 'M' + polyline(f, upper) + 'L' + polyline(f, lower) + 'Z', fill: colors[n] || '#999',
-                  'fill-opacity': 0.85, class: 'series'}, f.svg);
-      base = top;
+  function legend(id, items) {
+    document.getElementById(id).innerHTML = items.map(([color, what, dot]) =>
+        `<span><i class="swatch" style="background:${color}${dot ? ';border-radius:50%' : ''}"></i>${esc(what)}</span>`).join('');
+  }
+  // Dots ({x, y} in pixels, a label each) labelled inside the plot: above the dot, or below it
+  // where there is no room above. A label that would come near one already placed is left out
+  // (the axis still reads its dot); the last dot, the run's result, is labelled first.
+  function labelDots(f, dots) {
+    const placed = [];
+    for (const d of dots.slice().reverse()) {
+      const t = text(f.svg, d.x, d.y - 10, d.label, {'text-anchor': 'middle', class: 'dot-label',
+                     stroke: '#fff', 'stroke-width': 3, 'paint-order': 'stroke'});
+      const w = t.getBBox().width;
+      t.setAttribute('x', Math.min(Math.max(d.x, f.L + w / 2 + 3), f.W - f.Rm - w / 2 - 3));
+      if (t.getBBox().y < f.T) t.setAttribute('y', d.y + 20);
+      const b = t.getBBox(), near = {x: b.x - 8, y: b.y, width: b.width + 16, height: b.height};
+      if (b.y + b.height > f.H - f.B || placed.some(p => overlap(p, near))) {
+        t.remove();
+      } else {
+        placed.push(b);
+      }
     }
-    document.getElementById('phases-legend').innerHTML = names.map(
-        n => `<span><i class="swatch" style="background:${colors[n] || '#999'}"></i>${esc(n)}</span>`).join('');
-    charts++;
-  } else {
-    none('phases', 'No per-step phase times in metrics.jsonl.');
+  }
+  // The page checks its own layout: the texts of each chart that cover one another or leave it.
+  function overlaps() {
+    let n = 0;
+    for (const svg of document.querySelectorAll('.chart svg')) {
+      const W = +svg.getAttribute('width'), H = +svg.getAttribute('height');
+      const boxes = Array.from(svg.querySelectorAll('text'), t => t.getBBox());
+      boxes.forEach((b, i) => {
+        if (b.x < 0 || b.y < 0 || b.x + b.width > W || b.y + b.height > H) n++;
+        n += boxes.slice(i + 1).filter(c => overlap(b, c)).length;
+      });
+    }
+    return n;
   }
 
-  // A language model counts tokens, and is judged by its validation loss per token (perplexity).
-  const language = S.task === 'language_model';
-  if (steps.length) {
+  // The charts, drawn to the page's width, again when it changes; returns how many were drawn.
+  function drawCharts() {
+    for (const id of ['phases', 'throughput', 'loss', 'phases-legend', 'loss-legend']) {
+      document.getElementById(id).textContent = '';
+    }
+    let charts = 0;
+    // The phases of the logged steps, stacked, in milliseconds per step.
+    const timed = steps.filter(r => r.phase_seconds);
+    if (timed.length) {
+      // The step's order, bottom up: waiting for data first, then the work.
+      const order = ['data_wait', 'h2d', 'forward', 'backward', 'comm_exposed', 'bubble', 'optimizer', 'other'];
+      const present = Object.keys(timed[0].phase_seconds);
+      const names = order.filter(n => present.includes(n)).concat(present.filter(n => !order.includes(n)));
+      const xs = timed.map(r => r.step);
+      const totals = timed.map(r => names.reduce((a, n) => a + 1e3 * r.phase_seconds[n], 0));
+      const f = frame('phases', xs, Math.max(...totals), 'ms per step');
+      let base = timed.map(() => 0);
+      for (const n of names) {
+        const top = timed.map((r, i) => base[i] + 1e3 * r.phase_seconds[n]);
+        const upper = xs.map((x, i) => [x, top[i]]);
+        const lower = xs.map((x, i) => [x, base[i]]).reverse();
+        el('path', {d: 'M' + polyline(f, upper) + 'L' + polyline(f, lower) + 'Z', fill: colors[n] || '#999',
+                    'fill-opacity': 0.85, class: 'series'}, f.svg);
+        base = top;
+      }
+      legend('phases-legend', names.map(n => [colors[n] || '#999', n]));
+      charts++;
+    } else {
+      none('phases', 'No per-step phase times in metrics.jsonl.');
+    }
+    if (!steps.length) {
+      none('throughput', 'No step records in metrics.jsonl.');
+      none('loss', 'No step records in metrics.jsonl.');
+      return charts;
+    }
     const rate = r => language ? r.tokens_per_second : r.samples_per_second;
-    const f = frame('throughput', steps.map(r => r.step), Math.max(...steps.map(rate)) * 1.1,
+    const f = frame('throughput', steps.map(r => r.step), Math.max(...steps.map(rate)),
                     language ? 'tokens/s' : 'samples/s');
     el('path', {d: 'M' + polyline(f, steps.map(r => [r.step, rate(r)])), fill: 'none', stroke: '#4c78a8',
                 'stroke-width': 2, class: 'series'}, f.svg);
     charts++;
 
+    const lossLine = g => el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none',
+                                      stroke: '#e45756', 'stroke-width': 2, class: 'series'}, g.svg);
+    const dot = (g, cx, cy) => el('circle', {cx, cy, r: 5, fill: '#54a24b', class: 'series'}, g.svg);
     if (language) {
-      // Training and validation loss per token on one axis; each validation labelled with its
-      // perplexity.
+      // Training and validation loss per token on one axis (the same unit); each validation
+      // labelled with its perplexity.
       const checked = epochs.filter(e => e.test_loss !== undefined);
-      const top = Math.max(...steps.map(r => r.loss), ...checked.map(e => e.test_loss)) * 1.1;
-      const g = frame('loss', steps.map(r => r.step), top,
-                      'training loss per token (line), validation loss (dots, labelled with perplexity)');
-      el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none', stroke: '#e45756',
-                  'stroke-width': 2, class: 'series'}, g.svg);
-      for (const e of checked) {
-        el('circle', {cx: g.x(e.step), cy: g.y(e.test_loss), r: 5, fill: '#54a24b', class: 'series'}, g.svg);
-        text(g.svg, g.x(e.step) - 6, g.y(e.test_loss) - 8, 'ppl ' + Math.exp(e.test_loss).toFixed(1),
-             {'text-anchor': 'end'});
-      }
+      const g = frame('loss', steps.map(r => r.step),
+                      Math.max(...steps.map(r => r.loss), ...checked.map(e => e.test_loss)), 'loss per token');
+      lossLine(g);
+      for (const e of checked) dot(g, g.x(e.step), g.y(e.test_loss));
+      labelDots(g, checked.map(e => ({x: g.x(e.step), y: g.y(e.test_loss),
+                                      label: 'ppl ' + Math.exp(e.test_loss).toFixed(1)})));
+      legend('loss-legend', [['#e45756', 'training loss per token'],
+                             ['#54a24b', 'validation loss per token, labelled with its perplexity', true]]);
     } else {
-      // Loss on the axis; test accuracy (0..1) drawn on the same height, labelled in percent.
-      const top = Math.max(...steps.map(r => r.loss)) * 1.1;
-      const g = frame('loss', steps.map(r => r.step), top, 'training loss (line), test accuracy (dots, 0-100% of the height)');
-      el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none', stroke: '#e45756',
-                  'stroke-width': 2, class: 'series'}, g.svg);
-      for (const e of epochs.filter(e => e.test_accuracy !== undefined)) {
-        el('circle', {cx: g.x(e.step), cy: g.y(e.test_accuracy * top), r: 5, fill: '#54a24b', class: 'series'}, g.svg);
-        text(g.svg, g.x(e.step) - 6, g.y(e.test_accuracy * top) - 8, pct(e.test_accuracy), {'text-anchor': 'end'});
-      }
+      // Loss on the left scale, test accuracy on its own (0..100%) on the right.
+      const checked = epochs.filter(e => e.test_accuracy !== undefined);
+      const g = frame('loss', steps.map(r => r.step), Math.max(...steps.map(r => r.loss)), 'training loss',
+                      checked.length ? {title: 'test accuracy', color: '#54a24b'} : null);
+      lossLine(g);
+      for (const e of checked) dot(g, g.x(e.step), g.y2(e.test_accuracy));
+      labelDots(g, checked.map(e => ({x: g.x(e.step), y: g.y2(e.test_accuracy), label: pct(e.test_accuracy)})));
+      legend('loss-legend', [['#e45756', 'training loss (left scale)']].concat(
+          checked.length ? [['#54a24b', 'test accuracy after each epoch (right scale)', true]] : []));
     }
-    charts++;
-  } else {
-    none('throughput', 'No step records in metrics.jsonl.');
-    none('loss', 'No step records in metrics.jsonl.');
+    return charts + 1;
   }
+  function draw() {
+    document.body.dataset.charts = drawCharts();
+    document.body.dataset.overlaps = overlaps();
+  }
+  draw();
+  let redraw = 0;
+  window.addEventListener('resize', () => {
+    cancelAnimationFrame(redraw);
+    redraw = requestAnimationFrame(draw);
+  });
 
   const dp = S.data_parallel || {};
   document.getElementById('headline').innerHTML =
@@ -214,7 +321,6 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
   document.getElementById('settings').innerHTML =
       '<table>' + rows.map(r => `<tr><th>${r[0]}</th><td>${esc(r[1])}</td></tr>`).join('') + '</table>';
   document.getElementById('config').textContent = data.config;
-  document.body.dataset.charts = charts;
 })();
 </script>
 </body></html>
