@@ -47,6 +47,7 @@ void bind_profile(py::module_& m) {
              if (job) {
                o.plan = job->plan;
                o.trainers = job->trainers();
+               o.ranks_on_host = job->ranks_on_host();
              }
              return std::make_unique<train::StepAccounting>(config, std::move(o));
            }),

@@ -29,6 +29,49 @@ std::string rate(double samples_per_second) {
   return buf;
 }
 
+// This rank's cores: the host's usable cores over the ranks that share them (at least 1).
+int rank_cores(const RunProfile& run) {
+  return std::max(1, run.usable_cores / std::max(1, run.ranks_on_host));
+}
+
+// "2 usable cores", or with several ranks on the host "2 cores (the host's 4 usable cores over
+// its 2 ranks)".
+std::string rank_cores_text(const RunProfile& run) {
+  const std::string cores = std::to_string(rank_cores(run));
+  if (run.ranks_on_host <= 1) return cores + " usable cores";
+  return cores + " cores (the host's " + std::to_string(run.usable_cores) +
+         " usable cores over its " + std::to_string(run.ranks_on_host) + " ranks)";
+}
+
+// How advice names the setting `key`. A script (loom.profile.Steps) gives data.* keys in its
+// loom.data.Loader's configuration, picks its own batches unless a Loader makes them, and passes
+// micro-batches to loom.pipeline.Pipeline.
+std::string named(const RunProfile& run, const std::string& key) {
+  if (!run.python) return key;
+  if (key == "data.batch_size") return "the batch size (data.batch_size for a loom.data.Loader)";
+  if (key.rfind("data.", 0) == 0) return key + " (in the loom.data.Loader's configuration)";
+  if (key == "parallel.pipeline.microbatches") return "loom.pipeline.Pipeline's microbatches";
+  return key;
+}
+
+// How to compute in bf16: runtime.precision, or in a script torch's autocast (what Loom's bf16
+// is: autocast with fp32 weights).
+std::string bf16_setting(const RunProfile& run) {
+  return run.python ? "torch.autocast(\"cpu\", dtype=torch.bfloat16)" : "runtime.precision";
+}
+
+// Compute threads set to `threads`: the configuration key, or in a script the call.
+std::string threads_setting(const RunProfile& run, int threads) {
+  if (run.python) return "loom.runtime.configure(threads=" + std::to_string(threads) + ")";
+  return "runtime.threads: " + std::to_string(threads);
+}
+
+std::string cores(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f cores", n);
+  return buf;
+}
+
 // How many remote data workers would keep the model fed, by tf.data's autoscaling rule: the
 // rate the model would consume samples at if it never waited (the run's rate over the share of
 // the step it did not wait), over one worker's throughput — measured when the run had workers,
@@ -55,7 +98,7 @@ std::string workers_needed(const RunProfile& run, double waiting) {
                     std::to_string(n) + " remote data worker" + (n == 1 ? "" : "s") +
                     " would make the run compute-bound (N = consumption / worker throughput";
   if (run.remote_workers > 0) out += "; it had " + std::to_string(run.remote_workers);
-  return out + "): set data.remote.workers";
+  return out + "): set " + named(run, "data.remote.workers");
 }
 
 // A worker whose compute takes >= 20% longer than the median worker's: every synchronous step
@@ -96,6 +139,147 @@ void add_server_imbalance(const RunProfile& run, std::vector<Finding>& out) {
                  "element): the busier server's host is likely slower (its link or CPU), or "
                  "smaller parts would spread the bytes more evenly",
                  "parallel.ps.part_mb", 0});
+}
+
+// With data held in memory the loader needs little CPU: compute should have this rank's cores,
+// the host's usable cores over the ranks that share them (two ranks of one thread on two cores
+// already use them all). When the loader decodes, fewer compute threads can be the right trade;
+// --autotune measures it, and what it measured beats this rule.
+void add_threads(const RunProfile& run, std::vector<Finding>& out) {
+  const int share = rank_cores(run);
+  if (run.compute_threads >= share || run.loader_decodes || run.threads_tuned) return;
+  const bool shared = run.ranks_on_host > 1;
+  std::string advice;
+  if (run.python) {
+    // A script's "auto" is the host's usable cores, whatever else runs there.
+    advice = "call " + threads_setting(run, share) +
+             (shared ? " on every rank (threads=\"auto\" would give each all " +
+                           std::to_string(run.usable_cores) + " of the host's cores)"
+                     : " (or threads=\"auto\": the usable cores)");
+  } else {
+    advice = std::string("set runtime.threads to auto (") +
+             (shared ? "this rank's share of the usable cores)" : "the usable cores)");
+  }
+  out.push_back(
+      {"threads", "moderate",
+       "compute uses " + std::to_string(run.compute_threads) + " of " + rank_cores_text(run),
+       advice, "runtime.threads", 0});
+}
+
+// Others using this process's cores, beyond the job's own ranks, in cores: a quarter of a core
+// names the host as shared (an idle host's daemons use a few hundredths, and a compute thread
+// that loses a quarter of its core holds back every parallel region it is part of).
+constexpr double kSharedHostCores = 0.25;
+
+// Why the steps' time varied, from what the run measured: data waits that grow with the step
+// time, or other processes on its cores; else what to check. Sets `key` where a setting helps.
+std::string unsteady_cause(const RunProfile& run, double fast_wall, double slow_wall,
+                           double fast_wait, double slow_wait, std::string& key) {
+  std::vector<std::string> causes;
+  const double longer = slow_wall - fast_wall;
+  const double waited = slow_wait - fast_wait;
+  if (longer > 0 && waited >= 0.5 * longer) {
+    causes.push_back(
+        "the input: the slowest tenth of the steps waited " + milliseconds(slow_wait) +
+        " for data, the fastest tenth " + milliseconds(fast_wait) + " (" +
+        percent(waited / longer) + " of the " + milliseconds(longer) +
+        " by which they were slower), so batches arrive unevenly (loader threads short of CPU, "
+        "storage or remote data workers that stall); more loader threads or batches prepared "
+        "ahead (data.workers, data.prefetch_batches" +
+        (run.python ? " in the loom.data.Loader's configuration" : "") + ") even it out");
+    key = "data.workers";
+  }
+  if (run.other_cores >= 0) {
+    // The job's other ranks on the host run on these cores too: count them as using what this
+    // rank used.
+    const double own = run.cpu_utilisation * rank_cores(run);
+    const int siblings = std::max(0, run.ranks_on_host - 1);
+    const double outside = std::max(0.0, run.other_cores - siblings * own);
+    if (outside + run.stolen_cores >= kSharedHostCores) {
+      std::string text = "a shared host: other processes kept " + cores(outside) +
+                         " of this process's cores busy on average";
+      if (siblings > 0) {
+        text += " (beyond the job's other " + std::to_string(siblings) + " rank" +
+                (siblings == 1 ? "" : "s") + " here)";
+      }
+      if (run.stolen_cores >= 0.05) {
+        text += ", and the hypervisor gave " + cores(run.stolen_cores) +
+                " of them to other guests (steal)";
+      }
+      text +=
+          ", and steps slow down whenever they run: run on a dedicated host or on cores they "
+          "do not use (taskset, a cpuset)";
+      if (rank_cores(run) > 1) {
+        text += ", or leave them a core (" + threads_setting(run, rank_cores(run) - 1) +
+                ") so that no step waits for a compute thread they preempted";
+      }
+      causes.push_back(text);
+    }
+  }
+  if (causes.empty()) {
+    return std::string("neither waiting for data nor ") +
+           (run.other_cores >= 0 ? "other processes on its cores explain it"
+                                 : "anything measured explains it (other processes' CPU use "
+                                   "was not measured here)") +
+           ": check the CPU's clock (thermal or power throttling), a cgroup CPU quota the run "
+           "reaches (cpu.stat's nr_throttled), swapping, and work that only some steps do "
+           "(a rank the step waits for, evaluation, checkpoints)";
+  }
+  std::string advice = "likely " + causes[0];
+  for (size_t i = 1; i < causes.size(); ++i) advice += "; also " + causes[i];
+  return advice;
+}
+
+// The steady steps' time spread: p90 / p10 >= 1.5 (see advisor.h), over at least 20 steps so
+// that each tenth holds two or more. Quantiles are nearest-rank.
+void add_unsteady_throughput(const RunProfile& run, std::vector<Finding>& out) {
+  const std::vector<double>& wall = run.step_seconds;
+  const size_t n = wall.size();
+  if (n < 20) return;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return wall[a] < wall[b]; });
+  auto quantile = [&](double q) {
+    return wall[order[static_cast<size_t>(std::lround(q * static_cast<double>(n - 1)))]];
+  };
+  const double p10 = quantile(0.1), median = quantile(0.5), p90 = quantile(0.9);
+  if (p10 <= 0 || p90 < 1.5 * p10) return;
+  // The fastest and slowest tenths: their mean step and data wait.
+  const size_t tenth = n / 10;
+  const bool waits = run.step_data_wait_seconds.size() == n;
+  double fast_wall = 0, slow_wall = 0, fast_wait = 0, slow_wait = 0, sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += wall[i];
+  for (size_t i = 0; i < tenth; ++i) {
+    const size_t fast = order[i], slow = order[n - 1 - i];
+    fast_wall += wall[fast] / static_cast<double>(tenth);
+    slow_wall += wall[slow] / static_cast<double>(tenth);
+    if (waits) {
+      fast_wait += run.step_data_wait_seconds[fast] / static_cast<double>(tenth);
+      slow_wait += run.step_data_wait_seconds[slow] / static_cast<double>(tenth);
+    }
+  }
+  const double mean = sum / static_cast<double>(n);
+  const double spread = p90 / p10;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.1fx", spread);
+  std::string evidence = "over " + std::to_string(n) + " steady steps the step took " +
+                         milliseconds(p10) + " at p10, " + milliseconds(median) +
+                         " at the median and " + milliseconds(p90) + " at p90 (" + ratio +
+                         "; fastest " + milliseconds(wall[order.front()]) + ", slowest " +
+                         milliseconds(wall[order.back()]) + ")";
+  if (run.samples_per_second > 0) {
+    // Samples a step: the run's rate times its mean step.
+    const double per_step =
+        run.samples_per_second * (run.steps > 0 && run.step_times.wall > 0
+                                      ? run.step_times.wall / static_cast<double>(run.steps)
+                                      : mean);
+    evidence += ": " + rate(per_step / p90) + " at p90 against " + rate(per_step / p10) +
+                " at p10 (" + rate(run.samples_per_second) + " overall)";
+  }
+  std::string key;
+  const std::string advice = unsteady_cause(run, fast_wall, slow_wall, fast_wait, slow_wait, key);
+  out.push_back({"unsteady_throughput", spread >= 3 ? "high" : "moderate", evidence, advice, key,
+                 mean / p10});
 }
 
 }  // namespace
@@ -183,14 +367,15 @@ std::vector<Finding> advise(const RunProfile& run) {
                  "): make data.transforms cheaper, or add CPU workers";
       f.key = "data.transforms";
       if (!workers.empty()) f.advice += "; " + workers;
-    } else if (run.loader_threads < run.usable_cores) {
-      f.advice = "give the loader more threads: data.workers is " +
-                 std::to_string(run.loader_threads) + " of " + std::to_string(run.usable_cores) +
-                 " usable cores (or let loom train --autotune measure the split of the cores)";
+    } else if (run.loader_threads < rank_cores(run)) {
+      f.advice =
+          "give the loader more threads: " + named(run, "data.workers") + " is " +
+          std::to_string(run.loader_threads) + " of " + rank_cores_text(run) +
+          (run.python ? "" : " (or let loom train --autotune measure the split of the cores)");
     } else {
       f.advice = "the loader already has every core (data.workers " +
-                 std::to_string(run.loader_threads) +
-                 "): make data.transforms cheaper, or add CPU workers";
+                 std::to_string(run.loader_threads) + "): make " + named(run, "data.transforms") +
+                 " cheaper, or add CPU workers";
       f.key = "data.transforms";
       if (!workers.empty()) f.advice += "; " + workers;
     }
@@ -202,16 +387,17 @@ std::vector<Finding> advise(const RunProfile& run) {
     out.push_back({"exposed_comm", exposed >= 0.30 ? "high" : "moderate",
                    time_evidence(Phase::kCommExposed),
                    "stages wait for activations and gradients in transfer: fewer, larger "
-                   "micro-batches send fewer messages (parallel.pipeline.microbatches is " +
+                   "micro-batches send fewer messages (" +
+                       named(run, "parallel.pipeline.microbatches") + " is " +
                        std::to_string(run.pipeline_microbatches) +
                        "), and stages on one host exchange over shared memory",
                    "parallel.pipeline.microbatches", gain_bound(exposed)});
   } else if (exposed >= 0.10) {
-    out.push_back({"exposed_comm", exposed >= 0.30 ? "high" : "moderate",
-                   time_evidence(Phase::kCommExposed),
-                   "gradient exchange is not hidden behind backward: raise data.batch_size so "
-                   "each step computes longer per byte exchanged",
-                   "data.batch_size", gain_bound(exposed)});
+    out.push_back(
+        {"exposed_comm", exposed >= 0.30 ? "high" : "moderate", time_evidence(Phase::kCommExposed),
+         "gradient exchange is not hidden behind backward: raise " + named(run, "data.batch_size") +
+             " so each step computes longer per byte exchanged",
+         "data.batch_size", gain_bound(exposed)});
   }
 
   const double bubble = share(Phase::kBubble);
@@ -222,30 +408,22 @@ std::vector<Finding> advise(const RunProfile& run) {
               "",
               "parallel.pipeline.microbatches",
               gain_bound(bubble)};
+    const std::string microbatches = named(run, "parallel.pipeline.microbatches");
     if (run.better_microbatches > 0) {
-      f.advice = "raise parallel.pipeline.microbatches to " +
-                 std::to_string(run.better_microbatches) + " (predicted bubble " +
-                 percent(run.better_bubble) + ")";
+      f.advice = "raise " + microbatches + " to " + std::to_string(run.better_microbatches) +
+                 " (predicted bubble " + percent(run.better_bubble) + ")";
     } else {
-      f.advice =
-          "stages wait for each other: more micro-batches (parallel.pipeline."
-          "microbatches is " +
-          std::to_string(run.pipeline_microbatches) +
-          ") shrink the fill and drain, and `loom pipeline plan` shows whether unequal "
-          "stages cause the rest";
+      // A script's run does not say its count.
+      const std::string now =
+          run.pipeline_microbatches > 0 ? " is " + std::to_string(run.pipeline_microbatches) : "";
+      f.advice = "stages wait for each other: more micro-batches (" + microbatches + now +
+                 ") shrink the fill and drain, and `loom pipeline plan` shows whether unequal "
+                 "stages cause the rest";
     }
     out.push_back(f);
   }
 
-  // With data held in memory the loader needs little CPU: compute should have every core.
-  // (When the loader decodes, fewer compute threads can be the right trade; --autotune measures
-  // it, and what it measured beats this rule.)
-  if (run.compute_threads < run.usable_cores && !run.loader_decodes && !run.threads_tuned) {
-    out.push_back({"threads", "moderate",
-                   "compute uses " + std::to_string(run.compute_threads) + " of " +
-                       std::to_string(run.usable_cores) + " usable cores",
-                   "set runtime.threads to auto (the usable cores)", "runtime.threads", 0});
-  }
+  add_threads(run, out);
 
   if (run.precision == "fp32" && run.blas == "reference") {
     const double compute = share(Phase::kForward) + share(Phase::kBackward);
@@ -257,29 +435,35 @@ std::vector<Finding> advise(const RunProfile& run) {
                    std::string("install Debian's OpenBLAS for OpenMP (apt-get install ") +
                        kFastBlasPackage +
                        "), which LibTorch then uses for fp32 matrix products, 16-30x faster; "
-                       "or compute in bf16 (runtime.precision) where the CPU has it natively",
+                       "or compute in bf16 (" +
+                       bf16_setting(run) + ") where the CPU has it natively",
                    "runtime.precision", gain_bound(compute)});
   }
   if (run.precision == "fp32" && run.native_bf16) {
     out.push_back({"precision", "moderate",
                    "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",
-                   "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 weights)",
+                   run.python ? "compute under " + bf16_setting(run) + " (it keeps fp32 weights)"
+                              : "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 "
+                                "weights)",
                    "runtime.precision", 0});
   }
   if (run.convolutional && run.memory_format == "contiguous") {
     out.push_back({"memory_format", "moderate",
                    "a convolutional model ran in the contiguous (NCHW) layout",
-                   "set runtime.memory_format to auto or channels_last, which oneDNN's CPU "
-                   "convolutions prefer",
+                   std::string(run.python ? "put the model and its batches in channels_last "
+                                            "(model.to(memory_format=torch.channels_last), "
+                                            "loom.data.Loader(channels_last=True))"
+                                          : "set runtime.memory_format to auto or channels_last") +
+                       ", which oneDNN's CPU convolutions prefer",
                    "runtime.memory_format", 0});
   }
   if (run.cpu_utilisation > 0 && run.cpu_utilisation < 0.5 && run.batch_size < 64) {
     out.push_back({"low_utilisation", "moderate",
                    "the process used " + percent(run.cpu_utilisation) + " of " +
-                       std::to_string(run.usable_cores) + " cores with batches of " +
+                       std::to_string(rank_cores(run)) + " cores with batches of " +
                        std::to_string(run.batch_size),
-                   "raise data.batch_size so each operation has more work to split across "
-                   "threads",
+                   "raise " + named(run, "data.batch_size") +
+                       " so each operation has more work to split across threads",
                    "data.batch_size", 0});
   }
   add_straggler(run, out);
@@ -288,10 +472,11 @@ std::vector<Finding> advise(const RunProfile& run) {
   if (run.memory_fraction >= 0.90) {
     out.push_back({"memory", "high",
                    "peak resident memory was " + percent(run.memory_fraction) + " of the machine's",
-                   "lower data.batch_size or data.prefetch_bytes before the system starts "
-                   "swapping",
+                   "lower " + named(run, "data.batch_size") + " or " +
+                       named(run, "data.prefetch_bytes") + " before the system starts swapping",
                    "data.batch_size", 0});
   }
+  add_unsteady_throughput(run, out);
   return out;
 }
 

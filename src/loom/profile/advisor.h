@@ -6,16 +6,27 @@
 //                    N = consumption rate / one worker's throughput)
 //   exposed_comm     comm_exposed >= 10%
 //   pipeline_bubble  bubble >= 10% (a pipeline rank waiting for its neighbours)
-//   threads          compute threads below the usable cores while the loader has little to do
+//   threads          compute threads below this rank's cores (the usable cores over the ranks
+//                    on the host) while the loader has little to do
 //   precision        fp32 on a CPU with native bf16
 //   reference_blas   fp32 matrix products on netlib's reference BLAS (Debian's default
 //                    libblas.so.3 without OpenBLAS), 16-30x slower than OpenBLAS
 //   memory_format    contiguous layout for a convolutional model
-//   low_utilisation  process CPU use < 50% of the usable cores with a small batch
+//   low_utilisation  process CPU use < 50% of this rank's cores with a small batch
 //   memory           peak resident memory >= 90% of the machine's
 //   memory_savings   peak tensor memory >= 80% of parallel.pipeline.memory_cap_mb, or resident
 //                    memory >= 80% of the machine's: what activation recompute and sharded
 //                    optimizer state (ZeRO-1) would each save, where they are not on
+//   unsteady_throughput  the steady steps' time spread: p90 step time >= 1.5x the p10
+//                    (moderate), >= 3x (high), over >= 20 steps. Loom's benchmarks vary
+//                    10-20% between runs on a busy host (bench/RESULTS.md): 1.5x is far past
+//                    that noise, and 3x is the swing of a host whose other load comes and goes
+//                    (the run that asked for this finding swung 8x). The cause named: data
+//                    waits that grow with the step (the input), other processes on this
+//                    process's cores or a hypervisor's steal (a shared host), or else what to
+//                    check
+// A script's run (loom.profile.Steps) is told the Python call where a key does not reach it
+// (loom.runtime.configure, loom.pipeline.Pipeline's arguments); `key` stays the configuration key.
 // Removing a share x of the step time speeds it up at most 1 / (1 - x): that bound is the
 // "max gain" of the time-based findings.
 #pragma once
@@ -30,7 +41,14 @@ namespace loom::profile {
 struct RunProfile {
   StepTimes step_times;  // summed over the steady-state steps
   int64_t steps = 0;
+  // The host's cores this process may use (affinity, quota), and the job's ranks whose processes
+  // share them: every rank on this host, parameter servers included (1 alone). A rank's share
+  // is usable_cores / ranks_on_host.
   int usable_cores = 1;
+  int ranks_on_host = 1;
+  // A script's loop (loom.profile.Steps) rather than `loom train`: advice names the Python call
+  // where the script does not read the configuration key.
+  bool python = false;
   int compute_threads = 1;
   int loader_threads = 1;
   bool loader_decodes = false;  // encoded images (the loader does real work per sample)
@@ -43,9 +61,18 @@ struct RunProfile {
   std::string memory_format;    // contiguous | channels_last
   bool convolutional = false;
   int64_t batch_size = 0;
-  double cpu_utilisation = 0;  // process CPU seconds / (wall seconds x usable cores), 0..1
+  double cpu_utilisation = 0;  // process CPU seconds / (wall seconds x this rank's cores), 0..1
   double memory_fraction = 0;  // peak resident memory / physical memory
   bool threads_tuned = false;  // the autotuner measured loader and compute threads: keep them
+  // The steady steps one by one (StepSeries: all, or a uniform sample of a long run): wall
+  // seconds, and data_wait seconds of the same steps (empty: not recorded).
+  std::vector<double> step_seconds;
+  std::vector<double> step_data_wait_seconds;
+  // Others on this process's cores over the run (HostLoad), in cores busy on average: other
+  // processes' CPU time (the job's other ranks on the host included; -1: not measured) and a
+  // hypervisor's steal.
+  double other_cores = -1;
+  double stolen_cores = 0;
   // A pipeline: its ranks (0 when none), micro-batches per step, and the count its plan
   // simulated with a smaller bubble (0 when none), with that bubble.
   // Input supply. The rate the run reached; what building a sample cost this host's loader
@@ -85,8 +112,10 @@ struct Finding {
   std::string severity;  // high | moderate
   std::string evidence;  // what was measured
   std::string advice;    // what to change, naming the key
-  std::string key;       // the configuration key
-  double max_gain = 0;   // the most the step could speed up (x), 0 when not time-based
+  std::string key;       // the configuration key ("" when none)
+  // The most the step could speed up (x), 0 when not time-based; unsteady_throughput's is every
+  // step as fast as the fastest tenth (mean / p10).
+  double max_gain = 0;
 };
 
 std::vector<Finding> advise(const RunProfile& run);

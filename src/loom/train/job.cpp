@@ -94,7 +94,14 @@ Job join_job(const Config& config, const comm::WorldInfo& world) {
   return job;
 }
 
+int Job::ranks_on_host() const {
+  if (!rendezvous) return 1;
+  const int host = rendezvous->host_of_rank()[static_cast<size_t>(world.rank)];
+  return static_cast<int>(rendezvous->ranks_on_host(host).size());
+}
+
 void Job::fill(TrainOptions& options) {
+  options.ranks_on_host = ranks_on_host();
   options.communicator = trainers();
   if (!communicator) return;
   options.make_group = group_maker();

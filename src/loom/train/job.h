@@ -41,8 +41,11 @@ struct Job {
   // The communicator of the ranks that train (the workers of a parameter-server job); null for
   // a job of one process.
   comm::Communicator* trainers() { return workers ? workers.get() : communicator.get(); }
-  // Hands the communicators and the servers' description to a run of train() (they stay owned
-  // here, so the Job must outlive the run).
+  // The job's ranks on this rank's host, parameter servers included, as the rendezvous found
+  // them (by host identity, not LOCAL_WORLD_SIZE); 1 for a job of one process.
+  int ranks_on_host() const;
+  // Hands the communicators, the servers' description and the ranks on this host to a run of
+  // train() (the communicators stay owned here, so the Job must outlive the run).
   void fill(TrainOptions& options);
   // Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]);
   // every member calls it with the same ranks and name. Null for a job of one process.

@@ -210,6 +210,14 @@ TrainSummary StepAccounting::State::finish() {
   p.step_times = s.step_times;
   p.steps = s.steady_steps;
   p.usable_cores = topology_.usable_cores;
+  p.ranks_on_host = options_.ranks_on_host;
+  p.python = true;
+  p.step_seconds = telemetry_.steady_series().wall_seconds();
+  p.step_data_wait_seconds = telemetry_.steady_series().data_wait_seconds();
+  if (const auto others = telemetry_.host_load().share()) {
+    p.other_cores = others->other_cores;
+    p.stolen_cores = others->stolen_cores;
+  }
   p.compute_threads = s.runtime.threads;
   p.loader_threads = options_.loader_threads;
   p.loader_decodes = options_.loader_decodes;
@@ -218,7 +226,8 @@ TrainSummary StepAccounting::State::finish() {
   p.samples_per_second = s.samples_per_second;
   p.batch_size = steps_ > 0 ? samples_ / steps_ : 0;
   if (s.data.samples > 0) p.loader_cpu_seconds_per_sample = s.data.cpu_seconds / s.data.samples;
-  if (s.wall_seconds > 0) p.cpu_utilisation = s.cpu_seconds / (s.wall_seconds * p.usable_cores);
+  const int rank_cores = std::max(1, p.usable_cores / std::max(1, p.ranks_on_host));
+  if (s.wall_seconds > 0) p.cpu_utilisation = s.cpu_seconds / (s.wall_seconds * rank_cores);
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   if (topology_.memory_bytes > 0) {

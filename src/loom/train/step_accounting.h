@@ -40,6 +40,8 @@ struct StepAccountingOptions {
   // one process); rank 0 writes the files.
   parallel::LayoutPlan plan;
   comm::Communicator* trainers = nullptr;
+  // The job's ranks on this host, parameter servers included (Job::ranks_on_host).
+  int ranks_on_host = 1;
 };
 
 class StepAccounting : public PhaseSink {

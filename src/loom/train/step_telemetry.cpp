@@ -55,6 +55,8 @@ profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
   if (steady) {
     steady_ += times;
     ++steady_steps_;
+    series_.add(times.wall, times[Phase::kDataWait]);
+    if (steady_steps_ == 1) host_load_.start();  // from the first steady step on
   }
   return times;
 }

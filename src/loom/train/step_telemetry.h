@@ -13,6 +13,8 @@
 
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
+#include "loom/profile/host_load.h"
+#include "loom/profile/step_series.h"
 #include "loom/profile/step_timer.h"
 #include "loom/profile/tfevents_writer.h"
 #include "loom/profile/trace_writer.h"
@@ -55,6 +57,10 @@ class StepTelemetry {
 
   const profile::StepTimes& steady() const { return steady_; }
   int64_t steady_steps() const { return steady_steps_; }
+  // The steady steps one by one, and what else ran on this process's cores since the first
+  // of them ended (for the advisor's unsteady_throughput).
+  const profile::StepSeries& steady_series() const { return series_; }
+  const profile::HostLoad& host_load() const { return host_load_; }
 
  private:
   void trace_step(int64_t step);
@@ -65,6 +71,8 @@ class StepTelemetry {
   profile::StepTimer timer_;
   profile::StepTimes window_, steady_;
   int64_t steady_steps_ = 0;
+  profile::StepSeries series_;
+  profile::HostLoad host_load_;
   std::unique_ptr<profile::TfEventsWriter> events_;  // null when train.tensorboard is off
   // Shared with the loader observer, which may run on a loader thread after this object is
   // gone (the loader outlives it briefly while its threads stop).

@@ -188,6 +188,8 @@ struct TrainOptions {
   std::vector<RestartRecord> restarts;
   TrainObserver* observer = nullptr;  // not owned; may be null
   Topology topology;                  // what the process may run on
+  // The job's ranks that share this host's cores, parameter servers included (Job::fill).
+  int ranks_on_host = 1;
 };
 
 // Trains as configured. Throws ConfigError for a config that does not fit the data or model,

@@ -10,6 +10,7 @@
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/thread_cpu_time.h"
+#include "loom/core/topology.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/profile/flops.h"
 #include "loom/train/summary.h"
@@ -142,7 +143,15 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
   profile::RunProfile p;
   p.step_times = telemetry_->steady();
   p.steps = telemetry_->steady_steps();
-  p.usable_cores = options_.topology.usable_cores;
+  // The host's usable cores: the CLI gave the run its share in topology.usable_cores.
+  p.usable_cores = usable_cores(options_.topology.affinity_cores, options_.topology.quota_cores);
+  p.ranks_on_host = options_.ranks_on_host;
+  p.step_seconds = telemetry_->steady_series().wall_seconds();
+  p.step_data_wait_seconds = telemetry_->steady_series().data_wait_seconds();
+  if (const auto others = telemetry_->host_load().share()) {
+    p.other_cores = others->other_cores;
+    p.stolen_cores = others->stolen_cores;
+  }
   p.compute_threads = info_.runtime.threads;
   p.loader_threads = data_.loader_threads;
   p.loader_decodes = data_.decoded;
@@ -183,7 +192,8 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
     p.data_parallel_ranks = plan_.replicas;
   }
   const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
-  if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * p.usable_cores);
+  const int rank_cores = std::max(1, p.usable_cores / std::max(1, p.ranks_on_host));
+  if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * rank_cores);
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   if (options_.topology.memory_bytes > 0) {

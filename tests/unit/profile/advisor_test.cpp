@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace loom::profile {
 namespace {
 
@@ -199,7 +201,7 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
   RunProfile r = run_waiting(0.0);
   r.memory_cap_bytes = 1000 * kMiB;
   r.peak_tensor_bytes = 900 * kMiB;
-  r.parameter_bytes = 100 * kMiB;     // and as much again of gradients
+  r.parameter_bytes = 100 * kMiB;        // and as much again of gradients
   r.optimizer_state_bytes = 200 * kMiB;  // AdamW: two moments
   r.data_parallel_ranks = 2;
   auto findings = advise(r);
@@ -208,8 +210,7 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
   EXPECT_EQ(recompute->key, "train.activation_checkpointing");
   EXPECT_NE(recompute->evidence.find("90%"), std::string::npos) << recompute->evidence;
   // 900 - 2 x 100 - 200 = 500 MB of activations, three quarters of them saved.
-  EXPECT_NE(recompute->advice.find("375 MB of the 500 MB"), std::string::npos)
-      << recompute->advice;
+  EXPECT_NE(recompute->advice.find("375 MB of the 500 MB"), std::string::npos) << recompute->advice;
   const Finding* zero = find(findings, "memory_zero");
   ASSERT_NE(zero, nullptr);
   EXPECT_EQ(zero->key, "parallel.zero");
@@ -248,6 +249,175 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
   r.data_parallel_ranks = 2;
   r.optimizer_state_bytes = 200 * kMiB;
   EXPECT_EQ(find(advise(r), "memory_zero"), nullptr);
+}
+
+// Compute threads are weighed against this rank's share of the host: two ranks of one thread on
+// two cores use them all; one rank of one thread on two cores leaves one idle.
+TEST(Advisor, ThreadsCountTheRanksSharingTheHost) {
+  RunProfile r = run_waiting(0);
+  r.loader_decodes = false;
+  r.usable_cores = 2;
+  r.compute_threads = 1;
+  r.ranks_on_host = 2;
+  EXPECT_EQ(find(advise(r), "threads"), nullptr);
+
+  r.ranks_on_host = 1;
+  auto findings = advise(r);
+  const Finding* f = find(findings, "threads");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->key, "runtime.threads");
+  EXPECT_EQ(f->evidence, "compute uses 1 of 2 usable cores");
+  EXPECT_EQ(f->advice, "set runtime.threads to auto (the usable cores)");
+
+  r.usable_cores = 4;  // two ranks on four cores: each has two
+  r.ranks_on_host = 2;
+  findings = advise(r);
+  f = find(findings, "threads");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->evidence, "compute uses 1 of 2 cores (the host's 4 usable cores over its 2 ranks)");
+  EXPECT_EQ(f->advice, "set runtime.threads to auto (this rank's share of the usable cores)");
+  r.compute_threads = 2;
+  EXPECT_EQ(find(advise(r), "threads"), nullptr);
+}
+
+// A script sets threads with loom.runtime.configure and micro-batches with Pipeline's argument:
+// its advice says so, and `key` stays the configuration key.
+TEST(Advisor, AScriptIsToldThePythonCall) {
+  RunProfile r = run_waiting(0);
+  r.python = true;
+  r.loader_decodes = false;
+  r.compute_threads = 1;
+  auto findings = advise(r);
+  const Finding* f = find(findings, "threads");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->key, "runtime.threads");
+  EXPECT_EQ(f->advice,
+            "call loom.runtime.configure(threads=2) (or threads=\"auto\": the usable cores)");
+
+  // Two ranks on four cores: "auto" would give each all four, so the count is named.
+  r.usable_cores = 4;
+  r.ranks_on_host = 2;
+  findings = advise(r);
+  f = find(findings, "threads");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice,
+            "call loom.runtime.configure(threads=2) on every rank (threads=\"auto\" would give "
+            "each all 4 of the host's cores)");
+
+  RunProfile piped = run_waiting(0);
+  piped.python = true;
+  piped.step_times.seconds[static_cast<size_t>(Phase::kForward)] = 0.69;
+  piped.step_times.seconds[static_cast<size_t>(Phase::kBubble)] = 0.31;
+  piped.better_microbatches = 16;
+  piped.better_bubble = 0.12;
+  findings = advise(piped);
+  f = find(findings, "pipeline_bubble");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice, "raise loom.pipeline.Pipeline's microbatches to 16 (predicted bubble 12%)");
+  EXPECT_EQ(f->key, "parallel.pipeline.microbatches");
+
+  RunProfile waiting = run_waiting(0.5);
+  waiting.python = true;
+  waiting.precision = "fp32";
+  findings = advise(waiting);
+  f = find(findings, "input_bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice,
+            "give the loader more threads: data.workers (in the loom.data.Loader's "
+            "configuration) is 1 of 2 usable cores");
+  EXPECT_EQ(f->key, "data.workers");
+  f = find(findings, "precision");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice,
+            "compute under torch.autocast(\"cpu\", dtype=torch.bfloat16) (it keeps fp32 weights)");
+  EXPECT_EQ(f->key, "runtime.precision");
+}
+
+// 100 steady steps: 11 of `fast` seconds, 78 of `median`, 11 of `slow` (nearest-rank p10, median
+// and p90 are exactly those), interleaved as a run would have them; the slow steps wait
+// `slow_wait` for data.
+RunProfile run_with_steps(double fast, double median, double slow, double slow_wait = 0) {
+  RunProfile r = run_waiting(0);
+  for (int i = 0; i < 100; ++i) {
+    const double wall = i % 9 == 0 && i < 99 ? fast : i % 9 == 4 && i < 99 ? slow : median;
+    r.step_seconds.push_back(wall);
+    r.step_data_wait_seconds.push_back(wall == slow ? slow_wait : 0.0);
+  }
+  r.steps = 100;
+  r.step_times.wall = 0;
+  for (double s : r.step_seconds) r.step_times.wall += s;
+  r.step_times.seconds[static_cast<size_t>(Phase::kForward)] = r.step_times.wall;
+  return r;
+}
+
+TEST(Advisor, UnsteadyThroughputGivesTheSpreadAndTheLikelyCause) {
+  // The report that asked for it: throughput swinging 8x on a host others used.
+  RunProfile r = run_with_steps(0.010, 0.020, 0.080);
+  ASSERT_EQ(std::count(r.step_seconds.begin(), r.step_seconds.end(), 0.010), 11);
+  ASSERT_EQ(std::count(r.step_seconds.begin(), r.step_seconds.end(), 0.080), 11);
+  r.samples_per_second = 64 / (r.step_times.wall / 100);  // 64 samples a step
+  r.other_cores = 1.0;                                    // another process kept a core busy
+  r.cpu_utilisation = 0.5;
+  auto findings = advise(r);
+  const Finding* f = find(findings, "unsteady_throughput");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_EQ(f->evidence,
+            "over 100 steady steps the step took 10.0 ms at p10, 20.0 ms at the median and 80.0 "
+            "ms at p90 (8.0x; fastest 10.0 ms, slowest 80.0 ms): 800 samples/s at p90 against "
+            "6400 samples/s at p10 (2510 samples/s overall)");
+  EXPECT_EQ(f->advice.rfind("likely a shared host: other processes kept 1.00 cores of this "
+                            "process's cores busy on average",
+                            0),
+            0u)
+      << f->advice;
+  EXPECT_NE(f->advice.find("runtime.threads: 1"), std::string::npos) << f->advice;
+  EXPECT_EQ(f->key, "");
+  // Every step as fast as the fastest tenth: the mean step (25.5 ms) over 10 ms.
+  EXPECT_NEAR(f->max_gain, 2.55, 1e-9);
+
+  // The job's other rank on the host used what this one did: nobody else is there.
+  r.usable_cores = 4;
+  r.ranks_on_host = 2;  // this rank's 2 cores, half of them used: 1 core, as the other's
+  findings = advise(r);
+  f = find(findings, "unsteady_throughput");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice.rfind("neither waiting for data nor other processes on its cores", 0), 0u)
+      << f->advice;
+
+  // The slow steps spent their extra time waiting for data: the input.
+  RunProfile input = run_with_steps(0.010, 0.020, 0.080, 0.070);
+  input.other_cores = 0.0;
+  findings = advise(input);
+  f = find(findings, "unsteady_throughput");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->key, "data.workers");
+  EXPECT_EQ(f->advice.rfind("likely the input: the slowest tenth of the steps waited 70.0 ms for "
+                            "data, the fastest tenth 0.0 ms (100% of the 70.0 ms by which they "
+                            "were slower)",
+                            0),
+            0u)
+      << f->advice;
+
+  // Not measured: the advice says so and what to check.
+  RunProfile unknown = run_with_steps(0.010, 0.012, 0.020);
+  findings = advise(unknown);
+  f = find(findings, "unsteady_throughput");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "moderate");  // 2x
+  EXPECT_NE(f->advice.find("was not measured here"), std::string::npos) << f->advice;
+  EXPECT_NE(f->advice.find("cpu.stat's nr_throttled"), std::string::npos) << f->advice;
+}
+
+TEST(Advisor, SteadyStepsAreNotUnsteady) {
+  EXPECT_EQ(find(advise(run_with_steps(0.019, 0.020, 0.023)), "unsteady_throughput"), nullptr);
+  // 1.4x: past noise but under the threshold.
+  EXPECT_EQ(find(advise(run_with_steps(0.010, 0.012, 0.014)), "unsteady_throughput"), nullptr);
+  // Too few steps to have tenths.
+  RunProfile few = run_with_steps(0.010, 0.020, 0.080);
+  few.step_seconds.resize(19);
+  few.step_data_wait_seconds.resize(19);
+  EXPECT_EQ(find(advise(few), "unsteady_throughput"), nullptr);
 }
 
 }  // namespace
