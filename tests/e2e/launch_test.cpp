@@ -2,9 +2,10 @@
 // a bad command line or a command that cannot run.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "tools/test_support.h"
@@ -24,6 +25,50 @@ TEST(Launch, GivesEveryRankItsPlace) {
                              "/3 master=127.0.0.1 launch=yes";
     EXPECT_NE(r.output.find(line), std::string::npos) << r.output;
   }
+}
+
+// Each rank writes its lines in pieces (three writes a line, to stdout and to stderr, and a last
+// line with no end), both at once: every line arrives whole, after its rank's prefix.
+TEST(Launch, EveryLineOfARankArrivesWholeAfterItsRank) {
+  const std::string script =
+      " -- sh -c 'i=0; while [ $i -lt 200 ]; do printf \"rank %s \" $RANK; "
+      "printf \"line %s \" $i; printf \"ABCDEFGH\\n\"; printf \"err %s \" $RANK >&2; "
+      "printf \"%s\\n\" $i >&2; i=$((i+1)); done; printf \"tail %s\" $RANK'";
+  const auto r = run_loom("launch --nproc-per-node 2" + script);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  int out[2] = {0, 0}, err[2] = {0, 0}, tails[2] = {0, 0};
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("loom launch:", 0) == 0) continue;
+    ASSERT_EQ(line.rfind("[rank ", 0), 0u) << "a line without its rank: '" << line << "'";
+    const int rank = line[6] - '0';
+    ASSERT_TRUE(rank == 0 || rank == 1) << line;
+    const std::string text = line.substr(std::string("[rank 0] ").size());
+    const std::string own = std::to_string(rank);
+    if (text == "tail " + own) {
+      ++tails[rank];
+    } else if (text.rfind("err " + own + " ", 0) == 0) {
+      EXPECT_EQ(text, "err " + own + " " + std::to_string(err[rank]));
+      ++err[rank];
+    } else {
+      EXPECT_EQ(text, "rank " + own + " line " + std::to_string(out[rank]) + " ABCDEFGH");
+      ++out[rank];
+    }
+  }
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(out[rank], 200) << rank;
+    EXPECT_EQ(err[rank], 200) << rank;
+    EXPECT_EQ(tails[rank], 1) << rank;
+  }
+  // The prefix is a template, and '' leaves the ranks' output as they write it.
+  const auto custom = run_loom(
+      "launch --nproc-per-node 2 --log-line-prefix '${node}/${local_rank}: '"
+      " -- sh -c 'echo \"hello $RANK\"'");
+  ASSERT_EQ(custom.exit_code, 0) << custom.output;
+  EXPECT_NE(custom.output.find("0/1: hello 1\n"), std::string::npos) << custom.output;
+  const auto raw = run_loom("launch --nproc-per-node 1 --log-line-prefix '' -- echo hello");
+  ASSERT_EQ(raw.exit_code, 0) << raw.output;
+  EXPECT_EQ(raw.output.rfind("hello\n", 0), 0u) << raw.output;
 }
 
 // Parameter servers take the last ranks of the job; nodes may start different numbers of
@@ -62,11 +107,11 @@ TEST(Launch, ServersTakeTheLastRanksOverNodesOfDifferentShapes) {
 // still runs its ranks. Without the exit barrier node 1 lost the store every time here.
 TEST(Launch, NodeZeroServesTheStoreUntilEveryNodeIsDone) {
   TempDir dir;
-  const std::string where = " --nnodes 2 --join-timeout 60 --master 127.0.0.1:" +
-                            std::to_string(free_port()) + " -- sh -c 'touch " + dir.path() +
-                            "/ran.$RANK'";
-  BackgroundProcess second("env LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS=1500 " +
-                               std::string(LOOM_BINARY) + " launch --node-rank 1" + where,
+  const std::string where =
+      " --nnodes 2 --join-timeout 60 --master 127.0.0.1:" + std::to_string(free_port()) +
+      " -- sh -c 'touch " + dir.path() + "/ran.$RANK'";
+  BackgroundProcess second("env LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS=1500 " + std::string(LOOM_BINARY) +
+                               " launch --node-rank 1" + where,
                            dir / "node1.log");
   const auto first = run_loom("launch --node-rank 0" + where);
   EXPECT_EQ(first.exit_code, 0) << first.output;
@@ -105,8 +150,8 @@ TEST(Launch, ServersTellEveryRankTheJobsServerCount) {
 
 TEST(Launch, ANodeThatNeverComesIsNamed) {
   TempDir dir;
-  const std::string where = " --nnodes 3 --join-timeout 3 --master 127.0.0.1:" +
-                            std::to_string(free_port()) + " -- true";
+  const std::string where =
+      " --nnodes 3 --join-timeout 3 --master 127.0.0.1:" + std::to_string(free_port()) + " -- true";
   BackgroundProcess second(std::string(LOOM_BINARY) + " launch --node-rank 1" + where,
                            dir / "node1.log");
   const auto r = run_loom("launch --node-rank 0" + where);

@@ -200,7 +200,8 @@ TEST(Reliability, TheWatchdogNamesARankThatHangs) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("not heard from rank 1 (pid "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rank 0: every thread's stack:\nthread "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0: every thread's stack:\n[rank 0] thread "), std::string::npos)
+      << r.output;
   // The launcher names it too, from the report the watchdog left in the store.
   EXPECT_NE(r.output.find("loom launch: stall watchdog: rank 0 made no progress"),
             std::string::npos)

@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "loom/cli/launch_agreement.h"
+#include "loom/cli/rank_output.h"
 #include "loom/cli/stop_signals.h"
 #include "loom/comm/store_server.h"
 #include "loom/core/error.h"
@@ -113,7 +115,7 @@ NodeLayout layout_of_node(const std::vector<std::pair<int, int>>& counts, int no
 namespace {
 
 pid_t spawn(const std::vector<std::string>& command, const std::vector<std::string>& env,
-            const sigset_t& original_mask) {
+            const sigset_t& original_mask, const RankOutputRelay::ChildEnds* output) {
   // Everything the child needs is built before fork: after it, only exec-safe calls.
   std::vector<char*> argv, envp;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -126,6 +128,10 @@ pid_t spawn(const std::vector<std::string>& command, const std::vector<std::stri
     ::setpgid(0, 0);
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
     ::signal(SIGPIPE, SIG_DFL);  // loom ignores it (main.cpp); the rank's command decides
+    if (output) {
+      ::dup2(output->out, 1);
+      ::dup2(output->err, 2);
+    }
     ::execvpe(argv[0], argv.data(), envp.data());
     const char message[] = "loom launch: cannot execute the rank's command\n";
     (void)!::write(2, message, sizeof message - 1);
@@ -183,6 +189,8 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
   const std::string launch_id = random_hex(8);
   const int local_world = static_cast<int>(layout.worker_ranks.size() + layout.server_ranks.size());
   std::vector<Rank> ranks(static_cast<size_t>(local_world));
+  std::optional<RankOutputRelay> relay;
+  if (!plan.log_line_prefix.empty()) relay.emplace();
   for (int local = 0; local < local_world; ++local) {
     Rank& r = ranks[static_cast<size_t>(local)];
     r.server = local >= plan.procs_per_node;
@@ -194,9 +202,19 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
     // The job's server count, for parallel.ps.servers (and parallel.mode: ps).
     if (layout.servers > 0) env.push_back("LOOM_PS_SERVERS=" + std::to_string(layout.servers));
     if (!restarts.empty()) env.push_back("LOOM_RESTARTS=" + restarts);
-    r.pid = spawn(r.server ? server_command(plan.command) : plan.command, env, original);
+    if (relay) {
+      const RankOutputRelay::ChildEnds ends = relay->attach(rank_line_prefix(
+          plan.log_line_prefix, r.server ? "server" : "rank", r.rank, local, plan.node_rank));
+      // A pipe is no terminal: Python would hold a rank's lines back until 8 KB or its end.
+      if (!std::getenv("PYTHONUNBUFFERED")) env.push_back("PYTHONUNBUFFERED=1");
+      r.pid = spawn(r.server ? server_command(plan.command) : plan.command, env, original, &ends);
+      relay->close_child_ends(ends);
+    } else {
+      r.pid = spawn(r.server ? server_command(plan.command) : plan.command, env, original, nullptr);
+    }
     r.running = true;
   }
+  if (relay) relay->start();
 
   AttemptResult result;
   const Rank* failed = nullptr;
@@ -231,6 +249,7 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
       const bool ok =
           exited && (WEXITSTATUS(r.status) == 0 || WEXITSTATUS(r.status) == kPreemptedExitCode);
       if (ok || failed || interrupted || !result.cause.empty()) continue;
+      if (relay) relay->drain();  // the rank's last lines before what is said of its end
       failed = &r;
       result.cause = describe_rank(r) + " " + describe_status(r.status);
       if (plan.nodes > 1)
@@ -280,6 +299,7 @@ AttemptResult run_attempt(const LaunchPlan& plan, const NodeLayout& layout, int 
       kill_at = std::chrono::steady_clock::time_point::max();
     }
   }
+  if (relay) relay->finish();
   if (!result.cause.empty()) {
     result.outcome = AttemptResult::kFailed;
     const int code = failed && WIFEXITED(failed->status) ? WEXITSTATUS(failed->status) : 1;

@@ -42,6 +42,10 @@ struct LaunchPlan {
   // LOOM_STORE_TOKEN of the launcher's environment, or, for a one-node job, a fresh random one;
   // a multi-node job without one runs an open store and says so.
   std::string store_token;
+  // Every line of a rank's output reaches the launcher's stdout or stderr whole, after this
+  // prefix (${role}: rank or server, ${rank}, ${local_rank}, ${node}); empty: the ranks write
+  // to the launcher's stdout and stderr themselves.
+  std::string log_line_prefix = "[${role} ${rank}] ";
   std::vector<std::string> command;
 };
 

@@ -116,6 +116,10 @@ Command add_launch_command(CLI::App& app) {
                   "this many times (`loom train` needs --out); a preemption is not a failure")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--log-line-prefix", plan->log_line_prefix,
+                  "Put this before every line of a rank's output (${role}, ${rank}, "
+                  "${local_rank}, ${node}); '' leaves the output as the ranks write it")
+      ->capture_default_str();
   sub->add_option("command", plan->command, "The command each rank runs (after --)")->required();
   auto roles = std::make_shared<RoleOptions>();
   const char* group = "Heterogeneous clusters (--roles auto)";

@@ -44,6 +44,10 @@ extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, ch
   // transports turn into an error naming the peer, instead of SIGPIPE killing this process
   // without a word (Gloo does not always write with MSG_NOSIGNAL).
   std::signal(SIGPIPE, SIG_IGN);
+  // Lines reach a reader as they are printed, also through a pipe (`loom launch` relays each
+  // rank's output line by line; a log collector reads a pipe too): C's default there would hold
+  // them back until 4 KB.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Loom: fast deep-learning training on LibTorch", "loom"};
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::help);
