@@ -1,6 +1,5 @@
 #include "loom/train/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
 #include <chrono>
@@ -12,13 +11,13 @@
 
 #include "loom/comm/rendezvous.h"
 #include "loom/core/caching_allocator.h"
+#include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/models/model.h"
 #include "loom/models/recompute.h"
 #include "loom/profile/flops.h"
-#include "loom/core/durable_file.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/schedule.h"
 #include "loom/train/server_optimizer.h"
@@ -69,27 +68,13 @@ void TrainingRun::set_up() {
   }
   total_steps_ = steps_per_epoch_ * config_.train.epochs;
   if (config_.train.max_steps > 0) total_steps_ = std::min(total_steps_, config_.train.max_steps);
-  warmup_steps_ = std::min<int64_t>(5, total_steps_ / 10);
 
-  store_ =
-      std::make_unique<CheckpointStore>(options_.out_dir + "/checkpoints", config_.checkpoint.keep,
-                                        setting_int("LOOM_FAULT_KILL_IN_SAVE"));
-  stop_after_step_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
-  if (const auto slow = setting_rank_and_number("LOOM_FAULT_SLOW_RANK");
-      slow && slow->first == rank_) {
-    slow_by_ = std::chrono::milliseconds(slow->second);
-  }
-  // A restarted attempt passes the step again: the kill strikes the first attempt only.
-  if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
-      kill && kill->first == rank_ && comm::restart_attempt() == 0) {
-    kill_after_step_ = kill->second;
-  }
-  if (const auto freeze = setting_rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
-      freeze && freeze->first == rank_) {
-    freeze_after_step_ = freeze->second;
-  }
+  checkpoints_ = std::make_unique<RunCheckpoints>(
+      config_, options_.out_dir, leader(),
+      RunCheckpoints::Parts{layout_.get(), optimizer_.get(), data_.train.get(), replica_,
+                            plan_.step.micro_batches});
+  faults_ = StepFaults::for_rank(rank_, comm::restart_attempt());
   if (leader()) {
-    store_->remove_unfinished();  // what a killed save left behind
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
     // The run's own tokenizer, for `loom generate RUN_DIR` wherever the token data goes later.
     if (data_.input.task == models::Task::kLanguageModel) {
@@ -97,7 +82,18 @@ void TrainingRun::set_up() {
                               read_file(config_.data.path + "/tokenizer.model"));
     }
   }
-  telemetry_ = std::make_unique<StepTelemetry>(config_, options_.out_dir, data_.train.get(), rank_);
+  RunAccountingOptions accounting;
+  accounting.out_dir = options_.out_dir;
+  accounting.rank = rank_;
+  accounting.source = data_.train.get();
+  accounting.tokens_per_sample = data_.input.tokens_per_sample();
+  accounting.replicas = replicas_;
+  accounting.topology = options_.topology;
+  accounting.ranks_on_host = options_.ranks_on_host;
+  accounting.start = start_;
+  accounting.cpu_seconds_at_start = cpu_seconds_at_start_;
+  accounting_ = std::make_unique<RunAccounting>(config_, std::move(accounting));
+  accounting_->set_warmup_steps(std::min<int64_t>(5, total_steps_ / 10));
   if (!data_.train->worker_stats().empty()) {
     remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*data_.train);
   }
@@ -116,59 +112,18 @@ void TrainingRun::set_up() {
 }
 
 void TrainingRun::resume_if_asked() {
-  const std::optional<std::string> latest = options_.resume ? store_->latest() : std::nullopt;
-  if (leader()) {
-    metrics_ =
-        std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", latest.has_value());
-  }
+  const std::optional<std::string> latest = checkpoints_->latest(options_.resume);
+  accounting_->open_metrics(latest.has_value());
   if (!latest) return;
-  const std::string& path = *latest;
-  CheckpointData ckpt = CheckpointStore::load(path);
-  if (ckpt.optimizer_kind != config_.optimizer.name) {
-    throw ConfigError("config key 'optimizer.name' is '" + config_.optimizer.name +
-                      "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind +
-                      "'");
-  }
-  // By name: a checkpoint holds the whole model whatever layout wrote it, and this rank takes
-  // what it trains (all of it, or its pipeline stages).
-  restore_model(ckpt, path, layout_->parameters(), layout_->buffers());
-  import_optimizer_state(*optimizer_, ckpt.optimizer_kind, layout_->optimized_parameters(),
-                         layout_->own_optimizer_state(ckpt.optimizer));
-  if (ckpt.layout_json != layout_->manifest_json()) {
-    LOOM_LOG(kInfo, "checkpoint") << "resuming " << path << ", written as " << ckpt.layout_json
-                                  << ", as " << layout_->manifest_json();
-  }
-  at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
-  parallel::CheckpointTensors saved;
-  saved.rng = ckpt.rng_state;
-  saved.rank_rngs = ckpt.rank_rng_states;
-  generator.set_state(layout_->own_rng(saved));
+  const CheckpointData ckpt = checkpoints_->resume_from(*latest);
   position_ = ckpt.position;
-  if (ckpt.loader) {
-    // The batches are a pure function of (epoch, step): the same identity and position give the
-    // same samples, for any number of loader threads. Rank 0 wrote the checkpoint; every rank
-    // stands at the same position of its own share.
-    ckpt.loader->rank = replica_;
-    check_same_sequence(*ckpt.loader, data_.train->identity(), path);
-    const data::LoaderState expected = loader_state();
-    if (ckpt.loader->epoch != expected.epoch || ckpt.loader->step != expected.step) {
-      throw DataError("checkpoint '" + path + "': the loader stood at batch " +
-                      std::to_string(ckpt.loader->step) + " of epoch " +
-                      std::to_string(ckpt.loader->epoch + 1) + " but training at batch " +
-                      std::to_string(expected.step) + " (train.grad_accum changed?)");
-    }
-    data_.train->seek(ckpt.loader->epoch, ckpt.loader->step);
-  }
-  last_saved_step_ = position_.step;
-  last_checkpoint_ = path;
-  committed_step_ = position_.step;
   resumed_autotune_json_ = ckpt.autotune_json;
   info_.resumed_from_step = position_.step;
 }
 
 double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   using profile::Phase;
-  telemetry_->enter(Phase::kOptimizer);
+  accounting_->enter(Phase::kOptimizer);
   // optimizer.lr_scaling: linear scales the whole schedule (its warm-up and min_lr too) with
   // the replicas.
   last_lr_ = plan_.lr_scale *
@@ -177,27 +132,27 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   const parallel::StepOutcome outcome =
       layout_->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * replicas_;
-  telemetry_->enter(Phase::kOptimizer);
+  accounting_->enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) layout_->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
   // for, around the optimizer's own work.
-  telemetry_->enter(Phase::kCommExposed);
+  accounting_->enter(Phase::kCommExposed);
   layout_->grad_sync().step(last_lr_, [&] {
-    telemetry_->enter(Phase::kOptimizer);
+    accounting_->enter(Phase::kOptimizer);
     optimizer_->step();
-    telemetry_->enter(Phase::kCommExposed);
+    accounting_->enter(Phase::kCommExposed);
   });
-  telemetry_->enter(Phase::kOptimizer);
+  accounting_->enter(Phase::kOptimizer);
   return outcome.loss_sum / static_cast<double>(layout_->micro_batches());
 }
 
 parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k) {
   const int64_t index = step_in_epoch * layout_->micro_batches() + k;
   watchdog_->waiting_for_batch(epoch, index);
-  telemetry_->enter(profile::Phase::kDataWait);
+  accounting_->enter(profile::Phase::kDataWait);
   data::Batch batch = data_.train->batch(epoch, index);
   if (batch.size() == 0) return {at::Tensor(), batch.targets};  // every sample was bad
-  telemetry_->enter(profile::Phase::kH2D);
+  accounting_->enter(profile::Phase::kH2D);
   return {feeder_->to_input(batch.inputs), batch.targets};
 }
 
@@ -219,78 +174,18 @@ void TrainingRun::loss_computed(double value) {
               std::to_string(position_.epoch + 1) +
               (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
               "); stopped. Last good checkpoint: " +
-              (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
-}
-
-data::LoaderState TrainingRun::loader_state() const {
-  data::LoaderState state = data_.train->identity();
-  state.epoch = position_.epoch;
-  state.step = position_.step_in_epoch * plan_.step.micro_batches;
-  return state;
+              (checkpoints_->last().empty() ? std::string("none") : checkpoints_->last()));
 }
 
 void TrainingRun::save_checkpoint() {
-  if (!config_.checkpoint.enabled || last_saved_step_ == position_.step) return;
-  // Data-parallel replicas hold what the first one holds.
-  if (!layout_->takes_part_in_checkpoints()) {
-    last_saved_step_ = position_.step;
-    return;
-  }
-  parallel::CheckpointTensors mine;
-  // Servers that keep the optimizer state send it, and their latest parameters with it.
-  const models::NamedTensors& parameters = layout_->parameters();
-  if (auto held = layout_->grad_sync().held_optimizer_state()) {
-    mine.optimizer = named_optimizer_state(config_.optimizer, parameters, *held);
-  } else {
-    mine.optimizer = export_optimizer_state(*optimizer_, config_.optimizer.name,
-                                            layout_->optimized_parameters());
-  }
-  mine.model = parameters;
-  mine.model.insert(mine.model.end(), layout_->buffers().begin(), layout_->buffers().end());
-  mine.rng = at::detail::getDefaultCPUGenerator().get_state();
-  // Every share under the model's names, on rank 0, which writes them as one model (other
-  // ranks' tensors fetched one at a time as they are written, where the layout streams them).
-  std::optional<parallel::CheckpointTensors> whole = layout_->gather_for_writing(std::move(mine));
-  if (!whole) {
-    last_saved_step_ = position_.step;
-    return;
-  }
-  CheckpointData ckpt;
-  ckpt.model = std::move(whole->model);
-  ckpt.optimizer = std::move(whole->optimizer);
-  ckpt.model_to_fetch = std::move(whole->model_to_fetch);
-  ckpt.optimizer_to_fetch = std::move(whole->optimizer_to_fetch);
-  ckpt.rng_state = whole->rng;
-  ckpt.rank_rng_states = std::move(whole->rank_rngs);
-  ckpt.position = position_;
-  ckpt.loader = loader_state();
-  ckpt.optimizer_kind = config_.optimizer.name;
-  ckpt.layout_json = layout_->manifest_json();
-  ckpt.config_json = config_to_json(config_);
+  std::string autotune;
   if (autotune_ && !autotune_->tuning() && autotune_->result()) {
-    ckpt.autotune_json = autotune_json(*autotune_->result()).dump();  // resuming keeps it
+    autotune = autotune_json(*autotune_->result()).dump();  // resuming keeps it
   }
-  watchdog_->progress();
-  try {
-    last_checkpoint_ = store_->save(ckpt);
-  } catch (const Error& e) {
-    // The other ranks' sends complete whatever happened to the write.
-    if (whole->finish) whole->finish();
-    if (config_.checkpoint.on_error == "stop") {
-      throw Error(std::string(e.what()) + "; stopped (checkpoint.on_error: stop)");
-    }
-    ++checkpoint_failures_;
-    LOOM_LOG(kWarn, "checkpoint") << e.what() << "; training goes on (checkpoint.on_error: warn)";
-    last_saved_step_ = position_.step;
-    return;
-  }
-  if (whole->finish) whole->finish();
-  watchdog_->progress();
-  last_saved_step_ = committed_step_ = position_.step;
-  if (options_.observer) options_.observer->on_checkpoint(last_checkpoint_);
-  if (stop_after_step_ > 0 && position_.step == stop_after_step_) {
-    std::raise(SIGKILL);  // LOOM_FAULT_STOP_AFTER_STEP: preempted right after a commit
-  }
+  if (!checkpoints_->save(position_, autotune, [this] { watchdog_->progress(); })) return;
+  if (options_.observer) options_.observer->on_checkpoint(checkpoints_->last());
+  // LOOM_FAULT_STOP_AFTER_STEP: preempted right after a commit.
+  if (faults_.stops_after(position_.step)) std::raise(SIGKILL);
 }
 
 void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
@@ -300,38 +195,24 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   const int64_t every = config_.checkpoint.every_steps;
   for (int64_t s = first_step; s < steps_per_epoch_ && position_.step < total_steps_; ++s) {
     watchdog_->begin_step(position_.step + 1);
-    telemetry_->begin_step(steps_this_process_);
+    accounting_->begin_step();
     const int64_t samples_before = position_.samples;
     const double loss = optimizer_step(epoch, s);
-    if (slow_by_.count() > 0) std::this_thread::sleep_for(slow_by_);  // LOOM_FAULT_SLOW_RANK
+    faults_.slow_down();
     // Steps run while the autotuner tries settings are not the run's steady state.
     const bool tuning = autotune_ && autotune_->tuning();
-    const bool steady = !tuning && steps_this_process_ + 1 > warmup_steps_;
-    const double dt = telemetry_->end_step(position_.step + 1, steady).wall;
+    const int64_t samples = position_.samples - samples_before;
+    const double dt = accounting_->end_step(position_.step + 1, samples, loss,
+                                            layout_->grad_sync().last_stats(), !tuning);
     ++position_.step;
     position_.step_in_epoch = s + 1;
-    ++steps_this_process_;
-    window_seconds_ += dt;
-    const parallel::SyncStats& sync = layout_->grad_sync().last_stats();
-    window_comm_seconds_ += sync.comm_seconds;
-    window_comm_exposed_ += sync.exposed_seconds;
-    window_staleness_ = std::max(window_staleness_, sync.staleness);
-    window_samples_ += position_.samples - samples_before;
     if (tuning) {
-      autotune_->after_step(position_.samples - samples_before, dt);
+      autotune_->after_step(samples, dt);
       if (!autotune_->tuning()) finish_autotune();
-    }
-    if (steady) {
-      steady_seconds_ += dt;
-      steady_samples_ += position_.samples - samples_before;
-      comm_seconds_ += sync.comm_seconds;
-      comm_exposed_ += sync.exposed_seconds;
-      comm_bytes_ += static_cast<double>(sync.bytes);
-      ++comm_steps_;
     }
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
-    inject_step_faults();
+    faults_.strike_after(position_.step);
     if (stop_requested()) {
       preempted_ = true;
       LOOM_LOG(kWarn, "train") << "rank " << rank_ << ": SIGTERM: stopping after step "
@@ -369,9 +250,9 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     record["test_loss"] = r.test_loss;
     record["test_accuracy"] = r.test_accuracy;
     if (r.test_perplexity > 0) record["test_perplexity"] = r.test_perplexity;
-    telemetry_->log_eval(r.step, r.test_loss, r.test_accuracy, r.test_perplexity);
+    accounting_->log_eval(r.step, r.test_loss, r.test_accuracy, r.test_perplexity);
   }
-  write_metrics(record);
+  accounting_->write(record);
   if (options_.observer) options_.observer->on_epoch(r);
   if (every == 0 && epoch_done) save_checkpoint();
 }
@@ -381,11 +262,6 @@ bool TrainingRun::stop_requested() {
   const bool mine = options_.termination->load(std::memory_order_relaxed) != 0;
   watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps
   return layout_->any_rank(mine);
-}
-
-void TrainingRun::inject_step_faults() {
-  if (position_.step == kill_after_step_) std::raise(SIGKILL);
-  if (position_.step == freeze_after_step_) std::raise(SIGSTOP);
 }
 
 void TrainingRun::start_watchdog() {
@@ -400,7 +276,7 @@ void TrainingRun::start_watchdog() {
   options.preempt_grace_s = config_.train.preempt_grace_s;
   watchdog_ = std::make_unique<StallWatchdog>(std::move(options));
   watchdog_->set_resumed_from(std::max<int64_t>(0, info_.resumed_from_step));
-  telemetry_->set_watchdog(watchdog_.get());
+  accounting_->set_watchdog(watchdog_.get());
 }
 
 void TrainingRun::start_layout() {
@@ -432,15 +308,7 @@ TrainSummary TrainingRun::run() {
   layout_->grad_sync().end_training();
   save_checkpoint();
   // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
-  const int traced_ranks = plan_.world;
-  if (traced_ranks > 1 && config_.profile.trace) {
-    // One trace with a process per rank: rank 0 takes the others' events once all are done.
-    if (world_ > 1) {
-      auto& comm = *options_.communicator;
-      comm.barrier()->wait(comm.options().timeout);
-    }
-    if (leader()) telemetry_->merge_rank_traces(options_.out_dir, traced_ranks);
-  }
+  accounting_->merge_traces(world_ > 1 ? options_.communicator : nullptr, plan_.world);
   // Resuming a run that had already finished trains nothing: still report its accuracy.
   if (config_.train.eval && data_.test && last_eval_.samples == 0 && !preempted_) {
     last_eval_ = evaluate_test();

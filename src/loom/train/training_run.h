@@ -26,9 +26,11 @@
 #include "loom/train/metrics_log.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/remote_worker_metrics.h"
+#include "loom/train/run_accounting.h"
+#include "loom/train/run_checkpoints.h"
 #include "loom/train/server_metrics.h"
 #include "loom/train/stall_watchdog.h"
-#include "loom/train/step_telemetry.h"
+#include "loom/train/step_faults.h"
 #include "loom/train/train_data.h"
 #include "loom/train/trainer.h"
 
@@ -69,29 +71,23 @@ class TrainingRun : private parallel::StepObserver {
   void resume_if_asked();
   void train_epoch(int64_t epoch, int64_t first_step);
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
+  // Commits a checkpoint of the run as it stands (RunCheckpoints), unless this step has one.
   void save_checkpoint();
   // After each step: whether SIGTERM asks to stop here. Ranks that step together agree (any
   // rank asked -> all stop), so that they stop at the same step and one checkpoint holds it.
   bool stop_requested();
   // The stall watchdog, told what this rank's waits are for.
   void start_watchdog();
-  // Testing aids that act after a step: a rank killed or frozen (LOOM_FAULT_*_RANK_AFTER_STEP).
-  void inject_step_faults();
   // Starts the layout's gradient exchange and step executor from the parameters as they stand.
   void start_layout();
-  // The training loader's next batch at the current position.
-  data::LoaderState loader_state() const;
-  // What the advisor reads, for a run of `wall_seconds`.
-  profile::RunProfile run_profile(double wall_seconds) const;
+  // What the advisor reads that only this loop knows (RunAccounting adds the rest).
+  profile::RunProfile run_profile() const;
   void report_step(double loss);
   // Rank 0 writes the run's files and reports; the other ranks of a data-parallel run do not.
   bool leader() const { return rank_ == 0; }
-  void write_metrics(const nlohmann::ordered_json& record) {
-    if (metrics_) metrics_->write(record);
-  }
-  // StepObserver: the executor's phases go to the step accounting, the first forward pass is
+  // StepObserver: the executor's phases go to the run's accounting, the first forward pass is
   // counted for the FLOPs, and a non-finite loss stops the run.
-  void enter(profile::Phase phase) override { telemetry_->enter(phase); }
+  void enter(profile::Phase phase) override { accounting_->enter(phase); }
   void forward_begins() override;
   void forward_ends(int64_t samples) override;
   void loss_computed(double value) override;
@@ -120,29 +116,14 @@ class TrainingRun : private parallel::StepObserver {
   std::unique_ptr<parallel::ParallelLayout> layout_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<data::Feeder> feeder_;
-  std::unique_ptr<CheckpointStore> store_;
-  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<RunCheckpoints> checkpoints_;
   RunInfo info_;
   TrainPosition position_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0;
-  int64_t last_saved_step_ = -1;
-  std::string last_checkpoint_;
-  int64_t stop_after_step_ = 0;
-  int64_t committed_step_ = -1;  // of last_checkpoint_, on the rank that writes it
-  // LOOM_FAULT_KILL_RANK_AFTER_STEP / LOOM_FAULT_FREEZE_RANK_AFTER_STEP on this rank (-1: none).
-  int64_t kill_after_step_ = -1, freeze_after_step_ = -1;
-  bool preempted_ = false;           // SIGTERM: the loop stopped after the current step
-  int64_t checkpoint_failures_ = 0;  // saves that failed under checkpoint.on_error: warn
+  StepFaults faults_;       // testing aids (LOOM_FAULT_*) meant for this rank
+  bool preempted_ = false;  // SIGTERM: the loop stopped after the current step
   std::unique_ptr<StallWatchdog> watchdog_;
-  std::chrono::milliseconds slow_by_{0};  // LOOM_FAULT_SLOW_RANK on this rank
 
-  // Throughput: steady state skips the first steps (allocator and oneDNN warm-up).
-  int64_t warmup_steps_ = 0, steps_this_process_ = 0;
-  double steady_seconds_ = 0.0;
-  int64_t steady_samples_ = 0;
-  // The window since the last log line.
-  double window_loss_ = 0.0, window_seconds_ = 0.0;
-  int64_t window_steps_ = 0, window_samples_ = 0;
   double epoch_loss_ = 0.0;
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
@@ -150,14 +131,9 @@ class TrainingRun : private parallel::StepObserver {
   int rank_ = 0, world_ = 1;  // among the training ranks
   int replicas_ = 1;          // data-parallel copies of the model (world / pipeline ranks)
   int replica_ = 0;           // which of them this rank belongs to
-  std::unique_ptr<models::Loss> loss_;       // training: with label smoothing
-  std::unique_ptr<models::Loss> eval_loss_;  // the test loss: plain cross-entropy
-  // Gradient exchange summed over the steady-state steps.
-  double comm_seconds_ = 0, comm_exposed_ = 0, comm_bytes_ = 0;
-  double window_comm_seconds_ = 0, window_comm_exposed_ = 0;  // since the last log line
-  std::int64_t window_staleness_ = -1;  // the most seen since then; -1: nothing pulled
-  int64_t comm_steps_ = 0;
-  std::unique_ptr<StepTelemetry> telemetry_;
+  std::unique_ptr<models::Loss> loss_;                   // training: with label smoothing
+  std::unique_ptr<models::Loss> eval_loss_;              // the test loss: plain cross-entropy
+  std::unique_ptr<RunAccounting> accounting_;            // steps, windows, files, summary
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
   std::unique_ptr<ServerMetrics> server_metrics_;        // with parameter servers
   double forward_flops_per_sample_ = 0;

@@ -30,7 +30,7 @@ void TrainingRun::start_autotune() {
     try {
       earlier = autotune_from_json(nlohmann::ordered_json::parse(resumed_autotune_json_));
     } catch (const nlohmann::json::exception& e) {
-      throw DataError("checkpoint '" + last_checkpoint_ +
+      throw DataError("checkpoint '" + checkpoints_->last() +
                       "': its autotune result is malformed: " + e.what());
     }
     autotune_ = std::make_unique<AutotuneSession>(config_, earlier, start, *data_.train,
@@ -54,14 +54,15 @@ void TrainingRun::finish_autotune() {
   info_.runtime.threads_reason = autotune_->resumed() ? "chosen by the autotuner before the resume"
                                                       : "chosen by the autotuner";
   // The chosen settings may differ from the last ones tried: let them settle before measuring.
-  warmup_steps_ = std::max(warmup_steps_, steps_this_process_ + config_.autotune.warmup_steps);
+  accounting_->set_warmup_steps(
+      std::max(accounting_->warmup_steps(), accounting_->steps() + config_.autotune.warmup_steps));
   const profile::AutotuneResult& r = *autotune_->result();
-  write_metrics({{"type", "autotune"},
-                 {"step", position_.step},
-                 {"chosen", autotune_json(r)["chosen"]},
-                 {"resumed", autotune_->resumed()},
-                 {"samples_per_second", r.chosen_score},
-                 {"start_samples_per_second", r.start_score}});
+  accounting_->write({{"type", "autotune"},
+                      {"step", position_.step},
+                      {"chosen", autotune_json(r)["chosen"]},
+                      {"resumed", autotune_->resumed()},
+                      {"samples_per_second", r.chosen_score},
+                      {"start_samples_per_second", r.start_score}});
 }
 
 EvalResult TrainingRun::evaluate_test() {
@@ -81,8 +82,6 @@ EvalResult TrainingRun::evaluate_test() {
 }
 
 void TrainingRun::report_step(double loss) {
-  window_loss_ += loss;
-  ++window_steps_;
   epoch_loss_ += loss;
   ++epoch_steps_;
   const bool log_line =
@@ -92,71 +91,34 @@ void TrainingRun::report_step(double loss) {
   r.total_steps = total_steps_;
   r.epoch = position_.epoch;
   r.epochs = config_.train.epochs;
-  r.loss = window_loss_ / static_cast<double>(window_steps_);
+  r.loss = accounting_->window_loss();
   // Async and SSP workers do not meet mid-epoch: a collective here would hold the fast ones
   // back to the slowest every log line. Their log shows rank 0's loss.
   if (log_line && plan_.lockstep()) r.loss = layout_->mean_over_trainers(r.loss);
   r.learning_rate = last_lr_;
-  r.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0.0;
+  r.samples_per_second = accounting_->window_samples_per_second();
   r.tokens_per_second = r.samples_per_second * static_cast<double>(info_.tokens_per_sample);
-  r.elapsed_seconds = seconds_since(start_);
-  const double per_step =
-      steps_this_process_ > 0 ? (steady_seconds_ + window_seconds_) / steps_this_process_ : 0.0;
-  r.eta_seconds = per_step * static_cast<double>(total_steps_ - position_.step);
+  r.elapsed_seconds = accounting_->elapsed_seconds();
+  r.eta_seconds =
+      accounting_->seconds_per_step() * static_cast<double>(total_steps_ - position_.step);
   r.log_line = log_line;
   if (options_.observer) options_.observer->on_step(r);
   if (!log_line) return;
-  nlohmann::ordered_json record = {{"type", "step"},
-                                   {"step", r.step},
-                                   {"epoch", r.epoch + 1},
-                                   {"loss", r.loss},
-                                   {"lr", r.learning_rate},
-                                   {"samples_per_second", r.samples_per_second},
-                                   {"elapsed_seconds", r.elapsed_seconds}};
-  if (r.tokens_per_second > 0) record["tokens_per_second"] = r.tokens_per_second;
-  record.update(telemetry_->log_window(r.step, window_steps_, r.loss, r.learning_rate,
-                                       r.samples_per_second, r.tokens_per_second));
-  if (replicas_ > 1) {
-    record["comm_overlap"] = window_comm_seconds_ > 0
-                                 ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
-                                 : 0.0;
-    window_comm_seconds_ = window_comm_exposed_ = 0.0;
-  }
-  if (window_staleness_ >= 0) {
-    // Servers holding the parameters: the most steps of the slowest worker that this rank's
-    // parameters lacked in the window.
-    record["staleness"] = window_staleness_;
-    window_staleness_ = -1;
-  }
-  write_metrics(record);
-  if (remote_metrics_) write_metrics(remote_metrics_->window_record(r.step));
+  accounting_->log_window(r.step, r.epoch + 1, r.loss, r.learning_rate);
+  if (remote_metrics_) accounting_->write(remote_metrics_->window_record(r.step));
   // Parameter servers report their load to worker 0 with every step.
   if (const auto& servers = layout_->grad_sync().last_stats().servers;
       server_metrics_ && !servers.empty()) {
-    write_metrics(server_metrics_->window_record(r.step, servers));
+    accounting_->write(server_metrics_->window_record(r.step, servers));
   }
-  window_loss_ = window_seconds_ = 0.0;
-  window_steps_ = window_samples_ = 0;
 }
 
-profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
+profile::RunProfile TrainingRun::run_profile() const {
   profile::RunProfile p;
-  p.step_times = telemetry_->steady();
-  p.steps = telemetry_->steady_steps();
-  // The host's usable cores: the CLI gave the run its share in topology.usable_cores.
-  p.usable_cores = usable_cores(options_.topology.affinity_cores, options_.topology.quota_cores);
-  p.ranks_on_host = options_.ranks_on_host;
-  p.step_seconds = telemetry_->steady_series().wall_seconds();
-  p.step_data_wait_seconds = telemetry_->steady_series().data_wait_seconds();
-  if (const auto others = telemetry_->host_load().share()) {
-    p.other_cores = others->other_cores;
-    p.stolen_cores = others->stolen_cores;
-  }
   p.compute_threads = info_.runtime.threads;
   p.loader_threads = data_.loader_threads;
   p.loader_decodes = data_.decoded;
   p.precision = info_.runtime.precision;
-  p.native_bf16 = options_.topology.cpu.native_bf16();
   p.memory_format = info_.runtime.memory_format;
   p.convolutional = model_->is_convolutional();
   p.batch_size = plan_.step.micro_batch;
@@ -191,15 +153,6 @@ profile::RunProfile TrainingRun::run_profile(double wall_seconds) const {
       plan_.mode == parallel::LayoutMode::kPipeline) {
     p.data_parallel_ranks = plan_.replicas;
   }
-  const double cpu = process_cpu_seconds() - cpu_seconds_at_start_;
-  const int rank_cores = std::max(1, p.usable_cores / std::max(1, p.ranks_on_host));
-  if (wall_seconds > 0) p.cpu_utilisation = cpu / (wall_seconds * rank_cores);
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  if (options_.topology.memory_bytes > 0) {
-    p.memory_fraction = static_cast<double>(usage.ru_maxrss) * 1024.0 /
-                        static_cast<double>(options_.topology.memory_bytes);
-  }
   return p;
 }
 
@@ -229,6 +182,10 @@ int64_t TrainingRun::optimizer_state_bytes() const {
 
 TrainSummary TrainingRun::summarize() {
   TrainSummary s;
+  accounting_->fill_summary(s);
+  if (s.samples_per_second == 0 && autotune_ && autotune_->result()) {
+    s.samples_per_second = autotune_->result()->chosen_score;  // every step was tuning
+  }
   s.model = info_.model;
   s.parameters = info_.parameters;
   s.epochs = position_.epoch;
@@ -237,29 +194,20 @@ TrainSummary TrainingRun::summarize() {
   s.evaluated = last_eval_.samples > 0;
   s.test_accuracy = last_eval_.accuracy;
   s.test_loss = last_eval_.loss;
-  s.tokens_per_sample = info_.tokens_per_sample;
   if (s.tokens_per_sample > 0 && s.evaluated) s.test_perplexity = last_eval_.perplexity();
   s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
-  const bool have_steady = steady_seconds_ > 0;
-  s.samples_per_second = have_steady           ? steady_samples_ / steady_seconds_
-                         : window_seconds_ > 0 ? window_samples_ / window_seconds_
-                         : autotune_ && autotune_->result()
-                             ? autotune_->result()->chosen_score  // every step was tuning
-                             : 0.0;
-  s.wall_seconds = seconds_since(start_);
-  s.cpu_seconds = process_cpu_seconds() - cpu_seconds_at_start_;
   s.sample_bytes = s.tokens_per_sample > 0
                        ? 2 * s.tokens_per_sample * static_cast<int64_t>(sizeof(int64_t))
                        : data_.input.channels * data_.input.height * data_.input.width;
   s.runtime = info_.runtime;
   s.resumed_from_step = info_.resumed_from_step;
-  s.last_checkpoint = last_checkpoint_;
+  s.last_checkpoint = checkpoints_->last();
   s.preempted = preempted_;
   // Rank 0 writes checkpoints and knows whether the stop step's one was committed; the others
   // stopped with it and resume from what it wrote.
-  s.preempted_checkpoint =
-      preempted_ && config_.checkpoint.enabled && (!leader() || committed_step_ == position_.step);
-  s.checkpoint_failures = checkpoint_failures_;
+  s.preempted_checkpoint = preempted_ && config_.checkpoint.enabled &&
+                           (!leader() || checkpoints_->committed_step() == position_.step);
+  s.checkpoint_failures = checkpoints_->failures();
   s.restarts = options_.restarts;
   // This attempt went on from its checkpoint: the last restart's lost steps are now known.
   if (!s.restarts.empty() && s.restarts.back().resumed_from_step < 0) {
@@ -271,13 +219,11 @@ TrainSummary TrainingRun::summarize() {
   s.remote_workers = data_.train->worker_stats();
   s.remote_local_batches = data_.train->local_batches();
   s.remote_receive_cpu_seconds = data_.train->receive_cpu_seconds();
-  s.step_times = telemetry_->steady();
-  s.steady_steps = telemetry_->steady_steps();
   s.plan = plan_;
   s.layout = layout_->report();
   {
     // Every worker's compute over the steady steps, compared by the advisor (data parallel).
-    const profile::StepTimes steady = telemetry_->steady();
+    const profile::StepTimes steady = accounting_->steady();
     s.layout.worker_compute_seconds =
         layout_->by_trainer(steady[profile::Phase::kForward] + steady[profile::Phase::kBackward] +
                             steady[profile::Phase::kOptimizer]);
@@ -292,19 +238,14 @@ TrainSummary TrainingRun::summarize() {
       info_.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
   s.optimizer_state_bytes = optimizer_state_bytes();
   s.gradient_bytes = gradient_bytes();
-  profile::RunProfile profiled = run_profile(s.wall_seconds);
+  profile::RunProfile profiled = run_profile();
   profiled.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
-  profiled.samples_per_second = s.samples_per_second;
-  profiled.blas = s.blas.name;
-  profiled.blas_path = s.blas.path;
-  profiled.fp32_matmul_flops_per_second = s.fp32_matmul_flops_per_second;
   profiled.worker_compute_seconds = s.layout.worker_compute_seconds;
   profiled.better_microbatches = s.layout.better_microbatches;
   profiled.better_bubble = s.layout.better_bubble;
   for (const parallel::ServerLoad& load : s.layout.servers) {
     profiled.server_busy_seconds.push_back(load.busy_seconds);
   }
-  s.findings = profile::advise(profiled);
   // A pipeline's ranks each counted their own stages' forward FLOPs.
   s.forward_flops_per_sample = layout_->sum_over_stages(forward_flops_per_sample_);
   // Every rank holds the whole model's shape, whatever it trains of it.
@@ -318,11 +259,6 @@ TrainSummary TrainingRun::summarize() {
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
   s.buckets = layout_->grad_sync().last_stats().buckets;
-  if (comm_steps_ > 0) {
-    s.comm_bytes_per_step = comm_bytes_ / static_cast<double>(comm_steps_);
-    s.comm_seconds_per_step = comm_seconds_ / static_cast<double>(comm_steps_);
-    s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
-  }
   if (autotune_) {
     if (const profile::AutotuneResult* r = autotune_->result()) s.autotune = *r;
     s.autotune_resumed = autotune_->resumed();
@@ -332,7 +268,7 @@ TrainSummary TrainingRun::summarize() {
                               autotune_yaml(*s.autotune, info_.machine));
     }
   }
-  if (leader()) write_summary(options_.out_dir + "/summary.json", s, options_.topology);
+  accounting_->finish(s, profiled);
   return s;
 }
 

@@ -1,0 +1,163 @@
+#include "loom/train/run_accounting.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "loom/train/summary.h"
+
+namespace loom::train {
+namespace {
+
+// Rank 0 writes the run's TensorBoard events; every rank traces (into its own file).
+Config telemetry_config(Config config, int rank) {
+  if (rank != 0) config.train.tensorboard = false;
+  return config;
+}
+
+}  // namespace
+
+RunAccounting::RunAccounting(const Config& config, RunAccountingOptions options)
+    : config_(config),
+      options_(std::move(options)),
+      telemetry_(telemetry_config(config_, options_.rank), options_.out_dir, options_.source,
+                 options_.rank, options_.what) {}
+
+void RunAccounting::open_metrics(bool append) {
+  if (options_.rank == 0) {
+    metrics_ = std::make_unique<MetricsLog>(options_.out_dir + "/metrics.jsonl", append);
+  }
+}
+
+double RunAccounting::end_step(int64_t step, int64_t samples, double loss,
+                               const parallel::SyncStats& sync, bool may_be_steady) {
+  const bool steady = may_be_steady && steps_ >= warmup_steps_;
+  const double seconds = telemetry_.end_step(step, steady).wall;
+  ++steps_;
+  step_seconds_ += seconds;
+  window_seconds_ += seconds;
+  window_samples_ += samples;
+  ++window_steps_;
+  if (!std::isnan(loss)) {
+    window_loss_ += loss;
+    ++window_losses_;
+  }
+  window_comm_seconds_ += sync.comm_seconds;
+  window_comm_exposed_ += sync.exposed_seconds;
+  window_staleness_ = std::max(window_staleness_, sync.staleness);
+  if (steady) {
+    steady_seconds_ += seconds;
+    steady_samples_ += samples;
+    comm_seconds_ += sync.comm_seconds;
+    comm_exposed_ += sync.exposed_seconds;
+    comm_bytes_ += static_cast<double>(sync.bytes);
+    ++comm_steps_;
+  }
+  return seconds;
+}
+
+double RunAccounting::window_loss() const {
+  return window_losses_ > 0 ? window_loss_ / static_cast<double>(window_losses_)
+                            : std::numeric_limits<double>::quiet_NaN();
+}
+
+double RunAccounting::window_samples_per_second() const {
+  return window_seconds_ > 0 ? static_cast<double>(window_samples_) / window_seconds_ : 0.0;
+}
+
+nlohmann::ordered_json RunAccounting::log_window(int64_t step, int64_t epoch, double loss,
+                                                 double lr) {
+  const double rate = window_samples_per_second();
+  const double tokens = rate * static_cast<double>(options_.tokens_per_sample);
+  nlohmann::ordered_json record = {{"type", "step"},
+                                   {"step", step},
+                                   {"epoch", epoch},
+                                   {"loss", loss},
+                                   {"lr", lr},
+                                   {"samples_per_second", rate},
+                                   {"elapsed_seconds", elapsed_seconds()}};
+  if (tokens > 0) record["tokens_per_second"] = tokens;
+  record.update(telemetry_.log_window(step, window_steps_, loss, lr, rate, tokens));
+  if (options_.replicas > 1) {
+    record["comm_overlap"] = window_comm_seconds_ > 0
+                                 ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
+                                 : 0.0;
+  }
+  // Servers holding the parameters: the most steps of the slowest worker that this rank's
+  // parameters lacked in the window.
+  if (window_staleness_ >= 0) record["staleness"] = window_staleness_;
+  write(record);
+  window_seconds_ = window_loss_ = window_comm_seconds_ = window_comm_exposed_ = 0;
+  window_steps_ = window_samples_ = window_losses_ = 0;
+  window_staleness_ = -1;
+  return record;
+}
+
+double RunAccounting::elapsed_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - options_.start).count();
+}
+
+double RunAccounting::seconds_per_step() const {
+  return steps_ > 0 ? step_seconds_ / static_cast<double>(steps_) : 0.0;
+}
+
+double RunAccounting::steady_samples_per_second() const {
+  return steady_seconds_ > 0 ? static_cast<double>(steady_samples_) / steady_seconds_ : 0.0;
+}
+
+void RunAccounting::merge_traces(comm::Communicator* comm, int traced_ranks) {
+  if (traced_ranks <= 1 || !config_.profile.trace) return;
+  if (comm && comm->world() > 1) comm->barrier()->wait(comm->options().timeout);
+  if (options_.rank == 0) telemetry_.merge_rank_traces(options_.out_dir, traced_ranks);
+}
+
+void RunAccounting::fill_summary(TrainSummary& s) const {
+  s.samples_per_second =
+      steady_seconds_ > 0 ? steady_samples_per_second() : window_samples_per_second();
+  s.tokens_per_sample = options_.tokens_per_sample;
+  s.wall_seconds = elapsed_seconds();
+  s.cpu_seconds = process_cpu_seconds() - options_.cpu_seconds_at_start;
+  s.step_times = telemetry_.steady();
+  s.steady_steps = telemetry_.steady_steps();
+  if (comm_steps_ > 0) {
+    const auto steps = static_cast<double>(comm_steps_);
+    s.comm_bytes_per_step = comm_bytes_ / steps;
+    s.comm_seconds_per_step = comm_seconds_ / steps;
+    s.comm_overlap = comm_seconds_ > 0 ? std::max(0.0, 1.0 - comm_exposed_ / comm_seconds_) : 0.0;
+  }
+}
+
+void RunAccounting::finish(TrainSummary& s, profile::RunProfile p) const {
+  const Topology& host = options_.topology;
+  p.step_times = s.step_times;
+  p.steps = s.steady_steps;
+  p.samples_per_second = s.samples_per_second;
+  // The host's usable cores (a rank of several may have been given its share of them).
+  p.usable_cores = usable_cores(host.affinity_cores, host.quota_cores);
+  p.ranks_on_host = options_.ranks_on_host;
+  p.python = options_.python;
+  p.native_bf16 = host.cpu.native_bf16();
+  p.step_seconds = telemetry_.steady_series().wall_seconds();
+  p.step_data_wait_seconds = telemetry_.steady_series().data_wait_seconds();
+  if (const auto others = telemetry_.host_load().share()) {
+    p.other_cores = others->other_cores;
+    p.stolen_cores = others->stolen_cores;
+  }
+  const int rank_cores = std::max(1, p.usable_cores / std::max(1, p.ranks_on_host));
+  if (s.wall_seconds > 0) p.cpu_utilisation = s.cpu_seconds / (s.wall_seconds * rank_cores);
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  if (host.memory_bytes > 0) {
+    p.memory_fraction =
+        static_cast<double>(usage.ru_maxrss) * 1024.0 / static_cast<double>(host.memory_bytes);
+  }
+  p.blas = s.blas.name;
+  p.blas_path = s.blas.path;
+  p.fp32_matmul_flops_per_second = s.fp32_matmul_flops_per_second;
+  s.findings = profile::advise(p);
+  if (options_.rank == 0) write_summary(options_.out_dir + "/summary.json", s, host);
+}
+
+}  // namespace loom::train

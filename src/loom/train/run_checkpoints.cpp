@@ -1,0 +1,122 @@
+#include "loom/train/run_checkpoints.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/core/settings.h"
+#include "loom/train/optimizer.h"
+#include "loom/train/server_optimizer.h"
+
+namespace loom::train {
+
+RunCheckpoints::RunCheckpoints(const Config& config, const std::string& out_dir, bool leader,
+                               Parts parts)
+    : config_(config),
+      parts_(parts),
+      store_(out_dir + "/checkpoints", config.checkpoint.keep,
+             setting_int("LOOM_FAULT_KILL_IN_SAVE")) {
+  if (leader) store_.remove_unfinished();  // what a killed save left behind
+}
+
+data::LoaderState RunCheckpoints::loader_state(const TrainPosition& position) const {
+  data::LoaderState state = parts_.train->identity();
+  state.epoch = position.epoch;
+  state.step = position.step_in_epoch * parts_.micro_batches;
+  return state;
+}
+
+CheckpointData RunCheckpoints::resume_from(const std::string& path) {
+  parallel::ParallelLayout& layout = *parts_.layout;
+  CheckpointData ckpt = CheckpointStore::load(path);
+  if (ckpt.optimizer_kind != config_.optimizer.name) {
+    throw ConfigError("config key 'optimizer.name' is '" + config_.optimizer.name +
+                      "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind +
+                      "'");
+  }
+  restore_model(ckpt, path, layout.parameters(), layout.buffers());
+  import_optimizer_state(*parts_.optimizer, ckpt.optimizer_kind, layout.optimized_parameters(),
+                         layout.own_optimizer_state(ckpt.optimizer));
+  if (ckpt.layout_json != layout.manifest_json()) {
+    LOOM_LOG(kInfo, "checkpoint") << "resuming " << path << ", written as " << ckpt.layout_json
+                                  << ", as " << layout.manifest_json();
+  }
+  at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the default
+  parallel::CheckpointTensors saved;
+  saved.rng = ckpt.rng_state;
+  saved.rank_rngs = ckpt.rank_rng_states;
+  generator.set_state(layout.own_rng(saved));
+  if (ckpt.loader) {
+    // The batches are a pure function of (epoch, step): the same identity and position give the
+    // same samples, for any number of loader threads. Rank 0 wrote the checkpoint; every rank
+    // stands at the same position of its own share.
+    ckpt.loader->rank = parts_.replica;
+    check_same_sequence(*ckpt.loader, parts_.train->identity(), path);
+    const data::LoaderState expected = loader_state(ckpt.position);
+    if (ckpt.loader->epoch != expected.epoch || ckpt.loader->step != expected.step) {
+      throw DataError("checkpoint '" + path + "': the loader stood at batch " +
+                      std::to_string(ckpt.loader->step) + " of epoch " +
+                      std::to_string(ckpt.loader->epoch + 1) + " but training at batch " +
+                      std::to_string(expected.step) + " (train.grad_accum changed?)");
+    }
+    parts_.train->seek(ckpt.loader->epoch, ckpt.loader->step);
+  }
+  saved_step_ = committed_step_ = ckpt.position.step;
+  last_ = path;
+  return ckpt;
+}
+
+bool RunCheckpoints::save(const TrainPosition& position, const std::string& autotune_json,
+                          const std::function<void()>& progress) {
+  if (!config_.checkpoint.enabled || saved_step_ == position.step) return false;
+  saved_step_ = position.step;
+  parallel::ParallelLayout& layout = *parts_.layout;
+  // Data-parallel replicas hold what the first one holds.
+  if (!layout.takes_part_in_checkpoints()) return false;
+  parallel::CheckpointTensors mine;
+  // Servers that keep the optimizer state send it, and their latest parameters with it.
+  const models::NamedTensors& parameters = layout.parameters();
+  if (auto held = layout.grad_sync().held_optimizer_state()) {
+    mine.optimizer = named_optimizer_state(config_.optimizer, parameters, *held);
+  } else {
+    mine.optimizer = export_optimizer_state(*parts_.optimizer, config_.optimizer.name,
+                                            layout.optimized_parameters());
+  }
+  mine.model = parameters;
+  mine.model.insert(mine.model.end(), layout.buffers().begin(), layout.buffers().end());
+  mine.rng = at::detail::getDefaultCPUGenerator().get_state();
+  std::optional<parallel::CheckpointTensors> whole = layout.gather_for_writing(std::move(mine));
+  if (!whole) return false;
+  CheckpointData ckpt;
+  ckpt.model = std::move(whole->model);
+  ckpt.optimizer = std::move(whole->optimizer);
+  ckpt.model_to_fetch = std::move(whole->model_to_fetch);
+  ckpt.optimizer_to_fetch = std::move(whole->optimizer_to_fetch);
+  ckpt.rng_state = whole->rng;
+  ckpt.rank_rng_states = std::move(whole->rank_rngs);
+  ckpt.position = position;
+  ckpt.loader = loader_state(position);
+  ckpt.optimizer_kind = config_.optimizer.name;
+  ckpt.layout_json = layout.manifest_json();
+  ckpt.config_json = config_to_json(config_);
+  ckpt.autotune_json = autotune_json;
+  progress();
+  try {
+    last_ = store_.save(ckpt);
+  } catch (const Error& e) {
+    // The other ranks' sends complete whatever happened to the write.
+    if (whole->finish) whole->finish();
+    if (config_.checkpoint.on_error == "stop") {
+      throw Error(std::string(e.what()) + "; stopped (checkpoint.on_error: stop)");
+    }
+    ++failures_;
+    LOOM_LOG(kWarn, "checkpoint") << e.what() << "; training goes on (checkpoint.on_error: warn)";
+    return false;
+  }
+  if (whole->finish) whole->finish();
+  progress();
+  committed_step_ = position.step;
+  return true;
+}
+
+}  // namespace loom::train
