@@ -27,7 +27,11 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderO
     : dataset_(std::move(dataset)),
       order_(order),
       options_(std::move(options)),
-      window_(batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last)) {
+      window_({batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last),
+               kBatchTimeout, options_.max_bad_fraction,
+               [this](const OrderedWindow::Slot*) {  // called with window_'s lock held
+                 return "waited for " + std::to_string(active_threads_) + " worker threads";
+               }}) {
   if (order_.total() != dataset_->size()) {
     throw Error("loader: order covers " + std::to_string(order_.total()) +
                 " samples, data set has " + std::to_string(dataset_->size()));
@@ -49,34 +53,27 @@ int Loader::depth_for(int64_t prefetch_batches) const {
 
 void Loader::set_threads(int threads) {
   if (threads < 1) throw Error("loader: " + std::to_string(threads) + " threads asked for");
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+  window_.update([&] {
     active_threads_ = threads;
     // New workers wait for the lock like the others.
     while (static_cast<int>(workers_.size()) < threads) {
       const int index = static_cast<int>(workers_.size());
       workers_.emplace_back([this, index] { worker_loop(index); });
     }
-  }
-  changed_.notify_all();
+  });
 }
 
 void Loader::set_prefetch_batches(int batches) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    depth_ = depth_for(batches);
-  }
-  changed_.notify_all();
+  const int depth = depth_for(batches);
+  window_.update([&] { depth_ = depth; });
 }
 
 int Loader::prefetch_depth() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return depth_;
+  return window_.with_lock([&] { return depth_; });
 }
 
 int Loader::threads() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return active_threads_;
+  return window_.with_lock([&] { return active_threads_; });
 }
 
 std::string Loader::describe_producers() const {
@@ -84,11 +81,7 @@ std::string Loader::describe_producers() const {
 }
 
 Loader::~Loader() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
+  window_.stop();
   for (auto& w : workers_) w.join();
 }
 
@@ -105,19 +98,12 @@ BatchLayout Loader::layout() const {
   return layout;
 }
 
-LoaderStats Loader::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
+LoaderStats Loader::stats() const { return window_.stats(); }
 
-int Loader::ready_batches() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return window_.ready();
-}
+int Loader::ready_batches() const { return window_.ready(); }
 
 void Loader::set_batch_observer(BatchObserver observer) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  observer_ = std::move(observer);
+  window_.with_lock([&] { observer_ = std::move(observer); });
 }
 
 LoaderState Loader::identity() const {
@@ -131,56 +117,16 @@ LoaderState Loader::identity() const {
   return s;
 }
 
-void Loader::seek(int64_t epoch, int64_t step) const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    window_.move_to(epoch, step);
-  }
-  changed_.notify_all();
-}
+void Loader::seek(int64_t epoch, int64_t step) const { window_.move_to(epoch, step); }
 
-void Loader::set_epoch_limit(int64_t epochs) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  window_.set_epoch_limit(epochs);
-}
+void Loader::set_epoch_limit(int64_t epochs) { window_.set_epoch_limit(epochs); }
 
-Batch Loader::batch(int64_t epoch, int64_t step) const {
-  if (step < 0 || step >= steps_per_epoch()) {
-    throw Error("loader: step " + std::to_string(step) + " is outside the epoch's " +
-                std::to_string(steps_per_epoch()) + " steps");
-  }
-  std::unique_lock<std::mutex> lock(mutex_);
-  window_.ask(epoch, step);
-  changed_.notify_all();
-  if (!changed_.wait_for(lock, kBatchTimeout, [&] { return window_.next_ready(); })) {
-    throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
-                       std::to_string(epoch + 1) + " not ready after " +
-                       std::to_string(kBatchTimeout.count()) + " s; waited for " +
-                       std::to_string(active_threads_) + " worker threads");
-  }
-  OrderedWindow::Slot slot = window_.take();
-  stats_.add_counts(slot.counts);
-  const LoaderStats seen = stats_;
-  lock.unlock();
-  changed_.notify_all();
-
-  if (slot.error) std::rethrow_exception(slot.error);
-  check_bad_fraction(seen, options_.max_bad_fraction);
-  return slot.batch;
-}
+Batch Loader::batch(int64_t epoch, int64_t step) const { return window_.take(epoch, step); }
 
 void Loader::worker_loop(int index) const {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    std::optional<OrderedWindow::Claim> claim;
-    changed_.wait(lock, [&] {
-      if (stopping_) return true;
-      if (index < active_threads_) claim = window_.claim(index, depth_);
-      return claim.has_value();
-    });
-    if (stopping_) return;
-    const BatchObserver observer = observer_;
-    lock.unlock();
+  const auto ahead = [&]() -> int64_t { return index < active_threads_ ? depth_ : 0; };
+  while (const auto claim = window_.wait_claim(index, ahead)) {
+    const BatchObserver observer = window_.with_lock([&] { return observer_; });
     Batch batch;
     std::exception_ptr error;
     LoaderStats counts;
@@ -194,17 +140,19 @@ void Loader::worker_loop(int index) const {
     const auto end = std::chrono::steady_clock::now();
     const double cpu = thread_cpu_seconds() - cpu_begin;
     if (observer) observer(claim->epoch, claim->step, begin, end, "");
-    lock.lock();
-    stats_.build_seconds += std::chrono::duration<double>(end - begin).count();
-    stats_.cpu_seconds += cpu;
-    if (window_.deliver(*claim, index, std::move(batch), error, counts)) changed_.notify_all();
+    // Every build counts as the loader's time, a batch dropped after a seek as well.
+    window_.deliver(*claim, index, std::move(batch), error, counts,
+                    [&](BatchWindow::Delivery, LoaderStats& stats) {
+                      stats.build_seconds += std::chrono::duration<double>(end - begin).count();
+                      stats.cpu_seconds += cpu;
+                    });
   }
 }
 
 void Loader::record_bad(const SampleError& e, LoaderStats* tally) const {
   if (tally) ++tally->bad[static_cast<size_t>(e.fault())];
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (logged_bad_ < kBadFilesLogged) {
+  window_.with_lock([&] {
+    if (logged_bad_ >= kBadFilesLogged) return;
     ++logged_bad_;
     const char* action = options_.policy == BadSamplePolicy::kSkip         ? "skipping"
                          : options_.policy == BadSamplePolicy::kSubstitute ? "replacing"
@@ -213,7 +161,7 @@ void Loader::record_bad(const SampleError& e, LoaderStats* tally) const {
                             << "): " << e.what()
                             << (logged_bad_ == kBadFilesLogged ? " (further ones are only counted)"
                                                                : "");
-  }
+  });
 }
 
 int64_t Loader::load_sample(int64_t epoch, int64_t index, at::Tensor image, int64_t& label,

@@ -4,7 +4,7 @@
 // the EpochOrder, transform randomness keyed by (seed, epoch, sample index). So the output is
 // identical for any number of threads, and resuming at (epoch, step) needs nothing else.
 // Workers run ahead of the consumer by at most `prefetch_batches` batches, fewer when that many
-// would exceed `prefetch_bytes`, on into the next epoch (OrderedWindow). Batch memory comes from
+// would exceed `prefetch_bytes`, on into the next epoch (BatchWindow). Batch memory comes from
 // LibTorch's CPU allocator, which Loom's caching allocator turns into reused slabs.
 //
 // Bad samples: under `skip` (default) a sample that cannot be read or decoded is counted by
@@ -19,18 +19,16 @@
 #pragma once
 
 #include <array>
-#include <condition_variable>
 #include <exception>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "loom/data/batch_source.h"
+#include "loom/data/batch_window.h"
 #include "loom/data/dataset.h"
 #include "loom/data/epoch_order.h"
-#include "loom/data/ordered_window.h"
 #include "loom/data/sample_error.h"
 #include "loom/data/transform_pipeline.h"
 
@@ -99,15 +97,12 @@ class Loader : public LocalBatchSource {
   LoaderOptions options_;
   int64_t steps_ = 0;  // batches per epoch of this rank's share
 
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
-  mutable bool stopping_ = false;
-  int depth_ = 1;                 // batches prepared ahead at most
-  int active_threads_ = 1;        // workers with an index below this build batches
-  mutable OrderedWindow window_;  // workers claim batches in it; producer = worker index
-  mutable LoaderStats stats_;
+  // Workers claim batches in it (producer = worker index); it guards the members below.
+  mutable BatchWindow window_;
+  int depth_ = 1;           // batches prepared ahead at most
+  int active_threads_ = 1;  // workers with an index below this build batches
   mutable int logged_bad_ = 0;
-  BatchObserver observer_;  // guarded by mutex_
+  BatchObserver observer_;
   std::vector<std::thread> workers_;
 };
 

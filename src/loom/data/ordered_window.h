@@ -9,8 +9,8 @@
 // anywhere but its next position (seek, set_epoch, a resume), everything prepared is dropped and
 // claims made before are stale: a generation count tells them apart.
 //
-// Threading: not synchronised. Its owner calls every method under its own mutex and wakes its
-// own threads.
+// Threading: not synchronised. BatchWindow calls every method under its mutex and wakes the
+// threads that wait on it.
 #pragma once
 
 #include <cstdint>

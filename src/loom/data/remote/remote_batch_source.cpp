@@ -29,7 +29,17 @@ const char* state_name(int state) {
 
 RemoteBatchSource::RemoteBatchSource(std::unique_ptr<LocalBatchSource> local,
                                      RemoteSourceOptions options)
-    : local_(std::move(local)), options_(std::move(options)), window_(local_->steps_per_epoch()) {
+    : local_(std::move(local)),
+      options_(std::move(options)),
+      window_({local_->steps_per_epoch(), kBatchTimeout, options_.max_bad_fraction,
+               [this](const BatchWindow::Slot* slot) -> std::string {  // window_'s lock held
+                 if (!slot || slot->state == OrderedWindow::State::kWaiting) {
+                   return "no producer took it";
+                 }
+                 if (slot->producer == kLocal) return "local threads were building it";
+                 return "data worker " + remotes_[slot->producer].stats.address +
+                        " was building it";
+               }}) {
   shape_.layout = local_->layout();
   max_ahead_by_bytes_ = std::max<int64_t>(
       1, options_.max_inflight_bytes / std::max<int64_t>(1, shape_.layout.bytes()));
@@ -45,49 +55,38 @@ RemoteBatchSource::RemoteBatchSource(std::unique_ptr<LocalBatchSource> local,
   // A first round of connections before any batch is asked for, so the first batches already
   // spread over the workers; later ones join from connect_loop().
   for (size_t w = 0; w < remotes_.size(); ++w) try_connect(static_cast<int>(w));
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (int lane = 0; lane < std::max(options_.local_threads, options_.fallback_threads); ++lane) {
-    threads_.emplace_back([this, lane] { local_lane(lane); });
-  }
-  threads_.emplace_back([this] { connect_loop(); });
+  window_.with_lock([&] {
+    for (int lane = 0; lane < std::max(options_.local_threads, options_.fallback_threads); ++lane) {
+      threads_.emplace_back([this, lane] { local_lane(lane); });
+    }
+    threads_.emplace_back([this] { connect_loop(); });
+  });
 }
 
 RemoteBatchSource::~RemoteBatchSource() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  connect_wakeup_.notify_all();
+  window_.stop();
   for (auto& r : remotes_) r.connection->close();
   for (auto& t : threads_) t.join();
 }
 
 void RemoteBatchSource::set_threads(int threads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  local_threads_ = threads;
-  const int have = std::max(options_.local_threads, options_.fallback_threads);
-  for (int lane = have; lane < threads; ++lane) {
-    threads_.emplace_back([this, lane] { local_lane(lane); });
-  }
-  options_.local_threads = std::max(options_.local_threads, threads);
-  changed_.notify_all();
+  window_.update([&] {
+    local_threads_ = threads;
+    const int have = std::max(options_.local_threads, options_.fallback_threads);
+    for (int lane = have; lane < threads; ++lane) {
+      threads_.emplace_back([this, lane] { local_lane(lane); });
+    }
+    options_.local_threads = std::max(options_.local_threads, threads);
+  });
 }
 
 void RemoteBatchSource::set_batch_observer(BatchObserver observer) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  observer_ = std::move(observer);
+  window_.with_lock([&] { observer_ = std::move(observer); });
 }
 
-LoaderStats RemoteBatchSource::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return tally_;
-}
+LoaderStats RemoteBatchSource::stats() const { return window_.stats(); }
 
-int RemoteBatchSource::ready_batches() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return window_.ready();
-}
+int RemoteBatchSource::ready_batches() const { return window_.ready(); }
 
 std::string RemoteBatchSource::describe_producers() const {
   std::string workers;
@@ -96,8 +95,7 @@ std::string RemoteBatchSource::describe_producers() const {
 }
 
 int64_t RemoteBatchSource::local_batches() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return local_batches_;
+  return window_.with_lock([&] { return local_batches_; });
 }
 
 double RemoteBatchSource::receive_cpu_seconds() const {
@@ -111,60 +109,27 @@ double RemoteBatchSource::receive_cpu_seconds() const {
 }
 
 std::vector<RemoteWorkerStats> RemoteBatchSource::worker_stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<RemoteWorkerStats> out;
-  const auto now = Clock::now();
-  for (const auto& r : remotes_) {
-    out.push_back(r.stats);
-    out.back().state = state_name(static_cast<int>(r.state));
-    if (r.state == WorkerState::kUp) {
-      out.back().up_seconds += std::chrono::duration<double>(now - r.up_since).count();
+  return window_.with_lock([&] {
+    std::vector<RemoteWorkerStats> out;
+    const auto now = Clock::now();
+    for (const auto& r : remotes_) {
+      out.push_back(r.stats);
+      out.back().state = state_name(static_cast<int>(r.state));
+      if (r.state == WorkerState::kUp) {
+        out.back().up_seconds += std::chrono::duration<double>(now - r.up_since).count();
+      }
+      if (r.ever_up) out.back().threads = r.connection->threads();
     }
-    if (r.ever_up) out.back().threads = r.connection->threads();
-  }
-  return out;
+    return out;
+  });
 }
 
-void RemoteBatchSource::seek(int64_t epoch, int64_t step) const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    window_.move_to(epoch, step);
-  }
-  changed_.notify_all();
-}
+void RemoteBatchSource::seek(int64_t epoch, int64_t step) const { window_.move_to(epoch, step); }
 
-void RemoteBatchSource::set_epoch_limit(int64_t epochs) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  window_.set_epoch_limit(epochs);
-}
+void RemoteBatchSource::set_epoch_limit(int64_t epochs) { window_.set_epoch_limit(epochs); }
 
 Batch RemoteBatchSource::batch(int64_t epoch, int64_t step) const {
-  if (step < 0 || step >= steps_per_epoch()) {
-    throw Error("loader: step " + std::to_string(step) + " is outside the epoch's " +
-                std::to_string(steps_per_epoch()) + " steps");
-  }
-  std::unique_lock<std::mutex> lock(mutex_);
-  window_.ask(epoch, step);
-  changed_.notify_all();
-  if (!changed_.wait_for(lock, kBatchTimeout, [&] { return window_.next_ready(); })) {
-    const OrderedWindow::Slot* slot = window_.next_slot();
-    const std::string holder =
-        !slot || slot->state == OrderedWindow::State::kWaiting ? "no producer took it"
-        : slot->producer == kLocal
-            ? "local threads were building it"
-            : "data worker " + remotes_[slot->producer].stats.address + " was building it";
-    throw TimeoutError("loader: batch " + std::to_string(step) + " of epoch " +
-                       std::to_string(epoch + 1) + " not ready after " +
-                       std::to_string(kBatchTimeout.count()) + " s; " + holder);
-  }
-  OrderedWindow::Slot slot = window_.take();
-  tally_.add_counts(slot.counts);
-  const LoaderStats seen = tally_;
-  lock.unlock();
-  changed_.notify_all();
-  if (slot.error) std::rethrow_exception(slot.error);
-  check_bad_fraction(seen, options_.max_bad_fraction);
-  return slot.batch;
+  return window_.take(epoch, step);
 }
 
 bool RemoteBatchSource::may_work(int producer, int lane) const {
@@ -173,7 +138,8 @@ bool RemoteBatchSource::may_work(int producer, int lane) const {
   return r.state == WorkerState::kUp && lane < r.lanes;
 }
 
-int64_t RemoteBatchSource::window_locked() const {
+int64_t RemoteBatchSource::ahead_locked(int producer, int lane) const {
+  if (!may_work(producer, lane)) return 0;
   int producers = std::max(local_threads_, options_.fallback_threads);
   for (const Remote& r : remotes_) producers += r.lanes;
   // Each producer may hold one step, and data.prefetch_batches more may wait for the trainer.
@@ -181,52 +147,36 @@ int64_t RemoteBatchSource::window_locked() const {
 }
 
 bool RemoteBatchSource::take_work(int producer, int lane, Work& work) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    if (stopping_) return false;
-    if (may_work(producer, lane)) {
-      if (auto claim = window_.claim(producer, window_locked())) {
-        work = *claim;
-        return true;
-      }
-    }
-    changed_.wait(lock);
-  }
+  const auto claim = window_.wait_claim(producer, [&] { return ahead_locked(producer, lane); });
+  if (claim) work = *claim;
+  return claim.has_value();
 }
 
 void RemoteBatchSource::deliver(const Work& work, int producer, Batch batch,
                                 std::exception_ptr error, const LoaderStats& tally) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t samples = batch.targets.defined() ? batch.targets.size(0) : 0;
-    if (!window_.deliver(work, producer, std::move(batch), error, tally)) {
-      // The trainer jumped elsewhere, or someone else was first: this answer is a duplicate.
-      if (producer != kLocal && !window_.stale(work)) {
-        ++remotes_[static_cast<size_t>(producer)].stats.duplicates;
-      }
-      return;
-    }
-    if (producer == kLocal) {
-      // Only this host's threads count as the loader's time (summary loader_busy, the
-      // advisor's cost per sample); a worker's build time is its own host's.
-      tally_.build_seconds += tally.build_seconds;
-      tally_.cpu_seconds += tally.cpu_seconds;
-      ++local_batches_;
-    } else {
-      RemoteWorkerStats& stats = remotes_[static_cast<size_t>(producer)].stats;
-      ++stats.batches;
-      stats.samples += samples;
-    }
-  }
-  changed_.notify_all();
-}
-
-void RemoteBatchSource::give_back(const Work& work, int producer) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    window_.give_back(work, producer);
-  }
-  changed_.notify_all();
+  using Delivery = BatchWindow::Delivery;
+  const int64_t samples = batch.targets.defined() ? batch.targets.size(0) : 0;
+  window_.deliver(work, producer, std::move(batch), error, tally,
+                  [&](Delivery outcome, LoaderStats& stats) {
+                    // Someone else was first: this answer is a duplicate (one for a step the
+                    // trainer jumped away from is stale, and not counted).
+                    if (outcome == Delivery::kDuplicate && producer != kLocal) {
+                      ++remotes_[static_cast<size_t>(producer)].stats.duplicates;
+                    }
+                    if (outcome != Delivery::kStored) return;
+                    if (producer == kLocal) {
+                      // Only this host's threads count as the loader's time (summary
+                      // loader_busy, the advisor's cost per sample); a worker's build time is
+                      // its own host's.
+                      stats.build_seconds += tally.build_seconds;
+                      stats.cpu_seconds += tally.cpu_seconds;
+                      ++local_batches_;
+                    } else {
+                      RemoteWorkerStats& worker = remotes_[static_cast<size_t>(producer)].stats;
+                      ++worker.batches;
+                      worker.samples += samples;
+                    }
+                  });
 }
 
 void RemoteBatchSource::local_lane(int lane) {
@@ -240,11 +190,7 @@ void RemoteBatchSource::local_lane(int lane) {
     LoaderStats tally;
     Batch batch;
     std::exception_ptr error;
-    BatchObserver observer;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      observer = observer_;
-    }
+    const BatchObserver observer = window_.with_lock([&] { return observer_; });
     const auto begin = Clock::now();
     const double cpu_begin = thread_cpu_seconds();
     try {
@@ -274,26 +220,23 @@ void RemoteBatchSource::remote_lane(int w, int lane) {
     try {
       Batch batch = r.connection->fetch(shape, tally, wire_bytes);
       const auto end = Clock::now();
-      BatchObserver observer;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        observer = observer_;
+      const BatchObserver observer = window_.with_lock([&] {
         r.stats.bytes += wire_bytes;
         r.stats.request_seconds += std::chrono::duration<double>(end - begin).count();
-      }
+        return observer_;
+      });
       if (observer) observer(work.epoch, work.step, begin, end, r.stats.address);
       deliver(work, w, std::move(batch), nullptr, tally);
     } catch (const CorruptBatch& e) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
+      window_.with_lock([&] {
         ++r.stats.crc_mismatches;
         r.stats.last_error = e.what();
-      }
+      });
       LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << ": " << e.what()
                             << "; asking again";
-      give_back(work, w);
+      window_.give_back(work, w);
     } catch (const WorkerUnavailable& e) {
-      give_back(work, w);
+      window_.give_back(work, w);
       mark_down(w, e.what());
     } catch (const Error&) {  // the data itself: the run stops as a local one would
       deliver(work, w, Batch{}, std::current_exception(), LoaderStats{});
@@ -302,7 +245,7 @@ void RemoteBatchSource::remote_lane(int w, int lane) {
 }
 
 void RemoteBatchSource::start_lanes_locked(int w) {
-  if (stopping_) return;  // the destructor is joining threads_
+  if (window_.stopping()) return;  // the destructor is joining threads_
   Remote& r = remotes_[static_cast<size_t>(w)];
   // Two requests per build thread: one being built, one queued behind it, so the worker never
   // waits for this trainer (whose cores may be busy) to ask for the next batch.
@@ -326,69 +269,66 @@ void RemoteBatchSource::try_connect(int w) {
     state = WorkerState::kDown;
     why = e.what();
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  const WorkerState before = r.state;
-  // A refusal needs a person to change something: ask again, but less often.
-  const auto retry_every = options_.reconnect_every * (state == WorkerState::kRefused ? 10 : 1);
-  r.next_try = Clock::now() + retry_every;
-  if (state == WorkerState::kUp) {
+  const bool up = window_.with_lock([&] {
+    const WorkerState before = r.state;
+    // A refusal needs a person to change something: ask again, but less often.
+    const auto retry_every = options_.reconnect_every * (state == WorkerState::kRefused ? 10 : 1);
+    r.next_try = Clock::now() + retry_every;
+    if (state == WorkerState::kUp) {
+      r.state = state;
+      r.up_since = Clock::now();
+      ++workers_up_;
+      const bool rejoined = std::exchange(r.ever_up, true);
+      start_lanes_locked(w);
+      LOOM_LOG(kInfo, kLog) << "data worker " << r.stats.address
+                            << (rejoined ? " is back" : " joined") << " ("
+                            << r.connection->threads() << " build threads)";
+      return true;
+    }
+    LOOM_LOG(kDebug, kLog) << "data worker " << r.stats.address << ": " << why;
+    if (before != state || r.stats.last_error != why) {
+      LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << ": " << why
+                            << "; trying again every " << retry_every.count() / 1000.0 << " s";
+    }
     r.state = state;
-    r.up_since = Clock::now();
-    ++workers_up_;
-    const bool rejoined = std::exchange(r.ever_up, true);
-    start_lanes_locked(w);
-    LOOM_LOG(kInfo, kLog) << "data worker " << r.stats.address
-                          << (rejoined ? " is back" : " joined") << " (" << r.connection->threads()
-                          << " build threads)";
-    changed_.notify_all();
-    return;
-  }
-  LOOM_LOG(kDebug, kLog) << "data worker " << r.stats.address << ": " << why;
-  if (before != state || r.stats.last_error != why) {
-    LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << ": " << why
-                          << "; trying again every " << retry_every.count() / 1000.0 << " s";
-  }
-  r.state = state;
-  r.stats.last_error = why;
+    r.stats.last_error = why;
+    return false;
+  });
+  if (up) window_.wake();  // its lanes may take steps now
 }
 
 void RemoteBatchSource::mark_down(int w, const std::string& why) {
   Remote& r = remotes_[static_cast<size_t>(w)];
-  bool went_down = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+  const bool went_down = window_.with_lock([&] {
     ++r.stats.failures;
     r.stats.last_error = why;
-    if (r.state == WorkerState::kUp) {
-      went_down = true;
-      r.state = WorkerState::kDown;
-      r.stats.up_seconds += std::chrono::duration<double>(Clock::now() - r.up_since).count();
-      r.next_try = Clock::now() + options_.reconnect_every;
-      --workers_up_;
-      LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << " failed: " << why
-                            << "; its batches go to other producers"
-                            << (workers_up_ == 0 ? " (no worker is up: local threads build them)"
-                                                 : "")
-                            << "; trying again every " << options_.reconnect_every.count() / 1000.0
-                            << " s";
-    }
-  }
+    if (r.state != WorkerState::kUp) return false;
+    r.state = WorkerState::kDown;
+    r.stats.up_seconds += std::chrono::duration<double>(Clock::now() - r.up_since).count();
+    r.next_try = Clock::now() + options_.reconnect_every;
+    --workers_up_;
+    LOOM_LOG(kWarn, kLog) << "data worker " << r.stats.address << " failed: " << why
+                          << "; its batches go to other producers"
+                          << (workers_up_ == 0 ? " (no worker is up: local threads build them)"
+                                               : "")
+                          << "; trying again every " << options_.reconnect_every.count() / 1000.0
+                          << " s";
+    return true;
+  });
   if (went_down) {
     r.connection->cancel_all();  // its other calls would only time out one by one
-    changed_.notify_all();
+    window_.wake();              // fallback threads may work now
   }
 }
 
 void RemoteBatchSource::connect_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    connect_wakeup_.wait_for(lock, std::chrono::milliseconds(200));
-    for (size_t w = 0; w < remotes_.size() && !stopping_; ++w) {
-      const Remote& r = remotes_[w];
-      if (r.state == WorkerState::kUp || Clock::now() < r.next_try) continue;
-      lock.unlock();
-      try_connect(static_cast<int>(w));
-      lock.lock();
+  while (!window_.stopped_within(std::chrono::milliseconds(200))) {
+    for (size_t w = 0; w < remotes_.size() && !window_.stopping(); ++w) {
+      const bool due = window_.with_lock([&] {
+        const Remote& r = remotes_[w];
+        return r.state != WorkerState::kUp && Clock::now() >= r.next_try;
+      });
+      if (due) try_connect(static_cast<int>(w));
     }
   }
 }

@@ -4,7 +4,7 @@
 // who builds which batch changes nothing in what the trainer sees: the run is bit-identical to a
 // local-only one whatever the workers do. Producers pull the lowest step not yet taken from a
 // window of upcoming steps (bounded by data.remote.max_inflight_bytes, and to a step per
-// producer plus data.prefetch_batches; the Loader's OrderedWindow, running on into the next
+// producer plus data.prefetch_batches; the Loader's BatchWindow, running on into the next
 // epoch), so faster producers get more batches. A worker that errors,
 // times out or disconnects gives its steps back to the window (another producer takes them), is
 // named in a warning, and is reconnected every few seconds; a worker started mid-run joins the same
@@ -16,17 +16,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "loom/data/batch_source.h"
-#include "loom/data/ordered_window.h"
+#include "loom/data/batch_window.h"
 #include "loom/data/remote/remote_worker_stats.h"
 #include "loom/data/remote/worker_connection.h"
 
@@ -69,7 +67,7 @@ class RemoteBatchSource : public BatchSource {
   int64_t local_batches() const override;  // delivered by local producers
 
  private:
-  using Work = OrderedWindow::Claim;
+  using Work = BatchWindow::Claim;
   enum class WorkerState { kConnecting, kUp, kDown, kRefused };
   struct Remote {
     std::unique_ptr<WorkerConnection> connection;
@@ -84,15 +82,15 @@ class RemoteBatchSource : public BatchSource {
   static constexpr int kLocal = -1;
   static constexpr const char* kFetchThreadName = "loom-fetch";
 
+  // Steps ahead of the trainer that `producer` (lane `lane` of it) may take now, 0 while it may
+  // not work: bounded by bytes (max_ahead_by_bytes_) and by batches (one per producer plus
+  // data.prefetch_batches). window_'s lock held.
+  int64_t ahead_locked(int producer, int lane) const;
+  bool may_work(int producer, int lane) const;  // window_'s lock held
   // Blocks until `producer` (lane `lane` of it) may take a step; false when stopping.
   bool take_work(int producer, int lane, Work& work);
-  bool may_work(int producer, int lane) const;  // mutex_ held
-  // Steps ahead of the trainer that producers may take: bounded by bytes (max_ahead_by_bytes_) and
-  // by batches (one per producer plus data.prefetch_batches). mutex_ held.
-  int64_t window_locked() const;
   void deliver(const Work& work, int producer, Batch batch, std::exception_ptr error,
                const LoaderStats& tally);
-  void give_back(const Work& work, int producer);
   void local_lane(int lane);
   void remote_lane(int worker, int lane);
   // Opens a session on worker `w`; logs what changed.
@@ -106,18 +104,15 @@ class RemoteBatchSource : public BatchSource {
   BatchShape shape_;  // of a full batch (epoch and step filled in per request)
   int64_t max_ahead_by_bytes_ = 1;
 
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
-  bool stopping_ = false;
+  // Producer: a worker's index, or kLocal. Its stats are the counts of the batches taken and the
+  // local threads' build times. It guards the members below.
+  mutable BatchWindow window_;
   int local_threads_ = 1;
   int workers_up_ = 0;
-  mutable OrderedWindow window_;  // producer: a worker's index, or kLocal
-  mutable LoaderStats tally_;     // counts of the batches taken; local threads' build times
   mutable int64_t local_batches_ = 0;
   std::vector<Remote> remotes_;
   BatchObserver observer_;
   std::vector<std::thread> threads_;
-  std::condition_variable connect_wakeup_;
 };
 
 }  // namespace loom::data
