@@ -19,6 +19,11 @@ packages=(
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libssl-dev liblz4-dev
   # the multi-host test bed: network namespaces, veth links, tc; certificates for the TLS test
   iproute2 openssl
+  # the engines users launch ranks with, tested against the real thing: a one-node Slurm that the
+  # tests start themselves (scripts/one-node-slurm.sh: munged, slurmctld, slurmd, srun) and Open
+  # MPI's mpirun. On a host with systemd the packages also enable system services (munge's starts;
+  # slurmd's and slurmctld's stop for want of /etc/slurm/slurm.conf); the tests use none of them
+  munge slurmctld slurmd slurm-client openmpi-bin
   # the loom Python package (pybind11 over libloom, for Debian's python3 and its torch) and its tests
   pybind11-dev python3-dev python3-pytest
   # tests (GoogleTest; the benchmarks in bench/ are Python scripts timing whole commands)
