@@ -491,6 +491,10 @@ TEST_F(LanguageModelTrain, PipelinesShardTheirOptimizerStateToFitTheirMemoryCap)
       << capped.output;
   const auto s = summary_of(dir / "capped");
   EXPECT_EQ(s["layout"]["zero"], 1);
+  // The choice lives in the run's plan; the configuration it wrote is the one it read.
+  const auto written = run_loom("config --json " + (dir / "capped/config.yaml"));
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  EXPECT_EQ(json_line(written.output)["parallel"]["zero"], 0);
   for (const auto& peak : s["pipeline"]["peak_memory_mb"]) EXPECT_LE(peak.get<double>(), 9.0);
   const auto reference = summary_of(dir / "one");
   EXPECT_NEAR(s["final_train_loss"].get<double>(), reference["final_train_loss"].get<double>(),

@@ -22,6 +22,7 @@
 #include "loom/core/error.h"
 #include "loom/core/median.h"
 #include "loom/models/loss.h"
+#include "loom/models/recompute.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
@@ -66,7 +67,10 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
       pp::shared_split(comm.get(), plan.partition.split_counts(), schedule.stages);
 
   // The model, on one fixed batch.
-  train::ModelOnBatch setup = train::model_on_first_batch(config, config.data.batch_size, topology);
+  train::ModelOnBatch setup = train::model_on_first_batch(
+      config, config.data.batch_size, topology,
+      plan.recompute_every_chosen > 0 ? plan.recompute_every_chosen
+                                      : models::recompute_every(config.train));
   auto& model = setup.model;
   const train::RuntimeChoice& runtime = setup.runtime;
   at::set_num_threads(world.world > 1 ? 1 : topology.usable_cores);

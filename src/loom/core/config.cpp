@@ -420,19 +420,19 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
         "config key 'parallel.compression': ZeRO (parallel.zero) reduce-scatters "
         "the gradients as they are; compressed buckets do not combine with it");
   }
-  if (c.parallel.zero > 0 && c.parallel.mode != "data") {
+  if (c.parallel.zero > 0 && c.parallel.parameter_servers()) {
     throw ConfigError(
         "config key 'parallel.zero': sharding the optimizer state needs all-reduce data "
         "parallelism (parallel.mode: data, with or without pipeline stages), not parameter "
         "servers");
   }
-  if (c.parallel.mode == "ps" && c.parallel.pipeline.stages > 1) {
+  if (c.parallel.parameter_servers() && c.parallel.pipeline.stages > 1) {
     throw ConfigError(
         "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "
         "with parallel.pipeline.stages > 1");
   }
   const PsConfig& ps = c.parallel.ps;
-  if (c.parallel.mode != "ps" && (ps.mode != "sync" || ps.optimizer_on != "worker")) {
+  if (!c.parallel.parameter_servers() && (ps.mode != "sync" || ps.optimizer_on != "worker")) {
     throw ConfigError(std::string("config key '") +
                       (ps.mode != "sync" ? "parallel.ps.mode" : "parallel.ps.optimizer_on") +
                       "': parameter-server settings need parallel.mode: ps");
@@ -442,7 +442,7 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
                       std::to_string(ps.staleness) + " steps needs parallel.ps.mode: ssp, not " +
                       ps.mode);
   }
-  if (c.parallel.mode == "ps" && (ps.mode != "sync" || ps.optimizer_on == "server") &&
+  if (c.parallel.parameter_servers() && (ps.mode != "sync" || ps.optimizer_on == "server") &&
       c.parallel.compression != "none") {
     throw ConfigError(
         "config key 'parallel.compression': servers that keep the parameters exchange them in "
@@ -492,9 +492,9 @@ void take_launcher_servers(FlatConfig& flat) {
 void check_launcher_servers(const Config& config, const FlatConfig& flat) {
   const long long servers = setting_int("LOOM_PS_SERVERS");
   if (servers <= 0) return;
-  const std::string started =
-      "loom launch --servers started " + std::to_string(servers) + " parameter server(s) for this job";
-  if (config.parallel.mode != "ps") {
+  const std::string started = "loom launch --servers started " + std::to_string(servers) +
+                              " parameter server(s) for this job";
+  if (!config.parallel.parameter_servers()) {
     throw ConfigError("config key 'parallel.mode' is '" + config.parallel.mode + "' (" +
                       flat.at("parallel.mode").origin + "), but " + started +
                       "; set parallel.mode=ps or start no servers");

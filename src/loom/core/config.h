@@ -174,6 +174,9 @@ struct ParallelConfig {
   int64_t zero = 0;                  // 0 | 1: optimizer state sharded over the ranks
   PipelineConfig pipeline;
   PsConfig ps;
+  // parallel.mode, the one place its words are compared: parameter servers (ps), or data
+  // parallel (data: all-reduce, with or without pipeline stages).
+  bool parameter_servers() const { return mode == "ps"; }
 };
 
 struct Config {

@@ -19,45 +19,42 @@ parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config
   return options;
 }
 
-LayoutFactory::LayoutFactory(const Config& config, parallel::LayoutPlan plan,
-                             const TrainOptions& options)
-    : config_(config), plan_(std::move(plan)), options_(options) {
-  if (plan_.mode == parallel::LayoutMode::kPipeline) {
-    pipeline_ = agree_on_pipeline(config_, plan_.step.replica_batch, options_.topology,
-                                  *options_.communicator);
-    // The plan may shard over the pipelines to fit the memory cap.
-    if (pipeline_->zero > plan_.zero_stage) plan_.zero_stage = pipeline_->zero;
-  }
-}
-
-int64_t LayoutFactory::recompute_every() const {
-  return pipeline_ && pipeline_->recompute_every > 0 ? pipeline_->recompute_every
-                                                     : models::recompute_every(config_.train);
+RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& options) {
+  RunPlan plan;
+  plan.layout = parallel::plan_layout(config, world, rank);
+  plan.recompute_every = models::recompute_every(config.train);
+  if (plan.layout.mode != parallel::LayoutMode::kPipeline) return plan;
+  plan.pipeline = agree_on_pipeline(config, plan.layout.step.replica_batch, options.topology,
+                                    *options.communicator);
+  // The pipeline's plan may shard over the pipelines, or recompute, to fit the memory cap.
+  plan.layout.zero_stage = std::max(plan.layout.zero_stage, plan.pipeline->zero);
+  if (plan.pipeline->recompute_every > 0) plan.recompute_every = plan.pipeline->recompute_every;
+  return plan;
 }
 
 std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& model) const {
-  if (pipeline_) {
+  if (const auto& pipeline = plan_.pipeline) {
     parallel::pipeline::PipelineLayoutOptions options;
-    options.schedule = pipeline_->schedule;
-    options.split = pipeline_->split;
+    options.schedule = pipeline->schedule;
+    options.split = pipeline->split;
     options.data_parallel = data_parallel_options(config_.parallel);
-    options.plan_text = pipeline_->plan_text;
-    options.better_microbatches = pipeline_->better_microbatches;
-    options.better_bubble = pipeline_->better_bubble;
+    options.plan_text = pipeline->plan_text;
+    options.better_microbatches = pipeline->better_microbatches;
+    options.better_bubble = pipeline->better_bubble;
     options.eval_batch = config_.data.eval_batch_size;
     return std::make_unique<parallel::pipeline::PipelineLayout>(
-        plan_, model, *options_.communicator, options_.make_group, std::move(options));
+        plan_.layout, model, *options_.communicator, options_.make_group, std::move(options));
   }
   parallel::ReplicatedLayoutOptions options;
   options.data_parallel = data_parallel_options(config_.parallel);
-  if (plan_.mode == parallel::LayoutMode::kParameterServers) {
+  if (plan_.layout.mode == parallel::LayoutMode::kParameterServers) {
     options.ps_world = options_.ps_world;
     options.ps = options_.ps;
     options.ps.part_bytes = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(config_.parallel.ps.part_mb * (1 << 20)));
     options.server_state_fields = static_cast<int>(held_state_fields(config_.optimizer).size());
   }
-  return std::make_unique<parallel::ReplicatedLayout>(plan_, model, options_.communicator,
+  return std::make_unique<parallel::ReplicatedLayout>(plan_.layout, model, options_.communicator,
                                                       std::move(options));
 }
 

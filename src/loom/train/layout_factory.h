@@ -1,7 +1,7 @@
-// The ParallelLayout a run's plan asks for (parallel/parallel_layout.h), wired from the
+// A run's plan, and the ParallelLayout it asks for (parallel/parallel_layout.h), wired from the
 // configuration: the gradient buckets, unused parameters and compression; the servers' part
-// size and optimizer state; a pipeline's schedule and split. The factory is made before the
-// run loads its data and model, because a pipeline's ranks first agree on the schedule and split
+// size and optimizer state; a pipeline's schedule and split. The plan is made before the run
+// loads its data and model, because a pipeline's ranks first agree on the schedule and split
 // (rank 0 profiles the model); make() then builds the layout around the run's model.
 #pragma once
 
@@ -22,24 +22,36 @@ namespace loom::train {
 // parallel.* as data parallelism's options.
 parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config);
 
+// What a run will do, complete before anything is built and never changed after: the layout
+// (ranks, the step's shape, the ZeRO stage) and, for a pipeline, the schedule, the split and
+// what its plan chose to fit the memory cap (ZeRO over the pipelines, blocks recomputed).
+struct RunPlan {
+  parallel::LayoutPlan layout;
+  std::optional<AgreedPipeline> pipeline;
+  // Every k-th block recomputes its activations in backward (0: none): as configured, or as
+  // the pipeline's plan chose.
+  int64_t recompute_every = 0;
+};
+
+// The plan of rank `rank` of a job of `world` ranks (servers included). Collective over the
+// training ranks (options.communicator) for a pipeline: rank 0 profiles the model and plans,
+// the others wait for its choices. Throws ConfigError naming the key.
+RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& options);
+
 class LayoutFactory {
  public:
-  // Collective over the training ranks when the plan is a pipeline's. `options` (its
-  // communicators and groups) must outlive the layouts made.
-  LayoutFactory(const Config& config, parallel::LayoutPlan plan, const TrainOptions& options);
+  // `options` (its communicators and groups) and `plan` must outlive the layouts made.
+  LayoutFactory(const Config& config, const RunPlan& plan, const TrainOptions& options)
+      : config_(config), plan_(plan), options_(options) {}
 
-  const parallel::LayoutPlan& plan() const { return plan_; }
-  // Blocks recomputed in backward (models::Model::set_recompute_every): as configured, or as the
-  // pipeline's plan chose to fit its memory cap.
-  int64_t recompute_every() const;
+  const RunPlan& plan() const { return plan_; }
   // The layout around `model` (which must outlive it).
   std::unique_ptr<parallel::ParallelLayout> make(models::Model& model) const;
 
  private:
   const Config& config_;
-  parallel::LayoutPlan plan_;
+  const RunPlan& plan_;
   const TrainOptions& options_;
-  std::optional<AgreedPipeline> pipeline_;
 };
 
 }  // namespace loom::train

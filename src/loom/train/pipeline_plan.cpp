@@ -138,14 +138,14 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
 }  // namespace
 
 ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
-                                  const Topology& topology) {
+                                  const Topology& topology, int64_t recompute_every) {
   at::manual_seed(static_cast<uint64_t>(config.seed));
   const CachingCpuAllocator* allocator = installed_caching_cpu_allocator();
   const size_t before = allocator ? allocator->stats().bytes_in_use : 0;
   TrainData data = load_train_data(config, batch_size, topology.usable_cores);
   ModelOnBatch out;
   out.model = models::make_model(config.model, data.input);
-  out.model->set_recompute_every(models::recompute_every(config.train));
+  out.model->set_recompute_every(recompute_every);
   out.runtime =
       choose_runtime(config.runtime, topology, out.model->is_convolutional(), at::hasMKLDNN());
   const auto format = out.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
@@ -193,8 +193,16 @@ std::vector<int> parse_split(const std::string& text) {
 
 namespace {
 
-// The model's blocks measured on one real micro-batch as `config` runs them (its precision and
-// recompute setting), with what the plan needs besides.
+// What the plan may change to fit a stage's memory within the cap, chosen before anything is
+// built (the configuration stays as it was read): the ZeRO stage over the pipelines, and every
+// k-th block recomputing its activations (0: none).
+struct MemoryChoice {
+  int zero_stage = 0;
+  int64_t recompute_every = 0;
+};
+
+// The model's blocks measured on one real micro-batch as `config` runs them (its precision)
+// with every `recompute_every`-th block recomputed, with what the plan needs besides.
 struct ProfiledBlocks {
   std::string model;
   int64_t microbatch_samples = 0;
@@ -203,8 +211,8 @@ struct ProfiledBlocks {
   double link_bytes_per_second = 0;
 };
 
-ProfiledBlocks profile_as_configured(const Config& config, int64_t step_batch,
-                                     const Topology& topology) {
+ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, int64_t step_batch,
+                                 const Topology& topology) {
   const PipelineConfig& pc = config.parallel.pipeline;
   if (step_batch % pc.microbatches != 0) {
     throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
@@ -218,7 +226,7 @@ ProfiledBlocks profile_as_configured(const Config& config, int64_t step_batch,
 
   // One real micro-batch, as the first stage would feed it.
   use_configured_allocator("caching", topology.memory_bytes);
-  ModelOnBatch setup = model_on_first_batch(config, step_batch, topology);
+  ModelOnBatch setup = model_on_first_batch(config, step_batch, topology, recompute_every);
   models::Model& model = *setup.model;
   out.model = model.name();
   at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
@@ -239,9 +247,9 @@ ProfiledBlocks profile_as_configured(const Config& config, int64_t step_batch,
   return out;
 }
 
-// The plan for blocks measured as `config` runs them, with its optimizer and ZeRO stage over
-// `replicas` pipelines in the memory model.
-PipelinePlan plan_from_profile(const Config& config, int64_t step_batch,
+// The plan for `profiled` blocks, with the configured optimizer's state sharded by `zero_stage`
+// over `replicas` pipelines in the memory model.
+PipelinePlan plan_from_profile(const Config& config, int zero_stage, int64_t step_batch,
                                const ProfiledBlocks& profiled, int replicas) {
   const PipelineConfig& pc = config.parallel.pipeline;
   PipelinePlan plan;
@@ -259,8 +267,8 @@ PipelinePlan plan_from_profile(const Config& config, int64_t step_batch,
       pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages)).peak_in_flight;
   options.memory_cap_bytes = pc.memory_cap_mb * (1 << 20) / static_cast<double>(pc.chunks);
   options.link_bytes_per_second = plan.link_bytes_per_second;
-  options.state_per_parameter_byte = pp::state_per_parameter_byte(
-      optimizer_states(config.optimizer), static_cast<int>(config.parallel.zero), replicas);
+  options.state_per_parameter_byte =
+      pp::state_per_parameter_byte(optimizer_states(config.optimizer), zero_stage, replicas);
   // Every rank loads the data: charge it to every stage (chunks share one rank's copy).
   plan.resident_bytes = profiled.data_bytes;
   options.resident_bytes = profiled.data_bytes / static_cast<double>(pc.chunks);
@@ -297,45 +305,41 @@ PipelinePlan plan_from_profile(const Config& config, int64_t step_batch,
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
                            int replicas) {
   // Blocks measured by recompute setting: ZeRO changes only the state bytes the memory model
-  // adds to them, so candidates that differ only in ZeRO share a profile.
-  std::map<std::pair<std::string, int64_t>, ProfiledBlocks> profiles;
-  const auto plan_for = [&](const Config& c) {
-    const auto key =
-        std::make_pair(c.train.activation_checkpointing, c.train.activation_checkpointing_k);
-    auto it = profiles.find(key);
+  // adds to them, so choices that differ only in ZeRO share a profile.
+  std::map<int64_t, ProfiledBlocks> profiles;
+  const auto plan_for = [&](const MemoryChoice& choice) {
+    auto it = profiles.find(choice.recompute_every);
     if (it == profiles.end()) {
-      it = profiles.emplace(key, profile_as_configured(c, step_batch, topology)).first;
+      it = profiles
+               .emplace(choice.recompute_every,
+                        profile_blocks_of(config, choice.recompute_every, step_batch, topology))
+               .first;
     }
-    return plan_from_profile(c, step_batch, it->second, replicas);
+    return plan_from_profile(config, choice.zero_stage, step_batch, it->second, replicas);
   };
+  const MemoryChoice configured{static_cast<int>(config.parallel.zero),
+                                models::recompute_every(config.train)};
   try {
-    return plan_for(config);
-  } catch (const pp::OverMemoryCap& configured) {
+    return plan_for(configured);
+  } catch (const pp::OverMemoryCap& as_configured) {
     // What else would fit, cheapest in time first: ZeRO moves the same bytes as all-reduce
     // (about 1.0x the step time here), recompute costs up to one more forward (1.3x for every
     // block), half that for every second block.
-    const int zero = static_cast<int>(config.parallel.zero);
-    const bool may_shard = replicas > 1 && config.parallel.mode == "data" && zero < 1;
-    const bool may_recompute = config.train.activation_checkpointing == "none";
-    std::vector<std::pair<int, int64_t>> candidates;  // (ZeRO stage, recompute every k-th block)
-    if (may_shard) candidates.emplace_back(1, 0);
-    if (may_recompute) candidates.emplace_back(zero, 2);
-    if (may_recompute) candidates.emplace_back(zero, 1);
-    if (may_recompute && may_shard) candidates.emplace_back(1, 1);
+    const int zero = configured.zero_stage;
+    const bool may_shard = replicas > 1 && !config.parallel.parameter_servers() && zero < 1;
+    const bool may_recompute = configured.recompute_every == 0;
+    std::vector<MemoryChoice> candidates;
+    if (may_shard) candidates.push_back({1, 0});
+    if (may_recompute) candidates.push_back({zero, 2});
+    if (may_recompute) candidates.push_back({zero, 1});
+    if (may_recompute && may_shard) candidates.push_back({1, 1});
     if (candidates.empty()) throw;
     std::string last;
-    for (const auto& [stage, every] : candidates) {
-      Config trying = config;
-      trying.parallel.zero = stage;
-      if (every == 1) trying.train.activation_checkpointing = "blocks";
-      if (every > 1) {
-        trying.train.activation_checkpointing = "every_k";
-        trying.train.activation_checkpointing_k = every;
-      }
+    for (const MemoryChoice& choice : candidates) {
       try {
-        PipelinePlan plan = plan_for(trying);
-        plan.zero_chosen = stage > zero ? stage : 0;
-        plan.recompute_every_chosen = every;
+        PipelinePlan plan = plan_for(choice);
+        plan.zero_chosen = choice.zero_stage > zero ? choice.zero_stage : 0;
+        plan.recompute_every_chosen = choice.recompute_every;
         return plan;
       } catch (const ConfigError& e) {
         last = e.what();
@@ -344,7 +348,7 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
     throw ConfigError(last + " (with " + (may_recompute ? "every block recomputed" : "") +
                       (may_recompute && may_shard ? " and " : "") +
                       (may_shard ? "ZeRO-1 over " + std::to_string(replicas) + " pipelines" : "") +
-                      "; as configured: " + configured.what() + ")");
+                      "; as configured: " + as_configured.what() + ")");
   }
 }
 

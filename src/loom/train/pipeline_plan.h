@@ -23,7 +23,7 @@ struct PipelinePlan {
   parallel::pipeline::Schedule schedule;
   std::vector<parallel::pipeline::BlockProfile> blocks;
   parallel::pipeline::Partition partition;
-  bool manual_split = false;         // from parallel.pipeline.split
+  bool manual_split = false;  // from parallel.pipeline.split
   // No split fitted parallel.pipeline.memory_cap_mb with the activations kept, and recomputing
   // every k-th block (train.activation_checkpointing: every_k; 1: blocks) made one fit: the run
   // recomputes those. 0: as configured.
@@ -76,8 +76,10 @@ struct ModelOnBatch {
   double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
 };
 // Seeds LibTorch with config.seed first, so every process builds the same initial values.
+// `recompute_every`: every k-th block recomputes its activations in backward (0: none), as the
+// configuration asks (models::recompute_every) or as the planner tries.
 ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
-                                  const Topology& topology);
+                                  const Topology& topology, int64_t recompute_every);
 
 // Blocks per stage from parallel.pipeline.split ("4,6"); empty for automatic.
 std::vector<int> parse_split(const std::string& text);

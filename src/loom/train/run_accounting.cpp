@@ -9,21 +9,12 @@
 #include "loom/train/summary.h"
 
 namespace loom::train {
-namespace {
-
-// Rank 0 writes the run's TensorBoard events; every rank traces (into its own file).
-Config telemetry_config(Config config, int rank) {
-  if (rank != 0) config.train.tensorboard = false;
-  return config;
-}
-
-}  // namespace
-
 RunAccounting::RunAccounting(const Config& config, RunAccountingOptions options)
-    : config_(config),
+    : trace_(config.profile.trace),
       options_(std::move(options)),
-      telemetry_(telemetry_config(config_, options_.rank), options_.out_dir, options_.source,
-                 options_.rank, options_.what) {}
+      // Rank 0 writes the run's TensorBoard events; every rank traces (into its own file).
+      telemetry_(config.profile, config.train.tensorboard && options_.rank == 0, options_.out_dir,
+                 options_.source, options_.rank, options_.what) {}
 
 void RunAccounting::open_metrics(bool append) {
   if (options_.rank == 0) {
@@ -108,7 +99,7 @@ double RunAccounting::steady_samples_per_second() const {
 }
 
 void RunAccounting::merge_traces(comm::Communicator* comm, int traced_ranks) {
-  if (traced_ranks <= 1 || !config_.profile.trace) return;
+  if (traced_ranks <= 1 || !trace_) return;
   if (comm && comm->world() > 1) comm->barrier()->wait(comm->options().timeout);
   if (options_.rank == 0) telemetry_.merge_rank_traces(options_.out_dir, traced_ranks);
 }

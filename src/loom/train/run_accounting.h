@@ -104,7 +104,7 @@ class RunAccounting : public PhaseSink {
   void finish(TrainSummary& s, profile::RunProfile p) const;
 
  private:
-  Config config_;
+  const bool trace_;  // profile.trace
   RunAccountingOptions options_;
   StepTelemetry telemetry_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0

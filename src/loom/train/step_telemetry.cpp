@@ -13,10 +13,11 @@ std::string rank_trace_path(const std::string& out_dir, int rank) {
   return out_dir + (rank == 0 ? "/trace.json" : "/trace.rank" + std::to_string(rank) + ".json");
 }
 
-StepTelemetry::StepTelemetry(const Config& config, const std::string& out_dir,
-                             data::BatchSource* train, int rank, const std::string& what)
-    : profile_(config.profile), train_(train), timer_(setting_int("LOOM_STEP_ACCOUNTING") != 0) {
-  if (config.train.tensorboard) events_ = std::make_unique<profile::TfEventsWriter>(out_dir);
+StepTelemetry::StepTelemetry(const ProfileConfig& profile, bool tensorboard,
+                             const std::string& out_dir, data::BatchSource* train, int rank,
+                             const std::string& what)
+    : profile_(profile), train_(train), timer_(setting_int("LOOM_STEP_ACCOUNTING") != 0) {
+  if (tensorboard) events_ = std::make_unique<profile::TfEventsWriter>(out_dir);
   if (!profile_.trace) return;
   trace_ = std::make_unique<profile::TraceWriter>(rank_trace_path(out_dir, rank), rank,
                                                   what + " (rank " + std::to_string(rank) + ")");

@@ -31,8 +31,9 @@ class StepTelemetry {
   // batches for the trace (null: a loop whose batches come from elsewhere). Rank 0 traces into
   // trace.json, rank r into trace.rank<r>.json (each on its own process track, on the host's
   // common clock); merge_rank_traces() joins them. `what` names the process in the trace.
-  StepTelemetry(const Config& config, const std::string& out_dir, data::BatchSource* train,
-                int rank = 0, const std::string& what = "loom train");
+  // `tensorboard`: write the event file (rank 0 of a run that asks for it).
+  StepTelemetry(const ProfileConfig& profile, bool tensorboard, const std::string& out_dir,
+                data::BatchSource* train, int rank = 0, const std::string& what = "loom train");
   // Rank 0, once every rank has stopped tracing: moves the other ranks' events into trace.json.
   void merge_rank_traces(const std::string& out_dir, int world);
 

@@ -35,7 +35,7 @@ void TrainingRun::set_up() {
                           replicas_);
   data_.train->set_epoch_limit(config_.train.epochs);
   model_ = models::make_model(config_.model, data_.input);
-  model_->set_recompute_every(layouts_.recompute_every());
+  model_->set_recompute_every(layouts_.plan().recompute_every);
   info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
                                  at::hasMKLDNN());
   at::set_num_threads(info_.runtime.threads);
@@ -320,9 +320,8 @@ TrainSummary TrainingRun::run() {
 TrainSummary train(const Config& config, const TrainOptions& options) {
   // The job: every rank, servers included, when there are parameter servers.
   const comm::Communicator* job = options.ps_world ? options.ps_world : options.communicator;
-  const LayoutFactory layouts(
-      config, parallel::plan_layout(config, job ? job->world() : 1, job ? job->rank() : 0),
-      options);
+  const RunPlan plan = plan_run(config, job ? job->world() : 1, job ? job->rank() : 0, options);
+  const LayoutFactory layouts(config, plan, options);
   TrainingRun run(config, options, layouts);
   return run.run();
 }

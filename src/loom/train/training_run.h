@@ -51,7 +51,7 @@ class TrainingRun : private parallel::StepObserver {
   TrainingRun(const Config& config, const TrainOptions& options, const LayoutFactory& layouts)
       : config_(config),
         options_(options),
-        plan_(layouts.plan()),
+        plan_(layouts.plan().layout),
         layouts_(layouts),
         start_(Clock::now()),
         cpu_seconds_at_start_(process_cpu_seconds()) {
@@ -61,7 +61,6 @@ class TrainingRun : private parallel::StepObserver {
     }
     replicas_ = plan_.replicas;
     replica_ = plan_.replica;
-    if (!leader()) config_.train.tensorboard = false;  // rank 0 writes the run's files
   }
 
   TrainSummary run();
@@ -105,7 +104,7 @@ class TrainingRun : private parallel::StepObserver {
   // Tuning is over: the run goes on with the chosen settings.
   void finish_autotune();
 
-  Config config_;
+  const Config& config_;  // as read: never written (derived values live in the plan)
   TrainOptions options_;
   const parallel::LayoutPlan plan_;  // the layout and the step's shape, derived once
   const LayoutFactory& layouts_;

@@ -146,7 +146,7 @@ profile::RunProfile TrainingRun::run_profile() const {
   for (const auto& [name, t] : layout_->parameters()) {
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
-  p.recompute = layouts_.recompute_every() > 0;  // as configured, or as the planner chose
+  p.recompute = layouts_.plan().recompute_every > 0;  // as configured, or as the planner chose
   p.zero_stage = plan_.zero_stage;
   p.accumulates_gradients = plan_.step.micro_batches > 1;
   if (plan_.mode == parallel::LayoutMode::kDataParallel ||
