@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "loom/core/error.h"
 #include "loom/models/causal_attention.h"
@@ -17,10 +19,38 @@
 namespace loom::models {
 namespace {
 
+// The mask every layer's attention adds to its scores: [n, n], 0 where a query may see a key,
+// -inf after it. One per model and dtype (fp32, and bf16 under autocast), made at the model's
+// context on first use and kept (not a buffer: nothing to train or save). A forward takes a view
+// of its first n positions, so it neither builds nor converts a mask; a longer one (which the
+// embedding refuses) would rebuild them.
+class CausalMask {
+ public:
+  explicit CausalMask(int64_t context) : length_(context) {}
+
+  at::Tensor first(int64_t n, at::ScalarType dtype) {
+    if (n > length_) {
+      masks_.clear();
+      length_ = n;
+    }
+    at::Tensor& mask = masks_[dtype];
+    if (!mask.defined()) {
+      mask =
+          at::full({length_, length_}, -std::numeric_limits<float>::infinity()).triu(1).to(dtype);
+    }
+    return mask.narrow(0, 0, n).narrow(1, 0, n);
+  }
+
+ private:
+  int64_t length_;
+  std::map<at::ScalarType, at::Tensor> masks_;
+};
+
 // Causal self-attention: every position attends to itself and the positions before it.
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  explicit CausalSelfAttention(const GptConfig& c) : heads_(c.n_head), width_(c.n_embd) {
+  CausalSelfAttention(const GptConfig& c, std::shared_ptr<CausalMask> mask)
+      : heads_(c.n_head), width_(c.n_embd), mask_(std::move(mask)) {
     c_attn_ = register_module("c_attn", torch::nn::Linear(c.n_embd, 3 * c.n_embd));
     c_proj_ = register_module("c_proj", torch::nn::Linear(c.n_embd, c.n_embd));
     attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(c.dropout));
@@ -51,7 +81,7 @@ class CausalSelfAttention : public torch::nn::Module {
     const int64_t keys = past + t;
     const at::Tensor y =
         causal_attention(q.reshape({b * heads_, t, head}), k.reshape({b * heads_, keys, head}),
-                         v.reshape({b * heads_, keys, head}), causal_bias(keys, q.scalar_type()),
+                         v.reshape({b * heads_, keys, head}), mask_->first(keys, q.scalar_type()),
                          past, causal_query_blocks(t),
                          [this](const at::Tensor& w) { return attn_dropout_->forward(w); })
             .view({b, heads_, t, head})
@@ -64,17 +94,8 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::nn::Linear c_proj_{nullptr};
 
  private:
-  // [n, n]: 0 where a query may see a key, -inf after it; made once per length and kept (not a
-  // buffer: nothing to train or save).
-  at::Tensor causal_bias(int64_t n, at::ScalarType dtype) {
-    if (!bias_.defined() || bias_.size(0) < n) {
-      bias_ = at::full({n, n}, -std::numeric_limits<float>::infinity()).triu(1);
-    }
-    return bias_.narrow(0, 0, n).narrow(1, 0, n).to(dtype);
-  }
-
   int64_t heads_, width_;
-  at::Tensor bias_;
+  std::shared_ptr<CausalMask> mask_;  // the model's, shared by its layers
   torch::nn::Linear c_attn_{nullptr};
   torch::nn::Dropout attn_dropout_{nullptr}, resid_dropout_{nullptr};
 };
@@ -99,9 +120,9 @@ class Mlp : public torch::nn::Module {
 
 class GptBlock : public torch::nn::Module {
  public:
-  explicit GptBlock(const GptConfig& c) {
+  GptBlock(const GptConfig& c, std::shared_ptr<CausalMask> mask) {
     ln_1_ = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
-    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(c));
+    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(c, std::move(mask)));
     ln_2_ = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
     mlp_ = register_module("mlp", std::make_shared<Mlp>(c));
   }
@@ -127,8 +148,9 @@ class Gpt : public Classifier {
     wpe_ = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
     drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
     torch::nn::ModuleList list;  // names the layers "h.0", "h.1", ... as GPT-2 does
+    const auto mask = std::make_shared<CausalMask>(c.seq_len);
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      layers_.push_back(std::make_shared<GptBlock>(c));
+      layers_.push_back(std::make_shared<GptBlock>(c, mask));
       list->push_back(layers_.back());
     }
     register_module("h", list);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
 #include "loom/models/causal_attention.h"
 #include "loom/models/module_model.h"
@@ -121,6 +122,32 @@ TEST(CausalAttention, BlocksGiveTheWholeProductAndItsGradients) {
   EXPECT_EQ(causal_query_blocks(64), 1);
   EXPECT_EQ(causal_query_blocks(256), 2);
   EXPECT_EQ(causal_query_blocks(1024), 4);
+}
+
+// Under bf16 autocast (runtime.precision bf16) the forward gives fp32's logits to bf16's
+// precision, at any length and whichever type ran before: the layers add one causal mask per
+// type, made once and cut to each length.
+TEST(Gpt, Bf16ForwardMatchesFp32AtAnyLengthAndOrder) {
+  at::manual_seed(6);
+  ModuleModel model("gpt", make_gpt(tiny()), false);
+  at::NoGradGuard no_grad;
+  const at::Tensor ids = at::randint(0, 50, {2, 8}, at::kLong);
+  const auto bf16 = [&](int64_t t) {
+    AutocastScope autocast(true);
+    const at::Tensor logits = model.forward(ids.narrow(1, 0, t));
+    EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
+    return logits.to(at::kFloat);
+  };
+  const at::Tensor short_bf16 = bf16(3);  // the bf16 mask is made here, at the context of 8
+  const at::Tensor fp32 = model.forward(ids);
+  const at::Tensor whole_bf16 = bf16(8);
+  const double scale = fp32.abs().max().item<double>();
+  EXPECT_LT((whole_bf16 - fp32).abs().max().item<double>(), 0.02 * scale) << "largest " << scale;
+  EXPECT_LT((short_bf16 - fp32.narrow(1, 0, 3)).abs().max().item<double>(), 0.02 * scale);
+  // Each type again gives what it gave before.
+  EXPECT_TRUE(at::equal(model.forward(ids), fp32));
+  EXPECT_TRUE(at::equal(bf16(8), whole_bf16));
+  EXPECT_TRUE(at::equal(bf16(3), short_bf16));
 }
 
 TEST(Gpt, APositionSeesOnlyThePast) {
