@@ -1,6 +1,6 @@
 # Fails the build when a source file includes a header of a layer its own layer may not use
-# (../shared/DESIGN.md, "Layers and rooms"): run by the loom_layers target before libloom
-# compiles, as `cmake -DSOURCE_DIR=src/loom -P cmake/CheckLayers.cmake`.
+# (docs/architecture.md, "Rooms"): run by the loom_layers target before libloom compiles, as
+# `cmake -DSOURCE_DIR=src/loom -P cmake/CheckLayers.cmake`.
 #
 # The rule (cmake/Layers.cmake): a layer may use the layers it lists, never the others. The
 # layers' object libraries (src/CMakeLists.txt) enforce the same rule through their include
@@ -27,6 +27,6 @@ foreach(source ${sources})
   endforeach()
 endforeach()
 if(violations)
-  message(FATAL_ERROR "layer rule broken (../shared/DESIGN.md, \"Layers and rooms\"):\n"
+  message(FATAL_ERROR "layer rule broken (docs/architecture.md, \"Rooms\"):\n"
     "${violations}")
 endif()

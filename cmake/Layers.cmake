@@ -1,4 +1,4 @@
-# The layers of DESIGN.md ("Layers and rooms") and, for each, the layers its files may include
+# The layers of docs/architecture.md ("Rooms") and, for each, the layers its files may include
 # (itself among them). Read by the layers' object libraries (src/CMakeLists.txt), whose include
 # paths follow it, and by the build's check of every include (cmake/CheckLayers.cmake).
 set(LOOM_LAYERS core data comm models parallel profile train)

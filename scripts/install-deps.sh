@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   # build
   cmake ninja-build g++ ccache
-  # libraries (DESIGN.md, "Dependencies")
+  # libraries
   libtorch-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
   # LibTorch's fp32 matrix products go to libblas.so.3: OpenBLAS built for OpenMP (LibTorch's
   # threading) takes it over from netlib's reference BLAS, 16-30x slower; libblas3 (the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layer rule of DESIGN.md, held two ways:
+# The layer rule of docs/architecture.md ("Rooms"), held two ways:
 #  1. the build's layer check (cmake/CheckLayers.cmake) passes on the tree as it is and fails,
 #     naming the file and the include, when data/ includes train/ (a copy of src/loom with one
 #     planted include);
