@@ -28,56 +28,28 @@ namespace loom::train {
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
-  use_configured_allocator(config_.runtime.allocator, options_.topology.memory_bytes);
-  at::manual_seed(static_cast<uint64_t>(config_.seed));
-  // The stages of one pipeline read one share of the data (stage 0 feeds it).
-  data_ = load_train_data(config_, plan_.step.micro_batch, options_.topology.usable_cores, replica_,
-                          replicas_);
-  data_.train->set_epoch_limit(config_.train.epochs);
-  model_ = models::make_model(config_.model, data_.input);
-  model_->set_recompute_every(layouts_.plan().recompute_every);
-  info_.runtime = choose_runtime(config_.runtime, options_.topology, model_->is_convolutional(),
-                                 at::hasMKLDNN());
-  at::set_num_threads(info_.runtime.threads);
-  if (const BlasLibrary blas = loaded_blas_library();
-      blas.reference() && !info_.runtime.bf16() && leader()) {
-    LOOM_LOG(kWarn, "runtime") << "fp32 matrix products run on netlib's reference BLAS ("
-                               << blas.path << "), 16-30x slower than OpenBLAS: install "
-                               << kFastBlasPackage;
-  }
-  const auto format = info_.runtime.memory_format == "channels_last"
-                          ? at::MemoryFormat::ChannelsLast
-                          : at::MemoryFormat::Contiguous;
-  model_->set_memory_format(format);
-  model_->train(true);
-  info_.parameters = model_->parameter_count();  // before a pipeline releases others' stages
-  layout_ = layouts_.make(*model_);
-  info_.layout = plan_.describe();
-  info_.pipeline_plan = layout_->plan_text();
-  optimizer_ = make_optimizer(config_.optimizer, layout_->optimized_parameters());
-  loss_ = models::make_task_loss(data_.input.task, config_.train.label_smoothing);
-  eval_loss_ = models::make_task_loss(data_.input.task);
-  feeder_ = std::make_unique<data::Feeder>(data_.stats, format);
+  parts_ = build_run_parts(config_, options_, layouts_, replica_, replicas_, leader(), info_);
 
-  steps_per_epoch_ = data_.train->steps_per_epoch() / plan_.step.micro_batches;
+  steps_per_epoch_ = parts_.data.train->steps_per_epoch() / plan_.step.micro_batches;
   if (steps_per_epoch_ == 0) {
     const std::string key = plan_.micro_batches_key();
     throw ConfigError("config key '" + key + "': " + std::to_string(plan_.step.micro_batches) +
                       " micro-batches per step exceed the " +
-                      std::to_string(data_.train->steps_per_epoch()) + " batches of an epoch");
+                      std::to_string(parts_.data.train->steps_per_epoch()) +
+                      " batches of an epoch");
   }
   total_steps_ = steps_per_epoch_ * config_.train.epochs;
   if (config_.train.max_steps > 0) total_steps_ = std::min(total_steps_, config_.train.max_steps);
 
   checkpoints_ = std::make_unique<RunCheckpoints>(
       config_, options_.out_dir, leader(),
-      RunCheckpoints::Parts{layout_.get(), optimizer_.get(), data_.train.get(), replica_,
-                            plan_.step.micro_batches});
+      RunCheckpoints::Parts{parts_.layout.get(), parts_.optimizer.get(), parts_.data.train.get(),
+                            replica_, plan_.step.micro_batches});
   faults_ = StepFaults::for_rank(rank_, comm::restart_attempt());
   if (leader()) {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
     // The run's own tokenizer, for `loom generate RUN_DIR` wherever the token data goes later.
-    if (data_.input.task == models::Task::kLanguageModel) {
+    if (parts_.data.input.task == models::Task::kLanguageModel) {
       replace_file_atomically(options_.out_dir + "/tokenizer.model",
                               read_file(config_.data.path + "/tokenizer.model"));
     }
@@ -85,8 +57,8 @@ void TrainingRun::set_up() {
   RunAccountingOptions accounting;
   accounting.out_dir = options_.out_dir;
   accounting.rank = rank_;
-  accounting.source = data_.train.get();
-  accounting.tokens_per_sample = data_.input.tokens_per_sample();
+  accounting.source = parts_.data.train.get();
+  accounting.tokens_per_sample = parts_.data.input.tokens_per_sample();
   accounting.replicas = replicas_;
   accounting.topology = options_.topology;
   accounting.ranks_on_host = options_.ranks_on_host;
@@ -94,20 +66,19 @@ void TrainingRun::set_up() {
   accounting.cpu_seconds_at_start = cpu_seconds_at_start_;
   accounting_ = std::make_unique<RunAccounting>(config_, std::move(accounting));
   accounting_->set_warmup_steps(std::min<int64_t>(5, total_steps_ / 10));
-  if (!data_.train->worker_stats().empty()) {
-    remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*data_.train);
+  if (!parts_.data.train->worker_stats().empty()) {
+    remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*parts_.data.train);
   }
   // Its windows start now; rows are written only where servers report their load.
   if (leader()) server_metrics_ = std::make_unique<ServerMetrics>();
 
-  info_.model = model_->name();
   info_.machine = describe(options_.topology);
-  info_.train_samples = data_.train->samples();
-  info_.test_samples = data_.test ? data_.test->samples() : 0;
+  info_.train_samples = parts_.data.train->samples();
+  info_.test_samples = parts_.data.test ? parts_.data.test->samples() : 0;
   info_.steps_per_epoch = steps_per_epoch_;
   info_.total_steps = total_steps_;
   info_.epochs = config_.train.epochs;
-  info_.tokens_per_sample = data_.input.tokens_per_sample();
+  info_.tokens_per_sample = parts_.data.input.tokens_per_sample();
   info_.out_dir = options_.out_dir;
 }
 
@@ -128,32 +99,32 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   // the replicas.
   last_lr_ = plan_.lr_scale *
              learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
-  set_learning_rate(*optimizer_, last_lr_);
+  set_learning_rate(*parts_.optimizer, last_lr_);
   const parallel::StepOutcome outcome =
-      layout_->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
+      parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * replicas_;
   accounting_->enter(Phase::kOptimizer);
-  if (config_.train.grad_clip > 0) layout_->clip_gradients(config_.train.grad_clip);
+  if (config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
   // for, around the optimizer's own work.
   accounting_->enter(Phase::kCommExposed);
-  layout_->grad_sync().step(last_lr_, [&] {
+  parts_.layout->grad_sync().step(last_lr_, [&] {
     accounting_->enter(Phase::kOptimizer);
-    optimizer_->step();
+    parts_.optimizer->step();
     accounting_->enter(Phase::kCommExposed);
   });
   accounting_->enter(Phase::kOptimizer);
-  return outcome.loss_sum / static_cast<double>(layout_->micro_batches());
+  return outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches());
 }
 
 parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k) {
-  const int64_t index = step_in_epoch * layout_->micro_batches() + k;
+  const int64_t index = step_in_epoch * parts_.layout->micro_batches() + k;
   watchdog_->waiting_for_batch(epoch, index);
   accounting_->enter(profile::Phase::kDataWait);
-  data::Batch batch = data_.train->batch(epoch, index);
+  data::Batch batch = parts_.data.train->batch(epoch, index);
   if (batch.size() == 0) return {at::Tensor(), batch.targets};  // every sample was bad
   accounting_->enter(profile::Phase::kH2D);
-  return {feeder_->to_input(batch.inputs), batch.targets};
+  return {parts_.feeder->to_input(batch.inputs), batch.targets};
 }
 
 void TrainingRun::forward_begins() {
@@ -203,7 +174,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     const bool tuning = autotune_ && autotune_->tuning();
     const int64_t samples = position_.samples - samples_before;
     const double dt = accounting_->end_step(position_.step + 1, samples, loss,
-                                            layout_->grad_sync().last_stats(), !tuning);
+                                            parts_.layout->grad_sync().last_stats(), !tuning);
     ++position_.step;
     position_.step_in_epoch = s + 1;
     if (tuning) {
@@ -221,14 +192,14 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     }
   }
   // Each rank saw its own share: the epoch's loss is the mean over all of them.
-  epoch_loss_ = layout_->mean_over_trainers(epoch_loss_);
+  epoch_loss_ = parts_.layout->mean_over_trainers(epoch_loss_);
   EpochReport r;
   r.epoch = epoch;
   r.epochs = config_.train.epochs;
   r.step = position_.step;
   r.train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   const bool epoch_done = position_.step_in_epoch == steps_per_epoch_;
-  if (config_.train.eval && data_.test && !preempted_ &&
+  if (config_.train.eval && parts_.data.test && !preempted_ &&
       (epoch_done || position_.step == total_steps_)) {
     last_eval_ = evaluate_test();
     r.evaluated = true;
@@ -261,7 +232,7 @@ bool TrainingRun::stop_requested() {
   if (!options_.termination) return false;
   const bool mine = options_.termination->load(std::memory_order_relaxed) != 0;
   watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps
-  return layout_->any_rank(mine);
+  return parts_.layout->any_rank(mine);
 }
 
 void TrainingRun::start_watchdog() {
@@ -269,8 +240,8 @@ void TrainingRun::start_watchdog() {
   options.stall_timeout_s = config_.train.stall_timeout_s;
   options.rank = rank_;
   options.world = world_;  // the training ranks (parameter servers publish no heartbeats)
-  options.data_source = data_.train->describe_producers();
-  options.exchange = layout_->describe_waits();
+  options.data_source = parts_.data.train->describe_producers();
+  options.exchange = parts_.layout->describe_waits();
   options.store = options_.heartbeat_store;
   options.termination = options_.termination;
   options.preempt_grace_s = config_.train.preempt_grace_s;
@@ -281,17 +252,17 @@ void TrainingRun::start_watchdog() {
 
 void TrainingRun::start_layout() {
   parallel::StartOptions start;
-  start.loss = loss_.get();
+  start.loss = parts_.loss.get();
   start.observer = this;
   start.bf16 = info_.runtime.bf16();
   start.first_step = position_.step;
   start.optimizer_state = [this] {
-    return flat_optimizer_state(
-        config_.optimizer, layout_->parameters(),
-        export_optimizer_state(*optimizer_, config_.optimizer.name, layout_->parameters()));
+    return flat_optimizer_state(config_.optimizer, parts_.layout->parameters(),
+                                export_optimizer_state(*parts_.optimizer, config_.optimizer.name,
+                                                       parts_.layout->parameters()));
   };
-  start.release_optimizer_state = [this] { optimizer_->state().clear(); };
-  layout_->start(start);
+  start.release_optimizer_state = [this] { parts_.optimizer->state().clear(); };
+  parts_.layout->start(start);
 }
 
 TrainSummary TrainingRun::run() {
@@ -305,12 +276,12 @@ TrainSummary TrainingRun::run() {
   while (!preempted_ && position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
-  layout_->grad_sync().end_training();
+  parts_.layout->grad_sync().end_training();
   save_checkpoint();
   // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
   accounting_->merge_traces(world_ > 1 ? options_.communicator : nullptr, plan_.world);
   // Resuming a run that had already finished trains nothing: still report its accuracy.
-  if (config_.train.eval && data_.test && last_eval_.samples == 0 && !preempted_) {
+  if (config_.train.eval && parts_.data.test && last_eval_.samples == 0 && !preempted_) {
     last_eval_ = evaluate_test();
   }
 

@@ -28,6 +28,7 @@
 #include "loom/train/remote_worker_metrics.h"
 #include "loom/train/run_accounting.h"
 #include "loom/train/run_checkpoints.h"
+#include "loom/train/run_parts.h"
 #include "loom/train/server_metrics.h"
 #include "loom/train/stall_watchdog.h"
 #include "loom/train/step_faults.h"
@@ -79,8 +80,6 @@ class TrainingRun : private parallel::StepObserver {
   void start_watchdog();
   // Starts the layout's gradient exchange and step executor from the parameters as they stand.
   void start_layout();
-  // What the advisor reads that only this loop knows (RunAccounting adds the rest).
-  profile::RunProfile run_profile() const;
   void report_step(double loss);
   // Rank 0 writes the run's files and reports; the other ranks of a data-parallel run do not.
   bool leader() const { return rank_ == 0; }
@@ -90,9 +89,6 @@ class TrainingRun : private parallel::StepObserver {
   void forward_begins() override;
   void forward_ends(int64_t samples) override;
   void loss_computed(double value) override;
-  // Bytes of the optimizer state this rank holds (its shard under ZeRO-1).
-  int64_t optimizer_state_bytes() const;
-  int64_t gradient_bytes() const;
   // Micro-batch k of the optimizer step at (epoch, step_in_epoch), fed to the model.
   parallel::MicroBatch micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k);
   // The test split's loss and accuracy, the result known to every rank: each evaluates its part
@@ -110,11 +106,7 @@ class TrainingRun : private parallel::StepObserver {
   const LayoutFactory& layouts_;
   Clock::time_point start_;
 
-  TrainData data_;
-  std::unique_ptr<models::Model> model_;
-  std::unique_ptr<parallel::ParallelLayout> layout_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::unique_ptr<data::Feeder> feeder_;
+  RunParts parts_;  // data, model, layout, optimizer, losses, feeder
   std::unique_ptr<RunCheckpoints> checkpoints_;
   RunInfo info_;
   TrainPosition position_;
@@ -130,8 +122,6 @@ class TrainingRun : private parallel::StepObserver {
   int rank_ = 0, world_ = 1;  // among the training ranks
   int replicas_ = 1;          // data-parallel copies of the model (world / pipeline ranks)
   int replica_ = 0;           // which of them this rank belongs to
-  std::unique_ptr<models::Loss> loss_;                   // training: with label smoothing
-  std::unique_ptr<models::Loss> eval_loss_;              // the test loss: plain cross-entropy
   std::unique_ptr<RunAccounting> accounting_;            // steps, windows, files, summary
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
   std::unique_ptr<ServerMetrics> server_metrics_;        // with parameter servers

@@ -1,0 +1,175 @@
+#include "loom/train/run_parts.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include <set>
+
+#include "loom/core/blas_library.h"
+#include "loom/core/caching_allocator.h"
+#include "loom/core/log.h"
+#include "loom/data/remote/remote_batch_source.h"
+#include "loom/profile/flops.h"
+#include "loom/train/optimizer.h"
+#include "loom/train/summary.h"
+
+namespace loom::train {
+
+RunParts build_run_parts(const Config& config, const TrainOptions& options,
+                         const LayoutFactory& layouts, int replica, int replicas, bool leader,
+                         RunInfo& info) {
+  const parallel::LayoutPlan& plan = layouts.plan().layout;
+  use_configured_allocator(config.runtime.allocator, options.topology.memory_bytes);
+  at::manual_seed(static_cast<uint64_t>(config.seed));
+  RunParts parts;
+  parts.data = load_train_data(config, plan.step.micro_batch, options.topology.usable_cores,
+                               replica, replicas);
+  parts.data.train->set_epoch_limit(config.train.epochs);
+  parts.model = models::make_model(config.model, parts.data.input);
+  models::Model& model = *parts.model;
+  model.set_recompute_every(layouts.plan().recompute_every);
+  info.runtime =
+      choose_runtime(config.runtime, options.topology, model.is_convolutional(), at::hasMKLDNN());
+  at::set_num_threads(info.runtime.threads);
+  if (const BlasLibrary blas = loaded_blas_library();
+      blas.reference() && !info.runtime.bf16() && leader) {
+    LOOM_LOG(kWarn, "runtime") << "fp32 matrix products run on netlib's reference BLAS ("
+                               << blas.path << "), 16-30x slower than OpenBLAS: install "
+                               << kFastBlasPackage;
+  }
+  const auto format = info.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
+                                                                    : at::MemoryFormat::Contiguous;
+  model.set_memory_format(format);
+  model.train(true);
+  info.model = model.name();
+  info.parameters = model.parameter_count();  // before a pipeline releases others' stages
+  parts.layout = layouts.make(model);
+  info.layout = plan.describe();
+  info.pipeline_plan = parts.layout->plan_text();
+  parts.optimizer = make_optimizer(config.optimizer, parts.layout->optimized_parameters());
+  const models::Task task = parts.data.input.task;
+  parts.loss = models::make_task_loss(task, config.train.label_smoothing);
+  parts.eval_loss = models::make_task_loss(task);
+  parts.feeder = std::make_unique<data::Feeder>(parts.data.stats, format);
+  return parts;
+}
+
+int64_t RunParts::gradient_bytes() const {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  for (const auto* named : {&layout->parameters(), &layout->optimized_parameters()}) {
+    for (const auto& [name, t] : *named) {
+      const at::Tensor& g = t.grad();
+      if (g.defined() && seen.insert(g.unsafeGetTensorImpl()).second) {
+        bytes += static_cast<int64_t>(g.nbytes());
+      }
+    }
+  }
+  return bytes;
+}
+
+int64_t RunParts::optimizer_state_bytes(const std::string& name) const {
+  int64_t bytes = 0;
+  for (const auto& [key, t] :
+       export_optimizer_state(*optimizer, name, layout->optimized_parameters())) {
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
+  return bytes;
+}
+
+void fill_parts_summary(const RunParts& parts, const RunInfo& info, const Config& config, int world,
+                        double forward_flops_per_sample, const profile::StepTimes& steady,
+                        TrainSummary& s) {
+  const TrainData& data = parts.data;
+  s.sample_bytes = s.tokens_per_sample > 0
+                       ? 2 * s.tokens_per_sample * static_cast<int64_t>(sizeof(int64_t))
+                       : data.input.channels * data.input.height * data.input.width;
+  s.allocator = config.runtime.allocator;
+  s.data = data.train->stats();
+  s.loader_threads = data.loader_threads;
+  s.remote_workers = data.train->worker_stats();
+  s.remote_local_batches = data.train->local_batches();
+  s.remote_receive_cpu_seconds = data.train->receive_cpu_seconds();
+  s.layout = parts.layout->report();
+  // Every worker's compute over the steady steps, compared by the advisor (data parallel).
+  s.layout.worker_compute_seconds = parts.layout->by_trainer(steady[profile::Phase::kForward] +
+                                                             steady[profile::Phase::kBackward] +
+                                                             steady[profile::Phase::kOptimizer]);
+  s.peak_dtype = info.runtime.bf16() ? "bf16" : "fp32";
+  // Every rank calibrates its own cores at the same time; the job's peak is their sum.
+  const double rank_peak =
+      profile::measure_peak_flops(info.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
+  s.peak_flops_per_second = world * rank_peak;
+  s.blas = loaded_blas_library();
+  s.fp32_matmul_flops_per_second =
+      info.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
+  s.optimizer_state_bytes = parts.optimizer_state_bytes(config.optimizer.name);
+  s.gradient_bytes = parts.gradient_bytes();
+  // A pipeline's ranks each counted their own stages' forward FLOPs.
+  s.forward_flops_per_sample = parts.layout->sum_over_stages(forward_flops_per_sample);
+  // Every rank holds the whole model's shape, whatever it trains of it.
+  if (const double by_formula = parts.model->training_flops_per_sample(); by_formula > 0) {
+    s.forward_flops_per_sample = by_formula / 3;
+    s.flops_basis = "6N + 12 L d T per token";
+  }
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    const AllocatorStats stats = a->stats();
+    s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
+    s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
+  }
+  s.buckets = parts.layout->grad_sync().last_stats().buckets;
+}
+
+profile::RunProfile parts_profile(const RunParts& parts, const Config& config, const RunPlan& plan,
+                                  const RunInfo& info, const TrainSummary& s) {
+  const parallel::LayoutPlan& layout = plan.layout;
+  profile::RunProfile p;
+  p.compute_threads = info.runtime.threads;
+  p.loader_threads = parts.data.loader_threads;
+  p.loader_decodes = parts.data.decoded;
+  p.precision = info.runtime.precision;
+  p.memory_format = info.runtime.memory_format;
+  p.convolutional = parts.model->is_convolutional();
+  p.batch_size = layout.step.micro_batch;
+  const data::BatchSource& train = *parts.data.train;
+  const std::vector<data::RemoteWorkerStats> workers = train.worker_stats();
+  p.loader_cpu_seconds_per_sample = local_cpu_seconds_per_sample(train.stats(), workers);
+  // A worker's rate over the time it was up: one that died mid-run supplied nothing while
+  // down, which says nothing of what a live one supplies.
+  double delivered = 0, up_seconds = 0;
+  for (const data::RemoteWorkerStats& w : workers) {
+    if (w.samples == 0) continue;
+    ++p.remote_workers;
+    delivered += static_cast<double>(w.samples);
+    up_seconds += w.up_seconds;
+  }
+  if (p.remote_workers > 0 && up_seconds > 0) {
+    p.remote_worker_samples_per_second = delivered / up_seconds;
+  }
+  p.pipeline_ranks = layout.pipeline_ranks;
+  if (p.pipeline_ranks > 0) p.pipeline_microbatches = layout.step.micro_batches;
+  if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
+    p.peak_tensor_bytes = static_cast<double>(a->stats().peak_bytes_in_use);
+  }
+  p.memory_cap_bytes = config.parallel.pipeline.memory_cap_mb * (1 << 20);
+  for (const auto& [name, t] : parts.layout->parameters()) {
+    p.parameter_bytes += static_cast<double>(t.nbytes());
+  }
+  p.recompute = plan.recompute_every > 0;  // as configured, or as the planner chose
+  p.zero_stage = layout.zero_stage;
+  p.accumulates_gradients = layout.step.micro_batches > 1;
+  if (layout.mode == parallel::LayoutMode::kDataParallel ||
+      layout.mode == parallel::LayoutMode::kPipeline) {
+    p.data_parallel_ranks = layout.replicas;
+  }
+  p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
+  p.worker_compute_seconds = s.layout.worker_compute_seconds;
+  p.better_microbatches = s.layout.better_microbatches;
+  p.better_bubble = s.layout.better_bubble;
+  for (const parallel::ServerLoad& load : s.layout.servers) {
+    p.server_busy_seconds.push_back(load.busy_seconds);
+  }
+  return p;
+}
+
+}  // namespace loom::train
