@@ -3,12 +3,21 @@
 import json
 import os
 
-from . import _config, _loom
+from . import _config, _loom, distributed
 
 
 def train(config=None, overrides=(), *, out, resume=False):
     """Trains as `loom train --out OUT [--set ...]` does, in this process, and returns the
     run's summary (what it writes to OUT/summary.json) as a dict.
+
+    Started as one rank of a job (`loom launch --nproc-per-node N -- python3 train.py`,
+    torchrun, Slurm or Open MPI), every rank calls it with the same configuration and `out`, and
+    they train as one job laid out as the configuration says, exactly as `loom train` under
+    `loom launch` does: data parallel, a pipeline's stages, or workers and parameter servers. The
+    job is joined through loom.distributed.init() (the one that init() joined before, if it did:
+    its layout must be the configuration's); on a parameter server it serves until the workers
+    are done and ends the process (exit status 0). Rank 0 writes the run directory and returns
+    the summary; the other ranks write nothing there and return None.
 
     Args:
         config: a dict, YAML text or a path (None: the built-in default, the small CNN on
@@ -22,8 +31,10 @@ def train(config=None, overrides=(), *, out, resume=False):
     KeyboardInterrupt. Raises loom.ConfigError, loom.DataError or loom.Error as `loom train`
     exits 2 or 1, with the same messages.
     """
-    text = _loom.train(_config.load(config, overrides), os.fspath(out), bool(resume))
-    return json.loads(text)
+    config = _config.load(config, overrides)
+    job = distributed.init(config, out_dir=os.fspath(out))
+    text = _loom.train(config, os.fspath(out), bool(resume), job)
+    return None if text is None else json.loads(text)
 
 
 def plan(run_dir, prices, *, samples=1e9, trainer="", worker=""):

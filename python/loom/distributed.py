@@ -35,8 +35,9 @@ def init(config=None, *, overrides=(), out_dir="", preemptible=False):
     returns it; later calls return the same job.
 
     Under `loom launch --servers K` the job's last K ranks are parameter servers: on those,
-    init() serves until every worker is done and then ends the process (exit status 0), so the
-    rest of the script runs on the workers only.
+    init() serves until every worker is done (through SIGTERM too: preempted workers commit a
+    checkpoint that needs the servers' state) and then ends the process (exit status 0), so the
+    rest of the script runs on the workers only. loom.train() joins through here too.
 
     Args:
         config: a `loom train` configuration (dict, YAML text or path) whose `comm:` section
@@ -55,10 +56,8 @@ def init(config=None, *, overrides=(), out_dir="", preemptible=False):
     """
     global _job
     if _job is None:
-        config = _config.load(config, overrides)
-        job = Job(config, bool(preemptible))
-        if job.serves:
-            job.serve(config, str(out_dir))
+        job = _loom.enter_job(_config.load(config, overrides), str(out_dir), bool(preemptible))
+        if job is None:  # a parameter server, whose workers are done
             raise SystemExit(0)
         _job = job
     return _job

@@ -1,6 +1,7 @@
-// Job and ReplicaSync for Python: the job a script's process is a rank of (train/job.h), and
-// the gradient exchange of a user's own module (parallel/replicated_layout.h), with its tensors
-// shared with PyTorch, not copied. loom.distributed and loom.parallel wrap them.
+// Job and ReplicaSync for Python: the job a script's process is a rank of, entered through the
+// one job entry (train/job.h), and the gradient exchange of a user's own module
+// (parallel/replicated_layout.h), with its tensors shared with PyTorch, not copied.
+// loom.distributed and loom.parallel wrap them.
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -75,18 +76,6 @@ py::dict stats_to_dict(const parallel::SyncStats& s) {
 void bind_parallel(py::module_& m) {
   m.attr("PREEMPTED_EXIT_CODE") = kPreemptedExitCode;
   py::class_<train::Job>(m, "Job", "The job this process is a rank of (loom.distributed.init).")
-      .def(py::init([](const Config& config, bool preemptible) {
-             const comm::WorldInfo world = comm::world_from_environment();
-             std::unique_ptr<train::Job> job;
-             {
-               py::gil_scoped_release release;  // waits for the other ranks
-               job = std::make_unique<train::Job>(train::join_job(config, world));
-             }
-             // From here on SIGTERM is a request to stop that should_stop() reports.
-             if (preemptible) job->termination = &catch_termination();
-             return job;
-           }),
-           py::arg("config"), py::arg("preemptible") = false)
       .def("should_stop", &train::Job::end_of_step, py::arg("step"),
            py::call_guard<py::gil_scoped_release>(),
            "After step `step` (the steps done): whether the job stops here (SIGTERM caught on "
@@ -100,27 +89,29 @@ void bind_parallel(py::module_& m) {
           "backend",
           [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
       .def_property_readonly("layout", [](const train::Job& j) { return j.plan.describe(); })
-      .def_property_readonly("serves", [](const train::Job& j) { return j.plan.serves(); })
       .def_property_readonly("trainers", [](const train::Job& j) { return j.plan.trainers; })
       .def_property_readonly(
-          "mode", [](const train::Job& j) { return parallel::layout_mode_name(j.plan.mode); })
-      .def(
-          "serve",
-          [](train::Job& job, const Config& config, const std::string& out_dir) {
-            parallel::ServerLoad load;
-            {
-              py::gil_scoped_release release;  // until the workers are done
-              load = train::serve_parameters(job, config, out_dir);
-            }
-            py::dict d;
-            d["steps"] = load.steps;
-            d["bytes_in"] = load.bytes_in;
-            d["bytes_out"] = load.bytes_out;
-            d["busy_seconds"] = load.busy_seconds;
-            return d;
-          },
-          py::arg("config"), py::arg("out_dir") = "",
-          "Serves as this rank's parameter server until the workers are done.");
+          "mode", [](const train::Job& j) { return parallel::layout_mode_name(j.plan.mode); });
+  m.def(
+      "enter_job",
+      [](const Config& config, const std::string& out_dir,
+         bool preemptible) -> std::unique_ptr<train::Job> {
+        train::JobEntryOptions options;
+        options.out_dir = out_dir;
+        std::optional<train::JobEntry> entry;
+        {
+          py::gil_scoped_release release;  // waits for the other ranks; a server serves
+          entry.emplace(train::enter_job(config, comm::world_from_environment(), options));
+        }
+        if (entry->served) return nullptr;
+        auto job = std::make_unique<train::Job>(std::move(entry->job));
+        // From here on SIGTERM is a request to stop that should_stop() reports.
+        if (preemptible) job->termination = &catch_termination();
+        return job;
+      },
+      py::arg("config"), py::arg("out_dir"), py::arg("preemptible"),
+      "Enters the job this process is a rank of: the Job on a rank that trains; None on a "
+      "parameter server, once it has served its workers to the end.");
 
   py::class_<ReplicaSync>(m, "ReplicaSync",
                           "The gradient exchange of a module replicated on every training rank.")

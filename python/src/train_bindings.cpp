@@ -1,13 +1,18 @@
-// The trainer and the cost planner for Python: loom.train() returns what `loom train` writes to
+// The trainer and the cost planner for Python: loom.train() trains as a rank of the job it
+// entered (loom.distributed.init(), the one job entry) and returns what `loom train` writes to
 // summary.json, loom.plan() what `loom plan --prices` prints, as dicts.
 #include <Python.h>
 #include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
 
 #include "bindings.h"
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/topology.h"
 #include "loom/profile/cost_plan.h"
+#include "loom/train/job.h"
 #include "loom/train/trainer.h"
 
 namespace loom::python {
@@ -100,7 +105,8 @@ py::dict plan_to_dict(const profile::CostPlan& plan, double samples) {
 void bind_train(py::module_& m) {
   m.def(
       "train",
-      [](const Config& config, const std::string& out_dir, bool resume) {
+      [](const Config& config, const std::string& out_dir, bool resume,
+         train::Job& job) -> std::optional<std::string> {
         if (out_dir.empty()) throw ConfigError("out: name the run's output directory");
         train::TrainOptions options;
         options.out_dir = out_dir;
@@ -110,12 +116,17 @@ void bind_train(py::module_& m) {
         options.observer = &interrupt;
         {
           py::gil_scoped_release release;
+          job.check_trains(config);
+          job.fill(options);
           train::train(config, options);
         }
+        // Rank 0 writes the run directory for every rank.
+        if (job.world.rank != 0) return std::nullopt;
         return read_file(out_dir + "/summary.json");
       },
-      py::arg("config"), py::arg("out"), py::arg("resume"),
-      "Trains as `loom train --out OUT` does, in this process; returns summary.json's text.");
+      py::arg("config"), py::arg("out"), py::arg("resume"), py::arg("job"),
+      "Trains as `loom train --out OUT` does, as a training rank of `job` (entered with "
+      "enter_job); returns summary.json's text on rank 0, None on the others.");
   m.def(
       "plan_costs",
       [](const std::string& run_dir, const std::string& prices, double samples,

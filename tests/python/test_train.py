@@ -1,5 +1,6 @@
 """loom.train() and loom.plan(): the trainer and the cost planner from Python."""
 
+import json
 import os
 import signal
 import subprocess
@@ -7,9 +8,10 @@ import sys
 import time
 
 import pytest
+import torch
 
 import loom
-from conftest import FASHION_MNIST
+from conftest import FASHION_MNIST, loom_binary, read_safetensors
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -69,3 +71,77 @@ except KeyboardInterrupt:
     finally:
         proc.kill()
     assert proc.returncode == 3 and out.strip() == "interrupted", (proc.returncode, out, err)
+
+
+# Calls loom.train() as every rank of a job; each training rank writes what it returned.
+LAUNCHED_SCRIPT = """
+import json, os, sys
+import loom
+summary = loom.train(sys.argv[1], out=sys.argv[2])
+with open(os.path.join(sys.argv[3], "rank%s.json" % os.environ["RANK"]), "w") as f:
+    json.dump(summary, f)
+"""
+
+
+@pytest.mark.parametrize("servers", [0, 1])
+def test_train_under_launch_trains_as_one_job_like_loom_train(tmp_path, servers):
+    """`loom launch -- python3 script.py` whose script calls loom.train() trains one job in the
+    configured layout (2 data-parallel ranks; 2 workers and a parameter server), as `loom launch
+    -- loom train` does: the same steps, losses and checkpoint, bit for bit. Rank 0 writes the
+    run; the other worker writes nothing there and returns None; the server serves and ends."""
+    config = {"seed": 5, "model": {"name": "mlp"},
+              "data": {"source": "synthetic", "image_size": 8, "channels": 1, "classes": 4,
+                       "train_samples": 256, "test_samples": 32, "batch_size": 16},
+              "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": False,
+                            "weight_decay": 0},
+              "schedule": {"name": "constant", "warmup_steps": 0},
+              "train": {"epochs": 1, "eval": False, "log_every": 1},
+              "runtime": {"precision": "fp32", "threads": 1}}
+    config_path = tmp_path / "config.yaml"  # JSON is YAML
+    config_path.write_text(json.dumps(config))
+    launch = [loom_binary(), "launch", "--nproc-per-node", "2", "--servers", str(servers), "--"]
+    env = {**os.environ, "LOOM_LOG_LEVEL": "warn"}
+
+    cli = tmp_path / "cli"
+    result = subprocess.run([*launch, loom_binary(), "train", str(config_path), "--out",
+                             str(cli)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    python = tmp_path / "python"
+    returned = tmp_path / "returned"
+    returned.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(LAUNCHED_SCRIPT)
+    result = subprocess.run([*launch, sys.executable, str(script), str(config_path), str(python),
+                             str(returned)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    expected = json.loads((cli / "summary.json").read_text())
+    got = json.loads((python / "summary.json").read_text())
+    mode = "parameter_servers" if servers else "data_parallel"
+    assert got["layout"]["mode"] == expected["layout"]["mode"] == mode
+    assert got["layout"]["ranks"] == 2 + servers and got["data_parallel"]["ranks"] == 2
+    assert got["steps"] == expected["steps"] == 8  # 256 samples, 16 a rank, 2 ranks
+    assert got["final_train_loss"] == expected["final_train_loss"]
+    # Rank 0 returned the summary it wrote; the other worker None; the server never returned.
+    assert json.loads((returned / "rank0.json").read_text()) == got
+    assert json.loads((returned / "rank1.json").read_text()) is None
+    assert sorted(os.listdir(returned)) == ["rank0.json", "rank1.json"]
+
+    # One run in the directory, rank 0's: a line a step, with the losses of `loom train`.
+    def losses(run):
+        lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        return [(line["step"], line["loss"]) for line in lines if line["type"] == "step"]
+
+    assert losses(python) == losses(cli) and len(losses(python)) == 8
+
+    def newest(run):
+        checkpoints = run / "checkpoints"
+        folder = checkpoints / (checkpoints / "latest").read_text().strip()
+        return {part: read_safetensors(folder / part)
+                for part in ("model.safetensors", "state.safetensors")}
+
+    want, have = newest(cli), newest(python)
+    for part in want:
+        assert have[part].keys() == want[part].keys(), part
+        for name, tensor in want[part].items():
+            assert torch.equal(have[part][name], tensor), f"{part}: {name}"

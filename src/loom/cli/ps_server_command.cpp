@@ -9,6 +9,7 @@
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/termination.h"
+#include "loom/train/job.h"
 
 namespace loom::cli {
 namespace {
@@ -43,16 +44,18 @@ int run_ps_server(const PsServerArgs& args) {
         "loom ps-server: started as the only rank; start it with its workers (loom launch "
         "--servers K, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as for loom train)");
   }
-  train::Job job = train::join_job(config, world);
-  set_stop_activity("serving");
-  if (!job.plan.serves()) {
+  train::JobEntryOptions entry_options;
+  entry_options.out_dir = args.out_dir;
+  entry_options.before_serving = [] { set_stop_activity("serving"); };
+  const train::JobEntry entry = train::enter_job(config, world, entry_options);
+  if (!entry.served) {
     throw ConfigError("config key 'parallel.ps.servers': loom ps-server runs as rank " +
                       std::to_string(world.rank) + " of " + std::to_string(world.world) +
-                      ", but with " + std::to_string(job.plan.servers) +
+                      ", but with " + std::to_string(entry.job.plan.servers) +
                       " server(s) only the last ranks serve; set it to the number of servers "
                       "started (loom launch --servers K sets it for its ranks)");
   }
-  return report_serving(job, train::serve_parameters(job, config, args.out_dir));
+  return report_serving(entry.job, *entry.served);
 }
 
 }  // namespace

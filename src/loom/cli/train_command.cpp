@@ -7,7 +7,6 @@
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,33 +173,24 @@ int run_train(const TrainArgs& args) {
   }
   options.restarts = restarts_from_environment();
 
-  // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel, or
-  // a pipeline's stages.
+  // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel,
+  // a pipeline's stages, or a parameter server's worker or server.
   const comm::WorldInfo world = comm::world_from_environment();
-  std::optional<train::Job> job;
-  if (world.world > 1) {
-    if (args.out_dir.empty()) {
-      throw ConfigError(
-          "--out: a run of several ranks needs an output directory that every rank "
-          "names the same (e.g. --out runs/ddp)");
-    }
-    job = train::join_job(config, world);
-    if (job->plan.serves()) {
-      // A server serves until its workers end, also after SIGTERM: preempted workers commit
-      // a checkpoint that needs the server's state.
-      set_stop_activity("serving");
-      catch_termination();
-      return report_serving(*job, train::serve_parameters(*job, config, args.out_dir));
-    }
-    job->fill(options);
-    // The ranks of a host share its cores.
-    options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
+  if (world.world > 1 && args.out_dir.empty()) {
+    throw ConfigError(
+        "--out: a run of several ranks needs an output directory that every rank "
+        "names the same (e.g. --out runs/ddp)");
   }
+  train::JobEntryOptions entry_options;
+  entry_options.out_dir = args.out_dir;
+  entry_options.before_serving = [] { set_stop_activity("serving"); };
+  train::JobEntry entry = train::enter_job(config, world, entry_options);
+  if (entry.served) return report_serving(entry.job, *entry.served);
+  entry.job.fill(options);
   options.out_dir = !args.out_dir.empty() ? args.out_dir
                     : args.resume         ? newest_run_dir()
                                           : timestamped_run_dir();
   options.resume = args.resume || restarted;
-  options.heartbeat_store = train::heartbeat_store(world);
   Progress progress(stdout);
   if (world.rank == 0) options.observer = &progress;
 

@@ -1,8 +1,10 @@
 #include "loom/train/job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <tuple>
 
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/tcp_store.h"
@@ -10,6 +12,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
+#include "loom/core/termination.h"
 #include "loom/core/topology.h"
 #include "loom/parallel/ps/param_server.h"
 #include "loom/parallel/ps/ps_protocol.h"
@@ -56,6 +59,68 @@ parallel::ps::ServerHooks trace_hooks(const Config& config, const std::string& o
   return hooks;
 }
 
+// Serves as this rank's parameter server (job.plan.serves()) until the workers stop, as
+// parallel.ps.* says: summing gradients, or keeping the parameters (async, SSP, the optimizer
+// on the servers); logs its load now and then. With profile.trace and an `out_dir` the server's
+// spans of the traced steps go to its trace file there, which worker 0 merges into trace.json.
+parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir) {
+  comm::Communicator& world = *job.communicator;
+  const parallel::LayoutPlan& plan = job.plan;
+  const int server = world.rank() - plan.trainers;
+  // A server receives and sums parts of the same sizes every step: with the caching allocator
+  // their buffers are reused instead of page-faulted in afresh (on the 2-core test machine a
+  // fresh 24 MB buffer costs 28 ms to touch, a reused one 0.6 ms).
+  use_configured_allocator(config.runtime.allocator, detect_topology().memory_bytes);
+  auto last_log = std::chrono::steady_clock::now();
+  const std::int64_t kill_after =
+      server == 0 ? setting_int("LOOM_FAULT_KILL_SERVER_AFTER_STEP") : 0;
+  const auto on_step = [&](const parallel::ServerLoad& load) {
+    if (load.steps == kill_after) std::raise(SIGKILL);  // a server lost mid-run
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_log < std::chrono::seconds(30)) return;
+    last_log = now;
+    LOOM_LOG(kInfo, "ps") << "server " << server << ": " << load.steps << " steps, "
+                          << load.bytes_in / 1e6 << " MB in, " << load.bytes_out / 1e6
+                          << " MB out, summing " << load.sum_seconds << " s";
+  };
+  if (plan.servers_hold_parameters()) {
+    parallel::ps::ParamServerOptions options;
+    options.roles = job.ps.roles;
+    options.job = job.ps.job;
+    // Sync with the optimizer here is SSP with s = 0.
+    options.bounded = plan.ps_mode != parallel::PsMode::kAsync;
+    options.staleness = plan.staleness;
+    options.on_step = on_step;
+    options.hooks = trace_hooks(config, out_dir, world.rank(), server);
+    const auto update =
+        plan.optimizer_on_server ? server_optimizer(config.optimizer) : parallel::ps::add_deltas();
+    return parallel::ps::run_param_server(world, options, *update);
+  }
+  parallel::ps::PsServerOptions options;
+  options.roles = job.ps.roles;
+  options.job = job.ps.job;
+  options.on_step = on_step;
+  options.hooks = trace_hooks(config, out_dir, world.rank(), server);
+  return parallel::ps::run_server(world, options);
+}
+
+// Connects to the job's other ranks: the rendezvous, the job's communicator, and for parameter
+// servers their description and the workers' own group.
+void connect(Job& job, const Config& config) {
+  job.rendezvous = comm::Rendezvous::connect(job.world, comm_options(config).timeout);
+  job.communicator =
+      comm::make_communicator(config.comm.backend, job.rendezvous, comm_options(config));
+  if (job.plan.mode != parallel::LayoutMode::kParameterServers) return;
+  describe_servers(job);
+  if (job.plan.serves()) return;
+  // The workers train as data-parallel ranks among themselves and send their gradients through
+  // the whole job's communicator.
+  std::vector<int> worker_ranks;
+  for (int r = 0; r < job.plan.trainers; ++r) worker_ranks.push_back(r);
+  job.workers = comm::make_group_communicator(config.comm.backend, job.rendezvous, worker_ranks,
+                                              "ps-workers", job.communicator->options());
+}
+
 }  // namespace
 
 comm::CommOptions comm_options(const Config& config) {
@@ -70,28 +135,24 @@ Job::Job(Job&&) noexcept = default;
 Job& Job::operator=(Job&&) noexcept = default;
 Job::~Job() = default;
 
-Job join_job(const Config& config, const comm::WorldInfo& world) {
-  Job job;
+JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
+                   const JobEntryOptions& options) {
+  JobEntry entry;
+  Job& job = entry.job;
   job.world = world;
   job.backend = config.comm.backend;
   job.stall_timeout_s_ = config.train.stall_timeout_s;
   job.preempt_grace_s_ = config.train.preempt_grace_s;
   // Checked before anyone connects: a layout that cannot be fails on every rank alike.
   job.plan = parallel::plan_layout(config, world.world, world.rank);
-  if (world.world == 1) return job;
-  job.rendezvous = comm::Rendezvous::connect(world, comm_options(config).timeout);
-  job.communicator =
-      comm::make_communicator(config.comm.backend, job.rendezvous, comm_options(config));
-  if (job.plan.mode != parallel::LayoutMode::kParameterServers) return job;
-  describe_servers(job);
-  if (job.plan.serves()) return job;
-  // The workers train as data-parallel ranks among themselves and send their gradients through
-  // the whole job's communicator.
-  std::vector<int> worker_ranks;
-  for (int r = 0; r < job.plan.trainers; ++r) worker_ranks.push_back(r);
-  job.workers = comm::make_group_communicator(config.comm.backend, job.rendezvous, worker_ranks,
-                                              "ps-workers", job.communicator->options());
-  return job;
+  if (world.world > 1) connect(job, config);
+  if (!job.plan.serves()) return entry;
+  // A server serves until its workers end, also after SIGTERM: preempted workers commit a
+  // checkpoint that needs the server's state.
+  catch_termination();
+  if (options.before_serving) options.before_serving();
+  entry.served = serve_parameters(job, config, options.out_dir);
+  return entry;
 }
 
 int Job::ranks_on_host() const {
@@ -103,12 +164,31 @@ int Job::ranks_on_host() const {
 void Job::fill(TrainOptions& options) {
   options.ranks_on_host = ranks_on_host();
   options.communicator = trainers();
+  options.heartbeat_store = heartbeat_store(world);
+  if (termination) options.termination = termination;
   if (!communicator) return;
+  // The ranks of a host share its cores.
+  options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
   options.make_group = group_maker();
   if (plan.mode == parallel::LayoutMode::kParameterServers) {
     options.ps_world = communicator.get();
     options.ps = ps;
   }
+}
+
+void Job::check_trains(const Config& config) const {
+  const parallel::LayoutPlan wanted = parallel::plan_layout(config, world.world, world.rank);
+  // Data parallelism and pipelines build their groups as they go; the servers' part of the job
+  // is made when it is joined, and the servers already serve as that configuration said.
+  const auto servers_of = [](const parallel::LayoutPlan& p) {
+    return std::make_tuple(p.mode == parallel::LayoutMode::kParameterServers, p.servers, p.ps_mode,
+                           p.staleness, p.optimizer_on_server);
+  };
+  if (servers_of(wanted) == servers_of(plan)) return;
+  throw ConfigError("config key 'parallel.mode': rank " + std::to_string(world.rank) +
+                    " joined its job as " + plan.describe() +
+                    ", but this configuration lays the job out as " + wanted.describe() +
+                    "; train with the configuration the job was joined with");
 }
 
 c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
@@ -176,47 +256,6 @@ bool Job::end_of_step(std::int64_t step) {
   watchdog_->begin_step(step + 1);
   watchdog_->enter(Phase::kOther);
   return mine;
-}
-
-parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir) {
-  comm::Communicator& world = *job.communicator;
-  const parallel::LayoutPlan& plan = job.plan;
-  const int server = world.rank() - plan.trainers;
-  // A server receives and sums parts of the same sizes every step: with the caching allocator
-  // their buffers are reused instead of page-faulted in afresh (on the 2-core test machine a
-  // fresh 24 MB buffer costs 28 ms to touch, a reused one 0.6 ms).
-  use_configured_allocator(config.runtime.allocator, detect_topology().memory_bytes);
-  auto last_log = std::chrono::steady_clock::now();
-  const std::int64_t kill_after =
-      server == 0 ? setting_int("LOOM_FAULT_KILL_SERVER_AFTER_STEP") : 0;
-  const auto on_step = [&](const parallel::ServerLoad& load) {
-    if (load.steps == kill_after) std::raise(SIGKILL);  // a server lost mid-run
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_log < std::chrono::seconds(30)) return;
-    last_log = now;
-    LOOM_LOG(kInfo, "ps") << "server " << server << ": " << load.steps << " steps, "
-                          << load.bytes_in / 1e6 << " MB in, " << load.bytes_out / 1e6
-                          << " MB out, summing " << load.sum_seconds << " s";
-  };
-  if (plan.servers_hold_parameters()) {
-    parallel::ps::ParamServerOptions options;
-    options.roles = job.ps.roles;
-    options.job = job.ps.job;
-    // Sync with the optimizer here is SSP with s = 0.
-    options.bounded = plan.ps_mode != parallel::PsMode::kAsync;
-    options.staleness = plan.staleness;
-    options.on_step = on_step;
-    options.hooks = trace_hooks(config, out_dir, world.rank(), server);
-    const auto update =
-        plan.optimizer_on_server ? server_optimizer(config.optimizer) : parallel::ps::add_deltas();
-    return parallel::ps::run_param_server(world, options, *update);
-  }
-  parallel::ps::PsServerOptions options;
-  options.roles = job.ps.roles;
-  options.job = job.ps.job;
-  options.on_step = on_step;
-  options.hooks = trace_hooks(config, out_dir, world.rank(), server);
-  return parallel::ps::run_server(world, options);
 }
 
 }  // namespace loom::train

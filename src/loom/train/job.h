@@ -1,14 +1,16 @@
 // Joining the job a process is one rank of (loom launch, torchrun, Slurm or Open MPI variables):
 // the rendezvous, the job's communicator, its layout plan, and for a parameter-server job which
-// ranks serve and the workers' own group. `loom train`, `loom ps-server`, the Python package and
-// an embedding program all join here, so any of them gets data parallelism, pipelines and
-// parameter servers alike.
+// ranks serve and the workers' own group. `loom train`, `loom ps-server`, loom.train() and
+// loom.distributed.init() in Python and an embedding program all enter here (enter_job), so
+// any of them gets data parallelism, pipelines and parameter servers alike, and which ranks
+// serve is decided in one place.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,8 @@
 namespace loom::train {
 
 class StallWatchdog;
+struct JobEntry;
+struct JobEntryOptions;
 
 // comm.timeout_s and comm.check_calls as the communicators' options.
 comm::CommOptions comm_options(const Config& config);
@@ -44,9 +48,15 @@ struct Job {
   // The job's ranks on this rank's host, parameter servers included, as the rendezvous found
   // them (by host identity, not LOCAL_WORLD_SIZE); 1 for a job of one process.
   int ranks_on_host() const;
-  // Hands the communicators, the servers' description and the ranks on this host to a run of
-  // train() (the communicators stay owned here, so the Job must outlive the run).
+  // Hands the communicators, the servers' description, the ranks on this host (and their share
+  // of its cores), the store for heartbeats and SIGTERM's flag (when caught) to a run of train()
+  // on a training rank (the communicators stay owned here, so the Job must outlive the run).
   void fill(TrainOptions& options);
+  // Throws ConfigError naming parallel.mode when `config` lays the job out otherwise than the
+  // configuration it was joined with (another mode, or another number of servers), so that a
+  // run of train() in a job joined earlier (loom.distributed.init(), then loom.train()) cannot
+  // wait for ranks that do something else.
+  void check_trains(const Config& config) const;
   // Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]);
   // every member calls it with the same ranks and name. Null for a job of one process.
   using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
@@ -73,28 +83,44 @@ struct Job {
  private:
   // At the first end_of_step: the watchdog starts, and the testing aids are read once.
   void start_step_checks(std::int64_t step);
-  double stall_timeout_s_ = 0, preempt_grace_s_ = 30;  // train.*, from join_job
+  double stall_timeout_s_ = 0, preempt_grace_s_ = 30;  // train.*, from enter_job
   std::unique_ptr<StallWatchdog> watchdog_;            // from the first end_of_step
   // This rank's testing aids: the step after which it is killed (first attempt only) or frozen,
   // and the step after which every rank stops as if preempted; -1 or 0: never.
   std::int64_t kill_after_ = -1, freeze_after_ = -1, stop_after_ = 0;
-  friend Job join_job(const Config& config, const comm::WorldInfo& world);
+  friend JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
+                            const JobEntryOptions& options);
 };
 
 // The stall watchdog's own connection to the job's store, for heartbeats; null for a process on
 // its own, or (with a warning) when the store cannot be reached.
 c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world);
 
-// Joins the job as the configuration lays it out (collective over every rank; a job of one
-// process connects to nothing). Throws ConfigError naming the key when the layout cannot be
+struct JobEntryOptions {
+  // The run's directory: with profile.trace a server's spans of the traced steps go there.
+  std::string out_dir;
+  // Called on a serving rank just before it serves (the CLI names what the process is doing,
+  // for the message of a stop signal that ends it).
+  std::function<void()> before_serving;
+};
+
+// What a rank did on entering its job.
+struct JobEntry {
+  Job job;
+  // A parameter server's load once its workers ended; empty on a rank that trains.
+  std::optional<parallel::ServerLoad> served;
+};
+
+// The one entry of every program that runs a rank of a job: joins it (collective over every
+// rank), and on a rank that serves (the last parallel.ps.servers ranks of a job with
+// parameter servers) serves until the workers end and returns what it served. A server serves
+// on after SIGTERM (caught here, core/termination.h): preempted workers commit a checkpoint that
+// needs the server's state. A rank that trains gets the joined job at once, to train with
+// (Job::fill) or to hand to a script's own loop; so does every process of a job of one (which
+// connects to nothing). Throws ConfigError naming the key when the layout cannot be
 // (parallel.ps.servers that leave no worker, ...), CommError or TimeoutError naming whom it
 // waited for.
-Job join_job(const Config& config, const comm::WorldInfo& world);
-
-// Serves as this rank's parameter server (job.plan.serves()) until the workers stop, as
-// parallel.ps.* says: summing gradients, or keeping the parameters (async, SSP, the optimizer
-// on the servers); logs its load now and then. With profile.trace and an `out_dir` the server's
-// spans of the traced steps go to its trace file there, which worker 0 merges into trace.json.
-parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir);
+JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
+                   const JobEntryOptions& options);
 
 }  // namespace loom::train
