@@ -4,7 +4,9 @@ Run a script's ranks with `loom launch --nproc-per-node N -- python3 train.py` (
 Slurm or Open MPI, as `loom train`), and call `init()` once at the top:
 
     job = loom.distributed.init()
-    print(job.rank, job.world, job.local_rank)
+    print(job.rank, job.world, job.local_rank, job.trainers)
+    if job.mode is loom.distributed.Mode.DATA_PARALLEL:
+        print(job.layout)        # "data parallel over 2 ranks: 64 samples a step, ..."
 
 A loop that should survive preemption and restarts asks after every step:
 
@@ -23,9 +25,19 @@ alone is a job of one rank.
 
 from . import _config, _loom
 
-__all__ = ["Job", "current", "init"]
+__all__ = ["Job", "Layout", "Mode", "current", "init"]
 
+# The job this process is a rank of, as init() returns it (made by init() only): `rank`,
+# `world`, `local_rank`, `local_world`, `trainers` (the ranks that train: `world` less the
+# parameter servers), `mode`, `layout`, `backend`, `attempt` and should_stop(step).
 Job = _loom.Job
+# How the job lays its ranks out and what one step is: `mode`, `world`, `trainers`, `replicas`,
+# `servers`, `pipeline_ranks`, `zero_stage`, the step's `global_batch`, `replica_batch`,
+# `micro_batch` and `micro_batches`, `lr_scale`; str() says it in words.
+Layout = _loom.Layout
+# How the job's ranks share the training, an enum.Enum: LOCAL, DATA_PARALLEL, PARAMETER_SERVERS,
+# PIPELINE (values "local", "data_parallel", ... as summary.json's layout.mode names them).
+Mode = _loom.LayoutMode
 
 _job = None
 

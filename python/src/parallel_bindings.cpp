@@ -1,17 +1,20 @@
-// Job and ReplicaSync for Python: the job a script's process is a rank of, entered through the
-// one job entry (train/job.h), and the gradient exchange of a user's own module
-// (parallel/replicated_layout.h), with its tensors shared with PyTorch, not copied.
+// Job, Layout and ReplicaSync for Python: the job a script's process is a rank of, entered
+// through the one job entry (train/job.h), its plan, and the gradient exchange of a user's own
+// module (parallel/replicated_layout.h), with its tensors shared with PyTorch, not copied.
 // loom.distributed and loom.parallel wrap them.
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cctype>
 #include <optional>
+#include <string>
 
 #include "bindings.h"
 #include "loom/comm/rendezvous.h"
 #include "loom/comm/world_info.h"
 #include "loom/core/error.h"
 #include "loom/core/termination.h"
+#include "loom/parallel/layout_plan.h"
 #include "loom/parallel/replicated_layout.h"
 #include "loom/train/job.h"
 #include "loom/train/step_accounting.h"
@@ -71,10 +74,57 @@ py::dict stats_to_dict(const parallel::SyncStats& s) {
   return d;
 }
 
+// loom.distributed.Mode: a Python enum.Enum of the plan's modes (LOCAL = "local", ...), named
+// as C++ names them.
+py::object layout_mode_enum() {
+  py::list members;
+  for (const parallel::LayoutMode mode : parallel::kLayoutModes) {
+    std::string name = parallel::layout_mode_name(mode);
+    std::string upper = name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    members.append(py::make_tuple(upper, name));
+  }
+  return py::module_::import("enum").attr("Enum")("Mode", members,
+                                                  py::arg("module") = "loom.distributed");
+}
+
+py::object layout_mode(parallel::LayoutMode mode) {
+  return py::module_::import("loom._loom").attr("LayoutMode")(parallel::layout_mode_name(mode));
+}
+
 }  // namespace
 
 void bind_parallel(py::module_& m) {
   m.attr("PREEMPTED_EXIT_CODE") = kPreemptedExitCode;
+  m.attr("LayoutMode") = layout_mode_enum();
+  py::class_<parallel::LayoutPlan>(m, "Layout",
+                                   "How the job lays its ranks out and what one step is (the "
+                                   "plan of parallel/layout_plan.h); str() says it in words.")
+      .def_property_readonly("mode",
+                             [](const parallel::LayoutPlan& p) { return layout_mode(p.mode); })
+      .def_readonly("world", &parallel::LayoutPlan::world, "Every rank, servers included.")
+      .def_readonly("rank", &parallel::LayoutPlan::rank)
+      .def_readonly("trainers", &parallel::LayoutPlan::trainers, "The ranks that train.")
+      .def_readonly("replicas", &parallel::LayoutPlan::replicas,
+                    "Data-parallel copies of the model.")
+      .def_readonly("replica", &parallel::LayoutPlan::replica)
+      .def_readonly("servers", &parallel::LayoutPlan::servers)
+      .def_readonly("pipeline_ranks", &parallel::LayoutPlan::pipeline_ranks)
+      .def_readonly("pipeline_rank", &parallel::LayoutPlan::pipeline_rank)
+      .def_readonly("zero_stage", &parallel::LayoutPlan::zero_stage)
+      .def_readonly("lr_scale", &parallel::LayoutPlan::lr_scale)
+      .def_property_readonly("global_batch",
+                             [](const parallel::LayoutPlan& p) { return p.step.global_batch; })
+      .def_property_readonly("replica_batch",
+                             [](const parallel::LayoutPlan& p) { return p.step.replica_batch; })
+      .def_property_readonly("micro_batch",
+                             [](const parallel::LayoutPlan& p) { return p.step.micro_batch; })
+      .def_property_readonly("micro_batches",
+                             [](const parallel::LayoutPlan& p) { return p.step.micro_batches; })
+      .def("__str__", &parallel::LayoutPlan::describe)
+      .def("__repr__",
+           [](const parallel::LayoutPlan& p) { return "Layout(" + p.describe() + ")"; });
+
   py::class_<train::Job>(m, "Job", "The job this process is a rank of (loom.distributed.init).")
       .def("should_stop", &train::Job::end_of_step, py::arg("step"),
            py::call_guard<py::gil_scoped_release>(),
@@ -88,10 +138,13 @@ void bind_parallel(py::module_& m) {
       .def_property_readonly(
           "backend",
           [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
-      .def_property_readonly("layout", [](const train::Job& j) { return j.plan.describe(); })
+      .def_property_readonly("layout", [](const train::Job& j) { return j.plan; })
       .def_property_readonly("trainers", [](const train::Job& j) { return j.plan.trainers; })
-      .def_property_readonly(
-          "mode", [](const train::Job& j) { return parallel::layout_mode_name(j.plan.mode); });
+      .def_property_readonly("mode", [](const train::Job& j) { return layout_mode(j.plan.mode); })
+      .def("__repr__", [](const train::Job& j) {
+        return "Job(rank " + std::to_string(j.world.rank) + " of " + std::to_string(j.world.world) +
+               ": " + j.plan.describe() + ")";
+      });
   m.def(
       "enter_job",
       [](const Config& config, const std::string& out_dir,

@@ -94,6 +94,10 @@ def test_models_that_differ_between_ranks_are_named(tmp_path):
 def test_a_process_alone_is_a_job_of_one_rank():
     job = loom.distributed.init()
     assert (job.rank, job.world) == (0, 1)
+    assert job.mode is loom.distributed.Mode.LOCAL and job.trainers == 1
+    assert isinstance(job.layout, loom.distributed.Layout) and job.layout.replicas == 1
+    assert str(job.layout).startswith("one process: ")
+    assert not hasattr(job, "serve") and not hasattr(job, "serves")  # init() serves
     model = loom.parallel.DataParallel(torch.nn.Linear(3, 2))
     model(torch.randn(4, 3)).sum().backward()
     assert model.module.weight.grad is not None

@@ -20,6 +20,8 @@
 namespace loom::parallel {
 
 enum class LayoutMode { kLocal, kDataParallel, kParameterServers, kPipeline };
+inline constexpr LayoutMode kLayoutModes[] = {LayoutMode::kLocal, LayoutMode::kDataParallel,
+                                              LayoutMode::kParameterServers, LayoutMode::kPipeline};
 enum class PsMode { kSync, kAsync, kSsp };
 
 const char* layout_mode_name(LayoutMode mode);  // "local", "data_parallel", ...
