@@ -20,40 +20,37 @@ from . import _loom, distributed, parallel, pipeline
 
 __all__ = ["load", "save"]
 
-# The optimizers whose state Loom's checkpoints name, and the fields each keeps per parameter.
-_KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
-
 
 def _module_of(model):
     return model.module if isinstance(model, parallel.DataParallel) else model
 
 
 def _kind_of(optimizer):
-    for cls, kind in _KINDS.items():
-        if type(optimizer) is cls:
-            return kind
-    raise _loom.ConfigError(f"optimizer: loom.checkpoint keeps the state of SGD, Adam and AdamW, "
-                            f"not {type(optimizer).__name__}")
+    # torch.optim's own classes, by the names Loom's optimizer.name gives them (SGD: "sgd").
+    name = type(optimizer).__name__
+    kind = name.lower()
+    if kind in _loom.optimizer_kinds() and type(optimizer) is getattr(torch.optim, name, None):
+        return kind
+    kinds = ", ".join(_loom.optimizer_kinds())
+    raise _loom.ConfigError(f"optimizer: loom.checkpoint keeps the state of torch.optim's "
+                            f"{kinds}, not {type(optimizer).__module__}.{name}")
 
 
-def _optimizer_state(optimizer, module):
+def _optimizer_state(optimizer, kind, module):
     names = {id(p): name for name, p in module.named_parameters()}
-    named = []
+    state = []
     for group in optimizer.param_groups:
         for p in group["params"]:
-            state = optimizer.state.get(p)
-            if not state:
+            fields = optimizer.state.get(p)
+            if not fields:
                 continue
             name = names.get(id(p))
             if name is None:
                 raise _loom.ConfigError("optimizer: it holds a parameter the model does not")
-            for field, value in state.items():
-                if value is None:
-                    continue
-                if field == "step":  # Loom keeps the count as an integer
-                    value = torch.tensor(int(value), dtype=torch.int64)
-                named.append((f"{name}.{field}", value))
-    return named
+            state.append((name, [(field, value if isinstance(value, torch.Tensor)
+                                  else torch.tensor(value))
+                                 for field, value in fields.items() if value is not None]))
+    return _loom.name_optimizer_state(kind, state)
 
 
 def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=None,
@@ -76,19 +73,20 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     module = _module_of(model)
     tensors = [(name, t.detach()) for name, t in
                list(module.named_parameters()) + list(module.named_buffers())]
-    state, kind = ([], "") if optimizer is None else (_optimizer_state(optimizer, module),
-                                                      _kind_of(optimizer))
-    layout = {"ranks": job.trainers if job else 1, "data_parallel": job.trainers if job else 1}
+    kind = "" if optimizer is None else _kind_of(optimizer)
+    state = [] if optimizer is None else _optimizer_state(optimizer, kind, module)
+    layout = _loom.layout_manifest(job.layout if job is not None else None)
     if staged:
         # Every stage's tensors go to the first pipeline's rank 0, which writes them as one
         # model; the other pipelines hold the same stages and write nothing.
-        if not model._impl.takes_part_in_checkpoints:
+        stages = model._impl
+        if not stages.takes_part_in_checkpoints:
             return None
-        gathered = model._impl.gather(tensors, state)
+        gathered = stages.gather(tensors, state)
         if gathered is None:
             return None
         tensors, state = gathered
-        layout = json.loads(model._impl.manifest_json())
+        layout = stages.manifest_json()
     position = None if loader is None else loader.state_dict()
     step_in_epoch = 0 if position is None else position["step"]
     if epoch is None:
@@ -96,7 +94,7 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     return _loom.save_checkpoint(
         str(directory), int(keep), int(step), int(epoch), int(step_in_epoch), int(samples),
         tensors, state, kind, position,
-        "" if extra is None else json.dumps(extra), json.dumps(layout))
+        "" if extra is None else json.dumps(extra), layout)
 
 
 def load(directory, *, model, optimizer=None, loader=None):
@@ -132,15 +130,12 @@ def _restore_optimizer(optimizer, module, data):
     if data["optimizer_kind"] != kind:
         raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
                                 f"{data['optimizer_kind']} state, the optimizer is {kind}")
-    fields = {}
-    for key, value in data["optimizer"].items():
-        name, field = key.rsplit(".", 1)
-        fields.setdefault(name, {})[field] = value
+    fields = dict(_loom.split_optimizer_state(kind, list(data["optimizer"].items())))
     for name, p in module.named_parameters():
         if name not in fields:
             continue
         state = {}
-        for field, value in fields[name].items():
+        for field, value in fields[name]:
             # torch's Adam keeps its step count as a float tensor
             state[field] = (torch.tensor(float(value)) if field == "step"
                             else value.clone().to(dtype=p.dtype))

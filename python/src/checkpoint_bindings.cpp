@@ -1,6 +1,7 @@
 // save_checkpoint() and load_checkpoint() for Python: Loom's atomic checkpoints (safetensors and
 // a manifest, train/checkpoint.h) of a script's own model, optimizer state and loader position,
-// the tensors shared with PyTorch. loom.checkpoint wraps them.
+// the tensors shared with PyTorch, and the names checkpoints give optimizer state
+// (train/optimizer.h). loom.checkpoint wraps them.
 #include <ATen/CPUGeneratorImpl.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -9,6 +10,7 @@
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/optimizer.h"
 
 namespace loom::python {
 namespace {
@@ -22,6 +24,12 @@ py::dict named_to_dict(const models::NamedTensors& named) {
 }  // namespace
 
 void bind_checkpoint(py::module_& m) {
+  m.def("optimizer_kinds", &train::optimizer_kinds,
+        "The optimizers whose state checkpoints keep, by optimizer.name.");
+  m.def("name_optimizer_state", &train::name_optimizer_state, py::arg("kind"), py::arg("state"),
+        "[(parameter, [(field, tensor)])] under a checkpoint's names (<parameter>.<field>).");
+  m.def("split_optimizer_state", &train::split_optimizer_state, py::arg("kind"), py::arg("state"),
+        "A checkpoint's optimizer state as [(parameter, [(field, tensor)])].");
   m.def(
       "save_checkpoint",
       [](const std::string& dir, int64_t keep, int64_t step, int64_t epoch, int64_t step_in_epoch,

@@ -124,6 +124,13 @@ void bind_parallel(py::module_& m) {
       .def("__str__", &parallel::LayoutPlan::describe)
       .def("__repr__",
            [](const parallel::LayoutPlan& p) { return "Layout(" + p.describe() + ")"; });
+  m.def(
+      "layout_manifest",
+      [](const std::optional<parallel::LayoutPlan>& layout) {
+        return layout.value_or(parallel::LayoutPlan{}).manifest_json();
+      },
+      py::arg("layout"),
+      "A checkpoint manifest's layout (JSON) for a run laid out so (None: one process).");
 
   py::class_<train::Job>(m, "Job", "The job this process is a rank of (loom.distributed.init).")
       .def("should_stop", &train::Job::end_of_step, py::arg("step"),

@@ -127,6 +127,37 @@ def test_a_checkpoint_resumes_exactly_and_loads_into_plain_torch(tmp_path):
     assert manifest["extra"] == {"script": "two_heads"}
 
 
+def test_adam_state_goes_under_loom_train_names_and_comes_back(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(torch.randn(4, 3)).pow(2).sum().backward()
+        optimizer.step()
+    loom.checkpoint.save(tmp_path / "ck", 2, model=model, optimizer=optimizer)
+    newest = tmp_path / "ck" / "step-00000002"
+    state = read_safetensors(newest / "state.safetensors")
+    # As `loom train` names AdamW's state: the step count an int64, whatever torch keeps.
+    assert torch.equal(state["optimizer/weight.step"], torch.tensor(2, dtype=torch.int64))
+    assert torch.equal(state["optimizer/bias.exp_avg_sq"],
+                       optimizer.state[model.bias]["exp_avg_sq"])
+    assert json.load(open(newest / "manifest.json"))["layout"] == {"ranks": 1, "data_parallel": 1}
+
+    fresh = torch.nn.Linear(3, 2)
+    restored = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    loom.checkpoint.load(tmp_path / "ck", model=fresh, optimizer=restored)
+    for p, q in zip(model.parameters(), fresh.parameters()):
+        for field, value in optimizer.state[p].items():
+            assert torch.equal(restored.state[q][field], value), field
+
+    amsgrad = torch.optim.Adam(model.parameters(), amsgrad=True)
+    model(torch.randn(4, 3)).sum().backward()
+    amsgrad.step()
+    with pytest.raises(loom.ConfigError, match="max_exp_avg_sq"):
+        loom.checkpoint.save(tmp_path / "ams", 1, model=model, optimizer=amsgrad)
+
+
 def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
     full = run_script(tmp_path / "full.pt", ranks=2)
     assert full.returncode == 0, full.stderr

@@ -1,5 +1,7 @@
 #include "loom/parallel/layout_plan.h"
 
+#include <nlohmann/json.hpp>
+
 #include "loom/core/error.h"
 
 namespace loom::parallel {
@@ -202,6 +204,10 @@ std::string LayoutPlan::describe() const {
   return what + ": " + std::to_string(step.global_batch) + " samples a step, " +
          std::to_string(step.replica_batch) + " a replica (" + std::to_string(step.micro_batches) +
          " x " + std::to_string(step.micro_batch) + ")";
+}
+
+std::string LayoutPlan::manifest_json() const {
+  return nlohmann::ordered_json{{"ranks", trainers}, {"data_parallel", replicas}}.dump();
 }
 
 }  // namespace loom::parallel

@@ -71,6 +71,10 @@ struct LayoutPlan {
   }
   // "data parallel over 2 ranks: 64 samples a step, 32 a replica (1 x 32)"
   std::string describe() const;
+  // How a run of this plan is laid out, for a checkpoint's manifest (JSON): {"ranks": the
+  // training ranks, "data_parallel": the replicas}. A pipeline's layout adds its stages
+  // (PipelineLayout::manifest_json).
+  std::string manifest_json() const;
 };
 
 // The plan of rank `rank` of a job of `world` ranks. Throws ConfigError naming the key when the

@@ -7,7 +7,6 @@
 // clang-format on
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "loom/comm/tensor_message.h"
 
@@ -19,10 +18,7 @@ void ParallelLayout::clip_gradients(double max_norm) {
   torch::nn::utils::clip_grad_norm_(tensors, max_norm);
 }
 
-std::string ParallelLayout::manifest_json() const {
-  return nlohmann::ordered_json{{"ranks", plan_.trainers}, {"data_parallel", plan_.replicas}}
-      .dump();
-}
+std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }
 
 LayoutReport ParallelLayout::report() {
   LayoutReport r;

@@ -30,10 +30,12 @@ class OptimizerUpdate : public parallel::ps::ServerUpdate {
     models::NamedTensors named;
     for (std::size_t i = 0; i < parts_.size(); ++i) {
       for (std::size_t f = 0; f < fields_.size(); ++f) {
-        named.emplace_back(part_name(i) + "." + fields_[f], state.at(i * fields_.size() + f));
+        named.emplace_back(optimizer_state_name(part_name(i), fields_[f]),
+                           state.at(i * fields_.size() + f));
       }
       if (counts_steps(config_)) {
-        named.emplace_back(part_name(i) + ".step", at::scalar_tensor(steps, at::kLong));
+        named.emplace_back(optimizer_state_name(part_name(i), "step"),
+                           at::scalar_tensor(steps, at::kLong));
       }
     }
     import_optimizer_state(*optimizer_, config_.name, parts_, named);
@@ -56,7 +58,7 @@ class OptimizerUpdate : public parallel::ps::ServerUpdate {
     std::vector<at::Tensor> out;
     for (const auto& [name, part] : parts_) {
       for (const std::string& field : fields_) {
-        auto it = saved.find(name + "." + field);
+        auto it = saved.find(optimizer_state_name(name, field));
         out.push_back(it != saved.end() ? it->second : at::zeros_like(part));
       }
     }
@@ -97,13 +99,13 @@ std::optional<parallel::HeldOptimizerState> flat_optimizer_state(
   for (const std::string& field : held_state_fields(config)) {
     std::vector<at::Tensor> tensors;
     for (const auto& [name, p] : parameters) {
-      auto it = saved.find(name + "." + field);
+      auto it = saved.find(optimizer_state_name(name, field));
       tensors.push_back(it != saved.end() ? it->second : at::Tensor());
     }
     held.fields.push_back(layout.flatten(tensors));
   }
   if (counts_steps(config) && !parameters.empty()) {
-    auto it = saved.find(parameters.front().first + ".step");
+    auto it = saved.find(optimizer_state_name(parameters.front().first, "step"));
     if (it != saved.end()) held.steps = it->second.item<std::int64_t>();
   }
   return held;
@@ -122,11 +124,13 @@ models::NamedTensors named_optimizer_state(const OptimizerConfig& config,
   models::NamedTensors named;
   for (std::size_t i = 0; i < layout.size(); ++i) {
     if (counts_steps(config)) {
-      named.emplace_back(layout.name(i) + ".step", at::scalar_tensor(held.steps, at::kLong));
+      named.emplace_back(optimizer_state_name(layout.name(i), "step"),
+                         at::scalar_tensor(held.steps, at::kLong));
     }
     for (std::size_t f = 0; f < fields.size(); ++f) {
       // Contiguous copies: a checkpoint writes each tensor on its own.
-      named.emplace_back(layout.name(i) + "." + fields[f], layout.slice(held.fields[f], i).clone());
+      named.emplace_back(optimizer_state_name(layout.name(i), fields[f]),
+                         layout.slice(held.fields[f], i).clone());
     }
   }
   return named;

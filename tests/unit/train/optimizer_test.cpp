@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 
+#include "loom/core/error.h"
 #include "loom/train/fused_adam.h"
 #include "loom/train/fused_sgd.h"
 
@@ -54,7 +55,53 @@ TEST_P(OptimizerState, ExportImportContinuesBitIdentically) {
   }
 }
 
+// Another program's optimizer (a Python script's torch.optim) gets its state named as Loom's
+// own is: split and named again, export_optimizer_state's tensors come back under their names.
+TEST_P(OptimizerState, SplitAndNamedAgainIsWhatExportGives) {
+  OptimizerConfig cfg;
+  cfg.name = GetParam();
+  cfg.momentum = 0.9;
+  models::NamedTensors params = make_params();
+  auto opt = make_optimizer(cfg, params);
+  step_with_grads(*opt, params, 1);
+  const models::NamedTensors state = export_optimizer_state(*opt, cfg.name, params);
+
+  const ParameterStates split = split_optimizer_state(cfg.name, state);
+  ASSERT_EQ(split.size(), params.size());
+  for (size_t i = 0; i < split.size(); ++i) {
+    EXPECT_EQ(split[i].first, params[i].first);
+    EXPECT_EQ(split[i].second.size(), optimizer_state_fields(cfg.name).size());
+  }
+  const models::NamedTensors named = name_optimizer_state(cfg.name, split);
+  ASSERT_EQ(named.size(), state.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    EXPECT_EQ(named[i].first, state[i].first);
+    EXPECT_TRUE(named[i].second.equal(state[i].second)) << named[i].first;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllKinds, OptimizerState, ::testing::Values("sgd", "adam", "adamw"));
+
+TEST(Optimizer, ForeignStateIsNamedAsLoomsWithItsStepCountAnInteger) {
+  const at::Tensor moment = at::ones({2});
+  const ParameterStates torch_adam = {
+      {"head.weight", {{"step", at::scalar_tensor(3.0)}, {"exp_avg", moment}}}};
+  const models::NamedTensors named = name_optimizer_state("adamw", torch_adam);
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].first, "head.weight.step");
+  EXPECT_EQ(named[0].second.scalar_type(), at::kLong);
+  EXPECT_EQ(named[0].second.item<int64_t>(), 3);
+  EXPECT_EQ(named[1].first, "head.weight.exp_avg");
+
+  const ParameterStates amsgrad = {{"head.weight", {{"max_exp_avg_sq", moment}}}};
+  try {
+    name_optimizer_state("adam", amsgrad);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'max_exp_avg_sq'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(split_optimizer_state("sgd", {{"head.weight.exp_avg", moment}}), DataError);
+}
 
 TEST(Optimizer, SetLearningRateReachesEveryGroup) {
   OptimizerConfig cfg;
