@@ -16,7 +16,7 @@ import json
 
 import torch
 
-from . import _loom, distributed, parallel, pipeline
+from . import _loom, _native, distributed, parallel, pipeline
 
 __all__ = ["load", "save"]
 
@@ -66,7 +66,8 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     `loom train` records it, so `loom train --resume` can go on from it; `epoch` (default 0
     without a loader) says otherwise. `samples` is the samples trained so far, all ranks'.
     """
-    job = job if job is not None else distributed._job
+    if job is None and distributed.is_initialized():
+        job = distributed.current()
     staged = isinstance(model, pipeline.Pipeline)
     if job is not None and job.rank != 0 and not staged:
         return None
@@ -79,7 +80,7 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     if staged:
         # Every stage's tensors go to the first pipeline's rank 0, which writes them as one
         # model; the other pipelines hold the same stages and write nothing.
-        stages = model._impl
+        stages = _native.of(model)
         if not stages.takes_part_in_checkpoints:
             return None
         gathered = stages.gather(tensors, state)

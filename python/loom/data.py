@@ -12,7 +12,7 @@ script's own language-model loop::
 
 import torch
 
-from . import _config, _loom
+from . import _config, _loom, _native
 
 __all__ = ["Loader", "TokenWindows", "Tokenizer"]
 
@@ -63,9 +63,9 @@ class Loader:
                  channels_last=False, normalize=True, overrides=()):
         if not isinstance(dtype, torch.dtype):
             raise _loom.ConfigError(f"dtype: expected a torch.dtype, got {dtype!r}")
-        self._stream = _loom.DataStream(
+        self._stream = _native.attach(self, _loom.DataStream(
             _config.load(config, overrides), int(rank), int(world), str(device),
-            str(dtype).replace("torch.", ""), bool(channels_last), bool(normalize))
+            str(dtype).replace("torch.", ""), bool(channels_last), bool(normalize)))
 
     def __iter__(self):
         while True:

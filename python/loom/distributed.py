@@ -25,7 +25,7 @@ alone is a job of one rank.
 
 from . import _config, _loom
 
-__all__ = ["Job", "Layout", "Mode", "current", "init"]
+__all__ = ["Job", "Layout", "Mode", "current", "init", "is_initialized"]
 
 # The job this process is a rank of, as init() returns it (made by init() only): `rank`,
 # `world`, `local_rank`, `local_world`, `trainers` (the ranks that train: `world` less the
@@ -73,6 +73,11 @@ def init(config=None, *, overrides=(), out_dir="", preemptible=False):
             raise SystemExit(0)
         _job = job
     return _job
+
+
+def is_initialized():
+    """Whether init() has joined this process's job."""
+    return _job is not None
 
 
 def current():

@@ -19,7 +19,7 @@ import contextlib
 
 import torch
 
-from . import _loom, distributed
+from . import _loom, _native, distributed
 
 __all__ = ["DataParallel", "ParameterServers"]
 
@@ -42,11 +42,11 @@ class DataParallel(torch.nn.Module):
                  find_unused_parameters=False, broadcast_buffers=True, compression="none"):
         super().__init__()
         self.module = module
-        self._sync = _loom.ReplicaSync(
+        self._sync = _native.attach(self, _loom.ReplicaSync(
             job if job is not None else distributed.current(),
             list(module.named_parameters()), list(module.named_buffers()),
             float(first_bucket_mb), float(bucket_mb), bool(find_unused_parameters),
-            bool(broadcast_buffers), str(compression))
+            bool(broadcast_buffers), str(compression)))
 
     def forward(self, *args, **kwargs):
         self._sync.prepare()
@@ -89,10 +89,6 @@ class DataParallel(torch.nn.Module):
 
     def extra_repr(self):
         return self._sync.describe()
-
-    def _account_in(self, accounting):
-        # loom.profile.Steps: the exchange's waits at the end of backward are comm_exposed.
-        self._sync.account_in(accounting)
 
 
 class ParameterServers(DataParallel):

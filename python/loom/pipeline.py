@@ -19,7 +19,7 @@ own stages' tensors.
 
 import torch
 
-from . import _loom, distributed
+from . import _loom, _native, distributed
 
 __all__ = ["Pipeline"]
 
@@ -72,10 +72,10 @@ class Pipeline:
             blocks = self._stage_list_blocks(own, ranks, job.rank % ranks if ranks else 0)
             split = [1] * (ranks * chunks)
             set_train = self._modules.train
-        self._impl = _loom.ScriptPipeline(
+        self._impl = _native.attach(self, _loom.ScriptPipeline(
             job, type(stages).__name__, blocks, set_train, loss_fn, str(schedule),
             int(microbatches), ranks, int(chunks), list(split or []), float(first_bucket_mb),
-            float(bucket_mb))
+            float(bucket_mb)))
         self.last_samples = 0
 
     @staticmethod
@@ -171,9 +171,3 @@ class Pipeline:
 
     def __repr__(self):
         return f"Pipeline({self.describe()})"
-
-    def _account_in(self, accounting):
-        self._impl.account_in(accounting)
-
-    def _stop_accounting(self):
-        self._impl.stop_accounting()

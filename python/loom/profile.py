@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from . import _config, _loom, distributed, pipeline
+from . import _config, _loom, _native, distributed, pipeline
 
 __all__ = ["Steps"]
 
@@ -74,7 +74,7 @@ class Steps:
         self._world = 1
         self._epoch = 0
         self._loops = 0  # loop() calls: the epoch of batches that do not say theirs
-        job = distributed._job
+        job = distributed.current() if distributed.is_initialized() else None
         if job is not None:
             self._world = job.trainers
         if name is None:
@@ -83,12 +83,13 @@ class Steps:
         parameters = sum(p.numel() for p in model.parameters()) if model is not None else 0
         self._accounting = _loom.StepAccounting(
             _config.load(config, overrides), str(out_dir),
-            loader._stream if loader is not None else None, job, str(name), int(parameters),
+            _native.of(loader), job, str(name), int(parameters),
             str(precision), int(warmup_steps), int(tokens_per_sample))
         # Loom's wrappers report their own phases: DataParallel its exchange's exposed waits, a
         # Pipeline every phase of its schedule (it has no forward of its own to hook).
-        if hasattr(model, "_account_in"):
-            model._account_in(self._accounting)
+        self._native_model = _native.of(model)
+        if self._native_model is not None:
+            self._native_model.account_in(self._accounting)
         if isinstance(model, torch.nn.Module):
             self._hook_model(model)
         if optimizer is not None:
@@ -148,8 +149,8 @@ class Steps:
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
-        if hasattr(self._model, "_stop_accounting"):
-            self._model._stop_accounting()
+        if hasattr(self._native_model, "stop_accounting"):
+            self._native_model.stop_accounting()
         if self._optimizer is not None and "step" in vars(self._optimizer):
             del self._optimizer.step  # the class's own again
             self._optimizer = None
