@@ -32,7 +32,7 @@ int run_ps_server(const PsServerArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   const Config config = load_run_config(args.config_paths, overrides);
-  if (config.parallel.mode != "ps") {
+  if (!config.parallel.parameter_servers()) {
     throw ConfigError(
         "config key 'parallel.mode': loom ps-server serves runs with parallel.mode "
         "ps, this configuration says '" +

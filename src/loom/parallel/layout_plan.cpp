@@ -108,7 +108,7 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
   plan.world = world;
   plan.rank = rank;
   plan.trainers = world;
-  if (config.parallel.mode == "ps") {
+  if (config.parallel.parameter_servers()) {
     if (config.parallel.pipeline.stages > 1) {
       throw ConfigError(
           "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "
