@@ -13,7 +13,7 @@
 namespace loom::models {
 namespace {
 
-class Cnn : public Classifier {
+class Cnn : public ZooNetwork {
  public:
   Cnn(const InputSpec& in, int64_t width, int64_t depth, double dropout) {
     torch::nn::Sequential features;
@@ -61,7 +61,7 @@ class Cnn : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_cnn(const InputSpec& input, int64_t width, int64_t depth,
+std::shared_ptr<ZooNetwork> make_cnn(const InputSpec& input, int64_t width, int64_t depth,
                                      double dropout) {
   if (input.height < 4 || input.width < 4) {
     throw ConfigError("model 'cnn' needs images of at least 4x4 pixels, got " +

@@ -7,7 +7,7 @@
 
 namespace loom::models {
 
-std::shared_ptr<Classifier> make_cnn(const InputSpec& input, int64_t width, int64_t depth,
+std::shared_ptr<ZooNetwork> make_cnn(const InputSpec& input, int64_t width, int64_t depth,
                                      double dropout);
 
 }  // namespace loom::models

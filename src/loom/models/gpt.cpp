@@ -141,7 +141,7 @@ class GptBlock : public torch::nn::Module {
   std::shared_ptr<Mlp> mlp_;
 };
 
-class Gpt : public Classifier {
+class Gpt : public ZooNetwork {
  public:
   explicit Gpt(const GptConfig& c) : config_(c), seq_len_(c.seq_len) {
     wte_ = register_module("wte", torch::nn::Embedding(c.vocab, c.n_embd));
@@ -254,7 +254,7 @@ GptConfig gpt_config(const GptModelConfig& model, int64_t vocab, int64_t seq_len
   return c;
 }
 
-std::shared_ptr<Classifier> make_gpt(const GptConfig& c) {
+std::shared_ptr<ZooNetwork> make_gpt(const GptConfig& c) {
   require(c.n_layer >= 1, "model.gpt.n_layer", "at least one layer");
   require(c.n_head >= 1 && c.n_embd >= 1 && c.n_embd % c.n_head == 0, "model.gpt.n_embd",
           std::to_string(c.n_embd) + " does not split into " + std::to_string(c.n_head) +
@@ -265,13 +265,13 @@ std::shared_ptr<Classifier> make_gpt(const GptConfig& c) {
   return std::make_shared<Gpt>(c);
 }
 
-at::Tensor gpt_forward_cached(Classifier& gpt, const at::Tensor& ids, KvCache& cache) {
+at::Tensor gpt_forward_cached(ZooNetwork& gpt, const at::Tensor& ids, KvCache& cache) {
   auto* model = dynamic_cast<Gpt*>(&gpt);
   if (!model) throw Error("gpt: cached decoding needs a model made by make_gpt");
   return model->forward_cached(ids, cache);
 }
 
-std::vector<int64_t> gpt_generate(Classifier& gpt, const std::vector<int64_t>& prompt,
+std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& prompt,
                                   int64_t tokens, const Sampling& sampling) {
   auto* model = dynamic_cast<Gpt*>(&gpt);
   if (!model) throw Error("gpt: generation needs a model made by make_gpt");

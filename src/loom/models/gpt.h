@@ -39,7 +39,7 @@ GptConfig gpt_preset(const std::string& name, int64_t vocab);
 
 // Throws ConfigError naming the key when the shape cannot be (n_embd not a multiple of n_head,
 // sizes below 1).
-std::shared_ptr<Classifier> make_gpt(const GptConfig& config);
+std::shared_ptr<ZooNetwork> make_gpt(const GptConfig& config);
 
 // Parameters of the model with this shape (the tied matrix counted once).
 int64_t gpt_parameter_count(const GptConfig& config);
@@ -67,7 +67,7 @@ struct KvCache {
 // Logits [B, n, vocab] of `ids` [B, n], the positions that follow those in `cache`, whose keys
 // and values join it; the same logits a full forward pass gives those positions. `gpt` is what
 // make_gpt made. Throws Error past the context.
-at::Tensor gpt_forward_cached(Classifier& gpt, const at::Tensor& ids, KvCache& cache);
+at::Tensor gpt_forward_cached(ZooNetwork& gpt, const at::Tensor& ids, KvCache& cache);
 
 struct Sampling {
   double temperature = 1.0;  // 0: always the likeliest token
@@ -79,7 +79,7 @@ struct Sampling {
 // Up to `tokens` ids drawn one at a time after `prompt` (at least one id), with a KV cache, in
 // evaluation mode and without gradients (the model's mode is restored). Throws ConfigError
 // naming --tokens when prompt and tokens do not fit the context.
-std::vector<int64_t> gpt_generate(Classifier& gpt, const std::vector<int64_t>& prompt,
+std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& prompt,
                                   int64_t tokens, const Sampling& sampling);
 
 }  // namespace loom::models

@@ -8,7 +8,7 @@
 namespace loom::models {
 namespace {
 
-class Mlp : public Classifier {
+class Mlp : public ZooNetwork {
  public:
   Mlp(const InputSpec& in, double dropout) {
     const int64_t features = in.channels * in.height * in.width;
@@ -31,7 +31,7 @@ class Mlp : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_mlp(const InputSpec& input, double dropout) {
+std::shared_ptr<ZooNetwork> make_mlp(const InputSpec& input, double dropout) {
   return std::make_shared<Mlp>(input, dropout);
 }
 

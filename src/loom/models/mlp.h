@@ -5,6 +5,6 @@
 
 namespace loom::models {
 
-std::shared_ptr<Classifier> make_mlp(const InputSpec& input, double dropout);
+std::shared_ptr<ZooNetwork> make_mlp(const InputSpec& input, double dropout);
 
 }  // namespace loom::models

@@ -1,4 +1,5 @@
-// Adapts a torch::nn classifier from the zoo to the Model interface.
+// Adapts a network of the zoo (the image classifiers mlp, cnn, resnet and vit, and the GPT
+// language models) to the Model interface.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -17,9 +18,10 @@ struct BlockSpec {
   std::vector<std::string> uses;  // full names of parameters it reads that others own
 };
 
-// Base of the zoo's networks: a torch::nn::Module declared as a chain of blocks. Its forward
-// pass is the chain, so the whole model and its pipeline stages run the very same code.
-class Classifier : public torch::nn::Module {
+// Base of the zoo's networks, classifiers and language models alike: a torch::nn::Module
+// declared as a chain of blocks. Its forward pass is the chain, so the whole model and its
+// pipeline stages run the very same code.
+class ZooNetwork : public torch::nn::Module {
  public:
   // Called once the submodules are registered; the functions may hold pointers into this.
   virtual std::vector<BlockSpec> block_specs() = 0;
@@ -42,7 +44,7 @@ std::function<at::Tensor(const at::Tensor&)> run_children(torch::nn::Sequential 
 
 class ModuleModel : public Model {
  public:
-  ModuleModel(std::string name, std::shared_ptr<Classifier> net, bool convolutional)
+  ModuleModel(std::string name, std::shared_ptr<ZooNetwork> net, bool convolutional)
       : name_(std::move(name)), net_(std::move(net)), convolutional_(convolutional) {}
 
   at::Tensor forward(const at::Tensor& input) override;
@@ -55,7 +57,7 @@ class ModuleModel : public Model {
   void set_recompute_every(int64_t every) override;
   double training_flops_per_sample() const override { return net_->training_flops_per_sample(); }
 
-  Classifier& module() { return *net_; }
+  ZooNetwork& module() { return *net_; }
 
  private:
   template <typename Dict>
@@ -68,7 +70,7 @@ class ModuleModel : public Model {
   std::vector<Block> plain_blocks();
 
   std::string name_;
-  std::shared_ptr<Classifier> net_;
+  std::shared_ptr<ZooNetwork> net_;
   bool convolutional_;
   int64_t recompute_every_ = 0;
   std::vector<Block> recomputed_chain_;  // forward's blocks when recomputing

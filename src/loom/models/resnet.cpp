@@ -62,7 +62,7 @@ class Block : public torch::nn::Module {
   Sequential downsample_{nullptr};
 };
 
-class ResNet : public Classifier {
+class ResNet : public ZooNetwork {
  public:
   ResNet(const InputSpec& in, const std::vector<int64_t>& blocks, bool bottleneck) {
     const int64_t expansion = bottleneck ? 4 : 1;
@@ -123,7 +123,7 @@ class ResNet : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_resnet(const InputSpec& input, int depth) {
+std::shared_ptr<ZooNetwork> make_resnet(const InputSpec& input, int depth) {
   if (depth == 18) return std::make_shared<ResNet>(input, std::vector<int64_t>{2, 2, 2, 2}, false);
   if (depth == 50) return std::make_shared<ResNet>(input, std::vector<int64_t>{3, 4, 6, 3}, true);
   throw ConfigError("resnet depth must be 18 or 50, got " + std::to_string(depth));

@@ -7,6 +7,6 @@
 
 namespace loom::models {
 
-std::shared_ptr<Classifier> make_resnet(const InputSpec& input, int depth);  // 18 or 50
+std::shared_ptr<ZooNetwork> make_resnet(const InputSpec& input, int depth);  // 18 or 50
 
 }  // namespace loom::models

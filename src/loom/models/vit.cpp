@@ -48,7 +48,7 @@ class EncoderBlock : public torch::nn::Module {
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 
-class VitTiny : public Classifier {
+class VitTiny : public ZooNetwork {
  public:
   VitTiny(const InputSpec& in, int64_t patch) {
     const int64_t patches = (in.height / patch) * (in.width / patch);
@@ -107,7 +107,7 @@ class VitTiny : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_vit_tiny(const InputSpec& input, int64_t patch_size) {
+std::shared_ptr<ZooNetwork> make_vit_tiny(const InputSpec& input, int64_t patch_size) {
   if (input.height % patch_size != 0 || input.width % patch_size != 0) {
     throw ConfigError("config key 'model.patch_size': " + std::to_string(patch_size) +
                       " does not divide the input size " + std::to_string(input.height) + "x" +

@@ -7,6 +7,6 @@
 
 namespace loom::models {
 
-std::shared_ptr<Classifier> make_vit_tiny(const InputSpec& input, int64_t patch_size);
+std::shared_ptr<ZooNetwork> make_vit_tiny(const InputSpec& input, int64_t patch_size);
 
 }  // namespace loom::models
