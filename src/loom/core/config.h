@@ -171,7 +171,7 @@ struct ParallelConfig {
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   std::string compression = "none";  // none | bf16 | fp16
-  int64_t zero = 0;                  // 0 | 1: optimizer state sharded over the ranks
+  int64_t zero = 0;                  // 0 | 1: optimizer state | 2: and gradients sharded (ZeRO)
   PipelineConfig pipeline;
   PsConfig ps;
   // parallel.mode, the one place its words are compared: parameter servers (ps), or data

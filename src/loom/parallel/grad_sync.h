@@ -1,8 +1,11 @@
-// How gradients computed on one rank become the gradients every rank's optimizer applies. The
-// trainer and the step executors hold a GradSync and never ask which kind it is: one process
-// (LocalGradSync), data parallelism (DataParallel), whose buckets are combined by all-reduce or
-// by parameter servers (bucket_exchange.h), and servers that hold the parameters
-// (ps/remote_parameters.h).
+// How gradients computed on one rank become the gradients every rank's optimizer applies. A
+// ParallelLayout owns one (parallel_layout.h): its step executor calls zero_grad(), prepare() and
+// finish(), and the training loop reaches it only through the layout (step(), last_stats(),
+// end_training()); neither asks which kind it is: one process (LocalGradSync), data parallelism
+// (DataParallel), whose full buckets are all-reduced, reduce-scattered into each rank's shard
+// under ZeRO-1/2 (zero_partition.h) or pushed to parameter servers (bucket_exchange.h), and
+// servers that hold the parameters (ps/remote_parameters.h). A script's own loop (loom.parallel)
+// holds one made by make_replica_sync (replicated_layout.h).
 //
 // Per optimizer step: zero_grad(); then for each micro-batch prepare() before its forward, its
 // backward, finish() after it; then step(). Under no_sync() backward only accumulates locally and

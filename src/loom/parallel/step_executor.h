@@ -1,7 +1,8 @@
 // How one optimizer step's forward and backward work runs: one batch or several accumulated
 // micro-batches (AccumulatingExecutor), or a rank's part of a pipeline schedule
-// (pipeline/PipelineExecutor). The trainer asks an executor for a step and then applies the
-// optimizer; it has no branch for the kind of parallelism.
+// (pipeline/PipelineExecutor). A ParallelLayout owns its executor; the training loop asks the
+// layout for a step (run_step) and then applies the optimizer, with no branch for the kind of
+// parallelism.
 #pragma once
 
 #include <ATen/Tensor.h>

@@ -162,8 +162,10 @@ class TrainObserver {
 
 struct TrainOptions {
   std::string out_dir;
-  // Data parallel, or a pipeline (parallel.pipeline.stages > 1), when set with more than one
-  // rank (not owned). Rank 0 writes the run directory; the other ranks write nothing.
+  // The ranks that train, when there are more than one (not owned; null for one process): data
+  // parallel replicas (with their ZeRO stage), a pipeline's P x D ranks, or a parameter-server
+  // job's workers (ps_world holds them all). Rank 0 writes the run directory; the others write
+  // only their traces there (profile.trace), which rank 0 merges into trace.json and removes.
   comm::Communicator* communicator = nullptr;
   // Builds a communicator over some of those ranks (ascending; group rank i is ranks[i]); every
   // member calls it with the same list and name. Needed for pipelines that also run data
