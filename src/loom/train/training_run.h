@@ -1,7 +1,10 @@
-// One call of train() (trainer.h): everything the training loop touches, for the duration of the
-// run. Internal to train/. trainer.cpp holds the loop (set-up, resume, steps, epochs,
-// checkpoints); training_run_reports.cpp what the run reports (log lines, evaluation, the
-// advisor's input, the summary) and the autotuner's glue.
+// One call of train() (trainer.h): the training loop and what it keeps for the duration of the
+// run. Internal to train/. What the run is made of (data, model, layout, optimizer, losses,
+// feeder) is built by build_run_parts (run_parts.h); its checkpoints are RunCheckpoints', its
+// steps' accounting and files RunAccounting's, its testing aids StepFaults'. trainer.cpp holds
+// the loop (set-up, resume, steps, epochs, when to checkpoint and to stop);
+// training_run_reports.cpp what the run reports (log lines, evaluation, the summary and the
+// advisor's input) and the autotuner's glue.
 //
 // Threading: one thread (the caller of train()).
 #pragma once
@@ -43,10 +46,12 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The run observes its own steps (parallel::StepObserver): the executor reports phases, forward
-// passes and losses to it. It holds one ParallelLayout and never asks which it is: the layout
-// says what this rank trains and saves (the whole model, or its pipeline stages), runs the
-// steps, and combines losses, evaluations and checkpoints over the ranks.
+// The run observes its own steps (parallel::StepObserver, handed to the layout's start()): the
+// layout's step executor reports phases (to RunAccounting), forward passes (the first is counted
+// for the FLOPs) and losses (a non-finite one stops the run). It holds one ParallelLayout and
+// never asks which it is: the layout says what this rank trains and saves (the whole model, or
+// its pipeline stages), runs the steps, and combines losses, evaluations and checkpoints over
+// the ranks.
 class TrainingRun : private parallel::StepObserver {
  public:
   TrainingRun(const Config& config, const TrainOptions& options, const LayoutFactory& layouts)
