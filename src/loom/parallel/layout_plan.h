@@ -1,11 +1,16 @@
-// How a job lays its ranks out and what one optimizer step is, computed once from the
-// configuration and the job's size, and printable. Everything the run derives (the batch a rank's
-// loader reads, the micro-batches of a step, the learning-rate scale, which ranks serve) lives
-// here; the configuration itself is never rewritten to carry it.
+// How a job lays its ranks out and what one optimizer step is: the layout part of a run's plan
+// (train/layout_factory.h's RunPlan adds a pipeline's agreed schedule, split and recompute),
+// printable. plan_layout computes it from the configuration and the job's size,
+// plan_script_pipeline from a script's own pipeline; for a pipeline with a memory cap, plan_run
+// raises zero_stage to the pipeline plan's choice before anything is built. Everything the run
+// derives about its ranks and steps (the batch a rank's loader reads, the micro-batches of a
+// step, the learning-rate scale, which ranks serve, the ZeRO stage) lives here; the
+// configuration itself is never rewritten to carry it.
 //
 //   one process       1 rank; a step is train.grad_accum micro-batches of data.batch_size
 //   data parallel     R ranks, each a replica of the model; data.global_batch (when set) is
-//                     shared by them, else each reads data.batch_size
+//                     shared by them, else each reads data.batch_size; parallel.zero: 1 shards
+//                     the optimizer state over the replicas, 2 the gradients too (ZeRO)
 //   parameter servers the last parallel.ps.servers ranks serve; the others are data-parallel
 //                     workers whose gradients go to the servers
 //   pipeline          P x D ranks run D pipelines of P stages (data-parallel replicas); the
