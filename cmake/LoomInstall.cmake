@@ -43,6 +43,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/in_memory_dataset.h
   loom/data/loader.h
   loom/data/loader_state.h
+  loom/data/batch_window.h
   loom/data/ordered_window.h
   loom/data/remote/remote_worker_stats.h
   loom/data/sample_error.h
@@ -83,6 +84,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/train/checkpoint.h
   loom/train/data_stream.h
   loom/train/job.h
+  loom/train/optimizer.h
   loom/train/runtime_choice.h
   loom/train/script_pipeline.h
   loom/train/step_accounting.h
