@@ -47,8 +47,10 @@ struct Silent : parallel::StepObserver {
 
 int run_pipeline_bench(const PipelineBenchArgs& args) {
   const comm::WorldInfo world = comm::world_from_environment();
-  Config config = load_run_config(args.config_paths, args.overrides);
-  config.parallel.pipeline.stages = world.world;
+  // One stage a rank: part of reading the configuration, as a --set would be.
+  std::vector<std::string> overrides = args.overrides;
+  overrides.push_back("parallel.pipeline.stages=" + std::to_string(world.world));
+  const Config config = load_run_config(args.config_paths, overrides);
   const Topology topology = detect_topology();
   std::shared_ptr<comm::Rendezvous> rendezvous;
   std::unique_ptr<comm::Communicator> comm;

@@ -93,7 +93,7 @@ double decode_only_rate(const Config& config, int threads, int64_t limit) {
 }
 
 int run_bench(const BenchArgs& a) {
-  Config config = load_run_config(a.config_paths, a.overrides);
+  const Config config = load_run_config(a.config_paths, a.overrides);
   if (a.decode_only && config.data.source != "image_folder") {
     throw ConfigError("config key 'data.source': --decode-only measures image files, got '" +
                       config.data.source + "'");

@@ -161,7 +161,7 @@ int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   if (args.autotune) overrides.push_back("autotune.enabled=true");
-  Config config = load_run_config(args.config_paths, overrides);
+  const Config config = load_run_config(args.config_paths, overrides);
   train::TrainOptions options;
   options.topology = detect_topology();
   // A restarted attempt of `loom launch --max-restarts` goes on from the run's checkpoint.
