@@ -2,7 +2,17 @@
 
 #include <cstdio>
 
+#include "loom/cli/stop_signals.h"
+
 namespace loom::cli {
+
+train::JobEntry enter_job_of_command(const Config& config, const comm::WorldInfo& world,
+                                     const std::string& out_dir) {
+  train::JobEntryOptions options;
+  options.out_dir = out_dir;
+  options.before_serving = [] { set_stop_activity("serving"); };
+  return train::enter_job(config, world, options);
+}
 
 int report_serving(const train::Job& job, const parallel::ServerLoad& load) {
   const parallel::LayoutPlan& plan = job.plan;

@@ -44,10 +44,7 @@ int run_ps_server(const PsServerArgs& args) {
         "loom ps-server: started as the only rank; start it with its workers (loom launch "
         "--servers K, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT as for loom train)");
   }
-  train::JobEntryOptions entry_options;
-  entry_options.out_dir = args.out_dir;
-  entry_options.before_serving = [] { set_stop_activity("serving"); };
-  const train::JobEntry entry = train::enter_job(config, world, entry_options);
+  const train::JobEntry entry = enter_job_of_command(config, world, args.out_dir);
   if (!entry.served) {
     throw ConfigError("config key 'parallel.ps.servers': loom ps-server runs as rank " +
                       std::to_string(world.rank) + " of " + std::to_string(world.world) +

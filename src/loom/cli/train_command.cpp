@@ -181,10 +181,7 @@ int run_train(const TrainArgs& args) {
         "--out: a run of several ranks needs an output directory that every rank "
         "names the same (e.g. --out runs/ddp)");
   }
-  train::JobEntryOptions entry_options;
-  entry_options.out_dir = args.out_dir;
-  entry_options.before_serving = [] { set_stop_activity("serving"); };
-  train::JobEntry entry = train::enter_job(config, world, entry_options);
+  train::JobEntry entry = enter_job_of_command(config, world, args.out_dir);
   if (entry.served) return report_serving(entry.job, *entry.served);
   entry.job.fill(options);
   options.out_dir = !args.out_dir.empty() ? args.out_dir
