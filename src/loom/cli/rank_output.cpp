@@ -147,8 +147,10 @@ void RankOutputRelay::read_stream(Stream& s) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) s.open = false;  // every writer closed it
-    break;                       // EAGAIN: all read for now
+    // 0: every writer closed it; EAGAIN: all read for now; any other error ends the stream
+    // (poll would report it again at once, forever).
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) s.open = false;
+    break;
   }
   write_lines(s, /*end_open_line=*/!s.open);
 }
