@@ -305,16 +305,15 @@ double PipelineLayout::sum_over_stages(double mine) {
 }
 
 std::string PipelineLayout::manifest_json() const {
+  // The plan's part (ranks, replicas), then the pipeline's.
   const Schedule& schedule = options_.schedule;
-  return nlohmann::ordered_json{{"ranks", plan_.trainers},
-                                {"data_parallel", plan_.replicas},
-                                {"pipeline",
-                                 {{"ranks", schedule.ranks},
-                                  {"stages", schedule.stages},
-                                  {"schedule", schedule.name},
-                                  {"microbatches", schedule.microbatches},
-                                  {"split", options_.split}}}}
-      .dump();
+  nlohmann::ordered_json manifest = nlohmann::ordered_json::parse(plan_.manifest_json());
+  manifest["pipeline"] = {{"ranks", schedule.ranks},
+                          {"stages", schedule.stages},
+                          {"schedule", schedule.name},
+                          {"microbatches", schedule.microbatches},
+                          {"split", options_.split}};
+  return manifest.dump();
 }
 
 std::string PipelineLayout::describe_waits() const {
