@@ -84,6 +84,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/train/checkpoint.h
   loom/train/data_stream.h
   loom/train/job.h
+  loom/train/step_faults.h
   loom/train/optimizer.h
   loom/train/runtime_choice.h
   loom/train/script_pipeline.h

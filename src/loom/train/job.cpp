@@ -226,25 +226,14 @@ void Job::start_step_checks(std::int64_t step) {
   watchdog_ = std::make_unique<StallWatchdog>(std::move(options));
   watchdog_->begin_step(step);
 
-  const int rank = communicator ? communicator->rank() : 0;
-  // A restarted attempt passes the step again: the kill strikes the first attempt only.
-  if (const auto kill = setting_rank_and_number("LOOM_FAULT_KILL_RANK_AFTER_STEP");
-      kill && kill->first == rank && comm::restart_attempt() == 0) {
-    kill_after_ = kill->second;
-  }
-  if (const auto freeze = setting_rank_and_number("LOOM_FAULT_FREEZE_RANK_AFTER_STEP");
-      freeze && freeze->first == rank) {
-    freeze_after_ = freeze->second;
-  }
-  stop_after_ = setting_int("LOOM_FAULT_STOP_AFTER_STEP");
+  faults_ = StepFaults::for_rank(communicator ? communicator->rank() : 0, comm::restart_attempt());
 }
 
 bool Job::end_of_step(std::int64_t step) {
   if (!watchdog_) start_step_checks(step);
-  if (step == kill_after_) std::raise(SIGKILL);    // a rank lost mid-run, for --max-restarts
-  if (step == freeze_after_) std::raise(SIGSTOP);  // a hung rank, for the others' watchdogs
+  faults_.strike_after(step);
   bool mine = termination && termination->load(std::memory_order_relaxed) != 0;
-  mine = mine || (stop_after_ > 0 && step == stop_after_);
+  mine = mine || faults_.stops_after(step);
   comm::Communicator* ranks = trainers();
   if (ranks && plan.lockstep()) {
     watchdog_->enter(Phase::kCommExposed);  // a wait for the other ranks, though between steps

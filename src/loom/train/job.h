@@ -21,6 +21,7 @@
 #include "loom/parallel/grad_sync.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
+#include "loom/train/step_faults.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -85,9 +86,7 @@ struct Job {
   void start_step_checks(std::int64_t step);
   double stall_timeout_s_ = 0, preempt_grace_s_ = 30;  // train.*, from enter_job
   std::unique_ptr<StallWatchdog> watchdog_;            // from the first end_of_step
-  // This rank's testing aids: the step after which it is killed (first attempt only) or frozen,
-  // and the step after which every rank stops as if preempted; -1 or 0: never.
-  std::int64_t kill_after_ = -1, freeze_after_ = -1, stop_after_ = 0;
+  StepFaults faults_;  // this rank's testing aids (LOOM_FAULT_*), read at the first step
   friend JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
                             const JobEntryOptions& options);
 };
