@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,14 @@ void parse_master(const std::string& text, LaunchPlan& plan, const std::string& 
   plan.master_port = static_cast<int>(value);
 }
 
+// `text` as a whole number in min..100000, or nothing.
+std::optional<int> whole_number(const std::string& text, long min) {
+  char* end = nullptr;
+  const long value = text.empty() ? -1 : std::strtol(text.c_str(), &end, 10);
+  if (value < min || value > 100000 || *end != '\0') return std::nullopt;
+  return static_cast<int>(value);
+}
+
 // torchrun's values of --nproc-per-node: a count, "cpu" (the usable cores: affinity and cgroup
 // quota, which is a pod's CPU limit), "gpu" (the CUDA devices) or "auto" (the CUDA devices when
 // there are any, else as "cpu"). torchrun counts every core for "cpu"; a pod's limit is what
@@ -42,22 +51,18 @@ int parse_nproc(const std::string& text, const std::string& source) {
     }
     return text != "cpu" && devices > 0 ? devices : detect_topology().usable_cores;
   }
-  char* end = nullptr;
-  const long value = text.empty() ? -1 : std::strtol(text.c_str(), &end, 10);
-  if (value < 0 || value > 100000 || *end != '\0') {
+  const std::optional<int> ranks = whole_number(text, 0);
+  if (!ranks) {
     throw ConfigError(source + ": expected a number of ranks, cpu, gpu or auto, got '" + text +
                       "'");
   }
-  return static_cast<int>(value);
+  return *ranks;
 }
 
 int parse_node_rank(const std::string& text, const std::string& source) {
-  char* end = nullptr;
-  const long value = text.empty() ? -1 : std::strtol(text.c_str(), &end, 10);
-  if (value < 0 || value > 100000 || *end != '\0') {
-    throw ConfigError(source + ": expected a node index, got '" + text + "'");
-  }
-  return static_cast<int>(value);
+  const std::optional<int> rank = whole_number(text, 0);
+  if (!rank) throw ConfigError(source + ": expected a node index, got '" + text + "'");
+  return *rank;
 }
 
 // "N" or "MIN:MAX" -> plan.nodes (the most) and plan.min_nodes (0 for "N": all of them, also
@@ -65,13 +70,12 @@ int parse_node_rank(const std::string& text, const std::string& source) {
 void parse_nnodes(const std::string& text, LaunchPlan& plan, const std::string& source) {
   const auto colon = text.find(':');
   auto number = [&](const std::string& part) {
-    char* end = nullptr;
-    const long value = part.empty() ? -1 : std::strtol(part.c_str(), &end, 10);
-    if (value < 1 || value > 100000 || *end != '\0') {
+    const std::optional<int> nodes = whole_number(part, 1);
+    if (!nodes) {
       throw ConfigError(source + ": expected N or MIN:MAX with 1 <= MIN <= MAX, got '" + text +
                         "'");
     }
-    return static_cast<int>(value);
+    return *nodes;
   };
   plan.nodes = number(text.substr(0, colon == std::string::npos ? text.size() : colon));
   plan.min_nodes = 0;
