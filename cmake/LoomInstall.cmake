@@ -63,13 +63,17 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/bucket_plan.h
   loom/parallel/data_parallel.h
   loom/parallel/grad_sync.h
+  loom/parallel/layout_metrics.h
   loom/parallel/layout_plan.h
+  loom/parallel/layout_report.h
   loom/parallel/local_grad_sync.h
   loom/parallel/parallel_layout.h
   loom/parallel/ps/part_plan.h
   loom/parallel/ps/ps_bucket_exchange.h
   loom/parallel/ps/ps_exchange.h
   loom/parallel/ps/ps_protocol.h
+  loom/parallel/ps/server_load.h
+  loom/parallel/ps/server_window.h
   loom/parallel/replicated_layout.h
   loom/parallel/step_executor.h
   loom/parallel/zero_partition.h

@@ -245,9 +245,9 @@ void check_held_parameters(Communicator& world, const std::shared_ptr<Rendezvous
       RemoteParameters held({{"w", w}}, {}, *group, world, options);
       for (int step = 0; step < 3; ++step) {
         held.step(0.1, [&] { w.add_(world.rank() + 1); });
-        if (bounded && held.last_stats().staleness != 0) {
+        if (bounded && held.metrics()->last_staleness() != 0) {
           throw std::runtime_error("SSP s=0 answered with staleness " +
-                                   std::to_string(held.last_stats().staleness));
+                                   std::to_string(held.metrics()->last_staleness()));
         }
       }
       held.end_training();

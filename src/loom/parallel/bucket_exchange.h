@@ -37,6 +37,8 @@ class BucketExchange {
   virtual comm::WorkPtr start(std::size_t index, const at::Tensor& bucket) = 0;
   // Every bucket of the step has been waited for; `stats` may take what the exchange learnt.
   virtual void step_finished(SyncStats& stats) {}
+  // What this exchange adds to the run's metrics of its own (grad_sync.h's metrics()).
+  virtual LayoutMetrics* metrics() { return nullptr; }
   // After the last step (every worker calls it): servers learn that the workers are done.
   virtual void end_training() {}
   // "all-reduce over shm", "parameter servers: 12 parts of <= 4.0 MB over 2 servers: ...".

@@ -95,6 +95,7 @@ class DataParallel : public GradSync {
   void set_bucket_limits(const BucketLimits& limits) override;
 
   const SyncStats& last_stats() const override { return stats_; }
+  LayoutMetrics* metrics() override { return exchange_->metrics(); }
   std::string describe() const override;
   // ZeRO: this rank's optimizer steps its shards, then every rank's go to the others.
   void step(double lr, const std::function<void()>& local_step) override;

@@ -1,10 +1,11 @@
 // How gradients computed on one rank become the gradients every rank's optimizer applies. A
 // ParallelLayout owns one (parallel_layout.h): its step executor calls zero_grad(), prepare() and
-// finish(), and the training loop reaches it only through the layout (step(), last_stats(),
-// end_training()); neither asks which kind it is: one process (LocalGradSync), data parallelism
-// (DataParallel), whose full buckets are all-reduced, reduce-scattered into each rank's shard
-// under ZeRO-1/2 (zero_partition.h) or pushed to parameter servers (bucket_exchange.h), and
-// servers that hold the parameters (ps/remote_parameters.h). A script's own loop (loom.parallel)
+// finish(), and the training loop reaches it only through the layout (step_optimizer(),
+// exchange_stats(), metrics(), end_training()); neither asks which kind it is: one process
+// (LocalGradSync), data parallelism (DataParallel), whose full buckets are all-reduced,
+// reduce-scattered into each rank's shard under ZeRO-1/2 (zero_partition.h) or pushed to
+// parameter servers (bucket_exchange.h), and servers that hold the parameters
+// (ps/remote_parameters.h). A script's own loop (loom.parallel)
 // holds one made by make_replica_sync (replicated_layout.h).
 //
 // Per optimizer step: zero_grad(); then for each micro-batch prepare() before its forward, its
@@ -26,23 +27,9 @@
 
 #include "loom/core/step_phase.h"
 #include "loom/parallel/bucket_plan.h"
+#include "loom/parallel/layout_metrics.h"
 
 namespace loom::parallel {
-
-// What one parameter server reported of its work so far in the run (ps/ps_server.h).
-struct ServerLoad {
-  std::int64_t steps = 0;
-  std::int64_t bytes_in = 0, bytes_out = 0;
-  double sum_seconds = 0;     // adding the workers' parts
-  double active_seconds = 0;  // per step: first part received to last sum sent
-  // Servers holding the parameters (async, SSP): the most steps of the slowest worker that
-  // parameters it sent a worker lacked.
-  std::int64_t max_staleness = 0;
-  // CPU time of the server's process (all its threads) since it began serving: receiving,
-  // summing and sending. Unlike active_seconds it leaves out waiting for the workers, so it
-  // compares the servers' work even where one of them is handed the step's first part.
-  double busy_seconds = 0;
-};
 
 // What the last synchronised step's gradient exchange cost (all zero where nothing is exchanged).
 struct SyncStats {
@@ -50,13 +37,6 @@ struct SyncStats {
   std::size_t bytes = 0;
   double comm_seconds = 0;     // first exchange start to last exchange end
   double exposed_seconds = 0;  // finish() waiting: communication not hidden behind backward
-  // Parameter servers, on worker rank 0: every server's totals after this step, and the size of
-  // the largest part (the unit of their balance).
-  std::vector<ServerLoad> servers;
-  std::int64_t largest_part_bytes = 0;
-  // Servers holding the parameters: steps of the slowest worker that the parameters this rank
-  // trains on next lack (0 in lockstep); -1 where parameters are not pulled.
-  std::int64_t staleness = -1;
   // Share of the communication hidden behind backward, 0..1.
   double overlap() const {
     return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
@@ -85,7 +65,11 @@ class GradSync {
   // Makes state outside the gradients (e.g. BatchNorm statistics) the same on every rank, as
   // before an evaluation split over the ranks.
   virtual void sync_buffers() = 0;
+  // What the last synchronised step's exchange cost, as every kind of exchange counts it.
   virtual const SyncStats& last_stats() const = 0;
+  // What this kind of exchange adds to the run's metrics of its own (the parameter servers' load
+  // and staleness); null where nothing. Owned by the exchange.
+  virtual LayoutMetrics* metrics() { return nullptr; }
 
   // The optimizer step, once the step's gradients are final. `local_step` runs this rank's
   // optimizer at learning rate `lr`. Servers that hold the parameters take over here: they apply

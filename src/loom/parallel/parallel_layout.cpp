@@ -20,9 +20,15 @@ void ParallelLayout::clip_gradients(double max_norm) {
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }
 
+std::vector<LayoutMetrics*> ParallelLayout::metrics() {
+  if (LayoutMetrics* exchange = grad_sync_->metrics()) return {exchange};
+  return {};
+}
+
 LayoutReport ParallelLayout::report() {
   LayoutReport r;
   r.exchange = grad_sync_->describe();
+  for (const LayoutMetrics* piece : metrics()) piece->fill(r);
   return r;
 }
 

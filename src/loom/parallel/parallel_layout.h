@@ -9,8 +9,9 @@
 //
 // Per run: parameters() and buffers() are what this rank trains and saves (the optimizer is
 // made over them); start() once they hold the values to start from (after a resume); every
-// step run_step(), then clip_gradients() and grad_sync().step() around the optimizer;
-// grad_sync().end_training() after the last.
+// step run_step(), then clip_gradients() and step_optimizer() around the optimizer;
+// end_training() after the last. What the layout's pieces cost goes to the run's accounting
+// through exchange_stats() (every layout's) and metrics() (each piece's own).
 //
 // Threading: one thread (the training loop's). Collective methods must be called by every
 // training rank in the same order.
@@ -32,7 +33,9 @@
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/parallel/layout_metrics.h"
 #include "loom/parallel/layout_plan.h"
+#include "loom/parallel/layout_report.h"
 #include "loom/parallel/step_executor.h"
 
 namespace loom::parallel {
@@ -63,26 +66,6 @@ struct CheckpointTensors {
   // sends complete; it must be called once the writing is over, whatever its outcome.
   std::vector<TensorToFetch> model_to_fetch, optimizer_to_fetch;
   std::function<void()> finish;
-};
-
-// How the layout did, for the summary and the advisor.
-struct LayoutReport {
-  std::string exchange;  // GradSync::describe()
-  std::string backend;   // of the training ranks' communicator; "" for one process
-  // Every training rank's forward, backward and optimizer seconds over the steady steps, by
-  // rank (data parallelism and parameter servers; empty otherwise).
-  std::vector<double> worker_compute_seconds;
-  // Parameter servers: their totals (rank 0's view), hosts, and the plan's largest part.
-  std::vector<ServerLoad> servers;
-  std::vector<std::string> server_hosts;
-  std::int64_t largest_part_bytes = 0;
-  // Pipelines: the schedule, blocks per stage ("4,6"), every pipeline rank's peak of tensor
-  // memory while training, and a micro-batch count the plan simulated with a smaller bubble
-  // (0: none) with that bubble; the plan as `loom pipeline plan` prints it (rank 0).
-  std::string schedule, split, plan_text;
-  std::vector<double> peak_bytes;
-  int64_t better_microbatches = 0;
-  double better_bubble = 0;
 };
 
 // Scales the gradients of `parameters` so that the norm over all of them, on every rank of
@@ -121,6 +104,19 @@ class ParallelLayout {
   // One optimizer step's forward and backward work (after start()).
   StepOutcome run_step(const MicroBatchSource& micro_batch) { return executor_->run(micro_batch); }
   int64_t micro_batches() const { return plan_.step.micro_batches; }
+  // The optimizer step, once the step's gradients are final: `local_step` runs this rank's
+  // optimizer at `lr` (servers that keep the parameters apply the step themselves).
+  void step_optimizer(double lr, const std::function<void()>& local_step) {
+    grad_sync_->step(lr, local_step);
+  }
+  // After the last step: every rank then holds the final parameters.
+  void end_training() { grad_sync_->end_training(); }
+  // What the last step's gradient exchange cost (buckets, bytes, exposed communication).
+  const SyncStats& exchange_stats() const { return grad_sync_->last_stats(); }
+  // The layout's pieces that report metrics of their own (layout_metrics.h), for the run's
+  // accounting at each log line; owned by the layout.
+  virtual std::vector<LayoutMetrics*> metrics();
+  // The exchange itself, for what tunes it (bucket limits) or fetches state it holds.
   GradSync& grad_sync() { return *grad_sync_; }
   const GradSync& grad_sync() const { return *grad_sync_; }
 
@@ -169,7 +165,8 @@ class ParallelLayout {
   virtual std::string plan_text() const { return ""; }
   // What a rank of this layout waits for besides its data, for the stall watchdog.
   virtual std::string describe_waits() const { return grad_sync_->describe(); }
-  // Its part of the summary (collective where by_trainer() is).
+  // Its part of the summary, with every piece's of metrics() (collective where by_trainer()
+  // is).
   virtual LayoutReport report();
 
  protected:

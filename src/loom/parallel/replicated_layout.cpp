@@ -151,12 +151,6 @@ at::Tensor ReplicatedLayout::combine_eval_sums(at::Tensor sums) {
 LayoutReport ReplicatedLayout::report() {
   LayoutReport r = ParallelLayout::report();
   if (replicated()) r.backend = trainers_->backend();
-  const SyncStats& stats = grad_sync_->last_stats();
-  if (plan_.mode == LayoutMode::kParameterServers) {
-    r.servers = stats.servers;
-    r.server_hosts = options_.ps.server_hosts;
-    r.largest_part_bytes = stats.largest_part_bytes;
-  }
   return r;
 }
 

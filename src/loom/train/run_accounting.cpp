@@ -37,7 +37,6 @@ double RunAccounting::end_step(int64_t step, int64_t samples, double loss,
   }
   window_comm_seconds_ += sync.comm_seconds;
   window_comm_exposed_ += sync.exposed_seconds;
-  window_staleness_ = std::max(window_staleness_, sync.staleness);
   if (steady) {
     steady_seconds_ += seconds;
     steady_samples_ += samples;
@@ -58,8 +57,9 @@ double RunAccounting::window_samples_per_second() const {
   return window_seconds_ > 0 ? static_cast<double>(window_samples_) / window_seconds_ : 0.0;
 }
 
-nlohmann::ordered_json RunAccounting::log_window(int64_t step, int64_t epoch, double loss,
-                                                 double lr) {
+nlohmann::ordered_json RunAccounting::log_window(
+    int64_t step, int64_t epoch, double loss, double lr,
+    const std::vector<parallel::LayoutMetrics*>& pieces) {
   const double rate = window_samples_per_second();
   const double tokens = rate * static_cast<double>(options_.tokens_per_sample);
   nlohmann::ordered_json record = {{"type", "step"},
@@ -76,13 +76,12 @@ nlohmann::ordered_json RunAccounting::log_window(int64_t step, int64_t epoch, do
                                  ? std::max(0.0, 1.0 - window_comm_exposed_ / window_comm_seconds_)
                                  : 0.0;
   }
-  // Servers holding the parameters: the most steps of the slowest worker that this rank's
-  // parameters lacked in the window.
-  if (window_staleness_ >= 0) record["staleness"] = window_staleness_;
+  std::vector<nlohmann::ordered_json> records;
+  for (parallel::LayoutMetrics* piece : pieces) piece->close_window(step, record, records);
   write(record);
+  for (const auto& own : records) write(own);
   window_seconds_ = window_loss_ = window_comm_seconds_ = window_comm_exposed_ = 0;
   window_steps_ = window_samples_ = window_losses_ = 0;
-  window_staleness_ = -1;
   return record;
 }
 

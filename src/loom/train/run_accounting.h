@@ -26,6 +26,7 @@
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/parallel/layout_metrics.h"
 #include "loom/profile/advisor.h"
 #include "loom/train/metrics_log.h"
 #include "loom/train/step_telemetry.h"
@@ -75,8 +76,10 @@ class RunAccounting : public PhaseSink {
   double window_samples_per_second() const;
   bool window_empty() const { return window_steps_ == 0; }
   // The log line: a "step" record of the window (with `loss`, which a data-parallel run has
-  // averaged over its ranks), to metrics.jsonl and TensorBoard; starts a new window. Returns it.
-  nlohmann::ordered_json log_window(int64_t step, int64_t epoch, double loss, double lr);
+  // averaged over its ranks) and what the layout's `pieces` add to it and after it (their own
+  // records), to metrics.jsonl and TensorBoard; starts a new window. Returns the step record.
+  nlohmann::ordered_json log_window(int64_t step, int64_t epoch, double loss, double lr,
+                                    const std::vector<parallel::LayoutMetrics*>& pieces = {});
   void log_eval(int64_t step, double loss, double accuracy, double perplexity) {
     telemetry_.log_eval(step, loss, accuracy, perplexity);
   }
@@ -120,7 +123,6 @@ class RunAccounting : public PhaseSink {
   double window_seconds_ = 0, window_loss_ = 0;
   int64_t window_steps_ = 0, window_samples_ = 0, window_losses_ = 0;
   double window_comm_seconds_ = 0, window_comm_exposed_ = 0;
-  int64_t window_staleness_ = -1;  // the most a pulled parameter lagged; -1: nothing pulled
 };
 
 }  // namespace loom::train

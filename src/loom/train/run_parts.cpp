@@ -117,7 +117,7 @@ void fill_parts_summary(const RunParts& parts, const RunInfo& info, const Config
     s.peak_cached_bytes_in_use = stats.peak_bytes_in_use;
     s.allocator_hit_rate = stats.allocations ? double(stats.cache_hits) / stats.allocations : 0.0;
   }
-  s.buckets = parts.layout->grad_sync().last_stats().buckets;
+  s.buckets = parts.layout->exchange_stats().buckets;
 }
 
 profile::RunProfile parts_profile(const RunParts& parts, const Config& config, const RunPlan& plan,

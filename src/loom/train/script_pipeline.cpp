@@ -176,6 +176,6 @@ std::optional<parallel::CheckpointTensors> ScriptPipeline::gather(
 }
 std::string ScriptPipeline::manifest_json() const { return state_->layout->manifest_json(); }
 void ScriptPipeline::set_phase_sink(PhaseSink* sink) { state_->observer.sink_ = sink; }
-void ScriptPipeline::close() { state_->layout->grad_sync().end_training(); }
+void ScriptPipeline::close() { state_->layout->end_training(); }
 
 }  // namespace loom::train

@@ -107,7 +107,11 @@ void StepAccounting::State::write_window() {
   if (accounting_.window_empty()) return;
   const double loss = accounting_.window_loss();
   if (!std::isnan(loss)) last_loss_ = loss;
-  accounting_.log_window(accounting_.steps(), epoch_, std::isnan(loss) ? 0.0 : loss, lr_);
+  std::vector<parallel::LayoutMetrics*> pieces;
+  if (auto exchange = exchange_.lock()) {
+    if (parallel::LayoutMetrics* own = exchange->metrics()) pieces.push_back(own);
+  }
+  accounting_.log_window(accounting_.steps(), epoch_, std::isnan(loss) ? 0.0 : loss, lr_, pieces);
 }
 
 TrainSummary StepAccounting::State::finish() {

@@ -69,8 +69,6 @@ void TrainingRun::set_up() {
   if (!parts_.data.train->worker_stats().empty()) {
     remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*parts_.data.train);
   }
-  // Its windows start now; rows are written only where servers report their load.
-  if (leader()) server_metrics_ = std::make_unique<ServerMetrics>();
 
   info_.machine = describe(options_.topology);
   info_.train_samples = parts_.data.train->samples();
@@ -108,7 +106,7 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   // Servers that keep the parameters push and pull here: that is communication the step waits
   // for, around the optimizer's own work.
   accounting_->enter(Phase::kCommExposed);
-  parts_.layout->grad_sync().step(last_lr_, [&] {
+  parts_.layout->step_optimizer(last_lr_, [&] {
     accounting_->enter(Phase::kOptimizer);
     parts_.optimizer->step();
     accounting_->enter(Phase::kCommExposed);
@@ -174,7 +172,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     const bool tuning = autotune_ && autotune_->tuning();
     const int64_t samples = position_.samples - samples_before;
     const double dt = accounting_->end_step(position_.step + 1, samples, loss,
-                                            parts_.layout->grad_sync().last_stats(), !tuning);
+                                            parts_.layout->exchange_stats(), !tuning);
     ++position_.step;
     position_.step_in_epoch = s + 1;
     if (tuning) {
@@ -276,7 +274,7 @@ TrainSummary TrainingRun::run() {
   while (!preempted_ && position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
-  parts_.layout->grad_sync().end_training();
+  parts_.layout->end_training();
   save_checkpoint();
   // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
   accounting_->merge_traces(world_ > 1 ? options_.communicator : nullptr, plan_.world);

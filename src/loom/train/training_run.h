@@ -32,7 +32,6 @@
 #include "loom/train/run_accounting.h"
 #include "loom/train/run_checkpoints.h"
 #include "loom/train/run_parts.h"
-#include "loom/train/server_metrics.h"
 #include "loom/train/stall_watchdog.h"
 #include "loom/train/step_faults.h"
 #include "loom/train/train_data.h"
@@ -129,7 +128,6 @@ class TrainingRun : private parallel::StepObserver {
   int replica_ = 0;           // which of them this rank belongs to
   std::unique_ptr<RunAccounting> accounting_;            // steps, windows, files, summary
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
-  std::unique_ptr<ServerMetrics> server_metrics_;        // with parameter servers
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
   std::optional<profile::FlopCounter> flop_counter_;  // around the run's first forward pass

@@ -104,13 +104,8 @@ void TrainingRun::report_step(double loss) {
   r.log_line = log_line;
   if (options_.observer) options_.observer->on_step(r);
   if (!log_line) return;
-  accounting_->log_window(r.step, r.epoch + 1, r.loss, r.learning_rate);
+  accounting_->log_window(r.step, r.epoch + 1, r.loss, r.learning_rate, parts_.layout->metrics());
   if (remote_metrics_) accounting_->write(remote_metrics_->window_record(r.step));
-  // Parameter servers report their load to worker 0 with every step.
-  if (const auto& servers = parts_.layout->grad_sync().last_stats().servers;
-      server_metrics_ && !servers.empty()) {
-    accounting_->write(server_metrics_->window_record(r.step, servers));
-  }
 }
 
 TrainSummary TrainingRun::summarize() {

@@ -28,7 +28,7 @@
 #include <string>
 
 #include "loom/comm/communicator.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/ps/server_load.h"
 #include "loom/parallel/ps/ps_exchange.h"
 #include "loom/parallel/ps/server_update.h"
 

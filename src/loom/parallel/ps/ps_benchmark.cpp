@@ -104,6 +104,7 @@ PsBenchResult run_ps_benchmark(const std::shared_ptr<comm::Rendezvous>& rendezvo
       for (size_t i = 0; i < buckets.size(); ++i) works.push_back(exchange.start(i, buckets[i]));
       for (const comm::WorkPtr& w : works) w->wait(timeout);
       exchange.step_finished(stats);
+      result.server_loads = exchange.metrics()->totals();
       const double ps = seconds_since(begin);
       if (r < 0) continue;
       result.ring_steps.push_back(ring);
@@ -113,7 +114,6 @@ PsBenchResult run_ps_benchmark(const std::shared_ptr<comm::Rendezvous>& rendezvo
   }
   result.ring_seconds = upper_median(result.ring_steps);
   result.ps_seconds = upper_median(result.ps_steps);
-  result.server_loads = stats.servers;
   return result;
 }
 

@@ -16,7 +16,7 @@
 
 #include "loom/comm/rendezvous.h"
 #include "loom/core/config.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/ps/server_load.h"
 
 namespace loom::parallel::ps {
 

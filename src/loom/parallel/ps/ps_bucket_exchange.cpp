@@ -11,7 +11,7 @@
 namespace loom::parallel::ps {
 
 PsBucketExchange::PsBucketExchange(comm::Communicator& world, PsExchangeOptions options)
-    : world_(world), options_(std::move(options)) {
+    : world_(world), options_(std::move(options)), servers_(options_.server_hosts, 0) {
   const PsRoles& roles = options_.roles;
   if (roles.workers < 1 || roles.servers < 1 || roles.workers + roles.servers != world.world()) {
     throw ConfigError("parallel.ps.servers: " + std::to_string(roles.servers) + " servers and " +
@@ -52,6 +52,7 @@ void PsBucketExchange::buckets_changed(const std::vector<at::Tensor>& buckets) {
   if (!buckets.empty()) dtype_ = buckets[0].scalar_type();
   plan_ = plan_parts(sizes, static_cast<std::int64_t>(c10::elementSize(dtype_)),
                      options_.part_bytes, options_.roles.servers);
+  servers_.set_largest_part_bytes(plan_.largest_part_bytes());
   ++plan_version_;
   plan_changed_ = true;
   buckets_ = buckets;
@@ -150,17 +151,19 @@ comm::WorkPtr PsBucketExchange::start(std::size_t index, const at::Tensor& bucke
                                            std::move(groups));
 }
 
-void PsBucketExchange::step_finished(SyncStats& stats) {
+void PsBucketExchange::step_finished(SyncStats&) {
   wait_for_control_sends();
   // Each server sends worker 0 its totals after the step's last sum; the receive is posted only
   // now, since receives from a peer pair with its sends in order.
-  stats.servers.clear();
-  stats.largest_part_bytes = plan_.largest_part_bytes();
-  for (int s = 0; world_.rank() == 0 && s < options_.roles.servers; ++s) {
-    at::Tensor load = at::zeros({kLoadWords}, at::kDouble);
-    comm::wait_named(world_.recv(load, options_.roles.server_rank(s)),
-                     "ps totals of " + server_name(s), world_.options().timeout);
-    stats.servers.push_back(decode_load(load));
+  if (world_.rank() == 0) {
+    std::vector<ServerLoad> totals;
+    for (int s = 0; s < options_.roles.servers; ++s) {
+      at::Tensor load = at::zeros({kLoadWords}, at::kDouble);
+      comm::wait_named(world_.recv(load, options_.roles.server_rank(s)),
+                       "ps totals of " + server_name(s), world_.options().timeout);
+      totals.push_back(decode_load(load));
+    }
+    servers_.heard(std::move(totals));
   }
   ++step_;
   in_step_ = false;

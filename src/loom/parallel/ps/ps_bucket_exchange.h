@@ -21,6 +21,7 @@
 #include "loom/parallel/ps/part_plan.h"
 #include "loom/parallel/ps/ps_exchange.h"
 #include "loom/parallel/ps/ps_protocol.h"
+#include "loom/parallel/ps/server_window.h"
 
 namespace loom::parallel::ps {
 
@@ -41,6 +42,8 @@ class PsBucketExchange : public BucketExchange {
   bool filled(std::size_t index, std::int64_t offset, std::int64_t elements) override;
   comm::WorkPtr start(std::size_t index, const at::Tensor& bucket) override;
   void step_finished(SyncStats& stats) override;
+  // The servers' load, as worker 0 hears it after every step.
+  ServerWindow* metrics() override { return &servers_; }
   // Tells the servers to stop; worker 0 waits until each has closed its books (its trace).
   void end_training() override;
   std::string describe() const override;
@@ -78,6 +81,7 @@ class PsBucketExchange : public BucketExchange {
     comm::WorkPtr work;
   };
   std::vector<ControlSend> control_;  // this step's header (and plan) sends
+  ServerWindow servers_;
 };
 
 }  // namespace loom::parallel::ps

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/ps/server_load.h"
 
 namespace loom::parallel::ps {
 

@@ -14,7 +14,7 @@
 #include <functional>
 
 #include "loom/comm/communicator.h"
-#include "loom/parallel/grad_sync.h"
+#include "loom/parallel/ps/server_load.h"
 #include "loom/parallel/ps/ps_exchange.h"
 
 namespace loom::parallel::ps {

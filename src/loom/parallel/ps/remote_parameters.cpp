@@ -23,7 +23,8 @@ RemoteParameters::RemoteParameters(models::NamedTensors parameters, models::Name
       world_(world),
       options_(std::move(options)),
       layout_(parameters_),
-      step_(options_.first_step) {
+      step_(options_.first_step),
+      servers_(options_.server_hosts, 0) {
   const PsRoles& roles = options_.roles;
   if (roles.workers != workers.world() || roles.workers + roles.servers != world.world() ||
       world.rank() >= roles.workers) {
@@ -33,6 +34,7 @@ RemoteParameters::RemoteParameters(models::NamedTensors parameters, models::Name
                       std::to_string(world.rank()) + ") a worker");
   }
   plan_ = plan_parts({layout_.elements()}, sizeof(float), options_.part_bytes, roles.servers);
+  servers_.set_largest_part_bytes(plan_.largest_part_bytes());
   parts_of_.resize(static_cast<size_t>(roles.servers));
   for (std::size_t p = 0; p < plan_.parts.size(); ++p) {
     parts_of_[static_cast<size_t>(plan_.parts[p].server)].push_back(p);
@@ -141,9 +143,11 @@ RemoteParameters::Answer RemoteParameters::request(Command command, double lr,
       answer.staleness = std::max(answer.staleness, reply.staleness);
       answer.optimizer_steps = std::max(answer.optimizer_steps, reply.optimizer_steps);
     }
-    stats_.servers.clear();
-    for (const at::Tensor& load : loads) stats_.servers.push_back(decode_load(load));
-    stats_.largest_part_bytes = plan_.largest_part_bytes();
+    if (leader) {
+      std::vector<ServerLoad> totals;
+      for (const at::Tensor& load : loads) totals.push_back(decode_load(load));
+      servers_.heard(std::move(totals));
+    }
     at::NoGradGuard no_grad;
     layout_.scatter(flat_, parameter_tensors());
   }
@@ -171,7 +175,7 @@ void RemoteParameters::step(double lr, const std::function<void()>& local_step) 
   stats_.bytes = 2 * static_cast<std::size_t>(layout_.elements()) * sizeof(float);
   stats_.comm_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   stats_.exposed_seconds = stats_.comm_seconds;  // nothing overlaps the push and pull
-  stats_.staleness = answer.staleness;
+  servers_.pulled(answer.staleness);
 }
 
 void RemoteParameters::sync_buffers() {

@@ -27,6 +27,7 @@
 #include "loom/parallel/ps/part_plan.h"
 #include "loom/parallel/ps/ps_exchange.h"
 #include "loom/parallel/ps/ps_protocol.h"
+#include "loom/parallel/ps/server_window.h"
 
 namespace loom::parallel::ps {
 
@@ -60,6 +61,8 @@ class RemoteParameters : public GradSync {
   // over the workers, which then evaluate one model.
   void sync_buffers() override;
   const SyncStats& last_stats() const override { return stats_; }
+  // The servers' load (worker 0) and how stale the pulled parameters were (every worker).
+  ServerWindow* metrics() override { return &servers_; }
   std::string describe() const override;
 
   void step(double lr, const std::function<void()>& local_step) override;
@@ -91,6 +94,7 @@ class RemoteParameters : public GradSync {
   std::int64_t step_ = 0;
   bool broken_ = false;  // a request failed: the servers learn of it from their timeout
   SyncStats stats_;
+  ServerWindow servers_;
 };
 
 }  // namespace loom::parallel::ps
