@@ -85,6 +85,21 @@ nlohmann::ordered_json RunAccounting::log_window(
   return record;
 }
 
+void RunAccounting::log_epoch(const EpochReport& r) {
+  nlohmann::ordered_json record = {{"type", "epoch"},
+                                   {"epoch", r.epoch + 1},
+                                   {"step", r.step},
+                                   {"train_loss", r.train_loss},
+                                   {"seconds", r.seconds}};
+  if (r.evaluated) {
+    record["test_loss"] = r.test_loss;
+    record["test_accuracy"] = r.test_accuracy;
+    if (r.test_perplexity > 0) record["test_perplexity"] = r.test_perplexity;
+    telemetry_.log_eval(r.step, r.test_loss, r.test_accuracy, r.test_perplexity);
+  }
+  write(record);
+}
+
 double RunAccounting::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - options_.start).count();
 }

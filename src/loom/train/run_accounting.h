@@ -80,9 +80,8 @@ class RunAccounting : public PhaseSink {
   // records), to metrics.jsonl and TensorBoard; starts a new window. Returns the step record.
   nlohmann::ordered_json log_window(int64_t step, int64_t epoch, double loss, double lr,
                                     const std::vector<parallel::LayoutMetrics*>& pieces = {});
-  void log_eval(int64_t step, double loss, double accuracy, double perplexity) {
-    telemetry_.log_eval(step, loss, accuracy, perplexity);
-  }
+  // The end of an epoch: an "epoch" record, with its evaluation (also to TensorBoard) if any.
+  void log_epoch(const EpochReport& r);
   void write(const nlohmann::ordered_json& record) {
     if (metrics_) metrics_->write(record);
   }

@@ -13,10 +13,21 @@ namespace loom::train {
 RunCheckpoints::RunCheckpoints(const Config& config, const std::string& out_dir, bool leader,
                                Parts parts)
     : config_(config),
+      leader_(leader),
       parts_(parts),
       store_(out_dir + "/checkpoints", config.checkpoint.keep,
              setting_int("LOOM_FAULT_KILL_IN_SAVE")) {
   if (leader) store_.remove_unfinished();  // what a killed save left behind
+}
+
+void RunCheckpoints::fill_summary(const TrainPosition& position, bool preempted,
+                                  TrainSummary& s) const {
+  s.last_checkpoint = last_;
+  // The writer knows whether the stop step's checkpoint was committed; the other ranks stopped
+  // with it and resume from what it wrote.
+  s.preempted_checkpoint = preempted && config_.checkpoint.enabled &&
+                           (!leader_ || committed_step_ == position.step);
+  s.checkpoint_failures = failures_;
 }
 
 data::LoaderState RunCheckpoints::loader_state(const TrainPosition& position) const {

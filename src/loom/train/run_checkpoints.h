@@ -21,6 +21,7 @@
 #include "loom/data/batch_source.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/trainer.h"
 
 namespace loom::train {
 
@@ -59,11 +60,16 @@ class RunCheckpoints {
   int64_t committed_step() const { return committed_step_; }  // of last(), on the writer
   int64_t failures() const { return failures_; }  // saves that failed under on_error: warn
 
+  // The summary's part at `position`: the last checkpoint, whether a preempted run (`preempted`)
+  // committed its stop step, and the failed saves.
+  void fill_summary(const TrainPosition& position, bool preempted, TrainSummary& s) const;
+
   // The training loader's place at `position`: its next batch.
   data::LoaderState loader_state(const TrainPosition& position) const;
 
  private:
   const Config& config_;
+  const bool leader_;
   Parts parts_;
   CheckpointStore store_;
   int64_t saved_step_ = -1, committed_step_ = -1, failures_ = 0;

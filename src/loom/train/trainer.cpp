@@ -1,34 +1,24 @@
 #include "loom/train/trainer.h"
 
-#include <ATen/Parallel.h>
-
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <optional>
-#include <thread>
 
 #include "loom/comm/rendezvous.h"
-#include "loom/core/caching_allocator.h"
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
-#include "loom/core/settings.h"
-#include "loom/models/model.h"
-#include "loom/models/recompute.h"
-#include "loom/profile/flops.h"
 #include "loom/train/optimizer.h"
-#include "loom/train/schedule.h"
 #include "loom/train/server_optimizer.h"
-#include "loom/train/train_data.h"
+#include "loom/train/schedule.h"
 #include "loom/train/training_run.h"
 
 namespace loom::train {
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
-  parts_ = build_run_parts(config_, options_, layouts_, replica_, replicas_, leader(), info_);
+  parts_ = build_run_parts(config_, options_, layouts_, plan_.replica, plan_.replicas, leader(),
+                           info_);
 
   steps_per_epoch_ = parts_.data.train->steps_per_epoch() / plan_.step.micro_batches;
   if (steps_per_epoch_ == 0) {
@@ -44,7 +34,7 @@ void TrainingRun::set_up() {
   checkpoints_ = std::make_unique<RunCheckpoints>(
       config_, options_.out_dir, leader(),
       RunCheckpoints::Parts{parts_.layout.get(), parts_.optimizer.get(), parts_.data.train.get(),
-                            replica_, plan_.step.micro_batches});
+                            plan_.replica, plan_.step.micro_batches});
   faults_ = StepFaults::for_rank(rank_, comm::restart_attempt());
   if (leader()) {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
@@ -59,7 +49,7 @@ void TrainingRun::set_up() {
   accounting.rank = rank_;
   accounting.source = parts_.data.train.get();
   accounting.tokens_per_sample = parts_.data.input.tokens_per_sample();
-  accounting.replicas = replicas_;
+  accounting.replicas = plan_.replicas;
   accounting.topology = options_.topology;
   accounting.ranks_on_host = options_.ranks_on_host;
   accounting.start = start_;
@@ -100,7 +90,7 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   set_learning_rate(*parts_.optimizer, last_lr_);
   const parallel::StepOutcome outcome =
       parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
-  position_.samples += outcome.samples * replicas_;
+  position_.samples += outcome.samples * plan_.replicas;
   accounting_->enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
@@ -147,10 +137,7 @@ void TrainingRun::loss_computed(double value) {
 }
 
 void TrainingRun::save_checkpoint() {
-  std::string autotune;
-  if (autotune_ && !autotune_->tuning() && autotune_->result()) {
-    autotune = autotune_json(*autotune_->result()).dump();  // resuming keeps it
-  }
+  const std::string autotune = autotune_ ? autotune_->checkpoint_json() : "";  // resuming keeps it
   if (!checkpoints_->save(position_, autotune, [this] { watchdog_->progress(); })) return;
   if (options_.observer) options_.observer->on_checkpoint(checkpoints_->last());
   // LOOM_FAULT_STOP_AFTER_STEP: preempted right after a commit.
@@ -175,10 +162,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
                                             parts_.layout->exchange_stats(), !tuning);
     ++position_.step;
     position_.step_in_epoch = s + 1;
-    if (tuning) {
-      autotune_->after_step(samples, dt);
-      if (!autotune_->tuning()) finish_autotune();
-    }
+    if (tuning) autotune_->after_step(position_.step, samples, dt);
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
     faults_.strike_after(position_.step);
@@ -210,18 +194,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     position_.epoch = epoch + 1;
     position_.step_in_epoch = 0;
   }
-  nlohmann::ordered_json record = {{"type", "epoch"},
-                                   {"epoch", epoch + 1},
-                                   {"step", r.step},
-                                   {"train_loss", r.train_loss},
-                                   {"seconds", r.seconds}};
-  if (r.evaluated) {
-    record["test_loss"] = r.test_loss;
-    record["test_accuracy"] = r.test_accuracy;
-    if (r.test_perplexity > 0) record["test_perplexity"] = r.test_perplexity;
-    accounting_->log_eval(r.step, r.test_loss, r.test_accuracy, r.test_perplexity);
-  }
-  accounting_->write(record);
+  accounting_->log_epoch(r);
   if (options_.observer) options_.observer->on_epoch(r);
   if (every == 0 && epoch_done) save_checkpoint();
 }
@@ -269,7 +242,11 @@ TrainSummary TrainingRun::run() {
   // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
   start_layout();
   start_watchdog();
-  if (config_.autotune.enabled) start_autotune();
+  if (config_.autotune.enabled) {
+    autotune_ = std::make_unique<RunAutotune>(
+        RunAutotune::Run{config_, options_, parts_, info_, *accounting_}, position_.step,
+        total_steps_ - position_.step, resumed_autotune_json_, checkpoints_->last());
+  }
   if (options_.observer) options_.observer->on_start(info_);
   while (!preempted_ && position_.step < total_steps_ && position_.epoch < config_.train.epochs) {
     train_epoch(position_.epoch, position_.step_in_epoch);

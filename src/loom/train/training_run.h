@@ -1,40 +1,30 @@
 // One call of train() (trainer.h): the training loop and what it keeps for the duration of the
 // run. Internal to train/. What the run is made of (data, model, layout, optimizer, losses,
 // feeder) is built by build_run_parts (run_parts.h); its checkpoints are RunCheckpoints', its
-// steps' accounting and files RunAccounting's, its testing aids StepFaults'. trainer.cpp holds
-// the loop (set-up, resume, steps, epochs, when to checkpoint and to stop);
-// training_run_reports.cpp what the run reports (log lines, evaluation, the summary and the
-// advisor's input) and the autotuner's glue.
+// steps' accounting and files RunAccounting's, its autotuner RunAutotune's, its testing aids
+// StepFaults'. trainer.cpp holds the loop (set-up, resume, steps, epochs, when to checkpoint and
+// to stop); training_run_reports.cpp what the run reports (log lines, evaluation, the summary).
 //
 // Threading: one thread (the caller of train()).
 #pragma once
 
 #include <chrono>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
-#include "loom/core/thread_cpu_time.h"
-#include "loom/models/loss.h"
-#include "loom/parallel/grad_sync.h"
 #include "loom/parallel/layout_plan.h"
-#include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/step_executor.h"
 #include "loom/profile/flops.h"
-#include "loom/profile/step_timer.h"
-#include "loom/train/autotune_session.h"
-#include "loom/train/checkpoint.h"
 #include "loom/train/evaluate.h"
 #include "loom/train/layout_factory.h"
-#include "loom/train/metrics_log.h"
-#include "loom/train/optimizer.h"
 #include "loom/train/remote_worker_metrics.h"
 #include "loom/train/run_accounting.h"
+#include "loom/train/run_autotune.h"
 #include "loom/train/run_checkpoints.h"
 #include "loom/train/run_parts.h"
 #include "loom/train/stall_watchdog.h"
 #include "loom/train/step_faults.h"
-#include "loom/train/train_data.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -58,15 +48,8 @@ class TrainingRun : private parallel::StepObserver {
         options_(options),
         plan_(layouts.plan().layout),
         layouts_(layouts),
-        start_(Clock::now()),
-        cpu_seconds_at_start_(process_cpu_seconds()) {
-    if (options.communicator) {
-      rank_ = options.communicator->rank();
-      world_ = options.communicator->world();
-    }
-    replicas_ = plan_.replicas;
-    replica_ = plan_.replica;
-  }
+        rank_(options.communicator ? options.communicator->rank() : 0),
+        world_(options.communicator ? options.communicator->world() : 1) {}
 
   TrainSummary run();
 
@@ -100,15 +83,13 @@ class TrainingRun : private parallel::StepObserver {
   EvalResult evaluate_test();
   // The summary of the run, written to summary.json by rank 0.
   TrainSummary summarize();
-  void start_autotune();
-  // Tuning is over: the run goes on with the chosen settings.
-  void finish_autotune();
 
   const Config& config_;  // as read: never written (derived values live in the plan)
   TrainOptions options_;
   const parallel::LayoutPlan plan_;  // the layout and the step's shape, derived once
   const LayoutFactory& layouts_;
-  Clock::time_point start_;
+  const Clock::time_point start_ = Clock::now();
+  const double cpu_seconds_at_start_ = process_cpu_seconds();
 
   RunParts parts_;  // data, model, layout, optimizer, losses, feeder
   std::unique_ptr<RunCheckpoints> checkpoints_;
@@ -123,17 +104,14 @@ class TrainingRun : private parallel::StepObserver {
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
   EvalResult last_eval_;
-  int rank_ = 0, world_ = 1;  // among the training ranks
-  int replicas_ = 1;          // data-parallel copies of the model (world / pipeline ranks)
-  int replica_ = 0;           // which of them this rank belongs to
+  const int rank_, world_;  // among the training ranks
   std::unique_ptr<RunAccounting> accounting_;            // steps, windows, files, summary
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
   std::optional<profile::FlopCounter> flop_counter_;  // around the run's first forward pass
-  double cpu_seconds_at_start_ = 0;
-  std::unique_ptr<AutotuneSession> autotune_;  // autotune.enabled
-  std::string resumed_autotune_json_;          // the checkpoint's finished result, if any
+  std::unique_ptr<RunAutotune> autotune_;  // autotune.enabled
+  std::string resumed_autotune_json_;      // the checkpoint's finished result, if any
 };
 
 }  // namespace loom::train
