@@ -2,41 +2,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <tuple>
 
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/tcp_store.h"
-#include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
-#include "loom/core/settings.h"
 #include "loom/core/termination.h"
-#include "loom/core/topology.h"
-#include "loom/parallel/ps/param_server.h"
-#include "loom/parallel/ps/ps_protocol.h"
-#include "loom/parallel/ps/ps_server.h"
+#include "loom/parallel/ps/serving.h"
 #include "loom/profile/trace_writer.h"
-#include "loom/train/server_optimizer.h"
+#include "loom/train/optimizer_on_servers.h"
 #include "loom/train/stall_watchdog.h"
 #include "loom/train/step_telemetry.h"
 
 namespace loom::train {
 namespace {
-
-// The servers' place in the job (the last ranks), its hash and every server's host: every rank
-// says its host, so that workers can name a server by where it runs.
-void describe_servers(Job& job) {
-  const parallel::LayoutPlan& plan = job.plan;
-  job.ps.roles.servers = plan.servers;
-  job.ps.roles.workers = plan.trainers;
-  job.ps.job = parallel::ps::job_hash(job.rendezvous->job());
-  std::vector<int> everyone(static_cast<size_t>(plan.world));
-  for (int r = 0; r < plan.world; ++r) everyone[static_cast<size_t>(r)] = r;
-  const auto hosts = job.rendezvous->exchange("loom/ps/host", host_name(), everyone);
-  job.ps.server_hosts.assign(hosts.begin() + plan.trainers, hosts.end());
-}
 
 // The server's spans of the steps the workers trace (profile.trace_wait + trace_warmup on, for
 // trace_active steps), on its own process track, closed once the workers are done.
@@ -59,51 +40,6 @@ parallel::ps::ServerHooks trace_hooks(const Config& config, const std::string& o
   return hooks;
 }
 
-// Serves as this rank's parameter server (job.plan.serves()) until the workers stop, as
-// parallel.ps.* says: summing gradients, or keeping the parameters (async, SSP, the optimizer
-// on the servers); logs its load now and then. With profile.trace and an `out_dir` the server's
-// spans of the traced steps go to its trace file there, which worker 0 merges into trace.json.
-parallel::ServerLoad serve_parameters(Job& job, const Config& config, const std::string& out_dir) {
-  comm::Communicator& world = *job.communicator;
-  const parallel::LayoutPlan& plan = job.plan;
-  const int server = world.rank() - plan.trainers;
-  // A server receives and sums parts of the same sizes every step: with the caching allocator
-  // their buffers are reused instead of page-faulted in afresh (on the 2-core test machine a
-  // fresh 24 MB buffer costs 28 ms to touch, a reused one 0.6 ms).
-  use_configured_allocator(config.runtime.allocator, detect_topology().memory_bytes);
-  auto last_log = std::chrono::steady_clock::now();
-  const std::int64_t kill_after =
-      server == 0 ? setting_int("LOOM_FAULT_KILL_SERVER_AFTER_STEP") : 0;
-  const auto on_step = [&](const parallel::ServerLoad& load) {
-    if (load.steps == kill_after) std::raise(SIGKILL);  // a server lost mid-run
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_log < std::chrono::seconds(30)) return;
-    last_log = now;
-    LOOM_LOG(kInfo, "ps") << "server " << server << ": " << load.steps << " steps, "
-                          << load.bytes_in / 1e6 << " MB in, " << load.bytes_out / 1e6
-                          << " MB out, summing " << load.sum_seconds << " s";
-  };
-  if (plan.servers_hold_parameters()) {
-    parallel::ps::ParamServerOptions options;
-    options.roles = job.ps.roles;
-    options.job = job.ps.job;
-    // Sync with the optimizer here is SSP with s = 0.
-    options.bounded = plan.ps_mode != parallel::PsMode::kAsync;
-    options.staleness = plan.staleness;
-    options.on_step = on_step;
-    options.hooks = trace_hooks(config, out_dir, world.rank(), server);
-    const auto update =
-        plan.optimizer_on_server ? server_optimizer(config.optimizer) : parallel::ps::add_deltas();
-    return parallel::ps::run_param_server(world, options, *update);
-  }
-  parallel::ps::PsServerOptions options;
-  options.roles = job.ps.roles;
-  options.job = job.ps.job;
-  options.on_step = on_step;
-  options.hooks = trace_hooks(config, out_dir, world.rank(), server);
-  return parallel::ps::run_server(world, options);
-}
-
 // Connects to the job's other ranks: the rendezvous, the job's communicator, and for parameter
 // servers their description and the workers' own group.
 void connect(Job& job, const Config& config) {
@@ -111,7 +47,7 @@ void connect(Job& job, const Config& config) {
   job.communicator =
       comm::make_communicator(config.comm.backend, job.rendezvous, comm_options(config));
   if (job.plan.mode != parallel::LayoutMode::kParameterServers) return;
-  describe_servers(job);
+  job.ps = parallel::ps::describe_servers(*job.rendezvous, job.plan);
   if (job.plan.serves()) return;
   // The workers train as data-parallel ranks among themselves and send their gradients through
   // the whole job's communicator.
@@ -151,7 +87,13 @@ JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
   // checkpoint that needs the server's state.
   catch_termination();
   if (options.before_serving) options.before_serving();
-  entry.served = serve_parameters(job, config, options.out_dir);
+  comm::Communicator& everyone = *job.communicator;
+  parallel::ps::ServingOptions serving;
+  serving.servers = job.ps;
+  serving.optimizer = run_optimizer(config.optimizer);
+  serving.hooks =
+      trace_hooks(config, options.out_dir, everyone.rank(), everyone.rank() - job.plan.trainers);
+  entry.served = parallel::ps::serve_parameters(everyone, job.plan, config, serving);
   return entry;
 }
 

@@ -5,7 +5,7 @@
 #include "loom/models/recompute.h"
 #include "loom/parallel/pipeline/pipeline_layout.h"
 #include "loom/parallel/replicated_layout.h"
-#include "loom/train/server_optimizer.h"
+#include "loom/train/optimizer_on_servers.h"
 
 namespace loom::train {
 

@@ -6,7 +6,7 @@
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/train/optimizer.h"
-#include "loom/train/server_optimizer.h"
+#include "loom/train/optimizer_on_servers.h"
 
 namespace loom::train {
 

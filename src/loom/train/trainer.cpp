@@ -9,7 +9,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/train/optimizer.h"
-#include "loom/train/server_optimizer.h"
+#include "loom/train/optimizer_on_servers.h"
 #include "loom/train/schedule.h"
 #include "loom/train/training_run.h"
 

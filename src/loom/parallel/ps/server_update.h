@@ -1,8 +1,8 @@
 // What a server that holds parameters does with what the workers push (param_server.h): add
 // parameter deltas that the workers' own optimizers made (parallel.ps.optimizer_on: worker, as
 // BytePS's asynchronous mode), or run an optimizer on the pushed gradients with state that
-// stays on the server (optimizer_on: server, the classic parameter server; train/ builds it from
-// the run's optimizer, server_optimizer.h).
+// stays on the server (optimizer_on: server, the classic parameter server; server_optimizer.h,
+// over the run's optimizer that train/ hands it).
 //
 // The server's parameters are its parts of the flat layout (flat_layout.h), one tensor per part.
 // Every optimizer Loom has works element by element with one set of hyperparameters, so updating

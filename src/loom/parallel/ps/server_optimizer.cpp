@@ -1,4 +1,4 @@
-#include "loom/train/server_optimizer.h"
+#include "loom/parallel/ps/server_optimizer.h"
 
 #include <ATen/ATen.h>
 
@@ -6,44 +6,43 @@
 
 #include "loom/core/error.h"
 #include "loom/parallel/ps/flat_layout.h"
-#include "loom/train/optimizer.h"
 
-namespace loom::train {
+namespace loom::parallel::ps {
 namespace {
 
 bool counts_steps(const OptimizerConfig& config) { return config.name != "sgd"; }
 
 std::string part_name(std::size_t i) { return "part" + std::to_string(i); }
 
-class OptimizerUpdate : public parallel::ps::ServerUpdate {
+class OptimizerUpdate : public ServerUpdate {
  public:
-  explicit OptimizerUpdate(OptimizerConfig config)
-      : config_(std::move(config)), fields_(held_state_fields(config_)) {}
+  explicit OptimizerUpdate(RunOptimizer optimizer)
+      : run_(std::move(optimizer)), fields_(held_state_fields(run_.config)) {}
 
   void attach(std::vector<at::Tensor> parts, const std::vector<at::Tensor>& state,
               std::int64_t steps) override {
     parts_.clear();
     for (std::size_t i = 0; i < parts.size(); ++i) parts_.emplace_back(part_name(i), parts[i]);
-    optimizer_ = make_optimizer(config_, parts_);
+    optimizer_ = run_.make(parts_);
     steps_ = steps;
     if (state.empty()) return;
     models::NamedTensors named;
     for (std::size_t i = 0; i < parts_.size(); ++i) {
       for (std::size_t f = 0; f < fields_.size(); ++f) {
-        named.emplace_back(optimizer_state_name(part_name(i), fields_[f]),
+        named.emplace_back(run_.state_name(part_name(i), fields_[f]),
                            state.at(i * fields_.size() + f));
       }
-      if (counts_steps(config_)) {
-        named.emplace_back(optimizer_state_name(part_name(i), "step"),
+      if (counts_steps(run_.config)) {
+        named.emplace_back(run_.state_name(part_name(i), "step"),
                            at::scalar_tensor(steps, at::kLong));
       }
     }
-    import_optimizer_state(*optimizer_, config_.name, parts_, named);
+    run_.import_state(*optimizer_, parts_, named);
   }
 
   void apply(const std::vector<at::Tensor>& pushed, double lr, double weight) override {
     for (std::size_t i = 0; i < parts_.size(); ++i) parts_[i].second.mutable_grad() = pushed[i];
-    set_learning_rate(*optimizer_, lr * weight);
+    run_.set_learning_rate(*optimizer_, lr * weight);
     optimizer_->step();
     ++steps_;
   }
@@ -52,13 +51,13 @@ class OptimizerUpdate : public parallel::ps::ServerUpdate {
 
   std::vector<at::Tensor> state() const override {
     std::map<std::string, at::Tensor> saved;
-    for (auto& [name, t] : export_optimizer_state(*optimizer_, config_.name, parts_)) {
+    for (auto& [name, t] : run_.export_state(*optimizer_, parts_)) {
       saved[name] = t;
     }
     std::vector<at::Tensor> out;
     for (const auto& [name, part] : parts_) {
       for (const std::string& field : fields_) {
-        auto it = saved.find(optimizer_state_name(name, field));
+        auto it = saved.find(run_.state_name(name, field));
         out.push_back(it != saved.end() ? it->second : at::zeros_like(part));
       }
     }
@@ -68,7 +67,7 @@ class OptimizerUpdate : public parallel::ps::ServerUpdate {
   std::int64_t steps() const override { return steps_; }
 
  private:
-  OptimizerConfig config_;
+  RunOptimizer run_;
   std::vector<std::string> fields_;
   models::NamedTensors parts_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -85,36 +84,38 @@ std::vector<std::string> held_state_fields(const OptimizerConfig& config) {
   return {"exp_avg", "exp_avg_sq"};
 }
 
-std::unique_ptr<parallel::ps::ServerUpdate> server_optimizer(const OptimizerConfig& config) {
-  return std::make_unique<OptimizerUpdate>(config);
+std::unique_ptr<ServerUpdate> server_optimizer(RunOptimizer optimizer) {
+  return std::make_unique<OptimizerUpdate>(std::move(optimizer));
 }
 
-std::optional<parallel::HeldOptimizerState> flat_optimizer_state(
-    const OptimizerConfig& config, const models::NamedTensors& parameters,
-    const models::NamedTensors& state) {
+std::optional<HeldOptimizerState> flat_optimizer_state(const RunOptimizer& optimizer,
+                                                       const models::NamedTensors& parameters,
+                                                       const models::NamedTensors& state) {
+  const OptimizerConfig& config = optimizer.config;
   if (state.empty()) return std::nullopt;
   std::map<std::string, at::Tensor> saved(state.begin(), state.end());
-  const parallel::ps::FlatLayout layout(parameters);
-  parallel::HeldOptimizerState held;
+  const FlatLayout layout(parameters);
+  HeldOptimizerState held;
   for (const std::string& field : held_state_fields(config)) {
     std::vector<at::Tensor> tensors;
     for (const auto& [name, p] : parameters) {
-      auto it = saved.find(optimizer_state_name(name, field));
+      auto it = saved.find(optimizer.state_name(name, field));
       tensors.push_back(it != saved.end() ? it->second : at::Tensor());
     }
     held.fields.push_back(layout.flatten(tensors));
   }
   if (counts_steps(config) && !parameters.empty()) {
-    auto it = saved.find(optimizer_state_name(parameters.front().first, "step"));
+    auto it = saved.find(optimizer.state_name(parameters.front().first, "step"));
     if (it != saved.end()) held.steps = it->second.item<std::int64_t>();
   }
   return held;
 }
 
-models::NamedTensors named_optimizer_state(const OptimizerConfig& config,
+models::NamedTensors named_optimizer_state(const RunOptimizer& optimizer,
                                            const models::NamedTensors& parameters,
-                                           const parallel::HeldOptimizerState& held) {
-  const parallel::ps::FlatLayout layout(parameters);
+                                           const HeldOptimizerState& held) {
+  const OptimizerConfig& config = optimizer.config;
+  const FlatLayout layout(parameters);
   const auto fields = held_state_fields(config);
   if (held.fields.size() != fields.size()) {
     throw Error("ps: the servers sent " + std::to_string(held.fields.size()) +
@@ -124,16 +125,16 @@ models::NamedTensors named_optimizer_state(const OptimizerConfig& config,
   models::NamedTensors named;
   for (std::size_t i = 0; i < layout.size(); ++i) {
     if (counts_steps(config)) {
-      named.emplace_back(optimizer_state_name(layout.name(i), "step"),
+      named.emplace_back(optimizer.state_name(layout.name(i), "step"),
                          at::scalar_tensor(held.steps, at::kLong));
     }
     for (std::size_t f = 0; f < fields.size(); ++f) {
       // Contiguous copies: a checkpoint writes each tensor on its own.
-      named.emplace_back(optimizer_state_name(layout.name(i), fields[f]),
+      named.emplace_back(optimizer.state_name(layout.name(i), fields[f]),
                          layout.slice(held.fields[f], i).clone());
     }
   }
   return named;
 }
 
-}  // namespace loom::train
+}  // namespace loom::parallel::ps
