@@ -27,8 +27,8 @@
 #include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/pipeline/pipeline_layout.h"
-#include "loom/train/pipeline_plan.h"
-#include "loom/train/pipeline_run.h"
+#include "loom/parallel/pipeline/pipeline_plan.h"
+#include "loom/train/pipeline_planning.h"
 
 namespace loom::cli {
 namespace {
@@ -63,18 +63,18 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
   // Every rank plans at the same time, so that the blocks are profiled while the other cores
   // are as busy as they will be in the run; rank 0's plan is the one used (profiles differ a
   // little between processes).
-  const train::PipelinePlan plan = train::plan_pipeline(config, config.data.batch_size, topology);
+  const pp::PipelinePlan plan = pp::plan_pipeline(config, config.data.batch_size, topology,
+                                                  train::model_on_first_batch_of(config, topology));
   const pp::Schedule& schedule = plan.schedule;
   const std::vector<int> split =
       pp::shared_split(comm.get(), plan.partition.split_counts(), schedule.stages);
 
   // The model, on one fixed batch.
-  train::ModelOnBatch setup = train::model_on_first_batch(
-      config, config.data.batch_size, topology,
-      plan.recompute_every_chosen > 0 ? plan.recompute_every_chosen
-                                      : models::recompute_every(config.train));
+  pp::ModelOnBatch setup = train::model_on_first_batch(config, config.data.batch_size, topology,
+                                                       plan.recompute_every_chosen > 0
+                                                           ? plan.recompute_every_chosen
+                                                           : models::recompute_every(config.train));
   auto& model = setup.model;
-  const train::RuntimeChoice& runtime = setup.runtime;
   at::set_num_threads(world.world > 1 ? 1 : topology.usable_cores);
   const at::Tensor& images = setup.input;
   const at::Tensor& labels = setup.targets;
@@ -95,14 +95,14 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
     for (auto& [name, p] : owned) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(owned);
     pp::PipelineExecutorOptions options;
-    options.bf16 = runtime.bf16();
+    options.bf16 = setup.bf16;
     executor = std::make_unique<pp::PipelineExecutor>(schedule, stages, *loss, *sync, *comm, silent,
                                                       options);
   } else {
     for (auto& [name, p] : model->named_parameters()) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(model->named_parameters());
     executor = std::make_unique<parallel::AccumulatingExecutor>(
-        *model, *loss, *sync, silent, parallel::AccumulatingOptions{m, runtime.bf16()});
+        *model, *loss, *sync, silent, parallel::AccumulatingOptions{m, setup.bf16});
   }
   torch::optim::SGD optimizer(mine, torch::optim::SGDOptions(0.01).momentum(0.9));
 

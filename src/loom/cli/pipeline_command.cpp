@@ -9,7 +9,8 @@
 #include "loom/core/error.h"
 #include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/core/durable_file.h"
-#include "loom/train/pipeline_plan.h"
+#include "loom/parallel/pipeline/pipeline_plan.h"
+#include "loom/train/pipeline_planning.h"
 
 namespace loom::cli {
 namespace {
@@ -22,7 +23,7 @@ struct PipelineArgs {
 };
 
 // The simulated step as a Chrome trace: a process per rank, a slice per action.
-std::string trace_json(const train::PipelinePlan& p) {
+std::string trace_json(const parallel::pipeline::PipelinePlan& p) {
   nlohmann::json events = nlohmann::json::array();
   for (size_t r = 0; r < p.simulation.timeline.size(); ++r) {
     events.push_back({{"ph", "M"},
@@ -44,7 +45,7 @@ std::string trace_json(const train::PipelinePlan& p) {
 }
 
 // --json: the plan describe_plan() puts in words, as numbers (seconds, bytes, counts).
-nlohmann::ordered_json plan_json(const train::PipelinePlan& p) {
+nlohmann::ordered_json plan_json(const parallel::pipeline::PipelinePlan& p) {
   const auto& s = p.schedule;
   nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
   for (const auto& b : p.blocks) blocks.push_back(b.name);
@@ -115,9 +116,11 @@ Command add_pipeline_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   return {sub, [args] {
             const Config config = load_run_config(args->config_paths, args->overrides);
-            const train::PipelinePlan plan = train::plan_pipeline(
-                config, config.data.batch_size, detect_topology(), args->replicas);
-            if (!args->json) std::fputs(train::describe_plan(plan).c_str(), stdout);
+            const Topology topology = detect_topology();
+            const parallel::pipeline::PipelinePlan plan = parallel::pipeline::plan_pipeline(
+                config, config.data.batch_size, topology,
+                train::model_on_first_batch_of(config, topology), args->replicas);
+            if (!args->json) std::fputs(parallel::pipeline::describe_plan(plan).c_str(), stdout);
             if (!args->trace.empty()) {
               replace_file_atomically(args->trace, trace_json(plan));
               if (!args->json) std::printf("trace: %s\n", args->trace.c_str());

@@ -24,8 +24,9 @@ RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& 
   plan.layout = parallel::plan_layout(config, world, rank);
   plan.recompute_every = models::recompute_every(config.train);
   if (plan.layout.mode != parallel::LayoutMode::kPipeline) return plan;
-  plan.pipeline = agree_on_pipeline(config, plan.layout.step.replica_batch, options.topology,
-                                    *options.communicator);
+  plan.pipeline = parallel::pipeline::agree_on_pipeline(
+      config, plan.layout.step.replica_batch, options.topology,
+      model_on_first_batch_of(config, options.topology), *options.communicator);
   // The pipeline's plan may shard over the pipelines, or recompute, to fit the memory cap.
   plan.layout.zero_stage = std::max(plan.layout.zero_stage, plan.pipeline->zero);
   if (plan.pipeline->recompute_every > 0) plan.recompute_every = plan.pipeline->recompute_every;

@@ -14,7 +14,7 @@
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/parallel_layout.h"
-#include "loom/train/pipeline_run.h"
+#include "loom/train/pipeline_planning.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {

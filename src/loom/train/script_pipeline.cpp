@@ -6,8 +6,8 @@
 
 #include "loom/core/error.h"
 #include "loom/parallel/pipeline/pipeline_layout.h"
+#include "loom/parallel/pipeline/pipeline_plan.h"
 #include "loom/parallel/pipeline/simulator.h"
-#include "loom/train/pipeline_plan.h"
 
 namespace loom::train {
 namespace pp = parallel::pipeline;
@@ -29,7 +29,7 @@ pp::Schedule script_schedule(const ScriptPipelineOptions& o, int pipeline_ranks)
   config.microbatches = o.microbatches;
   config.schedule = o.schedule;
   config.chunks = o.chunks;
-  return pipeline_schedule(config);
+  return pp::pipeline_schedule(config);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "loom/train/pipeline_plan.h"
+#include "loom/parallel/pipeline/pipeline_plan.h"
 
 #include <ATen/Parallel.h>
 
@@ -11,20 +11,15 @@
 #include "loom/comm/comm_benchmark.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
-#include "loom/data/feeder.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/models/recompute.h"
 #include "loom/parallel/pipeline/block_profiler.h"
 #include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/parallel/pipeline/validator.h"
-#include "loom/train/runtime_choice.h"
-#include "loom/train/train_data.h"
 
-namespace loom::train {
+namespace loom::parallel::pipeline {
 namespace {
-
-namespace pp = parallel::pipeline;
 
 bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() &&
@@ -44,12 +39,11 @@ void append(std::string& out, const char* format, Args... args) {
 
 }  // namespace
 
-pp::Schedule pipeline_schedule(const PipelineConfig& c) {
+Schedule pipeline_schedule(const PipelineConfig& c) {
   if (!ends_with(c.schedule, ".csv")) {
-    pp::Schedule s =
-        pp::make_schedule(c.schedule, static_cast<int>(c.stages), static_cast<int>(c.chunks),
-                          static_cast<int>(c.microbatches));
-    pp::validate(s);  // generated schedules are valid by construction; a cheap guard
+    Schedule s = make_schedule(c.schedule, static_cast<int>(c.stages), static_cast<int>(c.chunks),
+                               static_cast<int>(c.microbatches));
+    validate(s);  // generated schedules are valid by construction; a cheap guard
     return s;
   }
   std::ifstream in(c.schedule);
@@ -58,7 +52,7 @@ pp::Schedule pipeline_schedule(const PipelineConfig& c) {
   }
   std::ostringstream text;
   text << in.rdbuf();
-  pp::Schedule s = pp::schedule_from_csv(text.str(), c.schedule);
+  Schedule s = schedule_from_csv(text.str(), c.schedule);
   if (s.ranks != c.stages || s.stages != c.stages * c.chunks || s.microbatches != c.microbatches) {
     throw ConfigError("config key 'parallel.pipeline.schedule': '" + c.schedule + "' has " +
                       std::to_string(s.ranks) + " ranks, " + std::to_string(s.stages) +
@@ -68,18 +62,18 @@ pp::Schedule pipeline_schedule(const PipelineConfig& c) {
                       " stages (x parallel.pipeline.chunks) and " + std::to_string(c.microbatches) +
                       " micro-batches");
   }
-  pp::validate(s);
+  validate(s);
   return s;
 }
 
 namespace {
 
-std::vector<pp::StageCosts> stage_costs(const pp::Partition& partition,
-                                        const std::vector<pp::BlockProfile>& blocks,
-                                        double bytes_per_second) {
-  std::vector<pp::StageCosts> out;
+std::vector<StageCosts> stage_costs(const Partition& partition,
+                                    const std::vector<BlockProfile>& blocks,
+                                    double bytes_per_second) {
+  std::vector<StageCosts> out;
   for (const auto& stage : partition.stages) {
-    pp::StageCosts c;
+    StageCosts c;
     for (int b = stage.first_block; b < stage.first_block + stage.blocks; ++b) {
       const auto& block = blocks[static_cast<size_t>(b)];
       c.forward_seconds += block.forward_seconds;
@@ -108,14 +102,14 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
   for (int64_t factor : {2, 4}) {
     const int64_t m = pc.microbatches * factor;
     if (batch_size % m != 0) break;
-    pp::Schedule more;
+    Schedule more;
     try {
-      more = pp::make_schedule(pc.schedule, static_cast<int>(pc.stages),
-                               static_cast<int>(pc.chunks), static_cast<int>(m));
+      more = make_schedule(pc.schedule, static_cast<int>(pc.stages), static_cast<int>(pc.chunks),
+                           static_cast<int>(m));
     } catch (const ConfigError&) {
       break;
     }
-    std::vector<pp::StageCosts> costs = plan.stage_costs;
+    std::vector<StageCosts> costs = plan.stage_costs;
     for (auto& c : costs) {
       const double scale = 1.0 / static_cast<double>(factor);
       c.forward_seconds *= scale;
@@ -124,7 +118,7 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
       c.activation_bytes *= scale;
       c.send_seconds *= scale;
     }
-    const pp::Simulation sim = pp::simulate(more, costs);
+    const Simulation sim = simulate(more, costs);
     const double best =
         plan.better_microbatches > 0 ? plan.better_bubble : 0.75 * plan.simulation.bubble_fraction;
     if (sim.bubble_fraction <= best) {
@@ -136,35 +130,6 @@ void suggest_microbatches(const PipelineConfig& pc, int64_t batch_size, Pipeline
 }
 
 }  // namespace
-
-ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
-                                  const Topology& topology, int64_t recompute_every) {
-  at::manual_seed(static_cast<uint64_t>(config.seed));
-  const CachingCpuAllocator* allocator = installed_caching_cpu_allocator();
-  const size_t before = allocator ? allocator->stats().bytes_in_use : 0;
-  TrainData data = load_train_data(config, batch_size, topology.usable_cores);
-  ModelOnBatch out;
-  out.model = models::make_model(config.model, data.input);
-  out.model->set_recompute_every(recompute_every);
-  out.runtime =
-      choose_runtime(config.runtime, topology, out.model->is_convolutional(), at::hasMKLDNN());
-  const auto format = out.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
-                                                                   : at::MemoryFormat::Contiguous;
-  out.model->set_memory_format(format);
-  out.model->train(true);
-  const data::Batch batch = data.train->batch(0, 0);
-  out.input = data::Feeder(data.stats, format).to_input(batch.inputs);
-  out.targets = batch.targets;
-  out.task = data.input.task;
-  if (allocator) {
-    double model_bytes = 0;
-    for (const auto& [name, t] : out.model->named_parameters()) model_bytes += t.nbytes();
-    for (const auto& [name, t] : out.model->named_buffers()) model_bytes += t.nbytes();
-    out.data_bytes = std::max(0.0, static_cast<double>(allocator->stats().bytes_in_use) -
-                                       static_cast<double>(before) - model_bytes);
-  }
-  return out;
-}
 
 double PipelinePlan::samples_per_second() const {
   return simulation.step_seconds > 0
@@ -206,13 +171,13 @@ struct MemoryChoice {
 struct ProfiledBlocks {
   std::string model;
   int64_t microbatch_samples = 0;
-  std::vector<pp::BlockProfile> blocks;
+  std::vector<BlockProfile> blocks;
   double data_bytes = 0;  // every rank's data in memory
   double link_bytes_per_second = 0;
 };
 
 ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, int64_t step_batch,
-                                 const Topology& topology) {
+                                 const Topology& topology, const MakeModelOnBatch& model_on_batch) {
   const PipelineConfig& pc = config.parallel.pipeline;
   if (step_batch % pc.microbatches != 0) {
     throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
@@ -226,7 +191,7 @@ ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, 
 
   // One real micro-batch, as the first stage would feed it.
   use_configured_allocator("caching", topology.memory_bytes);
-  ModelOnBatch setup = model_on_first_batch(config, step_batch, topology, recompute_every);
+  ModelOnBatch setup = model_on_batch(step_batch, recompute_every);
   models::Model& model = *setup.model;
   out.model = model.name();
   at::set_num_threads(1);  // a stage runs on one rank's threads; profile as one of two ranks
@@ -235,12 +200,12 @@ ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, 
   const at::Tensor labels = setup.targets.narrow(0, 0, n);
   models::check_blocks(model, input);
 
-  pp::BlockProfileOptions profile_options;
-  profile_options.bf16 = setup.runtime.bf16();
+  BlockProfileOptions profile_options;
+  profile_options.bf16 = setup.bf16;
   const std::unique_ptr<models::Loss> loss =
       models::make_task_loss(setup.task, config.train.label_smoothing);
-  out.blocks = pp::profile_blocks(model, input, labels, *loss, profile_options,
-                                  installed_caching_cpu_allocator());
+  out.blocks = profile_blocks(model, input, labels, *loss, profile_options,
+                              installed_caching_cpu_allocator());
   // Handing a stage's output to a rank of the same host over shared memory is a copy.
   out.link_bytes_per_second = comm::measure_memcpy_gbps() * 1e9;
   out.data_bytes = setup.data_bytes;
@@ -262,22 +227,21 @@ PipelinePlan plan_from_profile(const Config& config, int zero_stage, int64_t ste
 
   // Activations held per stage come from the schedule itself (a dry run); a rank's memory cap
   // is shared by its chunks.
-  pp::PartitionOptions options;
-  options.in_flight =
-      pp::simulate(plan.schedule, pp::uniform_costs(plan.schedule.stages)).peak_in_flight;
+  PartitionOptions options;
+  options.in_flight = simulate(plan.schedule, uniform_costs(plan.schedule.stages)).peak_in_flight;
   options.memory_cap_bytes = pc.memory_cap_mb * (1 << 20) / static_cast<double>(pc.chunks);
   options.link_bytes_per_second = plan.link_bytes_per_second;
   options.state_per_parameter_byte =
-      pp::state_per_parameter_byte(optimizer_states(config.optimizer), zero_stage, replicas);
+      state_per_parameter_byte(optimizer_states(config.optimizer), zero_stage, replicas);
   // Every rank loads the data: charge it to every stage (chunks share one rank's copy).
   plan.resident_bytes = profiled.data_bytes;
   options.resident_bytes = profiled.data_bytes / static_cast<double>(pc.chunks);
   const std::vector<int> split = parse_split(pc.split);
   if (split.empty()) {
-    plan.partition = pp::partition_blocks(plan.blocks, options);
+    plan.partition = partition_blocks(plan.blocks, options);
   } else {
     plan.manual_split = true;
-    plan.partition = pp::evaluate_split(plan.blocks, split, options);
+    plan.partition = evaluate_split(plan.blocks, split, options);
     if (options.memory_cap_bytes > 0 &&
         plan.partition.peak_memory_bytes() > options.memory_cap_bytes) {
       throw ConfigError("config key 'parallel.pipeline.split': " + pc.split + " needs " +
@@ -288,14 +252,14 @@ PipelinePlan plan_from_profile(const Config& config, int zero_stage, int64_t ste
   }
   const int stages = plan.schedule.stages;
   plan.uniform_slowest_seconds =
-      pp::evaluate_split(plan.blocks,
-                         pp::uniform_split(static_cast<int>(plan.blocks.size()), stages), options)
+      evaluate_split(plan.blocks, uniform_split(static_cast<int>(plan.blocks.size()), stages),
+                     options)
           .slowest_seconds();
   plan.parameter_balanced_slowest_seconds =
-      pp::evaluate_split(plan.blocks, pp::parameter_balanced_split(plan.blocks, stages), options)
+      evaluate_split(plan.blocks, parameter_balanced_split(plan.blocks, stages), options)
           .slowest_seconds();
   plan.stage_costs = stage_costs(plan.partition, plan.blocks, plan.link_bytes_per_second);
-  plan.simulation = pp::simulate(plan.schedule, plan.stage_costs);
+  plan.simulation = simulate(plan.schedule, plan.stage_costs);
   suggest_microbatches(pc, step_batch, plan);
   return plan;
 }
@@ -303,7 +267,7 @@ PipelinePlan plan_from_profile(const Config& config, int zero_stage, int64_t ste
 }  // namespace
 
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
-                           int replicas) {
+                           const MakeModelOnBatch& model_on_batch, int replicas) {
   // Blocks measured by recompute setting: ZeRO changes only the state bytes the memory model
   // adds to them, so choices that differ only in ZeRO share a profile.
   std::map<int64_t, ProfiledBlocks> profiles;
@@ -312,7 +276,8 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
     if (it == profiles.end()) {
       it = profiles
                .emplace(choice.recompute_every,
-                        profile_blocks_of(config, choice.recompute_every, step_batch, topology))
+                        profile_blocks_of(config, choice.recompute_every, step_batch, topology,
+                                          model_on_batch))
                .first;
     }
     return plan_from_profile(config, choice.zero_stage, step_batch, it->second, replicas);
@@ -321,7 +286,7 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
                                 models::recompute_every(config.train)};
   try {
     return plan_for(configured);
-  } catch (const pp::OverMemoryCap& as_configured) {
+  } catch (const OverMemoryCap& as_configured) {
     // What else would fit, cheapest in time first: ZeRO moves the same bytes as all-reduce
     // (about 1.0x the step time here), recompute costs up to one more forward (1.3x for every
     // block), half that for every second block.
@@ -416,4 +381,4 @@ std::string describe_plan(const PipelinePlan& p) {
   return out;
 }
 
-}  // namespace loom::train
+}  // namespace loom::parallel::pipeline

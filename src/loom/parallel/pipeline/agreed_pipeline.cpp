@@ -1,14 +1,13 @@
-#include "loom/train/pipeline_run.h"
+#include "loom/parallel/pipeline/agreed_pipeline.h"
 
 #include <ATen/ATen.h>
 
 #include "loom/parallel/pipeline/pipeline_layout.h"
-#include "loom/train/pipeline_plan.h"
 
-namespace loom::train {
+namespace loom::parallel::pipeline {
 
 AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
-                                 comm::Communicator& comm) {
+                                 const MakeModelOnBatch& model_on_batch, comm::Communicator& comm) {
   AgreedPipeline agreed;
   // First on every rank: a schedule that cannot run fails everywhere alike.
   agreed.schedule = pipeline_schedule(config.parallel.pipeline);
@@ -16,7 +15,7 @@ AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const
   if (comm.rank() == 0) {
     // The plan prices the step's batch, as `loom pipeline plan` does.
     const int replicas = comm.world() / static_cast<int>(config.parallel.pipeline.stages);
-    const PipelinePlan plan = plan_pipeline(config, step_batch, topology, replicas);
+    const PipelinePlan plan = plan_pipeline(config, step_batch, topology, model_on_batch, replicas);
     agreed.plan_text = describe_plan(plan);
     agreed.better_microbatches = plan.better_microbatches;
     agreed.better_bubble = plan.better_bubble;
@@ -24,7 +23,7 @@ AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const
     agreed.recompute_every = plan.recompute_every_chosen;
     agreed.zero = plan.zero_chosen;
   }
-  agreed.split = parallel::pipeline::shared_split(&comm, split, agreed.schedule.stages);
+  agreed.split = shared_split(&comm, split, agreed.schedule.stages);
   at::Tensor choices = at::tensor({agreed.recompute_every, int64_t{agreed.zero}}, at::kLong);
   comm.broadcast(choices, 0)->wait(comm.options().timeout);
   agreed.recompute_every = choices[0].item<int64_t>();
@@ -32,4 +31,4 @@ AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const
   return agreed;
 }
 
-}  // namespace loom::train
+}  // namespace loom::parallel::pipeline

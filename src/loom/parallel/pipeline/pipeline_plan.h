@@ -2,8 +2,14 @@
 // the schedule (generated or read from CSV, validated), every block of the model profiled on
 // this machine with a real micro-batch, the partition into stages (optimal under the memory
 // cap, or parallel.pipeline.split), and the simulated step. `loom pipeline plan` prints it.
+// The model and its batch come from the caller (train/ loads the data and chooses the runtime;
+// the layer rule keeps both from parallel/).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,16 +19,15 @@
 #include "loom/parallel/pipeline/partitioner.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/simulator.h"
-#include "loom/train/runtime_choice.h"
 
-namespace loom::train {
+namespace loom::parallel::pipeline {
 
 struct PipelinePlan {
   std::string model;
   int64_t microbatch_samples = 0;
-  parallel::pipeline::Schedule schedule;
-  std::vector<parallel::pipeline::BlockProfile> blocks;
-  parallel::pipeline::Partition partition;
+  Schedule schedule;
+  std::vector<BlockProfile> blocks;
+  Partition partition;
   bool manual_split = false;  // from parallel.pipeline.split
   // No split fitted parallel.pipeline.memory_cap_mb with the activations kept, and recomputing
   // every k-th block (train.activation_checkpointing: every_k; 1: blocks) made one fit: the run
@@ -34,8 +39,8 @@ struct PipelinePlan {
   int replicas = 1;                  // data-parallel pipelines the plan was made for
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   double resident_bytes = 0;         // every rank's data in memory, counted in each stage's memory
-  std::vector<parallel::pipeline::StageCosts> stage_costs;
-  parallel::pipeline::Simulation simulation;
+  std::vector<StageCosts> stage_costs;
+  Simulation simulation;
   // The same profile split the usual ways, for comparison: slowest stage in seconds.
   double uniform_slowest_seconds = 0, parameter_balanced_slowest_seconds = 0;
   // When the bubble is large: more micro-batches of the same batch, simulated with the costs
@@ -46,6 +51,23 @@ struct PipelinePlan {
   double samples_per_second() const;
 };
 
+// The configured model laid out as a run would lay it out (precision and memory format chosen,
+// train mode), and the first training batch as the model takes it (float, normalised).
+struct ModelOnBatch {
+  std::unique_ptr<models::Model> model;
+  bool bf16 = false;  // the run computes in bf16 (runtime.precision as chosen for this machine)
+  at::Tensor input, targets;
+  models::Task task = models::Task::kImageClassification;
+  double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
+};
+
+// Makes the model and the first batch of `batch_size` samples that the plan profiles, with
+// every `recompute_every`-th block recomputing its activations in backward (0: none), as the
+// configuration asks (models::recompute_every) or as the planner tries. It seeds LibTorch with
+// config.seed first, so every process builds the same initial values. train/ gives it
+// (train/pipeline_planning.h).
+using MakeModelOnBatch = std::function<ModelOnBatch(int64_t batch_size, int64_t recompute_every)>;
+
 // The plan for steps of `step_batch` samples (one pipeline's; data.batch_size for `loom pipeline
 // plan`) of `replicas` data-parallel pipelines. Where no split fits the memory cap as
 // configured, the plan tries, cheapest first: ZeRO-1 over the replicas (where there are several
@@ -54,8 +76,9 @@ struct PipelinePlan {
 // that fits is the plan (zero_chosen, recompute_every_chosen). ZeRO-2 is not tried: a
 // pipeline's peak holds the full gradients of its micro-batches either way. Throws ConfigError
 // (naming the key, saying what would work) for a plan that cannot run.
+// `model_on_batch` makes the model it profiles, once for each recompute setting it tries.
 PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topology& topology,
-                           int replicas = 1);
+                           const MakeModelOnBatch& model_on_batch, int replicas = 1);
 
 // The plan in words: schedule, each stage's blocks, predicted time and memory, the simulated
 // step and bubble, and the micro-batch count that would shrink a large bubble.
@@ -63,25 +86,9 @@ std::string describe_plan(const PipelinePlan& plan);
 
 // The configured schedule: generated, or read from parallel.pipeline.schedule's CSV file (which
 // must match the stages, chunks and micro-batches configured); validated. Throws ConfigError.
-parallel::pipeline::Schedule pipeline_schedule(const PipelineConfig& config);
-
-// The configured model laid out as a run would lay it out (precision and memory format chosen,
-// train mode), and the first training batch of `batch_size` as the model takes it (float,
-// normalised).
-struct ModelOnBatch {
-  std::unique_ptr<models::Model> model;
-  RuntimeChoice runtime;
-  at::Tensor input, targets;
-  models::Task task = models::Task::kImageClassification;
-  double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
-};
-// Seeds LibTorch with config.seed first, so every process builds the same initial values.
-// `recompute_every`: every k-th block recomputes its activations in backward (0: none), as the
-// configuration asks (models::recompute_every) or as the planner tries.
-ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
-                                  const Topology& topology, int64_t recompute_every);
+Schedule pipeline_schedule(const PipelineConfig& config);
 
 // Blocks per stage from parallel.pipeline.split ("4,6"); empty for automatic.
 std::vector<int> parse_split(const std::string& text);
 
-}  // namespace loom::train
+}  // namespace loom::parallel::pipeline

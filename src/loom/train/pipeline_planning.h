@@ -1,0 +1,31 @@
+// train/'s part in planning a pipeline (parallel/pipeline/pipeline_plan.h): the model and the
+// first batch that the planner profiles, made as a run makes them, from the data it loads and
+// the runtime it chooses for this machine.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/core/config.h"
+#include "loom/core/topology.h"
+#include "loom/parallel/pipeline/agreed_pipeline.h"
+#include "loom/parallel/pipeline/pipeline_plan.h"
+
+namespace loom::train {
+
+// RunPlan (layout_factory.h) names the pipeline its ranks agree on as train/'s.
+// TODO(#40): name it parallel::pipeline::AgreedPipeline there and drop this.
+using parallel::pipeline::AgreedPipeline;
+
+// The configured model laid out as a run would lay it out (precision and memory format chosen,
+// train mode), and the first training batch of `batch_size` as the model takes it (float,
+// normalised). Seeds LibTorch with config.seed first, so every process builds the same initial
+// values. `recompute_every`: every k-th block recomputes its activations in backward (0: none).
+parallel::pipeline::ModelOnBatch model_on_first_batch(const Config& config, int64_t batch_size,
+                                                      const Topology& topology,
+                                                      int64_t recompute_every);
+
+// model_on_first_batch of `config` on `topology` (both copied), as the planner asks for it.
+parallel::pipeline::MakeModelOnBatch model_on_first_batch_of(const Config& config,
+                                                             const Topology& topology);
+
+}  // namespace loom::train
