@@ -67,6 +67,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/layout_plan.h
   loom/parallel/layout_report.h
   loom/parallel/local_grad_sync.h
+  loom/parallel/mesh.h
   loom/parallel/parallel_layout.h
   loom/parallel/ps/part_plan.h
   loom/parallel/ps/ps_bucket_exchange.h
@@ -85,6 +86,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/profile/step_timer.h
   loom/profile/tfevents_writer.h
   loom/profile/trace_writer.h
+  loom/train/async_checkpoint_writer.h
   loom/train/checkpoint.h
   loom/train/data_stream.h
   loom/train/job.h

@@ -31,7 +31,8 @@ __all__ = ["Job", "Layout", "Mode", "current", "init", "is_initialized"]
 # `world`, `local_rank`, `local_world`, `trainers` (the ranks that train: `world` less the
 # parameter servers), `mode`, `layout`, `backend`, `attempt` and should_stop(step).
 Job = _loom.Job
-# How the job lays its ranks out and what one step is: `mode`, `world`, `trainers`, `replicas`,
+# How the job lays its ranks out and what one step is: `mode`, `world`, `trainers`, `mesh` (the
+# training ranks' named dimensions, outermost first: {"data": 2, "pipeline": 2}), `replicas`,
 # `servers`, `pipeline_ranks`, `zero_stage`, the step's `global_batch`, `replica_batch`,
 # `micro_batch` and `micro_batches`, `lr_scale`; str() says it in words.
 Layout = _loom.Layout

@@ -101,18 +101,35 @@ void bind_parallel(py::module_& m) {
                                    "How the job lays its ranks out and what one step is (the "
                                    "plan of parallel/layout_plan.h); str() says it in words.")
       .def_property_readonly("mode",
-                             [](const parallel::LayoutPlan& p) { return layout_mode(p.mode); })
+                             [](const parallel::LayoutPlan& p) { return layout_mode(p.mode()); })
       .def_readonly("world", &parallel::LayoutPlan::world, "Every rank, servers included.")
       .def_readonly("rank", &parallel::LayoutPlan::rank)
       .def_readonly("trainers", &parallel::LayoutPlan::trainers, "The ranks that train.")
-      .def_readonly("replicas", &parallel::LayoutPlan::replicas,
-                    "Data-parallel copies of the model.")
-      .def_readonly("replica", &parallel::LayoutPlan::replica)
-      .def_readonly("servers", &parallel::LayoutPlan::servers)
-      .def_readonly("pipeline_ranks", &parallel::LayoutPlan::pipeline_ranks)
-      .def_readonly("pipeline_rank", &parallel::LayoutPlan::pipeline_rank)
-      .def_readonly("zero_stage", &parallel::LayoutPlan::zero_stage)
-      .def_readonly("lr_scale", &parallel::LayoutPlan::lr_scale)
+      .def_property_readonly(
+          "mesh",
+          [](const parallel::LayoutPlan& p) {
+            py::dict dims;
+            for (const parallel::MeshDim& d : p.mesh.dims()) dims[py::str(d.name)] = d.size;
+            return dims;
+          },
+          "The training ranks as named dimensions, outermost first: {'data': 2, 'pipeline': 2}.")
+      .def_property_readonly(
+          "replicas", [](const parallel::LayoutPlan& p) { return p.data.replicas; },
+          "Data-parallel copies of the model.")
+      .def_property_readonly("replica",
+                             [](const parallel::LayoutPlan& p) { return p.data.replica; })
+      .def_property_readonly(
+          "servers", [](const parallel::LayoutPlan& p) { return p.servers ? p.servers->servers : 0; })
+      .def_property_readonly(
+          "pipeline_ranks",
+          [](const parallel::LayoutPlan& p) { return p.pipeline ? p.pipeline->ranks : 0; })
+      .def_property_readonly(
+          "pipeline_rank",
+          [](const parallel::LayoutPlan& p) { return p.pipeline ? p.pipeline->rank : 0; })
+      .def_property_readonly("zero_stage",
+                             [](const parallel::LayoutPlan& p) { return p.data.zero_stage; })
+      .def_property_readonly("lr_scale",
+                             [](const parallel::LayoutPlan& p) { return p.data.lr_scale; })
       .def_property_readonly("global_batch",
                              [](const parallel::LayoutPlan& p) { return p.step.global_batch; })
       .def_property_readonly("replica_batch",
@@ -147,7 +164,7 @@ void bind_parallel(py::module_& m) {
           [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
       .def_property_readonly("layout", [](const train::Job& j) { return j.plan; })
       .def_property_readonly("trainers", [](const train::Job& j) { return j.plan.trainers; })
-      .def_property_readonly("mode", [](const train::Job& j) { return layout_mode(j.plan.mode); })
+      .def_property_readonly("mode", [](const train::Job& j) { return layout_mode(j.plan.mode()); })
       .def("__repr__", [](const train::Job& j) {
         return "Job(rank " + std::to_string(j.world.rank) + " of " + std::to_string(j.world.world) +
                ": " + j.plan.describe() + ")";

@@ -170,11 +170,11 @@ void bind_pipeline(py::module_& m) {
       .def_property_readonly("own_stages", &train::ScriptPipeline::own_stages)
       .def_property_readonly("stages", &train::ScriptPipeline::stages)
       .def_property_readonly("replica",
-                             [](const train::ScriptPipeline& p) { return p.plan().replica; })
+                             [](const train::ScriptPipeline& p) { return p.plan().data.replica; })
       .def_property_readonly("replicas",
-                             [](const train::ScriptPipeline& p) { return p.plan().replicas; })
+                             [](const train::ScriptPipeline& p) { return p.plan().data.replicas; })
       .def_property_readonly("pipeline_rank",
-                             [](const train::ScriptPipeline& p) { return p.plan().pipeline_rank; })
+                             [](const train::ScriptPipeline& p) { return p.plan().pipeline->rank; })
       .def_property_readonly("simulated_bubble", &train::ScriptPipeline::simulated_bubble)
       .def("describe", &train::ScriptPipeline::describe);
 }

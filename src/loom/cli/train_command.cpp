@@ -85,19 +85,19 @@ void print_step_time(const train::TrainSummary& s) {
 void print_layout(const train::TrainSummary& s) {
   const parallel::LayoutPlan& plan = s.plan;
   const parallel::LayoutReport& layout = s.layout;
-  if (plan.servers > 0) {
+  if (plan.servers) {
     std::printf(
         "%s\n  %d workers, %.1f MB pushed and pulled per step, %.0f%% of it hidden behind "
         "backward\n",
         layout.exchange.c_str(), plan.trainers, s.comm_bytes_per_step / 1e6, 100 * s.comm_overlap);
-  } else if (plan.replicas > 1) {
+  } else if (plan.data.replicas > 1) {
     std::printf(
         "data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
         "of it hidden behind backward\n",
-        plan.replicas, layout.backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
+        plan.data.replicas, layout.backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
         100 * s.comm_overlap);
   }
-  if (plan.pipeline_ranks > 1) {
+  if (plan.pipeline) {
     std::string peaks;
     for (double bytes : layout.peak_bytes) {
       peaks += (peaks.empty() ? "" : " / ") + std::to_string(std::lround(bytes / (1 << 20)));
@@ -105,7 +105,7 @@ void print_layout(const train::TrainSummary& s) {
     std::printf(
         "pipeline: %d ranks over %s, %s schedule, %lld micro-batches, blocks per stage %s, peak "
         "tensor memory per rank %s MB\n",
-        plan.pipeline_ranks, layout.backend.c_str(), layout.schedule.c_str(),
+        plan.pipeline->ranks, layout.backend.c_str(), layout.schedule.c_str(),
         static_cast<long long>(plan.step.micro_batches), layout.split.c_str(), peaks.c_str());
   }
 }

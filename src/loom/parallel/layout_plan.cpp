@@ -32,18 +32,19 @@ void plan_servers(const Config& config, LayoutPlan& plan) {
         "config key 'parallel.mode': ps needs parameter servers besides the workers: loom launch "
         "--nproc-per-node N --servers K -- loom train ...");
   }
-  plan.mode = LayoutMode::kParameterServers;
-  plan.servers = static_cast<int>(ps.servers);
-  plan.trainers = plan.world - plan.servers;
+  ServerDim servers;
+  servers.servers = static_cast<int>(ps.servers);
+  plan.trainers = plan.world - servers.servers;
   if (plan.trainers < 1) {
-    throw ConfigError("config key 'parallel.ps.servers': " + std::to_string(plan.servers) +
+    throw ConfigError("config key 'parallel.ps.servers': " + std::to_string(servers.servers) +
                       " servers leave no worker among the job's " + std::to_string(plan.world) +
                       " ranks (start workers and servers: loom launch --nproc-per-node N "
                       "--servers K)");
   }
-  plan.ps_mode = parse_ps_mode(ps.mode);
-  plan.optimizer_on_server = ps.optimizer_on == "server";
-  plan.staleness = plan.ps_mode == PsMode::kSsp ? ps.staleness : 0;
+  servers.mode = parse_ps_mode(ps.mode);
+  servers.optimizer_on_server = ps.optimizer_on == "server";
+  servers.staleness = servers.mode == PsMode::kSsp ? ps.staleness : 0;
+  plan.servers = servers;
 }
 
 void plan_pipeline(const Config& config, LayoutPlan& plan) {
@@ -70,9 +71,20 @@ void plan_pipeline(const Config& config, LayoutPlan& plan) {
         "config key 'autotune.enabled': the autotuner does not tune pipelines; "
         "`loom pipeline plan` shows the partition and schedule to adjust by hand");
   }
-  plan.mode = LayoutMode::kPipeline;
-  plan.pipeline_ranks = static_cast<int>(pc.stages);
-  plan.pipeline_rank = plan.rank % plan.pipeline_ranks;
+  plan.pipeline = PipelineDim{static_cast<int>(pc.stages), 0};
+}
+
+// The training ranks' mesh, outermost first: the replicas, then a pipeline's ranks (so that a
+// pipeline's ranks are consecutive), and this rank's place in it. A serving rank is outside it.
+void lay_out_mesh(LayoutPlan& plan) {
+  const int per_replica = plan.pipeline ? plan.pipeline->ranks : 1;
+  plan.data.replicas = plan.trainers / per_replica;
+  std::vector<MeshDim> dims = {{std::string(kDataDim), plan.data.replicas}};
+  if (plan.pipeline) dims.push_back({std::string(kPipelineDim), plan.pipeline->ranks});
+  plan.mesh = Mesh(std::move(dims));
+  if (plan.serves()) return;
+  plan.data.replica = plan.mesh.coordinate(plan.rank, kDataDim);
+  if (plan.pipeline) plan.pipeline->rank = plan.mesh.coordinate(plan.rank, kPipelineDim);
 }
 
 }  // namespace
@@ -103,6 +115,12 @@ const char* ps_mode_name(PsMode mode) {
   return "?";
 }
 
+LayoutMode LayoutPlan::mode() const {
+  if (servers) return LayoutMode::kParameterServers;
+  if (pipeline) return LayoutMode::kPipeline;
+  return trainers > 1 ? LayoutMode::kDataParallel : LayoutMode::kLocal;
+}
+
 LayoutPlan plan_layout(const Config& config, int world, int rank) {
   LayoutPlan plan;
   plan.world = world;
@@ -115,24 +133,20 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
           "with parallel.pipeline.stages > 1");
     }
     plan_servers(config, plan);
-  } else if (config.parallel.pipeline.stages > 1) {
-    plan_pipeline(config, plan);
-    plan.zero_stage = config.parallel.zero;  // over each stage's replicas, where there are some
-  } else if (world > 1) {
-    plan.mode = LayoutMode::kDataParallel;
-    plan.zero_stage = config.parallel.zero;
+  } else {
+    if (config.parallel.pipeline.stages > 1) plan_pipeline(config, plan);
+    // Over the replicas (each stage's, in a pipeline), where there are some.
+    if (world > 1) plan.data.zero_stage = config.parallel.zero;
   }
-
-  const int per_replica = plan.mode == LayoutMode::kPipeline ? plan.pipeline_ranks : 1;
-  plan.replicas = plan.trainers / per_replica;
-  plan.replica = plan.serves() ? 0 : rank / per_replica;
-  if (config.optimizer.lr_scaling == "linear") plan.lr_scale = plan.replicas;
+  lay_out_mesh(plan);
+  if (config.optimizer.lr_scaling == "linear") plan.data.lr_scale = plan.data.replicas;
 
   StepShape& step = plan.step;
-  if (plan.mode == LayoutMode::kPipeline) {
+  const int replicas = plan.data.replicas;
+  if (plan.pipeline) {
     // A pipeline's step batch, split into its micro-batches.
     const int64_t microbatches = config.parallel.pipeline.microbatches;
-    step.replica_batch = replica_batch_of(config, plan.replicas);
+    step.replica_batch = replica_batch_of(config, replicas);
     if (step.replica_batch % microbatches != 0) {
       throw ConfigError("config key 'parallel.pipeline.microbatches': the batch of " +
                         std::to_string(step.replica_batch) +
@@ -144,10 +158,10 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
   } else {
     // Each rank reads its batch train.grad_accum times a step.
     step.micro_batches = config.train.grad_accum;
-    step.micro_batch = replica_batch_of(config, plan.replicas);
+    step.micro_batch = replica_batch_of(config, replicas);
     step.replica_batch = step.micro_batch * step.micro_batches;
   }
-  step.global_batch = step.replica_batch * plan.replicas;
+  step.global_batch = step.replica_batch * replicas;
   return plan;
 }
 
@@ -164,13 +178,10 @@ LayoutPlan plan_script_pipeline(int trainers, int rank, int pipeline_ranks, int6
                       " micro-batches a step; at least 1");
   }
   LayoutPlan plan;
-  plan.mode = LayoutMode::kPipeline;
   plan.world = plan.trainers = trainers;
   plan.rank = rank;
-  plan.pipeline_ranks = pipeline_ranks;
-  plan.pipeline_rank = rank % pipeline_ranks;
-  plan.replicas = trainers / pipeline_ranks;
-  plan.replica = rank / pipeline_ranks;
+  plan.pipeline = PipelineDim{pipeline_ranks, 0};
+  lay_out_mesh(plan);
   plan.step.micro_batches = microbatches;
   plan.step.global_batch = plan.step.replica_batch = plan.step.micro_batch = 0;
   return plan;
@@ -178,26 +189,27 @@ LayoutPlan plan_script_pipeline(int trainers, int rank, int pipeline_ranks, int6
 
 std::string LayoutPlan::describe() const {
   std::string what;
-  switch (mode) {
+  const int zero = data.zero_stage;
+  switch (mode()) {
     case LayoutMode::kLocal:
       what = "one process";
       break;
     case LayoutMode::kDataParallel:
-      what = "data parallel over " + std::to_string(replicas) + " ranks" +
-             (zero_stage == 1   ? " (optimizer state sharded, ZeRO-1)"
-              : zero_stage == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
-                                : "");
+      what = "data parallel over " + std::to_string(data.replicas) + " ranks" +
+             (zero == 1   ? " (optimizer state sharded, ZeRO-1)"
+              : zero == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
+                          : "");
       break;
     case LayoutMode::kParameterServers:
-      what = std::to_string(trainers) + " workers and " + std::to_string(servers) + " " +
-             ps_mode_name(ps_mode) + " parameter servers" +
-             (optimizer_on_server ? " (the optimizer on the servers)" : "");
+      what = std::to_string(trainers) + " workers and " + std::to_string(servers->servers) + " " +
+             ps_mode_name(servers->mode) + " parameter servers" +
+             (servers->optimizer_on_server ? " (the optimizer on the servers)" : "");
       break;
     case LayoutMode::kPipeline:
-      what =
-          std::to_string(replicas) + " pipeline(s) of " + std::to_string(pipeline_ranks) + " ranks";
-      if (zero_stage > 0 && replicas > 1) {
-        what += " (ZeRO-" + std::to_string(zero_stage) + " over each stage's replicas)";
+      what = std::to_string(data.replicas) + " pipeline(s) of " + std::to_string(pipeline->ranks) +
+             " ranks";
+      if (zero > 0 && data.replicas > 1) {
+        what += " (ZeRO-" + std::to_string(zero) + " over each stage's replicas)";
       }
       break;
   }
@@ -207,7 +219,7 @@ std::string LayoutPlan::describe() const {
 }
 
 std::string LayoutPlan::manifest_json() const {
-  return nlohmann::ordered_json{{"ranks", trainers}, {"data_parallel", replicas}}.dump();
+  return nlohmann::ordered_json{{"ranks", trainers}, {"data_parallel", data.replicas}}.dump();
 }
 
 }  // namespace loom::parallel

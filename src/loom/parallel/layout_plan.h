@@ -1,9 +1,11 @@
 // How a job lays its ranks out and what one optimizer step is: the layout part of a run's plan
 // (train/layout_factory.h's RunPlan adds a pipeline's agreed schedule, split and recompute),
-// printable. plan_layout computes it from the configuration and the job's size,
+// printable. The training ranks form a mesh with named dimensions (mesh.h), each with its part
+// of the plan: data (replicas, ZeRO stage) always, a pipeline and parameter servers where
+// configured. plan_layout computes it from the configuration and the job's size,
 // plan_script_pipeline from a script's own pipeline; for a pipeline with a memory cap, plan_run
-// raises zero_stage to the pipeline plan's choice before anything is built. Everything the run
-// derives about its ranks and steps (the batch a rank's loader reads, the micro-batches of a
+// raises data.zero_stage to the pipeline plan's choice before anything is built. Everything the
+// run derives about its ranks and steps (the batch a rank's loader reads, the micro-batches of a
 // step, the learning-rate scale, which ranks serve, the ZeRO stage) lives here; the
 // configuration itself is never rewritten to carry it.
 //
@@ -18,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "loom/core/config.h"
+#include "loom/parallel/mesh.h"
 
 namespace loom::parallel {
 
@@ -40,39 +44,56 @@ struct StepShape {
   int64_t micro_batches = 1;  // per step: train.grad_accum, or a pipeline's micro-batches
 };
 
-struct LayoutPlan {
-  LayoutMode mode = LayoutMode::kLocal;
-  int world = 1;     // every rank of the job, servers included
-  int rank = 0;      // this process's
-  int trainers = 1;  // ranks that train (world - servers)
-  StepShape step;
-  // Data-parallel copies of the model (trainers / pipeline stages), and this rank's.
+// The data dimension: copies of the model (or of a pipeline) that share each step's batch.
+struct DataDim {
   int replicas = 1;
-  int replica = 0;
+  int replica = 0;  // this rank's
+  // The optimizer state (1) and the gradients too (2) sharded over the replicas (ZeRO); 0: not.
+  int zero_stage = 0;
   double lr_scale = 1;  // optimizer.lr_scaling: linear multiplies lr by the replicas
-  // Parameter servers.
-  int servers = 0;
-  PsMode ps_mode = PsMode::kSync;
+};
+
+// The pipeline dimension: `ranks` ranks run the model's stages in turn; this rank is the
+// `rank`-th of its pipeline.
+struct PipelineDim {
+  int ranks = 2;
+  int rank = 0;
+};
+
+// Parameter servers: the job's last `servers` ranks, outside the training ranks' mesh.
+struct ServerDim {
+  int servers = 1;
+  PsMode mode = PsMode::kSync;
   int64_t staleness = 0;  // SSP's bound (sync with the optimizer on servers: 0)
   bool optimizer_on_server = false;
-  // Pipelines: ranks per pipeline (P), and this rank's place in its pipeline.
-  int pipeline_ranks = 0;
-  int pipeline_rank = 0;
-  // All-reduce data parallelism with the optimizer state (1) and the gradients (2) sharded over
-  // the ranks (ZeRO); 0: not sharded.
-  int zero_stage = 0;
+};
 
-  bool serves() const { return mode == LayoutMode::kParameterServers && rank >= trainers; }
+// A job's ranks as a mesh with named dimensions, each with its own part of the plan: data (the
+// replicas and their ZeRO stage) always, a pipeline and parameter servers where configured. The
+// layout (parallel_layout.h) applies each dimension through its own piece.
+struct LayoutPlan {
+  int world = 1;     // every rank of the job, servers included
+  int rank = 0;      // this process's
+  int trainers = 1;  // ranks that train (world - servers): the mesh's
+  StepShape step;
+  Mesh mesh;  // the training ranks: ("data", D), or ("data", D) x ("pipeline", P)
+  DataDim data;
+  std::optional<PipelineDim> pipeline;
+  std::optional<ServerDim> servers;
+
+  // What the dimensions make together, as summary.json and Python name it.
+  LayoutMode mode() const;
+  bool serves() const { return servers && rank >= trainers; }
   // The servers keep the parameters (async, SSP, or the optimizer on the servers) rather than
   // only summing gradients.
   bool servers_hold_parameters() const {
-    return servers > 0 && (ps_mode != PsMode::kSync || optimizer_on_server);
+    return servers && (servers->mode != PsMode::kSync || servers->optimizer_on_server);
   }
   // Ranks step together (everything but async and SSP servers).
-  bool lockstep() const { return !(servers > 0 && ps_mode != PsMode::kSync); }
+  bool lockstep() const { return !(servers && servers->mode != PsMode::kSync); }
   // The configuration key that sets the micro-batches of a step, for messages.
   const char* micro_batches_key() const {
-    return mode == LayoutMode::kPipeline ? "parallel.pipeline.microbatches" : "train.grad_accum";
+    return pipeline ? "parallel.pipeline.microbatches" : "train.grad_accum";
   }
   // "data parallel over 2 ranks: 64 samples a step, 32 a replica (1 x 32)"
   std::string describe() const;

@@ -18,9 +18,9 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       options_(std::move(options)) {
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  if (plan_.zero_stage > 0 && replicated()) {
+  if (plan_.data.zero_stage > 0 && replicated()) {
     zero_ = std::make_unique<ZeroPartition>(parameters_, trainers_->rank(), trainers_->world(),
-                                            options_.data_parallel.buckets, plan_.zero_stage);
+                                            options_.data_parallel.buckets, plan_.data.zero_stage);
     options_.data_parallel.zero = zero_.get();
   }
 }
@@ -63,11 +63,12 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
     remote.job = options.ps.job;
     remote.server_hosts = options.ps.server_hosts;
     remote.part_bytes = options.ps.part_bytes;
-    remote.mode = ps_mode_name(plan.ps_mode);
-    remote.staleness = plan.staleness;  // sync with the optimizer on the servers: SSP, s = 0
-    remote.optimizer_on_server = plan.optimizer_on_server;
+    remote.mode = ps_mode_name(plan.servers->mode);
+    // Sync with the optimizer on the servers: SSP, s = 0.
+    remote.staleness = plan.servers->staleness;
+    remote.optimizer_on_server = plan.servers->optimizer_on_server;
     remote.first_step = start.first_step;
-    if (plan.optimizer_on_server) {
+    if (plan.servers->optimizer_on_server) {
       remote.state_fields = options.server_state_fields;
       if (plan.rank == 0 && start.optimizer_state) remote.state = start.optimizer_state();
       if (start.release_optimizer_state) start.release_optimizer_state();
@@ -75,7 +76,7 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
     return std::make_unique<ps::RemoteParameters>(std::move(parameters), std::move(buffers),
                                                   *trainers, *options.ps_world, std::move(remote));
   }
-  if (plan.mode == LayoutMode::kParameterServers) {
+  if (plan.servers) {
     // The workers' buckets go to the servers, which send back the means.
     return std::make_unique<DataParallel>(
         std::move(parameters), std::move(buffers), *trainers, options.data_parallel,

@@ -3,7 +3,7 @@
 // servers that keep the parameters: async, SSP, the optimizer on the servers). A step is
 // train.grad_accum micro-batches accumulated on each rank (AccumulatingExecutor); evaluation
 // splits the test set over the ranks, each with rank 0's model, and adds their sums. With
-// plan.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
+// plan.data.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
 // (zero_partition.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
 // shards' state back into state under the parameters' names.
 #pragma once

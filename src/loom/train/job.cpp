@@ -46,7 +46,7 @@ void connect(Job& job, const Config& config) {
   job.rendezvous = comm::Rendezvous::connect(job.world, comm_options(config).timeout);
   job.communicator =
       comm::make_communicator(config.comm.backend, job.rendezvous, comm_options(config));
-  if (job.plan.mode != parallel::LayoutMode::kParameterServers) return;
+  if (!job.plan.servers) return;
   job.ps = parallel::ps::describe_servers(*job.rendezvous, job.plan);
   if (job.plan.serves()) return;
   // The workers train as data-parallel ranks among themselves and send their gradients through
@@ -112,7 +112,7 @@ void Job::fill(TrainOptions& options) {
   // The ranks of a host share its cores.
   options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
   options.make_group = group_maker();
-  if (plan.mode == parallel::LayoutMode::kParameterServers) {
+  if (plan.servers) {
     options.ps_world = communicator.get();
     options.ps = ps;
   }
@@ -123,8 +123,9 @@ void Job::check_trains(const Config& config) const {
   // Data parallelism and pipelines build their groups as they go; the servers' part of the job
   // is made when it is joined, and the servers already serve as that configuration said.
   const auto servers_of = [](const parallel::LayoutPlan& p) {
-    return std::make_tuple(p.mode == parallel::LayoutMode::kParameterServers, p.servers, p.ps_mode,
-                           p.staleness, p.optimizer_on_server);
+    const parallel::ServerDim s = p.servers.value_or(parallel::ServerDim{0});
+    return std::make_tuple(p.servers.has_value(), s.servers, s.mode, s.staleness,
+                           s.optimizer_on_server);
   };
   if (servers_of(wanted) == servers_of(plan)) return;
   throw ConfigError("config key 'parallel.mode': rank " + std::to_string(world.rank) +

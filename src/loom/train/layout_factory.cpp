@@ -23,12 +23,12 @@ RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& 
   RunPlan plan;
   plan.layout = parallel::plan_layout(config, world, rank);
   plan.recompute_every = models::recompute_every(config.train);
-  if (plan.layout.mode != parallel::LayoutMode::kPipeline) return plan;
+  if (!plan.layout.pipeline) return plan;
   plan.pipeline = parallel::pipeline::agree_on_pipeline(
       config, plan.layout.step.replica_batch, options.topology,
       model_on_first_batch_of(config, options.topology), *options.communicator);
   // The pipeline's plan may shard over the pipelines, or recompute, to fit the memory cap.
-  plan.layout.zero_stage = std::max(plan.layout.zero_stage, plan.pipeline->zero);
+  plan.layout.data.zero_stage = std::max(plan.layout.data.zero_stage, plan.pipeline->zero);
   if (plan.pipeline->recompute_every > 0) plan.recompute_every = plan.pipeline->recompute_every;
   return plan;
 }
@@ -48,7 +48,7 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
   }
   parallel::ReplicatedLayoutOptions options;
   options.data_parallel = data_parallel_options(config_.parallel);
-  if (plan_.layout.mode == parallel::LayoutMode::kParameterServers) {
+  if (plan_.layout.servers) {
     options.ps_world = options_.ps_world;
     options.ps = options_.ps;
     options.ps.part_bytes = std::max<std::int64_t>(

@@ -146,8 +146,10 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
   if (p.remote_workers > 0 && up_seconds > 0) {
     p.remote_worker_samples_per_second = delivered / up_seconds;
   }
-  p.pipeline_ranks = layout.pipeline_ranks;
-  if (p.pipeline_ranks > 0) p.pipeline_microbatches = layout.step.micro_batches;
+  if (layout.pipeline) {
+    p.pipeline_ranks = layout.pipeline->ranks;
+    p.pipeline_microbatches = layout.step.micro_batches;
+  }
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     p.peak_tensor_bytes = static_cast<double>(a->stats().peak_bytes_in_use);
   }
@@ -156,12 +158,9 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
   p.recompute = plan.recompute_every > 0;  // as configured, or as the planner chose
-  p.zero_stage = layout.zero_stage;
+  p.zero_stage = layout.data.zero_stage;
   p.accumulates_gradients = layout.step.micro_batches > 1;
-  if (layout.mode == parallel::LayoutMode::kDataParallel ||
-      layout.mode == parallel::LayoutMode::kPipeline) {
-    p.data_parallel_ranks = layout.replicas;
-  }
+  if (!layout.servers) p.data_parallel_ranks = layout.data.replicas;
   p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   p.worker_compute_seconds = s.layout.worker_compute_seconds;
   p.better_microbatches = s.layout.better_microbatches;

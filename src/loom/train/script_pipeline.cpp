@@ -70,7 +70,7 @@ struct ScriptPipeline::State {
 ScriptPipeline::ScriptPipeline(Job& job, std::unique_ptr<models::Model> model,
                                std::unique_ptr<models::Loss> loss, ScriptPipelineOptions options)
     : state_(std::make_unique<State>()) {
-  if (job.plan.mode == parallel::LayoutMode::kParameterServers) {
+  if (job.plan.servers) {
     throw ConfigError(
         "parallel.mode: a pipeline does not combine with parameter servers; start the job "
         "without --servers");
@@ -91,11 +91,11 @@ ScriptPipeline::ScriptPipeline(Job& job, std::unique_ptr<models::Model> model,
   lo.split =
       stage_split(static_cast<int>(s.model->blocks().size()), lo.schedule.stages, options.split);
   lo.data_parallel = options.data_parallel;
-  s.replicas = plan.replicas;
+  s.replicas = plan.data.replicas;
   s.bubble = pp::simulate(lo.schedule, pp::uniform_costs(lo.schedule.stages)).bubble_fraction;
   lo.plan_text = describe();  // before the layout: describe() reads the options only
   for (int stage = 0; stage < lo.schedule.stages; ++stage) {
-    if (lo.schedule.stage_rank[static_cast<size_t>(stage)] == plan.pipeline_rank) {
+    if (lo.schedule.stage_rank[static_cast<size_t>(stage)] == plan.pipeline->rank) {
       s.own_stages.push_back(stage);
     }
   }
@@ -112,7 +112,7 @@ ScriptPipeline::~ScriptPipeline() = default;
 parallel::StepOutcome ScriptPipeline::step(const at::Tensor& inputs, const at::Tensor& targets) {
   const parallel::LayoutPlan& p = plan();
   const int64_t microbatches = p.step.micro_batches;
-  if (p.pipeline_rank != 0) {
+  if (p.pipeline->rank != 0) {
     return state_->layout->run_step([](int64_t) -> parallel::MicroBatch {
       throw Error("pipeline: only a pipeline's first rank reads the step's batch");
     });

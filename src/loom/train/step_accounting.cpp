@@ -25,7 +25,7 @@ RunAccountingOptions accounting_options(const StepAccountingOptions& o, const To
   a.what = "python";
   a.source = o.source;
   a.tokens_per_sample = o.tokens_per_sample;
-  a.replicas = o.plan.replicas;
+  a.replicas = o.plan.data.replicas;
   a.topology = host;
   a.ranks_on_host = o.ranks_on_host;
   a.python = true;

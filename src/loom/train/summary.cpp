@@ -13,6 +13,13 @@ namespace loom::train {
 namespace {
 
 // Mean seconds per step and each phase's share of it, over the steady-state steps.
+// The training ranks' mesh, outermost dimension first: {"data": 2, "pipeline": 2}.
+nlohmann::ordered_json mesh_json(const parallel::Mesh& mesh) {
+  nlohmann::ordered_json dims = nlohmann::ordered_json::object();
+  for (const parallel::MeshDim& d : mesh.dims()) dims[d.name] = d.size;
+  return dims;
+}
+
 nlohmann::ordered_json step_time_json(const TrainSummary& s) {
   nlohmann::ordered_json shares = nlohmann::ordered_json::object();
   const double wall = s.step_times.wall;
@@ -211,16 +218,17 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
                             : 0.0},
         {"remote", remote_json(s)}}},
       {"layout",
-       {{"mode", parallel::layout_mode_name(s.plan.mode)},
+       {{"mode", parallel::layout_mode_name(s.plan.mode())},
         {"ranks", s.plan.world},
+        {"mesh", mesh_json(s.plan.mesh)},
         {"global_batch", s.plan.step.global_batch},
         {"replica_batch", s.plan.step.replica_batch},
         {"micro_batch", s.plan.step.micro_batch},
         {"micro_batches", s.plan.step.micro_batches},
-        {"lr_scale", s.plan.lr_scale},
-        {"zero", s.plan.zero_stage}}},
+        {"lr_scale", s.plan.data.lr_scale},
+        {"zero", s.plan.data.zero_stage}}},
       {"data_parallel",
-       {{"ranks", s.plan.replicas},
+       {{"ranks", s.plan.data.replicas},
         {"backend", s.layout.backend},
         {"buckets", s.buckets},
         {"bytes_per_step", s.comm_bytes_per_step},
@@ -229,9 +237,9 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"exchange", s.layout.exchange},
         {"worker_compute_seconds", s.layout.worker_compute_seconds}}},
       {"parameter_servers", parameter_servers_json(s)},
-      {"pipeline", s.plan.pipeline_ranks == 0
+      {"pipeline", !s.plan.pipeline
                        ? nlohmann::ordered_json(nullptr)
-                       : nlohmann::ordered_json{{"ranks", s.plan.pipeline_ranks},
+                       : nlohmann::ordered_json{{"ranks", s.plan.pipeline->ranks},
                                                 {"backend", s.layout.backend},
                                                 {"schedule", s.layout.schedule},
                                                 {"microbatches", s.plan.step.micro_batches},

@@ -17,8 +17,8 @@ namespace loom::train {
 
 void TrainingRun::set_up() {
   std::filesystem::create_directories(options_.out_dir);
-  parts_ = build_run_parts(config_, options_, layouts_, plan_.replica, plan_.replicas, leader(),
-                           info_);
+  parts_ = build_run_parts(config_, options_, layouts_, plan_.data.replica, plan_.data.replicas,
+                           leader(), info_);
 
   steps_per_epoch_ = parts_.data.train->steps_per_epoch() / plan_.step.micro_batches;
   if (steps_per_epoch_ == 0) {
@@ -34,7 +34,7 @@ void TrainingRun::set_up() {
   checkpoints_ = std::make_unique<RunCheckpoints>(
       config_, options_.out_dir, leader(),
       RunCheckpoints::Parts{parts_.layout.get(), parts_.optimizer.get(), parts_.data.train.get(),
-                            plan_.replica, plan_.step.micro_batches});
+                            plan_.data.replica, plan_.step.micro_batches});
   faults_ = StepFaults::for_rank(rank_, comm::restart_attempt());
   if (leader()) {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
@@ -49,7 +49,7 @@ void TrainingRun::set_up() {
   accounting.rank = rank_;
   accounting.source = parts_.data.train.get();
   accounting.tokens_per_sample = parts_.data.input.tokens_per_sample();
-  accounting.replicas = plan_.replicas;
+  accounting.replicas = plan_.data.replicas;
   accounting.topology = options_.topology;
   accounting.ranks_on_host = options_.ranks_on_host;
   accounting.start = start_;
@@ -85,12 +85,12 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   accounting_->enter(Phase::kOptimizer);
   // optimizer.lr_scaling: linear scales the whole schedule (its warm-up and min_lr too) with
   // the replicas.
-  last_lr_ = plan_.lr_scale *
+  last_lr_ = plan_.data.lr_scale *
              learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*parts_.optimizer, last_lr_);
   const parallel::StepOutcome outcome =
       parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
-  position_.samples += outcome.samples * plan_.replicas;
+  position_.samples += outcome.samples * plan_.data.replicas;
   accounting_->enter(Phase::kOptimizer);
   if (config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits

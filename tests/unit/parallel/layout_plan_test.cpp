@@ -23,12 +23,12 @@ std::string error_of(const std::vector<std::string>& overrides, int world) {
 TEST(LayoutPlan, OneProcessReadsItsBatchGradAccumTimes) {
   const LayoutPlan plan =
       plan_layout(config_of({"data.batch_size=16", "train.grad_accum=3"}), 1, 0);
-  EXPECT_EQ(plan.mode, LayoutMode::kLocal);
+  EXPECT_EQ(plan.mode(), LayoutMode::kLocal);
   EXPECT_EQ(plan.step.micro_batch, 16);
   EXPECT_EQ(plan.step.micro_batches, 3);
   EXPECT_EQ(plan.step.replica_batch, 48);
   EXPECT_EQ(plan.step.global_batch, 48);
-  EXPECT_EQ(plan.replicas, 1);
+  EXPECT_EQ(plan.data.replicas, 1);
   EXPECT_TRUE(plan.lockstep());
 }
 
@@ -36,17 +36,17 @@ TEST(LayoutPlan, DataParallelRanksShareTheGlobalBatchAndScaleTheRate) {
   const LayoutPlan plan = plan_layout(
       config_of({"data.global_batch=64", "data.batch_size=7", "optimizer.lr_scaling=linear"}), 4,
       2);
-  EXPECT_EQ(plan.mode, LayoutMode::kDataParallel);
+  EXPECT_EQ(plan.mode(), LayoutMode::kDataParallel);
   EXPECT_EQ(plan.step.micro_batch, 16);  // data.batch_size is not what the ranks read
   EXPECT_EQ(plan.step.global_batch, 64);
-  EXPECT_EQ(plan.replicas, 4);
-  EXPECT_EQ(plan.replica, 2);
-  EXPECT_EQ(plan.lr_scale, 4);
+  EXPECT_EQ(plan.data.replicas, 4);
+  EXPECT_EQ(plan.data.replica, 2);
+  EXPECT_EQ(plan.data.lr_scale, 4);
   // Without data.global_batch each rank reads data.batch_size.
   const LayoutPlan own = plan_layout(config_of({"data.batch_size=7"}), 2, 1);
   EXPECT_EQ(own.step.micro_batch, 7);
   EXPECT_EQ(own.step.global_batch, 14);
-  EXPECT_EQ(own.lr_scale, 1);
+  EXPECT_EQ(own.data.lr_scale, 1);
   EXPECT_NE(error_of({"data.global_batch=10"}, 4).find("config key 'data.global_batch'"),
             std::string::npos);
 }
@@ -55,13 +55,17 @@ TEST(LayoutPlan, TheLastRanksServe) {
   const Config ssp = config_of({"parallel.mode=ps", "parallel.ps.servers=2", "parallel.ps.mode=ssp",
                                 "parallel.ps.staleness=3", "data.global_batch=30"});
   const LayoutPlan worker = plan_layout(ssp, 5, 1), server = plan_layout(ssp, 5, 4);
-  EXPECT_EQ(worker.mode, LayoutMode::kParameterServers);
+  EXPECT_EQ(worker.mode(), LayoutMode::kParameterServers);
   EXPECT_EQ(worker.trainers, 3);
   EXPECT_EQ(worker.step.micro_batch, 10);  // the global batch is the workers'
   EXPECT_FALSE(worker.serves());
   EXPECT_TRUE(server.serves());
-  EXPECT_EQ(worker.ps_mode, PsMode::kSsp);
-  EXPECT_EQ(worker.staleness, 3);
+  // The servers are outside the training ranks' mesh.
+  EXPECT_EQ(server.mesh.describe(), "data 3");
+  EXPECT_EQ(worker.data.replica, 1);
+  EXPECT_EQ(server.data.replica, 0);
+  EXPECT_EQ(worker.servers->mode, PsMode::kSsp);
+  EXPECT_EQ(worker.servers->staleness, 3);
   EXPECT_TRUE(worker.servers_hold_parameters());
   EXPECT_FALSE(worker.lockstep());
   const LayoutPlan sync = plan_layout(config_of({"parallel.mode=ps"}), 3, 0);
@@ -78,10 +82,13 @@ TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
   const Config two = config_of(
       {"parallel.pipeline.stages=2", "parallel.pipeline.microbatches=4", "data.global_batch=64"});
   const LayoutPlan plan = plan_layout(two, 4, 3);  // 2 pipelines of 2 stages
-  EXPECT_EQ(plan.mode, LayoutMode::kPipeline);
-  EXPECT_EQ(plan.replicas, 2);
-  EXPECT_EQ(plan.replica, 1);
-  EXPECT_EQ(plan.pipeline_rank, 1);
+  EXPECT_EQ(plan.mode(), LayoutMode::kPipeline);
+  EXPECT_EQ(plan.data.replicas, 2);
+  EXPECT_EQ(plan.data.replica, 1);
+  EXPECT_EQ(plan.pipeline->rank, 1);
+  // A pipeline's ranks are neighbours in the mesh: ranks 2 and 3 run the second one.
+  EXPECT_EQ(plan.mesh.describe(), "data 2 x pipeline 2");
+  EXPECT_EQ(plan.mesh.group(plan.rank, kPipelineDim), (std::vector<int>{2, 3}));
   EXPECT_EQ(plan.step.replica_batch, 32);
   EXPECT_EQ(plan.step.micro_batch, 8);
   EXPECT_EQ(plan.step.micro_batches, 4);
@@ -100,11 +107,11 @@ TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
 
 TEST(LayoutPlan, AScriptsPipelineTakesItsShapeFromTheScript) {
   const LayoutPlan plan = plan_script_pipeline(6, 4, 3, 6);  // 2 pipelines of 3 ranks
-  EXPECT_EQ(plan.mode, LayoutMode::kPipeline);
+  EXPECT_EQ(plan.mode(), LayoutMode::kPipeline);
   EXPECT_EQ(plan.trainers, 6);
-  EXPECT_EQ(plan.replicas, 2);
-  EXPECT_EQ(plan.replica, 1);
-  EXPECT_EQ(plan.pipeline_rank, 1);
+  EXPECT_EQ(plan.data.replicas, 2);
+  EXPECT_EQ(plan.data.replica, 1);
+  EXPECT_EQ(plan.pipeline->rank, 1);
   EXPECT_EQ(plan.step.micro_batches, 6);
   EXPECT_EQ(plan.step.global_batch, 0);  // the script's to choose, step by step
   const auto error = [](int trainers, int ranks, int64_t microbatches) {

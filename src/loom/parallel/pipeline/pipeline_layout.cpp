@@ -44,17 +44,14 @@ class SumTiedAfterStep : public StepExecutor {
 PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
                                const MakeGroup& make_group, PipelineLayoutOptions options)
     : ParallelLayout(std::move(plan)), model_(model), job_(job), options_(std::move(options)) {
-  const int stages = plan_.pipeline_ranks;
-  if (plan_.replicas > 1) {
+  if (plan_.data.replicas > 1) {
     if (!make_group) throw Error("pipeline: a pipeline x data-parallel run needs groups");
     // Every rank joins its pipeline first, then its stage's replicas: the groups of each round
     // are disjoint, so no rank waits on one that is busy joining another.
-    std::vector<int> pipeline_ranks, replica_ranks;
-    for (int p = 0; p < stages; ++p) pipeline_ranks.push_back(plan_.replica * stages + p);
-    for (int d = 0; d < plan_.replicas; ++d)
-      replica_ranks.push_back(d * stages + plan_.pipeline_rank);
-    pipeline_group_ = make_group(pipeline_ranks, "pipeline" + std::to_string(plan_.replica));
-    replica_group_ = make_group(replica_ranks, "stage" + std::to_string(plan_.pipeline_rank));
+    const Mesh& mesh = plan_.mesh;
+    const int rank = plan_.rank;
+    pipeline_group_ = make_group(mesh.group(rank, kPipelineDim), mesh.group_name(rank, kPipelineDim));
+    replica_group_ = make_group(mesh.group(rank, kDataDim), mesh.group_name(rank, kDataDim));
   }
   stages_ = stage_blocks(model.blocks(), options_.split);
   tied_ = TiedParameters(stages_, options_.schedule, pipeline().rank());
@@ -62,10 +59,10 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   parameters_ = std::move(own.parameters);
   buffers_ = std::move(own.buffers);
   for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
-  if (plan_.zero_stage > 0 && replica_group_ && replica_group_->world() > 1) {
+  if (plan_.data.zero_stage > 0 && replica_group_ && replica_group_->world() > 1) {
     zero_ = std::make_unique<ZeroPartition>(parameters_, replica_group_->rank(),
                                             replica_group_->world(), options_.data_parallel.buckets,
-                                            plan_.zero_stage, tied_.names());
+                                            plan_.data.zero_stage, tied_.names());
     options_.data_parallel.zero = zero_.get();
   }
 }

@@ -53,11 +53,11 @@ class PipelineLayout : public ParallelLayout {
   void clip_gradients(double max_norm) override;
   double mean_over_trainers(double value) override;
   bool any_rank(bool mine) override;
-  // ZeRO (plan.zero_stage, with several pipelines): each stage's parameters are partitioned over
+  // ZeRO (plan.data.zero_stage, with several pipelines): each stage's parameters are partitioned over
   // its replicas (zero_partition.h), and every rank takes part in checkpoints.
   const NamedTensors& optimized_parameters() const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
-  bool takes_part_in_checkpoints() const override { return zero_ || plan_.replica == 0; }
+  bool takes_part_in_checkpoints() const override { return zero_ || plan_.data.replica == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // Rank 0 holds its own stages' tensors; the others' come one at a time as they are written.
   std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;

@@ -18,7 +18,7 @@ namespace loom::parallel::ps {
 
 PsExchangeOptions describe_servers(comm::Rendezvous& rendezvous, const LayoutPlan& plan) {
   PsExchangeOptions servers;
-  servers.roles.servers = plan.servers;
+  servers.roles.servers = plan.servers->servers;
   servers.roles.workers = plan.trainers;
   servers.job = job_hash(rendezvous.job());
   std::vector<int> everyone(static_cast<size_t>(plan.world));
@@ -52,16 +52,16 @@ ServerLoad serve_parameters(comm::Communicator& world, const LayoutPlan& plan, c
     param_options.roles = options.servers.roles;
     param_options.job = options.servers.job;
     // Sync with the optimizer here is SSP with s = 0.
-    param_options.bounded = plan.ps_mode != PsMode::kAsync;
-    param_options.staleness = plan.staleness;
+    param_options.bounded = plan.servers->mode != PsMode::kAsync;
+    param_options.staleness = plan.servers->staleness;
     param_options.on_step = on_step;
     param_options.hooks = options.hooks;
-    if (plan.optimizer_on_server && !options.optimizer.make) {
+    if (plan.servers->optimizer_on_server && !options.optimizer.make) {
       throw Error("ps: server " + std::to_string(server) +
                   " runs the optimizer (parallel.ps.optimizer_on: server), but was given none");
     }
     const auto update =
-        plan.optimizer_on_server ? server_optimizer(options.optimizer) : add_deltas();
+        plan.servers->optimizer_on_server ? server_optimizer(options.optimizer) : add_deltas();
     return run_param_server(world, param_options, *update);
   }
   PsServerOptions sum_options;
