@@ -18,6 +18,10 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_FAULT_KILL_IN_SAVE", "0",
        "Testing aid: SIGKILL the process halfway through writing the checkpoint of this step "
        "(0 = never)."},
+      {"LOOM_FAULT_SLOW_SAVE_MS", "0",
+       "Testing aid: the checkpoint writer sleeps this many milliseconds halfway through every "
+       "save (before LOOM_FAULT_KILL_IN_SAVE strikes), so that a test sees training go on "
+       "during a background write (0 = never)."},
       {"LOOM_FAULT_KILL_SERVER_AFTER_STEP", "0",
        "Testing aid: parameter server 0 SIGKILLs itself after serving this many steps "
        "(0 = never)."},

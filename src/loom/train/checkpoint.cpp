@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -91,10 +93,12 @@ data::LoaderState loader_from_json(const nlohmann::ordered_json& j) {
 
 }  // namespace
 
-CheckpointStore::CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step)
+CheckpointStore::CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step,
+                                 int64_t pause_in_save_ms)
     : dir_(std::move(dir)),
       keep_(std::max<int64_t>(1, keep)),
-      kill_in_save_step_(kill_in_save_step) {
+      kill_in_save_step_(kill_in_save_step),
+      pause_in_save_ms_(pause_in_save_ms) {
   fs::create_directories(dir_);
 }
 
@@ -140,6 +144,9 @@ std::string CheckpointStore::commit(const CheckpointData& data, const std::strin
   model.insert(model.end(), data.model_to_fetch.begin(), data.model_to_fetch.end());
   write_safetensors((tmp_dir / "model.safetensors").string(), model,
                     {{"format", "loom"}, {"step", std::to_string(data.position.step)}});
+  if (pause_in_save_ms_ > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_in_save_ms_));
+  }
   if (kill_in_save_step_ > 0 && data.position.step == kill_in_save_step_) {
     std::raise(SIGKILL);  // simulate a crash with the checkpoint half written
   }

@@ -9,7 +9,8 @@
 // Tensors are under the model's own names whatever the layout, so any layout can resume it.
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
-// the previous checkpoint intact and loadable. Not thread-safe; one writer per directory.
+// the previous checkpoint intact and loadable. Not thread-safe; one writer per directory (which
+// may be a thread of its own: AsyncCheckpointWriter).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -54,9 +55,11 @@ struct CheckpointData {
 
 class CheckpointStore {
  public:
-  // keep: how many committed checkpoints survive pruning. kill_in_save_step: testing aid
-  // (LOOM_FAULT_KILL_IN_SAVE) that SIGKILLs the process halfway through that step's save.
-  CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step = 0);
+  // keep: how many committed checkpoints survive pruning. Testing aids: kill_in_save_step
+  // (LOOM_FAULT_KILL_IN_SAVE) SIGKILLs the process halfway through that step's save, after a
+  // pause of pause_in_save_ms (LOOM_FAULT_SLOW_SAVE_MS) there in every save.
+  CheckpointStore(std::string dir, int64_t keep, int64_t kill_in_save_step = 0,
+                  int64_t pause_in_save_ms = 0);
 
   const std::string& dir() const { return dir_; }
 
@@ -86,6 +89,7 @@ class CheckpointStore {
   std::string dir_;
   int64_t keep_;
   int64_t kill_in_save_step_;
+  int64_t pause_in_save_ms_;
 };
 
 // Copies a loaded checkpoint's parameters and buffers into the model's tensors, by name. Throws
