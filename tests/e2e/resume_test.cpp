@@ -5,6 +5,9 @@
 #include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
@@ -106,6 +109,92 @@ TEST(ResumeImageFolder, AnyLoaderThreadCountContinuesTheSameSamples) {
       << changed.output;
 }
 
+// checkpoint.async: the records of metrics.jsonl of a given type.
+std::vector<nlohmann::json> records_of(const std::string& run, const std::string& type) {
+  std::vector<nlohmann::json> records;
+  std::istringstream lines(test::read_text(run + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] == type) records.push_back(std::move(record));
+  }
+  return records;
+}
+
+// Killed while a background write is under way (the writer pauses halfway, so that training
+// has gone on past the step being written): the run goes on from the checkpoint before it, and
+// ends as one never interrupted.
+TEST(AsyncCheckpoints, AKillDuringABackgroundWriteResumesFromThePreviousCheckpoint) {
+  test::TempDir dir;
+  auto args = [&](const std::string& out) {
+    return "train --out " + out + " " + test::tiny_synthetic_args() +
+           " --set model=mlp --set optimizer.name=adamw --set train.epochs=1"
+           " --set train.log_every=1 --set checkpoint.every_steps=3 --set checkpoint.async=true";
+  };
+  auto straight = test::run_loom(args(dir / "straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  auto killed = test::run_loom(args(dir / "resumed"),
+                               "LOOM_FAULT_SLOW_SAVE_MS=500 LOOM_FAULT_KILL_IN_SAVE=6");
+  ASSERT_EQ(killed.signal, SIGKILL) << killed.output;
+  EXPECT_EQ(test::read_text(dir / "resumed/checkpoints/latest"), "step-00000003\n");
+  // Steps after 6 were trained while step 6's checkpoint was being written; step 3's commit
+  // was recorded with the time it took in the background.
+  EXPECT_GT(records_of(dir / "resumed", "step").back()["step"].get<int>(), 6);
+  const auto committed = records_of(dir / "resumed", "checkpoint");
+  ASSERT_EQ(committed.size(), 1u);
+  EXPECT_EQ(committed[0]["step"], 3);
+  EXPECT_EQ(committed[0]["async"], true);
+  EXPECT_GE(committed[0]["background_seconds"].get<double>(), 0.5);
+
+  auto resumed = test::run_loom(args(dir / "resumed") + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  test::expect_identical_runs(dir / "straight", dir / "resumed");
+  EXPECT_EQ(test::summary_of(dir / "resumed")["resumed_from_step"], 3);
+}
+
+// The summary and metrics.jsonl say how long each checkpoint held training up and how long it
+// took in the background: a background write of 0.3 s (the writer paused) between checkpoints
+// 0.45 s apart (steps slowed to 0.15 s) holds training up for its copy only, where a
+// synchronous one holds it up for the whole write.
+TEST(AsyncCheckpoints, TheSummaryAndMetricsShowTheTimeBlockedAndInTheBackground) {
+  test::TempDir dir;
+  const std::string faults = "LOOM_FAULT_SLOW_SAVE_MS=300 LOOM_FAULT_SLOW_RANK=0:150";
+  auto args = [&](const std::string& out, bool async) {
+    return "train --out " + out + " " + test::tiny_synthetic_args() +
+           " --set model=mlp --set train.max_steps=9 --set train.eval=false"
+           " --set checkpoint.every_steps=3 --set checkpoint.async=" +
+           (async ? "true" : "false");
+  };
+  for (bool async : {true, false}) {
+    const std::string run = dir / (async ? "async" : "sync");
+    auto result = test::run_loom(args(run, async), faults);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto times = test::summary_of(run)["checkpoints"];
+    EXPECT_EQ(times["async"], async) << times.dump(2);
+    EXPECT_EQ(times["committed"], 3) << times.dump(2);  // steps 3, 6 and 9
+    const auto records = records_of(run, "checkpoint");
+    ASSERT_EQ(records.size(), 3u);
+    double blocked = 0, background = 0;
+    for (size_t i = 0; i < records.size(); ++i) {
+      EXPECT_EQ(records[i]["step"], 3 * static_cast<int>(i + 1));
+      EXPECT_EQ(records[i]["async"], async);
+      EXPECT_EQ(records[i]["path"],
+                run + "/checkpoints/step-0000000" + std::to_string(3 * (i + 1)));
+      blocked += records[i]["blocked_seconds"].get<double>();
+      background += records[i]["background_seconds"].get<double>();
+      if (async) {
+        EXPECT_GE(records[i]["background_seconds"].get<double>(), 0.3) << records[i].dump();
+        EXPECT_LT(records[i]["blocked_seconds"].get<double>(), 0.15) << records[i].dump();
+      } else {
+        EXPECT_GE(records[i]["blocked_seconds"].get<double>(), 0.3) << records[i].dump();
+        EXPECT_EQ(records[i]["background_seconds"].get<double>(), 0.0) << records[i].dump();
+      }
+    }
+    EXPECT_NEAR(times["blocked_seconds"].get<double>(), blocked, 1e-6);
+    EXPECT_NEAR(times["background_seconds"].get<double>(), background, 1e-6);
+    EXPECT_EQ(test::read_text(run + "/checkpoints/latest"), "step-00000009\n");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Runs, Resume,
     ::testing::Values(
@@ -113,7 +202,12 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{
             "MlpAdamwAccumulateClip",
             "--set model=mlp --set optimizer.name=adamw --set optimizer.lr=0.001 "
-            "--set train.grad_accum=2 --set train.grad_clip=1.0 --set train.label_smoothing=0.1"}),
+            "--set train.grad_accum=2 --set train.grad_clip=1.0 --set train.label_smoothing=0.1"},
+        // Written in the background: killed in the writer's thread, or stopped once the
+        // checkpoint of the stop step has committed.
+        ResumeCase{"MlpAdamwAsyncCheckpoints",
+                   "--set model=mlp --set optimizer.name=adamw --set optimizer.lr=0.001 "
+                   "--set checkpoint.async=true"}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace

@@ -117,6 +117,7 @@ struct CheckpointConfig {
   int64_t every_steps = 0;  // 0 = at the end of every epoch
   int64_t keep = 3;
   std::string on_error = "stop";  // stop | warn: a save that fails (disk full) stops the run
+  bool async = false;  // copy the state at the step boundary, write and commit it in the background
 };
 
 struct ProfileConfig {

@@ -181,6 +181,12 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "A checkpoint that cannot be written (disk full, a read-only file system): stop = "
            "the run exits 1 naming the path and the bytes needed; warn = it logs that and "
            "trains on. Either way the previous checkpoint stays intact.");
+  v.boolean("checkpoint.async", c.checkpoint.async,
+            "At the step boundary copy the state into host buffers kept between checkpoints "
+            "and go on training while a thread writes and commits it. A checkpoint waits for "
+            "the previous one to commit; preemption and the end of the run wait for the write "
+            "in flight; a crash during it leaves the last committed checkpoint. Costs host "
+            "memory the size of the checkpoint (on the rank that writes it).");
 
   v.boolean("profile.trace", c.profile.trace,
             "Write OUT/trace.json, a Chrome trace (Perfetto) of some steps: each step's phases on "

@@ -2,6 +2,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <chrono>
+
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
@@ -16,8 +18,10 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& out_dir,
       leader_(leader),
       parts_(parts),
       store_(out_dir + "/checkpoints", config.checkpoint.keep,
-             setting_int("LOOM_FAULT_KILL_IN_SAVE")) {
+             setting_int("LOOM_FAULT_KILL_IN_SAVE"), setting_int("LOOM_FAULT_SLOW_SAVE_MS")) {
   if (leader) store_.remove_unfinished();  // what a killed save left behind
+  if (leader && config.checkpoint.async) writer_ = std::make_unique<AsyncCheckpointWriter>(store_);
+  times_.async = config.checkpoint.async;
 }
 
 void RunCheckpoints::fill_summary(const TrainPosition& position, bool preempted,
@@ -28,6 +32,7 @@ void RunCheckpoints::fill_summary(const TrainPosition& position, bool preempted,
   s.preempted_checkpoint = preempted && config_.checkpoint.enabled &&
                            (!leader_ || committed_step_ == position.step);
   s.checkpoint_failures = failures_;
+  s.checkpoint_times = times_;
 }
 
 data::LoaderState RunCheckpoints::loader_state(const TrainPosition& position) const {
@@ -84,6 +89,12 @@ bool RunCheckpoints::save(const TrainPosition& position, const std::string& auto
   parallel::ParallelLayout& layout = *parts_.layout;
   // Data-parallel replicas hold what the first one holds.
   if (!layout.takes_part_in_checkpoints()) return false;
+  const auto begin = std::chrono::steady_clock::now();
+  const auto held_up = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  };
+  // The previous checkpoint commits first: its host buffers are this one's.
+  if (writer_) report(writer_->wait());
   parallel::CheckpointTensors mine;
   // Servers that keep the optimizer state send it, and their latest parameters with it.
   const models::NamedTensors& parameters = layout.parameters();
@@ -112,22 +123,74 @@ bool RunCheckpoints::save(const TrainPosition& position, const std::string& auto
   ckpt.config_json = config_to_json(config_);
   ckpt.autotune_json = autotune_json;
   progress();
+  if (writer_) {
+    // Copied (the other ranks' shares fetched) at the step boundary; written in the background.
+    try {
+      writer_->start(std::move(ckpt));
+    } catch (...) {
+      try {
+        if (whole->finish) whole->finish();
+      } catch (const std::exception& e) {
+        LOOM_LOG(kWarn, "checkpoint") << "after a failed copy: " << e.what();
+      }
+      throw;
+    }
+    if (whole->finish) whole->finish();
+    in_flight_blocked_ = held_up();
+    progress();
+    return true;
+  }
+  std::string path;
   try {
-    last_ = store_.save(ckpt);
+    path = store_.save(ckpt);
   } catch (const Error& e) {
     // The other ranks' sends complete whatever happened to the write.
     if (whole->finish) whole->finish();
-    if (config_.checkpoint.on_error == "stop") {
-      throw Error(std::string(e.what()) + "; stopped (checkpoint.on_error: stop)");
-    }
-    ++failures_;
-    LOOM_LOG(kWarn, "checkpoint") << e.what() << "; training goes on (checkpoint.on_error: warn)";
+    failed(e.what());
     return false;
   }
   if (whole->finish) whole->finish();
   progress();
-  committed_step_ = position.step;
+  committed(position.step, path, held_up(), 0.0);
   return true;
+}
+
+void RunCheckpoints::poll() {
+  if (writer_) report(writer_->poll());
+}
+
+void RunCheckpoints::finish_writing(const std::function<void()>& progress) {
+  if (!writer_ || !writer_->pending()) return;
+  report(writer_->wait());
+  progress();
+}
+
+void RunCheckpoints::report(const std::optional<AsyncWriteResult>& result) {
+  if (!result) return;
+  if (!result->committed()) return failed(result->error);
+  committed(result->step, result->path, in_flight_blocked_, result->background_seconds);
+}
+
+void RunCheckpoints::committed(int64_t step, const std::string& path, double blocked_seconds,
+                               double background_seconds) {
+  last_ = path;
+  committed_step_ = step;
+  times_.add(blocked_seconds, background_seconds);
+  if (!on_commit_) return;
+  on_commit_(path, {{"type", "checkpoint"},
+                    {"step", step},
+                    {"path", path},
+                    {"async", writer_ != nullptr},
+                    {"blocked_seconds", blocked_seconds},
+                    {"background_seconds", background_seconds}});
+}
+
+void RunCheckpoints::failed(const std::string& error) {
+  if (config_.checkpoint.on_error == "stop") {
+    throw Error(error + "; stopped (checkpoint.on_error: stop)");
+  }
+  ++failures_;
+  LOOM_LOG(kWarn, "checkpoint") << error << "; training goes on (checkpoint.on_error: warn)";
 }
 
 }  // namespace loom::train

@@ -6,7 +6,14 @@
 // same batches and steps as one that never stopped. A save that fails stops the run, or under
 // checkpoint.on_error: warn is counted and the run goes on.
 //
-// Threading: the training thread.
+// Under checkpoint.async the gather (and the fetch of streamed shares: the other ranks' sends
+// complete at the step boundary, as in a synchronous save) ends in host buffers that the writer
+// keeps between checkpoints, and a thread writes and commits them while training goes on
+// (AsyncCheckpointWriter). A checkpoint waits for the previous one to commit; so do the end of
+// the run and a preempted one (finish_writing). Each committed checkpoint is reported with the
+// time it held training up and the time it took in the background.
+//
+// Threading: the training thread (the writer's own thread only writes the copy).
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -14,12 +21,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
 #include "loom/parallel/parallel_layout.h"
+#include "loom/train/async_checkpoint_writer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/trainer.h"
 
@@ -38,6 +47,14 @@ class RunCheckpoints {
 
   // `leader`: this rank writes the checkpoints (and clears what a killed save left).
   RunCheckpoints(const Config& config, const std::string& out_dir, bool leader, Parts parts);
+  // Waits for a write in flight (its outcome unreported: the run is ending on an error).
+  ~RunCheckpoints() = default;
+
+  // Told of each checkpoint this rank commits, on the training thread once it knows (at once,
+  // or after a background write): its path and its "checkpoint" record for metrics.jsonl.
+  using CommitSink =
+      std::function<void(const std::string& path, const nlohmann::ordered_json& record)>;
+  void on_commit(CommitSink sink) { on_commit_ = std::move(sink); }
 
   // The newest committed checkpoint, when the run resumes; none for a fresh start.
   std::optional<std::string> latest(bool resume) const {
@@ -50,29 +67,47 @@ class RunCheckpoints {
   // for another data sequence or loader position.
   CheckpointData resume_from(const std::string& path);
 
-  // Commits the run at `position`, unless that step was saved (checkpoint.enabled off: nothing).
-  // `autotune_json` goes with it; `progress` tells the stall watchdog the rank is alive.
-  // Returns true when this rank committed a checkpoint.
+  // Commits the run at `position`, unless that step was saved (checkpoint.enabled off: nothing);
+  // under checkpoint.async, first waits for the previous checkpoint to commit, then copies this
+  // one and starts writing it. `autotune_json` goes with it; `progress` tells the stall watchdog
+  // the rank is alive. Returns true when this rank committed a checkpoint or started writing one.
   bool save(const TrainPosition& position, const std::string& autotune_json,
             const std::function<void()>& progress);
+  // Reports a background write that has ended (once a step). Throws as a failed save does.
+  void poll();
+  // Waits for the background write in flight and reports it: the end of the run, a preempted
+  // one and a testing aid's stop wait here, so that what they saved is committed.
+  void finish_writing(const std::function<void()>& progress);
 
   const std::string& last() const { return last_; }  // committed or resumed from; "" if none
   int64_t committed_step() const { return committed_step_; }  // of last(), on the writer
   int64_t failures() const { return failures_; }  // saves that failed under on_error: warn
 
   // The summary's part at `position`: the last checkpoint, whether a preempted run (`preempted`)
-  // committed its stop step, and the failed saves.
+  // committed its stop step, the failed saves, and the committed checkpoints' times.
   void fill_summary(const TrainPosition& position, bool preempted, TrainSummary& s) const;
 
   // The training loader's place at `position`: its next batch.
   data::LoaderState loader_state(const TrainPosition& position) const;
 
  private:
+  // The checkpoint of `step` is committed at `path`: recorded and told.
+  void committed(int64_t step, const std::string& path, double blocked_seconds,
+                 double background_seconds);
+  // A save failed with `error`: stops the run (checkpoint.on_error: stop) or is counted.
+  void failed(const std::string& error);
+  // The outcome of the background write, if any.
+  void report(const std::optional<AsyncWriteResult>& result);
+
   const Config& config_;
   const bool leader_;
   Parts parts_;
   CheckpointStore store_;
+  std::unique_ptr<AsyncCheckpointWriter> writer_;  // checkpoint.async, on the leader
+  double in_flight_blocked_ = 0;                   // how long the write in flight held training up
+  CommitSink on_commit_;
   int64_t saved_step_ = -1, committed_step_ = -1, failures_ = 0;
+  CheckpointTimes times_;
   std::string last_;
 };
 

@@ -133,6 +133,15 @@ nlohmann::ordered_json restarts_json(const std::vector<RestartRecord>& restarts)
   return list;
 }
 
+nlohmann::ordered_json checkpoints_json(const CheckpointTimes& t) {
+  return {{"async", t.async},
+          {"committed", t.committed},
+          {"blocked_seconds", t.blocked_seconds},
+          {"max_blocked_seconds", t.max_blocked_seconds},
+          {"background_seconds", t.background_seconds},
+          {"max_background_seconds", t.max_background_seconds}};
+}
+
 nlohmann::ordered_json remote_json(const TrainSummary& s) {
   if (s.remote_workers.empty()) return nullptr;
   nlohmann::ordered_json workers = nlohmann::ordered_json::array();
@@ -258,6 +267,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
       {"last_checkpoint", s.last_checkpoint},
       {"preempted", s.preempted},
       {"checkpoint_failures", s.checkpoint_failures},
+      {"checkpoints", checkpoints_json(s.checkpoint_times)},
       {"restarts", restarts_json(s.restarts)}};
   replace_file_atomically(path, j.dump(2) + "\n");
 }

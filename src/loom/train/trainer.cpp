@@ -35,6 +35,10 @@ void TrainingRun::set_up() {
       config_, options_.out_dir, leader(),
       RunCheckpoints::Parts{parts_.layout.get(), parts_.optimizer.get(), parts_.data.train.get(),
                             plan_.data.replica, plan_.step.micro_batches});
+  checkpoints_->on_commit([this](const std::string& path, const nlohmann::ordered_json& record) {
+    accounting_->write(record);
+    if (options_.observer) options_.observer->on_checkpoint(path);
+  });
   faults_ = StepFaults::for_rank(rank_, comm::restart_attempt());
   if (leader()) {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
@@ -138,10 +142,12 @@ void TrainingRun::loss_computed(double value) {
 
 void TrainingRun::save_checkpoint() {
   const std::string autotune = autotune_ ? autotune_->checkpoint_json() : "";  // resuming keeps it
-  if (!checkpoints_->save(position_, autotune, [this] { watchdog_->progress(); })) return;
-  if (options_.observer) options_.observer->on_checkpoint(checkpoints_->last());
-  // LOOM_FAULT_STOP_AFTER_STEP: preempted right after a commit.
-  if (faults_.stops_after(position_.step)) std::raise(SIGKILL);
+  const auto progress = [this] { watchdog_->progress(); };
+  if (!checkpoints_->save(position_, autotune, progress)) return;
+  // LOOM_FAULT_STOP_AFTER_STEP: preempted right after the commit (of a background write too).
+  if (!faults_.stops_after(position_.step)) return;
+  checkpoints_->finish_writing(progress);
+  if (checkpoints_->committed_step() == position_.step) std::raise(SIGKILL);
 }
 
 void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
@@ -165,6 +171,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     if (tuning) autotune_->after_step(position_.step, samples, dt);
     report_step(loss);
     if (every > 0 && position_.step % every == 0) save_checkpoint();
+    checkpoints_->poll();  // a background write that has committed is reported
     faults_.strike_after(position_.step);
     if (stop_requested()) {
       preempted_ = true;
@@ -253,6 +260,8 @@ TrainSummary TrainingRun::run() {
   }
   parts_.layout->end_training();
   save_checkpoint();
+  // The end of the run, preempted or not, waits for the checkpoint in flight to commit.
+  checkpoints_->finish_writing([this] { watchdog_->progress(); });
   // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
   accounting_->merge_traces(world_ > 1 ? options_.communicator : nullptr, plan_.world);
   // Resuming a run that had already finished trains nothing: still report its accuracy.

@@ -65,6 +65,23 @@ struct EpochReport {
   double seconds = 0.0;
 };
 
+// The checkpoints a run committed, on the rank that writes them: the time each held training up
+// (its gather and its write, or under checkpoint.async its copy and a wait for the previous
+// one to commit) and the time it then took in the background (0 when written in the step).
+struct CheckpointTimes {
+  bool async = false;  // checkpoint.async
+  int64_t committed = 0;
+  double blocked_seconds = 0, max_blocked_seconds = 0;  // summed over them, and the longest
+  double background_seconds = 0, max_background_seconds = 0;
+  void add(double blocked, double background) {
+    ++committed;
+    blocked_seconds += blocked;
+    background_seconds += background;
+    max_blocked_seconds = std::max(max_blocked_seconds, blocked);
+    max_background_seconds = std::max(max_background_seconds, background);
+  }
+};
+
 // One restart of the job by `loom launch --max-restarts`: why the attempt before it ended, the
 // step it had reached (as its heartbeats said; -1 when unknown) and the checkpoint step the next
 // attempt went on from.
@@ -101,6 +118,7 @@ struct TrainSummary {
   bool preempted = false;
   bool preempted_checkpoint = false;
   int64_t checkpoint_failures = 0;      // saves that failed under checkpoint.on_error: warn
+  CheckpointTimes checkpoint_times;     // their times, blocked and in the background
   std::vector<RestartRecord> restarts;  // of this job before this attempt, oldest first
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
