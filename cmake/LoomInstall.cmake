@@ -62,8 +62,8 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/bucket_exchange.h
   loom/parallel/bucket_plan.h
   loom/parallel/data_parallel.h
+  loom/parallel/data_replicas.h
   loom/parallel/grad_sync.h
-  loom/parallel/layout_metrics.h
   loom/parallel/layout_plan.h
   loom/parallel/layout_report.h
   loom/parallel/local_grad_sync.h
@@ -74,7 +74,6 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/ps/ps_exchange.h
   loom/parallel/ps/ps_protocol.h
   loom/parallel/ps/server_load.h
-  loom/parallel/ps/server_window.h
   loom/parallel/replicated_layout.h
   loom/parallel/step_executor.h
   loom/parallel/zero_partition.h

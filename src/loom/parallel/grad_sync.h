@@ -27,9 +27,10 @@
 
 #include "loom/core/step_phase.h"
 #include "loom/parallel/bucket_plan.h"
-#include "loom/parallel/layout_metrics.h"
 
 namespace loom::parallel {
+
+class LayoutMetrics;  // layout_metrics.h (internal)
 
 // What the last synchronised step's gradient exchange cost (all zero where nothing is exchanged).
 struct SyncStats {

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "loom/comm/tensor_message.h"
+#include "loom/parallel/layout_metrics.h"
 
 namespace loom::parallel {
 

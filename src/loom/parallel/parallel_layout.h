@@ -33,7 +33,6 @@
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
-#include "loom/parallel/layout_metrics.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/layout_report.h"
 #include "loom/parallel/step_executor.h"

@@ -6,7 +6,6 @@
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/ps/remote_parameters.h"
-#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 
@@ -18,36 +17,33 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       options_(std::move(options)) {
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  if (plan_.data.zero_stage > 0 && replicated()) {
-    zero_ = std::make_unique<ZeroPartition>(parameters_, trainers_->rank(), trainers_->world(),
-                                            options_.data_parallel.buckets, plan_.data.zero_stage);
-    options_.data_parallel.zero = zero_.get();
-  }
+  data_ = std::make_unique<DataReplicas>(plan_.data, trainers_, parameters_,
+                                         options_.data_parallel);
 }
 
 ReplicatedLayout::~ReplicatedLayout() = default;
 
 const NamedTensors& ReplicatedLayout::optimized_parameters() const {
-  return zero_ ? zero_->shards() : parameters_;
+  return data_->optimized(parameters_);
 }
 
 NamedTensors ReplicatedLayout::own_optimizer_state(const NamedTensors& saved) const {
-  return zero_ ? zero_->shard_state(saved) : saved;
+  return data_->own_optimizer_state(saved);
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
-  if (!zero_) return ParallelLayout::gather(std::move(mine));
+  if (!data_->partition()) return ParallelLayout::gather(std::move(mine));
   // Rank 0's model (every rank holds the same), everyone's optimizer shards under the
   // parameters' names.
-  NamedTensors shards = gather_on_rank0(*trainers_, mine.optimizer);
-  if (trainers_->rank() != 0) return std::nullopt;
-  mine.optimizer = zero_->named_state(shards);
+  if (!data_->gather_optimizer_state(mine)) return std::nullopt;
   return mine;
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {
   // Under ZeRO each rank holds the mean gradient of its shards only.
-  if (zero_) return clip_grad_norm_across(zero_->shards(), max_norm, *trainers_);
+  if (const ZeroPartition* zero = data_->partition()) {
+    return clip_grad_norm_across(zero->shards(), max_norm, *trainers_);
+  }
   ParallelLayout::clip_gradients(max_norm);
 }
 
@@ -143,9 +139,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
 }
 
 at::Tensor ReplicatedLayout::combine_eval_sums(at::Tensor sums) {
-  if (replicated()) {
-    trainers_->allreduce(sums, comm::ReduceOp::kSum)->wait(trainers_->options().timeout);
-  }
+  data_->sum(sums);
   return sums;
 }
 

@@ -4,7 +4,7 @@
 // train.grad_accum micro-batches accumulated on each rank (AccumulatingExecutor); evaluation
 // splits the test set over the ranks, each with rank 0's model, and adds their sums. With
 // plan.data.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
-// (zero_partition.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
+// (data_replicas.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
 // shards' state back into state under the parameters' names.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
-#include "loom/parallel/zero_partition.h"
+#include "loom/parallel/data_replicas.h"
 
 namespace loom::parallel {
 
@@ -50,7 +50,9 @@ class ReplicatedLayout : public ParallelLayout {
   const NamedTensors& optimized_parameters() const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
   // ZeRO: every rank sends its optimizer shards to rank 0 for a checkpoint.
-  bool takes_part_in_checkpoints() const override { return zero_ || plan_.rank == 0; }
+  bool takes_part_in_checkpoints() const override {
+    return data_->partition() || plan_.rank == 0;
+  }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // ZeRO: the norm over every rank's gradient shards.
   void clip_gradients(double max_norm) override;
@@ -69,7 +71,7 @@ class ReplicatedLayout : public ParallelLayout {
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
   bool bf16_ = false;       // forward under bf16 autocast (start())
-  std::unique_ptr<ZeroPartition> zero_;  // ZeRO over several ranks
+  std::unique_ptr<DataReplicas> data_;  // the model over the replicas (and ZeRO)
 };
 
 }  // namespace loom::parallel

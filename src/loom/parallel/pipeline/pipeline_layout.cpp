@@ -14,7 +14,6 @@
 #include "loom/comm/tensor_message.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
-#include "loom/parallel/local_grad_sync.h"
 
 namespace loom::parallel::pipeline {
 namespace {
@@ -59,30 +58,21 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   parameters_ = std::move(own.parameters);
   buffers_ = std::move(own.buffers);
   for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
-  if (plan_.data.zero_stage > 0 && replica_group_ && replica_group_->world() > 1) {
-    zero_ = std::make_unique<ZeroPartition>(parameters_, replica_group_->rank(),
-                                            replica_group_->world(), options_.data_parallel.buckets,
-                                            plan_.data.zero_stage, tied_.names());
-    options_.data_parallel.zero = zero_.get();
-  }
+  data_ = std::make_unique<DataReplicas>(plan_.data, replica_group_.get(), parameters_,
+                                         options_.data_parallel, tied_.names());
 }
 
 const NamedTensors& PipelineLayout::optimized_parameters() const {
-  return zero_ ? zero_->shards() : parameters_;
+  return data_->optimized(parameters_);
 }
 
 NamedTensors PipelineLayout::own_optimizer_state(const NamedTensors& saved) const {
-  return zero_ ? zero_->shard_state(saved) : saved;
+  return data_->own_optimizer_state(saved);
 }
 
 void PipelineLayout::start(const StartOptions& options) {
   // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
-  if (replica_group_ && replica_group_->world() > 1) {
-    grad_sync_ = std::make_unique<DataParallel>(parameters_, buffers_, *replica_group_,
-                                                options_.data_parallel);
-  } else {
-    grad_sync_ = std::make_unique<LocalGradSync>(parameters_);
-  }
+  grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);
   PipelineExecutorOptions executor;
   executor.bf16 = options.bf16;
   auto pipelined =
@@ -93,7 +83,8 @@ void PipelineLayout::start(const StartOptions& options) {
     executor_ = std::move(pipelined);
   } else {
     executor_ =
-        std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(), zero_.get());
+        std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(),
+                                                   data_->partition());
   }
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model.
@@ -103,8 +94,8 @@ void PipelineLayout::start(const StartOptions& options) {
 void PipelineLayout::clip_gradients(double max_norm) {
   // Under ZeRO each rank holds its shards of its stages' gradients: the norm is over every rank
   // of the job, a tied copy's shards counted by the owner's rank.
-  if (zero_) {
-    return clip_grad_norm_across(zero_->shards(), max_norm, job_, zero_->shards_of(tied_copies_));
+  if (const ZeroPartition* zero = data_->partition()) {
+    return clip_grad_norm_across(zero->shards(), max_norm, job_, zero->shards_of(tied_copies_));
   }
   // A tied parameter's copies hold the same gradient: counted once, by its owner.
   clip_grad_norm_across(parameters_, max_norm, pipeline(), tied_copies_);
@@ -120,14 +111,6 @@ bool PipelineLayout::any_rank(bool mine) {
   at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
   job_.allreduce(asked, comm::ReduceOp::kSum)->wait(job_.options().timeout);
   return asked.item<float>() > 0;
-}
-
-bool PipelineLayout::gather_stage_shards(CheckpointTensors& mine) {
-  if (!zero_) return true;
-  NamedTensors shards = gather_on_rank0(*replica_group_, mine.optimizer);
-  if (replica_group_->rank() != 0) return false;
-  mine.optimizer = zero_->named_state(shards);
-  return true;
 }
 
 std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) {
@@ -190,7 +173,7 @@ class PeerTensors {
 }  // namespace
 
 std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTensors mine) {
-  if (!gather_stage_shards(mine)) return std::nullopt;
+  if (!data_->gather_optimizer_state(mine)) return std::nullopt;
   comm::Communicator& comm = pipeline();
   if (comm.rank() != 0) {
     // Sent from this rank's own tensors (contiguous, as parameters and optimizer state are: no
@@ -288,9 +271,7 @@ at::Tensor PipelineLayout::combine_eval_sums(at::Tensor sums) {
   // The last stage saw every output of its pipeline's share; the pipelines add their shares.
   comm::Communicator& comm = pipeline();
   comm.broadcast(sums, options_.schedule.stage_rank.back())->wait(comm.options().timeout);
-  if (replica_group_) {
-    replica_group_->allreduce(sums, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  }
+  data_->sum(sums);
   return sums;
 }
 

@@ -19,7 +19,7 @@
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/tied_parameters.h"
-#include "loom/parallel/zero_partition.h"
+#include "loom/parallel/data_replicas.h"
 
 namespace loom::parallel::pipeline {
 
@@ -53,11 +53,13 @@ class PipelineLayout : public ParallelLayout {
   void clip_gradients(double max_norm) override;
   double mean_over_trainers(double value) override;
   bool any_rank(bool mine) override;
-  // ZeRO (plan.data.zero_stage, with several pipelines): each stage's parameters are partitioned over
-  // its replicas (zero_partition.h), and every rank takes part in checkpoints.
+  // ZeRO (plan.data.zero_stage, with several pipelines): each stage's parameters are
+  // partitioned over its replicas (data_replicas.h), and every rank takes part in checkpoints.
   const NamedTensors& optimized_parameters() const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
-  bool takes_part_in_checkpoints() const override { return zero_ || plan_.data.replica == 0; }
+  bool takes_part_in_checkpoints() const override {
+    return data_->partition() || plan_.data.replica == 0;
+  }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // Rank 0 holds its own stages' tensors; the others' come one at a time as they are written.
   std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
@@ -73,10 +75,6 @@ class PipelineLayout : public ParallelLayout {
 
  private:
   comm::Communicator& pipeline() const { return pipeline_group_ ? *pipeline_group_ : job_; }
-  // Under ZeRO, each stage's optimizer shards onto its first replica, under the parameters'
-  // names; false on the ranks that then leave the gather to it.
-  bool gather_stage_shards(CheckpointTensors& mine);
-
   models::Model& model_;
   comm::Communicator& job_;
   PipelineLayoutOptions options_;
@@ -85,7 +83,7 @@ class PipelineLayout : public ParallelLayout {
   std::set<std::string> tied_copies_;  // of parameters_, those another stage owns
   std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several pipelines
   PipelineExecutor* executor_of_schedule_ = nullptr;                    // executor_, once started
-  std::unique_ptr<ZeroPartition> zero_;  // ZeRO over this stage's replicas
+  std::unique_ptr<DataReplicas> data_;  // this rank's stages over their replicas (and ZeRO)
 };
 
 // The parameters and buffers of the stages `rank` runs, under the model's names, and the

@@ -13,6 +13,7 @@
 #include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/parallel/ps/ps_protocol.h"
 #include "loom/parallel/ps/ps_server.h"
+#include "loom/parallel/ps/server_window.h"
 
 namespace loom::parallel::ps {
 namespace {
@@ -104,7 +105,7 @@ PsBenchResult run_ps_benchmark(const std::shared_ptr<comm::Rendezvous>& rendezvo
       for (size_t i = 0; i < buckets.size(); ++i) works.push_back(exchange.start(i, buckets[i]));
       for (const comm::WorkPtr& w : works) w->wait(timeout);
       exchange.step_finished(stats);
-      result.server_loads = exchange.metrics()->totals();
+      result.server_loads = exchange.servers().totals();
       const double ps = seconds_since(begin);
       if (r < 0) continue;
       result.ring_steps.push_back(ring);

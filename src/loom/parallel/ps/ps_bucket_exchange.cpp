@@ -7,11 +7,12 @@
 #include "loom/comm/work_group.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
+#include "loom/parallel/ps/server_window.h"
 
 namespace loom::parallel::ps {
 
 PsBucketExchange::PsBucketExchange(comm::Communicator& world, PsExchangeOptions options)
-    : world_(world), options_(std::move(options)), servers_(options_.server_hosts, 0) {
+    : world_(world), options_(std::move(options)), servers_(std::make_unique<ServerWindow>(options_.server_hosts, 0)) {
   const PsRoles& roles = options_.roles;
   if (roles.workers < 1 || roles.servers < 1 || roles.workers + roles.servers != world.world()) {
     throw ConfigError("parallel.ps.servers: " + std::to_string(roles.servers) + " servers and " +
@@ -52,7 +53,7 @@ void PsBucketExchange::buckets_changed(const std::vector<at::Tensor>& buckets) {
   if (!buckets.empty()) dtype_ = buckets[0].scalar_type();
   plan_ = plan_parts(sizes, static_cast<std::int64_t>(c10::elementSize(dtype_)),
                      options_.part_bytes, options_.roles.servers);
-  servers_.set_largest_part_bytes(plan_.largest_part_bytes());
+  servers_->set_largest_part_bytes(plan_.largest_part_bytes());
   ++plan_version_;
   plan_changed_ = true;
   buckets_ = buckets;
@@ -163,7 +164,7 @@ void PsBucketExchange::step_finished(SyncStats&) {
                        "ps totals of " + server_name(s), world_.options().timeout);
       totals.push_back(decode_load(load));
     }
-    servers_.heard(std::move(totals));
+    servers_->heard(std::move(totals));
   }
   ++step_;
   in_step_ = false;
@@ -182,6 +183,8 @@ void PsBucketExchange::end_training() {
                      "ps: the last totals of " + server_name(s), world_.options().timeout);
   }
 }
+
+LayoutMetrics* PsBucketExchange::metrics() { return servers_.get(); }
 
 std::string PsBucketExchange::describe() const {
   return "parameter servers over " + world_.backend() + ": " + plan_.describe();

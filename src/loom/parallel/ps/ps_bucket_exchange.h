@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,10 @@
 #include "loom/parallel/ps/part_plan.h"
 #include "loom/parallel/ps/ps_exchange.h"
 #include "loom/parallel/ps/ps_protocol.h"
-#include "loom/parallel/ps/server_window.h"
 
 namespace loom::parallel::ps {
+
+class ServerWindow;  // server_window.h (internal)
 
 struct PsExchangeOptions {
   PsRoles roles;
@@ -42,8 +44,9 @@ class PsBucketExchange : public BucketExchange {
   bool filled(std::size_t index, std::int64_t offset, std::int64_t elements) override;
   comm::WorkPtr start(std::size_t index, const at::Tensor& bucket) override;
   void step_finished(SyncStats& stats) override;
-  // The servers' load, as worker 0 hears it after every step.
-  ServerWindow* metrics() override { return &servers_; }
+  // The servers' load, as worker 0 hears it after every step (a ServerWindow).
+  LayoutMetrics* metrics() override;
+  const ServerWindow& servers() const { return *servers_; }
   // Tells the servers to stop; worker 0 waits until each has closed its books (its trace).
   void end_training() override;
   std::string describe() const override;
@@ -81,7 +84,7 @@ class PsBucketExchange : public BucketExchange {
     comm::WorkPtr work;
   };
   std::vector<ControlSend> control_;  // this step's header (and plan) sends
-  ServerWindow servers_;
+  std::unique_ptr<ServerWindow> servers_;
 };
 
 }  // namespace loom::parallel::ps

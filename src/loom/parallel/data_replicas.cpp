@@ -1,0 +1,37 @@
+#include "loom/parallel/data_replicas.h"
+
+#include "loom/parallel/local_grad_sync.h"
+
+namespace loom::parallel {
+
+DataReplicas::DataReplicas(const DataDim& plan, comm::Communicator* group,
+                           const NamedTensors& parameters, DataParallelOptions& options,
+                           const std::set<std::string>& alone)
+    : group_(group) {
+  if (plan.zero_stage == 0 || !replicated()) return;
+  zero_ = std::make_unique<ZeroPartition>(parameters, group_->rank(), group_->world(),
+                                          options.buckets, plan.zero_stage, alone);
+  options.zero = zero_.get();
+}
+
+std::unique_ptr<GradSync> DataReplicas::make_sync(NamedTensors parameters, NamedTensors buffers,
+                                                  const DataParallelOptions& options) const {
+  if (!replicated()) return std::make_unique<LocalGradSync>(std::move(parameters));
+  return std::make_unique<DataParallel>(std::move(parameters), std::move(buffers), *group_,
+                                        options);
+}
+
+bool DataReplicas::gather_optimizer_state(CheckpointTensors& mine) const {
+  if (!zero_) return true;
+  NamedTensors shards = gather_on_rank0(*group_, mine.optimizer);
+  if (group_->rank() != 0) return false;
+  mine.optimizer = zero_->named_state(shards);
+  return true;
+}
+
+void DataReplicas::sum(at::Tensor& sums) const {
+  if (!replicated()) return;
+  group_->allreduce(sums, comm::ReduceOp::kSum)->wait(group_->options().timeout);
+}
+
+}  // namespace loom::parallel

@@ -1,0 +1,63 @@
+// The data dimension's piece of a layout: whatever this rank holds (the whole model, or its
+// pipeline stages) replicated over the mesh's "data" group, with ZeRO's shards where the plan
+// asks for them (zero_partition.h). It owns what that dimension adds to a step and a checkpoint:
+// the partition (the held parameters' memory moves into its flat buckets), the gradient exchange
+// over the group (DataParallel; a LocalGradSync without replicas), what the optimizer steps (the
+// shards under ZeRO), the optimizer shards gathered back under the parameters' names for a
+// checkpoint and cut again on resume, and sums over the replicas. ReplicatedLayout (the whole
+// model) and PipelineLayout (each stage's replicas) each hold one; sharding the parameters
+// themselves (ZeRO-3) belongs here too.
+//
+// Threading: the training loop's. Collective methods are called by every replica in order.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "loom/comm/communicator.h"
+#include "loom/parallel/data_parallel.h"
+#include "loom/parallel/layout_plan.h"
+#include "loom/parallel/parallel_layout.h"
+#include "loom/parallel/zero_partition.h"
+
+namespace loom::parallel {
+
+class DataReplicas {
+ public:
+  // `group` holds the replicas (null, or one rank: none) and must outlive the piece. Under ZeRO
+  // (plan.zero_stage with replicas) `parameters` are partitioned and `options.zero` is set to
+  // the partition; each parameter named in `alone` gets a bucket of its own (a tied parameter's
+  // copies on several pipeline stages, whose shards are then summed alike).
+  DataReplicas(const DataDim& plan, comm::Communicator* group, const NamedTensors& parameters,
+               DataParallelOptions& options, const std::set<std::string>& alone = {});
+
+  bool replicated() const { return group_ && group_->world() > 1; }
+  comm::Communicator* group() const { return group_; }
+  // The ZeRO partition; null where the optimizer state is not sharded.
+  ZeroPartition* partition() const { return zero_.get(); }
+
+  // What the optimizer steps of `held`: them, or this rank's shards of them.
+  const NamedTensors& optimized(const NamedTensors& held) const {
+    return zero_ ? zero_->shards() : held;
+  }
+  // A checkpoint's optimizer state (under the parameters' names) as this rank keeps it.
+  NamedTensors own_optimizer_state(const NamedTensors& saved) const {
+    return zero_ ? zero_->shard_state(saved) : saved;
+  }
+  // The exchange of the held parameters' gradients over the replicas (after the partition).
+  std::unique_ptr<GradSync> make_sync(NamedTensors parameters, NamedTensors buffers,
+                                      const DataParallelOptions& options) const;
+  // Under ZeRO every replica's optimizer shards go to the group's rank 0, which names them as
+  // the parameters in `mine.optimizer`; returns whether this rank holds them (it always does
+  // without ZeRO). Collective over the replicas under ZeRO.
+  bool gather_optimizer_state(CheckpointTensors& mine) const;
+  // Sums `sums` over the replicas in place (an evaluation's tallies).
+  void sum(at::Tensor& sums) const;
+
+ private:
+  comm::Communicator* group_;
+  std::unique_ptr<ZeroPartition> zero_;
+};
+
+}  // namespace loom::parallel
