@@ -87,6 +87,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/profile/trace_writer.h
   loom/train/async_checkpoint_writer.h
   loom/train/checkpoint.h
+  loom/train/checkpoint_agreement.h
   loom/train/data_stream.h
   loom/train/job.h
   loom/train/step_faults.h

@@ -10,15 +10,34 @@ parameters and buffers under the module's own names, readable by any safetensors
 runs no code), state.safetensors (the optimizer's state as optimizer/<name>.<field> and the
 random generator) and manifest.json; committed atomically (written aside, fsync'ed, renamed,
 then `latest` moved), so a crash or Ctrl-C during a save leaves the previous one intact.
+
+`save` returns on every rank once the checkpoint is committed (as torch DCP's save does), so a
+`load` right after it finds it on every rank. With `blocking=False` it returns once the state is
+copied into host buffers, and a thread writes and commits the copy while the script trains on:
+
+    pending = loom.checkpoint.save(..., blocking=False)   # a PendingSave
+    ...                                                   # the next steps
+    pending.wait()                                        # committed, on every rank
 """
 
+import atexit
 import json
+import os
+import time
+import warnings
 
 import torch
 
 from . import _loom, _native, distributed, parallel, pipeline
 
-__all__ = ["load", "save"]
+__all__ = ["PendingSave", "load", "save"]
+
+# Background saves: each directory's writer (its host buffers serve all its checkpoints, so they
+# are kept until the process ends) and its checkpoint not yet waited for, made by the first
+# save(..., blocking=False); the process waits for the write in flight before it exits.
+_writers = {}
+_pending = {}
+_waits_at_exit = False
 
 
 def _module_of(model):
@@ -54,20 +73,114 @@ def _optimizer_state(optimizer, kind, module):
 
 
 def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=None,
-         samples=0, keep=3, job=None):
+         samples=0, keep=3, job=None, blocking=True):
     """Commits a checkpoint of `model` (a torch.nn.Module, Loom's DataParallel /
     ParameterServers around one, or a loom.pipeline.Pipeline) at optimizer step `step` into
-    `directory`, keeping the newest `keep`. In a job of several ranks the ranks hold the same
-    replica and rank 0 writes; a Pipeline's stages are gathered there first (call it on every
-    rank), so the checkpoint holds the whole model under its own names. Returns the
-    checkpoint's path on rank 0, None on the others. `extra` is any JSON value of the script's.
+    `directory`, keeping the newest `keep`. In a job of several ranks call it on every rank: the
+    ranks hold the same replica and rank 0 writes (a Pipeline's stages are gathered there
+    first), so the checkpoint holds the whole model under its own names. It returns on every
+    rank once the checkpoint is committed: the checkpoint's path on rank 0, None on the others.
+    When the write fails, rank 0 raises its error and the others loom.Error. `extra` is any JSON
+    value of the script's.
 
     With `loader`, the checkpoint's position (epoch, and batch within it) is the loader's, as
     `loom train` records it, so `loom train --resume` can go on from it; `epoch` (default 0
     without a loader) says otherwise. `samples` is the samples trained so far, all ranks'.
+
+    `blocking=False` returns a PendingSave as soon as rank 0 has copied the state into host
+    buffers (kept for the directory's next checkpoints); a thread writes and commits it while
+    training goes on. Its wait() (on every rank) is what save returns otherwise. A save into the
+    same directory waits for the previous one first, and the process waits for the write in
+    flight before it exits.
     """
+    began = time.perf_counter()
     if job is None and distributed.is_initialized():
         job = distributed.current()
+    key = os.path.abspath(os.fspath(directory))
+    previous = _pending.pop(key, None)
+    if previous is not None:
+        previous.wait()  # a checkpoint waits for the previous one to commit
+    if blocking:
+        failure = path = None
+        try:
+            written = _written(step, model, optimizer, loader, extra, epoch, samples, job)
+            if written is not None:
+                path = _loom.save_checkpoint(str(directory), int(keep), *written)
+        except Exception as e:  # every rank hears of it before it is raised
+            failure = e
+        _agree(job, step, failure is not None)
+        if failure is not None:
+            raise failure
+        return path
+    writer = None
+    written = _written(step, model, optimizer, loader, extra, epoch, samples, job)
+    if written is not None:
+        writer = _writers.get((key, keep))
+        if writer is None:
+            writer = _writers[(key, keep)] = _loom.CheckpointWriter(str(directory), int(keep))
+        writer.start(*written)
+        _wait_at_exit()
+    pending = PendingSave(job, int(step), writer)
+    pending.blocked_seconds = time.perf_counter() - began
+    _pending[key] = pending
+    return pending
+
+
+class PendingSave:
+    """A checkpoint that save(..., blocking=False) is writing in the background.
+
+    `step`; `blocked_seconds`, the time save() held the caller (a wait for the previous
+    checkpoint, the gather, the copy); after wait(), `background_seconds`, the time the write
+    and commit took on the writer's thread (rank 0; None on the others).
+    """
+
+    def __init__(self, job, step, writer):
+        self.step = step
+        self.blocked_seconds = 0.0
+        self.background_seconds = None
+        self._job = job
+        self._writer = writer  # on the rank that writes
+        self._outcome = None   # (path, error) once the write ended
+        self._agreed = False
+
+    def done(self):
+        """Whether this rank's part has ended: the write, on the rank that writes (the others
+        have none in flight)."""
+        return self._writer is None or self._outcome is not None or not self._writer.running
+
+    def wait(self):
+        """Waits until the checkpoint is committed; call it on every rank, as save. Returns
+        the checkpoint's path on rank 0 and None on the others; raises loom.Error when it could
+        not be committed (the previous checkpoint stands)."""
+        self._finish_here()
+        path, error = self._outcome
+        if not self._agreed:
+            self._agreed = True
+            _agree(self._job, self.step, bool(error))
+        if error:
+            raise _loom.Error(error)
+        return path
+
+    def _finish_here(self):
+        # This rank's write ended (no collective: the process's exit waits here too).
+        if self._outcome is not None:
+            return
+        if self._writer is None:
+            self._outcome = (None, "")
+            return
+        result = self._writer.wait()
+        self._outcome = (result["path"] or None, result["error"])
+        self.background_seconds = result["background_seconds"]
+
+    def __repr__(self):
+        state = "committed" if self._outcome and not self._outcome[1] else (
+            "failed" if self._outcome else "pending")
+        return f"PendingSave(step {self.step}: {state})"
+
+
+def _written(step, model, optimizer, loader, extra, epoch, samples, job):
+    # The checkpoint's fields on the rank that writes it (for save_checkpoint and
+    # CheckpointWriter.start, after the directory); None on the others.
     staged = isinstance(model, pipeline.Pipeline)
     if job is not None and job.rank != 0 and not staged:
         return None
@@ -92,10 +205,33 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     step_in_epoch = 0 if position is None else position["step"]
     if epoch is None:
         epoch = 0 if position is None else position["epoch"]
-    return _loom.save_checkpoint(
-        str(directory), int(keep), int(step), int(epoch), int(step_in_epoch), int(samples),
-        tensors, state, kind, position,
-        "" if extra is None else json.dumps(extra), layout)
+    return (int(step), int(epoch), int(step_in_epoch), int(samples), tensors, state, kind,
+            position, "" if extra is None else json.dumps(extra), layout)
+
+
+def _agree(job, step, failed_here):
+    # Every training rank returns once the rank that writes is done; the others raise when it
+    # failed.
+    if job is not None:
+        _loom.agree_on_checkpoint(job, int(step), failed_here)
+
+
+def _wait_at_exit():
+    global _waits_at_exit
+    if not _waits_at_exit:
+        _waits_at_exit = True
+        atexit.register(_finish_pending)
+
+
+def _finish_pending():
+    # The process ends: its writes in flight commit first (no collective: the other ranks may
+    # be gone).
+    for pending in list(_pending.values()):
+        pending._finish_here()
+        path, error = pending._outcome
+        if error:
+            warnings.warn(f"loom.checkpoint: {error}", RuntimeWarning, stacklevel=1)
+    _pending.clear()
 
 
 def load(directory, *, model, optimizer=None, loader=None):

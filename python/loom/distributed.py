@@ -25,11 +25,11 @@ alone is a job of one rank.
 
 from . import _config, _loom
 
-__all__ = ["Job", "Layout", "Mode", "current", "init", "is_initialized"]
+__all__ = ["Job", "Layout", "Mode", "barrier", "current", "init", "is_initialized"]
 
 # The job this process is a rank of, as init() returns it (made by init() only): `rank`,
 # `world`, `local_rank`, `local_world`, `trainers` (the ranks that train: `world` less the
-# parameter servers), `mode`, `layout`, `backend`, `attempt` and should_stop(step).
+# parameter servers), `mode`, `layout`, `backend`, `attempt`, should_stop(step) and barrier().
 Job = _loom.Job
 # How the job lays its ranks out and what one step is: `mode`, `world`, `trainers`, `mesh` (the
 # training ranks' named dimensions, outermost first: {"data": 2, "pipeline": 2}), `replicas`,
@@ -79,6 +79,13 @@ def init(config=None, *, overrides=(), out_dir="", preemptible=False):
 def is_initialized():
     """Whether init() has joined this process's job."""
     return _job is not None
+
+
+def barrier():
+    """Returns once every training rank of the job has called it (as torch.distributed's
+    barrier; at most comm.timeout_s, then loom.TimeoutError naming the ranks that never came).
+    Raises loom.Error when init() was not called."""
+    current().barrier()
 
 
 def current():

@@ -154,6 +154,15 @@ void bind_parallel(py::module_& m) {
            py::call_guard<py::gil_scoped_release>(),
            "After step `step` (the steps done): whether the job stops here (SIGTERM caught on "
            "any rank that steps with this one; collective).")
+      .def(
+          "barrier",
+          [](train::Job& j) {
+            if (comm::Communicator* trainers = j.trainers()) {
+              trainers->barrier()->wait(trainers->options().timeout);
+            }
+          },
+          py::call_guard<py::gil_scoped_release>(),
+          "Returns once every training rank has called it (comm.timeout_s at most).")
       .def_property_readonly("attempt", [](const train::Job&) { return comm::restart_attempt(); })
       .def_property_readonly("rank", [](const train::Job& j) { return j.world.rank; })
       .def_property_readonly("world", [](const train::Job& j) { return j.world.world; })

@@ -158,6 +158,68 @@ def test_adam_state_goes_under_loom_train_names_and_comes_back(tmp_path):
         loom.checkpoint.save(tmp_path / "ams", 1, model=model, optimizer=amsgrad)
 
 
+def test_save_returns_on_every_rank_once_committed_blocking_or_not(tmp_path):
+    # Rank 0's writes pause halfway: a rank that returned before the commit would load nothing.
+    script = os.path.join(os.path.dirname(__file__), "scripts", "save_then_load.py")
+    result = subprocess.run(
+        [loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable, script,
+         str(tmp_path)], capture_output=True, text=True,
+        env={**os.environ, "LOOM_LOG_LEVEL": "warn", "LOOM_FAULT_SLOW_SAVE_MS": "300"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    checkpoints = tmp_path / "checkpoints"
+    for rank in (0, 1):
+        seen = json.load(open(tmp_path / f"rank{rank}.json"))
+        assert seen["blocking_loaded_step"] == 1 and seen["blocking_same"], seen
+        assert seen["background_loaded_step"] == 2, seen
+        # What was written is the state at save(), not the step trained after it.
+        assert seen["background_holds_the_copy"], seen
+        if rank == 0:
+            assert seen["blocking_path"] == str(checkpoints / "step-00000001"), seen
+            assert seen["background_path"] == str(checkpoints / "step-00000002"), seen
+            assert not seen["done_at_once"], seen
+            assert seen["background_seconds"] >= 0.3, seen
+            assert seen["blocked_seconds"] < seen["background_seconds"], seen
+        else:
+            assert seen["blocking_path"] is None and seen["background_path"] is None, seen
+            assert seen["done_at_once"] and seen["background_seconds"] is None, seen
+    # The save left in flight was committed before the process exited.
+    assert (checkpoints / "latest").read_text() == "step-00000003\n"
+
+
+def test_a_background_save_is_a_handle_and_reuses_its_buffers(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    checkpoints = tmp_path / "ck"
+    for step in (1, 2, 3):
+        optimizer.zero_grad()
+        model(torch.randn(4, 3)).pow(2).sum().backward()
+        optimizer.step()
+        expected = {name: t.detach().clone() for name, t in model.state_dict().items()}
+        pending = loom.checkpoint.save(checkpoints, step, model=model, optimizer=optimizer,
+                                       blocking=False)
+        assert pending.step == step
+        with torch.no_grad():
+            model.weight.add_(1.0)  # changed in place at once: the copy is what is written
+        assert pending.wait() == str(checkpoints / f"step-0000000{step}")
+        assert pending.done() and pending.background_seconds > 0
+        assert pending.wait() == str(checkpoints / f"step-0000000{step}")  # again: the same
+        fresh = torch.nn.Linear(3, 2)
+        restored = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+        assert loom.checkpoint.load(checkpoints, model=fresh, optimizer=restored)["step"] == step
+        assert_bit_identical(fresh.state_dict(), expected)
+        for p, q in zip(model.parameters(), fresh.parameters()):
+            assert torch.equal(restored.state[q]["exp_avg"], optimizer.state[p]["exp_avg"])
+    writer = loom.checkpoint._writers[(os.path.abspath(checkpoints), 3)]
+    # Weight, bias, their 3 state fields each and the generator: allocated once, for step 1.
+    assert writer.buffer_allocations == 9
+    # A save into the directory waits for the one in flight; a blocking one returns its path.
+    loom.checkpoint.save(checkpoints, 4, model=model, blocking=False)
+    assert loom.checkpoint.save(checkpoints, 5, model=model) == str(checkpoints / "step-00000005")
+    assert sorted(os.listdir(checkpoints)) == ["latest", "step-00000003", "step-00000004",
+                                               "step-00000005"]
+
+
 def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
     full = run_script(tmp_path / "full.pt", ranks=2)
     assert full.returncode == 0, full.stderr
