@@ -14,7 +14,7 @@
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/parallel_layout.h"
-#include "loom/train/pipeline_planning.h"
+#include "loom/parallel/pipeline/agreed_pipeline.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -27,7 +27,7 @@ parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config
 // what its plan chose to fit the memory cap (ZeRO over the pipelines, blocks recomputed).
 struct RunPlan {
   parallel::LayoutPlan layout;
-  std::optional<AgreedPipeline> pipeline;
+  std::optional<parallel::pipeline::AgreedPipeline> pipeline;
   // Every k-th block recomputes its activations in backward (0: none): as configured, or as
   // the pipeline's plan chose.
   int64_t recompute_every = 0;

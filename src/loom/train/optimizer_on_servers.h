@@ -17,8 +17,6 @@ namespace loom::train {
 // The optimizers of train/optimizer.h, as the servers run them.
 parallel::ps::RunOptimizer run_optimizer(const OptimizerConfig& config);
 
-using parallel::ps::held_state_fields;
-
 // parallel::ps::flat_optimizer_state and named_optimizer_state with the run's optimizer.
 std::optional<parallel::HeldOptimizerState> flat_optimizer_state(
     const OptimizerConfig& config, const models::NamedTensors& parameters,

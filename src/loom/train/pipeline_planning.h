@@ -7,14 +7,9 @@
 
 #include "loom/core/config.h"
 #include "loom/core/topology.h"
-#include "loom/parallel/pipeline/agreed_pipeline.h"
 #include "loom/parallel/pipeline/pipeline_plan.h"
 
 namespace loom::train {
-
-// RunPlan (layout_factory.h) names the pipeline its ranks agree on as train/'s.
-// TODO(#40): name it parallel::pipeline::AgreedPipeline there and drop this.
-using parallel::pipeline::AgreedPipeline;
 
 // The configured model laid out as a run would lay it out (precision and memory format chosen,
 // train mode), and the first training batch of `batch_size` as the model takes it (float,
