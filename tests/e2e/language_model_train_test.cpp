@@ -356,6 +356,8 @@ TEST_F(LanguageModelTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
     const auto s = summary_of(out);
     EXPECT_EQ(s["data_parallel"]["ranks"], 2);
     EXPECT_EQ(s["pipeline"]["ranks"], 2);
+    // The mesh, outermost first: each pipeline's two ranks are neighbours.
+    EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 2}, {"pipeline", 2}})) << s["layout"];
     expect_like(out, dir / "one");
     // Rank 0 (stage 0) keeps half its stage's state, within the padding of its buckets.
     const double state = s["memory"]["optimizer_state_bytes"].get<double>();
