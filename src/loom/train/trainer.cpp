@@ -196,7 +196,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     r.test_accuracy = last_eval_.accuracy;
     if (info_.tokens_per_sample > 0) r.test_perplexity = last_eval_.perplexity();
   }
-  r.seconds = seconds_since(epoch_start);
+  r.seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
   if (epoch_done) {
     position_.epoch = epoch + 1;
     position_.step_in_epoch = 0;

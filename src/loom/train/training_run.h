@@ -31,10 +31,6 @@ namespace loom::train {
 
 using Clock = std::chrono::steady_clock;
 
-inline double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // The run observes its own steps (parallel::StepObserver, handed to the layout's start()): the
 // layout's step executor reports phases (to RunAccounting), forward passes (the first is counted
 // for the FLOPs) and losses (a non-finite one stops the run). It holds one ParallelLayout and
