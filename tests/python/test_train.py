@@ -145,3 +145,29 @@ def test_train_under_launch_trains_as_one_job_like_loom_train(tmp_path, servers)
         assert have[part].keys() == want[part].keys(), part
         for name, tensor in want[part].items():
             assert torch.equal(have[part][name], tensor), f"{part}: {name}"
+
+
+def test_train_refuses_a_layout_other_than_the_joined_jobs(tmp_path):
+    # Joined as two data-parallel ranks, the job cannot turn into workers and a server: every
+    # rank refuses at once, naming the key and both layouts, without waiting for the others.
+    script = tmp_path / "train.py"
+    script.write_text(f"""
+import sys, loom
+job = loom.distributed.init()
+print("joined", job.mode.value, job.layout.mesh, flush=True)
+try:
+    loom.train(overrides=["data=synthetic", "data.image_size=16", "model=mlp",
+                          "parallel.mode=ps", "parallel.ps.servers=1"], out={str(tmp_path / "run")!r})
+except loom.ConfigError as e:
+    print("refused:", e, flush=True)
+    sys.exit(2)
+""")
+    result = subprocess.run([loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable,
+                             str(script)], capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert output.count("joined data_parallel {'data': 2}") == 2, output
+    assert output.count("refused: config key 'parallel.mode'") == 2, output
+    assert "joined its job as data parallel over 2 ranks" in output, output
+    assert "1 workers and 1 sync parameter servers" in output, output
+    assert not (tmp_path / "run" / "summary.json").exists()
