@@ -1,5 +1,6 @@
 """The token data of the language-model benchmarks: the Jargon File (Debian's jargon-text,
-public domain) tokenized by `loom data tokenize` at 4000 pieces into a temporary folder."""
+public domain) tokenized by `loom data tokenize` (4000 pieces unless asked otherwise) into a
+temporary folder."""
 import contextlib
 import os
 import subprocess
@@ -9,7 +10,7 @@ JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
 
 
 @contextlib.contextmanager
-def jargon_tokens(loom):
+def jargon_tokens(loom, vocab_size=4000):
     """Yields the tokenize folder, or None (after saying why) when jargon-text is missing."""
     if not os.path.exists(JARGON):
         print(f"skipped: {JARGON} missing (jargon-text)")
@@ -17,6 +18,7 @@ def jargon_tokens(loom):
         return
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "tok")
-        subprocess.run([loom, "data", "tokenize", JARGON, "--out", data, "--vocab-size", "4000"],
+        subprocess.run([loom, "data", "tokenize", JARGON, "--out", data, "--vocab-size",
+                        str(vocab_size)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         yield data
