@@ -152,12 +152,12 @@ TEST(AsyncCheckpoints, AKillDuringABackgroundWriteResumesFromThePreviousCheckpoi
 }
 
 // The summary and metrics.jsonl say how long each checkpoint held training up and how long it
-// took in the background: a background write of 0.3 s (the writer paused) between checkpoints
-// 0.45 s apart (steps slowed to 0.15 s) holds training up for its copy only, where a
-// synchronous one holds it up for the whole write.
+// took in the background: a background write of over 0.3 s (the writer paused) between
+// checkpoints 0.6 s apart (steps slowed to 0.2 s) holds training up for less than that pause
+// (its copy), where a synchronous one holds it up for the whole write.
 TEST(AsyncCheckpoints, TheSummaryAndMetricsShowTheTimeBlockedAndInTheBackground) {
   test::TempDir dir;
-  const std::string faults = "LOOM_FAULT_SLOW_SAVE_MS=300 LOOM_FAULT_SLOW_RANK=0:150";
+  const std::string faults = "LOOM_FAULT_SLOW_SAVE_MS=300 LOOM_FAULT_SLOW_RANK=0:200";
   auto args = [&](const std::string& out, bool async) {
     return "train --out " + out + " " + test::tiny_synthetic_args() +
            " --set model=mlp --set train.max_steps=9 --set train.eval=false"
@@ -183,7 +183,7 @@ TEST(AsyncCheckpoints, TheSummaryAndMetricsShowTheTimeBlockedAndInTheBackground)
       background += records[i]["background_seconds"].get<double>();
       if (async) {
         EXPECT_GE(records[i]["background_seconds"].get<double>(), 0.3) << records[i].dump();
-        EXPECT_LT(records[i]["blocked_seconds"].get<double>(), 0.15) << records[i].dump();
+        EXPECT_LT(records[i]["blocked_seconds"].get<double>(), 0.3) << records[i].dump();
       } else {
         EXPECT_GE(records[i]["blocked_seconds"].get<double>(), 0.3) << records[i].dump();
         EXPECT_EQ(records[i]["background_seconds"].get<double>(), 0.0) << records[i].dump();
