@@ -91,7 +91,8 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     buffers (kept for the directory's next checkpoints); a thread writes and commits it while
     training goes on. Its wait() (on every rank) is what save returns otherwise. A save into the
     same directory waits for the previous one first, and the process waits for the write in
-    flight before it exits.
+    flight before it exits. An error in the copy is raised by wait(), once the ranks agreed, so
+    that their collectives stay in step.
     """
     began = time.perf_counter()
     if job is None and distributed.is_initialized():
@@ -112,15 +113,18 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
         if failure is not None:
             raise failure
         return path
-    writer = None
-    written = _written(step, model, optimizer, loader, extra, epoch, samples, job)
-    if written is not None:
-        writer = _writers.get((key, keep))
-        if writer is None:
-            writer = _writers[(key, keep)] = _loom.CheckpointWriter(str(directory), int(keep))
-        writer.start(*written)
-        _wait_at_exit()
-    pending = PendingSave(job, int(step), writer)
+    writer = failure = None
+    try:
+        written = _written(step, model, optimizer, loader, extra, epoch, samples, job)
+        if written is not None:
+            writer = _writers.get((key, keep))
+            if writer is None:
+                writer = _writers[(key, keep)] = _loom.CheckpointWriter(str(directory), int(keep))
+            writer.start(*written)
+            _wait_at_exit()
+    except Exception as e:  # raised by wait(), where every rank agrees on this checkpoint
+        writer, failure = None, e
+    pending = PendingSave(job, int(step), writer, failure)
     pending.blocked_seconds = time.perf_counter() - began
     _pending[key] = pending
     return pending
@@ -134,13 +138,14 @@ class PendingSave:
     and commit took on the writer's thread (rank 0; None on the others).
     """
 
-    def __init__(self, job, step, writer):
+    def __init__(self, job, step, writer, failure=None):
         self.step = step
         self.blocked_seconds = 0.0
         self.background_seconds = None
         self._job = job
         self._writer = writer  # on the rank that writes
-        self._outcome = None   # (path, error) once the write ended
+        self._failure = failure  # the copy failed: raised by wait() once the ranks agreed
+        self._outcome = (None, str(failure)) if failure else None  # (path, error) once ended
         self._agreed = False
 
     def done(self):
@@ -157,6 +162,8 @@ class PendingSave:
         if not self._agreed:
             self._agreed = True
             _agree(self._job, self.step, bool(error))
+        if self._failure is not None:
+            raise self._failure
         if error:
             raise _loom.Error(error)
         return path
@@ -229,7 +236,7 @@ def _finish_pending():
     for pending in list(_pending.values()):
         pending._finish_here()
         path, error = pending._outcome
-        if error:
+        if error and not pending._agreed:  # wait() raised it already
             warnings.warn(f"loom.checkpoint: {error}", RuntimeWarning, stacklevel=1)
     _pending.clear()
 
@@ -239,7 +246,14 @@ def load(directory, *, model, optimizer=None, loader=None):
     parameter and buffer must be there with its shape), `optimizer` and `loader`, and the random
     generator; returns {"path", "step", "epoch", "samples", "extra"}. Raises loom.DataError naming
     the tensor or field that is missing or does not fit.
+
+    After save(..., blocking=False) into `directory`, call the PendingSave's wait() first (on
+    every rank): until then its checkpoint may not be committed. This rank's own write in
+    flight there is waited for here, so that its pruning cannot remove what is being read.
     """
+    pending = _pending.get(os.path.abspath(os.fspath(directory)))
+    if pending is not None:
+        pending._finish_here()  # no collective: load may be called on some ranks only
     data = _loom.load_checkpoint(str(directory))
     module = _module_of(model)
     saved = data["model"]

@@ -218,6 +218,15 @@ def test_a_background_save_is_a_handle_and_reuses_its_buffers(tmp_path):
     assert loom.checkpoint.save(checkpoints, 5, model=model) == str(checkpoints / "step-00000005")
     assert sorted(os.listdir(checkpoints)) == ["latest", "step-00000003", "step-00000004",
                                                "step-00000005"]
+    # A copy that fails is raised by wait() with its own type, once the ranks agreed (so that a
+    # job's collectives stay in step), and the previous checkpoint stands.
+    stranger = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1, momentum=0.9)
+    stranger.param_groups[0]["params"][0].grad = torch.ones(2)
+    stranger.step()
+    failed = loom.checkpoint.save(checkpoints, 6, model=model, optimizer=stranger, blocking=False)
+    with pytest.raises(loom.ConfigError, match="a parameter the model does not"):
+        failed.wait()
+    assert (checkpoints / "latest").read_text().strip() == "step-00000005"
 
 
 def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
