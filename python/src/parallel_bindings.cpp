@@ -119,7 +119,8 @@ void bind_parallel(py::module_& m) {
       .def_property_readonly("replica",
                              [](const parallel::LayoutPlan& p) { return p.data.replica; })
       .def_property_readonly(
-          "servers", [](const parallel::LayoutPlan& p) { return p.servers ? p.servers->servers : 0; })
+          "servers",
+          [](const parallel::LayoutPlan& p) { return p.servers ? p.servers->servers : 0; })
       .def_property_readonly(
           "pipeline_ranks",
           [](const parallel::LayoutPlan& p) { return p.pipeline ? p.pipeline->ranks : 0; })

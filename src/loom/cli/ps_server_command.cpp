@@ -48,7 +48,8 @@ int run_ps_server(const PsServerArgs& args) {
   if (!entry.served) {
     throw ConfigError("config key 'parallel.ps.servers': loom ps-server runs as rank " +
                       std::to_string(world.rank) + " of " + std::to_string(world.world) +
-                      ", but with " + std::to_string(entry.job.plan.servers ? entry.job.plan.servers->servers : 0) +
+                      ", but with " +
+                      std::to_string(entry.job.plan.servers ? entry.job.plan.servers->servers : 0) +
                       " server(s) only the last ranks serve; set it to the number of servers "
                       "started (loom launch --servers K sets it for its ranks)");
   }

@@ -26,7 +26,7 @@ namespace loom::parallel {
 class DataReplicas {
  public:
   // `group` holds the replicas (null, or one rank: none) and must outlive the piece. Under ZeRO
-  // (plan.zero_stage with replicas) `parameters` are partitioned and `options.zero` is set to
+  // (plan.zero_stage, with replicas) `parameters` are partitioned and `options.zero` is set to
   // the partition; each parameter named in `alone` gets a bucket of its own (a tied parameter's
   // copies on several pipeline stages, whose shards are then summed alike).
   DataReplicas(const DataDim& plan, comm::Communicator* group, const NamedTensors& parameters,

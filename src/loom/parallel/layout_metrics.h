@@ -1,8 +1,8 @@
 // What one piece of a parallel layout (an exchange, a dimension) adds to a run's metrics beside
 // the loop's own step accounting: fields of metrics.jsonl's step record at a log line, rows of its
 // own after it, and its part of the run's report. The piece keeps its counts as it works; the
-// run's accounting (train/run_accounting.h, for `loom train` and a script's Steps alike) asks the
-// layout for its pieces at each log line and at the end, and never which pieces they are.
+// run's accounting (train/run_accounting.h) takes the pieces at each log line, from the layout
+// (`loom train`) or from the exchange a script's Steps watches, and never asks which they are.
 // Parameter servers' load and staleness are one such piece (ps/server_window.h); a new dimension
 // reports its collectives the same way.
 //

@@ -70,7 +70,8 @@ struct ServerDim {
 
 // A job's ranks as a mesh with named dimensions, each with its own part of the plan: data (the
 // replicas and their ZeRO stage) always, a pipeline and parameter servers where configured. The
-// layout (parallel_layout.h) applies each dimension through its own piece.
+// layouts (parallel_layout.h) apply them: the data dimension through its piece (data_replicas.h),
+// a pipeline as PipelineLayout, servers through the exchange make_replica_sync makes.
 struct LayoutPlan {
   int world = 1;     // every rank of the job, servers included
   int rank = 0;      // this process's

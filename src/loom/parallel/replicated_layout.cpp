@@ -17,8 +17,8 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       options_(std::move(options)) {
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  data_ = std::make_unique<DataReplicas>(plan_.data, trainers_, parameters_,
-                                         options_.data_parallel);
+  data_ =
+      std::make_unique<DataReplicas>(plan_.data, trainers_, parameters_, options_.data_parallel);
 }
 
 ReplicatedLayout::~ReplicatedLayout() = default;
@@ -87,7 +87,9 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
 
 void ReplicatedLayout::start(const StartOptions& options) {
   bf16_ = options.bf16;
-  grad_sync_ = make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options);
+  grad_sync_ = plan_.servers
+                   ? make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options)
+                   : data_->make_sync(parameters_, buffers_, options_.data_parallel);
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;

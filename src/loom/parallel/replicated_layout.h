@@ -12,9 +12,9 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/parallel/data_parallel.h"
+#include "loom/parallel/data_replicas.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
-#include "loom/parallel/data_replicas.h"
 
 namespace loom::parallel {
 
@@ -50,9 +50,7 @@ class ReplicatedLayout : public ParallelLayout {
   const NamedTensors& optimized_parameters() const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
   // ZeRO: every rank sends its optimizer shards to rank 0 for a checkpoint.
-  bool takes_part_in_checkpoints() const override {
-    return data_->partition() || plan_.rank == 0;
-  }
+  bool takes_part_in_checkpoints() const override { return data_->partition() || plan_.rank == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // ZeRO: the norm over every rank's gradient shards.
   void clip_gradients(double max_norm) override;
@@ -70,7 +68,7 @@ class ReplicatedLayout : public ParallelLayout {
   models::Model& model_;
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
-  bool bf16_ = false;       // forward under bf16 autocast (start())
+  bool bf16_ = false;                   // forward under bf16 autocast (start())
   std::unique_ptr<DataReplicas> data_;  // the model over the replicas (and ZeRO)
 };
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <tuple>
 #include <utility>
 
 #include "loom/core/error.h"

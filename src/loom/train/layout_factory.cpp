@@ -54,7 +54,8 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
     options.ps = options_.ps;
     options.ps.part_bytes = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(config_.parallel.ps.part_mb * (1 << 20)));
-    options.server_state_fields = static_cast<int>(parallel::ps::held_state_fields(config_.optimizer).size());
+    options.server_state_fields =
+        static_cast<int>(parallel::ps::held_state_fields(config_.optimizer).size());
   }
   return std::make_unique<parallel::ReplicatedLayout>(plan_.layout, model, options_.communicator,
                                                       std::move(options));

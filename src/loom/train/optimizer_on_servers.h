@@ -4,8 +4,6 @@
 #pragma once
 
 #include <optional>
-#include <string>
-#include <vector>
 
 #include "loom/core/config.h"
 #include "loom/models/model.h"

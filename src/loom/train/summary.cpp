@@ -12,7 +12,6 @@ namespace loom::train {
 
 namespace {
 
-// Mean seconds per step and each phase's share of it, over the steady-state steps.
 // The training ranks' mesh, outermost dimension first: {"data": 2, "pipeline": 2}.
 nlohmann::ordered_json mesh_json(const parallel::Mesh& mesh) {
   nlohmann::ordered_json dims = nlohmann::ordered_json::object();
@@ -20,6 +19,7 @@ nlohmann::ordered_json mesh_json(const parallel::Mesh& mesh) {
   return dims;
 }
 
+// Mean seconds per step and each phase's share of it, over the steady-state steps.
 nlohmann::ordered_json step_time_json(const TrainSummary& s) {
   nlohmann::ordered_json shares = nlohmann::ordered_json::object();
   const double wall = s.step_times.wall;

@@ -49,7 +49,8 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
     // are disjoint, so no rank waits on one that is busy joining another.
     const Mesh& mesh = plan_.mesh;
     const int rank = plan_.rank;
-    pipeline_group_ = make_group(mesh.group(rank, kPipelineDim), mesh.group_name(rank, kPipelineDim));
+    pipeline_group_ =
+        make_group(mesh.group(rank, kPipelineDim), mesh.group_name(rank, kPipelineDim));
     replica_group_ = make_group(mesh.group(rank, kDataDim), mesh.group_name(rank, kDataDim));
   }
   stages_ = stage_blocks(model.blocks(), options_.split);
@@ -82,8 +83,7 @@ void PipelineLayout::start(const StartOptions& options) {
   if (tied_.empty()) {
     executor_ = std::move(pipelined);
   } else {
-    executor_ =
-        std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(),
+    executor_ = std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(),
                                                    data_->partition());
   }
   // The ranks report the memory their stages take while training, not rank 0's planning of the

@@ -1,10 +1,11 @@
 // Pipelines as a ParallelLayout: P x D ranks run D pipelines of P stages as data-parallel
 // replicas. A parameter that blocks of different ranks read (a language model's embedding,
 // tied to its head) is kept on each of them and their gradients are summed after every step's
-// backward, as Megatron-LM does; each copy then takes the same optimizer step. Ranks dP .. dP + P-1 form pipeline d (this rank's pipeline group), and the ranks of
-// one stage in every pipeline form its replica group, over which that stage's gradients are
-// summed. Each rank keeps (trains, saves, evaluates) only its own stages' tensors; checkpoints
-// gather every stage's on rank 0 under the model's own names.
+// backward, as Megatron-LM does; each copy then takes the same optimizer step. Ranks dP .. dP + P-1
+// form pipeline d (this rank's pipeline group), and the ranks of one stage in every pipeline form
+// its replica group, over which that stage's gradients are summed. Each rank keeps (trains, saves,
+// evaluates) only its own stages' tensors; checkpoints gather every stage's on rank 0 under the
+// model's own names.
 #pragma once
 
 #include <functional>
@@ -15,11 +16,11 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/parallel/data_parallel.h"
+#include "loom/parallel/data_replicas.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/tied_parameters.h"
-#include "loom/parallel/data_replicas.h"
 
 namespace loom::parallel::pipeline {
 
@@ -79,7 +80,7 @@ class PipelineLayout : public ParallelLayout {
   comm::Communicator& job_;
   PipelineLayoutOptions options_;
   std::vector<std::vector<models::Block>> stages_;
-  TiedParameters tied_;                  // held on several of the pipeline's ranks
+  TiedParameters tied_;                // held on several of the pipeline's ranks
   std::set<std::string> tied_copies_;  // of parameters_, those another stage owns
   std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several pipelines
   PipelineExecutor* executor_of_schedule_ = nullptr;                    // executor_, once started
@@ -100,7 +101,6 @@ StageTensors keep_own_stages(const std::vector<std::vector<models::Block>>& stag
 // Every rank's peak of tensor memory in use (caching allocator; 0 without it), in rank order, on
 // every rank of `comm` (null: this process alone).
 std::vector<double> peak_bytes_by_rank(comm::Communicator* comm);
-
 
 // The split rank 0 chose, for every rank of `comm` (null: `split` as it is).
 std::vector<int> shared_split(comm::Communicator* comm, std::vector<int> split, int stages);

@@ -3,7 +3,7 @@
 // model's gradients as in one process; step() then pushes this step's gradients
 // (optimizer_on: server) or the delta the worker's own optimizer made (optimizer_on: worker) to
 // every server, its parts of them, and receives the parameters to train the next step on. Those
-// may lack other workers' latest steps: `last_stats().staleness` says how many of the slowest
+// may lack other workers' latest steps: metrics()' last_staleness() says how many of the slowest
 // worker's.
 //
 // Construction is collective over the workers and the servers: worker 0 sends the first
