@@ -14,11 +14,11 @@ DataReplicas::DataReplicas(const DataDim& plan, comm::Communicator* group,
   options.zero = zero_.get();
 }
 
-std::unique_ptr<GradSync> DataReplicas::make_sync(NamedTensors parameters, NamedTensors buffers,
-                                                  const DataParallelOptions& options) const {
-  if (!replicated()) return std::make_unique<LocalGradSync>(std::move(parameters));
-  return std::make_unique<DataParallel>(std::move(parameters), std::move(buffers), *group_,
-                                        options);
+std::unique_ptr<GradSync> replica_exchange(NamedTensors parameters, NamedTensors buffers,
+                                           comm::Communicator* group,
+                                           const DataParallelOptions& options) {
+  if (!group || group->world() == 1) return std::make_unique<LocalGradSync>(std::move(parameters));
+  return std::make_unique<DataParallel>(std::move(parameters), std::move(buffers), *group, options);
 }
 
 bool DataReplicas::gather_optimizer_state(CheckpointTensors& mine) const {

@@ -23,6 +23,12 @@
 
 namespace loom::parallel {
 
+// All-reduce data parallelism over `group`, or none (LocalGradSync) without replicas; `group`
+// must outlive the exchange.
+std::unique_ptr<GradSync> replica_exchange(NamedTensors parameters, NamedTensors buffers,
+                                           comm::Communicator* group,
+                                           const DataParallelOptions& options);
+
 class DataReplicas {
  public:
   // `group` holds the replicas (null, or one rank: none) and must outlive the piece. Under ZeRO
@@ -47,7 +53,9 @@ class DataReplicas {
   }
   // The exchange of the held parameters' gradients over the replicas (after the partition).
   std::unique_ptr<GradSync> make_sync(NamedTensors parameters, NamedTensors buffers,
-                                      const DataParallelOptions& options) const;
+                                      const DataParallelOptions& options) const {
+    return replica_exchange(std::move(parameters), std::move(buffers), group_, options);
+  }
   // Under ZeRO every replica's optimizer shards go to the group's rank 0, which names them as
   // the parameters in `mine.optimizer`; returns whether this rank holds them (it always does
   // without ZeRO). Collective over the replicas under ZeRO.

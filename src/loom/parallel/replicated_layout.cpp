@@ -4,7 +4,6 @@
 
 #include "loom/core/autocast_scope.h"
 #include "loom/parallel/accumulating_executor.h"
-#include "loom/parallel/local_grad_sync.h"
 #include "loom/parallel/ps/remote_parameters.h"
 
 namespace loom::parallel {
@@ -78,11 +77,8 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
         std::move(parameters), std::move(buffers), *trainers, options.data_parallel,
         std::make_unique<ps::PsBucketExchange>(*options.ps_world, options.ps));
   }
-  if (!trainers || trainers->world() == 1) {
-    return std::make_unique<LocalGradSync>(std::move(parameters));
-  }
-  return std::make_unique<DataParallel>(std::move(parameters), std::move(buffers), *trainers,
-                                        options.data_parallel);
+  return replica_exchange(std::move(parameters), std::move(buffers), trainers,
+                          options.data_parallel);
 }
 
 void ReplicatedLayout::start(const StartOptions& options) {

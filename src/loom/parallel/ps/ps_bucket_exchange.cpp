@@ -14,7 +14,7 @@ namespace loom::parallel::ps {
 PsBucketExchange::PsBucketExchange(comm::Communicator& world, PsExchangeOptions options)
     : world_(world),
       options_(std::move(options)),
-      servers_(std::make_unique<ServerWindow>(options_.server_hosts, 0)) {
+      servers_(std::make_unique<ServerWindow>(options_.server_hosts)) {
   const PsRoles& roles = options_.roles;
   if (roles.workers < 1 || roles.servers < 1 || roles.workers + roles.servers != world.world()) {
     throw ConfigError("parallel.ps.servers: " + std::to_string(roles.servers) + " servers and " +

@@ -24,7 +24,7 @@ RemoteParameters::RemoteParameters(models::NamedTensors parameters, models::Name
       options_(std::move(options)),
       layout_(parameters_),
       step_(options_.first_step),
-      servers_(options_.server_hosts, 0) {
+      servers_(options_.server_hosts) {
   const PsRoles& roles = options_.roles;
   if (roles.workers != workers.world() || roles.workers + roles.servers != world.world() ||
       world.rank() >= roles.workers) {

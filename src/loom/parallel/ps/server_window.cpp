@@ -4,9 +4,6 @@
 
 namespace loom::parallel::ps {
 
-ServerWindow::ServerWindow(std::vector<std::string> hosts, std::int64_t largest_part_bytes)
-    : hosts_(std::move(hosts)), largest_part_bytes_(largest_part_bytes) {}
-
 void ServerWindow::pulled(std::int64_t staleness) {
   last_staleness_ = staleness;
   window_staleness_ = std::max(window_staleness_, staleness);

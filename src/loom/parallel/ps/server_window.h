@@ -21,14 +21,14 @@ namespace loom::parallel::ps {
 
 class ServerWindow : public LayoutMetrics {
  public:
-  // `hosts`: the servers', in order (may be empty); `largest_part_bytes`: the unit of their
-  // balance, the part plan's largest.
-  ServerWindow(std::vector<std::string> hosts, std::int64_t largest_part_bytes);
+  // `hosts`: the servers', in order (may be empty).
+  explicit ServerWindow(std::vector<std::string> hosts) : hosts_(std::move(hosts)) {}
 
   // Worker rank 0, after each step: every server's totals so far.
   void heard(std::vector<ServerLoad> totals) { totals_ = std::move(totals); }
   // After each pull of the servers' parameters: steps of the slowest worker they lacked.
   void pulled(std::int64_t staleness);
+  // The unit of their balance: the part plan's largest part, set whenever the plan is made.
   void set_largest_part_bytes(std::int64_t bytes) { largest_part_bytes_ = bytes; }
 
   const std::vector<ServerLoad>& totals() const { return totals_; }
