@@ -67,3 +67,21 @@ def folder_config(folder, seed=11, **data):
                                       "random_horizontal_flip"]}}
     config["data"].update(data)
     return config
+
+
+def synthetic_sgd_config(tmp_path, seed, model):
+    """A small run's config written to tmp_path/config.yaml (its path is returned): `model` on
+    256 synthetic 8x8 samples of 4 classes, 16 a batch, SGD with momentum at a constant rate,
+    fp32 on one thread, a log line every step and no evaluation: steps and losses to compare
+    bit for bit between ways of running it."""
+    config = {"seed": seed, "model": model,
+              "data": {"source": "synthetic", "image_size": 8, "channels": 1, "classes": 4,
+                       "train_samples": 256, "test_samples": 32, "batch_size": 16},
+              "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": False,
+                            "weight_decay": 0},
+              "schedule": {"name": "constant", "warmup_steps": 0},
+              "train": {"epochs": 1, "eval": False, "log_every": 1},
+              "runtime": {"precision": "fp32", "threads": 1}}
+    path = tmp_path / "config.yaml"  # JSON is YAML
+    path.write_text(json.dumps(config))
+    return path

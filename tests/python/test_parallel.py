@@ -11,7 +11,7 @@ import torch
 
 import loom
 
-from conftest import loom_binary, read_safetensors
+from conftest import loom_binary, read_safetensors, synthetic_sgd_config
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
 
@@ -283,16 +283,8 @@ def test_loom_train_goes_on_from_a_python_checkpoint(tmp_path):
     module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.Tanh(),
                                  torch.nn.Linear(32, 4))
     torch.jit.script(module).save(str(tmp_path / "model.pt"))
-    config = {"seed": 3, "model": {"name": "torchscript", "torchscript": str(tmp_path / "model.pt")},
-              "data": {"source": "synthetic", "image_size": 8, "channels": 1, "classes": 4,
-                       "train_samples": 256, "test_samples": 32, "batch_size": 16},
-              "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": False,
-                            "weight_decay": 0},
-              "schedule": {"name": "constant", "warmup_steps": 0},
-              "train": {"epochs": 1, "eval": False, "log_every": 1},
-              "runtime": {"precision": "fp32", "threads": 1}}
-    config_path = tmp_path / "config.yaml"  # JSON is YAML
-    config_path.write_text(json.dumps(config))
+    config_path = synthetic_sgd_config(
+        tmp_path, seed=3, model={"name": "torchscript", "torchscript": str(tmp_path / "model.pt")})
 
     def loom_train(run, *flags):
         result = subprocess.run(

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import loom
-from conftest import FASHION_MNIST, loom_binary, read_safetensors
+from conftest import FASHION_MNIST, loom_binary, read_safetensors, synthetic_sgd_config
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -89,16 +89,7 @@ def test_train_under_launch_trains_as_one_job_like_loom_train(tmp_path, servers)
     configured layout (2 data-parallel ranks; 2 workers and a parameter server), as `loom launch
     -- loom train` does: the same steps, losses and checkpoint, bit for bit. Rank 0 writes the
     run; the other worker writes nothing there and returns None; the server serves and ends."""
-    config = {"seed": 5, "model": {"name": "mlp"},
-              "data": {"source": "synthetic", "image_size": 8, "channels": 1, "classes": 4,
-                       "train_samples": 256, "test_samples": 32, "batch_size": 16},
-              "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": False,
-                            "weight_decay": 0},
-              "schedule": {"name": "constant", "warmup_steps": 0},
-              "train": {"epochs": 1, "eval": False, "log_every": 1},
-              "runtime": {"precision": "fp32", "threads": 1}}
-    config_path = tmp_path / "config.yaml"  # JSON is YAML
-    config_path.write_text(json.dumps(config))
+    config_path = synthetic_sgd_config(tmp_path, seed=5, model={"name": "mlp"})
     launch = [loom_binary(), "launch", "--nproc-per-node", "2", "--servers", str(servers), "--"]
     env = {**os.environ, "LOOM_LOG_LEVEL": "warn"}
 
