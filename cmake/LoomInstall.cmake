@@ -75,6 +75,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/ps/ps_protocol.h
   loom/parallel/ps/server_load.h
   loom/parallel/replicated_layout.h
+  loom/parallel/sharded_model.h
   loom/parallel/step_executor.h
   loom/parallel/zero_partition.h
   loom/profile/advisor.h

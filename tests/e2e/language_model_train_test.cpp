@@ -12,79 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e/json_output.h"
+#include "e2e/language_model_fixture.h"
 #include "loom/core/durable_file.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
 namespace loom::test {
 namespace {
-
-const char* kJargon = "/usr/share/doc/jargon-text/jargon.txt.gz";
-
-class LanguageModelTrain : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-#if defined(__SANITIZE_ADDRESS__)
-    skip_ = "SentencePiece needs RTLD_DEEPBIND, refused under AddressSanitizer";
-    return;
-#endif
-    if (!std::filesystem::exists(kJargon)) {
-      skip_ = std::string(kJargon) + " missing (jargon-text)";
-      return;
-    }
-    data_ = new TempDir;
-    const auto r = run_loom("data tokenize " + std::string(kJargon) + " --out " + (*data_ / "tok") +
-                            " --vocab-size 1000 --val-fraction 0.02");
-    if (r.exit_code != 0) skip_ = "tokenizing failed: " + r.output;
-  }
-  static void TearDownTestSuite() {
-    delete data_;
-    data_ = nullptr;
-  }
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-  }
-
-  // A GPT of two layers, 64 wide, on windows of 32 tokens; a short warm-up so that eight steps
-  // move the weights; clipping, which must count the tied matrix once. SGD: Adam divides each
-  // gradient by its own running size, so an element whose gradient is a rounding error away
-  // from zero steps by the whole learning rate, either way, and two exact layouts that sum in
-  // another order part by far more than 1e-5.
-  static std::string gpt_args() {
-    return " --set data=tokens --set data.path=" + (*data_ / "tok") +
-           " --set model=gpt --set model.gpt.n_layer=2 --set model.gpt.n_embd=64"
-           " --set model.gpt.n_head=4 --set data.seq_len=32 --set runtime.precision=fp32"
-           " --set optimizer.lr=0.5 --set schedule.warmup_steps=2 --set train.grad_clip=1"
-           " --set train.epochs=1 --set train.max_steps=8 --set data.eval_batch_size=64";
-  }
-  static std::string launch(int ranks, const std::string& args) {
-    return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + std::string(LOOM_BINARY) +
-           " train" + args;
-  }
-  // One process reading `micro` windows a micro-batch and accumulating `m` of them per step.
-  static std::string accumulating(int micro, int m) {
-    return " --set data.batch_size=" + std::to_string(micro) +
-           " --set train.grad_accum=" + std::to_string(m);
-  }
-  static std::string pipelined(int micro, int m, const std::string& schedule) {
-    return " --set parallel.pipeline.stages=2 --set data.batch_size=" + std::to_string(micro * m) +
-           " --set parallel.pipeline.microbatches=" + std::to_string(m) +
-           " --set parallel.pipeline.schedule=" + schedule;
-  }
-
-  static void expect_like(const std::string& run, const std::string& reference) {
-    const auto a = summary_of(run), b = summary_of(reference);
-    EXPECT_EQ(a["steps"], b["steps"]);
-    EXPECT_NEAR(a["final_train_loss"].get<double>(), b["final_train_loss"].get<double>(),
-                1e-5 * b["final_train_loss"].get<double>());
-    EXPECT_NEAR(a["test_loss"].get<double>(), b["test_loss"].get<double>(),
-                1e-5 * b["test_loss"].get<double>());
-    expect_same_model(run, reference, 1e-5);
-  }
-
-  static inline TempDir* data_ = nullptr;
-  static inline std::string skip_;
-};
 
 TEST_F(LanguageModelTrain, OneProcessLearnsAndReportsTokensPerplexityAndMfu) {
   TempDir dir;
@@ -553,9 +487,9 @@ TEST_F(LanguageModelTrain, ModelsAndDataOfDifferentTasksAreConfigurationErrors) 
   const auto cnn_on_tokens = run_loom("train" + gpt_args() + " --set model=cnn");
   EXPECT_EQ(cnn_on_tokens.exit_code, 2) << cnn_on_tokens.output;
   EXPECT_NE(cnn_on_tokens.output.find("model.name"), std::string::npos) << cnn_on_tokens.output;
-  const auto zero_three = run_loom("train" + gpt_args() + " --set parallel.zero=3");
-  EXPECT_EQ(zero_three.exit_code, 2) << zero_three.output;
-  EXPECT_NE(zero_three.output.find("parallel.zero"), std::string::npos) << zero_three.output;
+  const auto zero_four = run_loom("train" + gpt_args() + " --set parallel.zero=4");
+  EXPECT_EQ(zero_four.exit_code, 2) << zero_four.output;
+  EXPECT_NE(zero_four.output.find("parallel.zero"), std::string::npos) << zero_four.output;
   const auto compressed =
       run_loom("train" + gpt_args() + " --set parallel.zero=1 --set parallel.compression=bf16");
   EXPECT_EQ(compressed.exit_code, 2) << compressed.output;

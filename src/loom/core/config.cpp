@@ -410,10 +410,22 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
       throw ConfigError("config key 'data.remote.workers': '" + worker + "' is not host:port");
     }
   }
-  if (c.parallel.zero > 2) {
+  if (c.parallel.zero > 3) {
     throw ConfigError("config key 'parallel.zero': " + std::to_string(c.parallel.zero) +
-                      " is not a ZeRO stage here: 0 (nothing sharded), 1 (optimizer state) or 2 "
-                      "(optimizer state and gradients)");
+                      " is not a ZeRO stage: 0 (nothing sharded), 1 (optimizer state), 2 "
+                      "(optimizer state and gradients) or 3 (and the parameters)");
+  }
+  if (c.parallel.memory_cap_mb > 0 && c.parallel.pipeline.stages > 1) {
+    throw ConfigError(
+        "config key 'parallel.memory_cap_mb': caps a rank that holds the whole model; a "
+        "pipeline's stages have parallel.pipeline.memory_cap_mb");
+  }
+  if (c.parallel.zero == 3 && c.parallel.pipeline.stages > 1) {
+    // A stage holds only its own blocks already; ZeRO-2 shards the rest of its memory.
+    throw ConfigError(
+        "config key 'parallel.zero': ZeRO-3 gathers every block's parameters on each "
+        "data-parallel rank of the whole model; it does not combine with "
+        "parallel.pipeline.stages > 1 (a stage holds only its own blocks: use parallel.zero: 2)");
   }
   if (c.parallel.zero > 0 && c.parallel.compression != "none") {
     throw ConfigError(

@@ -172,7 +172,9 @@ struct ParallelConfig {
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   std::string compression = "none";  // none | bf16 | fp16
-  int64_t zero = 0;                  // 0 | 1: optimizer state | 2: and gradients sharded (ZeRO)
+  int64_t zero = 0;  // 0 | 1: optimizer state | 2: and gradients | 3: and parameters sharded
+  std::string zero3_keep = "last";  // none | last | all: gathered blocks kept for backward
+  double memory_cap_mb = 0;  // a rank's parameters, gradients and optimizer state; 0: none
   PipelineConfig pipeline;
   PsConfig ps;
   // parallel.mode, the one place its words are compared: parameter servers (ps), or data

@@ -265,8 +265,22 @@ void visit_config(Config& c, ConfigVisitor& v) {
             "are all-gathered, so the state per rank falls to 1/ranks. 2 also frees each gradient "
             "bucket once reduced, keeping only the rank's shard of the gradients between steps "
             "(ZeRO-2; under gradient accumulation or a pipeline the full buckets live until the "
-            "step). 0 = every rank keeps it all. A pipeline's planner may choose 1 to fit "
+            "step). 3 also shards the parameters (ZeRO-3, not with pipeline stages): each rank "
+            "keeps 1/ranks of them and gathers a block's just before it runs, forward and "
+            "backward, the next block's gather overlapping this one's compute. 0 = every rank "
+            "keeps it all. A pipeline's planner may choose 1 to fit "
             "parallel.pipeline.memory_cap_mb.");
+  v.number("parallel.memory_cap_mb", c.parallel.memory_cap_mb, 0.0,
+           "A cap on what each rank holds of the model's state (parameters, gradients and "
+           "optimizer state, as parallel.zero shards them; not activations), checked once the "
+           "model is made: a run over it stops before training with the ZeRO stage that "
+           "would fit. Layouts without pipeline stages (those have "
+           "parallel.pipeline.memory_cap_mb). 0 = no cap.");
+  v.choice("parallel.zero3_keep", c.parallel.zero3_keep, {"none", "last", "all"},
+           "ZeRO-3: the blocks whose gathered parameters stay from their forward to their "
+           "backward instead of being gathered again: none (least memory), last (the last "
+           "block, whose backward comes right after), all (only the time between steps is "
+           "sharded).");
   v.integer("parallel.pipeline.stages", c.parallel.pipeline.stages, 1,
             "Pipeline ranks the model's blocks are split over (P); `loom train` needs P ranks, or "
             "P x D for D data-parallel pipelines (`loom launch --nproc-per-node`). `loom pipeline "

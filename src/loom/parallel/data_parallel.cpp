@@ -103,10 +103,16 @@ DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::
 
 void DataParallel::step(double lr, const std::function<void()>& local_step) {
   local_step();
-  if (options_.zero) options_.zero->gather_parameters(comm_);
+  // ZeRO-3 gathers each block's parameters when it runs next.
+  if (options_.zero && !options_.zero->shards_parameters()) options_.zero->gather_parameters(comm_);
 }
 
 std::string DataParallel::describe() const { return exchange_->describe(); }
+
+void DataParallel::end_training() {
+  exchange_->end_training();
+  if (options_.zero && options_.zero->shards_parameters()) options_.zero->gather_parameters(comm_);
+}
 
 DataParallel::~DataParallel() {
   for (std::size_t i = 0; i < accumulators_.size(); ++i) {
@@ -290,7 +296,7 @@ void DataParallel::release_bucket(std::size_t index) {
 }
 
 void DataParallel::release_reduced_buckets() {
-  if (!options_.zero || options_.zero->stage() != 2) return;
+  if (!options_.zero || options_.zero->stage() < 2) return;
   // In bucket order, as far as the reduce-scatters have got; finish() frees the rest.
   while (released_ < next_bucket_ && buckets_[released_].work->completed()) {
     release_bucket(released_++);
@@ -355,7 +361,7 @@ void DataParallel::finish() {
                                     : parameters_[bucket.parameters[0]].second.element_size());
   }
   if (options_.zero) {
-    if (options_.zero->stage() == 2) {
+    if (options_.zero->stage() >= 2) {
       while (released_ < buckets_.size()) release_bucket(released_++);
     }
     options_.zero->attach_gradients();

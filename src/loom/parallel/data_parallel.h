@@ -56,7 +56,8 @@ struct DataParallelOptions {
   // ZeRO (zero_partition.h, made over the parameters that train, in the given order; not
   // owned): the buckets are the partition's, reduce-scattered into its gradient shards, and
   // step() all-gathers the stepped shards. Stage 2 frees each gradient bucket once its
-  // reduce-scatter is done. Null: every rank reduces and steps everything.
+  // reduce-scatter is done (stage 3 too, whose parameters ShardedModel gathers). Null: every
+  // rank reduces and steps everything.
   ZeroPartition* zero = nullptr;
 };
 
@@ -99,7 +100,8 @@ class DataParallel : public GradSync {
   std::string describe() const override;
   // ZeRO: this rank's optimizer steps its shards, then every rank's go to the others.
   void step(double lr, const std::function<void()>& local_step) override;
-  void end_training() override { exchange_->end_training(); }
+  // ZeRO-3: every rank then holds the whole parameters again, for good.
+  void end_training() override;
   // Parameter names per bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_names() const;
   comm::Communicator& communicator() { return comm_; }

@@ -5,8 +5,9 @@
 // over the group (DataParallel; a LocalGradSync without replicas), what the optimizer steps (the
 // shards under ZeRO), the optimizer shards gathered back under the parameters' names for a
 // checkpoint and cut again on resume, and sums over the replicas. ReplicatedLayout (the whole
-// model) and PipelineLayout (each stage's replicas) each hold one; sharding the parameters
-// themselves (ZeRO-3) belongs here too.
+// model) and PipelineLayout (each stage's replicas) each hold one. Under ZeRO-3 the parameters
+// themselves are sharded, one bucket a block, and the model runs through a ShardedModel that
+// gathers each block's when it runs.
 //
 // Threading: the training loop's. Collective methods are called by every replica in order.
 #pragma once
@@ -35,8 +36,10 @@ class DataReplicas {
   // (plan.zero_stage, with replicas) `parameters` are partitioned and `options.zero` is set to
   // the partition; each parameter named in `alone` gets a bucket of its own (a tied parameter's
   // copies on several pipeline stages, whose shards are then summed alike).
+  // `units` (each block's parameter names, in forward order) are ZeRO-3's buckets.
   DataReplicas(const DataDim& plan, comm::Communicator* group, const NamedTensors& parameters,
-               DataParallelOptions& options, const std::set<std::string>& alone = {});
+               DataParallelOptions& options, const std::set<std::string>& alone = {},
+               const std::vector<std::vector<std::string>>& units = {});
 
   bool replicated() const { return group_ && group_->world() > 1; }
   comm::Communicator* group() const { return group_; }
@@ -62,6 +65,9 @@ class DataReplicas {
   bool gather_optimizer_state(CheckpointTensors& mine) const;
   // Sums `sums` over the replicas in place (an evaluation's tallies).
   void sum(at::Tensor& sums) const;
+  // Bytes of `held` (the parameters) this rank keeps between steps: all of them, or under
+  // ZeRO-3 its shards of those that train.
+  std::int64_t parameter_bytes_between_steps(const NamedTensors& held) const;
 
  private:
   comm::Communicator* group_;

@@ -121,6 +121,13 @@ LayoutMode LayoutPlan::mode() const {
   return trainers > 1 ? LayoutMode::kDataParallel : LayoutMode::kLocal;
 }
 
+KeepAfterForward keep_after_forward(const std::string& word) {
+  if (word == "none") return KeepAfterForward::kNone;
+  if (word == "last") return KeepAfterForward::kLast;
+  if (word == "all") return KeepAfterForward::kAll;
+  throw ConfigError("config key 'parallel.zero3_keep': '" + word + "' is not none, last or all");
+}
+
 LayoutPlan plan_layout(const Config& config, int world, int rank) {
   LayoutPlan plan;
   plan.world = world;
@@ -137,6 +144,7 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
     if (config.parallel.pipeline.stages > 1) plan_pipeline(config, plan);
     // Over the replicas (each stage's, in a pipeline), where there are some.
     if (world > 1) plan.data.zero_stage = config.parallel.zero;
+    plan.data.zero3_keep = keep_after_forward(config.parallel.zero3_keep);
   }
   lay_out_mesh(plan);
   if (config.optimizer.lr_scaling == "linear") plan.data.lr_scale = plan.data.replicas;
@@ -198,6 +206,7 @@ std::string LayoutPlan::describe() const {
       what = "data parallel over " + std::to_string(data.replicas) + " ranks" +
              (zero == 1   ? " (optimizer state sharded, ZeRO-1)"
               : zero == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
+              : zero == 3 ? " (optimizer state, gradients and parameters sharded, ZeRO-3)"
                           : "");
       break;
     case LayoutMode::kParameterServers:

@@ -44,12 +44,20 @@ struct StepShape {
   int64_t micro_batches = 1;  // per step: train.grad_accum, or a pipeline's micro-batches
 };
 
+// ZeRO-3: which blocks keep their gathered parameters from forward until their backward
+// (sharded_model.h).
+enum class KeepAfterForward { kNone, kLast, kAll };
+// parallel.zero3_keep's words: none, last, all. Throws ConfigError naming the key otherwise.
+KeepAfterForward keep_after_forward(const std::string& word);
+
 // The data dimension: copies of the model (or of a pipeline) that share each step's batch.
 struct DataDim {
   int replicas = 1;
   int replica = 0;  // this rank's
-  // The optimizer state (1) and the gradients too (2) sharded over the replicas (ZeRO); 0: not.
+  // The optimizer state (1), the gradients too (2) and the parameters too (3) sharded over the
+  // replicas (ZeRO); 0: not.
   int zero_stage = 0;
+  KeepAfterForward zero3_keep = KeepAfterForward::kLast;
   double lr_scale = 1;  // optimizer.lr_scaling: linear multiplies lr by the replicas
 };
 

@@ -21,6 +21,24 @@ void ParallelLayout::clip_gradients(double max_norm) {
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }
 
+void fetch_all(CheckpointTensors& all) {
+  for (auto [held, to_fetch] : {std::pair{&all.model, &all.model_to_fetch},
+                                std::pair{&all.optimizer, &all.optimizer_to_fetch}}) {
+    for (const TensorToFetch& t : *to_fetch) held->emplace_back(t.name, t.fetch());
+    to_fetch->clear();
+  }
+  if (all.finish) all.finish();
+  all.finish = nullptr;
+}
+
+std::int64_t ParallelLayout::parameter_bytes_between_steps() const {
+  std::int64_t bytes = 0;
+  for (const auto& [name, t] : parameters_) {
+    bytes += static_cast<std::int64_t>(t.numel() * t.element_size());
+  }
+  return bytes;
+}
+
 std::vector<LayoutMetrics*> ParallelLayout::metrics() {
   if (LayoutMetrics* exchange = grad_sync_->metrics()) return {exchange};
   return {};

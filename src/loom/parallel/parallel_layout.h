@@ -74,6 +74,10 @@ struct CheckpointTensors {
 void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
                            comm::Communicator& comm, const std::set<std::string>& copies = {});
 
+// Fetches every tensor `all` has to fetch into its held ones, then finishes the fetching: what
+// a gather that hands back every tensor at once makes of one made for a writer.
+void fetch_all(CheckpointTensors& all);
+
 // Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
 // send theirs and get nothing back.
 NamedTensors gather_on_rank0(comm::Communicator& comm, const NamedTensors& mine);
@@ -92,6 +96,9 @@ class ParallelLayout {
   // What this rank's optimizer steps and keeps state for: parameters(), or its shards of them
   // when the optimizer state is sharded (ZeRO).
   virtual const NamedTensors& optimized_parameters() const { return parameters_; }
+  // Bytes of parameters this rank holds between steps: parameters()' (their shards under
+  // ZeRO-3).
+  virtual std::int64_t parameter_bytes_between_steps() const;
   // A checkpoint's optimizer state (under the model's names) as this rank's optimizer keeps it,
   // under optimized_parameters()' names.
   virtual NamedTensors own_optimizer_state(const NamedTensors& saved) const { return saved; }

@@ -5,6 +5,7 @@
 #include "loom/core/autocast_scope.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/ps/remote_parameters.h"
+#include "loom/parallel/streamed_shards.h"
 
 namespace loom::parallel {
 
@@ -16,8 +17,20 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       options_(std::move(options)) {
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  data_ =
-      std::make_unique<DataReplicas>(plan_.data, trainers_, parameters_, options_.data_parallel);
+  // ZeRO-3 gathers a block's parameters at a time: its buckets are the blocks.
+  std::vector<std::vector<std::string>> units;
+  if (plan_.data.zero_stage == 3) {
+    for (const models::Block& block : model.blocks()) {
+      units.emplace_back();
+      for (const auto& [name, p] : block.parameters) units.back().push_back(name);
+    }
+  }
+  data_ = std::make_unique<DataReplicas>(plan_.data, trainers_, parameters_,
+                                         options_.data_parallel, std::set<std::string>{}, units);
+  ZeroPartition* zero = data_->partition();
+  if (zero && zero->shards_parameters()) {
+    sharded_ = std::make_unique<ShardedModel>(model, *zero, *trainers_, plan_.data.zero3_keep);
+  }
 }
 
 ReplicatedLayout::~ReplicatedLayout() = default;
@@ -30,7 +43,31 @@ NamedTensors ReplicatedLayout::own_optimizer_state(const NamedTensors& saved) co
   return data_->own_optimizer_state(saved);
 }
 
+std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(CheckpointTensors mine) {
+  if (!sharded_) return gather(std::move(mine));
+  const ZeroPartition& zero = *data_->partition();
+  const bool writes = data_->gather_optimizer_state(mine);
+  std::optional<StreamedParameters> streamed = stream_parameters(zero, *trainers_);
+  if (!writes) return std::nullopt;
+  // Rank 0's buffers and frozen parameters as they are; the sharded ones streamed.
+  std::set<std::string> sharded;
+  for (const auto& [name, p] : zero.parameters()) sharded.insert(name);
+  NamedTensors kept;
+  for (auto& named : mine.model) {
+    if (!sharded.count(named.first)) kept.push_back(std::move(named));
+  }
+  mine.model = std::move(kept);
+  mine.model_to_fetch = std::move(streamed->to_fetch);
+  mine.finish = std::move(streamed->finish);
+  return mine;
+}
+
 std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
+  if (sharded_) {
+    std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
+    if (all) fetch_all(*all);
+    return all;
+  }
   if (!data_->partition()) return ParallelLayout::gather(std::move(mine));
   // Rank 0's model (every rank holds the same), everyone's optimizer shards under the
   // parameters' names.
@@ -86,10 +123,12 @@ void ReplicatedLayout::start(const StartOptions& options) {
   grad_sync_ = plan_.servers
                    ? make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options)
                    : data_->make_sync(parameters_, buffers_, options_.data_parallel);
+  // Every rank now holds the values to start from: ZeRO-3 keeps its shards of them only.
+  if (sharded_) data_->partition()->shard_parameters();
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;
-  executor_ = std::make_unique<AccumulatingExecutor>(model_, *options.loss, *grad_sync_,
+  executor_ = std::make_unique<AccumulatingExecutor>(running_model(), *options.loss, *grad_sync_,
                                                      *options.observer, step);
 }
 
@@ -129,7 +168,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
     at::Tensor logits;
     {
       AutocastScope autocast(bf16_);
-      logits = model_.forward(input.input);
+      logits = running_model().forward(input.input);
     }
     output(logits, input.targets);
   }

@@ -5,7 +5,9 @@
 // splits the test set over the ranks, each with rank 0's model, and adds their sums. With
 // plan.data.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
 // (data_replicas.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
-// shards' state back into state under the parameters' names.
+// shards' state back into state under the parameters' names. Under ZeRO-3 the model runs as a
+// ShardedModel (sharded_model.h) and a checkpoint's parameters stream to rank 0 bucket by
+// bucket from every rank's shards.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,7 @@
 #include "loom/parallel/data_replicas.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
+#include "loom/parallel/sharded_model.h"
 
 namespace loom::parallel {
 
@@ -52,6 +55,11 @@ class ReplicatedLayout : public ParallelLayout {
   // ZeRO: every rank sends its optimizer shards to rank 0 for a checkpoint.
   bool takes_part_in_checkpoints() const override { return data_->partition() || plan_.rank == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
+  // ZeRO-3: the parameters that train come as tensors to fetch, a bucket at a time.
+  std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
+  std::int64_t parameter_bytes_between_steps() const override {
+    return data_->parameter_bytes_between_steps(parameters_);
+  }
   // ZeRO: the norm over every rank's gradient shards.
   void clip_gradients(double max_norm) override;
   double mean_over_trainers(double value) override;
@@ -64,12 +72,15 @@ class ReplicatedLayout : public ParallelLayout {
 
  private:
   bool replicated() const { return trainers_ && trainers_->world() > 1; }
+  // The model as this rank runs it: the model, or its ZeRO-3 shards gathered block by block.
+  models::Model& running_model() { return sharded_ ? *sharded_ : model_; }
 
   models::Model& model_;
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
   bool bf16_ = false;                   // forward under bf16 autocast (start())
   std::unique_ptr<DataReplicas> data_;  // the model over the replicas (and ZeRO)
+  std::unique_ptr<ShardedModel> sharded_;  // ZeRO-3
 };
 
 }  // namespace loom::parallel

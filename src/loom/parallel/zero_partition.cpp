@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 
 #include "loom/core/error.h"
@@ -36,42 +37,23 @@ at::Tensor alias_into(const at::Tensor& flat, std::int64_t offset, const at::Ten
 
 ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks,
                              const BucketLimits& limits, int stage,
-                             const std::set<std::string>& alone)
+                             const std::set<std::string>& alone,
+                             const std::vector<std::vector<std::string>>& units)
     : rank_(rank), ranks_(ranks), stage_(stage) {
   for (const auto& named : parameters) {
     if (named.second.requires_grad()) parameters_.push_back(named);
   }
-  if (stage != 1 && stage != 2) {
+  if (stage < 1 || stage > 3) {
     throw ConfigError("config key 'parallel.zero': stage " + std::to_string(stage) +
-                      " is not 1 or 2");
+                      " is not 1, 2 or 3");
   }
-  std::vector<GradientInfo> gradients;
-  std::vector<int> order(parameters_.size());
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    gradients.push_back({parameters_[i].second.numel(), parameters_[i].second.scalar_type()});
-    order[i] = static_cast<int>(parameters_.size() - 1 - i);  // backward's order, roughly
-  }
-  // Runs of the order between parameters that go alone, planned as usual; those alone between.
-  std::vector<std::vector<int>> plan;
-  std::vector<int> run;
-  const auto plan_run = [&] {
-    for (auto& bucket : plan_buckets(gradients, run, limits)) plan.push_back(std::move(bucket));
-    run.clear();
-  };
-  for (int p : order) {
-    if (!alone.count(parameters_[p].first)) {
-      run.push_back(p);
-      continue;
-    }
-    plan_run();
-    plan.push_back({p});
-  }
-  plan_run();
+  const std::vector<std::vector<int>> plan = plan_buckets_of(limits, alone, units);
   at::NoGradGuard no_grad;
   offsets_.assign(parameters_.size(), 0);
-  for (auto& members : plan) {
+  bucket_of_.assign(parameters_.size(), 0);
+  for (const auto& members : plan) {
     Bucket bucket;
-    bucket.parameters = std::move(members);
+    bucket.parameters = members;
     std::int64_t used = 0;
     for (int p : bucket.parameters) offsets_[p] = used, used += parameters_[p].second.numel();
     bucket.numel = (used + ranks_ - 1) / ranks_ * ranks_;
@@ -84,15 +66,65 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
       at::Tensor home = alias_into(bucket.values, offsets_[p], param);
       home.copy_(param);
       param.set_(home.storage(), home.storage_offset(), home.sizes(), home.strides());
+      bucket_of_[p] = buckets_.size();
     }
     const std::size_t b = buckets_.size();
     at::Tensor shard = bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket));
-    at::Tensor leaf = alias_into(bucket.values, rank_ * shard_numel(bucket), shard);
+    // Stage 3's shard outlives the bucket's whole memory; the others' are a part of it.
+    at::Tensor leaf = shards_parameters() ? shard.clone()
+                                          : alias_into(bucket.values, rank_ * shard_numel(bucket),
+                                                       shard);
     leaf.requires_grad_(true);
     shards_.emplace_back(shard_name(b, rank_), leaf);
     buckets_.push_back(std::move(bucket));
   }
   attach_gradients();
+}
+
+std::vector<std::vector<int>> ZeroPartition::plan_buckets_of(
+    const BucketLimits& limits, const std::set<std::string>& alone,
+    const std::vector<std::vector<std::string>>& units) {
+  std::vector<std::vector<int>> plan;
+  std::vector<char> planned(parameters_.size(), 0);
+  // A unit's parameters, in the model's order, as one bucket; the last unit first.
+  for (auto unit = units.rbegin(); unit != units.rend(); ++unit) {
+    std::vector<int> members;
+    for (const std::string& name : *unit) {
+      const int p = index_of(name);
+      if (p >= 0 && !planned[p]) members.push_back(p), planned[p] = 1;
+    }
+    std::sort(members.begin(), members.end());
+    if (!members.empty()) plan.push_back(std::move(members));
+  }
+  std::vector<GradientInfo> gradients;
+  for (const auto& [name, param] : parameters_) {
+    gradients.push_back({param.numel(), param.scalar_type()});
+  }
+  // Runs of backward's rough order (reverse registration) between parameters that go alone,
+  // planned as usual; those alone between.
+  std::vector<int> run;
+  const auto plan_run = [&] {
+    for (auto& bucket : plan_buckets(gradients, run, limits)) plan.push_back(std::move(bucket));
+    run.clear();
+  };
+  for (int p = static_cast<int>(parameters_.size()) - 1; p >= 0; --p) {
+    if (planned[p]) continue;
+    if (!alone.count(parameters_[p].first)) {
+      run.push_back(p);
+      continue;
+    }
+    plan_run();
+    plan.push_back({p});
+  }
+  plan_run();
+  return plan;
+}
+
+int ZeroPartition::index_of(const std::string& name) const {
+  for (std::size_t p = 0; p < parameters_.size(); ++p) {
+    if (parameters_[p].first == name) return static_cast<int>(p);
+  }
+  return -1;
 }
 
 std::string ZeroPartition::shard_name(std::size_t bucket, int rank) const {
@@ -112,6 +144,12 @@ void ZeroPartition::attach_gradients() {
 }
 
 void ZeroPartition::gather_parameters(comm::Communicator& comm) {
+  if (shards_parameters()) {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) gather_bucket(b, comm);
+    for (std::size_t b = 0; b < buckets_.size(); ++b) wait_whole(b, comm);
+    pinned_ = true;
+    return;
+  }
   std::vector<at::Tensor> sent;  // kept alive until every gather is done
   std::vector<comm::WorkPtr> works;
   for (const Bucket& bucket : buckets_) {
@@ -120,6 +158,53 @@ void ZeroPartition::gather_parameters(comm::Communicator& comm) {
     works.push_back(comm.allgather(sent.back(), bucket.values));
   }
   for (auto& work : works) work->wait(comm.options().timeout);
+}
+
+std::int64_t ZeroPartition::values_bytes(const Bucket& bucket) const {
+  return bucket.numel * static_cast<std::int64_t>(bucket.values.element_size());
+}
+
+void ZeroPartition::shard_parameters() {
+  if (!shards_parameters()) return;
+  at::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    shards_[b].second.copy_(
+        bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)));
+    release_bucket(b);
+  }
+}
+
+void ZeroPartition::gather_bucket(std::size_t index, comm::Communicator& comm) {
+  Bucket& bucket = buckets_[index];
+  if (bucket.whole || bucket.gathering) return;
+  // The same storage the parameters (and what autograd saved of them) point into, with memory
+  // again; the gather fills it.
+  c10::StorageImpl* storage = bucket.values.storage().unsafeGetStorageImpl();
+  const auto bytes = static_cast<std::size_t>(values_bytes(bucket));
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+  bucket.gathering = comm.allgather(shards_[index].second.detach(), bucket.values);
+}
+
+void ZeroPartition::wait_whole(std::size_t index, comm::Communicator& comm) {
+  Bucket& bucket = buckets_[index];
+  if (bucket.whole) return;
+  if (!bucket.gathering) {
+    throw Error("ZeRO-3: bucket " + std::to_string(index) + " was waited for but never gathered");
+  }
+  bucket.gathering->wait(comm.options().timeout);
+  bucket.gathering.reset();
+  bucket.whole = true;
+}
+
+void ZeroPartition::release_bucket(std::size_t index) {
+  Bucket& bucket = buckets_[index];
+  if (!shards_parameters() || pinned_ || !bucket.whole) return;
+  // Freed, not dropped: the parameters keep their shapes over an empty storage until the next
+  // gather gives it memory again.
+  bucket.values.storage().unsafeGetStorageImpl()->reset();
+  bucket.whole = false;
 }
 
 const at::Tensor& ZeroPartition::gradient_shard_of(const std::string& name) const {
@@ -211,9 +296,12 @@ NamedTensors ZeroPartition::named_state(const NamedTensors& every_rank) const {
 }
 
 std::string ReduceScatterExchange::describe() const {
-  return "reduce-scatter over " + comm_.backend() + ", ZeRO-" + std::to_string(partition_.stage()) +
-         ": optimizer state" + (partition_.stage() == 2 ? " and gradients" : "") +
-         " sharded over " + std::to_string(partition_.ranks()) + " ranks, parameters all-gathered";
+  const int stage = partition_.stage();
+  return "reduce-scatter over " + comm_.backend() + ", ZeRO-" + std::to_string(stage) +
+         ": optimizer state" + (stage == 2 ? " and gradients" : "") +
+         (stage == 3 ? ", gradients and parameters" : "") + " sharded over " +
+         std::to_string(partition_.ranks()) + " ranks, parameters all-gathered" +
+         (stage == 3 ? " block by block" : "");
 }
 
 }  // namespace loom::parallel

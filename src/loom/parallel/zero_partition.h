@@ -13,6 +13,12 @@
 // gradient buckets between steps; stage 2 frees each one once its reduce-scatter is done, so a
 // rank holds its gradient shards only (DataParallel does the freeing).
 //
+// Stage 3 shards the parameters too: each rank keeps its shards in memory of their own, and a
+// bucket's parameters are whole only between gather_bucket() and release_bucket() (ShardedModel
+// gathers a block's just before it runs). Their memory is freed and allocated again under the
+// same tensors, so that autograd's saved references to them see the gathered values in
+// backward, as FSDP does. The buckets then follow the model's blocks (`units`), one a block.
+//
 // Checkpoints stay layout-independent: named_state() turns every rank's shard state into state
 // under the parameters' names, and shard_state() cuts such state into this rank's shards.
 //
@@ -40,13 +46,17 @@ class ZeroPartition {
   // `parameters` in the model's order; those that train (requires_grad) are partitioned, their
   // values moved into the flat buckets (the tensors stay the same objects, so the model sees no
   // change).
-  // `stage` is 1 or 2. Each parameter named in `alone` gets a bucket of its own, so that its
+  // `stage` is 1, 2 or 3. Each parameter named in `alone` gets a bucket of its own, so that its
   // shards cover the same elements wherever it is partitioned alike (a tied parameter's copies
-  // on several pipeline stages: their gradient shards can then be summed).
+  // on several pipeline stages: their gradient shards can then be summed). The trainable
+  // parameters of each of `units` (by name: a model's blocks, in forward order) make one bucket,
+  // the last unit's first (backward's order); the others are planned by `limits` after them.
   ZeroPartition(const NamedTensors& parameters, int rank, int ranks, const BucketLimits& limits,
-                int stage, const std::set<std::string>& alone = {});
+                int stage, const std::set<std::string>& alone = {},
+                const std::vector<std::vector<std::string>>& units = {});
 
   int stage() const { return stage_; }
+  int rank() const { return rank_; }
   int ranks() const { return ranks_; }
   std::size_t parameter_count() const { return parameters_.size(); }
   std::size_t bucket_count() const { return buckets_.size(); }
@@ -59,6 +69,11 @@ class ZeroPartition {
   // starts in its bucket.
   std::int64_t bucket_numel(std::size_t bucket) const { return buckets_[bucket].numel; }
   std::int64_t offset_of(int parameter) const { return offsets_[parameter]; }
+  // The partitioned parameters, in the model's order, and their buckets.
+  const NamedTensors& parameters() const { return parameters_; }
+  std::size_t bucket_of(int parameter) const { return bucket_of_[parameter]; }
+  // The index of the partitioned parameter of that name; -1 for none (a frozen one).
+  int index_of(const std::string& name) const;
 
   // What the optimizer steps: this rank's shard of each bucket, named "zero.bucket<b>.rank<r>".
   const NamedTensors& shards() const { return shards_; }
@@ -72,8 +87,25 @@ class ZeroPartition {
   }
   // Makes the gradient shards the shards' .grad (the optimizer may have cleared them).
   void attach_gradients();
-  // Every rank's stepped shards into every rank's parameters; collective over `comm`.
+  // Every rank's stepped shards into every rank's parameters; collective over `comm`. Stage 3:
+  // and they stay whole from then on (the end of training).
   void gather_parameters(comm::Communicator& comm);
+
+  // Stage 3 (see the class comment).
+  bool shards_parameters() const { return stage_ == 3; }
+  // Copies this rank's shard of every bucket out of the whole parameters (the values every
+  // rank starts from) and frees the rest; once, before training.
+  void shard_parameters();
+  // Starts the all-gather of every rank's shard into the bucket's parameters, unless they are
+  // whole or on their way; collective over `comm`, in the same order on every rank.
+  void gather_bucket(std::size_t bucket, comm::Communicator& comm);
+  // Waits for the bucket's gather (gather_bucket() first).
+  void wait_whole(std::size_t bucket, comm::Communicator& comm);
+  // Frees the bucket's whole parameters, its shard kept (nothing once gather_parameters() ran).
+  void release_bucket(std::size_t bucket);
+  bool whole(std::size_t bucket) const { return buckets_[bucket].whole; }
+  // This rank's shard of a bucket's parameters (stage 3: its own memory; else in the bucket).
+  const at::Tensor& parameter_shard(std::size_t bucket) const { return shards_[bucket].second; }
   // The names of the shards of the parameters in `alone` among `names` (a tied copy's, which
   // clipping leaves to the owner's rank).
   std::set<std::string> shards_of(const std::set<std::string>& names) const;
@@ -89,9 +121,15 @@ class ZeroPartition {
   struct Bucket {
     std::vector<int> parameters;
     std::int64_t numel = 0;  // padded
-    at::Tensor values;       // the parameters, back to back
+    at::Tensor values;       // the parameters, back to back (stage 3: while whole)
     at::Tensor grad;         // this rank's shard of the mean gradient
+    bool whole = true;       // stage 3: `values` holds memory
+    comm::WorkPtr gathering;  // stage 3: the gather into `values` under way
   };
+  std::vector<std::vector<int>> plan_buckets_of(const BucketLimits& limits,
+                                                const std::set<std::string>& alone,
+                                                const std::vector<std::vector<std::string>>& units);
+  std::int64_t values_bytes(const Bucket& bucket) const;
   std::int64_t shard_numel(const Bucket& bucket) const { return bucket.numel / ranks_; }
   std::string shard_name(std::size_t bucket, int rank) const;
 
@@ -99,7 +137,9 @@ class ZeroPartition {
   NamedTensors parameters_;
   std::vector<Bucket> buckets_;
   std::vector<std::int64_t> offsets_;
+  std::vector<std::size_t> bucket_of_;
   NamedTensors shards_;
+  bool pinned_ = false;  // stage 3: whole for good (gather_parameters())
 };
 
 // DataParallel's exchange under ZeRO: the mean of each bucket's shard lands on its owner.

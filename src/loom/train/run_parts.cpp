@@ -9,6 +9,7 @@
 #include "loom/core/caching_allocator.h"
 #include "loom/core/log.h"
 #include "loom/data/remote/remote_batch_source.h"
+#include "loom/parallel/model_state.h"
 #include "loom/profile/flops.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/summary.h"
@@ -43,6 +44,11 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   model.train(true);
   info.model = model.name();
   info.parameters = model.parameter_count();  // before a pipeline releases others' stages
+  double trainable_bytes = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p.requires_grad()) trainable_bytes += static_cast<double>(p.nbytes());
+  }
+  parallel::check_model_state_cap(config, plan, trainable_bytes);
   parts.layout = layouts.make(model);
   info.layout = plan.describe();
   info.pipeline_plan = parts.layout->plan_text();
@@ -105,6 +111,7 @@ void fill_parts_summary(const RunParts& parts, const RunInfo& info, const Config
       info.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
   s.optimizer_state_bytes = parts.optimizer_state_bytes(config.optimizer.name);
   s.gradient_bytes = parts.gradient_bytes();
+  s.parameter_bytes = parts.layout->parameter_bytes_between_steps();
   // A pipeline's ranks each counted their own stages' forward FLOPs.
   s.forward_flops_per_sample = parts.layout->sum_over_stages(forward_flops_per_sample);
   // Every rank holds the whole model's shape, whatever it trains of it.

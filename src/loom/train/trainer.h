@@ -128,6 +128,9 @@ struct TrainSummary {
   // Bytes of the gradients this rank (rank 0) holds after the last step: the whole model's, or
   // its shards' under parallel.zero: 2 (ZeRO-1 holds both the full buckets and its shards).
   int64_t gradient_bytes = 0;
+  // Bytes of the parameters this rank (rank 0) holds between steps: the whole model's, or its
+  // shards' under parallel.zero: 3.
+  int64_t parameter_bytes = 0;
   double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
   data::LoaderStats data;               // the training loader's samples, bad samples, time
   int loader_threads = 0;

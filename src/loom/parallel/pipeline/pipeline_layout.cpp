@@ -117,14 +117,7 @@ std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) 
   // The streamed gather with every tensor taken in at once (Python's loom.pipeline hands them
   // back as lists): one protocol, one place that keeps a tied parameter once.
   std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
-  if (!all) return all;
-  for (auto [held, to_fetch] : {std::pair{&all->model, &all->model_to_fetch},
-                                std::pair{&all->optimizer, &all->optimizer_to_fetch}}) {
-    for (const TensorToFetch& t : *to_fetch) held->emplace_back(t.name, t.fetch());
-    to_fetch->clear();
-  }
-  all->finish();
-  all->finish = nullptr;
+  if (all) fetch_all(*all);
   return all;
 }
 

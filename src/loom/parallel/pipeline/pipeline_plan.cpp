@@ -14,6 +14,7 @@
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/models/recompute.h"
+#include "loom/parallel/model_state.h"
 #include "loom/parallel/pipeline/block_profiler.h"
 #include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/parallel/pipeline/validator.h"
@@ -86,11 +87,6 @@ std::vector<StageCosts> stage_costs(const Partition& partition,
     out.push_back(c);
   }
   return out;
-}
-
-int optimizer_states(const OptimizerConfig& c) {
-  if (c.name == "adam" || c.name == "adamw") return 2;
-  return c.momentum > 0 ? 1 : 0;
 }
 
 // A bubble over 10% shrinks with more micro-batches: try 2x and 4x M (when the batch divides),

@@ -1,0 +1,149 @@
+#include "loom/parallel/sharded_model.h"
+
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+
+#include "loom/core/error.h"
+
+namespace loom::parallel {
+
+// Runs once a parameter's gradient of this backward is complete (its accumulator ran).
+class ShardedModel::LandedHook : public torch::autograd::FunctionPostHook {
+ public:
+  LandedHook(ShardedModel* owner, std::size_t bucket) : owner_(owner), bucket_(bucket) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    owner_->gradient_landed(bucket_);
+    return outputs;
+  }
+
+ private:
+  ShardedModel* owner_;
+  std::size_t bucket_;
+};
+
+ShardedModel::ShardedModel(models::Model& inner, ZeroPartition& partition,
+                           comm::Communicator& group, KeepAfterForward keep)
+    : inner_(inner), partition_(partition), group_(group), keep_(keep), blocks_(inner.blocks()) {
+  if (!partition.shards_parameters()) {
+    throw Error("ShardedModel: the partition is ZeRO-" + std::to_string(partition.stage()) +
+                ", not ZeRO-3");
+  }
+  for (const models::Block& block : blocks_) {
+    std::vector<std::size_t> buckets;
+    for (const auto* named : {&block.parameters, &block.tied}) {
+      for (const auto& [name, tensor] : *named) {
+        const int p = partition.index_of(name);
+        if (p >= 0) buckets.push_back(partition.bucket_of(p));
+      }
+    }
+    std::sort(buckets.begin(), buckets.end());
+    buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+    needs_.push_back(std::move(buckets));
+  }
+  landed_.assign(partition.bucket_count(), 0);
+  const NamedTensors& parameters = partition.parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters[p].second);
+    if (!accumulator) {
+      throw Error("ZeRO-3: parameter '" + parameters[p].first + "' is not a leaf tensor");
+    }
+    hook_keys_.push_back(accumulator->add_post_hook(
+        std::make_unique<LandedHook>(this, partition.bucket_of(static_cast<int>(p)))));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+ShardedModel::~ShardedModel() {
+  for (std::size_t i = 0; i < accumulators_.size(); ++i) {
+    std::static_pointer_cast<torch::autograd::Node>(accumulators_[i])->del_post_hook(hook_keys_[i]);
+  }
+}
+
+void ShardedModel::gather(std::size_t b) {
+  for (std::size_t bucket : needs_[b]) partition_.gather_bucket(bucket, group_);
+}
+
+void ShardedModel::wait_whole(std::size_t b) {
+  gather(b);
+  for (std::size_t bucket : needs_[b]) partition_.wait_whole(bucket, group_);
+}
+
+void ShardedModel::before_block(std::size_t b) {
+  gather(b);
+  if (b + 1 < blocks_.size()) gather(b + 1);  // overlaps this block's compute
+  wait_whole(b);
+}
+
+void ShardedModel::after_block(std::size_t b, const at::Tensor& output) {
+  const bool last = b + 1 == blocks_.size();
+  const bool training =
+      at::GradMode::is_enabled() && output.defined() && output.requires_grad();
+  if (training) output.register_hook([this, b](const at::Tensor&) { backward_reaches(b); });
+  const bool keep = training && (keep_ == KeepAfterForward::kAll ||
+                                 (keep_ == KeepAfterForward::kLast && last));
+  if (keep) return;
+  for (std::size_t bucket : needs_[b]) {
+    // The next block's (being gathered) stay.
+    if (last || std::find(needs_[b + 1].begin(), needs_[b + 1].end(), bucket) ==
+                    needs_[b + 1].end()) {
+      partition_.release_bucket(bucket);
+    }
+  }
+}
+
+at::Tensor ShardedModel::run_block(std::size_t b, const at::Tensor& input) {
+  before_block(b);
+  at::Tensor output = blocks_[b].forward(input);
+  after_block(b, output);
+  return output;
+}
+
+at::Tensor ShardedModel::forward(const at::Tensor& input) {
+  at::Tensor x = input;
+  for (std::size_t b = 0; b < blocks_.size(); ++b) x = run_block(b, x);
+  return x;
+}
+
+std::vector<models::Block> ShardedModel::blocks() {
+  std::vector<models::Block> out = blocks_;
+  for (std::size_t b = 0; b < out.size(); ++b) {
+    out[b].forward = [this, b](const at::Tensor& input) { return run_block(b, input); };
+  }
+  return out;
+}
+
+void ShardedModel::backward_reaches(std::size_t b) {
+  if (!backward_running_) {
+    // Whatever is still whole when this backward ends (a parameter that got no gradient) is
+    // freed then.
+    backward_running_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { end_backward(); });
+  }
+  gather(b);
+  if (b > 0) gather(b - 1);  // the block whose backward comes next
+  wait_whole(b);
+}
+
+void ShardedModel::gradient_landed(std::size_t bucket) {
+  const auto& members = partition_.parameters_in(bucket);
+  if (++landed_[bucket] < static_cast<int>(members.size())) return;
+  // Nothing later in this backward reads them: every use has given its gradient.
+  landed_[bucket] = 0;
+  partition_.release_bucket(bucket);
+}
+
+void ShardedModel::end_backward() {
+  backward_running_ = false;
+  std::fill(landed_.begin(), landed_.end(), 0);
+  for (std::size_t bucket = 0; bucket < partition_.bucket_count(); ++bucket) {
+    partition_.release_bucket(bucket);
+  }
+}
+
+}  // namespace loom::parallel

@@ -1,0 +1,86 @@
+// A model whose trainable parameters live as ZeRO-3 shards (zero_partition.h, one bucket a
+// block): its forward runs the model's chain of blocks and gathers each block's parameters (and
+// the tied ones it reads) just before the block runs, the next block's gather started first so
+// that it overlaps this block's compute, and frees them once the block has run. In backward a
+// hook on each block's output gathers them again just before the block's backward (and starts
+// the previous block's), and they are freed as soon as every gradient of theirs has landed (its
+// reduce-scatter is DataParallel's). So a rank holds 1/ranks of the parameters between uses,
+// and about two blocks' whole ones at a time, as DeepSpeed's ZeRO-3 and FSDP do.
+//
+// The blocks are the model's own, activation recompute included: a recomputed block's
+// recompute runs inside its backward, with its parameters gathered. A tied parameter (the GPT
+// head's embedding matrix) is gathered for each block that reads it; its bucket stays whole
+// from the head's backward until its owner's, where its gradient is complete.
+//
+// `keep` trades memory for a second gather: kNone frees every block after its forward, kLast
+// keeps the last block's (its backward comes next), kAll keeps every block's until backward
+// (only the time between steps is then sharded).
+//
+// Threading: the training loop's, backward included (CPU autograd runs on the caller's
+// thread). The gathers are collectives over the replicas' group, in block order in forward and
+// in reverse in backward: the same on every rank, as every rank runs the same model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/models/model.h"
+#include "loom/parallel/layout_plan.h"
+#include "loom/parallel/zero_partition.h"
+
+namespace loom::parallel {
+
+class ShardedModel : public models::Model {
+ public:
+  // `inner`'s trainable parameters must be `partition`'s (stage 3, made over `inner`'s blocks
+  // as units), still whole. `inner`, `partition` and `group` must outlive this.
+  ShardedModel(models::Model& inner, ZeroPartition& partition, comm::Communicator& group,
+               KeepAfterForward keep);
+  ~ShardedModel() override;
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  at::Tensor forward(const at::Tensor& input) override;
+  models::NamedTensors named_parameters() override { return inner_.named_parameters(); }
+  models::NamedTensors named_buffers() override { return inner_.named_buffers(); }
+  void train(bool on) override { inner_.train(on); }
+  bool is_convolutional() const override { return inner_.is_convolutional(); }
+  std::string name() const override { return inner_.name(); }
+  // The inner model's blocks, each gathering its parameters as forward() does.
+  std::vector<models::Block> blocks() override;
+  double training_flops_per_sample() const override { return inner_.training_flops_per_sample(); }
+
+  // The buckets (of the partition) block `b` reads, its own and its tied parameters'.
+  const std::vector<std::size_t>& buckets_of_block(std::size_t b) const { return needs_[b]; }
+
+  // What forward() does around block `b`'s own forward, for a caller that runs the blocks
+  // itself (a Python module's hooks): before_block() gathers its parameters (and starts the
+  // next block's); after_block() hooks its backward onto `output` and frees what it may.
+  void before_block(std::size_t b);
+  void after_block(std::size_t b, const at::Tensor& output);
+
+ private:
+  class LandedHook;
+  at::Tensor run_block(std::size_t b, const at::Tensor& input);
+  void gather(std::size_t b);        // starts block b's gathers
+  void wait_whole(std::size_t b);    // and waits for them
+  void backward_reaches(std::size_t b);
+  void gradient_landed(std::size_t bucket);
+  void end_backward();
+
+  models::Model& inner_;
+  ZeroPartition& partition_;
+  comm::Communicator& group_;
+  KeepAfterForward keep_;
+  std::vector<models::Block> blocks_;
+  std::vector<std::vector<std::size_t>> needs_;  // block -> buckets
+  std::vector<int> landed_;                      // bucket -> gradients landed this backward
+  bool backward_running_ = false;                // end_backward() is queued
+  std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
+  std::vector<std::uintptr_t> hook_keys_;
+};
+
+}  // namespace loom::parallel
