@@ -124,7 +124,10 @@ void ReplicatedLayout::start(const StartOptions& options) {
                    ? make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options)
                    : data_->make_sync(parameters_, buffers_, options_.data_parallel);
   // Every rank now holds the values to start from: ZeRO-3 keeps its shards of them only.
-  if (sharded_) data_->partition()->shard_parameters();
+  if (sharded_) {
+    data_->partition()->shard_parameters();
+    sharded_->set_phase_sink(options.observer);
+  }
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;

@@ -69,15 +69,21 @@ void ShardedModel::gather(std::size_t b) {
   for (std::size_t bucket : needs_[b]) partition_.gather_bucket(bucket, group_);
 }
 
-void ShardedModel::wait_whole(std::size_t b) {
+void ShardedModel::wait_whole(std::size_t b, Phase running) {
   gather(b);
+  const bool waits = std::any_of(needs_[b].begin(), needs_[b].end(),
+                                 [&](std::size_t bucket) { return !partition_.whole(bucket); });
+  if (!waits) return;
+  const bool charged = phases_ && (running == Phase::kBackward || at::GradMode::is_enabled());
+  if (charged) phases_->enter(Phase::kCommExposed);
   for (std::size_t bucket : needs_[b]) partition_.wait_whole(bucket, group_);
+  if (charged) phases_->enter(running);
 }
 
 void ShardedModel::before_block(std::size_t b) {
   gather(b);
   if (b + 1 < blocks_.size()) gather(b + 1);  // overlaps this block's compute
-  wait_whole(b);
+  wait_whole(b, Phase::kForward);
 }
 
 void ShardedModel::after_block(std::size_t b, const at::Tensor& output) {
@@ -127,7 +133,7 @@ void ShardedModel::backward_reaches(std::size_t b) {
   }
   gather(b);
   if (b > 0) gather(b - 1);  // the block whose backward comes next
-  wait_whole(b);
+  wait_whole(b, Phase::kBackward);
 }
 
 void ShardedModel::gradient_landed(std::size_t bucket) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/core/step_phase.h"
 #include "loom/models/model.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/zero_partition.h"
@@ -62,11 +63,17 @@ class ShardedModel : public models::Model {
   void before_block(std::size_t b);
   void after_block(std::size_t b, const at::Tensor& output);
 
+  // Where a gather the block waits for is charged: comm_exposed, then back to forward or
+  // backward (null: not reported).
+  void set_phase_sink(PhaseSink* sink) { phases_ = sink; }
+
  private:
   class LandedHook;
   at::Tensor run_block(std::size_t b, const at::Tensor& input);
-  void gather(std::size_t b);        // starts block b's gathers
-  void wait_whole(std::size_t b);    // and waits for them
+  void gather(std::size_t b);  // starts block b's gathers
+  // And waits for them, in training charged to comm_exposed and then to `running` again
+  // (evaluation's forward, without gradients, is not a step's).
+  void wait_whole(std::size_t b, Phase running);
   void backward_reaches(std::size_t b);
   void gradient_landed(std::size_t bucket);
   void end_backward();
@@ -79,6 +86,7 @@ class ShardedModel : public models::Model {
   std::vector<std::vector<std::size_t>> needs_;  // block -> buckets
   std::vector<int> landed_;                      // bucket -> gradients landed this backward
   bool backward_running_ = false;                // end_backward() is queued
+  PhaseSink* phases_ = nullptr;
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
   std::vector<std::uintptr_t> hook_keys_;
 };
