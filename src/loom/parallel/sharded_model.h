@@ -7,7 +7,10 @@
 // reduce-scatter is DataParallel's). So a rank holds 1/ranks of the parameters between uses,
 // and about two blocks' whole ones at a time, as DeepSpeed's ZeRO-3 and FSDP do.
 //
-// The blocks are the model's own, activation recompute included: a recomputed block's
+// The model must be its chain of blocks (models::check_blocks, on the first input): a model
+// whose forward is something else (a TorchScript module's children need not be its forward) is a
+// configuration error rather than another computation. The blocks are the model's own,
+// activation recompute included: a recomputed block's
 // recompute runs inside its backward, with its parameters gathered. A tied parameter (the GPT
 // head's embedding matrix) is gathered for each block that reads it; its bucket stays whole
 // from the head's backward until its owner's, where its gradient is complete.
@@ -47,7 +50,10 @@ class ShardedModel : public models::Model {
   at::Tensor forward(const at::Tensor& input) override;
   models::NamedTensors named_parameters() override { return inner_.named_parameters(); }
   models::NamedTensors named_buffers() override { return inner_.named_buffers(); }
-  void train(bool on) override { inner_.train(on); }
+  void train(bool on) override {
+    training_ = on;
+    inner_.train(on);
+  }
   bool is_convolutional() const override { return inner_.is_convolutional(); }
   std::string name() const override { return inner_.name(); }
   // The inner model's blocks, each gathering its parameters as forward() does.
@@ -70,6 +76,7 @@ class ShardedModel : public models::Model {
  private:
   class LandedHook;
   at::Tensor run_block(std::size_t b, const at::Tensor& input);
+  void check_chain(const at::Tensor& probe);
   void gather(std::size_t b);  // starts block b's gathers
   // And waits for them, in training charged to comm_exposed and then to `running` again
   // (evaluation's forward, without gradients, is not a step's).
@@ -87,6 +94,8 @@ class ShardedModel : public models::Model {
   std::vector<int> landed_;                      // bucket -> gradients landed this backward
   bool backward_running_ = false;                // end_backward() is queued
   PhaseSink* phases_ = nullptr;
+  bool training_ = true;
+  bool chain_checked_ = false;
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
   std::vector<std::uintptr_t> hook_keys_;
 };
