@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "loom/core/blas_library.h"
+#include "loom/profile/memory_advice.h"
 
 namespace loom::profile {
 namespace {
@@ -283,60 +284,6 @@ void add_unsteady_throughput(const RunProfile& run, std::vector<Finding>& out) {
 }
 
 }  // namespace
-
-std::string megabytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f MB", bytes / (1 << 20));
-  return text;
-}
-
-// Near the memory cap: what each memory-saving setting that is off would give back. Activations
-// are what the peak holds beyond the parameters, their gradients and the optimizer state;
-// recompute keeps about a quarter of them (bench/RESULTS.md: 23.7% of a GPT step's at 1.32x the
-// step time), ZeRO-1 all but 1/N of the optimizer state, ZeRO-2 all but 1/N of the gradients too.
-void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
-  const bool near_cap =
-      (run.memory_cap_bytes > 0 && run.peak_tensor_bytes >= 0.8 * run.memory_cap_bytes) ||
-      run.memory_fraction >= 0.8;
-  if (!near_cap || run.peak_tensor_bytes <= 0) return;
-  const std::string evidence =
-      run.memory_cap_bytes > 0
-          ? "peak tensor memory " + megabytes(run.peak_tensor_bytes) + " is " +
-                percent(run.peak_tensor_bytes / run.memory_cap_bytes) + " of the " +
-                megabytes(run.memory_cap_bytes) + " cap (parallel.pipeline.memory_cap_mb)"
-          : "peak resident memory was " + percent(run.memory_fraction) + " of the machine's";
-  const double activations = std::max(
-      0.0, run.peak_tensor_bytes - 2 * run.parameter_bytes - run.optimizer_state_bytes);
-  if (!run.recompute && activations > 0) {
-    out.push_back({"memory_recompute", "moderate", evidence,
-                   "train.activation_checkpointing: blocks recomputes activations in backward: "
-                   "about " + megabytes(0.75 * activations) + " of the " +
-                       megabytes(activations) + " they take, for about 1.3x the step time",
-                   "train.activation_checkpointing", 0});
-  }
-  // Accumulating micro-batches (grad_accum, a pipeline) holds the full gradients until the step:
-  // ZeRO-2 frees nothing more at the peak than ZeRO-1.
-  const int useful_stage = run.accumulates_gradients ? 1 : 2;
-  if (run.zero_stage < useful_stage && run.data_parallel_ranks > 1 &&
-      run.optimizer_state_bytes > 0) {
-    const double ranks = static_cast<double>(run.data_parallel_ranks);
-    // Gradients are as large as the parameters; ZeRO-2 keeps 1/N of them between steps.
-    const std::string gradients = megabytes(run.parameter_bytes) + " of gradients: about " +
-                                  megabytes(run.parameter_bytes * (1.0 - 1.0 / ranks));
-    std::string advice;
-    if (run.zero_stage == 0) {
-      advice = "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
-               " of optimizer state over the " + std::to_string(run.data_parallel_ranks) +
-               " ranks: about " + megabytes(run.optimizer_state_bytes * (1.0 - 1.0 / ranks)) +
-               " less on each" +
-               (useful_stage == 2 ? "; parallel.zero: 2 also the " + gradients + " more" : "");
-    } else {
-      advice = "parallel.zero: 2 also shards the " + gradients + " less on each of the " +
-               std::to_string(run.data_parallel_ranks) + " ranks";
-    }
-    out.push_back({"memory_zero", "moderate", evidence, advice, "parallel.zero", 0});
-  }
-}
 
 std::vector<Finding> advise(const RunProfile& run) {
   std::vector<Finding> out;

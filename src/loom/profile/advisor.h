@@ -14,9 +14,11 @@
 //   memory_format    contiguous layout for a convolutional model
 //   low_utilisation  process CPU use < 50% of this rank's cores with a small batch
 //   memory           peak resident memory >= 90% of the machine's
-//   memory_savings   peak tensor memory >= 80% of parallel.pipeline.memory_cap_mb, or resident
-//                    memory >= 80% of the machine's: what activation recompute and sharded
-//                    optimizer state (ZeRO-1) would each save, where they are not on
+//   memory_recompute, memory_zero  peak tensor memory >= 80% of the cap (parallel.memory_cap_mb,
+//                    a pipeline's parallel.pipeline.memory_cap_mb), or resident memory >= 80% of
+//                    the machine's: what activation recompute and the ZeRO stages above the
+//                    run's (3 only without pipeline stages) would each save, where they are not
+//                    on (profile/memory_advice.h)
 //   unsteady_throughput  the steady steps' time spread: p90 step time >= 1.5x the p10
 //                    (moderate), >= 3x (high), over >= 20 steps. Loom's benchmarks vary
 //                    10-20% between runs on a busy host (bench/RESULTS.md): 1.5x is far past
@@ -88,13 +90,18 @@ struct RunProfile {
   // Parameter servers: each server's busy (CPU) seconds over the run (empty without servers).
   std::vector<double> server_busy_seconds;
   // Memory: the caching allocator's peak of tensor bytes in use (0 without it), the per-rank
-  // cap (parallel.pipeline.memory_cap_mb; 0: none), this rank's optimizer state and its
-  // parameters and gradients (bytes), whether recompute is on, the ZeRO stage (0: none), and the
-  // data-parallel ranks the optimizer state and gradients could be sharded over (1: none).
+  // cap (parallel.memory_cap_mb, or parallel.pipeline.memory_cap_mb with pipeline stages; 0:
+  // none), this rank's optimizer state (its shard under ZeRO), the bytes of the parameters it
+  // trains (whole, also under ZeRO-3; as much again of gradients), whether recompute is on, the
+  // ZeRO stage (0: none), and the data-parallel ranks the model's state could be sharded over
+  // (1: none).
   double peak_tensor_bytes = 0;
   double memory_cap_bytes = 0;
   double optimizer_state_bytes = 0;
   double parameter_bytes = 0;
+  // What this rank would hold of the parameters, gradients and optimizer state at the step's
+  // peak under ZeRO stage 0, 1, 2 and 3 (parallel/model_state.h's formula); empty: not known.
+  std::vector<double> model_state_bytes;
   bool recompute = false;
   int zero_stage = 0;
   // Gradients accumulate over several micro-batches a step (train.grad_accum, a pipeline): the

@@ -160,14 +160,25 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     p.peak_tensor_bytes = static_cast<double>(a->stats().peak_bytes_in_use);
   }
-  p.memory_cap_bytes = config.parallel.pipeline.memory_cap_mb * (1 << 20);
+  p.memory_cap_bytes = (layout.pipeline ? config.parallel.pipeline.memory_cap_mb
+                                         : config.parallel.memory_cap_mb) *
+                       (1 << 20);
   for (const auto& [name, t] : parts.layout->parameters()) {
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
   p.recompute = plan.recompute_every > 0;  // as configured, or as the planner chose
   p.zero_stage = layout.data.zero_stage;
   p.accumulates_gradients = layout.step.micro_batches > 1;
-  if (!layout.servers) p.data_parallel_ranks = layout.data.replicas;
+  if (!layout.servers) {
+    p.data_parallel_ranks = layout.data.replicas;
+    for (int stage = 0; stage <= 3; ++stage) {
+      p.model_state_bytes.push_back(
+          p.parameter_bytes * parallel::model_state_per_parameter_byte(
+                                  stage, p.data_parallel_ranks,
+                                  parallel::optimizer_states(config.optimizer),
+                                  p.accumulates_gradients));
+    }
+  }
   p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   p.worker_compute_seconds = s.layout.worker_compute_seconds;
   p.better_microbatches = s.layout.better_microbatches;

@@ -219,22 +219,25 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
             std::string::npos)
       << zero->advice;
 
-  r.zero_stage = 1;  // ZeRO-2 is what is left
+  r.zero_stage = 1;  // ZeRO-1 keeps the whole gradient buckets and its shard: ZeRO-2 frees them
   findings = advise(r);
   zero = find(findings, "memory_zero");
   ASSERT_NE(zero, nullptr);
-  EXPECT_NE(zero->advice.find("parallel.zero: 2 also shards the 100 MB of gradients: about 50 MB "
-                              "less"),
+  EXPECT_NE(zero->advice.find("parallel.zero: 2 also frees the whole 100 MB of gradient buckets "
+                              "ZeRO-1 keeps beside its shard: about 100 MB less"),
             std::string::npos)
       << zero->advice;
 
-  r.accumulates_gradients = true;  // a pipeline or grad_accum: ZeRO-2 saves nothing more
+  r.pipeline_ranks = 2;            // ZeRO-3 is a configuration error with pipeline stages
+  r.accumulates_gradients = true;  // as a pipeline's micro-batches: ZeRO-2 saves nothing more
   findings = advise(r);
   EXPECT_EQ(find(findings, "memory_zero"), nullptr);
   r.zero_stage = 0;
-  zero = find(advise(r), "memory_zero");
+  findings = advise(r);
+  zero = find(findings, "memory_zero");
   ASSERT_NE(zero, nullptr);
   EXPECT_EQ(zero->advice.find("parallel.zero: 2"), std::string::npos) << zero->advice;
+  EXPECT_EQ(zero->advice.find("parallel.zero: 3"), std::string::npos) << zero->advice;
   r.accumulates_gradients = false;
 
   r.recompute = true;
@@ -242,12 +245,75 @@ TEST(Advisor, NearTheMemoryCapRecomputeAndShardedStateSayWhatTheySave) {
   findings = advise(r);
   EXPECT_EQ(find(findings, "memory_recompute"), nullptr);
   EXPECT_EQ(find(findings, "memory_zero"), nullptr);
+  r.pipeline_ranks = 0;
 
   r = run_waiting(0.0);
   r.memory_cap_bytes = 1000 * kMiB;
   r.peak_tensor_bytes = 500 * kMiB;
   r.data_parallel_ranks = 2;
   r.optimizer_state_bytes = 200 * kMiB;
+  EXPECT_EQ(find(advise(r), "memory_zero"), nullptr);
+}
+
+// Near parallel.memory_cap_mb, data parallelism below ZeRO-3 on several ranks and no pipeline:
+// the advice names parallel.zero: 3 and what it saves, the parameters' (1 - 1/N) plus what
+// ZeRO-2 would save where the run is below it, and the total by the model-state formula.
+TEST(Advisor, NearTheMemoryCapShardedParametersSayWhatTheySave) {
+  constexpr double kMiB = 1 << 20;
+  RunProfile r = run_waiting(0.0);
+  r.memory_cap_bytes = 500 * kMiB;
+  r.peak_tensor_bytes = 450 * kMiB;
+  r.parameter_bytes = 100 * kMiB;
+  r.optimizer_state_bytes = 100 * kMiB;  // AdamW's 200 MB sharded over 2 by ZeRO-2
+  r.data_parallel_ranks = 2;
+  r.recompute = true;
+  r.zero_stage = 2;
+  // parallel::model_state_per_parameter_byte over 2 ranks with AdamW: 4, 3.5, 2.5 and 2 bytes
+  // a byte of parameters.
+  r.model_state_bytes = {400 * kMiB, 350 * kMiB, 250 * kMiB, 200 * kMiB};
+  std::vector<Finding> findings = advise(r);
+  const Finding* zero = find(findings, "memory_zero");
+  ASSERT_NE(zero, nullptr);
+  EXPECT_EQ(zero->key, "parallel.zero");
+  EXPECT_NE(zero->evidence.find("90% of the 500 MB cap (parallel.memory_cap_mb)"),
+            std::string::npos)
+      << zero->evidence;
+  EXPECT_NE(zero->advice.find("parallel.zero: 3 also shards the 100 MB of parameters: about 50 MB "
+                              "less on each of the 2 ranks (50 MB less a rank in all: 200 MB"),
+            std::string::npos)
+      << zero->advice;
+  EXPECT_NE(zero->advice.find("1.5x the bytes exchanged"), std::string::npos) << zero->advice;
+
+  r.zero_stage = 1;  // ZeRO-2's gradients come with it: 350 - 200 MB in all
+  r.optimizer_state_bytes = 100 * kMiB;
+  findings = advise(r);
+  zero = find(findings, "memory_zero");
+  ASSERT_NE(zero, nullptr);
+  EXPECT_NE(zero->advice.find("parallel.zero: 2 also frees"), std::string::npos) << zero->advice;
+  EXPECT_NE(zero->advice.find("; parallel.zero: 3 also the 100 MB of parameters: about 50 MB more "
+                              "(150 MB less a rank in all"),
+            std::string::npos)
+      << zero->advice;
+
+  r.zero_stage = 0;  // and ZeRO-1's state: 400 - 200 MB
+  r.optimizer_state_bytes = 200 * kMiB;
+  findings = advise(r);
+  zero = find(findings, "memory_zero");
+  ASSERT_NE(zero, nullptr);
+  EXPECT_EQ(zero->advice.find("parallel.zero: 1 shards the 200 MB of optimizer state"), 0u)
+      << zero->advice;
+  EXPECT_NE(zero->advice.find("parallel.zero: 3 also the 100 MB of parameters: about 50 MB more "
+                              "(200 MB less a rank in all"),
+            std::string::npos)
+      << zero->advice;
+
+  r.zero_stage = 3;  // nothing left to shard
+  EXPECT_EQ(find(advise(r), "memory_zero"), nullptr);
+  r.zero_stage = 2;
+  r.data_parallel_ranks = 1;  // nothing to shard over
+  EXPECT_EQ(find(advise(r), "memory_zero"), nullptr);
+  r.data_parallel_ranks = 2;
+  r.peak_tensor_bytes = 300 * kMiB;  // 60% of the cap: nothing said
   EXPECT_EQ(find(advise(r), "memory_zero"), nullptr);
 }
 

@@ -1,0 +1,115 @@
+#include "loom/profile/memory_advice.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace loom::profile {
+namespace {
+
+std::string megabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f MB", bytes / (1 << 20));
+  return text;
+}
+
+std::string percent(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f%%", 100 * share);
+  return text;
+}
+
+// A pipeline's stages have their own cap (parallel.memory_cap_mb is a configuration error there).
+const char* cap_key(const RunProfile& run) {
+  return run.pipeline_ranks > 0 ? "parallel.pipeline.memory_cap_mb" : "parallel.memory_cap_mb";
+}
+
+bool has_model_state(const RunProfile& run, int stage) {
+  return stage >= 0 && static_cast<size_t>(stage) < run.model_state_bytes.size();
+}
+
+// What this rank holds of the parameters, their gradients and the optimizer state at the step's
+// peak: by parallel/model_state.h's formula where the run gave it, else the parameters, as much
+// again of gradients, and the state.
+double model_state_now(const RunProfile& run) {
+  if (has_model_state(run, run.zero_stage)) return run.model_state_bytes[run.zero_stage];
+  return 2 * run.parameter_bytes + run.optimizer_state_bytes;
+}
+
+// What the ZeRO stages above the run's would shard, each clause adding to the one before it;
+// "" when none would (one data-parallel rank, or the stage already the highest that helps).
+// ZeRO-1 shards the optimizer state; ZeRO-2 the gradients too, which saves nothing more at the
+// peak where micro-batches accumulate (grad_accum, a pipeline: the full buckets live through the
+// step); ZeRO-3 the parameters too, not with pipeline stages.
+std::string zero_advice(const RunProfile& run) {
+  if (run.data_parallel_ranks <= 1) return "";
+  const int stage = run.zero_stage;
+  const double ranks = static_cast<double>(run.data_parallel_ranks);
+  const std::string n = std::to_string(run.data_parallel_ranks);
+  const double sharded = 1.0 - 1.0 / ranks;  // of what a stage shards, the share a rank drops
+  const double p = run.parameter_bytes;
+  const bool zero2_helps = !run.accumulates_gradients;
+  const bool zero3_allowed = run.pipeline_ranks == 0;
+  std::string advice;
+  if (stage == 0 && run.optimizer_state_bytes > 0) {
+    advice = "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
+             " of optimizer state over the " + n + " ranks: about " +
+             megabytes(run.optimizer_state_bytes * sharded) + " less on each";
+  }
+  if (stage < 2 && zero2_helps && (stage == 1 || !advice.empty())) {
+    // ZeRO-1 holds the whole gradient buckets and its reduced shard; ZeRO-2 only the shard.
+    advice += stage == 0 ? "; parallel.zero: 2 also the " + megabytes(p) + " of gradients: about " +
+                               megabytes(p * sharded) + " more"
+                         : "parallel.zero: 2 also frees the whole " + megabytes(p) +
+                               " of gradient buckets ZeRO-1 keeps beside its shard: about " +
+                               megabytes(p) + " less on each of the " + n + " ranks";
+  }
+  if (stage < 3 && zero3_allowed && p > 0) {
+    advice += advice.empty() ? "parallel.zero: 3" + std::string(stage > 0 ? " also" : "") +
+                                   " shards the " + megabytes(p) + " of parameters: about " +
+                                   megabytes(p * sharded) + " less on each of the " + n + " ranks"
+                             : "; parallel.zero: 3 also the " + megabytes(p) +
+                                   " of parameters: about " + megabytes(p * sharded) + " more";
+    if (has_model_state(run, stage) && has_model_state(run, 3)) {
+      advice += " (" + megabytes(run.model_state_bytes[stage] - run.model_state_bytes[3]) +
+                " less a rank in all: " + megabytes(run.model_state_bytes[3]) +
+                " of parameters, gradients and optimizer state instead of " +
+                megabytes(run.model_state_bytes[stage]) + ")";
+    }
+    advice +=
+        ", for about 1.5x the bytes exchanged a step (the parameters gathered in forward "
+        "and again in backward)";
+  }
+  return advice;
+}
+
+}  // namespace
+
+// Activations are what the peak holds beyond the parameters, their gradients and the optimizer
+// state; recompute keeps about a quarter of them (bench/RESULTS.md: 23.7% of a GPT step's at
+// 1.32x the step time).
+void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
+  const bool near_cap =
+      (run.memory_cap_bytes > 0 && run.peak_tensor_bytes >= 0.8 * run.memory_cap_bytes) ||
+      run.memory_fraction >= 0.8;
+  if (!near_cap || run.peak_tensor_bytes <= 0) return;
+  const std::string evidence =
+      run.memory_cap_bytes > 0
+          ? "peak tensor memory " + megabytes(run.peak_tensor_bytes) + " is " +
+                percent(run.peak_tensor_bytes / run.memory_cap_bytes) + " of the " +
+                megabytes(run.memory_cap_bytes) + " cap (" + cap_key(run) + ")"
+          : "peak resident memory was " + percent(run.memory_fraction) + " of the machine's";
+  const double activations = std::max(0.0, run.peak_tensor_bytes - model_state_now(run));
+  if (!run.recompute && activations > 0) {
+    out.push_back({"memory_recompute", "moderate", evidence,
+                   "train.activation_checkpointing: blocks recomputes activations in backward: "
+                   "about " +
+                       megabytes(0.75 * activations) + " of the " + megabytes(activations) +
+                       " they take, for about 1.3x the step time",
+                   "train.activation_checkpointing", 0});
+  }
+  const std::string zero = zero_advice(run);
+  if (!zero.empty()) out.push_back({"memory_zero", "moderate", evidence, zero, "parallel.zero", 0});
+}
+
+}  // namespace loom::profile
