@@ -13,6 +13,22 @@ Like torch's DistributedDataParallel: rank 0's parameters and buffers go to ever
 start, gradients are averaged in buckets whose exchange starts during backward as soon as a
 bucket is full, and `no_sync()` accumulates without exchanging. The exchange is Loom's (shared
 memory inside a host, Gloo between hosts; parameter servers when the job has them).
+
+ZeRO, as `loom train`'s parallel.zero (src/loom/parallel/zero_partition.h), for the same loop:
+
+    model = loom.parallel.DataParallel(MyModel(), zero=2)
+    optimizer = torch.optim.AdamW(model.optimizer_parameters())   # this rank's shards
+    ...
+        loss_fn(model(x), y).backward()   # each rank receives the mean of its shards only
+        model.step(optimizer)             # steps the shards, then all-gathers the parameters
+    model.close()                         # every rank holds the whole final parameters
+
+The trainable parameters move into flat buckets (the tensors stay the same objects), each cut
+into one shard per rank. zero=1 shards the optimizer state, 2 the gradients too, 3 the
+parameters too: each block module's parameters are gathered by a forward pre-hook just before it
+runs and freed by its forward hook after (again in its backward), the parameters in no block
+around the whole forward; in between `model.module`'s trainable parameters hold no memory, so
+read them only after close() (or through loom.checkpoint).
 """
 
 import contextlib
@@ -36,21 +52,69 @@ class DataParallel(torch.nn.Module):
             gradient counts as zero). Off, such a backward raises loom.Error naming them.
         broadcast_buffers: copy rank 0's buffers (BatchNorm statistics) before every forward.
         compression: "none", "bf16" or "fp16": the type buckets travel in.
+        zero: ZeRO's stage, as `loom train`'s parallel.zero: 0 nothing sharded; 1 the
+            optimizer state; 2 and the gradients; 3 and the parameters. Under 1-3 build the
+            optimizer over `model.optimizer_parameters()` and step it with
+            `model.step(optimizer)`. With one rank nothing is sharded.
+        blocks: zero=3: the modules whose parameters are gathered just before each runs and
+            freed after (default: the children with parameters of an nn.Sequential, or of the
+            module's first nn.ModuleList).
+        zero3_keep: zero=3: "none", "last" or "all" blocks keep their gathered parameters
+            from forward until their backward (parallel.zero3_keep).
     """
 
     def __init__(self, module, *, job=None, bucket_mb=25.0, first_bucket_mb=1.0,
-                 find_unused_parameters=False, broadcast_buffers=True, compression="none"):
+                 find_unused_parameters=False, broadcast_buffers=True, compression="none",
+                 zero=0, blocks=None, zero3_keep="last"):
         super().__init__()
+        if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero: {zero!r} is not a ZeRO stage: 0 (nothing sharded), 1 "
+                             "(optimizer state), 2 (and gradients) or 3 (and parameters)")
+        if blocks is not None and zero != 3:
+            raise ValueError("blocks: only zero=3 gathers the parameters a block at a time")
         self.module = module
+        block_modules = _blocks_of(module, blocks) if zero == 3 else []
         self._sync = _native.attach(self, _loom.ReplicaSync(
             job if job is not None else distributed.current(),
             list(module.named_parameters()), list(module.named_buffers()),
             float(first_bucket_mb), float(bucket_mb), bool(find_unused_parameters),
-            bool(broadcast_buffers), str(compression)))
+            bool(broadcast_buffers), str(compression), zero,
+            [(name, list(m.parameters())) for name, m in block_modules], str(zero3_keep)))
+        # ZeRO-3: each block's forward gathers its parameters first and frees them after; the
+        # parameters in no block are block 0, gathered around the whole forward.
+        self._outer = self._sync.zero_stage == 3 and self._sync.has_outer_block
+        self._hooks = []
+        if self._sync.zero_stage == 3:
+            first = 1 if self._outer else 0
+            for b, (_, m) in enumerate(block_modules, start=first):
+                self._hooks.append(m.register_forward_pre_hook(
+                    lambda _m, _inputs, b=b: self._sync.before_block(b)))
+                self._hooks.append(m.register_forward_hook(
+                    lambda _m, _inputs, output, b=b: self._sync.after_block(b, output)))
+
+    @property
+    def zero_stage(self):
+        """The ZeRO stage in force: `zero`, or 0 in a job of one rank."""
+        return self._sync.zero_stage
+
+    def optimizer_parameters(self):
+        """What the optimizer steps: under ZeRO this rank's shards of the parameters (flat
+        tensors, one per bucket), else the module's parameters."""
+        return [t for _, t in self.named_optimizer_parameters()]
+
+    def named_optimizer_parameters(self):
+        """optimizer_parameters() with names: the shards are zero.bucket<b>.rank<r>."""
+        shards = self._sync.shards()
+        return shards if shards else list(self.module.named_parameters())
 
     def forward(self, *args, **kwargs):
         self._sync.prepare()
-        return self.module(*args, **kwargs)
+        if not self._outer:
+            return self.module(*args, **kwargs)
+        self._sync.before_block(0)
+        output = self.module(*args, **kwargs)
+        self._sync.after_block(0, output)
+        return output
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -63,14 +127,22 @@ class DataParallel(torch.nn.Module):
             self._sync.exit_no_sync()
 
     def step(self, optimizer):
-        """The optimizer step (what optimizer.step() does here; parameter servers that keep the
-        parameters push and pull around it)."""
+        """The optimizer step (what optimizer.step() does without ZeRO; parameter servers that
+        keep the parameters push and pull around it). Under ZeRO-1/2 every rank's stepped shards
+        then go to every rank's parameters, and the parameters' gradients are cleared."""
+        if self._sync.zero_stage:
+            _check_steps_shards(optimizer, self.optimizer_parameters(), self._sync.zero_stage)
         self._sync.step(float(optimizer.param_groups[0]["lr"]), optimizer.step)
 
     def close(self):
-        """After the last step: every rank ends with the same parameters, and parameter servers
-        hear that this rank is done. The module stays usable on its own."""
+        """After the last step: every rank ends with the same, whole parameters (ZeRO-3 gathers
+        them), and parameter servers hear that this rank is done. The module stays usable on
+        its own."""
         self._sync.close()
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        self._outer = False
 
     def __enter__(self):
         return self
@@ -89,6 +161,34 @@ class DataParallel(torch.nn.Module):
 
     def extra_repr(self):
         return self._sync.describe()
+
+
+def _blocks_of(module, blocks):
+    # ZeRO-3's blocks as (name, module), in forward order.
+    names = {id(m): name for name, m in module.named_modules()}
+    if blocks is None:
+        holder = module if isinstance(module, torch.nn.Sequential) else next(
+            (m for m in module.modules() if isinstance(m, torch.nn.ModuleList)), None)
+        if holder is None:
+            raise ValueError("blocks: zero=3 gathers the parameters a block at a time; pass "
+                             "blocks=[...] (the modules in forward order), as the module is no "
+                             "nn.Sequential and holds no nn.ModuleList")
+        blocks = [m for m in holder.children() if any(True for _ in m.parameters())]
+    out = []
+    for m in blocks:
+        if id(m) not in names:
+            raise ValueError(f"blocks: {type(m).__name__} is not a submodule of the module")
+        out.append((names[id(m)] or type(m).__name__, m))
+    return out
+
+
+def _check_steps_shards(optimizer, shards, stage):
+    # Stepping the whole parameters under ZeRO would silently train on unreduced gradients.
+    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if stepped != {id(p) for p in shards}:
+        raise _loom.ConfigError(
+            f"optimizer: under zero={stage} it must step model.optimizer_parameters() (this "
+            "rank's shards), e.g. torch.optim.AdamW(model.optimizer_parameters())")
 
 
 class ParameterServers(DataParallel):

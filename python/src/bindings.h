@@ -25,6 +25,9 @@ void bind_train(py::module_& m);
 // Job and ReplicaSync: the job a script's process is a rank of, and data parallelism for a
 // user's own module (loom.distributed, loom.parallel).
 void bind_parallel(py::module_& m);
+// ReplicaSync: a user's own module's gradient exchange, with ZeRO (loom.parallel.DataParallel);
+// bound by bind_parallel.
+void bind_replica_sync(py::module_& m);
 // save_checkpoint() and load_checkpoint(): Loom's checkpoints for a script's own model.
 void bind_checkpoint(py::module_& m);
 // Tokenizer and TokenWindows: a `loom data tokenize` folder from Python (loom.data).

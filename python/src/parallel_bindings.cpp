@@ -1,7 +1,6 @@
-// Job, Layout and ReplicaSync for Python: the job a script's process is a rank of, entered
-// through the one job entry (train/job.h), its plan, and the gradient exchange of a user's own
-// module (parallel/replicated_layout.h), with its tensors shared with PyTorch, not copied.
-// loom.distributed and loom.parallel wrap them.
+// Job and Layout for Python: the job a script's process is a rank of, entered through the one
+// job entry (train/job.h), and its plan; the gradient exchange of a user's own module is
+// ReplicaSync (replica_sync_bindings.cpp). loom.distributed and loom.parallel wrap them.
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -15,64 +14,10 @@
 #include "loom/core/error.h"
 #include "loom/core/termination.h"
 #include "loom/parallel/layout_plan.h"
-#include "loom/parallel/replicated_layout.h"
 #include "loom/train/job.h"
-#include "loom/train/step_accounting.h"
 
 namespace loom::python {
 namespace {
-
-using NamedTensors = parallel::NamedTensors;
-
-// The gradient exchange of one replica, and the no_sync() scope a `with` statement holds open.
-class ReplicaSync {
- public:
-  ReplicaSync(train::Job& job, NamedTensors parameters, NamedTensors buffers,
-              parallel::DataParallelOptions options) {
-    parallel::ReplicatedLayoutOptions replicated;
-    replicated.data_parallel = options;
-    replicated.data_parallel.finish_in_backward = true;  // the script calls its optimizer itself
-    replicated.ps_world = job.communicator.get();
-    replicated.ps = job.ps;
-    sync_ = parallel::make_replica_sync(job.plan, std::move(parameters), std::move(buffers),
-                                        job.trainers(), replicated, parallel::StartOptions{});
-  }
-
-  parallel::GradSync& sync() { return *shared_sync(); }
-  const std::shared_ptr<parallel::GradSync>& shared_sync() {
-    if (!sync_) throw Error("loom.parallel: the module's exchange was closed");
-    return sync_;
-  }
-  void enter_no_sync() { no_sync_.emplace(sync()); }
-  void exit_no_sync() { no_sync_.reset(); }
-  // The last step is done: every worker ends with the same parameters, and the servers hear
-  // that this worker has finished.
-  void close() {
-    if (!sync_) return;
-    no_sync_.reset();
-    sync_->end_training();
-    closed_stats_ = sync_->last_stats();
-    sync_.reset();
-  }
-  // The last exchanged step's, also once closed.
-  const parallel::SyncStats& last_stats() { return sync_ ? sync_->last_stats() : closed_stats_; }
-
- private:
-  // Shared only with the step accountings watching it (weakly): close() ends it.
-  std::shared_ptr<parallel::GradSync> sync_;
-  std::optional<parallel::GradSync::NoSync> no_sync_;
-  parallel::SyncStats closed_stats_;
-};
-
-py::dict stats_to_dict(const parallel::SyncStats& s) {
-  py::dict d;
-  d["buckets"] = s.buckets;
-  d["bytes"] = s.bytes;
-  d["comm_seconds"] = s.comm_seconds;
-  d["exposed_seconds"] = s.exposed_seconds;
-  d["overlap"] = s.overlap();
-  return d;
-}
 
 // loom.distributed.Mode: a Python enum.Enum of the plan's modes (LOCAL = "local", ...), named
 // as C++ names them.
@@ -200,59 +145,7 @@ void bind_parallel(py::module_& m) {
       "Enters the job this process is a rank of: the Job on a rank that trains; None on a "
       "parameter server, once it has served its workers to the end.");
 
-  py::class_<ReplicaSync>(m, "ReplicaSync",
-                          "The gradient exchange of a module replicated on every training rank.")
-      .def(py::init([](train::Job& job, const NamedTensors& parameters, const NamedTensors& buffers,
-                       double first_bucket_mb, double bucket_cap_mb, bool find_unused_parameters,
-                       bool broadcast_buffers, const std::string& compression) {
-             parallel::DataParallelOptions o;
-             o.buckets = parallel::bucket_limits(first_bucket_mb, bucket_cap_mb);
-             o.find_unused_parameters = find_unused_parameters;
-             o.broadcast_buffers = broadcast_buffers;
-             if (compression == "bf16") o.compression = at::kBFloat16;
-             if (compression == "fp16") o.compression = at::kHalf;
-             if (compression != "none" && !o.compression) {
-               throw ConfigError("compression: expected none, bf16 or fp16, got '" + compression +
-                                 "'");
-             }
-             py::gil_scoped_release release;  // rank 0's parameters go to every rank
-             return std::make_unique<ReplicaSync>(job, parameters, buffers, o);
-           }),
-           py::arg("job"), py::arg("parameters"), py::arg("buffers"), py::arg("first_bucket_mb"),
-           py::arg("bucket_cap_mb"), py::arg("find_unused_parameters"),
-           py::arg("broadcast_buffers"), py::arg("compression"), py::keep_alive<1, 2>())
-      .def(
-          "prepare", [](ReplicaSync& s) { s.sync().prepare(); },
-          py::call_guard<py::gil_scoped_release>(), "Before a forward pass.")
-      .def(
-          "sync_buffers", [](ReplicaSync& s) { s.sync().sync_buffers(); },
-          py::call_guard<py::gil_scoped_release>())
-      .def(
-          "step",
-          [](ReplicaSync& s, double lr, const py::function& local_step) {
-            py::gil_scoped_release release;
-            s.sync().step(lr, [&] {
-              py::gil_scoped_acquire acquire;
-              local_step();
-            });
-          },
-          py::arg("lr"), py::arg("local_step"),
-          "The optimizer step: `local_step` runs this rank's optimizer; servers that keep the "
-          "parameters push and pull around it.")
-      .def("close", &ReplicaSync::close, py::call_guard<py::gil_scoped_release>())
-      .def(
-          "account_in",
-          [](ReplicaSync& s, train::StepAccounting& steps) {
-            steps.watch_exchange(s.shared_sync());
-          },
-          py::arg("steps"),
-          "`steps` counts the exchange's waits at the end of backward as comm_exposed and "
-          "reports its buckets, bytes and overlap.")
-      .def("enter_no_sync", &ReplicaSync::enter_no_sync)
-      .def("exit_no_sync", &ReplicaSync::exit_no_sync)
-      .def("describe",
-           [](const ReplicaSync& s) { return const_cast<ReplicaSync&>(s).sync().describe(); })
-      .def("last_stats", [](ReplicaSync& s) { return stats_to_dict(s.last_stats()); });
+  bind_replica_sync(m);
 }
 
 }  // namespace loom::python

@@ -1,0 +1,94 @@
+"""loom.parallel.DataParallel(zero=N) in a user's own script, on real processes started by `loom
+launch`: ZeRO-1/2/3 end with the parameters of one process on the same global batch (SGD) and of
+plain DataParallel (AdamW)."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import loom
+
+from conftest import loom_binary
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "zero_blocks.py")
+
+
+def run_script(out, *flags, ranks=2):
+    command = [sys.executable, SCRIPT, str(out), *flags]
+    if ranks > 1:
+        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--", *command]
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+    return result
+
+
+def trained(tmp_path, name, *flags, ranks=2):
+    result = run_script(tmp_path / name, *flags, ranks=ranks)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return torch.load(tmp_path / name)
+
+
+def assert_close(got, expected, tolerance):
+    assert got.keys() == expected.keys()
+    for name, tensor in got.items():
+        error = (tensor - expected[name]).abs().max() / expected[name].abs().max().clamp_min(1e-12)
+        assert error <= tolerance, f"{name}: relative error {error:.3g}"
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_zero_ranks_train_like_one_process(tmp_path, zero):
+    one = trained(tmp_path, "one.pt", ranks=1)
+    sharded = trained(tmp_path, "zero.pt", "--zero", str(zero))
+    assert_close(sharded, one, 1e-5)
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_zero_with_adamw_matches_plain_data_parallel(tmp_path, zero):
+    flags = ("--optimizer", "adamw", "--model", "list")
+    plain = trained(tmp_path, "plain.pt", *flags)
+    sharded = trained(tmp_path, "zero.pt", *flags, "--zero", str(zero))
+    assert_close(sharded, plain, 1e-6)
+
+
+def test_zero3_blocks_in_a_module_list_accumulate_like_one_process(tmp_path):
+    # The stem, norm and head are in no block: gathered around the whole forward.
+    flags = ("--model", "list", "--accumulate")
+    one = trained(tmp_path, "one.pt", *flags, ranks=1)
+    sharded = trained(tmp_path, "zero.pt", *flags, "--zero", "3")
+    assert_close(sharded, one, 1e-5)
+
+
+def test_zero_needs_the_optimizer_to_step_the_shards(tmp_path):
+    result = run_script(tmp_path / "wrong.pt", "--zero", "2", "--wrong-optimizer")
+    assert result.returncode != 0
+    assert "model.optimizer_parameters()" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("zero", [-1, 4, True, "2"])
+def test_a_zero_that_is_no_stage_is_refused(zero):
+    with pytest.raises(ValueError, match="zero"):
+        loom.parallel.DataParallel(torch.nn.Linear(2, 2), zero=zero)
+
+
+def test_zero3_without_blocks_asks_for_them():
+    loom.distributed.init()
+    with pytest.raises(ValueError, match="blocks="):
+        loom.parallel.DataParallel(torch.nn.Linear(2, 2), zero=3)
+
+
+def test_zero_on_one_rank_shards_nothing():
+    loom.distributed.init()
+    model = loom.parallel.DataParallel(torch.nn.Sequential(torch.nn.Linear(2, 2)), zero=3)
+    assert model.zero_stage == 0
+    assert model.optimizer_parameters() == list(model.module.parameters())
+
+
+def test_zero_refuses_compression_alike_on_one_rank():
+    loom.distributed.init()
+    with pytest.raises(loom.ConfigError, match="compression"):
+        loom.parallel.DataParallel(torch.nn.Linear(2, 2), zero=1, compression="bf16")
+    with pytest.raises(ValueError, match="blocks"):
+        layer = torch.nn.Linear(2, 2)
+        loom.parallel.DataParallel(torch.nn.Sequential(layer), zero=2, blocks=[layer])
