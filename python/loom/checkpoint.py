@@ -21,6 +21,7 @@ copied into host buffers, and a thread writes and commits the copy while the scr
 """
 
 import atexit
+import contextlib
 import json
 import os
 import time
@@ -55,8 +56,16 @@ def _kind_of(optimizer):
                             f"{kinds}, not {type(optimizer).__module__}.{name}")
 
 
-def _optimizer_state(optimizer, kind, module):
-    names = {id(p): name for name, p in module.named_parameters()}
+def _sharded(model):
+    # Loom's DataParallel under ZeRO: its ReplicaSync, which gathers what the ranks shard.
+    if isinstance(model, parallel.DataParallel) and model.zero_stage:
+        return _native.of(model)
+    return None
+
+
+def _optimizer_state(optimizer, kind, named_parameters):
+    # Under ZeRO the optimizer steps the shards, named zero.bucket<b>.rank<r>.
+    names = {id(p): name for name, p in named_parameters}
     state = []
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -78,7 +87,9 @@ def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epo
     ParameterServers around one, or a loom.pipeline.Pipeline) at optimizer step `step` into
     `directory`, keeping the newest `keep`. In a job of several ranks call it on every rank: the
     ranks hold the same replica and rank 0 writes (a Pipeline's stages are gathered there
-    first), so the checkpoint holds the whole model under its own names. It returns on every
+    first; under ZeRO every rank's optimizer shards, and ZeRO-3's parameters, made whole on
+    every rank for the length of the gather), so the checkpoint holds the whole model and its
+    optimizer state under the model's own names. It returns on every
     rank once the checkpoint is committed: the checkpoint's path on rank 0, None on the others.
     When the write fails, rank 0 raises its error and the others loom.Error. `extra` is any JSON
     value of the script's.
@@ -189,13 +200,21 @@ def _written(step, model, optimizer, loader, extra, epoch, samples, job):
     # The checkpoint's fields on the rank that writes it (for save_checkpoint and
     # CheckpointWriter.start, after the directory); None on the others.
     staged = isinstance(model, pipeline.Pipeline)
-    if job is not None and job.rank != 0 and not staged:
+    sharded = _sharded(model)
+    if job is not None and job.rank != 0 and not staged and not sharded:
         return None
     module = _module_of(model)
-    tensors = [(name, t.detach()) for name, t in
-               list(module.named_parameters()) + list(module.named_buffers())]
     kind = "" if optimizer is None else _kind_of(optimizer)
-    state = [] if optimizer is None else _optimizer_state(optimizer, kind, module)
+    if sharded:
+        gathered = _gather_sharded(model, sharded, module, optimizer, kind, job)
+        if gathered is None:
+            return None
+        tensors, state = gathered
+    else:
+        tensors = [(name, t.detach()) for name, t in
+                   list(module.named_parameters()) + list(module.named_buffers())]
+        state = ([] if optimizer is None else
+                 _optimizer_state(optimizer, kind, module.named_parameters()))
     layout = _loom.layout_manifest(job.layout if job is not None else None)
     if staged:
         # Every stage's tensors go to the first pipeline's rank 0, which writes them as one
@@ -214,6 +233,23 @@ def _written(step, model, optimizer, loader, extra, epoch, samples, job):
         epoch = 0 if position is None else position["epoch"]
     return (int(step), int(epoch), int(step_in_epoch), int(samples), tensors, state, kind,
             position, "" if extra is None else json.dumps(extra), layout)
+
+
+def _gather_sharded(model, sync, module, optimizer, kind, job):
+    # ZeRO: rank 0's (model, optimizer state) under the module's names; None on the others.
+    # Collective: ZeRO-3's parameters are gathered whole on every rank (rank 0 copies them),
+    # and every rank's optimizer shards go to rank 0.
+    writes = job is None or job.rank == 0
+    sync.gather_whole()
+    try:
+        tensors = [(name, t.detach().clone()) for name, t in
+                   list(module.named_parameters()) + list(module.named_buffers())] if writes \
+            else None
+    finally:
+        sync.shard_again()
+    state = [] if optimizer is None else sync.gather_optimizer_state(
+        _optimizer_state(optimizer, kind, model.named_optimizer_parameters()))
+    return None if state is None or not writes else (tensors, state)
 
 
 def _agree(job, step, failed_here):
@@ -247,6 +283,9 @@ def load(directory, *, model, optimizer=None, loader=None):
     generator; returns {"path", "step", "epoch", "samples", "extra"}. Raises loom.DataError naming
     the tensor or field that is missing or does not fit.
 
+    Into Loom's DataParallel under ZeRO, call it on every rank (ZeRO-3 gathers the parameters
+    to write into them); each rank keeps its shards of the optimizer state.
+
     After save(..., blocking=False) into `directory`, call the PendingSave's wait() first (on
     every rank): until then its checkpoint may not be committed. This rank's own write in
     flight there is waited for here, so that its pruning cannot remove what is being read.
@@ -257,7 +296,8 @@ def load(directory, *, model, optimizer=None, loader=None):
     data = _loom.load_checkpoint(str(directory))
     module = _module_of(model)
     saved = data["model"]
-    with torch.no_grad():
+    sharded = _sharded(model)
+    with torch.no_grad(), _whole_parameters(sharded):
         for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
             if name not in saved:
                 raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'")
@@ -267,7 +307,7 @@ def load(directory, *, model, optimizer=None, loader=None):
                     f"{list(saved[name].shape)}, the model's is {list(tensor.shape)}")
             tensor.copy_(saved[name])
     if optimizer is not None:
-        _restore_optimizer(optimizer, module, data)
+        _restore_optimizer(optimizer, model, sharded, data)
     if loader is not None and data["loader"] is not None:
         loader.load_state_dict(data["loader"])
     torch.set_rng_state(data["rng"])
@@ -276,13 +316,30 @@ def load(directory, *, model, optimizer=None, loader=None):
             "samples": data["samples"], "extra": extra}
 
 
-def _restore_optimizer(optimizer, module, data):
+@contextlib.contextmanager
+def _whole_parameters(sync):
+    # ZeRO-3: the parameters whole on every rank inside, each rank's shards taken from them after.
+    if sync is None:
+        yield
+        return
+    sync.gather_whole()
+    try:
+        yield
+    finally:
+        sync.shard_again()
+
+
+def _restore_optimizer(optimizer, model, sharded, data):
     kind = _kind_of(optimizer)
     if data["optimizer_kind"] != kind:
         raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
                                 f"{data['optimizer_kind']} state, the optimizer is {kind}")
-    fields = dict(_loom.split_optimizer_state(kind, list(data["optimizer"].items())))
-    for name, p in module.named_parameters():
+    saved = list(data["optimizer"].items())
+    named = _module_of(model).named_parameters()
+    if sharded:  # this rank's shards of the state, under the shards' names
+        saved, named = sharded.own_optimizer_state(saved), model.named_optimizer_parameters()
+    fields = dict(_loom.split_optimizer_state(kind, saved))
+    for name, p in named:
         if name not in fields:
             continue
         state = {}

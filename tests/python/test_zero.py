@@ -1,6 +1,7 @@
 """loom.parallel.DataParallel(zero=N) in a user's own script, on real processes started by `loom
 launch`: ZeRO-1/2/3 end with the parameters of one process on the same global batch (SGD) and of
-plain DataParallel (AdamW)."""
+plain DataParallel (AdamW), and a ZeRO checkpoint holds the model and its optimizer state under
+the module's own names, so it loads in one process."""
 import os
 import subprocess
 import sys
@@ -10,9 +11,11 @@ import torch
 
 import loom
 
-from conftest import loom_binary
+from conftest import loom_binary, read_safetensors
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "zero_blocks.py")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+import zero_blocks  # noqa: E402  (the script's model, to load its checkpoint in this process)
 
 
 def run_script(out, *flags, ranks=2):
@@ -58,6 +61,30 @@ def test_zero3_blocks_in_a_module_list_accumulate_like_one_process(tmp_path):
     one = trained(tmp_path, "one.pt", *flags, ranks=1)
     sharded = trained(tmp_path, "zero.pt", *flags, "--zero", "3")
     assert_close(sharded, one, 1e-5)
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_a_zero_checkpoint_loads_in_one_process(tmp_path, zero):
+    flags = ("--optimizer", "adamw", "--model", "list")
+    plain_dir, zero_dir = str(tmp_path / "plain"), str(tmp_path / "zero")
+    trained(tmp_path, "plain.pt", *flags, "--checkpoint", plain_dir)
+    final = trained(tmp_path, "zero.pt", *flags, "--zero", str(zero), "--checkpoint", zero_dir)
+    # The same names and values as plain DataParallel's checkpoint writes.
+    step = "step-00000004"
+    plain_state = read_safetensors(os.path.join(plain_dir, step, "state.safetensors"))
+    zero_state = read_safetensors(os.path.join(zero_dir, step, "state.safetensors"))
+    optimizer_keys = {k for k in plain_state if k.startswith("optimizer/")}
+    assert optimizer_keys and optimizer_keys == {k for k in zero_state if k.startswith("optimizer/")}
+    assert_close({k: zero_state[k] for k in optimizer_keys},
+                 {k: plain_state[k] for k in optimizer_keys}, 1e-5)
+    # It loads into the plain module and torch's AdamW in this process.
+    model = zero_blocks.Blocks()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+    loaded = loom.checkpoint.load(zero_dir, model=model, optimizer=optimizer)
+    assert loaded["step"] == 4
+    assert_close(model.state_dict(), final, 0)
+    state = optimizer.state[model.head.weight]
+    assert float(state["step"]) == 4 and state["exp_avg"].shape == model.head.weight.shape
 
 
 def test_zero_needs_the_optimizer_to_step_the_shards(tmp_path):
