@@ -87,6 +87,16 @@ def test_a_zero_checkpoint_loads_in_one_process(tmp_path, zero):
     assert float(state["step"]) == 4 and state["exp_avg"].shape == model.head.weight.shape
 
 
+@pytest.mark.parametrize("zero", [2, 3])
+def test_a_zero_run_resumes_from_its_checkpoint(tmp_path, zero):
+    flags = ("--optimizer", "adamw", "--model", "list", "--zero", str(zero))
+    full = trained(tmp_path, "full.pt", *flags)
+    checkpoints = str(tmp_path / "checkpoints")
+    trained(tmp_path, "first.pt", *flags, "--checkpoint", checkpoints, "--stop-after", "2")
+    resumed = trained(tmp_path, "resumed.pt", *flags, "--checkpoint", checkpoints, "--resume")
+    assert_close(resumed, full, 0)
+
+
 def test_zero_needs_the_optimizer_to_step_the_shards(tmp_path):
     result = run_script(tmp_path / "wrong.pt", "--zero", "2", "--wrong-optimizer")
     assert result.returncode != 0

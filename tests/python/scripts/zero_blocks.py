@@ -3,11 +3,12 @@ model of blocks, its own loss and loop. Every rank reads its equal share of each
 rank 0 saves the final parameters to OUT after close().
 
     zero_blocks.py OUT [--zero N] [--optimizer sgd|adamw] [--model seq|list] [--accumulate]
-                       [--checkpoint DIR] [--wrong-optimizer]
+                       [--checkpoint DIR [--stop-after N] [--resume]] [--wrong-optimizer]
 
 --model seq is an nn.Sequential (its children with parameters are ZeRO-3's blocks); list keeps
 its blocks in an nn.ModuleList, with a stem, a norm and a head outside them. --checkpoint saves
-a Loom checkpoint into DIR after the last step (before close()). --wrong-optimizer builds the
+a Loom checkpoint into DIR after the last step (before close()), or after step N with
+--stop-after N, which then ends the run; --resume goes on from DIR's newest. --wrong-optimizer builds the
 optimizer over model.parameters(), which zero > 0 refuses.
 """
 import sys
@@ -60,7 +61,12 @@ def main():
     x = torch.randn(GLOBAL_BATCH * STEPS, 8, generator=data)
     y = torch.randint(0, 3, (GLOBAL_BATCH * STEPS,), generator=data)
     per_rank = GLOBAL_BATCH // job.trainers
-    for step in range(STEPS):
+    checkpoints = argument("--checkpoint")
+    first_step = 0
+    if "--resume" in sys.argv:
+        first_step = loom.checkpoint.load(checkpoints, model=model, optimizer=optimizer)["step"]
+    last_step = int(argument("--stop-after") or STEPS)
+    for step in range(first_step, last_step):
         first = step * GLOBAL_BATCH + job.rank * per_rank
         optimizer.zero_grad()
         if "--accumulate" in sys.argv:
@@ -72,8 +78,8 @@ def main():
         else:
             loss_of(model, x, y, first, first + per_rank).backward()
         model.step(optimizer)
-    if argument("--checkpoint"):
-        loom.checkpoint.save(argument("--checkpoint"), STEPS, model=model, optimizer=optimizer)
+    if checkpoints:
+        loom.checkpoint.save(checkpoints, last_step, model=model, optimizer=optimizer)
     model.close()
     if job.rank == 0:
         torch.save(model.module.state_dict(), out)
