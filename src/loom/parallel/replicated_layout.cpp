@@ -44,35 +44,33 @@ NamedTensors ReplicatedLayout::own_optimizer_state(const NamedTensors& saved) co
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(CheckpointTensors mine) {
-  if (!sharded_) return gather(std::move(mine));
-  const ZeroPartition& zero = *data_->partition();
-  const bool writes = data_->gather_optimizer_state(mine);
-  std::optional<StreamedParameters> streamed = stream_parameters(zero, *trainers_);
-  if (!writes) return std::nullopt;
-  // Rank 0's buffers and frozen parameters as they are; the sharded ones streamed.
-  std::set<std::string> sharded;
-  for (const auto& [name, p] : zero.parameters()) sharded.insert(name);
-  NamedTensors kept;
-  for (auto& named : mine.model) {
-    if (!sharded.count(named.first)) kept.push_back(std::move(named));
+  const ZeroPartition* zero = data_->partition();
+  if (!zero) return ParallelLayout::gather(std::move(mine));
+  // Every rank's shards stream to rank 0 (the optimizer state's, and ZeRO-3's parameters');
+  // the rest of the model is rank 0's own, as every rank holds the same.
+  std::optional<StreamedShards> streamed = stream_shards(*zero, mine.optimizer, *trainers_);
+  if (!streamed) return std::nullopt;
+  if (zero->shards_parameters()) {
+    std::set<std::string> sharded;
+    for (const auto& [name, p] : zero->parameters()) sharded.insert(name);
+    NamedTensors kept;
+    for (auto& named : mine.model) {
+      if (!sharded.count(named.first)) kept.push_back(std::move(named));
+    }
+    mine.model = std::move(kept);
   }
-  mine.model = std::move(kept);
-  mine.model_to_fetch = std::move(streamed->to_fetch);
+  mine.model_to_fetch = std::move(streamed->parameters);
+  mine.optimizer = std::move(streamed->scalars);
+  mine.optimizer_to_fetch = std::move(streamed->optimizer);
   mine.finish = std::move(streamed->finish);
   return mine;
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
-  if (sharded_) {
-    std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
-    if (all) fetch_all(*all);
-    return all;
-  }
   if (!data_->partition()) return ParallelLayout::gather(std::move(mine));
-  // Rank 0's model (every rank holds the same), everyone's optimizer shards under the
-  // parameters' names.
-  if (!data_->gather_optimizer_state(mine)) return std::nullopt;
-  return mine;
+  std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
+  if (all) fetch_all(*all);
+  return all;
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {

@@ -6,8 +6,8 @@
 // plan.data.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
 // (data_replicas.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
 // shards' state back into state under the parameters' names. Under ZeRO-3 the model runs as a
-// ShardedModel (sharded_model.h) and a checkpoint's parameters stream to rank 0 bucket by
-// bucket from every rank's shards.
+// ShardedModel (sharded_model.h). A checkpoint under ZeRO streams every rank's shards to rank 0
+// a bucket at a time (streamed_shards.h).
 #pragma once
 
 #include <memory>
@@ -52,10 +52,11 @@ class ReplicatedLayout : public ParallelLayout {
   void start(const StartOptions& options) override;
   const NamedTensors& optimized_parameters() const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
-  // ZeRO: every rank sends its optimizer shards to rank 0 for a checkpoint.
+  // ZeRO: every rank streams its shards to rank 0 for a checkpoint.
   bool takes_part_in_checkpoints() const override { return data_->partition() || plan_.rank == 0; }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
-  // ZeRO-3: the parameters that train come as tensors to fetch, a bucket at a time.
+  // ZeRO: the optimizer state (and ZeRO-3's parameters) come as tensors to fetch, streamed
+  // from every rank a bucket at a time.
   std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
   std::int64_t parameter_bytes_between_steps() const override {
     return data_->parameter_bytes_between_steps(parameters_);

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "loom/comm/tensor_message.h"
 #include "loom/core/error.h"
@@ -12,7 +14,7 @@ namespace loom::parallel {
 namespace {
 
 // The buckets in the order of their first parameters: the order rank 0 lays them out in.
-std::vector<std::size_t> fetch_order(const ZeroPartition& partition) {
+std::vector<std::size_t> bucket_order(const ZeroPartition& partition) {
   std::vector<std::size_t> order(partition.bucket_count());
   for (std::size_t b = 0; b < order.size(); ++b) order[b] = b;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -21,75 +23,110 @@ std::vector<std::size_t> fetch_order(const ZeroPartition& partition) {
   return order;
 }
 
-// Rank 0's side: the buckets as they arrive, in fetch_order(), one put together at a time.
-class ArrivingBuckets {
- public:
-  ArrivingBuckets(const ZeroPartition& partition, comm::Communicator& group)
-      : partition_(partition), group_(group), order_(fetch_order(partition)) {}
+// What travels: one shard of every rank, of a bucket's parameters or of one optimizer field
+// of them.
+struct Piece {
+  std::size_t bucket;
+  std::string field;  // "" for the parameters
+  at::Tensor own;     // this rank's shard
+};
 
-  const at::Tensor& take(std::size_t bucket) {
-    if (current_ == bucket && whole_.defined()) return whole_;
-    // The writer may skip tensors (it fetches in order), never go back.
-    while (next_ < order_.size() && order_[next_] != bucket) skip();
-    if (next_ == order_.size()) {
-      throw Error("checkpoint: ZeRO-3 bucket " + std::to_string(bucket) +
-                  " was fetched out of order");
+// Every rank lists the same pieces in the same order: the parameters' (ZeRO-3) bucket by bucket,
+// then each bucket's optimizer fields. Fields every parameter shares (a 0-d count) do not travel.
+std::vector<Piece> pieces_of(const ZeroPartition& partition, const NamedTensors& state,
+                             NamedTensors& scalars) {
+  std::vector<Piece> pieces;
+  const std::vector<std::size_t> order = bucket_order(partition);
+  if (partition.shards_parameters()) {
+    for (std::size_t b : order) pieces.push_back({b, "", partition.parameter_shard(b).detach()});
+  }
+  const std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  for (std::size_t b : order) {
+    const std::string prefix = partition.shards()[b].first + ".";
+    for (auto it = by_name.lower_bound(prefix);
+         it != by_name.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      const std::string field = it->first.substr(prefix.size());
+      if (it->second.dim() == 0) {
+        for (int p : partition.parameters_in(b)) {
+          scalars.emplace_back(partition.parameters()[p].first + "." + field, it->second.clone());
+        }
+        continue;
+      }
+      pieces.push_back({b, field, it->second.detach()});
     }
-    ++next_;
-    const at::Tensor& own = partition_.parameter_shard(bucket);
+  }
+  return pieces;
+}
+
+// Rank 0's side: the pieces as they arrive, in order, one put together at a time.
+class ArrivingPieces {
+ public:
+  ArrivingPieces(std::vector<Piece> pieces, comm::Communicator& group)
+      : pieces_(std::move(pieces)), group_(group) {}
+
+  const at::Tensor& take(std::size_t index) {
+    if (taken_ == index + 1 && whole_.defined()) return whole_;
+    // A writer may skip tensors (it fetches in order), never go back.
+    if (index < taken_) {
+      throw Error("checkpoint: ZeRO shards of bucket " + std::to_string(pieces_[index].bucket) +
+                  " were fetched out of order");
+    }
+    while (taken_ < index) skip();
+    const at::Tensor& own = pieces_[index].own;
     const int64_t shard = own.numel();
     whole_ = at::empty({shard * group_.world()}, own.options().requires_grad(false));
-    whole_.narrow(0, 0, shard).copy_(own.detach());
+    whole_.narrow(0, 0, shard).copy_(own);
     for (int r = 1; r < group_.world(); ++r) {
       whole_.narrow(0, r * shard, shard).copy_(comm::recv_tensor(group_, r));
     }
-    current_ = bucket;
+    ++taken_;
     return whole_;
   }
   void drain() {
     whole_ = at::Tensor();
-    while (next_ < order_.size()) skip();
+    while (taken_ < pieces_.size()) skip();
   }
 
  private:
   void skip() {
     for (int r = 1; r < group_.world(); ++r) comm::recv_tensor(group_, r);
-    ++next_;
+    ++taken_;
   }
 
-  const ZeroPartition& partition_;
+  std::vector<Piece> pieces_;
   comm::Communicator& group_;
-  std::vector<std::size_t> order_;
-  std::size_t next_ = 0;  // order_[next_] is the next bucket to arrive
-  std::size_t current_ = 0;
-  at::Tensor whole_;  // bucket current_, put together
+  std::size_t taken_ = 0;  // pieces before it have arrived
+  at::Tensor whole_;       // piece taken_ - 1, put together
 };
 
 }  // namespace
 
-std::optional<StreamedParameters> stream_parameters(const ZeroPartition& partition,
-                                                    comm::Communicator& group) {
+std::optional<StreamedShards> stream_shards(const ZeroPartition& partition,
+                                            const NamedTensors& state, comm::Communicator& group) {
+  StreamedShards out;
+  std::vector<Piece> pieces = pieces_of(partition, state, out.scalars);
   if (group.rank() != 0) {
     comm::PendingSends sends;
-    for (std::size_t b : fetch_order(partition)) {
-      comm::send_tensor(group, partition.parameter_shard(b).detach(), 0, sends);
-    }
+    for (const Piece& piece : pieces) comm::send_tensor(group, piece.own, 0, sends);
     sends.wait_all(group.options().timeout);
     return std::nullopt;
   }
-  auto buckets = std::make_shared<ArrivingBuckets>(partition, group);
-  StreamedParameters out;
-  for (std::size_t bucket : fetch_order(partition)) {
-    for (int p : partition.parameters_in(bucket)) {
+  std::vector<std::pair<std::size_t, Piece>> laid_out;
+  for (std::size_t i = 0; i < pieces.size(); ++i) laid_out.emplace_back(i, pieces[i]);
+  auto arriving = std::make_shared<ArrivingPieces>(std::move(pieces), group);
+  for (const auto& [index, piece] : laid_out) {
+    auto& into = piece.field.empty() ? out.parameters : out.optimizer;
+    for (int p : partition.parameters_in(piece.bucket)) {
       const auto& [name, param] = partition.parameters()[p];
       const int64_t offset = partition.offset_of(p);
-      out.to_fetch.push_back(
-          {name, param.scalar_type(), param.sizes().vec(), [buckets, bucket, offset, param] {
-             return alias_into(buckets->take(bucket), offset, param).contiguous();
-           }});
+      into.push_back({piece.field.empty() ? name : name + "." + piece.field,
+                      piece.own.scalar_type(), param.sizes().vec(),
+                      [arriving, i = index, offset, like = param] {
+                        return alias_into(arriving->take(i), offset, like).contiguous();
+                      }});
     }
   }
-  out.finish = [buckets] { buckets->drain(); };
+  out.finish = [arriving] { arriving->drain(); };
   return out;
 }
 
