@@ -65,7 +65,8 @@ std::unique_ptr<models::Model> block_model(const NamedTensors& parameters,
   models::Block outer;
   outer.name = "outside blocks";
   for (const auto& [name, t] : parameters) {
-    if (t.requires_grad() && !owned[t.unsafeGetTensorImpl()]) outer.parameters.emplace_back(name, t);
+    if (t.requires_grad() && !owned[t.unsafeGetTensorImpl()])
+      outer.parameters.emplace_back(name, t);
   }
   has_outer = !outer.parameters.empty();
   if (has_outer) chain.insert(chain.begin(), std::move(outer));
@@ -102,14 +103,13 @@ class ReplicaSync {
     }
     parallel::DataDim data = job.plan.data;
     data.zero_stage = zero;
-    data_ = std::make_unique<parallel::DataReplicas>(data, job.trainers(), parameters,
-                                                     replicated.data_parallel,
-                                                     std::set<std::string>{}, units);
+    data_ = std::make_unique<parallel::DataReplicas>(
+        data, job.trainers(), parameters, replicated.data_parallel, std::set<std::string>{}, units);
     parallel::ZeroPartition* partition = data_->partition();
     if (partition && partition->shards_parameters()) {
       chain_ = std::move(chain);
-      sharded_ = std::make_unique<parallel::ShardedModel>(*chain_, *partition, *job.trainers(),
-                                                          keep);
+      sharded_ =
+          std::make_unique<parallel::ShardedModel>(*chain_, *partition, *job.trainers(), keep);
     }
     sync_ = parallel::make_replica_sync(job.plan, std::move(parameters), std::move(buffers),
                                         job.trainers(), replicated, parallel::StartOptions{});
@@ -167,7 +167,7 @@ class ReplicaSync {
 
  private:
   std::unique_ptr<parallel::DataReplicas> data_;
-  std::unique_ptr<models::Model> chain_;              // ZeRO-3: the blocks, for sharded_
+  std::unique_ptr<models::Model> chain_;             // ZeRO-3: the blocks, for sharded_
   std::unique_ptr<parallel::ShardedModel> sharded_;  // ZeRO-3
   bool has_outer_ = false;  // ZeRO-3: block 0 is the parameters outside the script's blocks
   // Shared only with the step accountings watching it (weakly): close() ends it.
