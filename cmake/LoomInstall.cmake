@@ -59,6 +59,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/models/block_chain_model.h
   loom/models/loss.h
   loom/models/model.h
+  loom/models/tensor_parallel.h
   loom/parallel/bucket_exchange.h
   loom/parallel/bucket_plan.h
   loom/parallel/data_parallel.h
@@ -76,6 +77,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/ps/server_load.h
   loom/parallel/replicated_layout.h
   loom/parallel/sharded_model.h
+  loom/parallel/tensor_ranks.h
   loom/parallel/step_executor.h
   loom/parallel/zero_partition.h
   loom/profile/advisor.h

@@ -415,6 +415,21 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
                       " is not a ZeRO stage: 0 (nothing sharded), 1 (optimizer state), 2 "
                       "(optimizer state and gradients) or 3 (and the parameters)");
   }
+  if (c.parallel.tensor > 1) {
+    if (c.model.name != "gpt") {
+      throw ConfigError("config key 'parallel.tensor': the model '" + c.model.name +
+                        "' has no tensor-parallel split (the GPT has)");
+    }
+    const char* other = c.parallel.pipeline.stages > 1 ? "parallel.pipeline.stages"
+                        : c.parallel.parameter_servers() ? "parallel.mode"
+                        : c.parallel.zero > 0            ? "parallel.zero"
+                                                         : nullptr;
+    if (other) {
+      throw ConfigError(std::string("config key 'parallel.tensor': tensor parallelism does not "
+                                    "combine with ") +
+                        other + " yet (it does with data parallelism without ZeRO)");
+    }
+  }
   if (c.parallel.memory_cap_mb > 0 && c.parallel.pipeline.stages > 1) {
     throw ConfigError(
         "config key 'parallel.memory_cap_mb': caps a rank that holds the whole model; a "

@@ -175,6 +175,7 @@ struct ParallelConfig {
   int64_t zero = 0;  // 0 | 1: optimizer state | 2: and gradients | 3: and parameters sharded
   std::string zero3_keep = "last";  // none | last | all: gathered blocks kept for backward
   double memory_cap_mb = 0;  // a rank's parameters, gradients and optimizer state; 0: none
+  int64_t tensor = 1;        // ranks each transformer layer is split over (tensor parallelism)
   PipelineConfig pipeline;
   PsConfig ps;
   // parallel.mode, the one place its words are compared: parameter servers (ps), or data

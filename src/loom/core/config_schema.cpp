@@ -270,6 +270,12 @@ void visit_config(Config& c, ConfigVisitor& v) {
             "backward, the next block's gather overlapping this one's compute. 0 = every rank "
             "keeps it all. A pipeline's planner may choose 1 to fit "
             "parallel.pipeline.memory_cap_mb.");
+  v.integer("parallel.tensor", c.parallel.tensor, 1,
+            "Tensor parallelism: ranks each transformer layer is split over (the GPT's), "
+            "Megatron's way: attention by heads and the MLP by its hidden width, the first "
+            "product of each split by columns and the second by rows, one all-reduce forward and "
+            "one backward per sublayer. Ranks of a tensor group are neighbours (one host, shared "
+            "memory); the data-parallel replicas are the ranks / tensor groups. 1 = off.");
   v.number("parallel.memory_cap_mb", c.parallel.memory_cap_mb, 0.0,
            "A cap on what each rank holds of the model's state (parameters, gradients and "
            "optimizer state, as parallel.zero shards them; not activations), checked once the "

@@ -19,6 +19,19 @@
 namespace loom::models {
 namespace {
 
+// Replaces a parameter's values by its slice for this rank (the same tensor, now smaller).
+void keep_slice(at::Tensor& parameter, const TensorSplit& split, TensorGroup& group) {
+  torch::NoGradGuard no_grad;
+  parameter.set_data(slice_of(parameter.detach(), split, group.rank(), group.size()));
+}
+
+// How tensor parallelism cuts a layer's weights (Megatron's): the products into a split part
+// by their output columns (rows of the weight, with their biases), the products out of it by
+// their input columns; their biases stay whole and are added after the sum.
+const TensorSplit kByOutputs{0, 1};
+const TensorSplit kQueryKeyValue{0, 3};  // c_attn: q, k and v, each by heads
+const TensorSplit kByInputs{1, 1};
+
 // The mask every layer's attention adds to its scores: [n, n], 0 where a query may see a key,
 // -inf after it. One per model and dtype (fp32, and bf16 under autocast), made at the model's
 // context on first use and kept (not a buffer: nothing to train or save). A forward takes a view
@@ -57,12 +70,23 @@ class CausalSelfAttention : public torch::nn::Module {
     resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
   }
 
+  // Tensor parallelism: this rank keeps the query, key and value columns of its heads and the
+  // matching input columns of the output projection.
+  void split(TensorGroup& group) {
+    keep_slice(c_attn_->weight, kQueryKeyValue, group);
+    keep_slice(c_attn_->bias, kQueryKeyValue, group);
+    keep_slice(c_proj_->weight, kByInputs, group);
+    heads_ /= group.size();
+    width_ /= group.size();
+    group_ = &group;
+  }
+
   // With a cache, `x` holds the positions after the cached ones: they attend to those too, and
   // their keys and values join the cache.
   at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
     const int64_t b = x.size(0), t = x.size(1), head = width_ / heads_;
-    // [B, T, 3C] -> q, k, v as [B, heads, T, head]
-    const auto qkv = linear(c_attn_, x).split(width_, 2);
+    // [B, T, 3C] -> q, k, v as [B, heads, T, head] (this rank's heads under tensor parallelism)
+    const auto qkv = linear(c_attn_, group_ ? enter_split(x, *group_) : x).split(width_, 2);
     const auto per_head = [&](const at::Tensor& y) {
       return y.view({b, t, heads_, head}).transpose(1, 2);
     };
@@ -83,18 +107,36 @@ class CausalSelfAttention : public torch::nn::Module {
         causal_attention(q.reshape({b * heads_, t, head}), k.reshape({b * heads_, keys, head}),
                          v.reshape({b * heads_, keys, head}), mask_->first(keys, q.scalar_type()),
                          past, causal_query_blocks(t),
-                         [this](const at::Tensor& w) { return attn_dropout_->forward(w); })
+                         [this, b](const at::Tensor& w) { return weights_dropout(w, b); })
             .view({b, heads_, t, head})
             .transpose(1, 2)
             .contiguous()
             .view({b, t, width_});
-    return resid_dropout_->forward(linear(c_proj_, y));
+    if (!group_) return resid_dropout_->forward(linear(c_proj_, y));
+    // Each rank's heads' share of the projection, summed: replicated again.
+    return resid_dropout_->forward(leave_split(at::linear(y, c_proj_->weight), *group_) +
+                                   c_proj_->bias);
   }
 
   torch::nn::Linear c_proj_{nullptr};
 
  private:
-  int64_t heads_, width_;
+  // Dropout of attention weights [B x heads, rows, keys]. Split by heads, each rank draws the
+  // mask of every head, as one process does, and keeps its own heads': the same masks, and the
+  // ranks' generators stay in step for the replicated dropouts after.
+  at::Tensor weights_dropout(const at::Tensor& w, int64_t b) {
+    const auto& options = attn_dropout_->options;
+    if (!group_ || !attn_dropout_->is_training() || options.p() == 0) {
+      return attn_dropout_->forward(w);
+    }
+    const int64_t all_heads = heads_ * group_->size();
+    const at::Tensor mask = attn_dropout_->forward(
+        at::ones({b, all_heads, w.size(1), w.size(2)}, w.options().requires_grad(false)));
+    return w * mask.narrow(1, group_->rank() * heads_, heads_).reshape(w.sizes());
+  }
+
+  int64_t heads_, width_;  // this rank's
+  TensorGroup* group_ = nullptr;  // tensor parallelism's, once split
   std::shared_ptr<CausalMask> mask_;  // the model's, shared by its layers
   torch::nn::Linear c_attn_{nullptr};
   torch::nn::Dropout attn_dropout_{nullptr}, resid_dropout_{nullptr};
@@ -107,13 +149,24 @@ class Mlp : public torch::nn::Module {
     c_proj_ = register_module("c_proj", torch::nn::Linear(4 * c.n_embd, c.n_embd));
     dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
   }
+  // Tensor parallelism: this rank keeps its share of the hidden width.
+  void split(TensorGroup& group) {
+    keep_slice(c_fc_->weight, kByOutputs, group);
+    keep_slice(c_fc_->bias, kByOutputs, group);
+    keep_slice(c_proj_->weight, kByInputs, group);
+    group_ = &group;
+  }
   at::Tensor forward(const at::Tensor& x) {
-    return dropout_->forward(linear(c_proj_, at::gelu(linear(c_fc_, x))));
+    if (!group_) return dropout_->forward(linear(c_proj_, at::gelu(linear(c_fc_, x))));
+    const at::Tensor hidden = at::gelu(linear(c_fc_, enter_split(x, *group_)));
+    return dropout_->forward(leave_split(at::linear(hidden, c_proj_->weight), *group_) +
+                             c_proj_->bias);
   }
 
   torch::nn::Linear c_proj_{nullptr};
 
  private:
+  TensorGroup* group_ = nullptr;
   torch::nn::Linear c_fc_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
 };
@@ -129,6 +182,10 @@ class GptBlock : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
     const at::Tensor h = x + attn_->forward(ln_1_->forward(x), cache);
     return h + mlp_->forward(ln_2_->forward(h));
+  }
+  void split(TensorGroup& group) {
+    attn_->split(group);
+    mlp_->split(group);
   }
   // The projections back into the residual stream (GPT-2 scales their initial weights).
   std::vector<at::Tensor> residual_projections() {
@@ -183,6 +240,34 @@ class Gpt : public ZooNetwork {
 
   int64_t seq_len() const { return seq_len_; }
 
+  // Tensor parallelism over the layers: attention by heads, the MLP by its hidden width. The
+  // embeddings, the LayerNorms and the tied head stay whole on every rank.
+  bool split_for_tensor_parallel(TensorGroup& group) override {
+    const int64_t t = group.size();
+    if (config_.n_head % t != 0) {
+      throw ConfigError("config key 'parallel.tensor': " + std::to_string(t) +
+                        " ranks do not split the GPT's " + std::to_string(config_.n_head) +
+                        " heads (model.gpt.n_head)");
+    }
+    for (auto& layer : layers_) layer->split(group);
+    split_ = true;
+    return true;
+  }
+  TensorSplits tensor_splits() const override {
+    TensorSplits splits;
+    if (!split_) return splits;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const std::string h = "h." + std::to_string(i) + ".";
+      splits[h + "attn.c_attn.weight"] = kQueryKeyValue;
+      splits[h + "attn.c_attn.bias"] = kQueryKeyValue;
+      splits[h + "attn.c_proj.weight"] = kByInputs;
+      splits[h + "mlp.c_fc.weight"] = kByOutputs;
+      splits[h + "mlp.c_fc.bias"] = kByOutputs;
+      splits[h + "mlp.c_proj.weight"] = kByInputs;
+    }
+    return splits;
+  }
+
   double training_flops_per_sample() const override {
     return gpt_training_flops_per_token(config_) * static_cast<double>(seq_len_);
   }
@@ -223,6 +308,7 @@ class Gpt : public ZooNetwork {
 
   GptConfig config_;
   int64_t seq_len_;
+  bool split_ = false;  // over a tensor group
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::Dropout drop_{nullptr};
   std::vector<std::shared_ptr<GptBlock>> layers_;

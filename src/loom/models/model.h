@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loom/core/config.h"
+#include "loom/models/tensor_parallel.h"
 
 namespace loom::models {
 
@@ -73,6 +74,14 @@ class Model {
   // Training FLOPs per sample by the model's own count where it has one (a transformer's
   // 6N + 12 L d T per token); 0 = count the forward pass's operations instead.
   virtual double training_flops_per_sample() const { return 0; }
+
+  // Tensor parallelism: splits the model's layers over `group` (which must outlive the model's
+  // use): each rank keeps its slice of every split weight, and named_parameters() then gives the
+  // slices under the whole tensors' names; tensor_splits() says how each was cut. Throws
+  // ConfigError naming parallel.tensor for a model that has no split or whose shape does not
+  // divide.
+  virtual void split_for_tensor_parallel(TensorGroup& group);
+  virtual TensorSplits tensor_splits() const { return {}; }
 
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.

@@ -27,6 +27,9 @@ class ZooNetwork : public torch::nn::Module {
   virtual std::vector<BlockSpec> block_specs() = 0;
   // See Model::training_flops_per_sample.
   virtual double training_flops_per_sample() const { return 0; }
+  // See Model::split_for_tensor_parallel; a network without a split leaves it to the Model.
+  virtual bool split_for_tensor_parallel(TensorGroup&) { return false; }
+  virtual TensorSplits tensor_splits() const { return {}; }
 
   at::Tensor forward(at::Tensor x) {
     if (chain_.empty()) chain_ = block_specs();
@@ -56,6 +59,10 @@ class ModuleModel : public Model {
   std::vector<Block> blocks() override;
   void set_recompute_every(int64_t every) override;
   double training_flops_per_sample() const override { return net_->training_flops_per_sample(); }
+  void split_for_tensor_parallel(TensorGroup& group) override {
+    if (!net_->split_for_tensor_parallel(group)) Model::split_for_tensor_parallel(group);
+  }
+  TensorSplits tensor_splits() const override { return net_->tensor_splits(); }
 
   ZooNetwork& module() { return *net_; }
 

@@ -77,14 +77,17 @@ void plan_pipeline(const Config& config, LayoutPlan& plan) {
 // The training ranks' mesh, outermost first: the replicas, then a pipeline's ranks (so that a
 // pipeline's ranks are consecutive), and this rank's place in it. A serving rank is outside it.
 void lay_out_mesh(LayoutPlan& plan) {
-  const int per_replica = plan.pipeline ? plan.pipeline->ranks : 1;
+  const int per_replica =
+      (plan.pipeline ? plan.pipeline->ranks : 1) * (plan.tensor ? plan.tensor->ranks : 1);
   plan.data.replicas = plan.trainers / per_replica;
   std::vector<MeshDim> dims = {{std::string(kDataDim), plan.data.replicas}};
   if (plan.pipeline) dims.push_back({std::string(kPipelineDim), plan.pipeline->ranks});
+  if (plan.tensor) dims.push_back({std::string(kTensorDim), plan.tensor->ranks});
   plan.mesh = Mesh(std::move(dims));
   if (plan.serves()) return;
   plan.data.replica = plan.mesh.coordinate(plan.rank, kDataDim);
   if (plan.pipeline) plan.pipeline->rank = plan.mesh.coordinate(plan.rank, kPipelineDim);
+  if (plan.tensor) plan.tensor->rank = plan.mesh.coordinate(plan.rank, kTensorDim);
 }
 
 }  // namespace
@@ -142,6 +145,14 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
     plan_servers(config, plan);
   } else {
     if (config.parallel.pipeline.stages > 1) plan_pipeline(config, plan);
+    if (config.parallel.tensor > 1) {
+      const int t = static_cast<int>(config.parallel.tensor);
+      if (world % t != 0) {
+        throw ConfigError("config key 'parallel.tensor': " + std::to_string(world) +
+                          " ranks do not split into tensor groups of " + std::to_string(t));
+      }
+      plan.tensor = TensorDim{t, 0};
+    }
     // Over the replicas (each stage's, in a pipeline), where there are some.
     if (world > 1) plan.data.zero_stage = config.parallel.zero;
     plan.data.zero3_keep = keep_after_forward(config.parallel.zero3_keep);
@@ -203,6 +214,13 @@ std::string LayoutPlan::describe() const {
       what = "one process";
       break;
     case LayoutMode::kDataParallel:
+      if (tensor) {
+        what = "tensor parallel over " + std::to_string(tensor->ranks) + " ranks" +
+               (data.replicas > 1 ? ", data parallel over " + std::to_string(data.replicas) +
+                                        " such groups"
+                                  : "");
+        break;
+      }
       what = "data parallel over " + std::to_string(data.replicas) + " ranks" +
              (zero == 1   ? " (optimizer state sharded, ZeRO-1)"
               : zero == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
@@ -228,7 +246,9 @@ std::string LayoutPlan::describe() const {
 }
 
 std::string LayoutPlan::manifest_json() const {
-  return nlohmann::ordered_json{{"ranks", trainers}, {"data_parallel", data.replicas}}.dump();
+  nlohmann::ordered_json layout{{"ranks", trainers}, {"data_parallel", data.replicas}};
+  if (tensor) layout["tensor_parallel"] = tensor->ranks;
+  return layout.dump();
 }
 
 }  // namespace loom::parallel

@@ -68,6 +68,13 @@ struct PipelineDim {
   int rank = 0;
 };
 
+// The tensor dimension: `ranks` ranks split each transformer layer between them (the mesh's
+// innermost dimension: a tensor group's ranks are neighbours); this rank is the `rank`-th.
+struct TensorDim {
+  int ranks = 2;
+  int rank = 0;
+};
+
 // Parameter servers: the job's last `servers` ranks, outside the training ranks' mesh.
 struct ServerDim {
   int servers = 1;
@@ -88,6 +95,7 @@ struct LayoutPlan {
   Mesh mesh;  // the training ranks: ("data", D), or ("data", D) x ("pipeline", P)
   DataDim data;
   std::optional<PipelineDim> pipeline;
+  std::optional<TensorDim> tensor;
   std::optional<ServerDim> servers;
 
   // What the dimensions make together, as summary.json and Python name it.

@@ -19,6 +19,7 @@ namespace loom::parallel {
 // The names the plan gives its dimensions.
 inline constexpr std::string_view kDataDim = "data";
 inline constexpr std::string_view kPipelineDim = "pipeline";
+inline constexpr std::string_view kTensorDim = "tensor";
 
 struct MeshDim {
   std::string name;

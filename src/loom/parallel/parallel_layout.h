@@ -41,6 +41,11 @@ namespace loom::parallel {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]),
+// named so that its store keys differ from every other group's.
+using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
+                                                                    const std::string& name)>;
+
 // What start() needs from the loop.
 struct StartOptions {
   const models::Loss* loss = nullptr;  // the training loss
@@ -99,6 +104,9 @@ class ParallelLayout {
   // Bytes of parameters this rank holds between steps: parameters()' (their shards under
   // ZeRO-3).
   virtual std::int64_t parameter_bytes_between_steps() const;
+  // A checkpoint's model tensors (whole, under their names) as this rank holds them: its slices
+  // under tensor parallelism.
+  virtual NamedTensors own_model_state(const NamedTensors& saved) const { return saved; }
   // A checkpoint's optimizer state (under the model's names) as this rank's optimizer keeps it,
   // under optimized_parameters()' names.
   virtual NamedTensors own_optimizer_state(const NamedTensors& saved) const { return saved; }

@@ -15,6 +15,15 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       model_(model),
       trainers_(trainers),
       options_(std::move(options)) {
+  if (plan_.tensor) {
+    // Each rank joins its tensor group first, then the replicas of its slices (disjoint groups in
+    // each round, so no rank waits on one busy joining another).
+    tensor_ = std::make_unique<TensorRanks>(plan_, model, options_.make_group);
+    if (plan_.data.replicas > 1) {
+      replica_group_ = options_.make_group(plan_.mesh.group(plan_.rank, kDataDim),
+                                           plan_.mesh.group_name(plan_.rank, kDataDim));
+    }
+  }
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
   // ZeRO-3 gathers a block's parameters at a time: its buckets are the blocks.
@@ -25,11 +34,12 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
       for (const auto& [name, p] : block.parameters) units.back().push_back(name);
     }
   }
-  data_ = std::make_unique<DataReplicas>(plan_.data, trainers_, parameters_,
+  data_ = std::make_unique<DataReplicas>(plan_.data, replica_group(), parameters_,
                                          options_.data_parallel, std::set<std::string>{}, units);
   ZeroPartition* zero = data_->partition();
   if (zero && zero->shards_parameters()) {
-    sharded_ = std::make_unique<ShardedModel>(model, *zero, *trainers_, plan_.data.zero3_keep);
+    sharded_ =
+        std::make_unique<ShardedModel>(model, *zero, *replica_group(), plan_.data.zero3_keep);
   }
 }
 
@@ -40,15 +50,20 @@ const NamedTensors& ReplicatedLayout::optimized_parameters() const {
 }
 
 NamedTensors ReplicatedLayout::own_optimizer_state(const NamedTensors& saved) const {
-  return data_->own_optimizer_state(saved);
+  return data_->own_optimizer_state(tensor_ ? tensor_->own_slices(saved) : saved);
+}
+
+NamedTensors ReplicatedLayout::own_model_state(const NamedTensors& saved) const {
+  return tensor_ ? tensor_->own_slices(saved) : saved;
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(CheckpointTensors mine) {
+  if (tensor_) return tensor_->gather(std::move(mine));  // the first replica's group
   const ZeroPartition* zero = data_->partition();
   if (!zero) return ParallelLayout::gather(std::move(mine));
   // Every rank's shards stream to rank 0 (the optimizer state's, and ZeRO-3's parameters');
   // the rest of the model is rank 0's own, as every rank holds the same.
-  std::optional<StreamedShards> streamed = stream_shards(*zero, mine.optimizer, *trainers_);
+  std::optional<StreamedShards> streamed = stream_shards(*zero, mine.optimizer, *replica_group());
   if (!streamed) return std::nullopt;
   if (zero->shards_parameters()) {
     std::set<std::string> sharded;
@@ -67,16 +82,18 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(Checkpoint
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
-  if (!data_->partition()) return ParallelLayout::gather(std::move(mine));
+  if (!data_->partition() && !tensor_) return ParallelLayout::gather(std::move(mine));
   std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
   if (all) fetch_all(*all);
   return all;
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {
+  // The replicas hold the same gradients: the norm is the tensor group's.
+  if (tensor_) return tensor_->clip_gradients(parameters_, max_norm);
   // Under ZeRO each rank holds the mean gradient of its shards only.
   if (const ZeroPartition* zero = data_->partition()) {
-    return clip_grad_norm_across(zero->shards(), max_norm, *trainers_);
+    return clip_grad_norm_across(zero->shards(), max_norm, *replica_group());
   }
   ParallelLayout::clip_gradients(max_norm);
 }

@@ -18,6 +18,7 @@
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/parallel/sharded_model.h"
+#include "loom/parallel/tensor_ranks.h"
 
 namespace loom::parallel {
 
@@ -28,6 +29,8 @@ struct ReplicatedLayoutOptions {
   comm::Communicator* ps_world = nullptr;
   ps::PsExchangeOptions ps;
   int server_state_fields = 0;
+  // Tensor parallelism (plan.tensor): makes the tensor groups and the data groups across them.
+  MakeGroup make_group;
 };
 
 // The gradient exchange of one replica of the whole model, as the plan asks: none for one
@@ -52,8 +55,12 @@ class ReplicatedLayout : public ParallelLayout {
   void start(const StartOptions& options) override;
   const NamedTensors& optimized_parameters() const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
-  // ZeRO: every rank streams its shards to rank 0 for a checkpoint.
-  bool takes_part_in_checkpoints() const override { return data_->partition() || plan_.rank == 0; }
+  NamedTensors own_model_state(const NamedTensors& saved) const override;
+  // ZeRO: every rank streams its shards to rank 0 for a checkpoint; tensor parallelism: the first
+  // replica's tensor group sends its slices.
+  bool takes_part_in_checkpoints() const override {
+    return data_->partition() || plan_.rank == 0 || (tensor_ && plan_.data.replica == 0);
+  }
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // ZeRO: the optimizer state (and ZeRO-3's parameters) come as tensors to fetch, streamed
   // from every rank a bucket at a time.
@@ -73,6 +80,11 @@ class ReplicatedLayout : public ParallelLayout {
 
  private:
   bool replicated() const { return trainers_ && trainers_->world() > 1; }
+  // The replicas' group: the training ranks, or under tensor parallelism the ranks that hold the
+  // same slices.
+  comm::Communicator* replica_group() const {
+    return tensor_ ? replica_group_.get() : trainers_;
+  }
   // The model as this rank runs it: the model, or its ZeRO-3 shards gathered block by block.
   models::Model& running_model() { return sharded_ ? *sharded_ : model_; }
 
@@ -82,6 +94,8 @@ class ReplicatedLayout : public ParallelLayout {
   bool bf16_ = false;                   // forward under bf16 autocast (start())
   std::unique_ptr<DataReplicas> data_;  // the model over the replicas (and ZeRO)
   std::unique_ptr<ShardedModel> sharded_;  // ZeRO-3
+  std::unique_ptr<TensorRanks> tensor_;    // tensor parallelism
+  std::unique_ptr<comm::Communicator> replica_group_;  // its replicas, where there are several
 };
 
 }  // namespace loom::parallel

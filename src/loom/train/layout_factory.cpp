@@ -49,6 +49,7 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
   }
   parallel::ReplicatedLayoutOptions options;
   options.data_parallel = data_parallel_options(config_.parallel);
+  options.make_group = options_.make_group;
   if (plan_.layout.servers) {
     options.ps_world = options_.ps_world;
     options.ps = options_.ps;

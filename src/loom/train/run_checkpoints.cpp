@@ -50,7 +50,9 @@ CheckpointData RunCheckpoints::resume_from(const std::string& path) {
                       "' but checkpoint '" + path + "' was written by '" + ckpt.optimizer_kind +
                       "'");
   }
-  restore_model(ckpt, path, layout.parameters(), layout.buffers());
+  CheckpointData own = ckpt;
+  own.model = layout.own_model_state(ckpt.model);
+  restore_model(own, path, layout.parameters(), layout.buffers());
   import_optimizer_state(*parts_.optimizer, ckpt.optimizer_kind, layout.optimized_parameters(),
                          layout.own_optimizer_state(ckpt.optimizer));
   if (ckpt.layout_json != layout.manifest_json()) {

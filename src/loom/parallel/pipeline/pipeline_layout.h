@@ -24,10 +24,6 @@
 
 namespace loom::parallel::pipeline {
 
-// Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]).
-using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
-                                                                    const std::string& name)>;
-
 struct PipelineLayoutOptions {
   Schedule schedule;                  // the same on every rank
   std::vector<int> split;             // blocks per stage

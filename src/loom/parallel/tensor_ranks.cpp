@@ -1,0 +1,106 @@
+#include "loom/parallel/tensor_ranks.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+#include "loom/core/error.h"
+
+namespace loom::parallel {
+namespace {
+
+// The group's sums for the model's split layers.
+class CommTensorGroup : public models::TensorGroup {
+ public:
+  explicit CommTensorGroup(comm::Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.world(); }
+  void sum(at::Tensor& tensor) override {
+    comm_.allreduce(tensor, comm::ReduceOp::kSum)->wait(comm_.options().timeout);
+  }
+
+ private:
+  comm::Communicator& comm_;
+};
+
+}  // namespace
+
+TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
+                         const MakeGroup& make_group) {
+  if (!make_group) throw Error("tensor parallel: the layout was given no way to make groups");
+  comm_ = make_group(plan.mesh.group(plan.rank, kTensorDim),
+                     plan.mesh.group_name(plan.rank, kTensorDim));
+  group_ = std::make_unique<CommTensorGroup>(*comm_);
+  model.split_for_tensor_parallel(*group_);
+  splits_ = model.tensor_splits();
+}
+
+TensorRanks::~TensorRanks() = default;
+
+const models::TensorSplit* TensorRanks::split_of(const std::string& name,
+                                                 const at::Tensor& tensor) const {
+  auto it = splits_.find(name);
+  if (it == splits_.end()) {
+    // Optimizer state: "<param>.<field>", split as its parameter where it has its shape.
+    const auto dot = name.rfind('.');
+    if (dot == std::string::npos) return nullptr;
+    it = splits_.find(name.substr(0, dot));
+    if (it == splits_.end()) return nullptr;
+  }
+  return tensor.dim() == 0 ? nullptr : &it->second;
+}
+
+void TensorRanks::clip_gradients(const NamedTensors& parameters, double max_norm) {
+  // Whole parameters hold the same gradient on every rank: counted by the group's first.
+  std::set<std::string> copies;
+  if (rank() != 0) {
+    for (const auto& [name, p] : parameters) {
+      if (!splits_.count(name)) copies.insert(name);
+    }
+  }
+  clip_grad_norm_across(parameters, max_norm, *comm_, copies);
+}
+
+std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
+  const NamedTensors model = gather_on_rank0(*comm_, mine.model);
+  const NamedTensors optimizer = gather_on_rank0(*comm_, mine.optimizer);
+  if (rank() != 0) return std::nullopt;
+  // Every rank's tensors come in rank order: a split one's slices are its entries by rank.
+  const auto put_together = [&](const NamedTensors& all, std::size_t per_rank) {
+    NamedTensors out;
+    for (std::size_t i = 0; i < per_rank; ++i) {
+      const auto& [name, first] = all[i];
+      const models::TensorSplit* split = split_of(name, first);
+      if (!split) {
+        out.emplace_back(name, first);
+        continue;
+      }
+      std::vector<at::Tensor> slices;
+      for (int r = 0; r < comm_->world(); ++r) {
+        const auto& [their_name, slice] = all[r * per_rank + i];
+        if (their_name != name) {
+          throw CommError("checkpoint: tensor rank " + std::to_string(r) + " sent '" +
+                          their_name + "' where '" + name + "' was expected");
+        }
+        slices.push_back(slice);
+      }
+      out.emplace_back(name, models::whole_of(slices, *split));
+    }
+    return out;
+  };
+  mine.model = put_together(model, mine.model.size());
+  mine.optimizer = put_together(optimizer, mine.optimizer.size());
+  return mine;
+}
+
+NamedTensors TensorRanks::own_slices(const NamedTensors& whole) const {
+  NamedTensors out;
+  for (const auto& [name, tensor] : whole) {
+    const models::TensorSplit* split = split_of(name, tensor);
+    out.emplace_back(name, split ? models::slice_of(tensor, *split, comm_->rank(), comm_->world())
+                                 : tensor);
+  }
+  return out;
+}
+
+}  // namespace loom::parallel

@@ -1,0 +1,52 @@
+// The tensor dimension's piece of a layout: the ranks of this rank's tensor group (the mesh's
+// innermost dimension) split the model's layers between them (models/tensor_parallel.h), each
+// holding its slice of every split weight under the whole tensor's name. The piece owns the
+// group's communicator and what the dimension adds to a run: the model split over the group,
+// the gradient norm over the whole model, checkpoints under the whole tensors (the slices put
+// together on the group's first rank) and a checkpoint's whole tensors cut into this rank's
+// slices on resume.
+//
+// Threading: the training loop's. Collective methods are called by every rank of the group in
+// the same order.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "loom/comm/communicator.h"
+#include "loom/models/model.h"
+#include "loom/parallel/parallel_layout.h"
+
+namespace loom::parallel {
+
+class TensorRanks {
+ public:
+  // Joins this rank's tensor group (`make_group` over the mesh's "tensor" dimension) and splits
+  // `model` over it. Throws ConfigError naming parallel.tensor for a model that cannot be split.
+  TensorRanks(const LayoutPlan& plan, models::Model& model, const MakeGroup& make_group);
+  ~TensorRanks();
+
+  comm::Communicator& group() { return *comm_; }
+  int rank() const { return comm_->rank(); }
+
+  // Scales every rank's gradients so that the norm over the whole model is at most `max_norm`:
+  // each split parameter's slices count once each, a whole (replicated) one once in all.
+  void clip_gradients(const NamedTensors& parameters, double max_norm);
+  // The whole tensors from every rank's slices, on the group's first rank (the others send
+  // theirs and get nothing): `mine` as ParallelLayout::gather takes it.
+  std::optional<CheckpointTensors> gather(CheckpointTensors mine);
+  // A checkpoint's whole tensors (the model's, or optimizer state "<param>.<field>") cut into
+  // this rank's slices; the rest as they are.
+  NamedTensors own_slices(const NamedTensors& whole) const;
+
+ private:
+  // The split of a model tensor or of its optimizer state "<param>.<field>"; null when whole.
+  const models::TensorSplit* split_of(const std::string& name, const at::Tensor& tensor) const;
+
+  std::unique_ptr<comm::Communicator> comm_;
+  std::unique_ptr<models::TensorGroup> group_;  // comm_ as the model sees it
+  models::TensorSplits splits_;
+};
+
+}  // namespace loom::parallel
