@@ -28,21 +28,30 @@ TEST_F(LanguageModelTrain, TensorParallelRanksTrainLikeOneProcessWithDropout) {
   const double held = s["memory"]["parameter_bytes"].get<double>();
   EXPECT_LT(held, 0.8 * whole);
   EXPECT_GT(held, 0.5 * whole);
+  // The group's all-reduces are their own phase of the step; one process has none.
+  EXPECT_GT(s["step_time"]["share"]["tensor_comm"].get<double>(), 0.0) << s["step_time"];
+  EXPECT_EQ(summary_of(dir / "one")["step_time"]["share"]["tensor_comm"].get<double>(), 0.0);
 }
 
-// 2 data-parallel replicas of a tensor group of 2 (no dropout: the replicas each draw for their
-// half of the batch).
+// 2 data-parallel replicas of a tensor group of 2, plain and with ZeRO over the replicas (each
+// sharding its tensor rank's slices; clipping sums the shards' pieces over all 4 ranks, a whole
+// parameter's once). No dropout: the replicas each draw for their half of the batch.
 TEST_F(LanguageModelTrain, TensorGroupsInsideDataParallelReplicasTrainLikeOneProcess) {
   TempDir dir;
   const auto one =
       run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto run = run_loom(
-      launch(4, gpt_args() + kTensor2 + " --set data.global_batch=8 --out " + (dir / "tpdp")));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  expect_like(dir / "tpdp", dir / "one");
-  const auto s = summary_of(dir / "tpdp");
-  EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 2}, {"tensor", 2}})) << s["layout"];
+  for (const std::string zero : {"0", "1", "3"}) {
+    SCOPED_TRACE("ZeRO-" + zero);
+    const std::string out = dir / ("zero" + zero);
+    const auto run = run_loom(launch(4, gpt_args() + kTensor2 + " --set parallel.zero=" + zero +
+                                            " --set data.global_batch=8 --out " + out));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_like(out, dir / "one");
+    const auto s = summary_of(out);
+    EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 2}, {"tensor", 2}})) << s["layout"];
+    EXPECT_EQ(s["layout"]["zero"], std::stoi(zero));
+  }
 }
 
 // A tensor-parallel checkpoint holds every tensor whole under its name: one process and 2 x 2
@@ -64,6 +73,9 @@ TEST_F(LanguageModelTrain, TensorParallelCheckpointsMoveToOtherLayouts) {
        launch(4, args + kTensor2 + " --set data.global_batch=8")},
       {"to ZeRO-1", launch(2, args + batch + kTensor2 + half),
        launch(2, args + " --set data.global_batch=8 --set parallel.zero=1")},
+      {"from 2 x 2 ranks under ZeRO-1",
+       launch(4, args + kTensor2 + " --set data.global_batch=8 --set parallel.zero=1" + half),
+       "train" + args + batch},
   };
   int n = 0;
   for (const Move& move : moves) {

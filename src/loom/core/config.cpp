@@ -422,12 +422,11 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
     }
     const char* other = c.parallel.pipeline.stages > 1 ? "parallel.pipeline.stages"
                         : c.parallel.parameter_servers() ? "parallel.mode"
-                        : c.parallel.zero > 0            ? "parallel.zero"
                                                          : nullptr;
     if (other) {
       throw ConfigError(std::string("config key 'parallel.tensor': tensor parallelism does not "
                                     "combine with ") +
-                        other + " yet (it does with data parallelism without ZeRO)");
+                        other + " yet (it does with data parallelism and ZeRO)");
     }
   }
   if (c.parallel.memory_cap_mb > 0 && c.parallel.pipeline.stages > 1) {

@@ -53,12 +53,23 @@ LayoutReport ParallelLayout::report() {
 
 void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
                            comm::Communicator& comm, const std::set<std::string>& copies) {
+  std::vector<at::Tensor> counted, scaled;
+  for (const auto& [name, p] : parameters) {
+    if (!p.grad().defined()) continue;
+    if (!copies.count(name)) counted.push_back(p.grad());
+    scaled.push_back(p.grad());
+  }
+  clip_gradients_across(counted, scaled, max_norm, comm);
+}
+
+void clip_gradients_across(const std::vector<at::Tensor>& counted,
+                           const std::vector<at::Tensor>& scaled, double max_norm,
+                           comm::Communicator& comm) {
   // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
   // summed in double, so the sum over ranks is the same whichever rank adds first.
   double squares = 0;
-  for (const auto& [name, p] : parameters) {
-    if (!p.grad().defined() || copies.count(name)) continue;
-    const double norm = p.grad().norm().item<double>();
+  for (const at::Tensor& g : counted) {
+    const double norm = g.norm().item<double>();
     squares += norm * norm;
   }
   at::Tensor total = at::tensor({squares}, at::kDouble);
@@ -67,9 +78,7 @@ void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
   const double coefficient = max_norm / (norm + 1e-6);
   if (coefficient >= 1.0) return;
   at::NoGradGuard no_grad;
-  for (const auto& [name, p] : parameters) {
-    if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
-  }
+  for (at::Tensor g : scaled) g.mul_(coefficient);
 }
 
 models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine) {

@@ -78,6 +78,12 @@ struct CheckpointTensors {
 // which hold their owner's gradient) but scaled here too.
 void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
                            comm::Communicator& comm, const std::set<std::string>& copies = {});
+// The same over gradient tensors: the norm over every rank's `counted` (each element counted
+// on one rank only), then every tensor of `scaled` scaled by the same factor where it passes
+// `max_norm`.
+void clip_gradients_across(const std::vector<at::Tensor>& counted,
+                           const std::vector<at::Tensor>& scaled, double max_norm,
+                           comm::Communicator& comm);
 
 // Fetches every tensor `all` has to fetch into its held ones, then finishes the fetching: what
 // a gather that hands back every tensor at once makes of one made for a writer.

@@ -43,7 +43,12 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
   }
 }
 
-ReplicatedLayout::~ReplicatedLayout() = default;
+ReplicatedLayout::~ReplicatedLayout() {
+  // The exchange and the executor (the base's) use the groups and pieces this layout owns: they
+  // go first.
+  executor_.reset();
+  grad_sync_.reset();
+}
 
 const NamedTensors& ReplicatedLayout::optimized_parameters() const {
   return data_->optimized(parameters_);
@@ -58,16 +63,31 @@ NamedTensors ReplicatedLayout::own_model_state(const NamedTensors& saved) const 
 }
 
 std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(CheckpointTensors mine) {
-  if (tensor_) return tensor_->gather(std::move(mine));  // the first replica's group
   const ZeroPartition* zero = data_->partition();
+  if (tensor_) {
+    // The replicas' shards first (on the first replica, under the parameters' names), then the
+    // first replica's slices put together.
+    if (zero) {
+      std::optional<CheckpointTensors> replicas = gather_shards(*zero, std::move(mine));
+      if (!replicas) return std::nullopt;
+      fetch_all(*replicas);
+      mine = std::move(*replicas);
+    }
+    return tensor_->gather(std::move(mine));
+  }
   if (!zero) return ParallelLayout::gather(std::move(mine));
+  return gather_shards(*zero, std::move(mine));
+}
+
+std::optional<CheckpointTensors> ReplicatedLayout::gather_shards(const ZeroPartition& zero,
+                                                                 CheckpointTensors mine) {
   // Every rank's shards stream to rank 0 (the optimizer state's, and ZeRO-3's parameters');
   // the rest of the model is rank 0's own, as every rank holds the same.
-  std::optional<StreamedShards> streamed = stream_shards(*zero, mine.optimizer, *replica_group());
+  std::optional<StreamedShards> streamed = stream_shards(zero, mine.optimizer, *replica_group());
   if (!streamed) return std::nullopt;
-  if (zero->shards_parameters()) {
+  if (zero.shards_parameters()) {
     std::set<std::string> sharded;
-    for (const auto& [name, p] : zero->parameters()) sharded.insert(name);
+    for (const auto& [name, p] : zero.parameters()) sharded.insert(name);
     NamedTensors kept;
     for (auto& named : mine.model) {
       if (!sharded.count(named.first)) kept.push_back(std::move(named));
@@ -89,8 +109,7 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {
-  // The replicas hold the same gradients: the norm is the tensor group's.
-  if (tensor_) return tensor_->clip_gradients(parameters_, max_norm);
+  if (tensor_) return tensor_->clip_gradients(parameters_, data_->partition(), max_norm, *trainers_);
   // Under ZeRO each rank holds the mean gradient of its shards only.
   if (const ZeroPartition* zero = data_->partition()) {
     return clip_grad_norm_across(zero->shards(), max_norm, *replica_group());
@@ -143,6 +162,7 @@ void ReplicatedLayout::start(const StartOptions& options) {
     data_->partition()->shard_parameters();
     sharded_->set_phase_sink(options.observer);
   }
+  if (tensor_) tensor_->set_phase_sink(options.observer);
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;

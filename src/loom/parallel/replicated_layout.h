@@ -80,6 +80,8 @@ class ReplicatedLayout : public ParallelLayout {
 
  private:
   bool replicated() const { return trainers_ && trainers_->world() > 1; }
+  // Every replica's ZeRO shards streamed to the first replica (streamed_shards.h).
+  std::optional<CheckpointTensors> gather_shards(const ZeroPartition& zero, CheckpointTensors mine);
   // The replicas' group: the training ranks, or under tensor parallelism the ranks that hold the
   // same slices.
   comm::Communicator* replica_group() const {

@@ -7,9 +7,9 @@
 #include "loom/core/error.h"
 
 namespace loom::parallel {
-namespace {
 
-// The group's sums for the model's split layers.
+// The group's sums for the model's split layers. A training step's are charged to tensor_comm,
+// then to the forward or backward they interrupted; evaluation's (no gradients) are no step's.
 class CommTensorGroup : public models::TensorGroup {
  public:
   explicit CommTensorGroup(comm::Communicator& comm) : comm_(comm) {}
@@ -18,12 +18,20 @@ class CommTensorGroup : public models::TensorGroup {
   void sum(at::Tensor& tensor) override {
     comm_.allreduce(tensor, comm::ReduceOp::kSum)->wait(comm_.options().timeout);
   }
+  void sum_in(at::Tensor& tensor, models::SumPass pass) override {
+    const bool charged = phases_ && pass != models::SumPass::kNoStep;
+    if (charged) phases_->enter(Phase::kTensorComm);
+    sum(tensor);
+    if (charged) {
+      phases_->enter(pass == models::SumPass::kForward ? Phase::kForward : Phase::kBackward);
+    }
+  }
+  void set_phase_sink(PhaseSink* sink) { phases_ = sink; }
 
  private:
   comm::Communicator& comm_;
+  PhaseSink* phases_ = nullptr;
 };
-
-}  // namespace
 
 TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
                          const MakeGroup& make_group) {
@@ -50,15 +58,28 @@ const models::TensorSplit* TensorRanks::split_of(const std::string& name,
   return tensor.dim() == 0 ? nullptr : &it->second;
 }
 
-void TensorRanks::clip_gradients(const NamedTensors& parameters, double max_norm) {
-  // Whole parameters hold the same gradient on every rank: counted by the group's first.
-  std::set<std::string> copies;
-  if (rank() != 0) {
+void TensorRanks::set_phase_sink(PhaseSink* sink) { group_->set_phase_sink(sink); }
+
+void TensorRanks::clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero,
+                                 double max_norm, comm::Communicator& job) {
+  // Whole parameters hold the same gradient on every rank of the group: counted by its first.
+  const auto counted_here = [&](const std::string& name) {
+    return rank() == 0 || splits_.count(name) > 0;
+  };
+  if (!zero) {
+    // The replicas hold the same gradients: the norm is the group's.
+    std::set<std::string> copies;
     for (const auto& [name, p] : parameters) {
-      if (!splits_.count(name)) copies.insert(name);
+      if (!counted_here(name)) copies.insert(name);
     }
+    return clip_grad_norm_across(parameters, max_norm, *comm_, copies);
   }
-  clip_grad_norm_across(parameters, max_norm, *comm_, copies);
+  std::vector<at::Tensor> counted, scaled;
+  for (const auto& [p, piece] : zero->gradient_pieces()) {
+    if (counted_here(zero->parameters()[p].first)) counted.push_back(piece);
+  }
+  for (std::size_t b = 0; b < zero->bucket_count(); ++b) scaled.push_back(zero->gradient_shard(b));
+  clip_gradients_across(counted, scaled, max_norm, job);
 }
 
 std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {

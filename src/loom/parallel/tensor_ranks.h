@@ -15,10 +15,14 @@
 #include <string>
 
 #include "loom/comm/communicator.h"
+#include "loom/core/step_phase.h"
 #include "loom/models/model.h"
 #include "loom/parallel/parallel_layout.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
+
+class CommTensorGroup;  // tensor_ranks.cpp
 
 class TensorRanks {
  public:
@@ -29,10 +33,16 @@ class TensorRanks {
 
   comm::Communicator& group() { return *comm_; }
   int rank() const { return comm_->rank(); }
+  // Where the split layers' sums in a training step are charged: tensor_comm, then forward or
+  // backward again (null: not reported).
+  void set_phase_sink(PhaseSink* sink);
 
   // Scales every rank's gradients so that the norm over the whole model is at most `max_norm`:
-  // each split parameter's slices count once each, a whole (replicated) one once in all.
-  void clip_gradients(const NamedTensors& parameters, double max_norm);
+  // each split parameter's slices count once each, a whole (replicated) one once in all. Under
+  // ZeRO (`zero`, over the replicas) the gradients are the shards', and the norm is summed over
+  // every training rank (`job`).
+  void clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero,
+                      double max_norm, comm::Communicator& job);
   // The whole tensors from every rank's slices, on the group's first rank (the others send
   // theirs and get nothing): `mine` as ParallelLayout::gather takes it.
   std::optional<CheckpointTensors> gather(CheckpointTensors mine);
@@ -45,7 +55,7 @@ class TensorRanks {
   const models::TensorSplit* split_of(const std::string& name, const at::Tensor& tensor) const;
 
   std::unique_ptr<comm::Communicator> comm_;
-  std::unique_ptr<models::TensorGroup> group_;  // comm_ as the model sees it
+  std::unique_ptr<CommTensorGroup> group_;  // comm_ as the model sees it
   models::TensorSplits splits_;
 };
 

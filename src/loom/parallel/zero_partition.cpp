@@ -137,6 +137,19 @@ std::vector<std::vector<int>> ZeroPartition::bucket_plan() const {
   return plan;
 }
 
+std::vector<std::pair<int, at::Tensor>> ZeroPartition::gradient_pieces() const {
+  std::vector<std::pair<int, at::Tensor>> out;
+  for (const Bucket& bucket : buckets_) {
+    const std::int64_t begin = rank_ * shard_numel(bucket), end = begin + shard_numel(bucket);
+    for (int p : bucket.parameters) {
+      const std::int64_t first = std::max(begin, offsets_[p]);
+      const std::int64_t last = std::min(end, offsets_[p] + parameters_[p].second.numel());
+      if (first < last) out.emplace_back(p, bucket.grad.narrow(0, first - begin, last - first));
+    }
+  }
+  return out;
+}
+
 void ZeroPartition::attach_gradients() {
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     shards_[b].second.mutable_grad() = buckets_[b].grad;

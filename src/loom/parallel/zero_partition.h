@@ -85,6 +85,9 @@ class ZeroPartition {
   static std::int64_t shard_elements(std::int64_t numel, int ranks) {
     return (numel + ranks - 1) / ranks;
   }
+  // This rank's mean gradient shards, cut where the parameters meet: each part of a shard that
+  // holds one parameter's elements, with that parameter's index (padding left out).
+  std::vector<std::pair<int, at::Tensor>> gradient_pieces() const;
   // Makes the gradient shards the shards' .grad (the optimizer may have cleared them).
   void attach_gradients();
   // Every rank's stepped shards into every rank's parameters; collective over `comm`. Stage 3:

@@ -71,6 +71,12 @@ NamedTensors PipelineLayout::own_optimizer_state(const NamedTensors& saved) cons
   return data_->own_optimizer_state(saved);
 }
 
+PipelineLayout::~PipelineLayout() {
+  // The exchange and the executor (the base's) use the groups this layout owns: they go first.
+  executor_.reset();
+  grad_sync_.reset();
+}
+
 void PipelineLayout::start(const StartOptions& options) {
   // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
   grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);

@@ -45,6 +45,7 @@ class PipelineLayout : public ParallelLayout {
   // the tensors of other ranks' stages from `model`: they need no memory here.
   PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
                  const MakeGroup& make_group, PipelineLayoutOptions options);
+  ~PipelineLayout() override;
 
   void start(const StartOptions& options) override;
   void clip_gradients(double max_norm) override;
