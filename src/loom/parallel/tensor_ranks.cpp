@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <memory>
+#include <tuple>
 
+#include "loom/comm/tensor_message.h"
 #include "loom/core/error.h"
 
 namespace loom::parallel {
@@ -82,36 +85,83 @@ void TensorRanks::clip_gradients(const NamedTensors& parameters, const ZeroParti
   clip_gradients_across(counted, scaled, max_norm, job);
 }
 
+namespace {
+
+// The group's first rank's side of a gather: every other rank's slices, in the order they were
+// sent; taking slice i takes in (and drops) any before it that the writer skipped.
+class ArrivingSlices {
+ public:
+  explicit ArrivingSlices(comm::Communicator& comm)
+      : comm_(comm), taken_(static_cast<std::size_t>(comm.world()), 0) {}
+  std::vector<at::Tensor> take(std::size_t index) {
+    std::vector<at::Tensor> slices;
+    for (int r = 1; r < comm_.world(); ++r) {
+      std::size_t& next = taken_[static_cast<std::size_t>(r)];
+      while (next < index) comm::recv_tensor(comm_, r), ++next;
+      slices.push_back(comm::recv_tensor(comm_, r));
+      ++next;
+    }
+    return slices;
+  }
+  void drain(std::size_t count) {
+    for (int r = 1; r < comm_.world(); ++r) {
+      std::size_t& next = taken_[static_cast<std::size_t>(r)];
+      while (next < count) comm::recv_tensor(comm_, r), ++next;
+    }
+  }
+
+ private:
+  comm::Communicator& comm_;
+  std::vector<std::size_t> taken_;  // by rank: slices taken in
+};
+
+}  // namespace
+
 std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
-  const NamedTensors model = gather_on_rank0(*comm_, mine.model);
-  const NamedTensors optimizer = gather_on_rank0(*comm_, mine.optimizer);
-  if (rank() != 0) return std::nullopt;
-  // Every rank's tensors come in rank order: a split one's slices are its entries by rank.
-  const auto put_together = [&](const NamedTensors& all, std::size_t per_rank) {
-    NamedTensors out;
-    for (std::size_t i = 0; i < per_rank; ++i) {
-      const auto& [name, first] = all[i];
-      const models::TensorSplit* split = split_of(name, first);
-      if (!split) {
-        out.emplace_back(name, first);
+  // Only the split tensors travel, the model's then the optimizer's, in the order every rank
+  // holds them; the whole ones are the first rank's own.
+  std::vector<std::pair<const NamedTensors*, std::size_t>> split;  // (list, index)
+  for (const NamedTensors* list : {&mine.model, &mine.optimizer}) {
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      if (split_of((*list)[i].first, (*list)[i].second)) split.emplace_back(list, i);
+    }
+  }
+  if (rank() != 0) {
+    comm::PendingSends sends;
+    for (const auto& [list, i] : split) {
+      comm::send_tensor(*comm_, (*list)[i].second.detach().contiguous(), 0, sends);
+    }
+    sends.wait_all(comm_->options().timeout);
+    return std::nullopt;
+  }
+  // The first rank lays the whole tensors out to fetch: each is put together when the writer
+  // reaches it, so the group's first rank never holds the whole model at once.
+  auto arriving = std::make_shared<ArrivingSlices>(*comm_);
+  CheckpointTensors out;
+  out.rng = mine.rng;
+  out.rank_rngs = std::move(mine.rank_rngs);
+  std::size_t sent = 0;
+  for (auto [list, held, to_fetch] :
+       {std::tuple{&mine.model, &out.model, &out.model_to_fetch},
+        std::tuple{&mine.optimizer, &out.optimizer, &out.optimizer_to_fetch}}) {
+    for (auto& [name, tensor] : *list) {
+      const models::TensorSplit* how = split_of(name, tensor);
+      if (!how) {
+        held->emplace_back(name, tensor);
         continue;
       }
-      std::vector<at::Tensor> slices;
-      for (int r = 0; r < comm_->world(); ++r) {
-        const auto& [their_name, slice] = all[r * per_rank + i];
-        if (their_name != name) {
-          throw CommError("checkpoint: tensor rank " + std::to_string(r) + " sent '" +
-                          their_name + "' where '" + name + "' was expected");
-        }
-        slices.push_back(slice);
-      }
-      out.emplace_back(name, models::whole_of(slices, *split));
+      std::vector<int64_t> sizes = tensor.sizes().vec();
+      sizes[static_cast<std::size_t>(how->dim)] *= comm_->world();
+      to_fetch->push_back({name, tensor.scalar_type(), sizes,
+                           [arriving, index = sent++, own = tensor.detach(), split = *how] {
+                             std::vector<at::Tensor> slices = arriving->take(index);
+                             slices.insert(slices.begin(), own);
+                             return models::whole_of(slices, split);
+                           }});
     }
-    return out;
-  };
-  mine.model = put_together(model, mine.model.size());
-  mine.optimizer = put_together(optimizer, mine.optimizer.size());
-  return mine;
+  }
+  out.finish = [arriving, sent] { arriving->drain(sent); };
+  return out;
 }
 
 NamedTensors TensorRanks::own_slices(const NamedTensors& whole) const {

@@ -44,7 +44,9 @@ class TensorRanks {
   void clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero,
                       double max_norm, comm::Communicator& job);
   // The whole tensors from every rank's slices, on the group's first rank (the others send
-  // theirs and get nothing): `mine` as ParallelLayout::gather takes it.
+  // theirs and get nothing): `mine` as ParallelLayout::gather_for_writing takes it (with
+  // nothing to fetch yet). The split ones come as tensors to fetch, each put together from the
+  // slices when the writer reaches it.
   std::optional<CheckpointTensors> gather(CheckpointTensors mine);
   // A checkpoint's whole tensors (the model's, or optimizer state "<param>.<field>") cut into
   // this rank's slices; the rest as they are.
