@@ -10,13 +10,15 @@
     steps.close()
 
 Every step's wall time is split into the phases `loom train` accounts (data_wait, h2d, forward,
-backward, comm_exposed, bubble, optimizer, other), each instant counted once:
+backward, comm_exposed, tensor_comm, bubble, optimizer, other), each instant counted once:
 - data_wait: the loop waiting for `loop()`'s next batch;
 - forward and backward: from hooks on `model`: forward from its forward's start, through the
   loss, to where autograd reaches its outputs; backward from there until autograd is done. Or
   from `with steps.phase("forward"):` blocks in the loop;
 - comm_exposed: a loom.parallel.DataParallel `model` waiting for its gradient exchange, or a
   loom.pipeline.Pipeline moving activations and gradients between stages;
+- tensor_comm: a tensor group's all-reduces inside forward and backward (`loom train`'s
+  parallel.tensor; a script's loop charges it only in `with steps.phase("tensor_comm"):`);
 - bubble: a Pipeline's rank waiting for a neighbouring stage to compute;
 - optimizer: `optimizer.step()` (the instance's step is wrapped until close());
 - other: the rest of the loop's body.
@@ -121,7 +123,7 @@ class Steps:
     @contextlib.contextmanager
     def phase(self, name):
         """Charges the block's time to phase `name` (data_wait, h2d, forward, backward,
-        comm_exposed, bubble, optimizer or other); 'other' after it."""
+        comm_exposed, tensor_comm, bubble, optimizer or other); 'other' after it."""
         self._accounting.enter(name)
         try:
             yield

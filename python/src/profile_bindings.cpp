@@ -17,8 +17,8 @@ profile::Phase phase_named(const std::string& name) {
     if (name == profile::phase_name(phase)) return phase;
   }
   throw ConfigError("phase: '" + name +
-                    "' is not one of data_wait, h2d, forward, backward, comm_exposed, bubble, "
-                    "optimizer, other");
+                    "' is not one of data_wait, h2d, forward, backward, comm_exposed, "
+                    "tensor_comm, bubble, optimizer, other");
 }
 
 }  // namespace

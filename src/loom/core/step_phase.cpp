@@ -14,6 +14,8 @@ const char* phase_name(Phase phase) {
       return "backward";
     case Phase::kCommExposed:
       return "comm_exposed";
+    case Phase::kTensorComm:
+      return "tensor_comm";
     case Phase::kBubble:
       return "bubble";
     case Phase::kOptimizer:

@@ -13,11 +13,12 @@ enum class Phase {
   kForward,      // model and loss
   kBackward,     // autograd
   kCommExposed,  // gradient exchange not hidden behind compute; a pipeline's transfers
+  kTensorComm,   // a tensor group's all-reduces inside forward and backward (parallel.tensor)
   kBubble,       // a pipeline rank idle until a neighbouring stage has computed its input
   kOptimizer,    // clipping and the optimizer step
   kOther,        // everything else: bookkeeping, logging
 };
-constexpr std::size_t kPhaseCount = 8;
+constexpr std::size_t kPhaseCount = 9;
 
 // The phase's name in metrics.jsonl, summary.json and traces ("data_wait", ...).
 const char* phase_name(Phase phase);

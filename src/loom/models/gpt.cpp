@@ -406,6 +406,15 @@ int64_t gpt_parameter_count(const GptConfig& c) {
   return c.vocab * d + c.seq_len * d + c.n_layer * layer + 2 * d;
 }
 
+int64_t gpt_tensor_split_parameter_count(const GptConfig& c) {
+  const int64_t d = c.n_embd;
+  const int64_t layer = d * 3 * d + 3 * d    // c_attn, by heads
+                        + d * d              // attention's c_proj weight, by its inputs
+                        + d * 4 * d + 4 * d  // c_fc, by its outputs
+                        + 4 * d * d;         // mlp's c_proj weight, by its inputs
+  return c.n_layer * layer;
+}
+
 double gpt_training_flops_per_token(const GptConfig& c) {
   // PaLM's appendix B (as nanoGPT's estimate_mfu): 6 FLOPs per parameter per token for the
   // matrix products forward and backward, plus attention's QK^T and AV, 12 L d T. The position

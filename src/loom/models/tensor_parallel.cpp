@@ -1,6 +1,7 @@
 #include "loom/models/tensor_parallel.h"
 
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include "loom/core/error.h"
 
@@ -14,10 +15,16 @@ TensorGroup* group_of(AutogradContext* ctx) {
   return reinterpret_cast<TensorGroup*>(ctx->saved_data["group"].toInt());
 }
 
-at::Tensor summed(const at::Tensor& t, TensorGroup& group) {
+at::Tensor summed(const at::Tensor& t, TensorGroup& group, SumPass pass) {
   at::Tensor out = t.contiguous().clone();
-  group.sum(out);
+  group.sum_in(out, pass);
   return out;
+}
+
+// A forward with gradients runs in backward when a recomputed block runs again there.
+SumPass forward_pass() {
+  return torch::autograd::get_current_graph_task_exec_info() ? SumPass::kBackward
+                                                             : SumPass::kForward;
 }
 
 struct EnterSplit : public torch::autograd::Function<EnterSplit> {
@@ -26,13 +33,13 @@ struct EnterSplit : public torch::autograd::Function<EnterSplit> {
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {summed(grads[0], *group_of(ctx)), at::Tensor()};
+    return {summed(grads[0], *group_of(ctx), SumPass::kBackward), at::Tensor()};
   }
 };
 
 struct LeaveSplit : public torch::autograd::Function<LeaveSplit> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, int64_t group) {
-    return summed(y, *reinterpret_cast<TensorGroup*>(group));
+    return summed(y, *reinterpret_cast<TensorGroup*>(group), forward_pass());
   }
   static variable_list backward(AutogradContext*, variable_list grads) {
     return {grads[0], at::Tensor()};
@@ -49,7 +56,8 @@ at::Tensor enter_split(const at::Tensor& x, TensorGroup& group) {
 }
 
 at::Tensor leave_split(const at::Tensor& y, TensorGroup& group) {
-  if (!at::GradMode::is_enabled() || !y.requires_grad()) return summed(y, group);
+  if (!at::GradMode::is_enabled()) return summed(y, group, SumPass::kNoStep);
+  if (!y.requires_grad()) return summed(y, group, forward_pass());
   return LeaveSplit::apply(y, as_int(group));
 }
 

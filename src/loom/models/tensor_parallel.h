@@ -20,6 +20,11 @@
 
 namespace loom::models {
 
+// Where a split layer's sum runs: in a training step's forward (leave_split, gradients on), in
+// its backward (enter_split's gradient), or outside a step (a forward without gradients:
+// evaluation, generation).
+enum class SumPass { kForward, kBackward, kNoStep };
+
 // The ranks a model's layers are split over, as the model sees them; parallel/ implements it
 // over a communicator (models/ does not know communicators). The sum is in place and blocking;
 // every rank of the group calls it in the same order.
@@ -29,6 +34,10 @@ class TensorGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual void sum(at::Tensor& tensor) = 0;
+  // The split layers' sums, told which pass they belong to: a group that reports a step's
+  // phases charges them to the tensor group's phase (parallel/tensor_ranks.cpp). Plain sum()
+  // unless overridden.
+  virtual void sum_in(at::Tensor& tensor, SumPass /*pass*/) { sum(tensor); }
 };
 
 at::Tensor enter_split(const at::Tensor& x, TensorGroup& group);

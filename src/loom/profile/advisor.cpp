@@ -6,6 +6,7 @@
 
 #include "loom/core/blas_library.h"
 #include "loom/profile/memory_advice.h"
+#include "loom/profile/tensor_advice.h"
 
 namespace loom::profile {
 namespace {
@@ -370,6 +371,7 @@ std::vector<Finding> advise(const RunProfile& run) {
     out.push_back(f);
   }
 
+  add_tensor_time(run, out);
   add_threads(run, out);
 
   if (run.precision == "fp32" && run.blas == "reference") {

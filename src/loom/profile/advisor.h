@@ -14,11 +14,15 @@
 //   memory_format    contiguous layout for a convolutional model
 //   low_utilisation  process CPU use < 50% of this rank's cores with a small batch
 //   memory           peak resident memory >= 90% of the machine's
-//   memory_recompute, memory_zero  peak tensor memory >= 80% of the cap (parallel.memory_cap_mb,
-//                    a pipeline's parallel.pipeline.memory_cap_mb), or resident memory >= 80% of
-//                    the machine's: what activation recompute and the ZeRO stages above the
-//                    run's (3 only without pipeline stages) would each save, where they are not
-//                    on (profile/memory_advice.h)
+//   memory_recompute, memory_zero, memory_tensor  peak tensor memory >= 80% of the cap
+//                    (parallel.memory_cap_mb, a pipeline's parallel.pipeline.memory_cap_mb), or
+//                    resident memory >= 80% of the machine's: what activation recompute, the ZeRO
+//                    stages above the run's (3 only without pipeline stages) and tensor
+//                    parallelism would each save, where they are not on (profile/memory_advice.h,
+//                    profile/tensor_advice.h)
+//   bubble_tensor    bubble >= 20% that more micro-batches would not bring under 10%: a tensor
+//                    group in place of the pipeline's stages (profile/tensor_advice.h)
+//   tensor_comm      tensor_comm >= 10% under parallel.tensor (profile/tensor_advice.h)
 //   unsteady_throughput  the steady steps' time spread: p90 step time >= 1.5x the p10
 //                    (moderate), >= 3x (high), over >= 20 steps. Loom's benchmarks vary
 //                    10-20% between runs on a busy host (bench/RESULTS.md): 1.5x is far past
@@ -112,6 +116,13 @@ struct RunProfile {
   int64_t pipeline_microbatches = 0;
   int64_t better_microbatches = 0;
   double better_bubble = 0;
+  // Tensor parallelism: the ranks of this rank's tensor group (1: none); the heads a group could
+  // split the model's attention by (the GPT's n_head; 0 where the model or the layout cannot
+  // take parallel.tensor); and the share of the parameters a group would split (the layers'
+  // attention and MLP matrices), 0..1.
+  int tensor_ranks = 1;
+  int64_t tensor_heads = 0;
+  double tensor_split_share = 0;
 };
 
 struct Finding {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "loom/profile/tensor_advice.h"
+
 namespace loom::profile {
 namespace {
 
@@ -110,6 +112,7 @@ void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
   }
   const std::string zero = zero_advice(run);
   if (!zero.empty()) out.push_back({"memory_zero", "moderate", evidence, zero, "parallel.zero", 0});
+  add_tensor_memory(run, evidence, model_state_now(run), out);
 }
 
 }  // namespace loom::profile

@@ -34,7 +34,8 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
   const steps = R.filter(r => r.type === 'step'), epochs = R.filter(r => r.type === 'epoch');
   const NS = 'http://www.w3.org/2000/svg';
   const colors = {data_wait: '#e45756', h2d: '#f58518', forward: '#4c78a8', backward: '#72b7b2',
-                  comm_exposed: '#b279a2', bubble: '#d4d4d4', optimizer: '#54a24b', other: '#bab0ac'};
+                  comm_exposed: '#b279a2', tensor_comm: '#ff9da6', bubble: '#d4d4d4',
+                  optimizer: '#54a24b', other: '#bab0ac'};
   // A language model counts tokens, and is judged by its validation loss per token (perplexity).
   const language = S.task === 'language_model';
 
@@ -172,7 +173,8 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
     const timed = steps.filter(r => r.phase_seconds);
     if (timed.length) {
       // The step's order, bottom up: waiting for data first, then the work.
-      const order = ['data_wait', 'h2d', 'forward', 'backward', 'comm_exposed', 'bubble', 'optimizer', 'other'];
+      const order = ['data_wait', 'h2d', 'forward', 'backward', 'comm_exposed', 'tensor_comm', 'bubble',
+                     'optimizer', 'other'];
       const present = Object.keys(timed[0].phase_seconds);
       const names = order.filter(n => present.includes(n)).concat(present.filter(n => !order.includes(n)));
       const xs = timed.map(r => r.step);

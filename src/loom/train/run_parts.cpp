@@ -9,6 +9,7 @@
 #include "loom/core/caching_allocator.h"
 #include "loom/core/log.h"
 #include "loom/data/remote/remote_batch_source.h"
+#include "loom/models/gpt.h"
 #include "loom/parallel/model_state.h"
 #include "loom/profile/flops.h"
 #include "loom/train/optimizer.h"
@@ -178,6 +179,15 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
                                   parallel::optimizer_states(config.optimizer),
                                   p.accumulates_gradients));
     }
+  }
+  if (layout.tensor) p.tensor_ranks = layout.tensor->ranks;
+  // Tensor groups split the GPT's layers, not yet beside parameter servers.
+  if (config.model.name == "gpt" && !layout.servers) {
+    const models::GptConfig gpt =
+        models::gpt_config(config.model.gpt, parts.data.input.classes, parts.data.input.seq_len);
+    p.tensor_heads = gpt.n_head;
+    p.tensor_split_share = static_cast<double>(models::gpt_tensor_split_parameter_count(gpt)) /
+                           static_cast<double>(models::gpt_parameter_count(gpt));
   }
   p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   p.worker_compute_seconds = s.layout.worker_compute_seconds;

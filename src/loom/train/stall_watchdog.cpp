@@ -145,6 +145,9 @@ std::string StallWatchdog::where() const {
     case Phase::kBubble:
       text += ", waiting for " + options_.exchange;
       break;
+    case Phase::kTensorComm:
+      text += ", waiting for its tensor group's all-reduce";
+      break;
     default:
       break;
   }

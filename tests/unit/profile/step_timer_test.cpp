@@ -39,6 +39,7 @@ TEST(StepTimer, ChargesEachInstantToOnePhase) {
   EXPECT_EQ(next[Phase::kOther], next.wall);
   EXPECT_STREQ(phase_name(Phase::kCommExposed), "comm_exposed");
   EXPECT_STREQ(phase_name(Phase::kBubble), "bubble");
+  EXPECT_STREQ(phase_name(Phase::kTensorComm), "tensor_comm");
 }
 
 }  // namespace

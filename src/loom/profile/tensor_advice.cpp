@@ -1,0 +1,123 @@
+#include "loom/profile/tensor_advice.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace loom::profile {
+namespace {
+
+std::string megabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f MB", bytes / (1 << 20));
+  return text;
+}
+
+std::string percent(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f%%", 100 * share);
+  return text;
+}
+
+std::string milliseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms", 1e3 * seconds);
+  return text;
+}
+
+// The smallest group that splits `heads` (0: none does).
+int smallest_split(int64_t heads) {
+  for (int64_t t = 2; t <= heads; ++t) {
+    if (heads % t == 0) return static_cast<int>(t);
+  }
+  return 0;
+}
+
+std::string what_it_costs(int t) {
+  return "for 2 all-reduces of a layer's activations (batch x context x n_embd values) in "
+         "forward and 2 in backward over the group's " +
+         std::to_string(t) + " ranks (put them on one host: they exchange over shared memory)";
+}
+
+std::string time_evidence(const RunProfile& run, Phase phase) {
+  const double per_step = run.steps > 0 ? run.step_times.wall / static_cast<double>(run.steps) : 0;
+  const double share = run.step_times.share(phase);
+  return std::string(phase_name(phase)) + " is " + percent(share) + " of the step (" +
+         milliseconds(share * per_step) + " of " + milliseconds(per_step) + ")";
+}
+
+double gain_bound(double share) { return share < 1 ? 1 / (1 - share) : 0; }
+
+void add_bubble_tensor(const RunProfile& run, std::vector<Finding>& out) {
+  const double bubble = run.step_times.share(Phase::kBubble);
+  const int t = run.pipeline_ranks;
+  if (run.tensor_ranks > 1 || t < 2 || bubble < 0.20) return;
+  if (run.better_microbatches > 0 && run.better_bubble < 0.10) return;  // the cheaper fix
+  if (run.tensor_heads < t || run.tensor_heads % t != 0) return;
+  const std::string n = std::to_string(t);
+  out.push_back({"bubble_tensor", bubble >= 0.30 ? "high" : "moderate",
+                 time_evidence(run, Phase::kBubble),
+                 "parallel.tensor: " + n + " in place of the pipeline's " + n +
+                     " stages (parallel.pipeline.stages: 1): each rank holds 1/" + n +
+                     " of every layer's matrices (the " + std::to_string(run.tensor_heads) +
+                     " heads split " + n + " ways) instead of 1/" + n +
+                     " of the layers, about as much memory, and waits for no neighbouring "
+                     "stage, " +
+                     what_it_costs(t),
+                 "parallel.tensor", gain_bound(bubble)});
+}
+
+void add_tensor_comm(const RunProfile& run, std::vector<Finding>& out) {
+  const double comm = run.step_times.share(Phase::kTensorComm);
+  if (run.tensor_ranks <= 1 || comm < 0.10) return;
+  const int t = run.tensor_ranks;
+  const std::string smaller =
+      t > 2 && t % 2 == 0
+          ? "parallel.tensor: " + std::to_string(t / 2) +
+                " halves the group (the freed ranks as data-parallel replicas)"
+          : "parallel.tensor: 1 trains the same ranks as data-parallel replicas, where the "
+            "whole model fits a rank";
+  out.push_back({"tensor_comm", comm >= 0.30 ? "high" : "moderate",
+                 time_evidence(run, Phase::kTensorComm),
+                 "the tensor group's all-reduces (2 a layer in forward, 2 in backward, over " +
+                     std::to_string(t) + " ranks) are not hidden behind compute: " + smaller +
+                     "; or raise data.batch_size, so that each all-reduce's fixed cost is paid "
+                     "for more samples",
+                 "parallel.tensor", gain_bound(comm)});
+}
+
+}  // namespace
+
+void add_tensor_memory(const RunProfile& run, const std::string& evidence, double model_state,
+                       std::vector<Finding>& out) {
+  // Tensor groups do not yet run inside pipeline stages.
+  if (run.tensor_ranks > 1 || run.pipeline_ranks > 0 || run.peak_tensor_bytes <= 0) return;
+  const int t = smallest_split(run.tensor_heads);
+  if (t == 0) return;
+  const double activations = std::max(0.0, run.peak_tensor_bytes - model_state);
+  const double split_state = run.tensor_split_share * model_state;
+  if (split_state + activations < 0.5 * run.peak_tensor_bytes) return;
+  const double off = 1.0 - 1.0 / t;
+  const std::string n = std::to_string(t);
+  std::string advice = "parallel.tensor: " + n + " splits every layer's attention (its " +
+                       std::to_string(run.tensor_heads) + " heads) and MLP over " + n +
+                       " ranks: each holds 1/" + n + " of the layers' matrices, about " +
+                       megabytes(off * split_state) +
+                       " less of parameters, gradients and optimizer state";
+  if (activations > 0) {
+    advice += ", and of the activations inside attention and the MLP, up to " +
+              megabytes(off * activations) + " of the " + megabytes(activations) +
+              " of activations (the LayerNorms' and the residual stream's stay whole)";
+  }
+  advice += ", " + what_it_costs(t);
+  if (run.data_parallel_ranks > 1) {
+    advice += "; the job's ranks then form 1/" + n + " as many data-parallel replicas";
+  }
+  out.push_back({"memory_tensor", "moderate", evidence, advice, "parallel.tensor", 0});
+}
+
+void add_tensor_time(const RunProfile& run, std::vector<Finding>& out) {
+  add_bubble_tensor(run, out);
+  add_tensor_comm(run, out);
+}
+
+}  // namespace loom::profile
