@@ -240,8 +240,10 @@ class Gpt : public ZooNetwork {
 
   int64_t seq_len() const { return seq_len_; }
 
-  // Tensor parallelism over the layers: attention by heads, the MLP by its hidden width. The
-  // embeddings, the LayerNorms and the tied head stay whole on every rank.
+  // Tensor parallelism over the layers: attention by heads, the MLP by its hidden width; and
+  // the token embedding with its tied head by the vocabulary where it divides (the logits then
+  // stay split: the loss is computed across the group). The position table and the LayerNorms
+  // stay whole on every rank.
   bool split_for_tensor_parallel(TensorGroup& group) override {
     const int64_t t = group.size();
     if (config_.n_head % t != 0) {
@@ -250,9 +252,14 @@ class Gpt : public ZooNetwork {
                         " heads (model.gpt.n_head)");
     }
     for (auto& layer : layers_) layer->split(group);
+    if (config_.vocab % t == 0) {
+      keep_slice(wte_->weight, kByOutputs, group);
+      vocab_group_ = &group;
+    }
     split_ = true;
     return true;
   }
+  bool output_split() const override { return vocab_group_ != nullptr; }
   TensorSplits tensor_splits() const override {
     TensorSplits splits;
     if (!split_) return splits;
@@ -265,6 +272,7 @@ class Gpt : public ZooNetwork {
       splits[h + "mlp.c_fc.bias"] = kByOutputs;
       splits[h + "mlp.c_proj.weight"] = kByInputs;
     }
+    if (vocab_group_) splits["wte.weight"] = kByOutputs;
     return splits;
   }
 
@@ -281,11 +289,25 @@ class Gpt : public ZooNetwork {
                   " positions, more than the model's context of " + std::to_string(seq_len_));
     }
     const at::Tensor positions = at::arange(first, first + t, ids.options());
-    return drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
+    return drop_->forward(tokens(ids) + wpe_->forward(positions));
+  }
+
+  // The token embeddings; split by the vocabulary, each rank looks up the ids in its share
+  // (zeros for the others) and the sum over the group is every id's row.
+  at::Tensor tokens(const at::Tensor& ids) {
+    if (!vocab_group_) return wte_->forward(ids);
+    const int64_t share = wte_->weight.size(0);
+    const at::Tensor local = ids - vocab_group_->rank() * share;
+    const at::Tensor mine = local.ge(0).logical_and(local.lt(share));
+    const at::Tensor rows = at::embedding(wte_->weight, local.clamp(0, share - 1)) *
+                            mine.unsqueeze(-1).to(wte_->weight.scalar_type());
+    return leave_split(rows, *vocab_group_);
   }
 
   at::Tensor head(const at::Tensor& x) {
-    return at::linear(ln_f_->forward(x), wte_->weight);  // tied to the token embedding
+    // Tied to the token embedding; split by the vocabulary, this rank's share of the logits.
+    if (vocab_group_) return at::linear(enter_split(ln_f_->forward(x), *vocab_group_), wte_->weight);
+    return at::linear(ln_f_->forward(x), wte_->weight);
   }
 
   void initialise(const GptConfig& c) {
@@ -309,6 +331,7 @@ class Gpt : public ZooNetwork {
   GptConfig config_;
   int64_t seq_len_;
   bool split_ = false;  // over a tensor group
+  TensorGroup* vocab_group_ = nullptr;  // the token embedding's, where the vocabulary divides
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::Dropout drop_{nullptr};
   std::vector<std::shared_ptr<GptBlock>> layers_;
@@ -406,13 +429,14 @@ int64_t gpt_parameter_count(const GptConfig& c) {
   return c.vocab * d + c.seq_len * d + c.n_layer * layer + 2 * d;
 }
 
-int64_t gpt_tensor_split_parameter_count(const GptConfig& c) {
+int64_t gpt_tensor_split_parameter_count(const GptConfig& c, int64_t ranks) {
   const int64_t d = c.n_embd;
+  const int64_t embedding = c.vocab % ranks == 0 ? c.vocab * d : 0;  // by the vocabulary
   const int64_t layer = d * 3 * d + 3 * d    // c_attn, by heads
                         + d * d              // attention's c_proj weight, by its inputs
                         + d * 4 * d + 4 * d  // c_fc, by its outputs
                         + 4 * d * d;         // mlp's c_proj weight, by its inputs
-  return c.n_layer * layer;
+  return c.n_layer * layer + embedding;
 }
 
 double gpt_training_flops_per_token(const GptConfig& c) {

@@ -82,6 +82,11 @@ class Model {
   // divide.
   virtual void split_for_tensor_parallel(TensorGroup& group);
   virtual TensorSplits tensor_splits() const { return {}; }
+  // Whether forward's output, once split, is this rank's share of its last dimension (a
+  // language model's logits over its share of the vocabulary): the loss must then be computed
+  // across the group (VocabParallelCrossEntropyLoss), and the whole output put together to see
+  // it all.
+  virtual bool output_split() const { return false; }
 
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.

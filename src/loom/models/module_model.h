@@ -30,6 +30,7 @@ class ZooNetwork : public torch::nn::Module {
   // See Model::split_for_tensor_parallel; a network without a split leaves it to the Model.
   virtual bool split_for_tensor_parallel(TensorGroup&) { return false; }
   virtual TensorSplits tensor_splits() const { return {}; }
+  virtual bool output_split() const { return false; }
 
   at::Tensor forward(at::Tensor x) {
     if (chain_.empty()) chain_ = block_specs();
@@ -63,6 +64,7 @@ class ModuleModel : public Model {
     if (!net_->split_for_tensor_parallel(group)) Model::split_for_tensor_parallel(group);
   }
   TensorSplits tensor_splits() const override { return net_->tensor_splits(); }
+  bool output_split() const override { return net_->output_split(); }
 
   ZooNetwork& module() { return *net_; }
 

@@ -166,7 +166,10 @@ void ReplicatedLayout::start(const StartOptions& options) {
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;
-  executor_ = std::make_unique<AccumulatingExecutor>(running_model(), *options.loss, *grad_sync_,
+  // A model whose output is split over the tensor group trains with the loss across the group.
+  const models::Loss& loss =
+      tensor_ && tensor_->output_split() ? tensor_->split_output_loss() : *options.loss;
+  executor_ = std::make_unique<AccumulatingExecutor>(running_model(), loss, *grad_sync_,
                                                      *options.observer, step);
 }
 
@@ -208,6 +211,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
       AutocastScope autocast(bf16_);
       logits = running_model().forward(input.input);
     }
+    if (tensor_ && tensor_->output_split()) logits = tensor_->whole_output(logits);
     output(logits, input.targets);
   }
   model_.train(true);

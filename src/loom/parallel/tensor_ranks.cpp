@@ -8,6 +8,7 @@
 
 #include "loom/comm/tensor_message.h"
 #include "loom/core/error.h"
+#include "loom/models/vocab_parallel_loss.h"
 
 namespace loom::parallel {
 
@@ -44,6 +45,23 @@ TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
   group_ = std::make_unique<CommTensorGroup>(*comm_);
   model.split_for_tensor_parallel(*group_);
   splits_ = model.tensor_splits();
+  output_split_ = model.output_split();
+  if (output_split_) {
+    split_output_loss_ = std::make_unique<models::VocabParallelCrossEntropyLoss>(*group_);
+  }
+}
+
+at::Tensor TensorRanks::whole_output(const at::Tensor& share) {
+  const at::Tensor mine = share.contiguous();
+  at::Tensor all = at::empty({comm_->world() * mine.numel()}, mine.options());
+  comm_->allgather(mine, all)->wait(comm_->options().timeout);
+  // [ranks, ..., share] -> [..., ranks x share]: each rank's share in vocabulary order.
+  std::vector<int64_t> sizes = {comm_->world()};
+  for (int64_t s : mine.sizes()) sizes.push_back(s);
+  at::Tensor by_rank = all.view(sizes).movedim(0, -2);
+  std::vector<int64_t> whole = mine.sizes().vec();
+  whole.back() *= comm_->world();
+  return by_rank.reshape(whole);
 }
 
 TensorRanks::~TensorRanks() = default;

@@ -16,6 +16,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/core/step_phase.h"
+#include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/zero_partition.h"
@@ -48,6 +49,12 @@ class TensorRanks {
   // nothing to fetch yet). The split ones come as tensors to fetch, each put together from the
   // slices when the writer reaches it.
   std::optional<CheckpointTensors> gather(CheckpointTensors mine);
+  // Whether the model's output is split over the group (models::Model::output_split), and the
+  // loss that then trains it, across the group.
+  bool output_split() const { return output_split_; }
+  const models::Loss& split_output_loss() const { return *split_output_loss_; }
+  // The whole output from every rank's share of its last dimension; collective over the group.
+  at::Tensor whole_output(const at::Tensor& share);
   // A checkpoint's whole tensors (the model's, or optimizer state "<param>.<field>") cut into
   // this rank's slices; the rest as they are.
   NamedTensors own_slices(const NamedTensors& whole) const;
@@ -59,6 +66,8 @@ class TensorRanks {
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<CommTensorGroup> group_;  // comm_ as the model sees it
   models::TensorSplits splits_;
+  bool output_split_ = false;
+  std::unique_ptr<models::Loss> split_output_loss_;
 };
 
 }  // namespace loom::parallel

@@ -186,7 +186,9 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
     const models::GptConfig gpt =
         models::gpt_config(config.model.gpt, parts.data.input.classes, parts.data.input.seq_len);
     p.tensor_heads = gpt.n_head;
-    p.tensor_split_share = static_cast<double>(models::gpt_tensor_split_parameter_count(gpt)) /
+    const int64_t ranks = std::max(2, p.tensor_ranks);  // as the advice would split it
+    p.tensor_split_share =
+        static_cast<double>(models::gpt_tensor_split_parameter_count(gpt, ranks)) /
                            static_cast<double>(models::gpt_parameter_count(gpt));
   }
   p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
