@@ -49,6 +49,24 @@ std::string join_alternatives(const std::vector<std::string>& words) {
   return out;
 }
 
+std::string megabytes(double bytes, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f MB", decimals, bytes / (1 << 20));
+  return buf;
+}
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * share);
+  return buf;
+}
+
+std::string milliseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f ms", 1e3 * seconds);
+  return buf;
+}
+
 std::string format_number(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);

@@ -19,4 +19,10 @@ std::string format_number(double x);
 // "a, b or c"
 std::string join_alternatives(const std::vector<std::string>& words);
 
+// The figures messages and advice quote: "12 MB" (MiB, with `decimals` after the point), "45%"
+// of a share in [0, 1], "3.2 ms" of seconds.
+std::string megabytes(double bytes, int decimals = 0);
+std::string percent(double share);
+std::string milliseconds(double seconds);
+
 }  // namespace loom

@@ -21,29 +21,30 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     maxima.select(0, group.rank()).copy_(std::get<0>(x.max(1)));
     group.sum_in(maxima, SumPass::kForward);
     const at::Tensor top = std::get<0>(maxima.max(0));
-    at::Tensor exps = at::exp(x - top.unsqueeze(1));
-    at::Tensor sums = exps.sum(1);
+    at::Tensor sums = at::exp(x - top.unsqueeze(1)).sum(1);
     group.sum_in(sums, SumPass::kForward);
     const at::Tensor local = targets - group.rank() * share;
     const at::Tensor mine = (local >= 0).logical_and(local < share);
     const at::Tensor index = local.clamp(0, share - 1);
     at::Tensor picked = x.gather(1, index.unsqueeze(1)).squeeze(1) * mine.to(at::kFloat);
     group.sum_in(picked, SumPass::kForward);
-    const at::Tensor per_row = (top + at::log(sums) - picked).to(at::kDouble);
+    const at::Tensor lse = top + at::log(sums);
+    const at::Tensor per_row = (lse - picked).to(at::kDouble);
     const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(rows, 1)) : 1.0;
-    ctx->save_for_backward({exps / sums.unsqueeze(1), index, mine});
+    // The logits themselves (alive anyway) and each row's log-sum-exp: backward makes the
+    // softmax again rather than keep it in float, as large as the logits twice over in bf16.
+    ctx->save_for_backward({logits, lse, index, mine});
     ctx->saved_data["scale"] = scale;
-    ctx->saved_data["dtype"] = logits.scalar_type();
     return (per_row.sum() * scale).to(at::kFloat);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    at::Tensor grad = saved[0].clone();  // this share's softmax
-    grad.scatter_add_(1, saved[1].unsqueeze(1), -saved[2].to(at::kFloat).unsqueeze(1));
+    const at::Tensor& logits = saved[0];
+    at::Tensor grad = at::exp(logits.to(at::kFloat) - saved[1].unsqueeze(1));  // the softmax
+    grad.scatter_add_(1, saved[2].unsqueeze(1), -saved[3].to(at::kFloat).unsqueeze(1));
     grad.mul_(grad_outputs[0].to(at::kFloat) * ctx->saved_data["scale"].toDouble());
-    return {grad.to(ctx->saved_data["dtype"].toScalarType()), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {grad.to(logits.scalar_type()), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 

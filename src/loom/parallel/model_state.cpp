@@ -1,22 +1,12 @@
 #include "loom/parallel/model_state.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 
 namespace loom::parallel {
-namespace {
-
-std::string megabytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MB", bytes / (1 << 20));
-  return text;
-}
-
-}  // namespace
-
 int optimizer_states(const OptimizerConfig& optimizer) {
   if (optimizer.name == "adam" || optimizer.name == "adamw") return 2;
   return optimizer.momentum > 0 ? 1 : 0;
@@ -47,15 +37,15 @@ void check_model_state_cap(const Config& config, const LayoutPlan& plan, double 
                                  : "; ZeRO shards it over data-parallel ranks: run on several";
   for (int s = stage + 1; replicas > 1 && s <= 3; ++s) {
     if (bytes_at(s) <= cap) {
-      fix = "; parallel.zero: " + std::to_string(s) + " takes " + megabytes(bytes_at(s));
+      fix = "; parallel.zero: " + std::to_string(s) + " takes " + megabytes(bytes_at(s), 1);
       break;
     }
   }
   throw ConfigError("config key 'parallel.zero': the model's parameters, gradients and " +
-                    config.optimizer.name + " state take " + megabytes(bytes_at(stage)) +
+                    config.optimizer.name + " state take " + megabytes(bytes_at(stage), 1) +
                     " a rank with parallel.zero: " + std::to_string(stage) + " over " +
                     std::to_string(replicas) + " rank(s), over parallel.memory_cap_mb (" +
-                    megabytes(cap) + ")" + fix);
+                    megabytes(cap, 1) + ")" + fix);
 }
 
 }  // namespace loom::parallel

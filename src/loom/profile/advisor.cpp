@@ -5,23 +5,12 @@
 #include <cstdio>
 
 #include "loom/core/blas_library.h"
+#include "loom/core/text.h"
 #include "loom/profile/memory_advice.h"
 #include "loom/profile/tensor_advice.h"
 
 namespace loom::profile {
 namespace {
-
-std::string percent(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * share);
-  return buf;
-}
-
-std::string milliseconds(double seconds) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", 1e3 * seconds);
-  return buf;
-}
 
 double gain_bound(double share) { return share < 1 ? 1 / (1 - share) : 0; }
 

@@ -1,25 +1,13 @@
 #include "loom/profile/memory_advice.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
+#include "loom/core/text.h"
 #include "loom/profile/tensor_advice.h"
 
 namespace loom::profile {
 namespace {
-
-std::string megabytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f MB", bytes / (1 << 20));
-  return text;
-}
-
-std::string percent(double share) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f%%", 100 * share);
-  return text;
-}
 
 // A pipeline's stages have their own cap (parallel.memory_cap_mb is a configuration error there).
 const char* cap_key(const RunProfile& run) {

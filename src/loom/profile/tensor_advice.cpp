@@ -1,28 +1,11 @@
 #include "loom/profile/tensor_advice.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "loom/core/text.h"
 
 namespace loom::profile {
 namespace {
-
-std::string megabytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f MB", bytes / (1 << 20));
-  return text;
-}
-
-std::string percent(double share) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f%%", 100 * share);
-  return text;
-}
-
-std::string milliseconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f ms", 1e3 * seconds);
-  return text;
-}
 
 // The smallest group that splits `heads` (0: none does).
 int smallest_split(int64_t heads) {
