@@ -8,9 +8,10 @@ and the share of the step spent in communication (step_time's comm_exposed, and 
 where the step breakdown has that phase), the medians of interleaved repeats.
 
 Target (issue 42): on TP=2, parameters and activations per rank at most 0.55x one process's.
-What bounds it: the token and position embeddings (the tied head's matrix), the LayerNorms and
-the row-split products' biases stay whole on every rank, and so do the activations outside the
-split products (the embeddings' output, every LayerNorm's, the residual stream, the logits),
+What bounds it: the position table, the LayerNorms and the row-split products' biases stay whole
+on every rank (the token embedding and its tied head are split by the vocabulary where it
+divides), and so do the activations outside the split products (the embeddings' output, every
+LayerNorm's, the residual stream),
 until vocabulary-parallel embedding and sequence parallelism land. On 2 cores expect TP to trail
 DP: its ranks all-reduce activations twice a layer forward and twice backward, in the critical
 path; the ratio is recorded, not a target.
@@ -110,7 +111,7 @@ def report_targets(precision, rows):
     print(f"issue 42, {precision}: TP=2 parameters {params:.3f}x one process (<= 0.55x): "
           f"{verdict(params <= 0.55)}; activations {activ:.3f}x: {verdict(activ <= 0.55)}; "
           f"parameters + activations {both:.3f}x: {verdict(both <= 0.55)}")
-    print(f"  whole on every rank: {100 * replicated:.1f}% of the parameters (embeddings, "
+    print(f"  whole on every rank: {100 * replicated:.1f}% of the parameters (position table, "
           f"LayerNorms, row-split biases), so T=2 cannot go below {0.5 + replicated / 2:.3f}x "
           f"of them; speed {tp['tokens_per_second'] / dp['tokens_per_second']:.3f}x DP=2, "
           f"{tp['tokens_per_second'] / one['tokens_per_second']:.3f}x one process")

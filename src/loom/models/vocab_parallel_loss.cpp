@@ -3,48 +3,78 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
+
 namespace loom::models {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Rows widened to float a chunk at a time: the whole share of a step's logits in float would be
+// twice its bf16 size again, at the step's peak (the end of forward).
+constexpr int64_t kRowsAtOnce = 256;
+
+template <typename Each>
+void by_chunks(int64_t rows, const Each& each) {
+  for (int64_t first = 0; first < rows; first += kRowsAtOnce) {
+    each(first, std::min(kRowsAtOnce, rows - first));
+  }
+}
+
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
-  // `logits` [N, vocab share], `targets` [N] over the whole vocabulary.
+  // `logits` [N, vocabulary share], `targets` [N] over the whole vocabulary.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
                             const at::Tensor& targets, int64_t group_address, bool mean) {
     TensorGroup& group = *reinterpret_cast<TensorGroup*>(group_address);
-    const at::Tensor x = logits.to(at::kFloat);
-    const int64_t rows = x.size(0), share = x.size(1);
-    // The rows' maxima over the whole vocabulary, each rank's put in its place and summed.
+    const int64_t rows = logits.size(0), share = logits.size(1);
+    // The rows' maxima over the whole vocabulary: each rank's put in its place and summed.
     at::Tensor maxima = at::zeros({group.size(), rows}, at::kFloat);
-    maxima.select(0, group.rank()).copy_(std::get<0>(x.max(1)));
+    by_chunks(rows, [&](int64_t first, int64_t n) {
+      maxima.select(0, group.rank())
+          .narrow(0, first, n)
+          .copy_(std::get<0>(logits.narrow(0, first, n).to(at::kFloat).max(1)));
+    });
     group.sum_in(maxima, SumPass::kForward);
     const at::Tensor top = std::get<0>(maxima.max(0));
-    at::Tensor sums = at::exp(x - top.unsqueeze(1)).sum(1);
-    group.sum_in(sums, SumPass::kForward);
+    // Each row's sum of exponentials, and its target's logit from the rank whose share holds it.
     const at::Tensor local = targets - group.rank() * share;
-    const at::Tensor mine = (local >= 0).logical_and(local < share);
+    const at::Tensor mine = local.ge(0).logical_and(local.lt(share));
     const at::Tensor index = local.clamp(0, share - 1);
-    at::Tensor picked = x.gather(1, index.unsqueeze(1)).squeeze(1) * mine.to(at::kFloat);
+    at::Tensor sums = at::empty({rows}, at::kFloat);
+    at::Tensor picked = at::empty({rows}, at::kFloat);
+    by_chunks(rows, [&](int64_t first, int64_t n) {
+      const at::Tensor x = logits.narrow(0, first, n).to(at::kFloat);
+      sums.narrow(0, first, n).copy_(at::exp(x - top.narrow(0, first, n).unsqueeze(1)).sum(1));
+      picked.narrow(0, first, n)
+          .copy_(x.gather(1, index.narrow(0, first, n).unsqueeze(1)).squeeze(1) *
+                 mine.narrow(0, first, n).to(at::kFloat));
+    });
+    group.sum_in(sums, SumPass::kForward);
     group.sum_in(picked, SumPass::kForward);
     const at::Tensor lse = top + at::log(sums);
-    const at::Tensor per_row = (lse - picked).to(at::kDouble);
     const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(rows, 1)) : 1.0;
     // The logits themselves (alive anyway) and each row's log-sum-exp: backward makes the
-    // softmax again rather than keep it in float, as large as the logits twice over in bf16.
+    // softmax again rather than keep it.
     ctx->save_for_backward({logits, lse, index, mine});
     ctx->saved_data["scale"] = scale;
-    return (per_row.sum() * scale).to(at::kFloat);
+    return ((lse - picked).to(at::kDouble).sum() * scale).to(at::kFloat);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor& logits = saved[0];
-    at::Tensor grad = at::exp(logits.to(at::kFloat) - saved[1].unsqueeze(1));  // the softmax
-    grad.scatter_add_(1, saved[2].unsqueeze(1), -saved[3].to(at::kFloat).unsqueeze(1));
-    grad.mul_(grad_outputs[0].to(at::kFloat) * ctx->saved_data["scale"].toDouble());
-    return {grad.to(logits.scalar_type()), at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor &logits = saved[0], &lse = saved[1], &index = saved[2], &mine = saved[3];
+    const double scale = grad_outputs[0].item<double>() * ctx->saved_data["scale"].toDouble();
+    at::Tensor grad = at::empty_like(logits);
+    // Softmax minus one-hot on this rank's share, a chunk of rows at a time.
+    by_chunks(logits.size(0), [&](int64_t first, int64_t n) {
+      at::Tensor g =
+          at::exp(logits.narrow(0, first, n).to(at::kFloat) - lse.narrow(0, first, n).unsqueeze(1));
+      g.scatter_add_(1, index.narrow(0, first, n).unsqueeze(1),
+                     -mine.narrow(0, first, n).to(at::kFloat).unsqueeze(1));
+      grad.narrow(0, first, n).copy_(g.mul_(scale));
+    });
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
