@@ -4,6 +4,8 @@
 // gathered parameters must be those of one process on the whole batch, whichever blocks keep
 // their parameters for backward, over shared memory and Gloo. Between steps no bucket is whole:
 // a rank holds its shards only.
+#include "loom/parallel/sharded_model.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +16,6 @@
 #include "loom/comm/store_server.h"
 #include "loom/models/block_chain_model.h"
 #include "loom/parallel/data_parallel.h"
-#include "loom/parallel/sharded_model.h"
 #include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
@@ -43,12 +44,21 @@ struct Net {
   }
   std::vector<models::Block> blocks() {
     return {
-        {"embed", [this](const at::Tensor& x) { return at::matmul(x, embed); }, {{"embed", embed}},
-         {}, {}},
-        {"mid", [this](const at::Tensor& h) { return at::tanh(at::matmul(h, w) + b); },
-         {{"mid.w", w}, {"mid.b", b}}, {}, {}},
-        {"head", [this](const at::Tensor& h) { return at::matmul(h * g, embed.t()); },
-         {{"head.g", g}}, {}, {{"embed", embed}}},
+        {"embed",
+         [this](const at::Tensor& x) { return at::matmul(x, embed); },
+         {{"embed", embed}},
+         {},
+         {}},
+        {"mid",
+         [this](const at::Tensor& h) { return at::tanh(at::matmul(h, w) + b); },
+         {{"mid.w", w}, {"mid.b", b}},
+         {},
+         {}},
+        {"head",
+         [this](const at::Tensor& h) { return at::matmul(h * g, embed.t()); },
+         {{"head.g", g}},
+         {},
+         {{"embed", embed}}},
     };
   }
 };
@@ -111,7 +121,8 @@ RankResult run_rank(const comm::WorldInfo& info, const std::string& backend,
       }
     }
     partition.gather_parameters(*comm);
-    for (auto& [name, p] : net.parameters()) result.parameters.emplace_back(name, p.detach().clone());
+    for (auto& [name, p] : net.parameters())
+      result.parameters.emplace_back(name, p.detach().clone());
   } catch (const std::exception& e) {
     result.error = "rank " + std::to_string(info.rank) + ": " + e.what();
   }

@@ -37,12 +37,11 @@ TEST_F(LanguageModelTrain, ShardedParametersTrainLikeOneProcessOnHalfTheMemory) 
 
   // Recomputed blocks (gathered again for their recompute) and two accumulated micro-batches a
   // rank, with the gathered parameters freed after every block's forward.
-  const auto recomputed =
-      run_loom(launch(2, gpt_args() + kZero3 +
-                             " --set data.batch_size=2 --set train.grad_accum=2"
-                             " --set train.activation_checkpointing=blocks"
-                             " --set parallel.zero3_keep=none --out " +
-                             (dir / "recomputed")));
+  const auto recomputed = run_loom(launch(2, gpt_args() + kZero3 +
+                                                 " --set data.batch_size=2 --set train.grad_accum=2"
+                                                 " --set train.activation_checkpointing=blocks"
+                                                 " --set parallel.zero3_keep=none --out " +
+                                                 (dir / "recomputed")));
   ASSERT_EQ(recomputed.exit_code, 0) << recomputed.output;
   expect_like(dir / "recomputed", dir / "one");
 }
@@ -89,8 +88,7 @@ TEST_F(LanguageModelTrain, ShardedParameterCheckpointsMoveToEveryLayout) {
       {"to 4 ranks", launch(2, args + zero3 + half), launch(4, args + zero3)},
       {"to ZeRO-1", launch(2, args + zero3 + half),
        launch(2, args + " --set data.global_batch=8 --set parallel.zero=1")},
-      {"to a pipeline", launch(2, args + zero3 + half),
-       launch(2, args + pipelined(8, 1, "gpipe"))},
+      {"to a pipeline", launch(2, args + zero3 + half), launch(2, args + pipelined(8, 1, "gpipe"))},
   };
   int n = 0;
   for (const Move& move : moves) {
@@ -120,8 +118,7 @@ TEST_F(LanguageModelTrain, AModelOverTheMemoryCapTrainsOnlyWithShardedParameters
   const auto refused =
       run_loom(launch(2, capped + " --set parallel.zero=2 --out " + (dir / "refused")));
   EXPECT_NE(refused.exit_code, 0) << refused.output;
-  EXPECT_NE(refused.output.find("config key 'parallel.zero'"), std::string::npos)
-      << refused.output;
+  EXPECT_NE(refused.output.find("config key 'parallel.zero'"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("parallel.zero: 3 takes"), std::string::npos) << refused.output;
   const auto fits = run_loom(launch(2, capped + kZero3 + " --out " + (dir / "fits")));
   ASSERT_EQ(fits.exit_code, 0) << fits.output;

@@ -135,8 +135,8 @@ class CausalSelfAttention : public torch::nn::Module {
     return w * mask.narrow(1, group_->rank() * heads_, heads_).reshape(w.sizes());
   }
 
-  int64_t heads_, width_;  // this rank's
-  TensorGroup* group_ = nullptr;  // tensor parallelism's, once split
+  int64_t heads_, width_;             // this rank's
+  TensorGroup* group_ = nullptr;      // tensor parallelism's, once split
   std::shared_ptr<CausalMask> mask_;  // the model's, shared by its layers
   torch::nn::Linear c_attn_{nullptr};
   torch::nn::Dropout attn_dropout_{nullptr}, resid_dropout_{nullptr};
@@ -306,7 +306,8 @@ class Gpt : public ZooNetwork {
 
   at::Tensor head(const at::Tensor& x) {
     // Tied to the token embedding; split by the vocabulary, this rank's share of the logits.
-    if (vocab_group_) return at::linear(enter_split(ln_f_->forward(x), *vocab_group_), wte_->weight);
+    if (vocab_group_)
+      return at::linear(enter_split(ln_f_->forward(x), *vocab_group_), wte_->weight);
     return at::linear(ln_f_->forward(x), wte_->weight);
   }
 
@@ -330,7 +331,7 @@ class Gpt : public ZooNetwork {
 
   GptConfig config_;
   int64_t seq_len_;
-  bool split_ = false;  // over a tensor group
+  bool split_ = false;                  // over a tensor group
   TensorGroup* vocab_group_ = nullptr;  // the token embedding's, where the vocabulary divides
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::Dropout drop_{nullptr};
@@ -432,7 +433,7 @@ int64_t gpt_parameter_count(const GptConfig& c) {
 int64_t gpt_tensor_split_parameter_count(const GptConfig& c, int64_t ranks) {
   const int64_t d = c.n_embd;
   const int64_t embedding = c.vocab % ranks == 0 ? c.vocab * d : 0;  // by the vocabulary
-  const int64_t layer = d * 3 * d + 3 * d    // c_attn, by heads
+  const int64_t layer = d * 3 * d + 3 * d                            // c_attn, by heads
                         + d * d              // attention's c_proj weight, by its inputs
                         + d * 4 * d + 4 * d  // c_fc, by its outputs
                         + 4 * d * d;         // mlp's c_proj weight, by its inputs

@@ -81,7 +81,8 @@ at::Tensor whole_of(const std::vector<at::Tensor>& slices, const TensorSplit& sp
   const int64_t part = slices.front().size(split.dim) / split.sections;
   std::vector<at::Tensor> parts;
   for (int64_t s = 0; s < split.sections; ++s) {
-    for (int64_t r = 0; r < ranks; ++r) parts.push_back(slices[r].narrow(split.dim, s * part, part));
+    for (int64_t r = 0; r < ranks; ++r)
+      parts.push_back(slices[r].narrow(split.dim, s * part, part));
   }
   return at::cat(parts, split.dim).contiguous();
 }

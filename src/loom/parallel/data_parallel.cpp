@@ -9,8 +9,8 @@
 #include <algorithm>
 
 #include "loom/comm/broadcast_coalesced.h"
-#include "loom/parallel/same_model_check.h"
 #include "loom/core/error.h"
+#include "loom/parallel/same_model_check.h"
 
 namespace loom::parallel {
 namespace {

@@ -64,9 +64,9 @@ struct DataParallelOptions {
 class DataParallel : public GradSync {
  public:
   // Checks that every rank holds the same tensors (same_model_check.h, naming the first
-  // difference), copies rank 0's parameters and buffers to every rank, then attaches the hooks. `comm` (the
-  // workers) must outlive this object. Full buckets are combined by `exchange`, or by all-reduce
-  // over `comm` when null.
+  // difference), copies rank 0's parameters and buffers to every rank, then attaches the hooks.
+  // `comm` (the workers) must outlive this object. Full buckets are combined by `exchange`, or by
+  // all-reduce over `comm` when null.
   DataParallel(NamedTensors parameters, NamedTensors buffers, comm::Communicator& comm,
                DataParallelOptions options = {},
                std::unique_ptr<BucketExchange> exchange = nullptr);

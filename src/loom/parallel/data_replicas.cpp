@@ -10,10 +10,9 @@ DataReplicas::DataReplicas(const DataDim& plan, comm::Communicator* group,
                            const std::vector<std::vector<std::string>>& units)
     : group_(group) {
   if (plan.zero_stage == 0 || !replicated()) return;
-  zero_ = std::make_unique<ZeroPartition>(parameters, group_->rank(), group_->world(),
-                                          options.buckets, plan.zero_stage, alone,
-                                          plan.zero_stage == 3 ? units
-                                                               : std::vector<std::vector<std::string>>{});
+  zero_ = std::make_unique<ZeroPartition>(
+      parameters, group_->rank(), group_->world(), options.buckets, plan.zero_stage, alone,
+      plan.zero_stage == 3 ? units : std::vector<std::vector<std::string>>{});
   options.zero = zero_.get();
 }
 

@@ -32,9 +32,9 @@ void check_model_state_cap(const Config& config, const LayoutPlan& plan, double 
   };
   const int stage = plan.data.zero_stage;
   if (bytes_at(stage) <= cap) return;
-  std::string fix = replicas > 1 ? "; no ZeRO stage over " + std::to_string(replicas) +
-                                       " ranks fits: add ranks"
-                                 : "; ZeRO shards it over data-parallel ranks: run on several";
+  std::string fix =
+      replicas > 1 ? "; no ZeRO stage over " + std::to_string(replicas) + " ranks fits: add ranks"
+                   : "; ZeRO shards it over data-parallel ranks: run on several";
   for (int s = stage + 1; replicas > 1 && s <= 3; ++s) {
     if (bytes_at(s) <= cap) {
       fix = "; parallel.zero: " + std::to_string(s) + " takes " + megabytes(bytes_at(s), 1);

@@ -109,7 +109,8 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {
-  if (tensor_) return tensor_->clip_gradients(parameters_, data_->partition(), max_norm, *trainers_);
+  if (tensor_)
+    return tensor_->clip_gradients(parameters_, data_->partition(), max_norm, *trainers_);
   // Under ZeRO each rank holds the mean gradient of its shards only.
   if (const ZeroPartition* zero = data_->partition()) {
     return clip_grad_norm_across(zero->shards(), max_norm, *replica_group());

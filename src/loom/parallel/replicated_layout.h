@@ -84,19 +84,17 @@ class ReplicatedLayout : public ParallelLayout {
   std::optional<CheckpointTensors> gather_shards(const ZeroPartition& zero, CheckpointTensors mine);
   // The replicas' group: the training ranks, or under tensor parallelism the ranks that hold the
   // same slices.
-  comm::Communicator* replica_group() const {
-    return tensor_ ? replica_group_.get() : trainers_;
-  }
+  comm::Communicator* replica_group() const { return tensor_ ? replica_group_.get() : trainers_; }
   // The model as this rank runs it: the model, or its ZeRO-3 shards gathered block by block.
   models::Model& running_model() { return sharded_ ? *sharded_ : model_; }
 
   models::Model& model_;
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
-  bool bf16_ = false;                   // forward under bf16 autocast (start())
-  std::unique_ptr<DataReplicas> data_;  // the model over the replicas (and ZeRO)
-  std::unique_ptr<ShardedModel> sharded_;  // ZeRO-3
-  std::unique_ptr<TensorRanks> tensor_;    // tensor parallelism
+  bool bf16_ = false;                                  // forward under bf16 autocast (start())
+  std::unique_ptr<DataReplicas> data_;                 // the model over the replicas (and ZeRO)
+  std::unique_ptr<ShardedModel> sharded_;              // ZeRO-3
+  std::unique_ptr<TensorRanks> tensor_;                // tensor parallelism
   std::unique_ptr<comm::Communicator> replica_group_;  // its replicas, where there are several
 };
 

@@ -89,16 +89,15 @@ void ShardedModel::before_block(std::size_t b) {
 
 void ShardedModel::after_block(std::size_t b, const at::Tensor& output) {
   const bool last = b + 1 == blocks_.size();
-  const bool training =
-      at::GradMode::is_enabled() && output.defined() && output.requires_grad();
+  const bool training = at::GradMode::is_enabled() && output.defined() && output.requires_grad();
   if (training) output.register_hook([this, b](const at::Tensor&) { backward_reaches(b); });
-  const bool keep = training && (keep_ == KeepAfterForward::kAll ||
-                                 (keep_ == KeepAfterForward::kLast && last));
+  const bool keep =
+      training && (keep_ == KeepAfterForward::kAll || (keep_ == KeepAfterForward::kLast && last));
   if (keep) return;
   for (std::size_t bucket : needs_[b]) {
     // The next block's (being gathered) stay.
-    if (last || std::find(needs_[b + 1].begin(), needs_[b + 1].end(), bucket) ==
-                    needs_[b + 1].end()) {
+    if (last ||
+        std::find(needs_[b + 1].begin(), needs_[b + 1].end(), bucket) == needs_[b + 1].end()) {
       partition_.release_bucket(bucket);
     }
   }

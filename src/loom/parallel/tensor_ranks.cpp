@@ -186,8 +186,8 @@ NamedTensors TensorRanks::own_slices(const NamedTensors& whole) const {
   NamedTensors out;
   for (const auto& [name, tensor] : whole) {
     const models::TensorSplit* split = split_of(name, tensor);
-    out.emplace_back(name, split ? models::slice_of(tensor, *split, comm_->rank(), comm_->world())
-                                 : tensor);
+    out.emplace_back(
+        name, split ? models::slice_of(tensor, *split, comm_->rank(), comm_->world()) : tensor);
   }
   return out;
 }

@@ -42,8 +42,8 @@ class TensorRanks {
   // each split parameter's slices count once each, a whole (replicated) one once in all. Under
   // ZeRO (`zero`, over the replicas) the gradients are the shards', and the norm is summed over
   // every training rank (`job`).
-  void clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero,
-                      double max_norm, comm::Communicator& job);
+  void clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero, double max_norm,
+                      comm::Communicator& job);
   // The whole tensors from every rank's slices, on the group's first rank (the others send
   // theirs and get nothing): `mine` as ParallelLayout::gather_for_writing takes it (with
   // nothing to fetch yet). The split ones come as tensors to fetch, each put together from the

@@ -71,9 +71,9 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
     const std::size_t b = buckets_.size();
     at::Tensor shard = bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket));
     // Stage 3's shard outlives the bucket's whole memory; the others' are a part of it.
-    at::Tensor leaf = shards_parameters() ? shard.clone()
-                                          : alias_into(bucket.values, rank_ * shard_numel(bucket),
-                                                       shard);
+    at::Tensor leaf = shards_parameters()
+                          ? shard.clone()
+                          : alias_into(bucket.values, rank_ * shard_numel(bucket), shard);
     leaf.requires_grad_(true);
     shards_.emplace_back(shard_name(b, rank_), leaf);
     buckets_.push_back(std::move(bucket));

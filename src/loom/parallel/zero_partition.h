@@ -123,10 +123,10 @@ class ZeroPartition {
  private:
   struct Bucket {
     std::vector<int> parameters;
-    std::int64_t numel = 0;  // padded
-    at::Tensor values;       // the parameters, back to back (stage 3: while whole)
-    at::Tensor grad;         // this rank's shard of the mean gradient
-    bool whole = true;       // stage 3: `values` holds memory
+    std::int64_t numel = 0;   // padded
+    at::Tensor values;        // the parameters, back to back (stage 3: while whole)
+    at::Tensor grad;          // this rank's shard of the mean gradient
+    bool whole = true;        // stage 3: `values` holds memory
     comm::WorkPtr gathering;  // stage 3: the gather into `values` under way
   };
   std::vector<std::vector<int>> plan_buckets_of(const BucketLimits& limits,
