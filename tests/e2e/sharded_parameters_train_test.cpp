@@ -64,6 +64,15 @@ TEST_F(LanguageModelTrain, ShardedParametersStepLikePlainDataParallelismBitForBi
     ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
     expect_same_model(out, dir / "plain", 0);
   }
+  // And under bf16 autocast, whose cache of the weights' bf16 copies must not keep copies made
+  // without gradients (the first input's check of the blocks runs outside autocast).
+  const std::string bf16 = adamw + " --set runtime.precision=bf16";
+  const auto plain_bf16 = run_loom(launch(2, gpt_args() + bf16 + " --out " + (dir / "plain16")));
+  ASSERT_EQ(plain_bf16.exit_code, 0) << plain_bf16.output;
+  const auto sharded_bf16 =
+      run_loom(launch(2, gpt_args() + bf16 + kZero3 + " --out " + (dir / "sharded16")));
+  ASSERT_EQ(sharded_bf16.exit_code, 0) << sharded_bf16.output;
+  expect_same_model(dir / "sharded16", dir / "plain16", 0);
 }
 
 // A ZeRO-3 checkpoint holds every parameter under its name, streamed to rank 0 a block at a

@@ -55,8 +55,8 @@ TEST_F(LanguageModelTrain, TensorGroupsInsideDataParallelReplicasTrainLikeOnePro
   }
 }
 
-// A tensor-parallel checkpoint holds every tensor whole under its name: one process and 2 x 2
-// ranks go on from it, and tensor parallelism from one process's.
+// A tensor-parallel checkpoint holds every tensor whole under its name: one process, a group of
+// 4, 2 x 2 ranks and ZeRO go on from it, and tensor parallelism from one process's.
 TEST_F(LanguageModelTrain, TensorParallelCheckpointsMoveToOtherLayouts) {
   TempDir dir;
   const std::string args = gpt_args() + " --set schedule.name=constant";
@@ -70,6 +70,8 @@ TEST_F(LanguageModelTrain, TensorParallelCheckpointsMoveToOtherLayouts) {
   const std::vector<Move> moves = {
       {"to one process", launch(2, args + batch + kTensor2 + half), "train" + args + batch},
       {"from one process", "train" + args + batch + half, launch(2, args + batch + kTensor2)},
+      {"to a tensor group of 4", launch(2, args + batch + kTensor2 + half),
+       launch(4, args + batch + " --set parallel.tensor=4")},
       {"to 2 x 2 ranks", launch(2, args + batch + kTensor2 + half),
        launch(4, args + kTensor2 + " --set data.global_batch=8")},
       {"to ZeRO-1", launch(2, args + batch + kTensor2 + half),

@@ -7,16 +7,16 @@
 #include <map>
 
 #include "loom/core/error.h"
-#include "loom/models/recompute.h"
 #include "loom/models/module_model.h"
+#include "loom/models/recompute.h"
 
 namespace loom::models {
 namespace {
 
 bool owned_by(const std::string& tensor_name, const std::string& prefix) {
   return tensor_name == prefix ||
-         (tensor_name.size() > prefix.size() && tensor_name.compare(0, prefix.size(), prefix) == 0 &&
-          tensor_name[prefix.size()] == '.');
+         (tensor_name.size() > prefix.size() &&
+          tensor_name.compare(0, prefix.size(), prefix) == 0 && tensor_name[prefix.size()] == '.');
 }
 
 // The tensors of `all` that one of `prefixes` owns, in the model's order.
@@ -42,8 +42,7 @@ void check_owned_once(const std::string& model, const char* what, const NamedTen
       auto [it, fresh] = owner.emplace(item.first, block.name);
       if (!fresh) {
         throw ConfigError("model '" + model + "': " + what + " '" + item.first +
-                          "' belongs to two blocks, '" + it->second + "' and '" + block.name +
-                          "'");
+                          "' belongs to two blocks, '" + it->second + "' and '" + block.name + "'");
       }
     }
   }
@@ -128,8 +127,7 @@ at::Tensor ModuleModel::forward(const at::Tensor& input) {
 void check_blocks(Model& model, const at::Tensor& probe) {
   const std::vector<Block> blocks = model.blocks();
   if (blocks.empty()) throw ConfigError("model '" + model.name() + "' has no blocks");
-  check_owned_once(model.name(), "parameter", model.named_parameters(), blocks,
-                   &Block::parameters);
+  check_owned_once(model.name(), "parameter", model.named_parameters(), blocks, &Block::parameters);
   check_owned_once(model.name(), "buffer", model.named_buffers(), blocks, &Block::buffers);
   torch::NoGradGuard no_grad;
   model.train(false);
@@ -139,12 +137,17 @@ void check_blocks(Model& model, const at::Tensor& probe) {
     for (const Block& block : blocks) chained = block.forward(chained);
   } catch (const c10::Error& e) {
     model.train(true);
-    throw ConfigError("model '" + model.name() + "': running its blocks one after another failed (" +
+    throw ConfigError("model '" + model.name() +
+                      "': running its blocks one after another failed (" +
                       e.what_without_backtrace() + ")");
+  } catch (const CommError&) {
+    throw;  // a collective inside the model failed: not the model's shape
+  } catch (const TimeoutError&) {
+    throw;
   } catch (const Error& e) {
     model.train(true);
-    throw ConfigError("model '" + model.name() + "': running its blocks one after another failed (" +
-                      e.what() + ")");
+    throw ConfigError("model '" + model.name() +
+                      "': running its blocks one after another failed (" + e.what() + ")");
   }
   model.train(true);
   if (!chained.sizes().equals(whole.sizes()) || !at::allclose(chained, whole, 1e-5, 1e-6)) {

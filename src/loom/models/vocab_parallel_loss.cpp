@@ -4,6 +4,9 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <string>
+
+#include "loom/core/error.h"
 
 namespace loom::models {
 namespace {
@@ -28,6 +31,15 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
                             const at::Tensor& targets, int64_t group_address, bool mean) {
     TensorGroup& group = *reinterpret_cast<TensorGroup*>(group_address);
     const int64_t rows = logits.size(0), share = logits.size(1);
+    if (rows > 0) {
+      const int64_t low = targets.min().item<int64_t>(), high = targets.max().item<int64_t>();
+      if (low < 0 || high >= share * group.size()) {
+        throw Error("vocabulary-parallel cross-entropy: target " +
+                    std::to_string(low < 0 ? low : high) + " is outside the vocabulary of " +
+                    std::to_string(share * group.size()) + " (tensor rank " +
+                    std::to_string(group.rank()) + " of " + std::to_string(group.size()) + ")");
+      }
+    }
     // The rows' maxima over the whole vocabulary: each rank's put in its place and summed.
     at::Tensor maxima = at::zeros({group.size(), rows}, at::kFloat);
     by_chunks(rows, [&](int64_t first, int64_t n) {

@@ -33,6 +33,8 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
     if (batch.targets.size(0) > 0) {
       outcome.loss_sum += forward_backward(batch);
       outcome.samples += batch.targets.size(0);
+    } else {
+      model_.idle_pass();
     }
     observer_.enter(Phase::kCommExposed);
     sync_.finish();

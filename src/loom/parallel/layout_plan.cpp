@@ -240,9 +240,11 @@ std::string LayoutPlan::describe() const {
       }
       break;
   }
+  // A mesh of more than the data dimension says how its ranks are laid out.
+  const std::string grid = pipeline || tensor ? "; mesh " + mesh.describe() : "";
   return what + ": " + std::to_string(step.global_batch) + " samples a step, " +
          std::to_string(step.replica_batch) + " a replica (" + std::to_string(step.micro_batches) +
-         " x " + std::to_string(step.micro_batch) + ")";
+         " x " + std::to_string(step.micro_batch) + ")" + grid;
 }
 
 std::string LayoutPlan::manifest_json() const {

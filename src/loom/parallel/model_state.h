@@ -1,7 +1,8 @@
 // What a data-parallel rank holds of the model's state (parameters, gradients, optimizer state)
 // under each ZeRO stage, and the check of parallel.memory_cap_mb against it, made once the
-// model's size is known and before anything is built from the plan. Activations are not counted:
-// they follow the batch (train.activation_checkpointing trades them for compute).
+// layout has been made (a tensor group's slices are what a rank holds) and before training.
+// Activations are not counted: they follow the batch (train.activation_checkpointing trades
+// them for compute).
 #pragma once
 
 #include "loom/core/config.h"

@@ -203,7 +203,10 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
   // Every rank evaluates its part of the test set with rank 0's model.
   grad_sync_->sync_buffers();
   torch::NoGradGuard no_grad;
-  model_.train(false);
+  // ZeRO-3: every block whole for the evaluation, so that ranks with other numbers of batches
+  // need no collective in step with each other.
+  if (sharded_) sharded_->hold_whole();
+  running_model().train(false);
   for (int64_t b = 0; b < batches; ++b) {
     const MicroBatch input = batch(b);
     if (!input.input.defined()) continue;  // every sample of it was bad
@@ -215,7 +218,8 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
     if (tensor_ && tensor_->output_split()) logits = tensor_->whole_output(logits);
     output(logits, input.targets);
   }
-  model_.train(true);
+  running_model().train(true);
+  if (sharded_) sharded_->let_go();
 }
 
 at::Tensor ReplicatedLayout::combine_eval_sums(at::Tensor sums) {

@@ -3,11 +3,12 @@
 // servers that keep the parameters: async, SSP, the optimizer on the servers). A step is
 // train.grad_accum micro-batches accumulated on each rank (AccumulatingExecutor); evaluation
 // splits the test set over the ranks, each with rank 0's model, and adds their sums. With
-// plan.data.zero_stage (ZeRO-1/2, all-reduce data parallelism) the parameters are partitioned
+// plan.data.zero_stage (ZeRO-1/2/3, all-reduce data parallelism) the parameters are partitioned
 // (data_replicas.h): each rank's optimizer keeps and steps its shards, and checkpoints turn the
 // shards' state back into state under the parameters' names. Under ZeRO-3 the model runs as a
 // ShardedModel (sharded_model.h). A checkpoint under ZeRO streams every rank's shards to rank 0
-// a bucket at a time (streamed_shards.h).
+// a bucket at a time (streamed_shards.h). With plan.tensor each rank holds its tensor group's
+// slices of the model (tensor_ranks.h) and the replicas are the ranks holding the same slices.
 #pragma once
 
 #include <memory>
@@ -91,11 +92,12 @@ class ReplicatedLayout : public ParallelLayout {
   models::Model& model_;
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
-  bool bf16_ = false;                                  // forward under bf16 autocast (start())
-  std::unique_ptr<DataReplicas> data_;                 // the model over the replicas (and ZeRO)
-  std::unique_ptr<ShardedModel> sharded_;              // ZeRO-3
+  bool bf16_ = false;  // forward under bf16 autocast (start())
+  // The groups first, so that they go last: the pieces below hold work over them.
   std::unique_ptr<TensorRanks> tensor_;                // tensor parallelism
   std::unique_ptr<comm::Communicator> replica_group_;  // its replicas, where there are several
+  std::unique_ptr<DataReplicas> data_;                 // the model over the replicas (and ZeRO)
+  std::unique_ptr<ShardedModel> sharded_;              // ZeRO-3
 };
 
 }  // namespace loom::parallel

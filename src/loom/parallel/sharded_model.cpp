@@ -1,5 +1,6 @@
 #include "loom/parallel/sharded_model.h"
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/engine.h>
@@ -93,7 +94,12 @@ void ShardedModel::after_block(std::size_t b, const at::Tensor& output) {
   if (training) output.register_hook([this, b](const at::Tensor&) { backward_reaches(b); });
   const bool keep =
       training && (keep_ == KeepAfterForward::kAll || (keep_ == KeepAfterForward::kLast && last));
-  if (keep) return;
+  if (!keep) release(b);
+}
+
+void ShardedModel::release(std::size_t b) {
+  if (held_) return;
+  const bool last = b + 1 == blocks_.size();
   for (std::size_t bucket : needs_[b]) {
     // The next block's (being gathered) stay.
     if (last ||
@@ -101,6 +107,33 @@ void ShardedModel::after_block(std::size_t b, const at::Tensor& output) {
       partition_.release_bucket(bucket);
     }
   }
+}
+
+void ShardedModel::idle_pass() {
+  if (held_) return;
+  // Forward's gathers in block order, then backward's in reverse, as a real pass makes them.
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    before_block(b);
+    release(b);
+  }
+  for (std::size_t b = blocks_.size(); b-- > 0;) {
+    gather(b);
+    if (b > 0) gather(b - 1);
+    wait_whole(b, Phase::kBackward);
+    for (std::size_t bucket : needs_[b]) partition_.release_bucket(bucket);
+  }
+  end_backward();
+}
+
+void ShardedModel::hold_whole() {
+  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.gather_bucket(b, group_);
+  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.wait_whole(b, group_);
+  held_ = true;
+}
+
+void ShardedModel::let_go() {
+  held_ = false;
+  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.release_bucket(b);
 }
 
 at::Tensor ShardedModel::run_block(std::size_t b, const at::Tensor& input) {
@@ -116,14 +149,26 @@ void ShardedModel::check_chain(const at::Tensor& probe) {
   for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.wait_whole(b, group_);
   std::string failure;
   try {
-    // Not a step's work: kept out of the FLOP counter and traces that watch this thread.
+    // Not a step's work: kept out of the FLOP counter and traces that watch this thread, and
+    // out of autocast, whose cache would keep the weights' bf16 copies made here without
+    // gradients for the step's forward to reuse.
     at::DisableRecordFunctionGuard unwatched;
-    models::check_blocks(inner_, probe);
+    const bool autocast = at::autocast::is_cpu_enabled();
+    at::autocast::set_cpu_enabled(false);
+    try {
+      models::check_blocks(inner_, probe);
+    } catch (...) {
+      at::autocast::set_cpu_enabled(autocast);
+      throw;
+    }
+    at::autocast::set_cpu_enabled(autocast);
   } catch (const ConfigError& e) {
     failure = e.what();
   }
   inner_.train(training_);
-  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.release_bucket(b);
+  if (!held_) {
+    for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.release_bucket(b);
+  }
   if (!failure.empty()) {
     throw ConfigError("config key 'parallel.zero': ZeRO-3 runs the model a block at a time, " +
                       std::string("which needs its forward to be its chain of blocks: ") + failure);
@@ -151,8 +196,9 @@ std::vector<models::Block> ShardedModel::blocks() {
 void ShardedModel::backward_reaches(std::size_t b) {
   if (!backward_running_) {
     // Whatever is still whole when this backward ends (a parameter that got no gradient) is
-    // freed then.
+    // freed then. Counts start afresh (a backward that failed left its own).
     backward_running_ = true;
+    std::fill(landed_.begin(), landed_.end(), 0);
     torch::autograd::Engine::get_default_engine().queue_callback([this] { end_backward(); });
   }
   gather(b);
@@ -171,7 +217,11 @@ void ShardedModel::gradient_landed(std::size_t bucket) {
 void ShardedModel::end_backward() {
   backward_running_ = false;
   std::fill(landed_.begin(), landed_.end(), 0);
+  if (held_) return;
   for (std::size_t bucket = 0; bucket < partition_.bucket_count(); ++bucket) {
+    // A gather still under way (started for a block whose backward never came) is waited for:
+    // the optimizer is about to step the shard it sends from.
+    if (!partition_.whole(bucket)) partition_.wait_if_gathering(bucket, group_);
     partition_.release_bucket(bucket);
   }
 }

@@ -1,11 +1,14 @@
 // A model whose trainable parameters live as ZeRO-3 shards (zero_partition.h, one bucket a
 // block): its forward runs the model's chain of blocks and gathers each block's parameters (and
-// the tied ones it reads) just before the block runs, the next block's gather started first so
-// that it overlaps this block's compute, and frees them once the block has run. In backward a
-// hook on each block's output gathers them again just before the block's backward (and starts
-// the previous block's), and they are freed as soon as every gradient of theirs has landed (its
-// reduce-scatter is DataParallel's). So a rank holds 1/ranks of the parameters between uses,
-// and about two blocks' whole ones at a time, as DeepSpeed's ZeRO-3 and FSDP do.
+// the tied ones it reads) just before the block runs, the next block's gather started before
+// this one computes so that it overlaps that compute, and frees them once the block has run. In
+// backward a hook on each block's output gathers them again just before the block's backward (and
+// starts the previous block's), and they are freed as soon as every gradient of theirs has landed
+// (its reduce-scatter is DataParallel's). So a rank holds 1/ranks of the parameters between uses,
+// and about two blocks' whole ones at a time, as DeepSpeed's ZeRO-3 and FSDP do. Under bf16
+// autocast, though, the bf16 copies of the weights that autocast makes (and autograd keeps for
+// backward) live from a block's forward to its backward: about half the fp32 parameters' bytes
+// that no gather frees (FSDP gathers in bf16 to avoid them; Loom does not yet).
 //
 // The model must be its chain of blocks (models::check_blocks, on the first input): a model
 // whose forward is something else (a TorchScript module's children need not be its forward) is a
@@ -59,6 +62,12 @@ class ShardedModel : public models::Model {
   // The inner model's blocks, each gathering its parameters as forward() does.
   std::vector<models::Block> blocks() override;
   double training_flops_per_sample() const override { return inner_.training_flops_per_sample(); }
+  // The gathers and frees of a forward and backward, without computing (Model::idle_pass).
+  void idle_pass() override;
+  // Every block's parameters whole until let_go(): an evaluation's forwards then need no
+  // collectives, so ranks with different numbers of batches (or none) do not wait on each other.
+  void hold_whole();
+  void let_go();
 
   // The buckets (of the partition) block `b` reads, its own and its tied parameters'.
   const std::vector<std::size_t>& buckets_of_block(std::size_t b) const { return needs_[b]; }
@@ -77,7 +86,8 @@ class ShardedModel : public models::Model {
   class LandedHook;
   at::Tensor run_block(std::size_t b, const at::Tensor& input);
   void check_chain(const at::Tensor& probe);
-  void gather(std::size_t b);  // starts block b's gathers
+  void gather(std::size_t b);   // starts block b's gathers (no-op for those whole or underway)
+  void release(std::size_t b);  // frees block b's, but those block b + 1 reads
   // And waits for them, in training charged to comm_exposed and then to `running` again
   // (evaluation's forward, without gradients, is not a step's).
   void wait_whole(std::size_t b, Phase running);
@@ -96,6 +106,7 @@ class ShardedModel : public models::Model {
   PhaseSink* phases_ = nullptr;
   bool training_ = true;
   bool chain_checked_ = false;
+  bool held_ = false;                                // hold_whole()
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd nodes holding our hooks
   std::vector<std::uintptr_t> hook_keys_;
 };

@@ -112,6 +112,10 @@ class ArrivingSlices {
   explicit ArrivingSlices(comm::Communicator& comm)
       : comm_(comm), taken_(static_cast<std::size_t>(comm.world()), 0) {}
   std::vector<at::Tensor> take(std::size_t index) {
+    // A writer may skip tensors (it fetches in order), never go back.
+    if (taken_.size() > 1 && taken_[1] > index) {
+      throw Error("checkpoint: tensor-parallel slices fetched out of order");
+    }
     std::vector<at::Tensor> slices;
     for (int r = 1; r < comm_.world(); ++r) {
       std::size_t& next = taken_[static_cast<std::size_t>(r)];

@@ -200,11 +200,28 @@ void ZeroPartition::gather_bucket(std::size_t index, comm::Communicator& comm) {
   bucket.gathering = comm.allgather(shards_[index].second.detach(), bucket.values);
 }
 
+ZeroPartition::~ZeroPartition() {
+  for (Bucket& bucket : buckets_) {
+    if (!bucket.gathering) continue;
+    try {
+      bucket.gathering->wait(std::chrono::seconds(30));
+    } catch (const std::exception&) {
+      // The run is being torn down by another error, which is the one reported.
+    }
+  }
+}
+
+void ZeroPartition::wait_if_gathering(std::size_t index, comm::Communicator& comm) {
+  if (buckets_[index].gathering) wait_whole(index, comm);
+}
+
 void ZeroPartition::wait_whole(std::size_t index, comm::Communicator& comm) {
   Bucket& bucket = buckets_[index];
   if (bucket.whole) return;
   if (!bucket.gathering) {
-    throw Error("ZeRO-3: bucket " + std::to_string(index) + " was waited for but never gathered");
+    throw Error("ZeRO-3: bucket " + std::to_string(index) +
+                " was waited for but never gathered (rank " + std::to_string(rank_) + " of " +
+                std::to_string(ranks_) + ")");
   }
   bucket.gathering->wait(comm.options().timeout);
   bucket.gathering.reset();

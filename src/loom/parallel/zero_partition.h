@@ -54,6 +54,8 @@ class ZeroPartition {
   ZeroPartition(const NamedTensors& parameters, int rank, int ranks, const BucketLimits& limits,
                 int stage, const std::set<std::string>& alone = {},
                 const std::vector<std::vector<std::string>>& units = {});
+  // Lets gathers still under way finish (their buffers are this object's).
+  ~ZeroPartition();
 
   int stage() const { return stage_; }
   int rank() const { return rank_; }
@@ -104,6 +106,8 @@ class ZeroPartition {
   void gather_bucket(std::size_t bucket, comm::Communicator& comm);
   // Waits for the bucket's gather (gather_bucket() first).
   void wait_whole(std::size_t bucket, comm::Communicator& comm);
+  // Waits for the bucket's gather if one is under way (the bucket is then whole).
+  void wait_if_gathering(std::size_t bucket, comm::Communicator& comm);
   // Frees the bucket's whole parameters, its shard kept (nothing once gather_parameters() ran).
   void release_bucket(std::size_t bucket);
   bool whole(std::size_t bucket) const { return buckets_[bucket].whole; }

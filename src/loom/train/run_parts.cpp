@@ -45,12 +45,13 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   model.train(true);
   info.model = model.name();
   info.parameters = model.parameter_count();  // before a pipeline releases others' stages
+  parts.layout = layouts.make(model);
+  // What this rank trains: the whole model, or its tensor group's slices of it.
   double trainable_bytes = 0;
-  for (const auto& [name, p] : model.named_parameters()) {
-    if (p.requires_grad()) trainable_bytes += static_cast<double>(p.nbytes());
+  for (const auto& [name, p] : parts.layout->parameters()) {
+    if (p.requires_grad()) trainable_bytes += static_cast<double>(p.numel() * p.element_size());
   }
   parallel::check_model_state_cap(config, plan, trainable_bytes);
-  parts.layout = layouts.make(model);
   info.layout = plan.describe();
   info.pipeline_plan = parts.layout->plan_text();
   parts.optimizer = make_optimizer(config.optimizer, parts.layout->optimized_parameters());

@@ -78,6 +78,25 @@ TEST(LayoutPlan, TheLastRanksServe) {
             std::string::npos);
 }
 
+TEST(LayoutPlan, TensorGroupsAreTheInnermostDimension) {
+  const Config tensor = config_of({"model.name=gpt", "parallel.tensor=2", "data.global_batch=64"});
+  const LayoutPlan plan = plan_layout(tensor, 4, 3);  // 2 replicas of a tensor group of 2
+  EXPECT_EQ(plan.data.replicas, 2);
+  EXPECT_EQ(plan.data.replica, 1);
+  ASSERT_TRUE(plan.tensor.has_value());
+  EXPECT_EQ(plan.tensor->rank, 1);
+  // A tensor group's ranks are neighbours (one host, shared memory): ranks 2 and 3.
+  EXPECT_EQ(plan.mesh.group(plan.rank, kTensorDim), (std::vector<int>{2, 3}));
+  EXPECT_EQ(plan.mesh.group(plan.rank, kDataDim), (std::vector<int>{1, 3}));
+  EXPECT_EQ(plan.step.replica_batch, 32);
+  EXPECT_NE(plan.describe().find("tensor parallel over 2 ranks, data parallel over 2 such groups"),
+            std::string::npos)
+      << plan.describe();
+  EXPECT_NE(plan.describe().find("mesh data 2 x tensor 2"), std::string::npos) << plan.describe();
+  EXPECT_NE(error_of({"model.name=gpt", "parallel.tensor=2"}, 3).find("parallel.tensor"),
+            std::string::npos);
+}
+
 TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
   const Config two = config_of(
       {"parallel.pipeline.stages=2", "parallel.pipeline.microbatches=4", "data.global_batch=64"});
