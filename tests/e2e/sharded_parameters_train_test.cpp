@@ -86,10 +86,7 @@ TEST_F(LanguageModelTrain, ShardedParameterCheckpointsMoveToEveryLayout) {
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   const std::string zero3 = kZero3 + " --set data.global_batch=8";
   const std::string half = " --set train.max_steps=4";
-  struct Move {
-    std::string name, first, then;
-  };
-  const std::vector<Move> moves = {
+  const std::vector<CheckpointMove> moves = {
       {"to one process", launch(2, args + zero3 + half + " --set checkpoint.async=true"),
        "train" + args + " --set data.batch_size=8"},
       {"from one process", "train" + args + " --set data.batch_size=8" + half,
@@ -99,18 +96,7 @@ TEST_F(LanguageModelTrain, ShardedParameterCheckpointsMoveToEveryLayout) {
        launch(2, args + " --set data.global_batch=8 --set parallel.zero=1")},
       {"to a pipeline", launch(2, args + zero3 + half), launch(2, args + pipelined(8, 1, "gpipe"))},
   };
-  int n = 0;
-  for (const Move& move : moves) {
-    SCOPED_TRACE(move.name);
-    const std::string out = " --out " + (dir / ("move" + std::to_string(n++)));
-    auto run = run_loom(move.first + out);
-    ASSERT_EQ(run.exit_code, 0) << run.output;
-    run = run_loom(move.then + " --resume" + out);
-    ASSERT_EQ(run.exit_code, 0) << run.output;
-    const std::string folder = out.substr(std::string(" --out ").size());
-    EXPECT_EQ(summary_of(folder)["resumed_from_step"], 4);
-    expect_same_model(folder, dir / "one", 1e-5);
-  }
+  expect_moves(moves, dir, dir / "one");
 }
 
 // parallel.memory_cap_mb caps a rank's parameters, gradients and optimizer state. A GPT whose

@@ -64,10 +64,7 @@ TEST_F(LanguageModelTrain, TensorParallelCheckpointsMoveToOtherLayouts) {
   const auto reference = run_loom("train" + args + batch + " --out " + (dir / "one"));
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   const std::string half = " --set train.max_steps=4";
-  struct Move {
-    std::string name, first, then;
-  };
-  const std::vector<Move> moves = {
+  const std::vector<CheckpointMove> moves = {
       {"to one process", launch(2, args + batch + kTensor2 + half), "train" + args + batch},
       {"from one process", "train" + args + batch + half, launch(2, args + batch + kTensor2)},
       {"to a tensor group of 4", launch(2, args + batch + kTensor2 + half),
@@ -80,17 +77,7 @@ TEST_F(LanguageModelTrain, TensorParallelCheckpointsMoveToOtherLayouts) {
        launch(4, args + kTensor2 + " --set data.global_batch=8 --set parallel.zero=1" + half),
        "train" + args + batch},
   };
-  int n = 0;
-  for (const Move& move : moves) {
-    SCOPED_TRACE(move.name);
-    const std::string folder = dir / ("move" + std::to_string(n++));
-    auto run = run_loom(move.first + " --out " + folder);
-    ASSERT_EQ(run.exit_code, 0) << run.output;
-    run = run_loom(move.then + " --resume --out " + folder);
-    ASSERT_EQ(run.exit_code, 0) << run.output;
-    EXPECT_EQ(summary_of(folder)["resumed_from_step"], 4);
-    expect_same_model(folder, dir / "one", 1e-5);
-  }
+  expect_moves(moves, dir, dir / "one");
 }
 
 TEST_F(LanguageModelTrain, TensorParallelismThatCannotBeIsAConfigurationError) {

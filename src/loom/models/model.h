@@ -75,10 +75,10 @@ class Model {
   // 6N + 12 L d T per token); 0 = count the forward pass's operations instead.
   virtual double training_flops_per_sample() const { return 0; }
 
-  // A forward and backward this rank skips while the other ranks of its group run theirs (a
-  // micro-batch whose every sample was bad): a model whose forward is collective (ZeRO-3's
-  // gathers) takes part in the same collectives without computing. Nothing by default.
-  virtual void idle_pass() {}
+  // Whether forward and backward make collectives with other ranks that read other data (ZeRO-3's
+  // gathers over the replicas): a rank must then run them even for a micro-batch whose every
+  // sample was bad, so that the ranks' calls stay in step.
+  virtual bool forward_is_collective() const { return false; }
 
   // Tensor parallelism: splits the model's layers over `group` (which must outlive the model's
   // use): each rank keeps its slice of every split weight, and named_parameters() then gives the

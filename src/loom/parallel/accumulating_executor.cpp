@@ -33,8 +33,11 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
     if (batch.targets.size(0) > 0) {
       outcome.loss_sum += forward_backward(batch);
       outcome.samples += batch.targets.size(0);
-    } else {
-      model_.idle_pass();
+      if (model_.forward_is_collective()) last_ = batch;
+    } else if (model_.forward_is_collective() && last_.input.defined()) {
+      // The others' passes make collectives this rank must make too, in the same order: the
+      // last micro-batch again, learning nothing from it.
+      forward_backward(last_, 0.0);
     }
     observer_.enter(Phase::kCommExposed);
     sync_.finish();
@@ -43,21 +46,24 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
   return outcome;
 }
 
-double AccumulatingExecutor::forward_backward(const MicroBatch& batch) {
+double AccumulatingExecutor::forward_backward(const MicroBatch& batch, double weight) {
+  const bool counted = weight != 0.0;
   observer_.enter(Phase::kForward);
   at::Tensor logits;
   {
     AutocastScope autocast(options_.bf16);
-    observer_.forward_begins();
+    if (counted) observer_.forward_begins();
     logits = model_.forward(batch.input);
-    observer_.forward_ends(batch.input.size(0));
+    if (counted) observer_.forward_ends(batch.input.size(0));
   }
   at::Tensor loss = loss_(logits, batch.targets);
   const double value = loss.item<double>();
-  observer_.loss_computed(value);
+  if (counted) observer_.loss_computed(value);
   observer_.enter(Phase::kBackward);
   const int64_t count = options_.micro_batches;
-  (count > 1 ? loss / static_cast<double>(count) : loss).backward();
+  at::Tensor scaled = count > 1 ? loss / static_cast<double>(count) : loss;
+  if (weight != 1.0) scaled = scaled * weight;
+  scaled.backward();
   observer_.enter(Phase::kOther);
   return value;
 }

@@ -27,14 +27,17 @@ class AccumulatingExecutor : public StepExecutor {
   StepOutcome run(const MicroBatchSource& micro_batch) override;
 
  private:
-  // Forward, loss and backward of one micro-batch; returns its loss.
-  double forward_backward(const MicroBatch& batch);
+  // Forward, loss and backward of one micro-batch; returns its loss. `weight` scales what
+  // backward starts from; 0: the same calls and no gradient (a stand-in for a micro-batch this
+  // rank could not read, not reported to the observer).
+  double forward_backward(const MicroBatch& batch, double weight = 1.0);
 
   models::Model& model_;
   const models::Loss& loss_;
   GradSync& sync_;
   StepObserver& observer_;
   AccumulatingOptions options_;
+  MicroBatch last_;  // the last micro-batch with samples, for a model with collective passes
 };
 
 }  // namespace loom::parallel

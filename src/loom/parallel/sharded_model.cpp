@@ -109,22 +109,6 @@ void ShardedModel::release(std::size_t b) {
   }
 }
 
-void ShardedModel::idle_pass() {
-  if (held_) return;
-  // Forward's gathers in block order, then backward's in reverse, as a real pass makes them.
-  for (std::size_t b = 0; b < blocks_.size(); ++b) {
-    before_block(b);
-    release(b);
-  }
-  for (std::size_t b = blocks_.size(); b-- > 0;) {
-    gather(b);
-    if (b > 0) gather(b - 1);
-    wait_whole(b, Phase::kBackward);
-    for (std::size_t bucket : needs_[b]) partition_.release_bucket(bucket);
-  }
-  end_backward();
-}
-
 void ShardedModel::hold_whole() {
   for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.gather_bucket(b, group_);
   for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.wait_whole(b, group_);

@@ -62,8 +62,7 @@ class ShardedModel : public models::Model {
   // The inner model's blocks, each gathering its parameters as forward() does.
   std::vector<models::Block> blocks() override;
   double training_flops_per_sample() const override { return inner_.training_flops_per_sample(); }
-  // The gathers and frees of a forward and backward, without computing (Model::idle_pass).
-  void idle_pass() override;
+  bool forward_is_collective() const override { return true; }
   // Every block's parameters whole until let_go(): an evaluation's forwards then need no
   // collectives, so ranks with different numbers of batches (or none) do not wait on each other.
   void hold_whole();
