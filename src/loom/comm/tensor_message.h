@@ -49,6 +49,34 @@ void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, Pending
 at::Tensor recv_tensor(Communicator& comm, int peer,
                        const std::function<void(const MessageLabel&)>& on_header = nullptr);
 
+// `count` tensors a peer sent in a row (send_tensor), as the receiver takes them in order:
+// taking the i-th takes in (and drops) any before it that the receiver skips; drain() takes in
+// the rest, so that the peer's sends complete.
+class PeerTensors {
+ public:
+  PeerTensors(Communicator& comm, int peer, size_t count)
+      : comm_(&comm), peer_(peer), count_(count) {}
+  at::Tensor take(size_t index) {
+    while (next_ < index) skip();
+    ++next_;
+    return recv_tensor(*comm_, peer_);
+  }
+  void drain() {
+    while (next_ < count_) skip();
+  }
+  // Tensors taken in (or dropped) so far.
+  size_t taken() const { return next_; }
+
+ private:
+  void skip() {
+    recv_tensor(*comm_, peer_);
+    ++next_;
+  }
+  Communicator* comm_;
+  int peer_;
+  size_t count_, next_ = 0;
+};
+
 void send_named_tensors(Communicator& comm, const NamedTensorList& tensors, int peer,
                         PendingSends& pending);
 NamedTensorList recv_named_tensors(Communicator& comm, int peer);

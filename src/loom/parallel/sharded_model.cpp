@@ -127,32 +127,39 @@ at::Tensor ShardedModel::run_block(std::size_t b, const at::Tensor& input) {
   return output;
 }
 
+namespace {
+
+// CPU autocast off for its lifetime, as it was after.
+class AutocastOff {
+ public:
+  AutocastOff() : was_(at::autocast::is_cpu_enabled()) { at::autocast::set_cpu_enabled(false); }
+  ~AutocastOff() { at::autocast::set_cpu_enabled(was_); }
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  bool was_;
+};
+
+}  // namespace
+
 void ShardedModel::check_chain(const at::Tensor& probe) {
   // Every block gathered at once, as the model was before it was sharded.
-  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.gather_bucket(b, group_);
-  for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.wait_whole(b, group_);
+  const bool was_held = held_;
+  if (!was_held) hold_whole();
   std::string failure;
   try {
     // Not a step's work: kept out of the FLOP counter and traces that watch this thread, and
     // out of autocast, whose cache would keep the weights' bf16 copies made here without
     // gradients for the step's forward to reuse.
     at::DisableRecordFunctionGuard unwatched;
-    const bool autocast = at::autocast::is_cpu_enabled();
-    at::autocast::set_cpu_enabled(false);
-    try {
-      models::check_blocks(inner_, probe);
-    } catch (...) {
-      at::autocast::set_cpu_enabled(autocast);
-      throw;
-    }
-    at::autocast::set_cpu_enabled(autocast);
+    AutocastOff no_autocast;
+    models::check_blocks(inner_, probe);
   } catch (const ConfigError& e) {
     failure = e.what();
   }
   inner_.train(training_);
-  if (!held_) {
-    for (std::size_t b = 0; b < partition_.bucket_count(); ++b) partition_.release_bucket(b);
-  }
+  if (!was_held) let_go();
   if (!failure.empty()) {
     throw ConfigError("config key 'parallel.zero': ZeRO-3 runs the model a block at a time, " +
                       std::string("which needs its forward to be its chain of blocks: ") + failure);

@@ -62,7 +62,9 @@ std::vector<Piece> pieces_of(const ZeroPartition& partition, const NamedTensors&
 class ArrivingPieces {
  public:
   ArrivingPieces(std::vector<Piece> pieces, comm::Communicator& group)
-      : pieces_(std::move(pieces)), group_(group) {}
+      : pieces_(std::move(pieces)), group_(group) {
+    for (int r = 1; r < group.world(); ++r) peers_.emplace_back(group, r, pieces_.size());
+  }
 
   const at::Tensor& take(std::size_t index) {
     if (taken_ == index + 1 && whole_.defined()) return whole_;
@@ -71,32 +73,27 @@ class ArrivingPieces {
       throw Error("checkpoint: ZeRO shards of bucket " + std::to_string(pieces_[index].bucket) +
                   " were fetched out of order");
     }
-    while (taken_ < index) skip();
     const at::Tensor& own = pieces_[index].own;
     const int64_t shard = own.numel();
     whole_ = at::empty({shard * group_.world()}, own.options().requires_grad(false));
     whole_.narrow(0, 0, shard).copy_(own);
     for (int r = 1; r < group_.world(); ++r) {
-      whole_.narrow(0, r * shard, shard).copy_(comm::recv_tensor(group_, r));
+      whole_.narrow(0, r * shard, shard).copy_(peers_[r - 1].take(index));
     }
-    ++taken_;
+    taken_ = index + 1;
     return whole_;
   }
   void drain() {
     whole_ = at::Tensor();
-    while (taken_ < pieces_.size()) skip();
+    for (comm::PeerTensors& peer : peers_) peer.drain();
   }
 
  private:
-  void skip() {
-    for (int r = 1; r < group_.world(); ++r) comm::recv_tensor(group_, r);
-    ++taken_;
-  }
-
   std::vector<Piece> pieces_;
   comm::Communicator& group_;
-  std::size_t taken_ = 0;  // pieces before it have arrived
-  at::Tensor whole_;       // piece taken_ - 1, put together
+  std::vector<comm::PeerTensors> peers_;  // ranks 1, 2, ...
+  std::size_t taken_ = 0;                 // pieces before it have arrived
+  at::Tensor whole_;                      // piece taken_ - 1, put together
 };
 
 }  // namespace

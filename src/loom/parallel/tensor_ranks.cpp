@@ -105,36 +105,28 @@ void TensorRanks::clip_gradients(const NamedTensors& parameters, const ZeroParti
 
 namespace {
 
-// The group's first rank's side of a gather: every other rank's slices, in the order they were
-// sent; taking slice i takes in (and drops) any before it that the writer skipped.
+// The group's first rank's side of a gather: every other rank's `count` slices, in the order
+// they were sent.
 class ArrivingSlices {
  public:
-  explicit ArrivingSlices(comm::Communicator& comm)
-      : comm_(comm), taken_(static_cast<std::size_t>(comm.world()), 0) {}
+  ArrivingSlices(comm::Communicator& comm, std::size_t count) {
+    for (int r = 1; r < comm.world(); ++r) peers_.emplace_back(comm, r, count);
+  }
   std::vector<at::Tensor> take(std::size_t index) {
     // A writer may skip tensors (it fetches in order), never go back.
-    if (taken_.size() > 1 && taken_[1] > index) {
+    if (!peers_.empty() && peers_.front().taken() > index) {
       throw Error("checkpoint: tensor-parallel slices fetched out of order");
     }
     std::vector<at::Tensor> slices;
-    for (int r = 1; r < comm_.world(); ++r) {
-      std::size_t& next = taken_[static_cast<std::size_t>(r)];
-      while (next < index) comm::recv_tensor(comm_, r), ++next;
-      slices.push_back(comm::recv_tensor(comm_, r));
-      ++next;
-    }
+    for (comm::PeerTensors& peer : peers_) slices.push_back(peer.take(index));
     return slices;
   }
-  void drain(std::size_t count) {
-    for (int r = 1; r < comm_.world(); ++r) {
-      std::size_t& next = taken_[static_cast<std::size_t>(r)];
-      while (next < count) comm::recv_tensor(comm_, r), ++next;
-    }
+  void drain() {
+    for (comm::PeerTensors& peer : peers_) peer.drain();
   }
 
  private:
-  comm::Communicator& comm_;
-  std::vector<std::size_t> taken_;  // by rank: slices taken in
+  std::vector<comm::PeerTensors> peers_;  // ranks 1, 2, ...
 };
 
 }  // namespace
@@ -158,7 +150,7 @@ std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
   }
   // The first rank lays the whole tensors out to fetch: each is put together when the writer
   // reaches it, so the group's first rank never holds the whole model at once.
-  auto arriving = std::make_shared<ArrivingSlices>(*comm_);
+  auto arriving = std::make_shared<ArrivingSlices>(*comm_, split.size());
   CheckpointTensors out;
   out.rng = mine.rng;
   out.rank_rngs = std::move(mine.rank_rngs);
@@ -182,7 +174,7 @@ std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
                            }});
     }
   }
-  out.finish = [arriving, sent] { arriving->drain(sent); };
+  out.finish = [arriving] { arriving->drain(); };
   return out;
 }
 

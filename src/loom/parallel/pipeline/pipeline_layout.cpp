@@ -144,31 +144,6 @@ at::Tensor describe_tensors(const NamedTensors& model, const NamedTensors& optim
   return bytes;
 }
 
-// One rank's tensors as rank 0 receives them, in the order they were sent: taking the i-th
-// takes in (and drops) any before it that the writer skips (a tied parameter's copy).
-class PeerTensors {
- public:
-  PeerTensors(comm::Communicator& comm, int peer, size_t count)
-      : comm_(comm), peer_(peer), count_(count) {}
-  at::Tensor take(size_t index) {
-    while (next_ < index) skip();
-    ++next_;
-    return comm::recv_tensor(comm_, peer_);
-  }
-  void drain() {
-    while (next_ < count_) skip();
-  }
-
- private:
-  void skip() {
-    comm::recv_tensor(comm_, peer_);
-    ++next_;
-  }
-  comm::Communicator& comm_;
-  int peer_;
-  size_t count_, next_ = 0;
-};
-
 }  // namespace
 
 std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTensors mine) {
@@ -197,7 +172,7 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
   std::set<std::string> model_names, optimizer_names;
   for (const auto& [name, t] : all.model) model_names.insert(name);
   for (const auto& [name, t] : all.optimizer) optimizer_names.insert(name);
-  auto peers = std::make_shared<std::vector<std::unique_ptr<PeerTensors>>>();
+  auto peers = std::make_shared<std::vector<std::unique_ptr<comm::PeerTensors>>>();
   for (int r = 1; r < comm.world(); ++r) {
     const at::Tensor bytes = comm::recv_tensor(comm, r);
     nlohmann::json d;
@@ -210,7 +185,7 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
     }
     all.rank_rngs[r] = comm::recv_tensor(comm, r);
     const size_t count = d["model"].size() + d["optimizer"].size();
-    peers->push_back(std::make_unique<PeerTensors>(comm, r, count));
+    peers->push_back(std::make_unique<comm::PeerTensors>(comm, r, count));
     const size_t peer = peers->size() - 1;
     size_t index = 0;
     for (const auto& [key, names, out] :
