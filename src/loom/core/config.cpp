@@ -429,6 +429,11 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
                         other + " yet (it does with data parallelism and ZeRO)");
     }
   }
+  if (c.parallel.tensor_sequence && c.parallel.tensor < 2) {
+    throw ConfigError(
+        "config key 'parallel.tensor_sequence': splits the sequence over a tensor group; set "
+        "parallel.tensor to 2 or more");
+  }
   if (c.parallel.memory_cap_mb > 0 && c.parallel.pipeline.stages > 1) {
     throw ConfigError(
         "config key 'parallel.memory_cap_mb': caps a rank that holds the whole model; a "

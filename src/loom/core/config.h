@@ -176,6 +176,7 @@ struct ParallelConfig {
   std::string zero3_keep = "last";  // none | last | all: gathered blocks kept for backward
   double memory_cap_mb = 0;  // a rank's parameters, gradients and optimizer state; 0: none
   int64_t tensor = 1;        // ranks each transformer layer is split over (tensor parallelism)
+  bool tensor_sequence = false;  // and the LayerNorm/dropout regions over the sequence
   PipelineConfig pipeline;
   PsConfig ps;
   // parallel.mode, the one place its words are compared: parameter servers (ps), or data

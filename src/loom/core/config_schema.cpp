@@ -276,6 +276,12 @@ void visit_config(Config& c, ConfigVisitor& v) {
             "product of each split by columns and the second by rows, one all-reduce forward and "
             "one backward per sublayer. Ranks of a tensor group are neighbours (one host, shared "
             "memory); the data-parallel replicas are the ranks / tensor groups. 1 = off.");
+  v.boolean("parallel.tensor_sequence", c.parallel.tensor_sequence,
+            "Sequence parallelism with parallel.tensor (Megatron's): the LayerNorms, dropouts "
+            "and residual additions between the split sublayers run on each rank's share of the "
+            "sequence, so their activations are split too; each sublayer's all-reduce becomes an "
+            "all-gather before it and a reduce-scatter after (the same bytes moved). Needs a "
+            "context that divides by parallel.tensor.");
   v.number("parallel.memory_cap_mb", c.parallel.memory_cap_mb, 0.0,
            "A cap on what each rank holds of the model's state (parameters, gradients and "
            "optimizer state, as parallel.zero shards them; not activations), checked once the "

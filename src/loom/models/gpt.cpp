@@ -19,18 +19,10 @@
 namespace loom::models {
 namespace {
 
-// Replaces a parameter's values by its slice for this rank (the same tensor, now smaller).
-void keep_slice(at::Tensor& parameter, const TensorSplit& split, TensorGroup& group) {
-  torch::NoGradGuard no_grad;
-  parameter.set_data(slice_of(parameter.detach(), split, group.rank(), group.size()));
-}
-
 // How tensor parallelism cuts a layer's weights (Megatron's): the products into a split part
 // by their output columns (rows of the weight, with their biases), the products out of it by
 // their input columns; their biases stay whole and are added after the sum.
-const TensorSplit kByOutputs{0, 1};
 const TensorSplit kQueryKeyValue{0, 3};  // c_attn: q, k and v, each by heads
-const TensorSplit kByInputs{1, 1};
 
 // The mask every layer's attention adds to its scores: [n, n], 0 where a query may see a key,
 // -inf after it. One per model and dtype (fp32, and bf16 under autocast), made at the model's

@@ -87,4 +87,9 @@ at::Tensor whole_of(const std::vector<at::Tensor>& slices, const TensorSplit& sp
   return at::cat(parts, split.dim).contiguous();
 }
 
+void keep_slice(at::Tensor& parameter, const TensorSplit& split, TensorGroup& group) {
+  at::NoGradGuard no_grad;
+  parameter.set_data(slice_of(parameter.detach(), split, group.rank(), group.size()));
+}
+
 }  // namespace loom::models

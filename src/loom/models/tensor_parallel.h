@@ -52,10 +52,19 @@ struct TensorSplit {
 };
 using TensorSplits = std::map<std::string, TensorSplit>;
 
+// Megatron's two cuts of a linear layer's weight [out, in]: by its outputs (rows, a
+// column-parallel product, whose bias is cut the same way) and by its inputs (columns, a
+// row-parallel product, whose bias stays whole and is added after the sum).
+inline constexpr TensorSplit kByOutputs{0, 1};
+inline constexpr TensorSplit kByInputs{1, 1};
+
 // Rank `rank`'s slice of `whole` (a copy, contiguous). Throws Error when a section's size along
 // `dim` does not divide by `ranks`.
 at::Tensor slice_of(const at::Tensor& whole, const TensorSplit& split, int rank, int ranks);
 // The whole tensor from every rank's slice, by rank.
 at::Tensor whole_of(const std::vector<at::Tensor>& slices, const TensorSplit& split);
+// Replaces a parameter's values by this rank's slice of them (the same tensor, now smaller:
+// optimizers and hooks made later see the slice).
+void keep_slice(at::Tensor& parameter, const TensorSplit& split, TensorGroup& group);
 
 }  // namespace loom::models
