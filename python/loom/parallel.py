@@ -29,6 +29,25 @@ parameters too: each block module's parameters are gathered by a forward pre-hoo
 runs and freed by its forward hook after (again in its backward), the parameters in no block
 around the whole forward; in between `model.module`'s trainable parameters hold no memory, so
 read them only after close() (or through loom.checkpoint).
+
+Tensor parallelism for a script's own transformer blocks, by a plan in the spirit of torch's
+parallelize_module (python/loom/tensor_parallel.py; Loom's cuts, models/tensor_parallel.h):
+
+    torch.manual_seed(0)                               # the same model on every rank
+    model = loom.parallel.TensorParallel(MyTransformer(), {
+        "blocks.*.attn.qkv": loom.parallel.ColwiseParallel(sections=3),   # [q | k | v]
+        "blocks.*.attn.proj": "rowwise",
+        "blocks.*.mlp.fc": "colwise",
+        "blocks.*.mlp.out": "rowwise",
+    }, divide={"blocks.*.attn.n_head"})               # n_head //= the tensor ranks
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # steps this rank's slices
+    ...                                                # every rank gets the same batch
+    state = model.full_state_dict()                    # whole tensors, the module's names
+
+A column-parallel linear keeps this rank's rows of its weight and bias, its input entering the
+split (gradient summed over the group backward); a row-parallel one keeps its columns, its
+partial products summed over the group forward, then the whole bias added. The tensor group is
+every training rank of the job (data-parallel replicas of a group are not built yet).
 """
 
 import contextlib
@@ -36,8 +55,10 @@ import contextlib
 import torch
 
 from . import _loom, _native, distributed
+from .tensor_parallel import ColwiseParallel, RowwiseParallel, TensorParallel
 
-__all__ = ["DataParallel", "ParameterServers"]
+__all__ = ["ColwiseParallel", "DataParallel", "ParameterServers", "RowwiseParallel",
+           "TensorParallel"]
 
 
 class DataParallel(torch.nn.Module):

@@ -28,6 +28,9 @@ void bind_parallel(py::module_& m);
 // ReplicaSync: a user's own module's gradient exchange, with ZeRO (loom.parallel.DataParallel);
 // bound by bind_parallel.
 void bind_replica_sync(py::module_& m);
+// TensorGroup: a script's own module's linears split over the job's tensor group
+// (loom.parallel.TensorParallel).
+void bind_tensor_parallel(py::module_& m);
 // save_checkpoint() and load_checkpoint(): Loom's checkpoints for a script's own model.
 void bind_checkpoint(py::module_& m);
 // Tokenizer and TokenWindows: a `loom data tokenize` folder from Python (loom.data).

@@ -16,6 +16,7 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::bind_tokens(m);
   loom::python::bind_train(m);
   loom::python::bind_parallel(m);
+  loom::python::bind_tensor_parallel(m);
   loom::python::bind_checkpoint(m);
   loom::python::bind_pipeline(m);
   loom::python::bind_profile(m);

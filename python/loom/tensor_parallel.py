@@ -1,0 +1,275 @@
+"""Tensor parallelism for a script's own module: a plan names its linears column- or row-parallel,
+as torch's `parallelize_module` plans do (torchtitan's), and the ranks of the job's tensor group
+each keep their slice of those weights. Exported as loom.parallel.TensorParallel,
+ColwiseParallel and RowwiseParallel; see loom.parallel's docstring for an example.
+
+The cuts are Loom's (src/loom/models/tensor_parallel.h, as `loom train`'s parallel.tensor cuts
+its GPT): a column-parallel linear keeps its rows of the weight [out, in] and of the bias, and
+its input passes through enter_split (itself forward, its gradient summed over the group
+backward); a row-parallel one keeps its columns of the weight, and its output is
+leave_split(x @ w_slice^T) (summed over the group forward) plus the whole bias. The sums are
+Loom's communicator's: shared memory inside a host, Gloo between hosts.
+"""
+
+import collections
+import fnmatch
+import functools
+import itertools
+
+import torch
+
+from . import _loom, _native, distributed
+
+__all__ = ["ColwiseParallel", "RowwiseParallel", "TensorParallel"]
+
+# The tensor groups this process made, to name each group's communicator apart from the
+# others'. Every rank makes its groups in the same order (making one is collective), so the
+# counts agree.
+_groups_made = itertools.count()
+
+
+class ColwiseParallel:
+    """A linear cut by its outputs: each rank keeps its rows of the weight (and of the bias), so
+    its output is its share of the features (the heads of an attention that follows). A fused
+    weight whose output is `sections` equal parts side by side ([q | k | v]: sections=3) is cut
+    part by part: each rank keeps its share of q, of k and of v, in that order."""
+
+    dim = 0  # the weight's [out, in] dimension that is cut
+
+    def __init__(self, sections=1):
+        if isinstance(sections, bool) or not isinstance(sections, int) or sections < 1:
+            raise ValueError(f"sections: {sections!r}; expected a whole number of at least 1")
+        self.sections = sections
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.sections == self.sections
+
+    def __repr__(self):
+        return "colwise" if self.sections == 1 else f"colwise(sections={self.sections})"
+
+
+class RowwiseParallel:
+    """A linear cut by its inputs: each rank keeps its columns of the weight, takes its share of
+    the features in, and the ranks' partial products are summed; the bias is whole, added once
+    after the sum."""
+
+    dim = 1  # the weight's [out, in] dimension that is cut
+    sections = 1
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __repr__(self):
+        return "rowwise"
+
+
+_STYLES = {"colwise": ColwiseParallel(), "rowwise": RowwiseParallel()}
+
+
+def _style_of(pattern, style):
+    if isinstance(style, (ColwiseParallel, RowwiseParallel)):
+        return style
+    if isinstance(style, str) and style in _STYLES:
+        return _STYLES[style]
+    raise _loom.ConfigError(f"plan['{pattern}']: {style!r} is not \"colwise\", \"rowwise\", "
+                            "ColwiseParallel(sections=N) or RowwiseParallel()")
+
+
+def _planned_linears(module, plan):
+    # {module name: (pattern, style, linear)}, in the module's order.
+    if not isinstance(plan, dict) or not plan:
+        raise _loom.ConfigError("plan: expected a dict of {submodule name or pattern: "
+                                "\"colwise\" | \"rowwise\"}")
+    named = list(module.named_modules())
+    chosen = {}
+    for pattern, style in plan.items():
+        style = _style_of(pattern, style)
+        matched = [(name, m) for name, m in named if name and fnmatch.fnmatchcase(name, pattern)]
+        if not matched:
+            raise _loom.ConfigError(f"plan['{pattern}']: no submodule of the "
+                                    f"{type(module).__name__} is named so")
+        for name, m in matched:
+            if not isinstance(m, torch.nn.Linear):
+                raise _loom.ConfigError(f"plan['{pattern}']: '{name}' is a {type(m).__name__}, "
+                                        "not a torch.nn.Linear")
+            if name in chosen:
+                raise _loom.ConfigError(f"plan['{pattern}']: '{name}' is planned already, by "
+                                        f"plan['{chosen[name][0]}']")
+            chosen[name] = (pattern, style, m)
+    order = {name: i for i, (name, _) in enumerate(named)}
+    return dict(sorted(chosen.items(), key=lambda item: order[item[0]]))
+
+
+def _divided_attributes(module, divide, ranks):
+    # [(pattern, submodule, attribute, value // ranks)], checked before anything changes.
+    if isinstance(divide, str):
+        divide = [divide]
+    out = []
+    named = list(module.named_modules())
+    for pattern in divide:
+        where, _, attribute = pattern.rpartition(".")
+        matched = [(name, m) for name, m in named
+                   if fnmatch.fnmatchcase(name, where) and hasattr(m, attribute)]
+        if not matched:
+            raise _loom.ConfigError(f"divide: '{pattern}' names no attribute of the "
+                                    f"{type(module).__name__}'s submodules")
+        for name, m in matched:
+            value = getattr(m, attribute)
+            full = f"{name}.{attribute}" if name else attribute
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _loom.ConfigError(f"divide: '{full}' ('{pattern}') is "
+                                        f"{type(value).__name__} {value!r}, not an int")
+            if value % ranks:
+                raise _loom.ConfigError(f"divide: '{full}' ('{pattern}') is {value}, which "
+                                        f"does not divide by the {ranks} tensor ranks")
+            out.append((m, attribute, value // ranks))
+    return out
+
+
+def _rowwise_forward(linear, group, x):
+    # The partial products summed over the group, then the (whole) bias once.
+    y = group.leave_split(torch.nn.functional.linear(x, linear.weight))
+    return y if linear.bias is None else y + linear.bias
+
+
+def _colwise_pre_hook(group, _linear, args):
+    return (group.enter_split(args[0]),) + tuple(args[1:])
+
+
+class TensorParallel(torch.nn.Module):
+    """Splits `module`'s linears over the job's tensor group, as `plan` says, in place; calls
+    `module` as it is.
+
+    Args:
+        module: any torch.nn.Module, built whole (the same on every rank, or rank 0's values
+            win: the group's first rank's parameters and buffers go to the others first).
+        plan: {submodule name or fnmatch pattern ("blocks.*.attn.qkv"): "colwise", "rowwise",
+            ColwiseParallel(sections=N) or RowwiseParallel()}; every entry must name at least
+            one torch.nn.Linear, each linear at most once.
+        divide: the integer attributes that count what is cut ("blocks.*.attn.n_head": the
+            heads each rank computes), divided by the tensor ranks, as torchtitan sets
+            `n_heads //= tp`.
+        tensor: the ranks of a group (consecutive ranks: the mesh's innermost dimension);
+            default every training rank of the job. For now the group must be the whole job
+            (no data-parallel replicas of it).
+        job: the loom.distributed Job (default: the one init() joined).
+
+    Every rank of the group must be given the same input (the same batch) and, where dropout
+    runs outside the cut linears, the same random seed. The module's forward must read its
+    widths from what it holds (`n_head`, reshapes with -1), not from the input's width.
+
+    The parameters stay the same objects, now holding this rank's slices, so an optimizer made
+    afterwards steps the slices. full_state_dict() gives the whole tensors under the module's
+    own names and load_full_state_dict() cuts them again: a checkpoint moves between a tensor
+    group and one process. Raises loom.ConfigError naming the plan entry or attribute that
+    cannot be done (before anything is cut).
+    """
+
+    def __init__(self, module, plan, *, divide=(), tensor=None, job=None):
+        super().__init__()
+        job = job if job is not None else distributed.current()
+        ranks = job.trainers if tensor is None else tensor
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+            raise _loom.ConfigError(f"tensor: {tensor!r} is not a number of ranks")
+        if ranks != job.trainers:
+            raise _loom.ConfigError(
+                f"tensor: {ranks} ranks a group, but the job has {job.trainers} training ranks; "
+                "TensorParallel takes every rank of the job as one group (data-parallel replicas "
+                "of a tensor group are not built yet)")
+        linears = _planned_linears(module, plan)
+        divided = _divided_attributes(module, divide, ranks)
+        self.module = module
+        self._group = _native.attach(self, _loom.TensorGroup(job, ranks, next(_groups_made)))
+        with torch.no_grad():
+            for t in itertools.chain(module.parameters(), module.buffers()):
+                self._group.broadcast(t.detach())
+        slices = self._cut(linears)
+        with torch.no_grad():
+            for parameter, piece in slices:
+                parameter.data = piece
+        for m, attribute, value in divided:
+            setattr(m, attribute, value)
+        # The module's tensors that are cut: {name in module.state_dict(): style}.
+        self._splits = collections.OrderedDict()
+        for name, (_, style, linear) in linears.items():
+            self._splits[f"{name}.weight"] = style
+            if linear.bias is not None and isinstance(style, ColwiseParallel):
+                self._splits[f"{name}.bias"] = style
+            if isinstance(style, ColwiseParallel):
+                linear.register_forward_pre_hook(functools.partial(_colwise_pre_hook, self._group))
+            else:
+                linear.forward = functools.partial(_rowwise_forward, linear, self._group)
+        self._plan = {name: style for name, (_, style, _) in linears.items()}
+
+    def _cut(self, linears):
+        # This rank's slice of each cut tensor, all made before any is set.
+        slices = []
+        for name, (pattern, style, linear) in linears.items():
+            tensors = [("weight", linear.weight)]
+            if linear.bias is not None and isinstance(style, ColwiseParallel):
+                tensors.append(("bias", linear.bias))
+            for field, t in tensors:
+                try:
+                    piece = self._group.slice_of(t.detach(), style.dim, style.sections)
+                except _loom.Error as e:
+                    raise _loom.ConfigError(f"plan['{pattern}']: '{name}.{field}' of shape "
+                                            f"{list(t.shape)}: {e}") from None
+                slices.append((t, piece))
+        return slices
+
+    @property
+    def plan(self):
+        """The plan as applied: {linear's name: ColwiseParallel | RowwiseParallel}."""
+        return dict(self._plan)
+
+    @property
+    def tensor_rank(self):
+        """This rank's place in its tensor group."""
+        return self._group.rank
+
+    @property
+    def tensor_ranks(self):
+        """The ranks of the tensor group."""
+        return self._group.size
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def full_state_dict(self):
+        """The module's state_dict with whole tensors, under the module's own names, on every
+        rank of the group (collective: the cut ones are gathered from every rank's slice)."""
+        out = collections.OrderedDict()
+        with torch.no_grad():
+            for name, t in self.module.state_dict(keep_vars=True).items():
+                style = self._splits.get(name)
+                t = t.detach()
+                out[name] = (t.clone() if style is None
+                             else self._group.whole_of(t, style.dim, style.sections))
+        return out
+
+    def load_full_state_dict(self, state):
+        """Loads whole tensors (full_state_dict()'s, or a plain module's state_dict) into the
+        module, this rank keeping its slices. Raises loom.DataError naming a tensor that is
+        missing or has another shape."""
+        with torch.no_grad():
+            for name, t in self.module.state_dict(keep_vars=True).items():
+                if name not in state:
+                    raise _loom.DataError(f"load_full_state_dict: no tensor '{name}'")
+                value = state[name]
+                style = self._splits.get(name)
+                expected = list(t.shape)
+                if style is not None:
+                    expected[style.dim] *= self._group.size
+                if list(value.shape) != expected:
+                    raise _loom.DataError(f"load_full_state_dict: tensor '{name}' has shape "
+                                          f"{list(value.shape)}, the module's whole one is "
+                                          f"{expected}")
+                if style is not None:
+                    value = self._group.slice_of(value.detach(), style.dim, style.sections)
+                t.copy_(value)
+
+    def extra_repr(self):
+        ranks = self._group.size
+        return (f"tensor parallel over {ranks} rank{'s' if ranks > 1 else ''} "
+                f"({self._group.backend}): "
+                + ", ".join(f"{name} {style!r}" for name, style in self._plan.items()))

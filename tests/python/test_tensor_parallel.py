@@ -1,0 +1,128 @@
+"""loom.parallel.TensorParallel on a user's own transformer blocks, on real processes started by
+`loom launch`: two ranks, each holding its slices of the fused query/key/value, projection and
+MLP linears, end with the parameters of one process on the same batches; the whole state dict
+moves from one process into the slices and back; a plan that cannot be done names its entry."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import loom
+
+from conftest import loom_binary
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "tp_blocks.py")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+import tp_blocks  # noqa: E402  (the script's model, to load its state dict in this process)
+
+
+def run_script(out, *flags, ranks=2):
+    command = [sys.executable, SCRIPT, str(out), *flags]
+    if ranks > 1:
+        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--", *command]
+    return subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+
+
+def trained(out, *flags, ranks=2):
+    result = run_script(out, *flags, ranks=ranks)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return torch.load(out)
+
+
+def assert_close(got, expected, atol):
+    assert list(got) == list(expected)
+    for name, tensor in got.items():
+        assert tensor.shape == expected[name].shape, name
+        error = (tensor - expected[name]).abs().max().item()
+        assert error <= atol, f"{name}: off by {error:.3g}"
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    return trained(tmp_path_factory.mktemp("one") / "one.pt", ranks=1)
+
+
+def test_two_tensor_ranks_train_like_one_process(tmp_path, one_process):
+    split = trained(tmp_path / "two.pt")
+    assert_close(split["state"], one_process["state"], 1e-5)
+    assert_close({"eval": split["eval"]}, {"eval": one_process["eval"]}, 1e-5)
+    # The whole tensors under the module's own names: a plain model loads them, and training
+    # moved them.
+    torch.manual_seed(0)
+    plain = tp_blocks.Model()
+    untrained = {k: v.clone() for k, v in plain.state_dict().items()}
+    plain.load_state_dict(split["state"])
+    assert not torch.allclose(untrained["blocks.0.attn.qkv.weight"],
+                              plain.blocks[0].attn.qkv.weight)
+    x, _ = next(tp_blocks.batches(1))
+    with torch.no_grad():
+        assert torch.allclose(plain(x), one_process["eval"], atol=1e-5)
+
+
+def test_a_whole_state_dict_loads_into_the_slices(tmp_path, one_process):
+    source = tmp_path / "one.pt"
+    torch.save(one_process, source)
+    loaded = trained(tmp_path / "loaded.pt", "--load", str(source), "--steps", "0")
+    for name, tensor in loaded["state"].items():
+        assert torch.equal(tensor, one_process["state"][name]), name
+    assert_close({"eval": loaded["eval"]}, {"eval": one_process["eval"]}, 1e-5)
+
+
+def test_a_dimension_the_ranks_cannot_split_names_the_plan_entry(tmp_path):
+    result = run_script(tmp_path / "bad.pt", "--plan-head")
+    assert result.returncode != 0
+    assert "plan['head']" in result.stderr and "does not split over 2 ranks" in result.stderr, \
+        result.stderr
+
+
+def model_in_this_process():
+    loom.distributed.init()
+    torch.manual_seed(0)
+    return tp_blocks.Model()
+
+
+@pytest.mark.parametrize("plan, names", [
+    ({"blocks.*.attn.qkv": "colwise", "blocks.*.attn.wq": "colwise"}, "plan['blocks.*.attn.wq']"),
+    ({"blocks.0.norm1": "rowwise"}, "'blocks.0.norm1' is a LayerNorm"),
+    ({"blocks.*.mlp.fc": "diagonal"}, "plan['blocks.*.mlp.fc']: 'diagonal'"),
+    ({"blocks.*.mlp.*": "colwise", "blocks.0.mlp.out": "rowwise"}, "plan['blocks.0.mlp.out']"),
+    ({"head": loom.parallel.ColwiseParallel(sections=3)}, "plan['head']"),
+])
+def test_a_plan_that_cannot_be_done_names_its_entry(plan, names):
+    model = model_in_this_process()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(loom.ConfigError) as raised:
+        loom.parallel.TensorParallel(model, plan)
+    assert names in str(raised.value)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name  # nothing was cut
+
+
+def test_divide_names_an_attribute_that_is_not_a_count():
+    model = model_in_this_process()
+    with pytest.raises(loom.ConfigError, match="blocks.*.attn.heads"):
+        loom.parallel.TensorParallel(model, tp_blocks.PLAN, divide={"blocks.*.attn.heads"})
+    model.blocks[0].attn.n_head = 4.0
+    with pytest.raises(loom.ConfigError, match="'blocks.0.attn.n_head'.*not an int"):
+        loom.parallel.TensorParallel(model, tp_blocks.PLAN, divide={"blocks.*.attn.n_head"})
+
+
+def test_a_tensor_group_larger_than_the_job_is_refused():
+    with pytest.raises(loom.ConfigError, match="tensor: 2 ranks a group"):
+        loom.parallel.TensorParallel(model_in_this_process(), tp_blocks.PLAN, tensor=2)
+
+
+def test_a_process_alone_is_a_tensor_group_of_one():
+    model = loom.parallel.TensorParallel(model_in_this_process(), tp_blocks.PLAN,
+                                         divide={"blocks.*.attn.n_head"})
+    assert (model.tensor_rank, model.tensor_ranks) == (0, 1)
+    assert model.plan["blocks.0.attn.qkv"] == loom.parallel.ColwiseParallel(sections=3)
+    assert model.plan["blocks.1.mlp.out"] == loom.parallel.RowwiseParallel()
+    assert "tensor parallel over 1 rank" in repr(model)
+    with pytest.raises(loom.DataError, match="'head.weight' has shape"):
+        state = model.full_state_dict()
+        state["head.weight"] = torch.zeros(3, 16)
+        model.load_full_state_dict(state)
