@@ -416,9 +416,9 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
                       "(optimizer state and gradients) or 3 (and the parameters)");
   }
   if (c.parallel.tensor > 1) {
-    if (c.model.name != "gpt") {
+    if (c.model.name != "gpt" && c.model.name != "vit_tiny") {
       throw ConfigError("config key 'parallel.tensor': the model '" + c.model.name +
-                        "' has no tensor-parallel split (the GPT has)");
+                        "' has no tensor-parallel split (gpt and vit_tiny have)");
     }
     const char* other = c.parallel.pipeline.stages > 1 ? "parallel.pipeline.stages"
                         : c.parallel.parameter_servers() ? "parallel.mode"

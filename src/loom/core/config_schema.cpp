@@ -271,7 +271,8 @@ void visit_config(Config& c, ConfigVisitor& v) {
             "keeps it all. A pipeline's planner may choose 1 to fit "
             "parallel.pipeline.memory_cap_mb.");
   v.integer("parallel.tensor", c.parallel.tensor, 1,
-            "Tensor parallelism: ranks each transformer layer is split over (the GPT's), "
+            "Tensor parallelism: ranks each transformer layer of gpt or vit_tiny is split over "
+            "(it must divide the heads: model.gpt.n_head, vit_tiny's 3), "
             "Megatron's way: attention by heads and the MLP by its hidden width, the first "
             "product of each split by columns and the second by rows, one all-reduce forward and "
             "one backward per sublayer. Ranks of a tensor group are neighbours (one host, shared "

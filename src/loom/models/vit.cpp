@@ -7,14 +7,20 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <cmath>
+#include <string>
 
 #include "loom/core/error.h"
 #include "loom/models/linear.h"
+#include "loom/models/tensor_parallel.h"
 
 namespace loom::models {
 namespace {
 
 constexpr int64_t kDim = 192, kDepth = 12, kHeads = 3, kMlp = 768;
+
+// How tensor parallelism cuts a block's weights (Megatron's, as the GPT's): qkv's output is
+// reshaped as [3, heads, head_dim], so its rows are three sections, each cut by heads.
+const TensorSplit kQueryKeyValue{0, 3};
 
 class EncoderBlock : public torch::nn::Module {
  public:
@@ -29,21 +35,47 @@ class EncoderBlock : public torch::nn::Module {
     fc2_ = register_module("fc2", torch::nn::Linear(kMlp, kDim));
   }
 
+  // Tensor parallelism: this rank keeps the query, key and value rows of its heads and the
+  // matching input columns of the projection, and its share of the MLP's hidden width.
+  void split(TensorGroup& group) {
+    keep_slice(qkv_->weight, kQueryKeyValue, group);
+    keep_slice(qkv_->bias, kQueryKeyValue, group);
+    keep_slice(proj_->weight, kByInputs, group);
+    keep_slice(fc1_->weight, kByOutputs, group);
+    keep_slice(fc1_->bias, kByOutputs, group);
+    keep_slice(fc2_->weight, kByInputs, group);
+    heads_ /= group.size();
+    group_ = &group;
+  }
+
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor h = x + attention(norm1_->forward(x));
-    return h + linear(fc2_, at::gelu(linear(fc1_, norm2_->forward(h))));
+    return h + mlp(norm2_->forward(h));
   }
 
  private:
   at::Tensor attention(const at::Tensor& x) {
     const int64_t b = x.size(0), n = x.size(1), head_dim = kDim / kHeads;
-    // [B, N, 3*D] -> [3, B, heads, N, head_dim]
-    at::Tensor qkv = linear(qkv_, x).reshape({b, n, 3, kHeads, head_dim}).permute({2, 0, 3, 1, 4});
+    // [B, N, 3*D] -> [3, B, heads, N, head_dim] (this rank's heads under tensor parallelism)
+    at::Tensor qkv = linear(qkv_, group_ ? enter_split(x, *group_) : x)
+                         .reshape({b, n, 3, heads_, head_dim})
+                         .permute({2, 0, 3, 1, 4});
     at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(double(head_dim));
-    at::Tensor out = at::matmul(scores.softmax(-1), qkv[2]);
-    return linear(proj_, out.transpose(1, 2).reshape({b, n, kDim}));
+    at::Tensor out =
+        at::matmul(scores.softmax(-1), qkv[2]).transpose(1, 2).reshape({b, n, heads_ * head_dim});
+    if (!group_) return linear(proj_, out);
+    // Each rank's heads' share of the projection, summed: replicated again.
+    return leave_split(at::linear(out, proj_->weight), *group_) + proj_->bias;
   }
 
+  at::Tensor mlp(const at::Tensor& x) {
+    if (!group_) return linear(fc2_, at::gelu(linear(fc1_, x)));
+    const at::Tensor hidden = at::gelu(linear(fc1_, enter_split(x, *group_)));
+    return leave_split(at::linear(hidden, fc2_->weight), *group_) + fc2_->bias;
+  }
+
+  int64_t heads_ = kHeads;        // this rank's
+  TensorGroup* group_ = nullptr;  // tensor parallelism's, once split
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
@@ -78,7 +110,8 @@ class VitTiny : public ZooNetwork {
     blocks.push_back({"embed",
                       {"patch_embed", "cls_token", "pos_embed"},
                       [this](const at::Tensor& x) {
-                        at::Tensor y = patch_embed_->forward(x).flatten(2).transpose(1, 2);  // [B, N, D]
+                        at::Tensor y =
+                            patch_embed_->forward(x).flatten(2).transpose(1, 2);  // [B, N, D]
                         return at::cat({cls_token_.expand({y.size(0), -1, -1}), y}, 1) + pos_embed_;
                       },
                       {}});
@@ -97,7 +130,36 @@ class VitTiny : public ZooNetwork {
     return blocks;
   }
 
+  // Tensor parallelism over the encoder blocks: attention by heads, the MLP by its hidden
+  // width. The patch embedding, class token, position table, LayerNorms and head stay whole on
+  // every rank (the logits are not split).
+  bool split_for_tensor_parallel(TensorGroup& group) override {
+    const int64_t t = group.size();
+    if (kHeads % t != 0) {
+      throw ConfigError("config key 'parallel.tensor': " + std::to_string(t) +
+                        " ranks do not split the ViT's " + std::to_string(kHeads) + " heads");
+    }
+    for (auto& block : blocks_) block->split(group);
+    split_ = true;
+    return true;
+  }
+  TensorSplits tensor_splits() const override {
+    TensorSplits splits;
+    if (!split_) return splits;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      const std::string b = "blocks." + std::to_string(i) + ".";
+      splits[b + "qkv.weight"] = kQueryKeyValue;
+      splits[b + "qkv.bias"] = kQueryKeyValue;
+      splits[b + "proj.weight"] = kByInputs;
+      splits[b + "fc1.weight"] = kByOutputs;
+      splits[b + "fc1.bias"] = kByOutputs;
+      splits[b + "fc2.weight"] = kByInputs;
+    }
+    return splits;
+  }
+
  private:
+  bool split_ = false;  // over a tensor group
   torch::nn::Conv2d patch_embed_{nullptr};
   at::Tensor cls_token_, pos_embed_;
   std::vector<std::shared_ptr<EncoderBlock>> blocks_;

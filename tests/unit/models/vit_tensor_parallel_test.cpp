@@ -1,0 +1,195 @@
+// The zoo's ViT split over a tensor group (parallel.tensor): its splits name exactly the
+// encoder blocks' attention and MLP weights, the ranks' slices put together are the whole
+// model's tensors, and three ranks as threads compute the whole model's output and gradients.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/models/model.h"
+#include "loom/models/tensor_parallel.h"
+
+namespace loom::models {
+namespace {
+
+constexpr int kRanks = 3;  // vit_tiny's heads
+const InputSpec kImages{3, 16, 16, 4};
+
+std::unique_ptr<Model> vit(uint64_t seed) {
+  at::manual_seed(seed);
+  ModelConfig config;
+  config.name = "vit_tiny";
+  config.patch_size = 8;
+  return make_model(config, kImages);
+}
+
+std::map<std::string, at::Tensor> by_name(Model& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, tensor] : model.named_parameters()) out[name] = tensor;
+  return out;
+}
+
+// `ranks` ranks as threads of this process, summing through shared memory.
+class ThreadGroups {
+ public:
+  class Group : public TensorGroup {
+   public:
+    Group(ThreadGroups& all, int rank) : all_(all), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int size() const override { return static_cast<int>(all_.parts_.size()); }
+    void sum(at::Tensor& tensor) override { all_.sum(rank_, tensor); }
+
+   private:
+    ThreadGroups& all_;
+    int rank_;
+  };
+
+  explicit ThreadGroups(int ranks) : parts_(ranks) {}
+
+  void sum(int rank, at::Tensor& tensor) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int round = round_;
+    parts_[rank] = tensor.clone();
+    if (++arrived_ == static_cast<int>(parts_.size())) {
+      total_ = parts_[0].clone();
+      for (size_t r = 1; r < parts_.size(); ++r) total_ += parts_[r];
+      arrived_ = 0;
+      ++round_;
+      changed_.notify_all();
+    } else {
+      changed_.wait(lock, [&] { return round_ != round; });
+    }
+    tensor.copy_(total_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<at::Tensor> parts_;
+  at::Tensor total_;
+  int arrived_ = 0, round_ = 0;
+};
+
+// A group that only says its size: splitting needs no sums.
+class SizedGroup : public TensorGroup {
+ public:
+  SizedGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void sum(at::Tensor&) override { FAIL() << "splitting sums nothing"; }
+
+ private:
+  int rank_, size_;
+};
+
+TEST(VitTensorParallel, SplitsNameTheBlocksMatricesAndTheirSlicesMakeTheWhole) {
+  const auto whole = vit(7);
+  EXPECT_TRUE(whole->tensor_splits().empty());  // not split: nothing to say
+  const auto whole_params = by_name(*whole);
+  std::vector<std::unique_ptr<Model>> ranks;
+  std::vector<SizedGroup> groups;
+  for (int r = 0; r < kRanks; ++r) groups.emplace_back(r, kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.push_back(vit(7));
+    ranks.back()->split_for_tensor_parallel(groups[r]);
+  }
+  const TensorSplits splits = ranks[0]->tensor_splits();
+  std::set<std::string> want;
+  for (int i = 0; i < 12; ++i) {
+    for (const char* name :
+         {"qkv.weight", "qkv.bias", "proj.weight", "fc1.weight", "fc1.bias", "fc2.weight"}) {
+      want.insert("blocks." + std::to_string(i) + "." + name);
+    }
+  }
+  std::set<std::string> got;
+  for (const auto& [name, split] : splits) got.insert(name);
+  EXPECT_EQ(got, want);
+  const auto& qkv = splits.at("blocks.3.qkv.weight");
+  EXPECT_EQ(qkv.dim, 0);
+  EXPECT_EQ(qkv.sections, 3);
+  EXPECT_EQ(splits.at("blocks.3.proj.weight").dim, 1);
+  EXPECT_EQ(splits.at("blocks.3.fc1.bias").dim, 0);
+  EXPECT_EQ(splits.at("blocks.3.fc2.weight").dim, 1);
+
+  std::vector<std::map<std::string, at::Tensor>> held;
+  for (auto& rank : ranks) held.push_back(by_name(*rank));
+  for (const auto& [name, tensor] : whole_params) {
+    SCOPED_TRACE(name);
+    const auto split = splits.find(name);
+    if (split == splits.end()) {  // whole on every rank
+      for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(torch::equal(held[r].at(name), tensor));
+      continue;
+    }
+    std::vector<at::Tensor> slices;
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(held[r].at(name).size(split->second.dim) * kRanks, tensor.size(split->second.dim));
+      slices.push_back(held[r].at(name));
+    }
+    EXPECT_TRUE(torch::equal(whole_of(slices, split->second), tensor));
+  }
+  // A third of every split matrix per rank.
+  EXPECT_LT(ranks[0]->parameter_count(), whole->parameter_count() * 0.35);
+}
+
+// Three ranks as threads, each holding its slices: the whole model's output on every rank, and
+// each rank's gradients its slice of the whole model's (whole tensors: the whole gradient).
+TEST(VitTensorParallel, ThreeRanksComputeTheWholeModelsOutputAndGradients) {
+  const auto whole = vit(11);
+  at::manual_seed(12);
+  const at::Tensor images = torch::randn({2, 3, 16, 16});
+  const at::Tensor weights = torch::randn({2, 4});  // of the logits, in the loss
+  const at::Tensor want = whole->forward(images);
+  (want * weights).sum().backward();
+  const auto whole_params = by_name(*whole);
+
+  std::vector<std::unique_ptr<Model>> ranks;
+  for (int r = 0; r < kRanks; ++r) ranks.push_back(vit(11));
+  ThreadGroups groups(kRanks);
+  std::vector<at::Tensor> got(kRanks);
+  std::vector<TensorSplits> splits(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadGroups::Group group(groups, r);
+      ranks[r]->split_for_tensor_parallel(group);
+      splits[r] = ranks[r]->tensor_splits();
+      got[r] = ranks[r]->forward(images);
+      (got[r] * weights).sum().backward();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_TRUE(torch::allclose(got[r], want, 1e-4, 1e-5));
+    for (const auto& [name, tensor] : by_name(*ranks[r])) {
+      SCOPED_TRACE(name);
+      const at::Tensor whole_grad = whole_params.at(name).grad();
+      const auto split = splits[r].find(name);
+      const at::Tensor expected =
+          split == splits[r].end() ? whole_grad : slice_of(whole_grad, split->second, r, kRanks);
+      ASSERT_TRUE(tensor.grad().defined());
+      EXPECT_TRUE(torch::allclose(tensor.grad(), expected, 1e-4, 1e-5));
+    }
+  }
+}
+
+TEST(VitTensorParallel, RanksThatDoNotDivideTheHeadsAreAConfigError) {
+  auto model = vit(1);
+  SizedGroup two(0, 2);
+  try {
+    model->split_for_tensor_parallel(two);
+    FAIL() << "2 ranks split 3 heads";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.tensor"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace loom::models
