@@ -1,7 +1,8 @@
 // Tensor parallelism (parallel.tensor) with `loom train`: a GPT's attention split by heads and
 // its MLP by its hidden width over the ranks of a tensor group, alone and inside data-parallel
-// replicas. Each must train like one process on the same global batch; with dropout on where
-// the group reads the whole batch (every rank draws the masks one process draws). Checkpoints
+// replicas, with and without the sequence split too. Each must train like one process on the
+// same global batch; with dropout on where the group reads the whole batch (every rank draws the
+// masks one process draws). Checkpoints
 // hold the whole tensors under their names, so they move to and from one process and other
 // layouts.
 #include <gtest/gtest.h>
@@ -78,6 +79,54 @@ TEST_F(LanguageModelTrain, TensorParallelCheckpointsMoveToOtherLayouts) {
        "train" + args + batch},
   };
   expect_moves(moves, dir, dir / "one");
+}
+
+// Sequence parallelism (parallel.tensor_sequence): the LayerNorms, dropouts and residual stream
+// split by the sequence too, all-gathers and reduce-scatters in place of the all-reduces. Each
+// rank draws the dropout masks of every position, as one process does, and keeps its own.
+TEST_F(LanguageModelTrain, SequenceParallelRanksTrainLikeOneProcessWithDropout) {
+  TempDir dir;
+  const std::string args = gpt_args() + " --set model.gpt.dropout=0.1 --set data.batch_size=8";
+  const auto one = run_loom("train" + args + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto split = run_loom(
+      launch(2, args + kTensor2 + " --set parallel.tensor_sequence=true --out " + (dir / "sp")));
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  expect_like(dir / "sp", dir / "one");
+  const auto s = summary_of(dir / "sp");
+  EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 1}, {"tensor", 2}})) << s["layout"];
+  EXPECT_GT(s["step_time"]["share"]["tensor_comm"].get<double>(), 0.0) << s["step_time"];
+}
+
+// 2 data-parallel replicas of a sequence-parallel group of 2, under ZeRO-1: the parameters used
+// on a rank's positions only (LayerNorms, biases, the position table) have their gradients
+// whole before the replicas' exchange sees them.
+TEST_F(LanguageModelTrain, SequenceParallelGroupsInsideZeroReplicasTrainLikeOneProcess) {
+  TempDir dir;
+  const auto one =
+      run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto run = run_loom(launch(4, gpt_args() + kTensor2 +
+                                          " --set parallel.tensor_sequence=true"
+                                          " --set parallel.zero=1 --set data.global_batch=8"
+                                          " --out " +
+                                          (dir / "sp")));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_like(dir / "sp", dir / "one");
+  const auto s = summary_of(dir / "sp");
+  EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 2}, {"tensor", 2}})) << s["layout"];
+  EXPECT_EQ(s["layout"]["zero"], 1);
+}
+
+TEST_F(LanguageModelTrain, SequenceParallelismOverAContextThatDoesNotSplitIsAConfigurationError) {
+  TempDir dir;
+  const auto odd = run_loom(launch(2, gpt_args() + kTensor2 +
+                                          " --set parallel.tensor_sequence=true"
+                                          " --set data.seq_len=31 --out " +
+                                          (dir / "odd")));
+  EXPECT_EQ(odd.exit_code, 2) << odd.output;
+  EXPECT_NE(odd.output.find("parallel.tensor_sequence"), std::string::npos) << odd.output;
+  EXPECT_NE(odd.output.find("data.seq_len"), std::string::npos) << odd.output;
 }
 
 TEST_F(LanguageModelTrain, TensorParallelismThatCannotBeIsAConfigurationError) {

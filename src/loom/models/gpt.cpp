@@ -4,191 +4,20 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
 #include <cmath>
 #include <limits>
-#include <map>
-#include <utility>
 
 #include "loom/core/error.h"
-#include "loom/models/causal_attention.h"
-#include "loom/models/linear.h"
+#include "loom/models/gpt_layers.h"
 
 namespace loom::models {
 namespace {
 
-// How tensor parallelism cuts a layer's weights (Megatron's): the products into a split part
-// by their output columns (rows of the weight, with their biases), the products out of it by
-// their input columns; their biases stay whole and are added after the sum.
-const TensorSplit kQueryKeyValue{0, 3};  // c_attn: q, k and v, each by heads
-
-// The mask every layer's attention adds to its scores: [n, n], 0 where a query may see a key,
-// -inf after it. One per model and dtype (fp32, and bf16 under autocast), made at the model's
-// context on first use and kept (not a buffer: nothing to train or save). A forward takes a view
-// of its first n positions, so it neither builds nor converts a mask; a longer one (which the
-// embedding refuses) would rebuild them.
-class CausalMask {
- public:
-  explicit CausalMask(int64_t context) : length_(context) {}
-
-  at::Tensor first(int64_t n, at::ScalarType dtype) {
-    if (n > length_) {
-      masks_.clear();
-      length_ = n;
-    }
-    at::Tensor& mask = masks_[dtype];
-    if (!mask.defined()) {
-      mask =
-          at::full({length_, length_}, -std::numeric_limits<float>::infinity()).triu(1).to(dtype);
-    }
-    return mask.narrow(0, 0, n).narrow(1, 0, n);
-  }
-
- private:
-  int64_t length_;
-  std::map<at::ScalarType, at::Tensor> masks_;
-};
-
-// Causal self-attention: every position attends to itself and the positions before it.
-class CausalSelfAttention : public torch::nn::Module {
- public:
-  CausalSelfAttention(const GptConfig& c, std::shared_ptr<CausalMask> mask)
-      : heads_(c.n_head), width_(c.n_embd), mask_(std::move(mask)) {
-    c_attn_ = register_module("c_attn", torch::nn::Linear(c.n_embd, 3 * c.n_embd));
-    c_proj_ = register_module("c_proj", torch::nn::Linear(c.n_embd, c.n_embd));
-    attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(c.dropout));
-    resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
-  }
-
-  // Tensor parallelism: this rank keeps the query, key and value columns of its heads and the
-  // matching input columns of the output projection.
-  void split(TensorGroup& group) {
-    keep_slice(c_attn_->weight, kQueryKeyValue, group);
-    keep_slice(c_attn_->bias, kQueryKeyValue, group);
-    keep_slice(c_proj_->weight, kByInputs, group);
-    heads_ /= group.size();
-    width_ /= group.size();
-    group_ = &group;
-  }
-
-  // With a cache, `x` holds the positions after the cached ones: they attend to those too, and
-  // their keys and values join the cache.
-  at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
-    const int64_t b = x.size(0), t = x.size(1), head = width_ / heads_;
-    // [B, T, 3C] -> q, k, v as [B, heads, T, head] (this rank's heads under tensor parallelism)
-    const auto qkv = linear(c_attn_, group_ ? enter_split(x, *group_) : x).split(width_, 2);
-    const auto per_head = [&](const at::Tensor& y) {
-      return y.view({b, t, heads_, head}).transpose(1, 2);
-    };
-    at::Tensor q = per_head(qkv[0]), k = per_head(qkv[1]), v = per_head(qkv[2]);
-    int64_t past = 0;
-    if (cache) {
-      if (cache->keys.defined()) {
-        past = cache->keys.size(2);
-        k = at::cat({cache->keys, k}, 2);
-        v = at::cat({cache->values, v}, 2);
-      }
-      cache->keys = k;
-      cache->values = v;
-    }
-    // New position i is position past + i: it sees keys 0 .. past + i.
-    const int64_t keys = past + t;
-    const at::Tensor y =
-        causal_attention(q.reshape({b * heads_, t, head}), k.reshape({b * heads_, keys, head}),
-                         v.reshape({b * heads_, keys, head}), mask_->first(keys, q.scalar_type()),
-                         past, causal_query_blocks(t),
-                         [this, b](const at::Tensor& w) { return weights_dropout(w, b); })
-            .view({b, heads_, t, head})
-            .transpose(1, 2)
-            .contiguous()
-            .view({b, t, width_});
-    if (!group_) return resid_dropout_->forward(linear(c_proj_, y));
-    // Each rank's heads' share of the projection, summed: replicated again.
-    return resid_dropout_->forward(leave_split(at::linear(y, c_proj_->weight), *group_) +
-                                   c_proj_->bias);
-  }
-
-  torch::nn::Linear c_proj_{nullptr};
-
- private:
-  // Dropout of attention weights [B x heads, rows, keys]. Split by heads, each rank draws the
-  // mask of every head, as one process does, and keeps its own heads': the same masks, and the
-  // ranks' generators stay in step for the replicated dropouts after.
-  at::Tensor weights_dropout(const at::Tensor& w, int64_t b) {
-    const auto& options = attn_dropout_->options;
-    if (!group_ || !attn_dropout_->is_training() || options.p() == 0) {
-      return attn_dropout_->forward(w);
-    }
-    const int64_t all_heads = heads_ * group_->size();
-    const at::Tensor mask = attn_dropout_->forward(
-        at::ones({b, all_heads, w.size(1), w.size(2)}, w.options().requires_grad(false)));
-    return w * mask.narrow(1, group_->rank() * heads_, heads_).reshape(w.sizes());
-  }
-
-  int64_t heads_, width_;             // this rank's
-  TensorGroup* group_ = nullptr;      // tensor parallelism's, once split
-  std::shared_ptr<CausalMask> mask_;  // the model's, shared by its layers
-  torch::nn::Linear c_attn_{nullptr};
-  torch::nn::Dropout attn_dropout_{nullptr}, resid_dropout_{nullptr};
-};
-
-class Mlp : public torch::nn::Module {
- public:
-  explicit Mlp(const GptConfig& c) {
-    c_fc_ = register_module("c_fc", torch::nn::Linear(c.n_embd, 4 * c.n_embd));
-    c_proj_ = register_module("c_proj", torch::nn::Linear(4 * c.n_embd, c.n_embd));
-    dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
-  }
-  // Tensor parallelism: this rank keeps its share of the hidden width.
-  void split(TensorGroup& group) {
-    keep_slice(c_fc_->weight, kByOutputs, group);
-    keep_slice(c_fc_->bias, kByOutputs, group);
-    keep_slice(c_proj_->weight, kByInputs, group);
-    group_ = &group;
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    if (!group_) return dropout_->forward(linear(c_proj_, at::gelu(linear(c_fc_, x))));
-    const at::Tensor hidden = at::gelu(linear(c_fc_, enter_split(x, *group_)));
-    return dropout_->forward(leave_split(at::linear(hidden, c_proj_->weight), *group_) +
-                             c_proj_->bias);
-  }
-
-  torch::nn::Linear c_proj_{nullptr};
-
- private:
-  TensorGroup* group_ = nullptr;
-  torch::nn::Linear c_fc_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
-};
-
-class GptBlock : public torch::nn::Module {
- public:
-  GptBlock(const GptConfig& c, std::shared_ptr<CausalMask> mask) {
-    ln_1_ = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
-    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(c, std::move(mask)));
-    ln_2_ = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
-    mlp_ = register_module("mlp", std::make_shared<Mlp>(c));
-  }
-  at::Tensor forward(const at::Tensor& x, KvCache::Layer* cache = nullptr) {
-    const at::Tensor h = x + attn_->forward(ln_1_->forward(x), cache);
-    return h + mlp_->forward(ln_2_->forward(h));
-  }
-  void split(TensorGroup& group) {
-    attn_->split(group);
-    mlp_->split(group);
-  }
-  // The projections back into the residual stream (GPT-2 scales their initial weights).
-  std::vector<at::Tensor> residual_projections() {
-    return {attn_->c_proj_->weight, mlp_->c_proj_->weight};
-  }
-
- private:
-  torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
-  std::shared_ptr<CausalSelfAttention> attn_;
-  std::shared_ptr<Mlp> mlp_;
-};
+using gpt::CausalMask;
+using gpt::GptBlock;
+using gpt::kQueryKeyValue;
 
 class Gpt : public ZooNetwork {
  public:
@@ -209,25 +38,29 @@ class Gpt : public ZooNetwork {
 
   std::vector<BlockSpec> block_specs() override {
     std::vector<BlockSpec> blocks;
-    blocks.push_back(
-        {"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) { return embed(ids, 0); }, {}});
+    blocks.push_back({"embedding",
+                      {"wte", "wpe"},
+                      [this](const at::Tensor& ids) { return embed(ids, 0, sequence_group_); },
+                      {}});
     for (size_t i = 0; i < layers_.size(); ++i) {
       GptBlock* layer = layers_[i].get();
       const std::string name = "h." + std::to_string(i);
       blocks.push_back(
           {name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }, {}});
     }
-    blocks.push_back(
-        {"head", {"ln_f"}, [this](const at::Tensor& x) { return head(x); }, {"wte.weight"}});
+    blocks.push_back({"head",
+                      {"ln_f"},
+                      [this](const at::Tensor& x) { return head(x, sequence_group_); },
+                      {"wte.weight"}});
     return blocks;
   }
 
-  // The forward pass of the positions after the cached ones.
+  // The forward pass of the positions after the cached ones (never split by the sequence).
   at::Tensor forward_cached(const at::Tensor& ids, KvCache& cache) {
     cache.layers.resize(layers_.size());
-    at::Tensor x = embed(ids, cache.length());
+    at::Tensor x = embed(ids, cache.length(), nullptr);
     for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, &cache.layers[i]);
-    return head(x);
+    return head(x, nullptr);
   }
 
   int64_t seq_len() const { return seq_len_; }
@@ -235,13 +68,22 @@ class Gpt : public ZooNetwork {
   // Tensor parallelism over the layers: attention by heads, the MLP by its hidden width; and
   // the token embedding with its tied head by the vocabulary where it divides (the logits then
   // stay split: the loss is computed across the group). The position table and the LayerNorms
-  // stay whole on every rank.
+  // stay whole on every rank; where the group splits the sequence too, each rank uses them on
+  // its positions only (models/gpt_layers.h).
   bool split_for_tensor_parallel(TensorGroup& group) override {
     const int64_t t = group.size();
     if (config_.n_head % t != 0) {
       throw ConfigError("config key 'parallel.tensor': " + std::to_string(t) +
                         " ranks do not split the GPT's " + std::to_string(config_.n_head) +
                         " heads (model.gpt.n_head)");
+    }
+    if (group.splits_sequence()) {
+      if (config_.seq_len % t != 0) {
+        throw ConfigError("config key 'parallel.tensor_sequence': a context of " +
+                          std::to_string(config_.seq_len) + " positions (data.seq_len) does not " +
+                          "split over " + std::to_string(t) + " ranks (parallel.tensor)");
+      }
+      sequence_group_ = &group;
     }
     for (auto& layer : layers_) layer->split(group);
     if (config_.vocab % t == 0) {
@@ -252,6 +94,7 @@ class Gpt : public ZooNetwork {
     return true;
   }
   bool output_split() const override { return vocab_group_ != nullptr; }
+  bool sequence_split() const override { return sequence_group_ != nullptr; }
   TensorSplits tensor_splits() const override {
     TensorSplits splits;
     if (!split_) return splits;
@@ -273,34 +116,64 @@ class Gpt : public ZooNetwork {
   }
 
  private:
-  // Token and position embeddings of `ids`, the first at position `first`.
-  at::Tensor embed(const at::Tensor& ids, int64_t first) {
+  // Token and position embeddings of `ids` [B, T], the first at position `first`. With
+  // `by_sequence`, this rank's positions' only: [B, T / ranks, C].
+  at::Tensor embed(const at::Tensor& ids, int64_t first, TensorGroup* by_sequence) {
     const int64_t t = ids.size(1);
     if (first + t > seq_len_) {
       throw Error("gpt: " + std::to_string(first + t) +
                   " positions, more than the model's context of " + std::to_string(seq_len_));
     }
-    const at::Tensor positions = at::arange(first, first + t, ids.options());
-    return drop_->forward(tokens(ids) + wpe_->forward(positions));
+    if (!by_sequence) {
+      const at::Tensor positions = at::arange(first, first + t, ids.options());
+      return drop_->forward(tokens(ids) + wpe_->forward(positions));
+    }
+    TensorGroup& group = *by_sequence;
+    if (t % group.size() != 0) {
+      throw Error("gpt: " + std::to_string(t) + " positions do not split over " +
+                  std::to_string(group.size()) + " ranks (parallel.tensor_sequence)");
+    }
+    // Split by the vocabulary, the ranks' partial rows of every position are summed and
+    // scattered; whole, each rank looks up its positions' ids. The tables' gradients, of this
+    // rank's positions, are summed over the group.
+    const int64_t part = t / group.size(), own = first + group.rank() * part;
+    const at::Tensor x =
+        vocab_group_ ? scatter_sequence(vocab_rows(ids), group)
+                     : at::embedding(enter_split(wte_->weight, group), own_positions(ids, group));
+    const at::Tensor positions = at::arange(own, own + part, ids.options());
+    return sequence_dropout(x + at::embedding(enter_split(wpe_->weight, group), positions),
+                            drop_->options.p(), drop_->is_training(), group);
   }
 
-  // The token embeddings; split by the vocabulary, each rank looks up the ids in its share
-  // (zeros for the others) and the sum over the group is every id's row.
+  // The token embeddings, whole on every rank.
   at::Tensor tokens(const at::Tensor& ids) {
     if (!vocab_group_) return wte_->forward(ids);
+    return leave_split(vocab_rows(ids), *vocab_group_);
+  }
+
+  // Split by the vocabulary, each rank looks up the ids in its share (zeros for the others): the
+  // sum over the group is every id's row.
+  at::Tensor vocab_rows(const at::Tensor& ids) {
     const int64_t share = wte_->weight.size(0);
     const at::Tensor local = ids - vocab_group_->rank() * share;
     const at::Tensor mine = local.ge(0).logical_and(local.lt(share));
-    const at::Tensor rows = at::embedding(wte_->weight, local.clamp(0, share - 1)) *
-                            mine.unsqueeze(-1).to(wte_->weight.scalar_type());
-    return leave_split(rows, *vocab_group_);
+    return at::embedding(wte_->weight, local.clamp(0, share - 1)) *
+           mine.unsqueeze(-1).to(wte_->weight.scalar_type());
   }
 
-  at::Tensor head(const at::Tensor& x) {
-    // Tied to the token embedding; split by the vocabulary, this rank's share of the logits.
-    if (vocab_group_)
-      return at::linear(enter_split(ln_f_->forward(x), *vocab_group_), wte_->weight);
-    return at::linear(ln_f_->forward(x), wte_->weight);
+  // The logits of `x` [B, T, C] (with `by_sequence`, this rank's positions), tied to the token
+  // embedding: split by the vocabulary, this rank's share of every position's logits; whole,
+  // every position's whole logits.
+  at::Tensor head(const at::Tensor& x, TensorGroup* by_sequence) {
+    const at::Tensor h = gpt::layer_norm(ln_f_, x, by_sequence);
+    if (by_sequence) {
+      // Whole, each rank computes its positions' logits, put together for the loss every rank
+      // computes alike; the matrix's gradient, of those positions, is summed over the group.
+      if (vocab_group_) return gathered_linear(h, wte_->weight, at::Tensor(), *by_sequence);
+      return whole_sequence(at::linear(h, enter_split(wte_->weight, *by_sequence)), *by_sequence);
+    }
+    if (vocab_group_) return at::linear(enter_split(h, *vocab_group_), wte_->weight);
+    return at::linear(h, wte_->weight);
   }
 
   void initialise(const GptConfig& c) {
@@ -323,8 +196,9 @@ class Gpt : public ZooNetwork {
 
   GptConfig config_;
   int64_t seq_len_;
-  bool split_ = false;                  // over a tensor group
-  TensorGroup* vocab_group_ = nullptr;  // the token embedding's, where the vocabulary divides
+  bool split_ = false;                     // over a tensor group
+  TensorGroup* vocab_group_ = nullptr;     // the token embedding's, where the vocabulary divides
+  TensorGroup* sequence_group_ = nullptr;  // where it splits the sequence too
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::Dropout drop_{nullptr};
   std::vector<std::shared_ptr<GptBlock>> layers_;

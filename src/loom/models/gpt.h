@@ -7,6 +7,10 @@
 // branch. Weights start as GPT-2's: normal(0, 0.02), the residual projections scaled by 1/sqrt(2
 // n_layer), biases zero.
 //
+// Tensor parallelism splits its layers (models/gpt_layers.h), its token embedding and its head;
+// with sequence parallelism the activations between the layers' split products, [B, T / ranks,
+// C], are each rank's positions.
+//
 // forward: token ids int64 [B, T] (T <= seq_len) -> logits [B, T, vocab]. Blocks (pipeline
 // stages are made of them): "embedding", "h.0" .. "h.<n_layer-1>", "head"; the head's matrix
 // belongs to the embedding block.

@@ -92,6 +92,10 @@ class Model {
   // across the group (VocabParallelCrossEntropyLoss), and the whole output put together to see
   // it all.
   virtual bool output_split() const { return false; }
+  // Whether the split model also splits the regions between its split layers by the sequence
+  // (the group's TensorGroup::splits_sequence, parallel.tensor_sequence): false for a model
+  // that has no such split, which the layout then refuses.
+  virtual bool sequence_split() const { return false; }
 
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.

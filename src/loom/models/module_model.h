@@ -31,6 +31,7 @@ class ZooNetwork : public torch::nn::Module {
   virtual bool split_for_tensor_parallel(TensorGroup&) { return false; }
   virtual TensorSplits tensor_splits() const { return {}; }
   virtual bool output_split() const { return false; }
+  virtual bool sequence_split() const { return false; }
 
   at::Tensor forward(at::Tensor x) {
     if (chain_.empty()) chain_ = block_specs();
@@ -65,6 +66,7 @@ class ModuleModel : public Model {
   }
   TensorSplits tensor_splits() const override { return net_->tensor_splits(); }
   bool output_split() const override { return net_->output_split(); }
+  bool sequence_split() const override { return net_->sequence_split(); }
 
   ZooNetwork& module() { return *net_; }
 

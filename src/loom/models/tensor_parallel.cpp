@@ -1,5 +1,6 @@
 #include "loom/models/tensor_parallel.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/graph_task.h>
 
@@ -46,9 +47,132 @@ struct LeaveSplit : public torch::autograd::Function<LeaveSplit> {
   }
 };
 
+struct GatherSequence : public torch::autograd::Function<GatherSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return group_of(ctx)->gather_in(x.contiguous(), 1, forward_pass());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {group_of(ctx)->sum_scatter_in(grads[0].contiguous(), 1, SumPass::kBackward),
+            at::Tensor()};
+  }
+};
+
+struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return group_of(ctx)->sum_scatter_in(y.contiguous(), 1, forward_pass());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {group_of(ctx)->gather_in(grads[0].contiguous(), 1, SumPass::kBackward), at::Tensor()};
+  }
+};
+
+struct WholeSequence : public torch::autograd::Function<WholeSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return group_of(ctx)->gather_in(x.contiguous(), 1, forward_pass());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {own_positions(grads[0], *group_of(ctx)), at::Tensor()};
+  }
+};
+
+// The type a product of `x` computes in: autocast's lower precision where it is on for x's
+// device, x's own otherwise.
+at::ScalarType product_type(const at::Tensor& x) {
+  if (!x.is_floating_point()) return x.scalar_type();
+  if (x.is_cuda() && at::autocast::is_enabled()) return at::autocast::get_autocast_gpu_dtype();
+  if (x.is_cpu() && at::autocast::is_cpu_enabled()) return at::autocast::get_autocast_cpu_dtype();
+  return x.scalar_type();
+}
+
+// linear(gather(x), weight, bias), holding x (in the product's type) for backward, not the
+// whole. Backward computes in the incoming gradient's type (the product's) as autocast's linear
+// does, and sums the input's gradient in x's own type, as enter_split does after autocast's cast.
+// Two functions, with a bias and without (an autograd function's inputs are all defined).
+at::Tensor gathered_forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, int64_t group) {
+  ctx->saved_data["group"] = group;
+  ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
+  ctx->saved_data["bias"] = bias.defined();
+  const at::Tensor part = x.to(product_type(x)).contiguous();
+  ctx->save_for_backward({part, weight});
+  return at::linear(group_of(ctx)->gather_in(part, 1, forward_pass()), weight, bias);
+}
+
+// The gradients of x, the weight and the bias (undefined without one).
+variable_list gathered_backward(AutogradContext* ctx, const variable_list& grads) {
+  TensorGroup& group = *group_of(ctx);
+  const variable_list saved = ctx->get_saved_variables();
+  const at::Tensor &part = saved[0], &weight = saved[1];
+  const at::Tensor grad = grads[0].contiguous();
+  const auto type = grad.scalar_type();
+  const at::Tensor rows = grad.reshape({-1, grad.size(-1)});
+  // Forward's input again: every rank's positions.
+  const at::Tensor whole = group.gather_in(part, 1, SumPass::kBackward).to(type);
+  const at::Tensor grad_weight =
+      rows.t().mm(whole.reshape({-1, whole.size(-1)})).to(weight.scalar_type());
+  const at::Tensor grad_bias =
+      ctx->saved_data["bias"].toBool() ? rows.sum(0).to(weight.scalar_type()) : at::Tensor();
+  const auto x_type = static_cast<at::ScalarType>(ctx->saved_data["x_type"].toInt());
+  const at::Tensor grad_whole = at::matmul(grad, weight.to(type)).to(x_type);
+  return {group.sum_scatter_in(grad_whole, 1, SumPass::kBackward), grad_weight, grad_bias};
+}
+
+struct GatheredLinear : public torch::autograd::Function<GatheredLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, int64_t group) {
+    return gathered_forward(ctx, x, weight, bias, group);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list out = gathered_backward(ctx, grads);
+    out.emplace_back();
+    return out;
+  }
+};
+
+struct GatheredProduct : public torch::autograd::Function<GatheredProduct> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            int64_t group) {
+    return gathered_forward(ctx, x, weight, at::Tensor(), group);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list out = gathered_backward(ctx, grads);
+    return {out[0], out[1], at::Tensor()};
+  }
+};
+
 int64_t as_int(TensorGroup& group) { return reinterpret_cast<int64_t>(&group); }
 
+// This rank's part of a length along a split dimension.
+int64_t part_of(int64_t length, TensorGroup& group, const char* operation) {
+  if (length % group.size() != 0) {
+    throw Error(std::string("tensor parallel: ") + operation + ": a length of " +
+                std::to_string(length) + " does not split over " + std::to_string(group.size()) +
+                " ranks (rank " + std::to_string(group.rank()) + ")");
+  }
+  return length / group.size();
+}
+
 }  // namespace
+
+at::Tensor TensorGroup::gather_in(const at::Tensor& part, int64_t dim, SumPass pass) {
+  std::vector<int64_t> sizes = part.sizes().vec();
+  const int64_t length = sizes[static_cast<std::size_t>(dim)];
+  sizes[static_cast<std::size_t>(dim)] *= size();
+  at::Tensor whole = at::zeros(sizes, part.options());
+  whole.narrow(dim, rank() * length, length).copy_(part);
+  sum_in(whole, pass);
+  return whole;
+}
+
+at::Tensor TensorGroup::sum_scatter_in(const at::Tensor& whole, int64_t dim, SumPass pass) {
+  const int64_t length = part_of(whole.size(dim), *this, "reduce-scatter");
+  at::Tensor sum = whole.contiguous().clone();
+  sum_in(sum, pass);
+  return sum.narrow(dim, rank() * length, length).contiguous();
+}
 
 at::Tensor enter_split(const at::Tensor& x, TensorGroup& group) {
   if (!at::GradMode::is_enabled() || !x.requires_grad()) return x;
@@ -59,6 +183,50 @@ at::Tensor leave_split(const at::Tensor& y, TensorGroup& group) {
   if (!at::GradMode::is_enabled()) return summed(y, group, SumPass::kNoStep);
   if (!y.requires_grad()) return summed(y, group, forward_pass());
   return LeaveSplit::apply(y, as_int(group));
+}
+
+at::Tensor gather_sequence(const at::Tensor& x, TensorGroup& group) {
+  if (!at::GradMode::is_enabled()) return group.gather_in(x.contiguous(), 1, SumPass::kNoStep);
+  if (!x.requires_grad()) return group.gather_in(x.contiguous(), 1, forward_pass());
+  return GatherSequence::apply(x, as_int(group));
+}
+
+at::Tensor scatter_sequence(const at::Tensor& y, TensorGroup& group) {
+  if (!at::GradMode::is_enabled()) return group.sum_scatter_in(y, 1, SumPass::kNoStep);
+  if (!y.requires_grad()) return group.sum_scatter_in(y, 1, forward_pass());
+  return ScatterSequence::apply(y, as_int(group));
+}
+
+at::Tensor gathered_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                           TensorGroup& group) {
+  if (at::GradMode::is_enabled()) {
+    return bias.defined() ? GatheredLinear::apply(x, weight, bias, as_int(group))
+                          : GatheredProduct::apply(x, weight, as_int(group));
+  }
+  const at::Tensor part = x.to(product_type(x)).contiguous();
+  return at::linear(group.gather_in(part, 1, SumPass::kNoStep), weight, bias);
+}
+
+at::Tensor whole_sequence(const at::Tensor& x, TensorGroup& group) {
+  if (!at::GradMode::is_enabled()) return group.gather_in(x.contiguous(), 1, SumPass::kNoStep);
+  if (!x.requires_grad()) return group.gather_in(x.contiguous(), 1, forward_pass());
+  return WholeSequence::apply(x, as_int(group));
+}
+
+at::Tensor own_positions(const at::Tensor& whole, TensorGroup& group) {
+  const int64_t length = part_of(whole.size(1), group, "sequence split");
+  // A copy even where the part is contiguous: a view would keep the whole alive.
+  return whole.narrow(1, group.rank() * length, length).clone(at::MemoryFormat::Contiguous);
+}
+
+at::Tensor sequence_dropout(const at::Tensor& x, double p, bool train, TensorGroup& group) {
+  if (!train || p == 0) return at::dropout(x, p, train);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes[1] *= group.size();
+  // One process's dropout multiplies by the mask it draws: dropout of ones is that mask.
+  const at::Tensor mask =
+      at::dropout(at::ones(sizes, x.options().requires_grad(false)), p, /*train=*/true);
+  return x * own_positions(mask, group);
 }
 
 at::Tensor slice_of(const at::Tensor& whole, const TensorSplit& split, int rank, int ranks) {

@@ -7,6 +7,15 @@
 //     it over the ranks, backward hands the replicated gradient to each rank as it is.
 // So each attention and each MLP costs one all-reduce forward and one backward.
 //
+// Sequence parallelism (Korthikanti et al., 2022) splits what lies between the split products
+// too (the LayerNorms, the dropouts, the residual stream) by the sequence: rank r holds positions
+// [r T/n, (r + 1) T/n) there, and the all-reduces become an all-gather into a split sublayer and
+// a reduce-scatter out of it, the same bytes:
+//   - gather_sequence(x): x is this rank's positions; forward puts every rank's together,
+//     backward sums the ranks' gradients of the whole and keeps this rank's positions';
+//   - scatter_sequence(y): y is this rank's partial sum over every position; forward sums it
+//     over the ranks and keeps this rank's positions, backward gathers the gradient whole.
+//
 // How a weight is split is data (TensorSplit), so that checkpoints hold the whole tensors under
 // their names: a slice is cut from the whole, and the whole put together from the slices.
 #pragma once
@@ -38,10 +47,47 @@ class TensorGroup {
   // phases charges them to the tensor group's phase (parallel/tensor_ranks.cpp). Plain sum()
   // unless overridden.
   virtual void sum_in(at::Tensor& tensor, SumPass /*pass*/) { sum(tensor); }
+
+  // Sequence parallelism (parallel.tensor_sequence): whether the model's layers split the
+  // regions between their split products by the sequence too.
+  virtual bool splits_sequence() const { return false; }
+  // Every rank's `part` put together along `dim`, by rank (an all-gather).
+  virtual at::Tensor gather_in(const at::Tensor& part, int64_t dim, SumPass pass);
+  // The sum of every rank's `whole`, of which this rank keeps its part along `dim` (a
+  // reduce-scatter). `whole`'s size along `dim` divides by size().
+  virtual at::Tensor sum_scatter_in(const at::Tensor& whole, int64_t dim, SumPass pass);
+  // The base's two are made of sum_in (a whole tensor's all-reduce): right for any group, and
+  // what ranks as threads use; a communicator's group overrides them.
 };
 
 at::Tensor enter_split(const at::Tensor& x, TensorGroup& group);
 at::Tensor leave_split(const at::Tensor& y, TensorGroup& group);
+
+// Sequence parallelism's operators, along dimension 1 ([B, T, ...]); see the header comment.
+// A parameter used on this rank's positions only (a LayerNorm's, a bias added after
+// scatter_sequence, the position table) gets their share of its gradient: used through
+// enter_split, it gets the sum over the group, the whole, before its accumulator (and a
+// data-parallel exchange's hooks) see it. A parameter used twice that way gets each use's sum,
+// which add up to the sum of both.
+at::Tensor gather_sequence(const at::Tensor& x, TensorGroup& group);
+at::Tensor scatter_sequence(const at::Tensor& y, TensorGroup& group);
+// linear(gather_sequence(x), weight, bias) keeping this rank's positions `x` for backward rather
+// than the whole (cast to the product's type under autocast, and gathered so), and gathering
+// them again there (Megatron's sequence-parallel linear): the whole input of each product is
+// not held from forward to backward, at the cost of an all-gather more in backward. `bias` may
+// be undefined.
+at::Tensor gathered_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                           TensorGroup& group);
+// Forward as gather_sequence; backward keeps this rank's positions of the gradient without a
+// sum: for an output every rank goes on with alike (a whole vocabulary's logits, whose loss
+// every rank computes).
+at::Tensor whole_sequence(const at::Tensor& x, TensorGroup& group);
+// This rank's positions of `whole` (a copy, contiguous).
+at::Tensor own_positions(const at::Tensor& whole, TensorGroup& group);
+// Dropout of this rank's positions `x` ([B, T/n, ...]) with the mask one process draws for
+// the whole [B, T, ...]: every rank draws the whole mask and keeps its positions', so the
+// ranks' generators stay in step. As at::dropout(x, p, train) without a split.
+at::Tensor sequence_dropout(const at::Tensor& x, double p, bool train, TensorGroup& group);
 
 // How a parameter is cut over the group's ranks: along `dim`, in `sections` equal sections (a
 // fused query/key/value weight has 3), each cut into size() equal parts; rank r holds part r of

@@ -151,7 +151,7 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
         throw ConfigError("config key 'parallel.tensor': " + std::to_string(world) +
                           " ranks do not split into tensor groups of " + std::to_string(t));
       }
-      plan.tensor = TensorDim{t, 0};
+      plan.tensor = TensorDim{t, 0, config.parallel.tensor_sequence};
     }
     // Over the replicas (each stage's, in a pipeline), where there are some.
     if (world > 1) plan.data.zero_stage = config.parallel.zero;
@@ -215,10 +215,11 @@ std::string LayoutPlan::describe() const {
       break;
     case LayoutMode::kDataParallel:
       if (tensor) {
-        what = "tensor parallel over " + std::to_string(tensor->ranks) + " ranks" +
-               (data.replicas > 1 ? ", data parallel over " + std::to_string(data.replicas) +
-                                        " such groups"
-                                  : "");
+        what = "tensor parallel over " + std::to_string(tensor->ranks) +
+               (tensor->sequence ? " ranks (and the sequence)" : " ranks") +
+               (data.replicas > 1
+                    ? ", data parallel over " + std::to_string(data.replicas) + " such groups"
+                    : "");
         break;
       }
       what = "data parallel over " + std::to_string(data.replicas) + " ranks" +

@@ -70,9 +70,12 @@ struct PipelineDim {
 
 // The tensor dimension: `ranks` ranks split each transformer layer between them (the mesh's
 // innermost dimension: a tensor group's ranks are neighbours); this rank is the `rank`-th.
+// `sequence`: the layers' regions between their split products are split by the sequence too
+// (parallel.tensor_sequence).
 struct TensorDim {
   int ranks = 2;
   int rank = 0;
+  bool sequence = false;
 };
 
 // Parameter servers: the job's last `servers` ranks, outside the training ranks' mesh.

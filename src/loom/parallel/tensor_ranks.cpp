@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "loom/comm/tensor_message.h"
 #include "loom/core/error.h"
@@ -12,28 +13,70 @@
 
 namespace loom::parallel {
 
-// The group's sums for the model's split layers. A training step's are charged to tensor_comm,
-// then to the forward or backward they interrupted; evaluation's (no gradients) are no step's.
+// The group's sums, gathers and reduce-scatters for the model's split layers. A training step's
+// are charged to tensor_comm, then to the forward or backward they interrupted; evaluation's (no
+// gradients) are no step's.
 class CommTensorGroup : public models::TensorGroup {
  public:
-  explicit CommTensorGroup(comm::Communicator& comm) : comm_(comm) {}
+  CommTensorGroup(comm::Communicator& comm, bool sequence) : comm_(comm), sequence_(sequence) {}
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.world(); }
   void sum(at::Tensor& tensor) override {
     comm_.allreduce(tensor, comm::ReduceOp::kSum)->wait(comm_.options().timeout);
   }
   void sum_in(at::Tensor& tensor, models::SumPass pass) override {
-    const bool charged = phases_ && pass != models::SumPass::kNoStep;
-    if (charged) phases_->enter(Phase::kTensorComm);
-    sum(tensor);
-    if (charged) {
-      phases_->enter(pass == models::SumPass::kForward ? Phase::kForward : Phase::kBackward);
+    charged(pass, [&] { sum(tensor); });
+  }
+  bool splits_sequence() const override { return sequence_; }
+
+  // The communicator's collectives take and give whole blocks, one a rank: the parts along
+  // `dim` move to the front and back.
+  at::Tensor gather_in(const at::Tensor& part, int64_t dim, models::SumPass pass) override {
+    const at::Tensor mine = part.contiguous();
+    std::vector<int64_t> sizes = mine.sizes().vec();
+    sizes.insert(sizes.begin(), comm_.world());
+    at::Tensor all = at::empty(sizes, mine.options());
+    charged(pass, [&] { comm_.allgather(mine, all)->wait(comm_.options().timeout); });
+    // [ranks, ..., part, ...] -> [..., ranks x part, ...]
+    std::vector<int64_t> whole = mine.sizes().vec();
+    whole[static_cast<std::size_t>(dim)] *= comm_.world();
+    return all.movedim(0, dim).reshape(whole);
+  }
+  at::Tensor sum_scatter_in(const at::Tensor& whole, int64_t dim, models::SumPass pass) override {
+    const int64_t ranks = comm_.world(), length = whole.size(dim);
+    if (length % ranks != 0) {
+      throw Error("tensor parallel: reduce-scatter: a length of " + std::to_string(length) +
+                  " does not split over " + std::to_string(ranks) + " ranks (rank " +
+                  std::to_string(rank()) + ")");
     }
+    // [..., ranks x part, ...] -> [ranks, ..., part, ...]
+    std::vector<int64_t> by_rank = whole.sizes().vec();
+    by_rank[static_cast<std::size_t>(dim)] = length / ranks;
+    by_rank.insert(by_rank.begin() + dim, ranks);
+    const at::Tensor blocks = whole.reshape(by_rank).movedim(dim, 0).contiguous();
+    std::vector<int64_t> sizes = whole.sizes().vec();
+    sizes[static_cast<std::size_t>(dim)] = length / ranks;
+    at::Tensor mine = at::empty(sizes, whole.options());
+    charged(pass, [&] {
+      comm_.reduce_scatter(blocks, mine, comm::ReduceOp::kSum)->wait(comm_.options().timeout);
+    });
+    return mine;
   }
   void set_phase_sink(PhaseSink* sink) { phases_ = sink; }
 
  private:
+  template <typename Collective>
+  void charged(models::SumPass pass, Collective&& collective) {
+    const bool charge = phases_ && pass != models::SumPass::kNoStep;
+    if (charge) phases_->enter(Phase::kTensorComm);
+    collective();
+    if (charge) {
+      phases_->enter(pass == models::SumPass::kForward ? Phase::kForward : Phase::kBackward);
+    }
+  }
+
   comm::Communicator& comm_;
+  bool sequence_;
   PhaseSink* phases_ = nullptr;
 };
 
@@ -42,8 +85,12 @@ TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
   if (!make_group) throw Error("tensor parallel: the layout was given no way to make groups");
   comm_ = make_group(plan.mesh.group(plan.rank, kTensorDim),
                      plan.mesh.group_name(plan.rank, kTensorDim));
-  group_ = std::make_unique<CommTensorGroup>(*comm_);
+  group_ = std::make_unique<CommTensorGroup>(*comm_, plan.tensor->sequence);
   model.split_for_tensor_parallel(*group_);
+  if (plan.tensor->sequence && !model.sequence_split()) {
+    throw ConfigError("config key 'parallel.tensor_sequence': the model '" + model.name() +
+                      "' has no sequence split (the GPT has)");
+  }
   splits_ = model.tensor_splits();
   output_split_ = model.output_split();
   if (output_split_) {

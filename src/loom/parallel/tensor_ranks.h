@@ -4,7 +4,9 @@
 // group's communicator and what the dimension adds to a run: the model split over the group,
 // the gradient norm over the whole model, checkpoints under the whole tensors (the slices put
 // together on the group's first rank) and a checkpoint's whole tensors cut into this rank's
-// slices on resume.
+// slices on resume. With parallel.tensor_sequence the group also splits the layers' regions
+// between their split products by the sequence (all-gathers and reduce-scatters in place of the
+// all-reduces).
 //
 // Threading: the training loop's. Collective methods are called by every rank of the group in
 // the same order.
@@ -28,7 +30,8 @@ class CommTensorGroup;  // tensor_ranks.cpp
 class TensorRanks {
  public:
   // Joins this rank's tensor group (`make_group` over the mesh's "tensor" dimension) and splits
-  // `model` over it. Throws ConfigError naming parallel.tensor for a model that cannot be split.
+  // `model` over it. Throws ConfigError naming parallel.tensor for a model that cannot be split
+  // (parallel.tensor_sequence for one that cannot split the sequence).
   TensorRanks(const LayoutPlan& plan, models::Model& model, const MakeGroup& make_group);
   ~TensorRanks();
 

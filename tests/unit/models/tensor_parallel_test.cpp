@@ -1,5 +1,7 @@
 // The split layers' sums say which pass they belong to, so that a group that reports a step's
-// phases charges tensor_comm and returns to forward or backward (parallel/tensor_ranks.cpp).
+// phases charges tensor_comm and returns to forward or backward (parallel/tensor_ranks.cpp);
+// the loss and sequence parallelism's operators on two ranks as threads; a GPT split over them,
+// with and without the sequence, computes one process's logits and gradients.
 #include "loom/models/tensor_parallel.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
+#include "loom/models/gpt.h"
+#include "loom/models/module_model.h"
 #include "loom/models/token_cross_entropy_loss.h"
 #include "loom/models/vocab_parallel_loss.h"
 
@@ -91,14 +96,17 @@ class ThreadPair {
  public:
   class Group : public TensorGroup {
    public:
-    Group(ThreadPair& pair, int rank) : pair_(pair), rank_(rank) {}
+    Group(ThreadPair& pair, int rank, bool sequence = false)
+        : pair_(pair), rank_(rank), sequence_(sequence) {}
     int rank() const override { return rank_; }
     int size() const override { return 2; }
     void sum(at::Tensor& tensor) override { pair_.sum(rank_, tensor); }
+    bool splits_sequence() const override { return sequence_; }
 
    private:
     ThreadPair& pair_;
     int rank_;
+    bool sequence_;
   };
 
   void sum(int rank, at::Tensor& tensor) {
@@ -148,6 +156,225 @@ TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_NEAR(got[r].item<double>(), want.item<double>(), 1e-5);
     EXPECT_TRUE(torch::allclose(grads[r], whole.grad().narrow(2, 5 * r, 5), 1e-5, 1e-7)) << r;
+  }
+}
+
+// Sequence parallelism's operators on two ranks, forward and backward, against what the ranks'
+// tensors put together give.
+TEST(TensorParallel, SequenceGatherAndScatterMoveTheRanksPositions) {
+  // Rank r's positions x[r] [2, 3, 4]; the split computation's weights w[r] over all 6.
+  const at::Tensor x[2] = {torch::arange(24, torch::kFloat).reshape({2, 3, 4}),
+                           -torch::arange(24, torch::kFloat).reshape({2, 3, 4}) * 0.5};
+  const at::Tensor w[2] = {torch::linspace(-1, 1, 48).reshape({2, 6, 4}),
+                           torch::linspace(2, 3, 48).reshape({2, 6, 4})};
+  const at::Tensor both = torch::cat({x[0], x[1]}, 1);
+  ThreadPair pair;
+  at::Tensor gathered[2], gathered_grad[2], scattered[2], scattered_grad[2], whole[2],
+      whole_grad[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ThreadPair::Group group(pair, r);
+      // Into a split computation: every position, each rank's partial gradient summed.
+      at::Tensor mine = x[r].clone().requires_grad_(true);
+      gathered[r] = gather_sequence(mine, group);
+      (gathered[r] * w[r]).sum().backward();
+      gathered_grad[r] = mine.grad();
+      // Out of it: partial sums w[r] summed, this rank's positions kept; the gradient of this
+      // rank's positions (x[r]) put together.
+      at::Tensor partial = w[r].clone().requires_grad_(true);
+      scattered[r] = scatter_sequence(partial, group);
+      (scattered[r] * x[r]).sum().backward();
+      scattered_grad[r] = partial.grad();
+      // Into a computation every rank repeats: the gradient of this rank's positions only.
+      at::Tensor again = x[r].clone().requires_grad_(true);
+      whole[r] = whole_sequence(again, group);
+      (whole[r] * w[0]).sum().backward();
+      whole_grad[r] = again.grad();
+    });
+  }
+  for (auto& rank : ranks) rank.join();
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_TRUE(torch::equal(gathered[r], both));
+    EXPECT_TRUE(torch::allclose(gathered_grad[r], (w[0] + w[1]).narrow(1, 3 * r, 3)));
+    EXPECT_TRUE(torch::allclose(scattered[r], (w[0] + w[1]).narrow(1, 3 * r, 3)));
+    EXPECT_TRUE(torch::equal(scattered_grad[r], both));
+    EXPECT_TRUE(torch::equal(whole[r], both));
+    EXPECT_TRUE(torch::equal(whole_grad[r], w[0].narrow(1, 3 * r, 3)));
+  }
+}
+
+// The product of the gathered positions that keeps only this rank's for backward gives what
+// gather_sequence then linear give, forward and backward, in fp32 and under bf16 autocast; with
+// and without a bias.
+TEST(TensorParallel, GatheredLinearIsTheProductOfTheGatheredPositions) {
+  at::manual_seed(2);
+  const at::Tensor x[2] = {torch::randn({2, 3, 4}), torch::randn({2, 3, 4})};
+  const at::Tensor w[2] = {torch::randn({5, 4}), torch::randn({5, 4})};  // each rank's columns
+  const at::Tensor b[2] = {torch::randn({5}), torch::randn({5})};
+  const at::Tensor r = torch::randn({2, 6, 5});
+  for (const bool bf16 : {false, true}) {
+    for (const bool bias : {true, false}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp32") + (bias ? ", bias" : ""));
+      ThreadPair pair;
+      // [rank][0: gather_sequence then linear, 1: gathered_linear]: output, gradients of x, w, b
+      at::Tensor out[2][2], gx[2][2], gw[2][2], gb[2][2];
+      std::vector<std::thread> ranks;
+      for (int k = 0; k < 2; ++k) {
+        ranks.emplace_back([&, k] {
+          ThreadPair::Group group(pair, k);
+          for (int way = 0; way < 2; ++way) {
+            at::Tensor xs = x[k].clone().requires_grad_(true);
+            at::Tensor ws = w[k].clone().requires_grad_(true);
+            at::Tensor bs = bias ? b[k].clone().requires_grad_(true) : at::Tensor();
+            {
+              AutocastScope autocast(bf16);
+              out[k][way] = way == 0 ? at::linear(gather_sequence(xs, group), ws, bs)
+                                     : gathered_linear(xs, ws, bs, group);
+            }
+            (out[k][way].to(at::kFloat) * r).sum().backward();
+            gx[k][way] = xs.grad();
+            gw[k][way] = ws.grad();
+            if (bias) gb[k][way] = bs.grad();
+          }
+        });
+      }
+      for (auto& rank : ranks) rank.join();
+      for (int k = 0; k < 2; ++k) {
+        EXPECT_EQ(out[k][1].scalar_type(), bf16 ? at::kBFloat16 : at::kFloat);
+        EXPECT_TRUE(torch::equal(out[k][1], out[k][0]));
+        const double tolerance = bf16 ? 2e-2 : 1e-5;
+        EXPECT_TRUE(torch::allclose(gx[k][1], gx[k][0], tolerance, tolerance));
+        EXPECT_TRUE(torch::allclose(gw[k][1], gw[k][0], tolerance, tolerance));
+        if (bias) EXPECT_TRUE(torch::allclose(gb[k][1], gb[k][0], tolerance, tolerance));
+      }
+    }
+  }
+}
+
+// A rank of `ranks` that never communicates: for what each rank computes alone.
+class LoneRank : public TensorGroup {
+ public:
+  LoneRank(int rank, int ranks) : rank_(rank), ranks_(ranks) {}
+  int rank() const override { return rank_; }
+  int size() const override { return ranks_; }
+  void sum(at::Tensor&) override { ADD_FAILURE() << "no sum expected"; }
+
+ private:
+  int rank_, ranks_;
+};
+
+// Each rank's dropout of its positions is one process's dropout of the whole, there, and leaves
+// the generator where one process's leaves it.
+TEST(TensorParallel, SequenceDropoutIsOneProcesssDropoutOfTheRanksPositions) {
+  const at::Tensor x = torch::randn({2, 6, 5});
+  at::manual_seed(11);
+  const at::Tensor want = at::dropout(x, 0.3, true);
+  const at::Tensor next = torch::rand({1});
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE(r);
+    LoneRank rank(r, 3);
+    at::manual_seed(11);
+    const at::Tensor got = sequence_dropout(x.narrow(1, 2 * r, 2), 0.3, true, rank);
+    EXPECT_TRUE(torch::equal(got, want.narrow(1, 2 * r, 2)));
+    EXPECT_TRUE(torch::equal(torch::rand({1}), next));
+  }
+  LoneRank rank(0, 2);
+  EXPECT_TRUE(torch::equal(sequence_dropout(x, 0.3, /*train=*/false, rank), x));
+  LoneRank of_four(0, 4);
+  EXPECT_THROW(own_positions(x, of_four), Error);
+}
+
+// A GPT split over two ranks as threads (by heads, hidden width and, where it divides, the
+// vocabulary; with `sequence`, the sequence too) computes one process's logits, and each
+// rank's gradients are its slices of one process's (every whole parameter's whole). The loss
+// is sum(logits x r), r fixed: each rank's share of it where the logits are split.
+void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
+  GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 16;
+  c.seq_len = 8;
+  c.vocab = vocab;
+  at::manual_seed(5);
+  const at::Tensor ids = torch::randint(0, vocab, {3, 8}, torch::kLong);
+  const at::Tensor r = torch::randn({3, 8, vocab});
+  auto make = [&] {
+    at::manual_seed(7);
+    return ModuleModel("gpt", make_gpt(c), false);
+  };
+  ModuleModel one = make();
+  const at::Tensor want = one.forward(ids);
+  (want * r).sum().backward();
+
+  ThreadPair pair;
+  ThreadPair::Group groups[2] = {{pair, 0, sequence}, {pair, 1, sequence}};
+  ModuleModel split[2] = {make(), make()};
+  at::Tensor logits[2], evaluated[2], decoded[2];
+  std::vector<std::thread> ranks;
+  for (int k = 0; k < 2; ++k) {
+    split[k].split_for_tensor_parallel(groups[k]);
+    ranks.emplace_back([&, k] {
+      logits[k] = split[k].forward(ids);
+      const bool by_vocab = split[k].output_split();
+      const int64_t share = logits[k].size(2);
+      (logits[k] * (by_vocab ? r.narrow(2, k * share, share) : r)).sum().backward();
+      torch::NoGradGuard evaluation;
+      evaluated[k] = split[k].forward(ids);
+      // Cached decoding, of 5 positions then 1, splits no sequence.
+      KvCache cache;
+      gpt_forward_cached(split[k].module(), ids.narrow(1, 0, 5), cache);
+      decoded[k] = gpt_forward_cached(split[k].module(), ids.narrow(1, 5, 1), cache);
+    });
+  }
+  for (auto& rank : ranks) rank.join();
+  const NamedTensors whole = one.named_parameters();
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE("rank " + std::to_string(k));
+    EXPECT_EQ(split[k].sequence_split(), sequence);
+    const int64_t share = logits[k].size(2);
+    const at::Tensor mine = want.narrow(2, split[k].output_split() ? k * share : 0, share);
+    EXPECT_TRUE(torch::allclose(logits[k], mine, 1e-4, 1e-5));
+    EXPECT_TRUE(torch::allclose(evaluated[k], mine, 1e-4, 1e-5));
+    EXPECT_TRUE(torch::allclose(decoded[k], mine.narrow(1, 5, 1), 1e-4, 1e-5));
+    const TensorSplits splits = split[k].tensor_splits();
+    const NamedTensors params = split[k].named_parameters();
+    ASSERT_EQ(params.size(), whole.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& [name, p] = params[i];
+      const at::Tensor full = whole[i].second.grad();
+      const auto it = splits.find(name);
+      const at::Tensor expected = it == splits.end() ? full : slice_of(full, it->second, k, 2);
+      ASSERT_TRUE(p.grad().defined()) << name;
+      EXPECT_TRUE(torch::allclose(p.grad(), expected, 1e-4, 1e-6)) << name;
+    }
+  }
+}
+
+TEST(TensorParallel, GptSplitByTheSequenceComputesOneProcesssGradients) {
+  expect_split_gpt_like_one(40, true);  // the vocabulary split too
+  expect_split_gpt_like_one(33, true);  // the embedding whole
+}
+
+TEST(TensorParallel, GptSplitWithoutTheSequenceComputesOneProcesssGradients) {
+  expect_split_gpt_like_one(40, false);
+  expect_split_gpt_like_one(33, false);
+}
+
+TEST(TensorParallel, GptSequenceSplitNeedsTheContextToDivide) {
+  GptConfig c;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.seq_len = 9;
+  ThreadPair pair;
+  ThreadPair::Group group(pair, 0, /*sequence=*/true);
+  try {
+    make_gpt(c)->split_for_tensor_parallel(group);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.tensor_sequence"), std::string::npos)
+        << e.what();
   }
 }
 
