@@ -29,7 +29,7 @@ import warnings
 
 import torch
 
-from . import _loom, _native, distributed, parallel, pipeline
+from . import _loom, _native, distributed, parallel, pipeline, tensor_parallel
 
 __all__ = ["PendingSave", "load", "save"]
 
@@ -42,7 +42,10 @@ _waits_at_exit = False
 
 
 def _module_of(model):
-    return model.module if isinstance(model, parallel.DataParallel) else model
+    # The module whose own names the checkpoint holds.
+    if isinstance(model, (parallel.DataParallel, tensor_parallel.TensorParallel)):
+        return model.module
+    return model
 
 
 def _kind_of(optimizer):
@@ -63,7 +66,8 @@ def _sharded(model):
     return None
 
 
-def _optimizer_state(optimizer, kind, named_parameters):
+def _parameter_states(optimizer, named_parameters):
+    # [(name, parameter, [(field, tensor)])] for the parameters the optimizer keeps state of.
     # Under ZeRO the optimizer steps the shards, named zero.bucket<b>.rank<r>.
     names = {id(p): name for name, p in named_parameters}
     state = []
@@ -75,24 +79,38 @@ def _optimizer_state(optimizer, kind, named_parameters):
             name = names.get(id(p))
             if name is None:
                 raise _loom.ConfigError("optimizer: it holds a parameter the model does not")
-            state.append((name, [(field, value if isinstance(value, torch.Tensor)
-                                  else torch.tensor(value))
-                                 for field, value in fields.items() if value is not None]))
-    return _loom.name_optimizer_state(kind, state)
+            state.append((name, p, [(field, value if isinstance(value, torch.Tensor)
+                                     else torch.tensor(value))
+                                    for field, value in fields.items() if value is not None]))
+    return state
+
+
+def _optimizer_state(optimizer, kind, named_parameters):
+    state = _parameter_states(optimizer, named_parameters)
+    return _loom.name_optimizer_state(kind, [(name, fields) for name, _, fields in state])
+
+
+def _cut_like(value, parameter):
+    # torch's optimizers keep a parameter's per-element state (momentum_buffer, exp_avg,
+    # exp_avg_sq, max_exp_avg_sq) in its shape, cut as the parameter is; the rest (Adam's step)
+    # is a scalar, whole on every rank.
+    return value.dim() > 0 and value.shape == parameter.shape
 
 
 def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=None,
          samples=0, keep=3, job=None, blocking=True):
     """Commits a checkpoint of `model` (a torch.nn.Module, Loom's DataParallel /
-    ParameterServers around one, or a loom.pipeline.Pipeline) at optimizer step `step` into
-    `directory`, keeping the newest `keep`. In a job of several ranks call it on every rank: the
-    ranks hold the same replica and rank 0 writes (a Pipeline's stages are gathered there
-    first; under ZeRO every rank's optimizer shards, and ZeRO-3's parameters, made whole on
-    every rank for the length of the gather), so the checkpoint holds the whole model and its
-    optimizer state under the model's own names. It returns on every
-    rank once the checkpoint is committed: the checkpoint's path on rank 0, None on the others.
-    When the write fails, rank 0 raises its error and the others loom.Error. `extra` is any JSON
-    value of the script's.
+    ParameterServers / TensorParallel around one, or a loom.pipeline.Pipeline) at optimizer step
+    `step` into `directory`, keeping the newest `keep`. In a job of several ranks call it on
+    every rank: the ranks hold the same replica and rank 0 writes (a Pipeline's stages are
+    gathered there first; under ZeRO every rank's optimizer shards, and ZeRO-3's parameters, made
+    whole on every rank for the length of the gather; under TensorParallel, or given the module
+    it split, each cut tensor and its optimizer state are gathered from the group's slices, one
+    at a time, and rank 0 keeps them whole), so the checkpoint holds the whole model and its
+    optimizer state under the model's own names, as one process would write it. It returns on
+    every rank once the checkpoint is committed: the checkpoint's path on rank 0, None on the
+    others. When the write fails, rank 0 raises its error and the others loom.Error. `extra` is
+    any JSON value of the script's.
 
     With `loader`, the checkpoint's position (epoch, and batch within it) is the loader's, as
     `loom train` records it, so `loom train --resume` can go on from it; `epoch` (default 0
@@ -201,12 +219,14 @@ def _written(step, model, optimizer, loader, extra, epoch, samples, job):
     # CheckpointWriter.start, after the directory); None on the others.
     staged = isinstance(model, pipeline.Pipeline)
     sharded = _sharded(model)
-    if job is not None and job.rank != 0 and not staged and not sharded:
+    split = tensor_parallel.split_by(model)
+    if job is not None and job.rank != 0 and not staged and not sharded and split is None:
         return None
     module = _module_of(model)
-    kind = "" if optimizer is None else _kind_of(optimizer)
-    if sharded:
-        gathered = _gather_sharded(model, sharded, module, optimizer, kind, job)
+    kind = "" if optimizer is None else _kind_of(optimizer)  # before any collective
+    if sharded or split is not None:
+        gathered = (_gather_sharded(model, sharded, module, optimizer, kind, job) if sharded
+                    else _gather_split(split, module, optimizer, kind, job))
         if gathered is None:
             return None
         tensors, state = gathered
@@ -252,6 +272,30 @@ def _gather_sharded(model, sync, module, optimizer, kind, job):
     return None if state is None or not writes else (tensors, state)
 
 
+def _gather_split(split, module, optimizer, kind, job):
+    # TensorParallel: rank 0's (model, optimizer state) whole, under the module's names; None on
+    # the others. Collective: every cut tensor (and the state shaped as a cut parameter) is
+    # gathered from the group's slices in the module's order, one at a time; the group is the
+    # whole job (TensorParallel's rule), so its first rank is the job's rank 0, which writes.
+    writes = job is None or job.rank == 0
+    tensors = []
+    with torch.no_grad():
+        for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+            whole = split.whole_of(name, t.detach())  # the others let it go at once
+            if writes:
+                tensors.append((name, whole))
+        state = []
+        if optimizer is not None:
+            for name, p, fields in _parameter_states(optimizer, module.named_parameters()):
+                whole = [(field, split.whole_of(name, value) if _cut_like(value, p) else value)
+                         for field, value in fields]
+                if writes:
+                    state.append((name, whole))
+    if not writes:
+        return None
+    return tensors, _loom.name_optimizer_state(kind, state) if optimizer is not None else []
+
+
 def _agree(job, step, failed_here):
     # Every training rank returns once the rank that writes is done; the others raise when it
     # failed.
@@ -284,7 +328,11 @@ def load(directory, *, model, optimizer=None, loader=None):
     the tensor or field that is missing or does not fit.
 
     Into Loom's DataParallel under ZeRO, call it on every rank (ZeRO-3 gathers the parameters
-    to write into them); each rank keeps its shards of the optimizer state.
+    to write into them); each rank keeps its shards of the optimizer state. Into a
+    TensorParallel (or the module it split), each rank reads the whole tensors and keeps its
+    slices of the cut ones and of their optimizer state (no collective); a cut tensor must be
+    there whole (loom.DataError otherwise), so a checkpoint of one process, or of any number of
+    tensor ranks, loads.
 
     After save(..., blocking=False) into `directory`, call the PendingSave's wait() first (on
     every rank): until then its checkpoint may not be committed. This rank's own write in
@@ -297,17 +345,15 @@ def load(directory, *, model, optimizer=None, loader=None):
     module = _module_of(model)
     saved = data["model"]
     sharded = _sharded(model)
+    split = tensor_parallel.split_by(model)
     with torch.no_grad(), _whole_parameters(sharded):
         for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
             if name not in saved:
                 raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'")
-            if saved[name].shape != tensor.shape:
-                raise _loom.DataError(
-                    f"checkpoint '{data['path']}': tensor '{name}' has shape "
-                    f"{list(saved[name].shape)}, the model's is {list(tensor.shape)}")
-            tensor.copy_(saved[name])
+            _check_shape(data, f"tensor '{name}'", saved[name], tensor, name, split)
+            tensor.copy_(saved[name] if split is None else split.slice_of(name, saved[name]))
     if optimizer is not None:
-        _restore_optimizer(optimizer, model, sharded, data)
+        _restore_optimizer(optimizer, model, sharded, split, data)
     if loader is not None and data["loader"] is not None:
         loader.load_state_dict(data["loader"])
     torch.set_rng_state(data["rng"])
@@ -329,7 +375,18 @@ def _whole_parameters(sync):
         sync.shard_again()
 
 
-def _restore_optimizer(optimizer, model, sharded, data):
+def _check_shape(data, what, value, tensor, name, split):
+    # `value` (read) fits `tensor` (the model's): its shape, or under TensorParallel the shape of
+    # the whole of which `tensor` is this rank's slice.
+    shape = list(tensor.shape) if split is None else split.whole_shape(name, tensor)
+    if list(value.shape) == shape:
+        return
+    held = "" if shape == list(tensor.shape) else f" (whole; this rank holds {list(tensor.shape)})"
+    raise _loom.DataError(f"checkpoint '{data['path']}': {what} has shape {list(value.shape)}, "
+                          f"the model's is {shape}{held}")
+
+
+def _restore_optimizer(optimizer, model, sharded, split, data):
     kind = _kind_of(optimizer)
     if data["optimizer_kind"] != kind:
         raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
@@ -345,6 +402,10 @@ def _restore_optimizer(optimizer, model, sharded, data):
         state = {}
         for field, value in fields[name]:
             # torch's Adam keeps its step count as a float tensor
-            state[field] = (torch.tensor(float(value)) if field == "step"
-                            else value.clone().to(dtype=p.dtype))
+            if field == "step":
+                state[field] = torch.tensor(float(value))
+                continue
+            _check_shape(data, f"optimizer state '{name}.{field}'", value, p, name, split)
+            piece = value if split is None else split.slice_of(name, value)
+            state[field] = (piece.clone() if piece is value else piece).to(dtype=p.dtype)
         optimizer.state[p] = state

@@ -15,6 +15,7 @@ import collections
 import fnmatch
 import functools
 import itertools
+import weakref
 
 import torch
 
@@ -26,6 +27,23 @@ __all__ = ["ColwiseParallel", "RowwiseParallel", "TensorParallel"]
 # others'. Every rank makes its groups in the same order (making one is collective), so the
 # counts agree.
 _groups_made = itertools.count()
+
+# Each module split in place, to (a weak reference to) its TensorParallel, so that loom.checkpoint
+# handed the module itself still saves whole tensors rather than this rank's slices. Weak both
+# ways: the TensorParallel holds its module, and this keeps neither alive.
+_split_modules = weakref.WeakKeyDictionary()
+
+
+def split_by(model):
+    """The TensorParallel that `model` is, or that split `model` in place; None for a module no
+    TensorParallel split."""
+    if isinstance(model, TensorParallel):
+        return model
+    try:
+        owner = _split_modules.get(model)
+    except TypeError:  # not weakly referenceable: not a module
+        return None
+    return None if owner is None else owner()
 
 
 class ColwiseParallel:
@@ -160,9 +178,10 @@ class TensorParallel(torch.nn.Module):
 
     The parameters stay the same objects, now holding this rank's slices, so an optimizer made
     afterwards steps the slices. full_state_dict() gives the whole tensors under the module's
-    own names and load_full_state_dict() cuts them again: a checkpoint moves between a tensor
-    group and one process. Raises loom.ConfigError naming the plan entry or attribute that
-    cannot be done (before anything is cut).
+    own names and load_full_state_dict() cuts them again; loom.checkpoint.save and load do the
+    same for the model and its optimizer state (through whole_of and slice_of by name): a
+    checkpoint moves between a tensor group and one process. Raises loom.ConfigError naming the
+    plan entry or attribute that cannot be done (before anything is cut).
     """
 
     def __init__(self, module, plan, *, divide=(), tensor=None, job=None):
@@ -200,6 +219,7 @@ class TensorParallel(torch.nn.Module):
             else:
                 linear.forward = functools.partial(_rowwise_forward, linear, self._group)
         self._plan = {name: style for name, (_, style, _) in linears.items()}
+        _split_modules[module] = weakref.ref(self)
 
     def _cut(self, linears):
         # This rank's slice of each cut tensor, all made before any is set.
@@ -235,16 +255,43 @@ class TensorParallel(torch.nn.Module):
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
 
+    def whole_shape(self, name, piece):
+        """The shape of the module's tensor `name` whole, where `piece` is this rank's part of it
+        (or a tensor of that shape: the optimizer's state of a parameter)."""
+        shape = list(piece.shape)
+        style = self._splits.get(name)
+        if style is not None:
+            shape[style.dim] *= self._group.size
+        return shape
+
+    def whole_of(self, name, piece):
+        """The module's tensor `name` whole, from every rank's `piece` of it (this rank's slice,
+        or a tensor of its shape: the optimizer's state of that parameter). Collective where
+        `name` is cut (every rank of the group calls it for the same names in the same order;
+        each gets the whole tensor); `piece` itself where it is not."""
+        style = self._splits.get(name)
+        if style is None:
+            return piece
+        return self._group.whole_of(piece.detach(), style.dim, style.sections)
+
+    def slice_of(self, name, whole):
+        """This rank's slice of `whole`, the module's tensor `name` (or a tensor of its shape)
+        whole, as a new tensor where `name` is cut; `whole` itself where it is not. Not
+        collective; the caller checks the shape (whole_shape)."""
+        style = self._splits.get(name)
+        if style is None:
+            return whole
+        return self._group.slice_of(whole.detach(), style.dim, style.sections)
+
     def full_state_dict(self):
         """The module's state_dict with whole tensors, under the module's own names, on every
         rank of the group (collective: the cut ones are gathered from every rank's slice)."""
         out = collections.OrderedDict()
         with torch.no_grad():
             for name, t in self.module.state_dict(keep_vars=True).items():
-                style = self._splits.get(name)
-                t = t.detach()
-                out[name] = (t.clone() if style is None
-                             else self._group.whole_of(t, style.dim, style.sections))
+                piece = t.detach()
+                whole = self.whole_of(name, piece)
+                out[name] = whole.clone() if whole is piece else whole
         return out
 
     def load_full_state_dict(self, state):
@@ -256,17 +303,12 @@ class TensorParallel(torch.nn.Module):
                 if name not in state:
                     raise _loom.DataError(f"load_full_state_dict: no tensor '{name}'")
                 value = state[name]
-                style = self._splits.get(name)
-                expected = list(t.shape)
-                if style is not None:
-                    expected[style.dim] *= self._group.size
+                expected = self.whole_shape(name, t)
                 if list(value.shape) != expected:
                     raise _loom.DataError(f"load_full_state_dict: tensor '{name}' has shape "
                                           f"{list(value.shape)}, the module's whole one is "
                                           f"{expected}")
-                if style is not None:
-                    value = self._group.slice_of(value.detach(), style.dim, style.sections)
-                t.copy_(value)
+                t.copy_(self.slice_of(name, value))
 
     def extra_repr(self):
         ranks = self._group.size

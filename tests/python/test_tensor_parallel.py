@@ -1,7 +1,9 @@
 """loom.parallel.TensorParallel on a user's own transformer blocks, on real processes started by
 `loom launch`: two ranks, each holding its slices of the fused query/key/value, projection and
 MLP linears, end with the parameters of one process on the same batches; the whole state dict
-moves from one process into the slices and back; a plan that cannot be done names its entry."""
+moves from one process into the slices and back; loom.checkpoint writes what one process writes
+and resumes across the two layouts; a plan that cannot be done names its entry."""
+import collections
 import os
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import torch
 
 import loom
 
-from conftest import loom_binary
+from conftest import loom_binary, read_safetensors
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "tp_blocks.py")
 sys.path.insert(0, os.path.dirname(SCRIPT))
@@ -40,13 +42,36 @@ def assert_close(got, expected, atol):
         assert error <= atol, f"{name}: off by {error:.3g}"
 
 
+# A run's OUT and the folder of the loom.checkpoint it saved after step 2 (of 4).
+Saved = collections.namedtuple("Saved", "out checkpoints")
+
+
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
     return trained(tmp_path_factory.mktemp("one") / "one.pt", ranks=1)
 
 
-def test_two_tensor_ranks_train_like_one_process(tmp_path, one_process):
-    split = trained(tmp_path / "two.pt")
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """TP=2, 4 steps, a background loom.checkpoint after step 2."""
+    folder = tmp_path_factory.mktemp("two")
+    out = trained(folder / "two.pt", "--save-at", "2", str(folder / "checkpoints"),
+                  "--background")
+    return Saved(out, folder / "checkpoints")
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """The module unsplit in one process, no TensorParallel: 4 steps, a loom.checkpoint after
+    step 2."""
+    folder = tmp_path_factory.mktemp("plain")
+    out = trained(folder / "plain.pt", "--plain", "--save-at", "2", str(folder / "checkpoints"),
+                  ranks=1)
+    return Saved(out, folder / "checkpoints")
+
+
+def test_two_tensor_ranks_train_like_one_process(two_ranks, one_process):
+    split = two_ranks.out
     assert_close(split["state"], one_process["state"], 1e-5)
     assert_close({"eval": split["eval"]}, {"eval": one_process["eval"]}, 1e-5)
     # The whole tensors under the module's own names: a plain model loads them, and training
@@ -60,6 +85,39 @@ def test_two_tensor_ranks_train_like_one_process(tmp_path, one_process):
     x, _ = next(tp_blocks.batches(1))
     with torch.no_grad():
         assert torch.allclose(plain(x), one_process["eval"], atol=1e-5)
+
+
+def committed(checkpoints):
+    """{file: {name: tensor}} of the checkpoint `latest` names in `checkpoints`."""
+    with open(checkpoints / "latest") as f:
+        step = checkpoints / f.read().strip()
+    return {file: read_safetensors(step / file)
+            for file in ("model.safetensors", "state.safetensors")}
+
+
+def test_a_tensor_parallel_checkpoint_holds_what_one_process_writes(two_ranks, plain):
+    split, whole = committed(two_ranks.checkpoints), committed(plain.checkpoints)
+    assert list(split["model.safetensors"]["blocks.0.attn.qkv.weight"].shape) == [48, 16]
+    assert list(split["state.safetensors"][
+        "optimizer/blocks.1.mlp.out.weight.momentum_buffer"].shape) == [16, 32]
+    for file, tensors in whole.items():
+        assert ({name: (t.dtype, list(t.shape)) for name, t in split[file].items()}
+                == {name: (t.dtype, list(t.shape)) for name, t in tensors.items()}), file
+        # the same values at step 2: the slices and their momentum put together in order
+        assert_close({name: t for name, t in split[file].items() if t.is_floating_point()},
+                     {name: t for name, t in tensors.items() if t.is_floating_point()}, 1e-5)
+
+
+def test_one_process_resumes_a_tensor_parallel_checkpoint(tmp_path, two_ranks, plain):
+    resumed = trained(tmp_path / "resumed.pt", "--plain", "--resume", str(two_ranks.checkpoints),
+                      ranks=1)
+    assert_close(resumed["state"], plain.out["state"], 1e-5)
+
+
+def test_tensor_ranks_resume_a_one_process_checkpoint(tmp_path, plain):
+    resumed = trained(tmp_path / "resumed.pt", "--resume", str(plain.checkpoints))
+    assert_close(resumed["state"], plain.out["state"], 1e-5)
+    assert_close({"eval": resumed["eval"]}, {"eval": plain.out["eval"]}, 1e-5)
 
 
 def test_a_whole_state_dict_loads_into_the_slices(tmp_path, one_process):
@@ -126,3 +184,26 @@ def test_a_process_alone_is_a_tensor_group_of_one():
         state = model.full_state_dict()
         state["head.weight"] = torch.zeros(3, 16)
         model.load_full_state_dict(state)
+
+
+def test_a_checkpoint_tensor_that_does_not_fit_is_named(tmp_path):
+    # A checkpoint of a plain module whose MLP is twice as wide, then of one whose momentum of a
+    # cut weight has the wrong shape: loading into the split module names the tensor.
+    wide = model_in_this_process()
+    wide.blocks[0].mlp.fc = torch.nn.Linear(tp_blocks.DIM, 2 * tp_blocks.HIDDEN)
+    loom.checkpoint.save(tmp_path / "wide", 1, model=wide)
+    model = loom.parallel.TensorParallel(model_in_this_process(), tp_blocks.PLAN,
+                                         divide={"blocks.*.attn.n_head"})
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    with pytest.raises(loom.DataError, match=r"tensor 'blocks.0.mlp.fc.weight' has shape "
+                                             r"\[64, 16\], the model's is \[32, 16\]"):
+        loom.checkpoint.load(tmp_path / "wide", model=model, optimizer=optimizer)
+
+    plain = model_in_this_process()
+    plain_optimizer = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.9)
+    plain_optimizer.state[plain.blocks[1].attn.qkv.weight]["momentum_buffer"] = torch.zeros(3, 16)
+    loom.checkpoint.save(tmp_path / "momentum", 1, model=plain, optimizer=plain_optimizer)
+    with pytest.raises(loom.DataError, match=r"optimizer state "
+                                             r"'blocks.1.attn.qkv.weight.momentum_buffer' has "
+                                             r"shape \[3, 16\]"):
+        loom.checkpoint.load(tmp_path / "momentum", model=model.module, optimizer=optimizer)

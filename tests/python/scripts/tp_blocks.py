@@ -4,11 +4,17 @@ attention that reads its head count, an output projection, an MLP of two linears
 Every rank of the tensor group reads the same batches and starts from the same seed; rank 0
 saves {"state": full_state_dict(), "eval": the model's output on a fixed batch} to OUT.
 
-    tp_blocks.py OUT [--steps N] [--load PATH] [--plan-head]
+    tp_blocks.py OUT [--steps N] [--load PATH] [--plan-head] [--plain]
+                     [--save-at K DIR [--background]] [--resume DIR]
 
 --load PATH loads the whole state dict in PATH (another run's OUT) into the split model before
-training; --plan-head also plans the 5-class head column-parallel, which 2 ranks cannot split.
+training; --plan-head also plans the 5-class head column-parallel, which 2 ranks cannot split;
+--plain trains the module unsplit, as a script without Loom's tensor parallelism would (one
+process). --save-at K DIR saves a loom.checkpoint of the model and its SGD (with momentum) into
+DIR after step K (--background: save(..., blocking=False), waited for after the next step);
+--resume DIR loads DIR's newest checkpoint and trains on from its step to N.
 """
+import itertools
 import sys
 
 import torch
@@ -93,24 +99,49 @@ def main():
     out = sys.argv[1]
     job = loom.distributed.init()
     torch.manual_seed(0)
-    plan = dict(PLAN, head="colwise") if "--plan-head" in sys.argv else PLAN
-    model = loom.parallel.TensorParallel(Model(), plan, divide={"blocks.*.attn.n_head"})
-    attention = model.module.blocks[0].attn
-    assert attention.n_head == HEADS // job.trainers
-    assert list(attention.qkv.weight.shape) == [3 * DIM // job.trainers, DIM]
+    plain = "--plain" in sys.argv
+    if plain:
+        assert job.trainers == 1, "--plain runs in one process"
+        model = Model()
+    else:
+        plan = dict(PLAN, head="colwise") if "--plan-head" in sys.argv else PLAN
+        model = loom.parallel.TensorParallel(Model(), plan, divide={"blocks.*.attn.n_head"})
+        attention = model.module.blocks[0].attn
+        assert attention.n_head == HEADS // job.trainers
+        assert list(attention.qkv.weight.shape) == [3 * DIM // job.trainers, DIM]
     if argument("--load"):
         model.load_full_state_dict(torch.load(argument("--load"))["state"])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    for x, y in batches(int(argument("--steps") or 4)):
+    start = 0
+    if argument("--resume"):
+        start = loom.checkpoint.load(argument("--resume"), model=model, optimizer=optimizer)["step"]
+    save_at = int(argument("--save-at") or -1)
+    background = "--background" in sys.argv
+    pending = None  # a background save, waited for after the next step
+    steps = int(argument("--steps") or 4)
+    for step, (x, y) in enumerate(itertools.islice(batches(steps), start, None), start + 1):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
         loss.backward()
         optimizer.step()
-    state = model.full_state_dict()
-    # The whole state loads back into the slices it came from.
-    before = [p.detach().clone() for p in model.parameters()]
-    model.load_full_state_dict(state)
-    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+        if pending is not None:
+            pending.wait()
+            pending = None
+        if step == save_at:
+            directory = sys.argv[sys.argv.index("--save-at") + 2]
+            saved = loom.checkpoint.save(directory, step, model=model, optimizer=optimizer,
+                                         blocking=not background)
+            pending = saved if background else None
+    if pending is not None:
+        pending.wait()
+    if plain:
+        state = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    else:
+        state = model.full_state_dict()
+        # The whole state loads back into the slices it came from.
+        before = [p.detach().clone() for p in model.parameters()]
+        model.load_full_state_dict(state)
+        assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
     with torch.no_grad():
         evaluated = model(next(batches(1))[0])
     if job.rank == 0:
