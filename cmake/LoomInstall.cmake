@@ -57,6 +57,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/data/transform_registry.h
   loom/data/transforms.h
   loom/models/block_chain_model.h
+  loom/models/draw_key.h
   loom/models/loss.h
   loom/models/model.h
   loom/models/tensor_parallel.h

@@ -128,6 +128,33 @@ TEST_F(LanguageModelTrain, DataParallelTrainsLikeOneProcess) {
   expect_like(dir / "two", dir / "one");
 }
 
+// Dropout on: a micro-batch's masks are keyed by the samples it holds and each block's by its
+// index (models/draw_key.h), so data-parallel replicas, pipeline stages and recomputed blocks
+// draw what one process accumulating micro-batches of the same size draws.
+TEST_F(LanguageModelTrain, EveryLayoutDrawsOneProcesssDropoutMasks) {
+  TempDir dir;
+  const std::string args = gpt_args() + " --set model.gpt.dropout=0.1";
+  const auto one = run_loom("train" + args + accumulating(4, 2) + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto off = run_loom("train" + gpt_args() + accumulating(4, 2) + " --out " + (dir / "off"));
+  ASSERT_EQ(off.exit_code, 0) << off.output;
+  // The masks matter: without them the run ends elsewhere.
+  EXPECT_GT(std::abs(summary_of(dir / "one")["final_train_loss"].get<double>() -
+                     summary_of(dir / "off")["final_train_loss"].get<double>()),
+            1e-4);
+  const std::vector<std::pair<std::string, std::string>> layouts = {
+      {"replicas", launch(2, args + " --set data.global_batch=8")},
+      {"pipeline",
+       launch(2, args + pipelined(4, 2, "1f1b") + " --set train.activation_checkpointing=blocks")},
+  };
+  for (const auto& [name, command] : layouts) {
+    SCOPED_TRACE(name);
+    const auto run = run_loom(command + " --out " + (dir / name));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_like(dir / name, dir / "one");
+  }
+}
+
 // Token windows built by `loom data-worker` for both ranks (their shares, LZ4 on the wire): the
 // run is bit-identical to one that reads the shards itself. No data.seq_len: the worker is told
 // the context of the GPT preset.

@@ -1,10 +1,9 @@
 // Tensor parallelism (parallel.tensor) with `loom train`: a GPT's attention split by heads and
 // its MLP by its hidden width over the ranks of a tensor group, alone and inside data-parallel
 // replicas, with and without the sequence split too. Each must train like one process on the
-// same global batch; with dropout on where the group reads the whole batch (every rank draws the
-// masks one process draws). Checkpoints
-// hold the whole tensors under their names, so they move to and from one process and other
-// layouts.
+// same global batch with dropout on: every rank of a group draws the masks one process draws,
+// and every sample's masks are its own wherever it is (models/draw_key.h). Checkpoints hold the
+// whole tensors under their names, so they move to and from one process and other layouts.
 #include <gtest/gtest.h>
 
 #include "e2e/language_model_fixture.h"
@@ -37,16 +36,16 @@ TEST_F(LanguageModelTrain, TensorParallelRanksTrainLikeOneProcessWithDropout) {
 
 // 2 data-parallel replicas of a tensor group of 2, plain and with ZeRO over the replicas (each
 // sharding its tensor rank's slices; clipping sums the shards' pieces over all 4 ranks, a whole
-// parameter's once). No dropout: the replicas each draw for their half of the batch.
+// parameter's once), with dropout on.
 TEST_F(LanguageModelTrain, TensorGroupsInsideDataParallelReplicasTrainLikeOneProcess) {
   TempDir dir;
-  const auto one =
-      run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
+  const std::string args = gpt_args() + " --set model.gpt.dropout=0.1";
+  const auto one = run_loom("train" + args + " --set data.batch_size=8 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   for (const std::string zero : {"0", "1", "3"}) {
     SCOPED_TRACE("ZeRO-" + zero);
     const std::string out = dir / ("zero" + zero);
-    const auto run = run_loom(launch(4, gpt_args() + kTensor2 + " --set parallel.zero=" + zero +
+    const auto run = run_loom(launch(4, args + kTensor2 + " --set parallel.zero=" + zero +
                                             " --set data.global_batch=8 --out " + out));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     expect_like(out, dir / "one");
@@ -100,13 +99,13 @@ TEST_F(LanguageModelTrain, SequenceParallelRanksTrainLikeOneProcessWithDropout) 
 
 // 2 data-parallel replicas of a sequence-parallel group of 2, under ZeRO-1: the parameters used
 // on a rank's positions only (LayerNorms, biases, the position table) have their gradients
-// whole before the replicas' exchange sees them.
+// whole before the replicas' exchange sees them. Dropout on.
 TEST_F(LanguageModelTrain, SequenceParallelGroupsInsideZeroReplicasTrainLikeOneProcess) {
   TempDir dir;
-  const auto one =
-      run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
+  const std::string args = gpt_args() + " --set model.gpt.dropout=0.1";
+  const auto one = run_loom("train" + args + " --set data.batch_size=8 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto run = run_loom(launch(4, gpt_args() + kTensor2 +
+  const auto run = run_loom(launch(4, args + kTensor2 +
                                           " --set parallel.tensor_sequence=true"
                                           " --set parallel.zero=1 --set data.global_batch=8"
                                           " --out " +

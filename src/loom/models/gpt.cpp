@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "loom/core/error.h"
+#include "loom/models/draw_key.h"
 #include "loom/models/gpt_layers.h"
 
 namespace loom::models {
@@ -126,7 +127,8 @@ class Gpt : public ZooNetwork {
     }
     if (!by_sequence) {
       const at::Tensor positions = at::arange(first, first + t, ids.options());
-      return drop_->forward(tokens(ids) + wpe_->forward(positions));
+      return keyed_dropout(tokens(ids) + wpe_->forward(positions), drop_->options.p(),
+                           drop_->is_training());
     }
     TensorGroup& group = *by_sequence;
     if (t % group.size() != 0) {

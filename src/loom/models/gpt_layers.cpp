@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "loom/models/causal_attention.h"
+#include "loom/models/draw_key.h"
 #include "loom/models/linear.h"
 
 namespace loom::models::gpt {
@@ -17,12 +18,17 @@ at::Tensor column_product(const torch::nn::Linear& layer, const at::Tensor& x, T
   return linear(layer, enter_split(x, group));
 }
 
+// `dropout`'s dropout of `x`, its mask drawn per sample (draw_key.h).
+at::Tensor dropped(const torch::nn::Dropout& dropout, const at::Tensor& x) {
+  return keyed_dropout(x, dropout->options.p(), dropout->is_training());
+}
+
 // Out of its row-split product: this rank's partial sums `partial` summed over the group, the
 // whole bias added after the sum, then dropout; whole on every rank, or this rank's positions
 // (the bias then used on those only: its gradient summed over the group).
 at::Tensor out_of_split(const at::Tensor& partial, const at::Tensor& bias,
                         torch::nn::Dropout dropout, TensorGroup& group, bool by_sequence) {
-  if (!by_sequence) return dropout->forward(leave_split(partial, group) + bias);
+  if (!by_sequence) return dropped(dropout, leave_split(partial, group) + bias);
   return sequence_dropout(scatter_sequence(partial, group) + enter_split(bias, group),
                           dropout->options.p(), dropout->is_training(), group);
 }
@@ -98,24 +104,22 @@ at::Tensor CausalSelfAttention::forward(const at::Tensor& x, KvCache::Layer* cac
           .transpose(1, 2)
           .contiguous()
           .view({b, t, width_});
-  if (!group_) return resid_dropout_->forward(linear(c_proj_, y));
+  if (!group_) return dropped(resid_dropout_, linear(c_proj_, y));
   // Each rank's heads' share of the projection, summed.
   return out_of_split(at::linear(y, c_proj_->weight), c_proj_->bias, resid_dropout_, *group_,
                       by_sequence);
 }
 
-// Dropout of attention weights [B x heads, rows, keys]. Split by heads, each rank draws the mask
-// of every head, as one process does, and keeps its own heads': the same masks, and the ranks'
-// generators stay in step for the dropouts after.
+// Dropout of attention weights [B x heads, rows, keys], its mask drawn per sample (draw_key.h).
+// Split by heads, each rank draws the mask of every head, as one process does, and keeps its own
+// heads': the same masks, and the ranks' draws stay in step for the dropouts after.
 at::Tensor CausalSelfAttention::weights_dropout(const at::Tensor& w, int64_t b) {
-  const auto& options = attn_dropout_->options;
-  if (!group_ || !attn_dropout_->is_training() || options.p() == 0) {
-    return attn_dropout_->forward(w);
-  }
-  const int64_t all_heads = heads_ * group_->size();
-  const at::Tensor mask = attn_dropout_->forward(
-      at::ones({b, all_heads, w.size(1), w.size(2)}, w.options().requires_grad(false)));
-  return w * mask.narrow(1, group_->rank() * heads_, heads_).reshape(w.sizes());
+  const double p = attn_dropout_->options.p();
+  if (!attn_dropout_->is_training() || p == 0) return w;
+  const int64_t ranks = group_ ? group_->size() : 1, rank = group_ ? group_->rank() : 0;
+  const at::Tensor mask =
+      dropout_mask({b, heads_ * ranks, w.size(1), w.size(2)}, p, w.options().requires_grad(false));
+  return w * mask.narrow(1, rank * heads_, heads_).reshape(w.sizes());
 }
 
 Mlp::Mlp(const GptConfig& c) {
@@ -132,7 +136,7 @@ void Mlp::split(TensorGroup& group) {
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x, bool by_sequence) {
-  if (!group_) return dropout_->forward(linear(c_proj_, at::gelu(linear(c_fc_, x))));
+  if (!group_) return dropped(dropout_, linear(c_proj_, at::gelu(linear(c_fc_, x))));
   const at::Tensor hidden = at::gelu(column_product(c_fc_, x, *group_, by_sequence));
   return out_of_split(at::linear(hidden, c_proj_->weight), c_proj_->bias, dropout_, *group_,
                       by_sequence);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "loom/core/error.h"
+#include "loom/models/draw_key.h"
 #include "loom/models/module_model.h"
 #include "loom/models/recompute.h"
 
@@ -109,18 +110,30 @@ std::vector<Block> ModuleModel::plain_blocks() {
 }
 
 std::vector<Block> ModuleModel::blocks() {
-  return with_recompute(plain_blocks(), recompute_every_);
+  std::vector<Block> blocks = with_recompute(plain_blocks(), recompute_every_);
+  // Each block's keyed draws are its own (draw_key.h); counted from outside the recompute
+  // wrapper, which replays the draws of the forward it recomputes.
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i].forward = [index = static_cast<int64_t>(i),
+                         forward = std::move(blocks[i].forward)](const at::Tensor& x) {
+      start_block_draws(index);
+      return forward(x);
+    };
+  }
+  return blocks;
 }
 
 void ModuleModel::set_recompute_every(int64_t every) {
   recompute_every_ = every;
-  recomputed_chain_ = every > 0 ? blocks() : std::vector<Block>{};
+  chain_.clear();
 }
 
 at::Tensor ModuleModel::forward(const at::Tensor& input) {
-  if (recomputed_chain_.empty()) return net_->forward(input);
+  // The network's own forward, unless its blocks recompute or key their draws.
+  if (recompute_every_ == 0 && !DrawKeyScope::state().samples) return net_->forward(input);
+  if (chain_.empty()) chain_ = blocks();
   at::Tensor x = input;
-  for (const Block& block : recomputed_chain_) x = block.forward(x);
+  for (const Block& block : chain_) x = block.forward(x);
   return x;
 }
 

@@ -84,7 +84,8 @@ class ModuleModel : public Model {
   std::shared_ptr<ZooNetwork> net_;
   bool convolutional_;
   int64_t recompute_every_ = 0;
-  std::vector<Block> recomputed_chain_;  // forward's blocks when recomputing
+  // forward's blocks when they recompute or key their draws, made at its first such call
+  std::vector<Block> chain_;
 };
 
 }  // namespace loom::models

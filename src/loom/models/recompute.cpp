@@ -9,6 +9,8 @@
 #include <memory>
 #include <unordered_set>
 
+#include "loom/models/draw_key.h"
+
 namespace loom::models {
 namespace {
 
@@ -50,7 +52,15 @@ class AutocastAsSaved {
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
                                at::TensorList weights, std::shared_ptr<const Forward> run) {
-    ctx->saved_data["forward"] = c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(run));
+    // The forward again replays the keyed draws this one makes (draw_key.h) from the state they
+    // start in here, whatever the thread's state is when backward comes.
+    auto replay =
+        std::make_shared<const Forward>([run, draws = DrawKeyScope::state()](const at::Tensor& x) {
+          const DrawKeyScope as_first(draws);
+          return (*run)(x);
+        });
+    ctx->saved_data["forward"] =
+        c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(replay));
     ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
     ctx->saved_data["autocast"] = at::autocast::is_cpu_enabled();
     ctx->saved_data["autocast_dtype"] = at::autocast::get_autocast_cpu_dtype();

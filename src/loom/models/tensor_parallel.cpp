@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 
 #include "loom/core/error.h"
+#include "loom/models/draw_key.h"
 
 namespace loom::models {
 namespace {
@@ -220,13 +221,11 @@ at::Tensor own_positions(const at::Tensor& whole, TensorGroup& group) {
 }
 
 at::Tensor sequence_dropout(const at::Tensor& x, double p, bool train, TensorGroup& group) {
-  if (!train || p == 0) return at::dropout(x, p, train);
+  if (!train || p == 0) return x;
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes[1] *= group.size();
-  // One process's dropout multiplies by the mask it draws: dropout of ones is that mask.
-  const at::Tensor mask =
-      at::dropout(at::ones(sizes, x.options().requires_grad(false)), p, /*train=*/true);
-  return x * own_positions(mask, group);
+  // The mask one process draws for the whole sequence (per sample, draw_key.h).
+  return x * own_positions(dropout_mask(sizes, p, x.options().requires_grad(false)), group);
 }
 
 at::Tensor slice_of(const at::Tensor& whole, const TensorSplit& split, int rank, int ranks) {

@@ -85,8 +85,8 @@ at::Tensor whole_sequence(const at::Tensor& x, TensorGroup& group);
 // This rank's positions of `whole` (a copy, contiguous).
 at::Tensor own_positions(const at::Tensor& whole, TensorGroup& group);
 // Dropout of this rank's positions `x` ([B, T/n, ...]) with the mask one process draws for
-// the whole [B, T, ...]: every rank draws the whole mask and keeps its positions', so the
-// ranks' generators stay in step. As at::dropout(x, p, train) without a split.
+// the whole [B, T, ...] (models/draw_key.h's dropout_mask): every rank draws the whole mask and
+// keeps its positions', so the ranks' draws stay in step.
 at::Tensor sequence_dropout(const at::Tensor& x, double p, bool train, TensorGroup& group);
 
 // How a parameter is cut over the group's ranks: along `dim`, in `sections` equal sections (a

@@ -4,6 +4,7 @@
 
 #include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
+#include "loom/models/draw_key.h"
 
 namespace loom::parallel {
 
@@ -31,6 +32,7 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
     sync_.prepare();
     const MicroBatch batch = micro_batch(k);
     if (batch.targets.size(0) > 0) {
+      const models::DrawKeyScope keyed(observer_.draw_keys(k));
       outcome.loss_sum += forward_backward(batch);
       outcome.samples += batch.targets.size(0);
       if (model_.forward_is_collective()) last_ = batch;

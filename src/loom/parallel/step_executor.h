@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "loom/core/step_phase.h"
+#include "loom/models/draw_key.h"
 
 namespace loom::parallel {
 
@@ -37,6 +39,9 @@ class StepObserver : public PhaseSink {
   virtual void forward_ends(int64_t samples) {}
   // May throw to stop the step before backward (e.g. a non-finite loss).
   virtual void loss_computed(double value) {}
+  // The samples micro-batch k holds, which key its dropout masks (models/draw_key.h) so that
+  // every layout draws alike; none: masks from the generator as it stands.
+  virtual std::optional<models::SampleKeys> draw_keys(int64_t k) const { return std::nullopt; }
 };
 
 class StepExecutor {

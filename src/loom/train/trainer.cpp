@@ -8,6 +8,7 @@
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
+#include "loom/core/rng.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/optimizer_on_servers.h"
 #include "loom/train/schedule.h"
@@ -92,6 +93,8 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   last_lr_ = plan_.data.lr_scale *
              learning_rate(config_.schedule, config_.optimizer.lr, position_.step, total_steps_);
   set_learning_rate(*parts_.optimizer, last_lr_);
+  stepping_epoch_ = epoch;
+  stepping_step_ = step_in_epoch;
   const parallel::StepOutcome outcome =
       parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * plan_.data.replicas;
@@ -107,6 +110,20 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   });
   accounting_->enter(Phase::kOptimizer);
   return outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches());
+}
+
+std::optional<models::SampleKeys> TrainingRun::draw_keys(int64_t k) const {
+  // This replica's share of the epoch is every D-th sample (the loader's sharding), read a
+  // replica batch a step, a micro-batch at a time.
+  const parallel::StepShape& step = plan_.step;
+  constexpr uint64_t kDropout = 0x64726f706f7574;  // "dropout": this use of the seed
+  models::SampleKeys keys;
+  keys.key = hash_key(
+      {kDropout, static_cast<uint64_t>(config_.seed), static_cast<uint64_t>(stepping_epoch_)});
+  keys.first = stepping_step_ * step.replica_batch + k * step.micro_batch;
+  keys.replicas = plan_.data.replicas;
+  keys.replica = plan_.data.replica;
+  return keys;
 }
 
 parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k) {

@@ -72,6 +72,9 @@ class TrainingRun : private parallel::StepObserver {
   void forward_begins() override;
   void forward_ends(int64_t samples) override;
   void loss_computed(double value) override;
+  // Micro-batch k's samples in the epoch under way: the same sample gets the same dropout
+  // masks in every layout.
+  std::optional<models::SampleKeys> draw_keys(int64_t k) const override;
   // Micro-batch k of the optimizer step at (epoch, step_in_epoch), fed to the model.
   parallel::MicroBatch micro_batch(int64_t epoch, int64_t step_in_epoch, int64_t k);
   // The test split's loss and accuracy, the result known to every rank: each evaluates its part
@@ -99,15 +102,16 @@ class TrainingRun : private parallel::StepObserver {
   double epoch_loss_ = 0.0;
   int64_t epoch_steps_ = 0;
   double last_lr_ = 0.0;
+  int64_t stepping_epoch_ = 0, stepping_step_ = 0;  // the optimizer step under way
   EvalResult last_eval_;
-  const int rank_, world_;  // among the training ranks
+  const int rank_, world_;                               // among the training ranks
   std::unique_ptr<RunAccounting> accounting_;            // steps, windows, files, summary
   std::unique_ptr<RemoteWorkerMetrics> remote_metrics_;  // with data.remote.workers
   double forward_flops_per_sample_ = 0;
   bool flops_counted_ = false;
   std::optional<profile::FlopCounter> flop_counter_;  // around the run's first forward pass
-  std::unique_ptr<RunAutotune> autotune_;  // autotune.enabled
-  std::string resumed_autotune_json_;      // the checkpoint's finished result, if any
+  std::unique_ptr<RunAutotune> autotune_;             // autotune.enabled
+  std::string resumed_autotune_json_;                 // the checkpoint's finished result, if any
 };
 
 }  // namespace loom::train

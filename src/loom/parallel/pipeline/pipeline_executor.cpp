@@ -7,6 +7,7 @@
 
 #include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
+#include "loom/models/draw_key.h"
 
 namespace loom::parallel::pipeline {
 
@@ -164,6 +165,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
   const int64_t samples = s.targets.size(0);
   observer_.enter(Phase::kForward);
   observer_.forward_begins();
+  const models::DrawKeyScope keyed(observer_.draw_keys(a.microbatch));
   const at::Tensor y = run_stage(a, s.input);
   observer_.forward_ends(samples);
   if (is_last(a.stage)) {

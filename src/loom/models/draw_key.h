@@ -1,0 +1,93 @@
+// Random draws in a forward pass (dropout) that do not depend on the parallel layout. Every
+// layout that trains like one process on the same global batch should draw one process's masks
+// with dropout on too; a generator that runs on from whatever drew before cannot give that:
+// data-parallel replicas, pipeline stages and accumulated micro-batches each draw a different
+// part of the step, in a different order. So a training step tells the model which samples a
+// micro-batch holds (DrawKeyScope, set by the step executors from StepObserver::draw_keys), and a
+// dropout mask's part for each sample is drawn from (that sample's key, the block that draws,
+// the how-many-th draw of that block): the same mask for the same sample wherever and whenever
+// its block runs. Tensor-parallel ranks, which hold the same samples, draw alike; a recomputed
+// block replays its forward's draw state (models/recompute.h).
+//
+// The state is thread-local, as LibTorch's grad mode and autocast are: a scope on the thread
+// that runs the forward. Without a scope, masks are drawn from the default generator as usual.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "loom/core/rng.h"
+
+namespace loom::models {
+
+// The samples of a micro-batch, by their place in the epoch's order: this rank's share of the
+// epoch is every `replicas`-th sample from `replica` (the loader's sharding), and row r is its
+// (first + r)-th.
+struct SampleKeys {
+  uint64_t key = 0;  // (seed, epoch)'s
+  int64_t first = 0;
+  int64_t replicas = 1, replica = 0;
+  uint64_t of_row(int64_t r) const {
+    return hash_key({key, static_cast<uint64_t>((first + r) * replicas + replica)});
+  }
+};
+
+// What the thread's draws are keyed by: the micro-batch's samples (none: unkeyed), the block
+// running, and the draws it has made so far.
+struct DrawState {
+  std::optional<SampleKeys> samples;
+  int64_t block = 0;
+  int64_t draws = 0;
+};
+
+class DrawKeyScope {
+ public:
+  explicit DrawKeyScope(std::optional<SampleKeys> samples) : previous_(state_) {
+    state_ = DrawState{samples, 0, 0};
+  }
+  // A recomputed block's forward again, from the state its first forward started in.
+  explicit DrawKeyScope(const DrawState& state) : previous_(state_) { state_ = state; }
+  ~DrawKeyScope() { state_ = previous_; }
+  DrawKeyScope(const DrawKeyScope&) = delete;
+  DrawKeyScope& operator=(const DrawKeyScope&) = delete;
+
+  static DrawState& state() { return state_; }
+
+ private:
+  DrawState previous_;
+  static inline thread_local DrawState state_;
+};
+
+// Block `index` starts: its draws are counted from 0.
+inline void start_block_draws(int64_t index) {
+  DrawState& s = DrawKeyScope::state();
+  s.block = index;
+  s.draws = 0;
+}
+
+// A dropout mask for a tensor of `sizes` whose dimension 0 holds the micro-batch's samples: 0, or
+// 1 / (1 - p) with probability 1 - p (torch's dropout scaling), in `options`' type. Keyed, each
+// sample's part comes from a generator of its own; unkeyed, from the default generator.
+inline at::Tensor dropout_mask(at::IntArrayRef sizes, double p, const at::TensorOptions& options) {
+  DrawState& s = DrawKeyScope::state();
+  if (!s.samples) return at::dropout(at::ones(sizes, options), p, /*train=*/true);
+  const uint64_t draw = static_cast<uint64_t>(s.draws++);
+  at::Tensor mask = at::empty(sizes, at::kFloat);
+  for (int64_t r = 0; r < mask.size(0); ++r) {
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
+        hash_key({s.samples->of_row(r), static_cast<uint64_t>(s.block), draw}));
+    mask.select(0, r).bernoulli_(1.0 - p, generator);
+  }
+  return mask.div_(1.0 - p).to(options);
+}
+
+// Dropout of `x` [samples, ...] with dropout_mask's mask; `x` itself when not training or p is 0.
+inline at::Tensor keyed_dropout(const at::Tensor& x, double p, bool train) {
+  if (!train || p == 0) return x;
+  return x * dropout_mask(x.sizes(), p, x.options().requires_grad(false));
+}
+
+}  // namespace loom::models

@@ -1,0 +1,70 @@
+// Keyed dropout masks (models/draw_key.h): a sample's part of a mask depends on the sample, the
+// block and the draw's number only, so micro-batches that hold the same samples in another
+// arrangement (data-parallel replicas, accumulated micro-batches) draw the same rows.
+#include "loom/models/draw_key.h"
+
+#include <gtest/gtest.h>
+
+namespace loom::models {
+namespace {
+
+SampleKeys epoch_keys(int64_t first, int64_t replicas, int64_t replica) {
+  SampleKeys keys;
+  keys.key = 42;
+  keys.first = first;
+  keys.replicas = replicas;
+  keys.replica = replica;
+  return keys;
+}
+
+at::Tensor mask_in_block(const SampleKeys& keys, int64_t block, int64_t rows) {
+  const DrawKeyScope scope(keys);
+  start_block_draws(block);
+  return dropout_mask({rows, 3, 5}, 0.5, at::TensorOptions(at::kFloat));
+}
+
+TEST(DrawKey, ASamplesMaskIsTheSameInAnyArrangementOfTheBatch) {
+  // One process: samples 0..3 in one micro-batch. Two replicas: replica 1 holds samples 1 and 3.
+  const at::Tensor whole = mask_in_block(epoch_keys(0, 1, 0), 2, 4);
+  const at::Tensor replica = mask_in_block(epoch_keys(0, 2, 1), 2, 2);
+  EXPECT_TRUE(at::equal(replica[0], whole[1]));
+  EXPECT_TRUE(at::equal(replica[1], whole[3]));
+  // A second micro-batch of 2: samples 2 and 3.
+  const at::Tensor second = mask_in_block(epoch_keys(2, 1, 0), 2, 2);
+  EXPECT_TRUE(at::equal(second[0], whole[2]));
+  // Values: 0 or 1 / (1 - p), both present.
+  EXPECT_TRUE(at::logical_or(whole.eq(0), whole.eq(2)).all().item<bool>());
+  EXPECT_GT(whole.eq(0).sum().item<int64_t>(), 0);
+  EXPECT_GT(whole.eq(2).sum().item<int64_t>(), 0);
+}
+
+TEST(DrawKey, BlocksAndDrawsWithinABlockDrawApart) {
+  const SampleKeys keys = epoch_keys(0, 1, 0);
+  EXPECT_FALSE(at::equal(mask_in_block(keys, 0, 4), mask_in_block(keys, 1, 4)));
+  const DrawKeyScope scope(keys);
+  start_block_draws(0);
+  const at::Tensor first = dropout_mask({4, 3, 5}, 0.5, at::TensorOptions(at::kFloat));
+  const at::Tensor second = dropout_mask({4, 3, 5}, 0.5, at::TensorOptions(at::kFloat));
+  EXPECT_FALSE(at::equal(first, second));
+  // The block again: the same draws in the same order.
+  start_block_draws(0);
+  EXPECT_TRUE(at::equal(dropout_mask({4, 3, 5}, 0.5, at::TensorOptions(at::kFloat)), first));
+}
+
+TEST(DrawKey, WithoutAScopeMasksComeFromTheDefaultGenerator) {
+  EXPECT_FALSE(DrawKeyScope::state().samples.has_value());
+  at::manual_seed(7);
+  const at::Tensor a = dropout_mask({4, 8}, 0.5, at::TensorOptions(at::kFloat));
+  at::manual_seed(7);
+  const at::Tensor b = at::dropout(at::ones({4, 8}), 0.5, /*train=*/true);
+  EXPECT_TRUE(at::equal(a, b));
+  // A scope ends with its state restored.
+  {
+    const DrawKeyScope scope(epoch_keys(0, 1, 0));
+    EXPECT_TRUE(DrawKeyScope::state().samples.has_value());
+  }
+  EXPECT_FALSE(DrawKeyScope::state().samples.has_value());
+}
+
+}  // namespace
+}  // namespace loom::models
