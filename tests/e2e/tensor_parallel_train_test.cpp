@@ -136,11 +136,11 @@ TEST_F(LanguageModelTrain, TensorParallelismThatCannotBeIsAConfigurationError) {
   EXPECT_NE(heads.exit_code, 0) << heads.output;
   EXPECT_NE(heads.output.find("parallel.tensor"), std::string::npos) << heads.output;
   EXPECT_NE(heads.output.find("model.gpt.n_head"), std::string::npos) << heads.output;
-  // Not yet with pipelines: both keys named.
-  const auto piped = run_loom("train" + gpt_args() + kTensor2 + pipelined(2, 4, "1f1b"));
-  EXPECT_EQ(piped.exit_code, 2) << piped.output;
-  EXPECT_NE(piped.output.find("parallel.tensor"), std::string::npos) << piped.output;
-  EXPECT_NE(piped.output.find("parallel.pipeline.stages"), std::string::npos) << piped.output;
+  // Not with parameter servers: both keys named.
+  const auto servers = run_loom("train" + gpt_args() + kTensor2 + " --set parallel.mode=ps");
+  EXPECT_EQ(servers.exit_code, 2) << servers.output;
+  EXPECT_NE(servers.output.find("parallel.tensor"), std::string::npos) << servers.output;
+  EXPECT_NE(servers.output.find("parallel.mode"), std::string::npos) << servers.output;
   // A model without a split.
   const auto cnn = run_loom("train --set model=cnn --set train.max_steps=1" + kTensor2);
   EXPECT_EQ(cnn.exit_code, 2) << cnn.output;

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
-#include "loom/core/error.h"
-#include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/core/durable_file.h"
+#include "loom/core/error.h"
 #include "loom/parallel/pipeline/pipeline_plan.h"
+#include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/train/pipeline_planning.h"
 
 namespace loom::cli {
@@ -72,6 +72,8 @@ nlohmann::ordered_json plan_json(const parallel::pipeline::PipelinePlan& p) {
               {"bubble", p.better_bubble},
               {"step_seconds", p.better_step_seconds}};
   }
+  double tensor_comm_seconds = 0;
+  for (const auto& b : p.blocks) tensor_comm_seconds += b.tensor_comm_seconds;
   return {{"model", p.model},
           {"blocks", blocks},
           {"schedule", s.name},
@@ -85,6 +87,8 @@ nlohmann::ordered_json plan_json(const parallel::pipeline::PipelinePlan& p) {
           {"recompute_every_chosen", p.recompute_every_chosen},
           {"zero_chosen", p.zero_chosen},
           {"replicas", p.replicas},
+          {"tensor_ranks", p.tensor_ranks},
+          {"tensor_comm_seconds", tensor_comm_seconds},
           {"stages", stages},
           {"resident_bytes", p.resident_bytes},
           {"slowest_stage_seconds", p.partition.slowest_seconds()},
@@ -127,7 +131,7 @@ Command add_pipeline_command(CLI::App& app) {
             }
             if (!args->csv.empty()) {
               replace_file_atomically(args->csv,
-                                             parallel::pipeline::schedule_to_csv(plan.schedule));
+                                      parallel::pipeline::schedule_to_csv(plan.schedule));
               if (!args->json) std::printf("schedule: %s\n", args->csv.c_str());
             }
             if (args->json) std::printf("%s\n", plan_json(plan).dump().c_str());

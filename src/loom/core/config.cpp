@@ -420,13 +420,10 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
       throw ConfigError("config key 'parallel.tensor': the model '" + c.model.name +
                         "' has no tensor-parallel split (gpt and vit_tiny have)");
     }
-    const char* other = c.parallel.pipeline.stages > 1 ? "parallel.pipeline.stages"
-                        : c.parallel.parameter_servers() ? "parallel.mode"
-                                                         : nullptr;
-    if (other) {
-      throw ConfigError(std::string("config key 'parallel.tensor': tensor parallelism does not "
-                                    "combine with ") +
-                        other + " yet (it does with data parallelism and ZeRO)");
+    if (c.parallel.parameter_servers()) {
+      throw ConfigError(
+          "config key 'parallel.tensor': tensor parallelism does not combine with parameter "
+          "servers (parallel.mode: ps); it does with data parallelism, ZeRO and pipelines");
     }
   }
   if (c.parallel.tensor_sequence && c.parallel.tensor < 2) {

@@ -147,9 +147,13 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
     if (config.parallel.pipeline.stages > 1) plan_pipeline(config, plan);
     if (config.parallel.tensor > 1) {
       const int t = static_cast<int>(config.parallel.tensor);
-      if (world % t != 0) {
+      const int per_replica = t * (plan.pipeline ? plan.pipeline->ranks : 1);
+      if (world % per_replica != 0) {
         throw ConfigError("config key 'parallel.tensor': " + std::to_string(world) +
-                          " ranks do not split into tensor groups of " + std::to_string(t));
+                          " ranks do not split into tensor groups of " + std::to_string(t) +
+                          (plan.pipeline ? " in each of " + std::to_string(plan.pipeline->ranks) +
+                                               " pipeline ranks (parallel.pipeline.stages)"
+                                         : std::string()));
       }
       plan.tensor = TensorDim{t, 0, config.parallel.tensor_sequence};
     }
@@ -235,7 +239,9 @@ std::string LayoutPlan::describe() const {
       break;
     case LayoutMode::kPipeline:
       what = std::to_string(data.replicas) + " pipeline(s) of " + std::to_string(pipeline->ranks) +
-             " ranks";
+             (tensor ? " stages, each tensor parallel over " + std::to_string(tensor->ranks) +
+                           " ranks" + (tensor->sequence ? " (and the sequence)" : "")
+                     : " ranks");
       if (zero > 0 && data.replicas > 1) {
         what += " (ZeRO-" + std::to_string(zero) + " over each stage's replicas)";
       }

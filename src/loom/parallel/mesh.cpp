@@ -75,6 +75,21 @@ std::string Mesh::group_name(int rank, std::string_view name) const {
   return std::string(name) + "[" + others + "]";
 }
 
+std::vector<int> Mesh::group_across_hosts(std::string_view name,
+                                          const std::vector<int>& host_of_rank) const {
+  for (int rank = 0; rank < ranks() && rank < static_cast<int>(host_of_rank.size()); ++rank) {
+    if (coordinate(rank, name) != 0) continue;  // each group once, from its first rank
+    const std::vector<int> ranks_of_group = group(rank, name);
+    for (int r : ranks_of_group) {
+      if (r >= static_cast<int>(host_of_rank.size()) ||
+          host_of_rank[static_cast<size_t>(r)] != host_of_rank[static_cast<size_t>(rank)]) {
+        return ranks_of_group;
+      }
+    }
+  }
+  return {};
+}
+
 std::string Mesh::describe() const {
   if (dims_.empty()) return "1 rank";
   std::string text;

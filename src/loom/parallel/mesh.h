@@ -42,6 +42,11 @@ class Mesh {
   // A name for that group, the same on each of its ranks and different for every other group of
   // the mesh: "pipeline[data=1]".
   std::string group_name(int rank, std::string_view name) const;
+  // The first group along `name` whose ranks are on more than one host (`host_of_rank`: each
+  // rank's host, by rank); empty when every group is on one host (a tensor group's collectives
+  // then stay in shared memory).
+  std::vector<int> group_across_hosts(std::string_view name,
+                                      const std::vector<int>& host_of_rank) const;
   // "data 2 x pipeline 4"; "1 rank" for a mesh without dimensions.
   std::string describe() const;
 

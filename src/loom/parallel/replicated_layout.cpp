@@ -109,8 +109,12 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine
 }
 
 void ReplicatedLayout::clip_gradients(double max_norm) {
-  if (tensor_)
-    return tensor_->clip_gradients(parameters_, data_->partition(), max_norm, *trainers_);
+  if (tensor_) {
+    // Without ZeRO the replicas hold the same gradients: the norm is the tensor group's.
+    const ZeroPartition* zero = data_->partition();
+    return tensor_->clip_gradients(parameters_, zero, max_norm,
+                                   zero ? *trainers_ : tensor_->group());
+  }
   // Under ZeRO each rank holds the mean gradient of its shards only.
   if (const ZeroPartition* zero = data_->partition()) {
     return clip_grad_norm_across(zero->shards(), max_norm, *replica_group());

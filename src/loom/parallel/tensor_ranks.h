@@ -42,11 +42,12 @@ class TensorRanks {
   void set_phase_sink(PhaseSink* sink);
 
   // Scales every rank's gradients so that the norm over the whole model is at most `max_norm`:
-  // each split parameter's slices count once each, a whole (replicated) one once in all. Under
-  // ZeRO (`zero`, over the replicas) the gradients are the shards', and the norm is summed over
-  // every training rank (`job`).
+  // each split parameter's slices count once each, a whole (replicated) one once in all, summed
+  // over the ranks of `over` (the tensor group, or every training rank). Under ZeRO (`zero`, over
+  // the replicas) the gradients are the shards'. `not_counted`: parameters whose gradient another
+  // rank of `over` counts (a pipeline's tied copies, another replica's), scaled here too.
   void clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero, double max_norm,
-                      comm::Communicator& job);
+                      comm::Communicator& over, const std::set<std::string>& not_counted = {});
   // The whole tensors from every rank's slices, on the group's first rank (the others send
   // theirs and get nothing): `mine` as ParallelLayout::gather_for_writing takes it (with
   // nothing to fetch yet). The split ones come as tensors to fetch, each put together from the

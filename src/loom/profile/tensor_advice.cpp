@@ -61,9 +61,12 @@ void add_tensor_comm(const RunProfile& run, std::vector<Finding>& out) {
             "whole model fits a rank";
   out.push_back({"tensor_comm", comm >= 0.30 ? "high" : "moderate",
                  time_evidence(run, Phase::kTensorComm),
-                 "the tensor group's all-reduces (2 a layer in forward, 2 in backward, over " +
-                     std::to_string(t) + " ranks) are not hidden behind compute: " + smaller +
-                     "; or raise data.batch_size, so that each all-reduce's fixed cost is paid "
+                 "the tensor group's collectives (2 a layer in forward and 2 in backward, over " +
+                     std::to_string(t) +
+                     " ranks: all-reduces, or all-gathers and reduce-scatters with "
+                     "parallel.tensor_sequence) are not hidden behind compute: " +
+                     smaller +
+                     "; or raise data.batch_size, so that each collective's fixed cost is paid "
                      "for more samples",
                  "parallel.tensor", gain_bound(comm)});
 }
@@ -72,8 +75,7 @@ void add_tensor_comm(const RunProfile& run, std::vector<Finding>& out) {
 
 void add_tensor_memory(const RunProfile& run, const std::string& evidence, double model_state,
                        std::vector<Finding>& out) {
-  // Tensor groups do not yet run inside pipeline stages.
-  if (run.tensor_ranks > 1 || run.pipeline_ranks > 0 || run.peak_tensor_bytes <= 0) return;
+  if (run.tensor_ranks > 1 || run.peak_tensor_bytes <= 0) return;
   const int t = smallest_split(run.tensor_heads);
   if (t == 0) return;
   const double activations = std::max(0.0, run.peak_tensor_bytes - model_state);
@@ -92,7 +94,10 @@ void add_tensor_memory(const RunProfile& run, const std::string& evidence, doubl
               " of activations (the LayerNorms' and the residual stream's stay whole)";
   }
   advice += ", " + what_it_costs(t);
-  if (run.data_parallel_ranks > 1) {
+  if (run.pipeline_ranks > 1) {
+    advice += "; a group of " + n + " ranks runs each of the pipeline's stages (" +
+              std::to_string(t * run.pipeline_ranks) + " ranks a pipeline)";
+  } else if (run.data_parallel_ranks > 1) {
     advice += "; the job's ranks then form 1/" + n + " as many data-parallel replicas";
   }
   out.push_back({"memory_tensor", "moderate", evidence, advice, "parallel.tensor", 0});

@@ -57,6 +57,22 @@ void connect(Job& job, const Config& config) {
                                               "ps-workers", job.communicator->options());
 }
 
+// A tensor group sums activations several times a layer: its ranks belong on one host, whose
+// shared memory carries those sums. Ranks fill hosts in order (loom launch --nproc-per-node, srun,
+// mpirun), so a group spans hosts only when a host's rank count is not a multiple of T.
+void warn_of_tensor_groups_across_hosts(const Job& job) {
+  if (!job.plan.tensor || !job.rendezvous || job.world.rank != 0) return;
+  const std::vector<int> spanning =
+      job.plan.mesh.group_across_hosts(parallel::kTensorDim, job.rendezvous->host_of_rank());
+  if (spanning.empty()) return;
+  std::string ranks;
+  for (int r : spanning) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  LOOM_LOG(kWarn, "layout") << "the tensor group of ranks " << ranks
+                            << " spans hosts: its sums, several a layer, go over the network; "
+                               "start a multiple of parallel.tensor ("
+                            << job.plan.tensor->ranks << ") ranks on each host";
+}
+
 }  // namespace
 
 comm::CommOptions comm_options(const Config& config) {
@@ -82,6 +98,7 @@ JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
   // Checked before anyone connects: a layout that cannot be fails on every rank alike.
   job.plan = parallel::plan_layout(config, world.world, world.rank);
   if (world.world > 1) connect(job, config);
+  warn_of_tensor_groups_across_hosts(job);
   if (!job.plan.serves()) return entry;
   // A server serves until its workers end, also after SIGTERM: preempted workers commit a
   // checkpoint that needs the server's state.

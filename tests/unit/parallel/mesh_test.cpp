@@ -58,6 +58,16 @@ TEST(Mesh, EveryDimensionsGroupsPartitionTheRanksUnderNamesOfTheirOwn) {
   EXPECT_EQ(mesh.group_name(7, "pipeline"), "pipeline[data=1,tensor=1]");
 }
 
+TEST(Mesh, FindsAGroupThatSpansHosts) {
+  const Mesh mesh({{"data", 2}, {"tensor", 2}});
+  // Two ranks a host: each tensor group is on one host, each data group across two.
+  EXPECT_TRUE(mesh.group_across_hosts("tensor", {0, 0, 1, 1}).empty());
+  EXPECT_EQ(mesh.group_across_hosts("data", {0, 0, 1, 1}), (std::vector<int>{0, 2}));
+  // Three ranks on the first host: the second tensor group straddles both.
+  EXPECT_EQ(mesh.group_across_hosts("tensor", {0, 0, 0, 1}), (std::vector<int>{2, 3}));
+  EXPECT_TRUE(mesh.group_across_hosts("tensor", {0, 0, 0, 0}).empty());
+}
+
 TEST(Mesh, RefusesBadSizesRepeatedNamesAndRanksOutside) {
   EXPECT_THROW(Mesh({{"data", 0}}), Error);
   EXPECT_THROW(Mesh({{"data", 2}, {"data", 2}}), Error);

@@ -353,11 +353,19 @@ TEST(Advisor, NearTheMemoryCapATensorGroupSaysWhatItSaves) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->advice.rfind("parallel.tensor: 3 splits", 0), 0u) << f->advice;
 
-  // Not for a model no group splits, one head, a run already split, or pipeline stages.
+  // In a pipeline's stages too, a group for each.
+  RunProfile piped = r;
+  piped.pipeline_ranks = 2;
+  f = find(advise(piped), "memory_tensor");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->advice.find("runs each of the pipeline's stages (6 ranks a pipeline)"),
+            std::string::npos)
+      << f->advice;
+
+  // Not for a model no group splits, one head, or a run already split.
   for (auto change : std::vector<std::function<void(RunProfile&)>>{
            [](RunProfile& p) { p.tensor_heads = 0; }, [](RunProfile& p) { p.tensor_heads = 1; },
-           [](RunProfile& p) { p.tensor_ranks = 2; },
-           [](RunProfile& p) { p.pipeline_ranks = 2; }}) {
+           [](RunProfile& p) { p.tensor_ranks = 2; }}) {
     RunProfile other = r;
     change(other);
     EXPECT_EQ(find(advise(other), "memory_tensor"), nullptr);

@@ -14,7 +14,8 @@ AgreedPipeline agree_on_pipeline(const Config& config, int64_t step_batch, const
   std::vector<int> split;
   if (comm.rank() == 0) {
     // The plan prices the step's batch, as `loom pipeline plan` does.
-    const int replicas = comm.world() / static_cast<int>(config.parallel.pipeline.stages);
+    const int replicas =
+        comm.world() / static_cast<int>(config.parallel.pipeline.stages * config.parallel.tensor);
     const PipelinePlan plan = plan_pipeline(config, step_batch, topology, model_on_batch, replicas);
     agreed.plan_text = describe_plan(plan);
     agreed.better_microbatches = plan.better_microbatches;

@@ -49,12 +49,15 @@ class BlockMeasurer {
     for (int run = 0; run <= options_.repeats; ++run) {  // run 0 warms up
       const size_t before = allocator_ ? allocator_->stats().bytes_in_use : 0;
       at::Tensor out, y;  // the block's output; y adds the loss for the last block
+      const double moved_before = tensor_bytes_moved();
       const double f = seconds_of([&] {
         AutocastScope autocast(options_.bf16);
         out = block_.forward(x);
         y = last ? loss_(out, labels_) : out;
       });
+      const double moved_forward = tensor_bytes_moved();
       if (run == 1) {
+        p.tensor_forward_bytes = moved_forward - moved_before;
         output = out.detach();
         p.output_bytes = static_cast<double>(output.nbytes());
         if (allocator_) {
@@ -71,6 +74,7 @@ class BlockMeasurer {
       const double b = everything.empty() ? 0.0 : seconds_of([&] {
         torch::autograd::grad({y}, everything, {grad}, /*retain_graph=*/true);
       });
+      if (run == 1) p.tensor_backward_bytes = tensor_bytes_moved() - moved_forward;
       if (allocator_ && run == 1) {
         p.backward_peak_bytes = static_cast<double>(allocator_->stats().peak_bytes_in_use) -
                                 static_cast<double>(before_backward);
@@ -100,6 +104,10 @@ class BlockMeasurer {
   const models::Loss& loss_;
   const BlockProfileOptions& options_;
   const CachingCpuAllocator* allocator_;
+  double tensor_bytes_moved() const {
+    return options_.tensor_bytes_moved ? options_.tensor_bytes_moved() : 0.0;
+  }
+
   std::vector<at::Tensor> weights_;
 };
 

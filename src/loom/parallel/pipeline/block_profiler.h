@@ -10,6 +10,8 @@
 // model whose state does not matter (as `loom pipeline plan` does) or restore it afterwards.
 #pragma once
 
+#include <functional>
+
 #include "loom/core/caching_allocator.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
@@ -20,6 +22,9 @@ namespace loom::parallel::pipeline {
 struct BlockProfileOptions {
   int repeats = 3;
   bool bf16 = false;
+  // The bytes a tensor group's collectives have moved so far (a model split over a
+  // PlanningTensorGroup); null: none.
+  std::function<double()> tensor_bytes_moved;
 };
 
 // `input` and `labels` form one micro-batch; the loss is charged to the last block.

@@ -31,6 +31,11 @@ struct BlockProfile {
   // owner keeps a copy, with its gradient and optimizer state (-1: none).
   double tied_parameter_bytes = 0;
   int tied_owner = -1;
+  // Split over a tensor group (parallel.tensor): the bytes its collectives move per rank in
+  // forward and in backward, and their time at the link's speed, which forward_seconds and
+  // backward_input_seconds include (the collectives block the block's compute).
+  double tensor_forward_bytes = 0, tensor_backward_bytes = 0;
+  double tensor_comm_seconds = 0;
 
   double compute_seconds() const {
     return forward_seconds + backward_input_seconds + backward_weight_seconds;
@@ -49,10 +54,10 @@ struct PartitionOptions {
   // Stage s holds in_flight[s] micro-batches of activations at its peak (from the schedule's
   // simulation: 1F1B min(P - s, M), GPipe M); its size is the number of stages.
   std::vector<int> in_flight;
-  double memory_cap_bytes = 0;       // per stage; 0: no cap
+  double memory_cap_bytes = 0;          // per stage; 0: no cap
   double state_per_parameter_byte = 2;  // see state_per_parameter_byte(); 2: SGD's
-  double resident_bytes = 0;         // held by every rank whatever its stages (e.g. its data)
-  double link_bytes_per_second = 0;  // 0: transfers are free
+  double resident_bytes = 0;            // held by every rank whatever its stages (e.g. its data)
+  double link_bytes_per_second = 0;     // 0: transfers are free
 };
 
 struct StagePlan {

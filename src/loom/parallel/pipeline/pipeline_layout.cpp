@@ -43,15 +43,19 @@ class SumTiedAfterStep : public StepExecutor {
 PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
                                const MakeGroup& make_group, PipelineLayoutOptions options)
     : ParallelLayout(std::move(plan)), model_(model), job_(job), options_(std::move(options)) {
-  if (plan_.data.replicas > 1) {
-    if (!make_group) throw Error("pipeline: a pipeline x data-parallel run needs groups");
-    // Every rank joins its pipeline first, then its stage's replicas: the groups of each round
-    // are disjoint, so no rank waits on one that is busy joining another.
+  if (plan_.data.replicas > 1 || plan_.tensor) {
+    if (!make_group) throw Error("pipeline: a pipeline x data or tensor run needs groups");
+    // Every rank joins its tensor group first (which splits the model's layers), then its
+    // pipeline, then its stage's replicas: the groups of each round are disjoint, so no rank
+    // waits on one that is busy joining another.
+    if (plan_.tensor) tensor_ = std::make_unique<TensorRanks>(plan_, model, make_group);
     const Mesh& mesh = plan_.mesh;
     const int rank = plan_.rank;
     pipeline_group_ =
         make_group(mesh.group(rank, kPipelineDim), mesh.group_name(rank, kPipelineDim));
-    replica_group_ = make_group(mesh.group(rank, kDataDim), mesh.group_name(rank, kDataDim));
+    if (plan_.data.replicas > 1) {
+      replica_group_ = make_group(mesh.group(rank, kDataDim), mesh.group_name(rank, kDataDim));
+    }
   }
   stages_ = stage_blocks(model.blocks(), options_.split);
   tied_ = TiedParameters(stages_, options_.schedule, pipeline().rank());
@@ -67,8 +71,30 @@ const NamedTensors& PipelineLayout::optimized_parameters() const {
   return data_->optimized(parameters_);
 }
 
+NamedTensors PipelineLayout::own_of(const NamedTensors& saved) const {
+  if (!tensor_) return saved;
+  // Only this rank's stages' tensors are cut (the others' are not kept here).
+  std::set<std::string> held;
+  for (const auto* list : {&parameters_, &buffers_}) {
+    for (const auto& [name, t] : *list) held.insert(name);
+  }
+  NamedTensors own;
+  for (const auto& named : saved) {
+    const auto dot = named.first.rfind('.');
+    if (held.count(named.first) ||
+        (dot != std::string::npos && held.count(named.first.substr(0, dot)))) {
+      own.push_back(named);
+    }
+  }
+  return tensor_->own_slices(own);
+}
+
+NamedTensors PipelineLayout::own_model_state(const NamedTensors& saved) const {
+  return own_of(saved);
+}
+
 NamedTensors PipelineLayout::own_optimizer_state(const NamedTensors& saved) const {
-  return data_->own_optimizer_state(saved);
+  return data_->own_optimizer_state(own_of(saved));
 }
 
 PipelineLayout::~PipelineLayout() {
@@ -82,9 +108,12 @@ void PipelineLayout::start(const StartOptions& options) {
   grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);
   PipelineExecutorOptions executor;
   executor.bf16 = options.bf16;
-  auto pipelined =
-      std::make_unique<PipelineExecutor>(options_.schedule, stages_, *options.loss, *grad_sync_,
-                                         pipeline(), *options.observer, executor);
+  // A model whose output is split over the tensor group trains with the loss across the group.
+  const models::Loss& loss =
+      tensor_ && tensor_->output_split() ? tensor_->split_output_loss() : *options.loss;
+  if (tensor_) tensor_->set_phase_sink(options.observer);
+  auto pipelined = std::make_unique<PipelineExecutor>(options_.schedule, stages_, loss, *grad_sync_,
+                                                      pipeline(), *options.observer, executor);
   executor_of_schedule_ = pipelined.get();
   if (tied_.empty()) {
     executor_ = std::move(pipelined);
@@ -98,9 +127,19 @@ void PipelineLayout::start(const StartOptions& options) {
 }
 
 void PipelineLayout::clip_gradients(double max_norm) {
+  const ZeroPartition* zero = data_->partition();
+  if (tensor_) {
+    // Over every rank of the job: a tied copy counted by its owner's rank, a whole parameter by
+    // the tensor group's first rank, and (without ZeRO) the first replica's gradients only.
+    std::set<std::string> copies = tied_copies_;
+    if (!zero && plan_.data.replica != 0) {
+      for (const auto& [name, p] : parameters_) copies.insert(name);
+    }
+    return tensor_->clip_gradients(parameters_, zero, max_norm, job_, copies);
+  }
   // Under ZeRO each rank holds its shards of its stages' gradients: the norm is over every rank
   // of the job, a tied copy's shards counted by the owner's rank.
-  if (const ZeroPartition* zero = data_->partition()) {
+  if (zero) {
     return clip_grad_norm_across(zero->shards(), max_norm, job_, zero->shards_of(tied_copies_));
   }
   // A tied parameter's copies hold the same gradient: counted once, by its owner.
@@ -148,6 +187,14 @@ at::Tensor describe_tensors(const NamedTensors& model, const NamedTensors& optim
 
 std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTensors mine) {
   if (!data_->gather_optimizer_state(mine)) return std::nullopt;
+  if (tensor_) {
+    // The stage's slices put together on its tensor group's first rank, which goes on as the
+    // stage's only sender; a stage other than the first's holds its whole tensors to send.
+    std::optional<CheckpointTensors> whole = tensor_->gather(std::move(mine));
+    if (!whole) return std::nullopt;
+    if (pipeline().rank() != 0) fetch_all(*whole);
+    mine = std::move(*whole);
+  }
   comm::Communicator& comm = pipeline();
   if (comm.rank() != 0) {
     // Sent from this rank's own tensors (contiguous, as parameters and optimizer state are: no
@@ -166,12 +213,17 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
   CheckpointTensors all;
   all.model = std::move(mine.model);
   all.optimizer = std::move(mine.optimizer);
+  // This stage's own tensors still to come (its tensor group's split ones), then the others'.
+  all.model_to_fetch = std::move(mine.model_to_fetch);
+  all.optimizer_to_fetch = std::move(mine.optimizer_to_fetch);
   all.rng = mine.rng;
   all.rank_rngs[0] = mine.rng;
   // A tied parameter comes from its owner and from each copy, equal: the first is written.
   std::set<std::string> model_names, optimizer_names;
   for (const auto& [name, t] : all.model) model_names.insert(name);
+  for (const auto& t : all.model_to_fetch) model_names.insert(t.name);
   for (const auto& [name, t] : all.optimizer) optimizer_names.insert(name);
+  for (const auto& t : all.optimizer_to_fetch) optimizer_names.insert(t.name);
   auto peers = std::make_shared<std::vector<std::unique_ptr<comm::PeerTensors>>>();
   for (int r = 1; r < comm.world(); ++r) {
     const at::Tensor bytes = comm::recv_tensor(comm, r);
@@ -202,7 +254,8 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
       }
     }
   }
-  all.finish = [peers] {
+  all.finish = [peers, own = std::move(mine.finish)] {
+    if (own) own();
     for (auto& peer : *peers) peer->drain();
   };
   return all;
@@ -236,8 +289,14 @@ void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch
     if (n > 0 && whole.input.defined()) part.input = whole.input.narrow(0, start, n);
     return part;
   };
+  // A last stage whose output is split over its tensor group puts it together (every rank of
+  // the group, in step) before it is tallied.
+  const OutputSink whole_output = [&](const at::Tensor& logits, const at::Tensor& targets) {
+    output(tensor_->whole_output(logits), targets);
+  };
   model_.train(false);
-  executor_of_schedule_->forward_only(batches * pieces, piece_of, output);
+  executor_of_schedule_->forward_only(batches * pieces, piece_of,
+                                      tensor_ && tensor_->output_split() ? whole_output : output);
   model_.train(true);
 }
 

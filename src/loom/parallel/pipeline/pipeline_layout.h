@@ -1,11 +1,14 @@
 // Pipelines as a ParallelLayout: P x D ranks run D pipelines of P stages as data-parallel
-// replicas. A parameter that blocks of different ranks read (a language model's embedding,
-// tied to its head) is kept on each of them and their gradients are summed after every step's
-// backward, as Megatron-LM does; each copy then takes the same optimizer step. Ranks dP .. dP + P-1
-// form pipeline d (this rank's pipeline group), and the ranks of one stage in every pipeline form
-// its replica group, over which that stage's gradients are summed. Each rank keeps (trains, saves,
-// evaluates) only its own stages' tensors; checkpoints gather every stage's on rank 0 under the
-// model's own names.
+// replicas; with a tensor dimension (T x P x D ranks) each stage's layers are split over a tensor
+// group of T ranks, each of which runs the pipeline with the same-numbered ranks of the other
+// stages (its pipeline group). A parameter that blocks of different ranks read (a language model's
+// embedding, tied to its head) is kept on each of them and their gradients are summed after every
+// step's backward, as Megatron-LM does; each copy then takes the same optimizer step. Ranks dP ..
+// dP + P-1 form pipeline d (this rank's pipeline group), and the ranks of one stage in every
+// pipeline form its replica group, over which that stage's gradients are summed. Each rank keeps
+// (trains, saves, evaluates) only its own stages' tensors (its slices of them under tensor
+// parallelism); checkpoints gather every stage's on rank 0 under the model's own names: each
+// stage's replicas' ZeRO shards first, then its tensor group's slices, then the stages.
 #pragma once
 
 #include <functional>
@@ -21,6 +24,7 @@
 #include "loom/parallel/pipeline/pipeline_executor.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/tied_parameters.h"
+#include "loom/parallel/tensor_ranks.h"
 
 namespace loom::parallel::pipeline {
 
@@ -54,6 +58,7 @@ class PipelineLayout : public ParallelLayout {
   // ZeRO (plan.data.zero_stage, with several pipelines): each stage's parameters are
   // partitioned over its replicas (data_replicas.h), and every rank takes part in checkpoints.
   const NamedTensors& optimized_parameters() const override;
+  NamedTensors own_model_state(const NamedTensors& saved) const override;
   NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
   bool takes_part_in_checkpoints() const override {
     return data_->partition() || plan_.data.replica == 0;
@@ -73,14 +78,20 @@ class PipelineLayout : public ParallelLayout {
 
  private:
   comm::Communicator& pipeline() const { return pipeline_group_ ? *pipeline_group_ : job_; }
+  // Of a checkpoint's tensors (the model's, or optimizer state "<param>.<field>"), those of this
+  // rank's stages, cut into this rank's slices under tensor parallelism.
+  NamedTensors own_of(const NamedTensors& saved) const;
+
   models::Model& model_;
   comm::Communicator& job_;
   PipelineLayoutOptions options_;
   std::vector<std::vector<models::Block>> stages_;
-  TiedParameters tied_;                // held on several of the pipeline's ranks
-  std::set<std::string> tied_copies_;  // of parameters_, those another stage owns
-  std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;  // with several pipelines
-  PipelineExecutor* executor_of_schedule_ = nullptr;                    // executor_, once started
+  TiedParameters tied_;                  // held on several of the pipeline's ranks
+  std::set<std::string> tied_copies_;    // of parameters_, those another stage owns
+  std::unique_ptr<TensorRanks> tensor_;  // this rank's tensor group, under tensor parallelism
+  // With several pipelines, or tensor groups: this rank's pipeline and its stage's replicas.
+  std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;
+  PipelineExecutor* executor_of_schedule_ = nullptr;  // executor_, once started
   std::unique_ptr<DataReplicas> data_;  // this rank's stages over their replicas (and ZeRO)
 };
 

@@ -14,8 +14,10 @@
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/models/recompute.h"
+#include "loom/models/vocab_parallel_loss.h"
 #include "loom/parallel/model_state.h"
 #include "loom/parallel/pipeline/block_profiler.h"
+#include "loom/parallel/pipeline/planning_tensor_group.h"
 #include "loom/parallel/pipeline/schedule_csv.h"
 #include "loom/parallel/pipeline/validator.h"
 
@@ -198,12 +200,31 @@ ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, 
 
   BlockProfileOptions profile_options;
   profile_options.bf16 = setup.bf16;
-  const std::unique_ptr<models::Loss> loss =
+  std::unique_ptr<models::Loss> loss =
       models::make_task_loss(setup.task, config.train.label_smoothing);
+  // Tensor groups in the stages: the blocks measured as a group's rank runs them (its slices),
+  // with the bytes their collectives would move.
+  std::unique_ptr<PlanningTensorGroup> group;
+  if (config.parallel.tensor > 1) {
+    group = std::make_unique<PlanningTensorGroup>(static_cast<int>(config.parallel.tensor),
+                                                  config.parallel.tensor_sequence);
+    model.split_for_tensor_parallel(*group);
+    if (model.output_split())
+      loss = std::make_unique<models::VocabParallelCrossEntropyLoss>(*group);
+    profile_options.tensor_bytes_moved = [&group] { return group->bytes_moved(); };
+  }
   out.blocks = profile_blocks(model, input, labels, *loss, profile_options,
                               installed_caching_cpu_allocator());
-  // Handing a stage's output to a rank of the same host over shared memory is a copy.
+  // Handing a stage's output to a rank of the same host over shared memory is a copy, and so is
+  // a tensor group's collectives' every byte (its ranks are neighbours).
   out.link_bytes_per_second = comm::measure_memcpy_gbps() * 1e9;
+  for (BlockProfile& block : out.blocks) {
+    const double forward = block.tensor_forward_bytes / out.link_bytes_per_second;
+    const double backward = block.tensor_backward_bytes / out.link_bytes_per_second;
+    block.forward_seconds += forward;
+    block.backward_input_seconds += backward;
+    block.tensor_comm_seconds = forward + backward;
+  }
   out.data_bytes = setup.data_bytes;
   return out;
 }
@@ -220,6 +241,7 @@ PipelinePlan plan_from_profile(const Config& config, int zero_stage, int64_t ste
   plan.blocks = profiled.blocks;
   plan.link_bytes_per_second = profiled.link_bytes_per_second;
   plan.replicas = replicas;
+  plan.tensor_ranks = static_cast<int>(config.parallel.tensor);
 
   // Activations held per stage come from the schedule itself (a dry run); a rank's memory cap
   // is shared by its chunks.
@@ -321,6 +343,14 @@ std::string describe_plan(const PipelinePlan& p) {
          "blocks)\n",
          s.name.c_str(), s.ranks, s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
          static_cast<long long>(p.microbatch_samples), p.model.c_str(), p.blocks.size());
+  if (p.tensor_ranks > 1) {
+    double seconds = 0;
+    for (const BlockProfile& b : p.blocks) seconds += b.tensor_comm_seconds;
+    append(out,
+           "tensor groups of %d in each stage: blocks measured as one rank runs its slices, with "
+           "the group's collectives (%.2f ms a micro-batch at %.1f GB/s) in their times\n",
+           p.tensor_ranks, ms(seconds), p.link_bytes_per_second / 1e9);
+  }
   append(out, "partition (%s):\n", p.manual_split ? "parallel.pipeline.split" : "automatic");
   if (p.zero_chosen > 0) {
     append(out,

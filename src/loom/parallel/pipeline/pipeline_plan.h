@@ -36,7 +36,10 @@ struct PipelinePlan {
   // Likewise ZeRO-1 over the data-parallel pipelines (1; 0: as configured), tried before
   // recompute: it costs little time (bench/RESULTS.md).
   int zero_chosen = 0;
-  int replicas = 1;                  // data-parallel pipelines the plan was made for
+  int replicas = 1;  // data-parallel pipelines the plan was made for
+  // Ranks of the tensor group in each stage (parallel.tensor): the blocks were measured as one of
+  // them runs its slices, their collectives priced at the link's speed (1: no tensor groups).
+  int tensor_ranks = 1;
   double link_bytes_per_second = 0;  // single-thread memcpy here: ranks of one host over shm
   double resident_bytes = 0;         // every rank's data in memory, counted in each stage's memory
   std::vector<StageCosts> stage_costs;
