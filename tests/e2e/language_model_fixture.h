@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "e2e/json_output.h"
+#include "e2e/same_training.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
@@ -69,33 +70,14 @@ class LanguageModelTrain : public ::testing::Test {
   }
 
   static void expect_like(const std::string& run, const std::string& reference) {
-    const auto a = summary_of(run), b = summary_of(reference);
-    EXPECT_EQ(a["steps"], b["steps"]);
-    EXPECT_NEAR(a["final_train_loss"].get<double>(), b["final_train_loss"].get<double>(),
-                1e-5 * b["final_train_loss"].get<double>());
-    EXPECT_NEAR(a["test_loss"].get<double>(), b["test_loss"].get<double>(),
-                1e-5 * b["test_loss"].get<double>());
-    expect_same_model(run, reference, 1e-5);
+    expect_trained_alike(run, reference);
   }
 
   // A checkpoint written by one layout, resumed by another: `first` runs to step 4, `then`
   // resumes it in the same folder and must end with `reference`'s parameters (1e-5).
-  struct CheckpointMove {
-    std::string name, first, then;
-  };
   static void expect_moves(const std::vector<CheckpointMove>& moves, const TempDir& dir,
                            const std::string& reference) {
-    int n = 0;
-    for (const CheckpointMove& move : moves) {
-      SCOPED_TRACE(move.name);
-      const std::string folder = dir / ("move" + std::to_string(n++));
-      auto run = run_loom(move.first + " --out " + folder);
-      ASSERT_EQ(run.exit_code, 0) << run.output;
-      run = run_loom(move.then + " --resume --out " + folder);
-      ASSERT_EQ(run.exit_code, 0) << run.output;
-      EXPECT_EQ(summary_of(folder)["resumed_from_step"], 4);
-      expect_same_model(folder, reference, 1e-5);
-    }
+    expect_checkpoint_moves(moves, dir, reference, 4);
   }
 
   static inline TempDir* data_ = nullptr;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "e2e/checkpoint_moves.h"
+#include "e2e/same_training.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
@@ -31,23 +31,13 @@ std::string launch(int ranks, const std::string& args) {
 }
 const std::string kTensor3 = " --set parallel.tensor=3";
 
-void expect_like(const std::string& run, const std::string& reference) {
-  const auto a = summary_of(run), b = summary_of(reference);
-  EXPECT_EQ(a["steps"], b["steps"]);
-  EXPECT_NEAR(a["final_train_loss"].get<double>(), b["final_train_loss"].get<double>(),
-              1e-5 * b["final_train_loss"].get<double>());
-  EXPECT_NEAR(a["test_loss"].get<double>(), b["test_loss"].get<double>(),
-              1e-5 * b["test_loss"].get<double>());
-  expect_same_model(run, reference, 1e-5);
-}
-
 TEST(VitTensorParallelTrain, ThreeRanksTrainLikeOneProcess) {
   TempDir dir;
   const auto one = run_loom("train" + vit_args() + " --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const auto split = run_loom(launch(3, vit_args() + kTensor3 + " --out " + (dir / "tp")));
   ASSERT_EQ(split.exit_code, 0) << split.output;
-  expect_like(dir / "tp", dir / "one");
+  expect_trained_alike(dir / "tp", dir / "one");
   const auto s = summary_of(dir / "tp");
   EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 1}, {"tensor", 3}})) << s["layout"];
   // Each rank holds a third of every block's matrices (99% of the parameters); the patch

@@ -18,6 +18,7 @@
 #include "loom/models/module_model.h"
 #include "loom/models/token_cross_entropy_loss.h"
 #include "loom/models/vocab_parallel_loss.h"
+#include "unit/models/thread_tensor_groups.h"
 
 namespace loom::models {
 namespace {
@@ -91,46 +92,6 @@ TEST(TensorParallel, SlicesOfAWholeTensorPutTogetherAreIt) {
   EXPECT_THROW(slice_of(proj, inputs, 0, 3), Error);
 }
 
-// Two ranks as threads of this process, summing through shared memory.
-class ThreadPair {
- public:
-  class Group : public TensorGroup {
-   public:
-    Group(ThreadPair& pair, int rank, bool sequence = false)
-        : pair_(pair), rank_(rank), sequence_(sequence) {}
-    int rank() const override { return rank_; }
-    int size() const override { return 2; }
-    void sum(at::Tensor& tensor) override { pair_.sum(rank_, tensor); }
-    bool splits_sequence() const override { return sequence_; }
-
-   private:
-    ThreadPair& pair_;
-    int rank_;
-    bool sequence_;
-  };
-
-  void sum(int rank, at::Tensor& tensor) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const int round = round_;
-    parts_[rank] = tensor.clone();
-    if (++arrived_ == 2) {
-      total_ = parts_[0] + parts_[1];
-      arrived_ = 0;
-      ++round_;
-      changed_.notify_all();
-    } else {
-      changed_.wait(lock, [&] { return round_ != round; });
-    }
-    tensor.copy_(total_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  at::Tensor parts_[2], total_;
-  int arrived_ = 0, round_ = 0;
-};
-
 // Megatron's vocabulary-parallel cross-entropy on two ranks' halves of the logits is the
 // cross-entropy of the whole logits, and each rank's gradient is its half of the whole one.
 TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
@@ -140,12 +101,12 @@ TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
   const at::Tensor whole = logits.clone().requires_grad_(true);
   const at::Tensor want = TokenCrossEntropyLoss()(whole, targets);
   want.backward();
-  ThreadPair pair;
+  ThreadGroups pair(2);
   at::Tensor got[2], grads[2];
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      ThreadPair::Group group(pair, r);
+      ThreadGroups::Group group(pair, r);
       at::Tensor half = logits.narrow(2, 5 * r, 5).clone().requires_grad_(true);
       got[r] = VocabParallelCrossEntropyLoss(group)(half, targets);
       got[r].backward();
@@ -168,13 +129,13 @@ TEST(TensorParallel, SequenceGatherAndScatterMoveTheRanksPositions) {
   const at::Tensor w[2] = {torch::linspace(-1, 1, 48).reshape({2, 6, 4}),
                            torch::linspace(2, 3, 48).reshape({2, 6, 4})};
   const at::Tensor both = torch::cat({x[0], x[1]}, 1);
-  ThreadPair pair;
+  ThreadGroups pair(2);
   at::Tensor gathered[2], gathered_grad[2], scattered[2], scattered_grad[2], whole[2],
       whole_grad[2];
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      ThreadPair::Group group(pair, r);
+      ThreadGroups::Group group(pair, r);
       // Into a split computation: every position, each rank's partial gradient summed.
       at::Tensor mine = x[r].clone().requires_grad_(true);
       gathered[r] = gather_sequence(mine, group);
@@ -217,13 +178,13 @@ TEST(TensorParallel, GatheredLinearIsTheProductOfTheGatheredPositions) {
   for (const bool bf16 : {false, true}) {
     for (const bool bias : {true, false}) {
       SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp32") + (bias ? ", bias" : ""));
-      ThreadPair pair;
+      ThreadGroups pair(2);
       // [rank][0: gather_sequence then linear, 1: gathered_linear]: output, gradients of x, w, b
       at::Tensor out[2][2], gx[2][2], gw[2][2], gb[2][2];
       std::vector<std::thread> ranks;
       for (int k = 0; k < 2; ++k) {
         ranks.emplace_back([&, k] {
-          ThreadPair::Group group(pair, k);
+          ThreadGroups::Group group(pair, k);
           for (int way = 0; way < 2; ++way) {
             at::Tensor xs = x[k].clone().requires_grad_(true);
             at::Tensor ws = w[k].clone().requires_grad_(true);
@@ -308,8 +269,8 @@ void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
   const at::Tensor want = one.forward(ids);
   (want * r).sum().backward();
 
-  ThreadPair pair;
-  ThreadPair::Group groups[2] = {{pair, 0, sequence}, {pair, 1, sequence}};
+  ThreadGroups pair(2);
+  ThreadGroups::Group groups[2] = {{pair, 0, sequence}, {pair, 1, sequence}};
   ModuleModel split[2] = {make(), make()};
   at::Tensor logits[2], evaluated[2], decoded[2];
   std::vector<std::thread> ranks;
@@ -367,8 +328,8 @@ TEST(TensorParallel, GptSequenceSplitNeedsTheContextToDivide) {
   c.n_head = 2;
   c.n_embd = 8;
   c.seq_len = 9;
-  ThreadPair pair;
-  ThreadPair::Group group(pair, 0, /*sequence=*/true);
+  ThreadGroups pair(2);
+  ThreadGroups::Group group(pair, 0, /*sequence=*/true);
   try {
     make_gpt(c)->split_for_tensor_parallel(group);
     FAIL() << "expected a ConfigError";

@@ -15,6 +15,7 @@
 #include "loom/core/error.h"
 #include "loom/models/model.h"
 #include "loom/models/tensor_parallel.h"
+#include "unit/models/thread_tensor_groups.h"
 
 namespace loom::models {
 namespace {
@@ -35,47 +36,6 @@ std::map<std::string, at::Tensor> by_name(Model& model) {
   for (const auto& [name, tensor] : model.named_parameters()) out[name] = tensor;
   return out;
 }
-
-// `ranks` ranks as threads of this process, summing through shared memory.
-class ThreadGroups {
- public:
-  class Group : public TensorGroup {
-   public:
-    Group(ThreadGroups& all, int rank) : all_(all), rank_(rank) {}
-    int rank() const override { return rank_; }
-    int size() const override { return static_cast<int>(all_.parts_.size()); }
-    void sum(at::Tensor& tensor) override { all_.sum(rank_, tensor); }
-
-   private:
-    ThreadGroups& all_;
-    int rank_;
-  };
-
-  explicit ThreadGroups(int ranks) : parts_(ranks) {}
-
-  void sum(int rank, at::Tensor& tensor) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const int round = round_;
-    parts_[rank] = tensor.clone();
-    if (++arrived_ == static_cast<int>(parts_.size())) {
-      total_ = parts_[0].clone();
-      for (size_t r = 1; r < parts_.size(); ++r) total_ += parts_[r];
-      arrived_ = 0;
-      ++round_;
-      changed_.notify_all();
-    } else {
-      changed_.wait(lock, [&] { return round_ != round; });
-    }
-    tensor.copy_(total_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<at::Tensor> parts_;
-  at::Tensor total_;
-  int arrived_ = 0, round_ = 0;
-};
 
 // A group that only says its size: splitting needs no sums.
 class SizedGroup : public TensorGroup {

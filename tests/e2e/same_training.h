@@ -1,6 +1,7 @@
-// A checkpoint written in one layout and resumed in another must end as a reference run ends:
-// the e2e tests of every layout that holds tensors split or sharded (tensor parallelism, ZeRO)
-// move their checkpoints the same way.
+// Runs that must train alike: a layout against one process on the same global batch, and a
+// checkpoint written in one layout and resumed in another against a reference run. The e2e
+// tests of every layout that holds tensors split or sharded (tensor parallelism, ZeRO) compare
+// their runs the same way.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +13,18 @@
 #include "tools/test_support.h"
 
 namespace loom::test {
+
+// The same steps, final training and test losses (relative error 1e-5) and parameters (1e-5)
+// as `reference`, from the runs' summary.json and last checkpoint.
+inline void expect_trained_alike(const std::string& run, const std::string& reference) {
+  const auto a = summary_of(run), b = summary_of(reference);
+  EXPECT_EQ(a["steps"], b["steps"]);
+  EXPECT_NEAR(a["final_train_loss"].get<double>(), b["final_train_loss"].get<double>(),
+              1e-5 * b["final_train_loss"].get<double>());
+  EXPECT_NEAR(a["test_loss"].get<double>(), b["test_loss"].get<double>(),
+              1e-5 * b["test_loss"].get<double>());
+  expect_same_model(run, reference, 1e-5);
+}
 
 // `first` (a `loom` command line without --out) runs to step `resumed_at`; `then` resumes it in
 // the same folder.
