@@ -11,10 +11,14 @@
 //
 // The state is thread-local, as LibTorch's grad mode and autocast are: a scope on the thread
 // that runs the forward. Without a scope, masks are drawn from the default generator as usual.
+//
+// Limits: row r is taken to be sample first + r, which holds while no sample of a batch is
+// skipped (token windows never are; an image loader's data.bad_samples: skip compacts its
+// batches, whose later rows would then take their neighbours' keys). Models that draw through
+// torch::nn::Dropout (the zoo's CNN and MLP) are not keyed.
 #pragma once
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <cstdint>
 #include <optional>
@@ -70,19 +74,9 @@ inline void start_block_draws(int64_t index) {
 
 // A dropout mask for a tensor of `sizes` whose dimension 0 holds the micro-batch's samples: 0, or
 // 1 / (1 - p) with probability 1 - p (torch's dropout scaling), in `options`' type. Keyed, each
-// sample's part comes from a generator of its own; unkeyed, from the default generator.
-inline at::Tensor dropout_mask(at::IntArrayRef sizes, double p, const at::TensorOptions& options) {
-  DrawState& s = DrawKeyScope::state();
-  if (!s.samples) return at::dropout(at::ones(sizes, options), p, /*train=*/true);
-  const uint64_t draw = static_cast<uint64_t>(s.draws++);
-  at::Tensor mask = at::empty(sizes, at::kFloat);
-  for (int64_t r = 0; r < mask.size(0); ++r) {
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
-        hash_key({s.samples->of_row(r), static_cast<uint64_t>(s.block), draw}));
-    mask.select(0, r).bernoulli_(1.0 - p, generator);
-  }
-  return mask.div_(1.0 - p).to(options);
-}
+// sample's part is a SplitMix64 stream from its key (a pure function of the key and the element,
+// filled by every thread); unkeyed, torch's dropout of ones, from the default generator.
+at::Tensor dropout_mask(at::IntArrayRef sizes, double p, const at::TensorOptions& options);
 
 // Dropout of `x` [samples, ...] with dropout_mask's mask; `x` itself when not training or p is 0.
 inline at::Tensor keyed_dropout(const at::Tensor& x, double p, bool train) {

@@ -38,6 +38,20 @@ TEST(DrawKey, ASamplesMaskIsTheSameInAnyArrangementOfTheBatch) {
   EXPECT_GT(whole.eq(2).sum().item<int64_t>(), 0);
 }
 
+TEST(DrawKey, KeepsOneMinusPOfTheElements) {
+  const DrawKeyScope scope(epoch_keys(0, 1, 0));
+  for (const double p : {0.1, 0.5}) {
+    start_block_draws(0);
+    const at::Tensor mask = dropout_mask({8, 256, 512}, p, at::TensorOptions(at::kFloat));
+    const double kept = mask.ne(0).to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(kept, 1 - p, 0.003) << p;  // 1M elements: a standard deviation of 0.0005
+    EXPECT_NEAR(mask.max().item<float>(), 1 / (1 - p), 1e-6);
+    // And alike in every sample, every row of the mask a different draw.
+    EXPECT_NEAR(mask[7].ne(0).to(at::kDouble).mean().item<double>(), 1 - p, 0.01);
+    EXPECT_FALSE(at::equal(mask[0], mask[1]));
+  }
+}
+
 TEST(DrawKey, BlocksAndDrawsWithinABlockDrawApart) {
   const SampleKeys keys = epoch_keys(0, 1, 0);
   EXPECT_FALSE(at::equal(mask_in_block(keys, 0, 4), mask_in_block(keys, 1, 4)));
