@@ -15,7 +15,6 @@ import collections
 import fnmatch
 import functools
 import itertools
-import weakref
 
 import torch
 
@@ -28,10 +27,11 @@ __all__ = ["ColwiseParallel", "RowwiseParallel", "TensorParallel"]
 # counts agree.
 _groups_made = itertools.count()
 
-# Each module split in place, to (a weak reference to) its TensorParallel, so that loom.checkpoint
-# handed the module itself still saves whole tensors rather than this rank's slices. Weak both
-# ways: the TensorParallel holds its module, and this keeps neither alive.
-_split_modules = weakref.WeakKeyDictionary()
+# The attribute of a module split in place that holds its TensorParallel, so that loom.checkpoint
+# handed the module itself still saves whole tensors rather than this rank's slices, even when the
+# script kept only the module (the split is in place). Set past nn.Module's __setattr__, so that
+# it is no submodule (state_dict() is unchanged); the cycle it makes is the garbage collector's.
+_SPLIT_BY = "_loom_tensor_parallel"
 
 
 def split_by(model):
@@ -39,11 +39,7 @@ def split_by(model):
     TensorParallel split."""
     if isinstance(model, TensorParallel):
         return model
-    try:
-        owner = _split_modules.get(model)
-    except TypeError:  # not weakly referenceable: not a module
-        return None
-    return None if owner is None else owner()
+    return getattr(model, _SPLIT_BY, None)
 
 
 class ColwiseParallel:
@@ -219,7 +215,7 @@ class TensorParallel(torch.nn.Module):
             else:
                 linear.forward = functools.partial(_rowwise_forward, linear, self._group)
         self._plan = {name: style for name, (_, style, _) in linears.items()}
-        _split_modules[module] = weakref.ref(self)
+        object.__setattr__(module, _SPLIT_BY, self)
 
     def _cut(self, linears):
         # This rank's slice of each cut tensor, all made before any is set.

@@ -30,10 +30,15 @@ TEST_F(TensorPipelineTrain, TensorGroupsInsidePipelineStagesTrainLikeOneProcess)
   ASSERT_EQ(one.exit_code, 0) << one.output;
   // 1F1B, and zero bubble's split backward (the input's gradient, with the group's sums, apart
   // from the weights').
-  for (const std::string schedule : {"1f1b", "zb_h1"}) {
+  // And 1F1B with the sequence split too.
+  for (const std::string schedule : {"1f1b", "zb_h1", "1f1b sequence"}) {
     SCOPED_TRACE(schedule);
-    const std::string out = dir / schedule;
-    const auto run = run_loom(launch(4, args + tensor_pipeline(schedule) + " --out " + out));
+    const bool sequence = schedule == "1f1b sequence";
+    const std::string out = dir / (sequence ? "sequence" : schedule);
+    const std::string split = sequence
+                                  ? tensor_pipeline("1f1b") + " --set parallel.tensor_sequence=true"
+                                  : tensor_pipeline(schedule);
+    const auto run = run_loom(launch(4, args + split + " --out " + out));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     expect_like(out, dir / "one");
     const auto s = summary_of(out);
@@ -43,8 +48,32 @@ TEST_F(TensorPipelineTrain, TensorGroupsInsidePipelineStagesTrainLikeOneProcess)
   }
 }
 
-// A checkpoint of tensor groups inside pipeline stages holds every tensor whole: one process, a
-// plain pipeline and a tensor group go on from it, and it from theirs.
+// All three dimensions on 8 ranks: 2 data-parallel replicas of a pipeline of 2 stages, each
+// stage a tensor group of 2, plain (clipping counts the first replica's gradients) and with
+// ZeRO-1 over each stage's replicas (every rank's shards), dropout on.
+TEST_F(TensorPipelineTrain, EightRanksOfDataPipelineAndTensorTrainLikeOneProcess) {
+  TempDir dir;
+  const std::string args = gpt_args() + " --set model.gpt.dropout=0.1";
+  const auto one = run_loom("train" + args + accumulating(2, 8) + " --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const std::string zero : {"0", "1"}) {
+    SCOPED_TRACE("ZeRO-" + zero);
+    const std::string out = dir / ("zero" + zero);
+    const auto run = run_loom(
+        launch(8, args + tensor_pipeline("1f1b") +
+                      " --set data.global_batch=16 --set parallel.zero=" + zero + " --out " + out));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_like(out, dir / "one");
+    const auto s = summary_of(out);
+    EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 2}, {"pipeline", 2}, {"tensor", 2}}))
+        << s["layout"];
+    EXPECT_EQ(s["layout"]["zero"], std::stoi(zero));
+  }
+}
+
+// A checkpoint of tensor groups inside pipeline stages holds every tensor whole: one process and
+// a plain pipeline go on from it, and it from one process's and a tensor group's; and a tensor
+// group's moves to and from a plain pipeline.
 TEST_F(TensorPipelineTrain, CheckpointsMoveToOtherLayouts) {
   TempDir dir;
   const std::string args = gpt_args() + " --set schedule.name=constant";
@@ -61,6 +90,9 @@ TEST_F(TensorPipelineTrain, CheckpointsMoveToOtherLayouts) {
       {"from one process", one + half, both},
       {"to a plain pipeline", both + half, piped},
       {"from a tensor group", tensor + half, both},
+      // A tensor group's own checkpoints to and from a plain pipeline.
+      {"from a tensor group to a pipeline", tensor + half, piped},
+      {"from a pipeline to a tensor group", piped + half, tensor},
   };
   expect_moves(moves, dir, dir / "one");
 }

@@ -49,6 +49,17 @@ TEST(VitTensorParallelTrain, ThreeRanksTrainLikeOneProcess) {
   // The group's all-reduces are their own phase of the step; one process has none.
   EXPECT_GT(s["step_time"]["share"]["tensor_comm"].get<double>(), 0.0) << s["step_time"];
   EXPECT_EQ(summary_of(dir / "one")["step_time"]["share"]["tensor_comm"].get<double>(), 0.0);
+  // The FLOPs are the model's count, not a rank's third of the products: the same as one
+  // process's. 16x16 images in patches of 8: 4 patches and the class token.
+  const auto& mfu = s["mfu"];
+  EXPECT_EQ(mfu["basis"], "6 x the matrix products' multiply-adds per sample");
+  const double d = 192, tokens = 5;
+  const double per_sample =
+      6 * (4 * 3 * 8 * 8 * d + 12 * (tokens * (4 * d * d + 2 * d * 768) + 2 * tokens * tokens * d) +
+           d * 4);
+  EXPECT_NEAR(mfu["training_flops_per_sample"].get<double>(), per_sample, 1e-6 * per_sample);
+  EXPECT_EQ(summary_of(dir / "one")["mfu"]["training_flops_per_sample"],
+            mfu["training_flops_per_sample"]);
 }
 
 // A tensor-parallel checkpoint holds every tensor whole under its name: one process goes on

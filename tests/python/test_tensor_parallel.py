@@ -186,6 +186,20 @@ def test_a_process_alone_is_a_tensor_group_of_one():
         model.load_full_state_dict(state)
 
 
+def test_a_module_split_in_place_stays_known_without_its_wrapper():
+    # A script may keep only the module it split: loom.checkpoint must still find the split
+    # (else rank 0 would write its slices under the whole tensors' names).
+    import gc
+    from loom.tensor_parallel import split_by
+    module = model_in_this_process()
+    names = list(module.state_dict())
+    loom.parallel.TensorParallel(module, tp_blocks.PLAN, divide={"blocks.*.attn.n_head"})
+    gc.collect()
+    split = split_by(module)
+    assert split is not None and split.module is module
+    assert list(module.state_dict()) == names  # no submodule added
+
+
 def test_a_checkpoint_tensor_that_does_not_fit_is_named(tmp_path):
     # A checkpoint of a plain module whose MLP is twice as wide, then of one whose momentum of a
     # cut weight has the wrong shape: loading into the split module names the tensor.

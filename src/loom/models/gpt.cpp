@@ -115,6 +115,7 @@ class Gpt : public ZooNetwork {
   double training_flops_per_sample() const override {
     return gpt_training_flops_per_token(config_) * static_cast<double>(seq_len_);
   }
+  std::string training_flops_basis() const override { return "6N + 12 L d T per token"; }
 
  private:
   // Token and position embeddings of `ids` [B, T], the first at position `first`. With

@@ -72,8 +72,10 @@ class Model {
   // Throws ConfigError naming train.activation_checkpointing for a model that cannot.
   virtual void set_recompute_every(int64_t every);
   // Training FLOPs per sample by the model's own count where it has one (a transformer's
-  // 6N + 12 L d T per token); 0 = count the forward pass's operations instead.
+  // 6N + 12 L d T per token), and that count in words; 0 = count the forward pass's operations
+  // instead (which, under tensor parallelism, would see only this rank's share of the products).
   virtual double training_flops_per_sample() const { return 0; }
+  virtual std::string training_flops_basis() const { return ""; }
 
   // Whether forward and backward make collectives with other ranks that read other data (ZeRO-3's
   // gathers over the replicas): a rank must then run them even for a micro-batch whose every

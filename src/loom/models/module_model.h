@@ -27,6 +27,7 @@ class ZooNetwork : public torch::nn::Module {
   virtual std::vector<BlockSpec> block_specs() = 0;
   // See Model::training_flops_per_sample.
   virtual double training_flops_per_sample() const { return 0; }
+  virtual std::string training_flops_basis() const { return ""; }
   // See Model::split_for_tensor_parallel; a network without a split leaves it to the Model.
   virtual bool split_for_tensor_parallel(TensorGroup&) { return false; }
   virtual TensorSplits tensor_splits() const { return {}; }
@@ -61,6 +62,7 @@ class ModuleModel : public Model {
   std::vector<Block> blocks() override;
   void set_recompute_every(int64_t every) override;
   double training_flops_per_sample() const override { return net_->training_flops_per_sample(); }
+  std::string training_flops_basis() const override { return net_->training_flops_basis(); }
   void split_for_tensor_parallel(TensorGroup& group) override {
     if (!net_->split_for_tensor_parallel(group)) Model::split_for_tensor_parallel(group);
   }

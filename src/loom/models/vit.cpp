@@ -82,7 +82,7 @@ class EncoderBlock : public torch::nn::Module {
 
 class VitTiny : public ZooNetwork {
  public:
-  VitTiny(const InputSpec& in, int64_t patch) {
+  VitTiny(const InputSpec& in, int64_t patch) : input_(in), patch_(patch) {
     const int64_t patches = (in.height / patch) * (in.width / patch);
     patch_embed_ = register_module(
         "patch_embed",
@@ -158,7 +158,23 @@ class VitTiny : public ZooNetwork {
     return splits;
   }
 
+  // 6 FLOPs (forward and backward) per multiply-add of the matrix products: the patch
+  // embedding, every block's four linears and attention's scores and weighted sum over its
+  // tokens (the patches and the class token), and the head.
+  double training_flops_per_sample() const override {
+    const double d = kDim, patches = (input_.height / patch_) * (input_.width / patch_);
+    const double tokens = patches + 1;
+    const double embedding = patches * input_.channels * patch_ * patch_ * d;
+    const double block = tokens * (4 * d * d + 2 * d * kMlp) + 2 * tokens * tokens * d;
+    return 6 * (embedding + kDepth * block + d * input_.classes);
+  }
+  std::string training_flops_basis() const override {
+    return "6 x the matrix products' multiply-adds per sample";
+  }
+
  private:
+  InputSpec input_;
+  int64_t patch_;
   bool split_ = false;  // over a tensor group
   torch::nn::Conv2d patch_embed_{nullptr};
   at::Tensor cls_token_, pos_embed_;

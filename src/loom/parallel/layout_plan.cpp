@@ -59,7 +59,8 @@ void plan_pipeline(const Config& config, LayoutPlan& plan) {
     throw ConfigError("config key 'parallel.pipeline.stages': " + stages +
                       " stages do not divide the " + std::to_string(plan.world) +
                       " ranks; launch a multiple of " + stages + " (each group of " + stages +
-                      " consecutive ranks runs one pipeline, and the pipelines run data parallel)");
+                      " neighbouring ranks, times parallel.tensor, runs one pipeline, and the "
+                      "pipelines run data parallel)");
   }
   if (config.train.grad_accum != 1) {
     throw ConfigError(
@@ -74,8 +75,9 @@ void plan_pipeline(const Config& config, LayoutPlan& plan) {
   plan.pipeline = PipelineDim{static_cast<int>(pc.stages), 0};
 }
 
-// The training ranks' mesh, outermost first: the replicas, then a pipeline's ranks (so that a
-// pipeline's ranks are consecutive), and this rank's place in it. A serving rank is outside it.
+// The training ranks' mesh, outermost first: the replicas, then a pipeline's ranks, then a
+// tensor group's (so that a pipeline's ranks are neighbours, and a tensor group's the closest),
+// and this rank's place in it. A serving rank is outside it.
 void lay_out_mesh(LayoutPlan& plan) {
   const int per_replica =
       (plan.pipeline ? plan.pipeline->ranks : 1) * (plan.tensor ? plan.tensor->ranks : 1);

@@ -229,8 +229,18 @@ NamedTensors TensorRanks::own_slices(const NamedTensors& whole) const {
   NamedTensors out;
   for (const auto& [name, tensor] : whole) {
     const models::TensorSplit* split = split_of(name, tensor);
-    out.emplace_back(
-        name, split ? models::slice_of(tensor, *split, comm_->rank(), comm_->world()) : tensor);
+    if (!split) {
+      out.emplace_back(name, tensor);
+      continue;
+    }
+    const int64_t length = tensor.size(split->dim);
+    if (length % (split->sections * comm_->world()) != 0) {
+      throw DataError("checkpoint: tensor '" + name + "' has " + std::to_string(length) +
+                      " along dimension " + std::to_string(split->dim) + ", which does not split " +
+                      "over the tensor group's " + std::to_string(comm_->world()) +
+                      " ranks (rank " + std::to_string(comm_->rank()) + ")");
+    }
+    out.emplace_back(name, models::slice_of(tensor, *split, comm_->rank(), comm_->world()));
   }
   return out;
 }

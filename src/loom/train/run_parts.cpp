@@ -119,7 +119,7 @@ void fill_parts_summary(const RunParts& parts, const RunInfo& info, const Config
   // Every rank holds the whole model's shape, whatever it trains of it.
   if (const double by_formula = parts.model->training_flops_per_sample(); by_formula > 0) {
     s.forward_flops_per_sample = by_formula / 3;
-    s.flops_basis = "6N + 12 L d T per token";
+    s.flops_basis = parts.model->training_flops_basis();
   }
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     const AllocatorStats stats = a->stats();
@@ -162,9 +162,9 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) {
     p.peak_tensor_bytes = static_cast<double>(a->stats().peak_bytes_in_use);
   }
-  p.memory_cap_bytes = (layout.pipeline ? config.parallel.pipeline.memory_cap_mb
-                                         : config.parallel.memory_cap_mb) *
-                       (1 << 20);
+  p.memory_cap_bytes =
+      (layout.pipeline ? config.parallel.pipeline.memory_cap_mb : config.parallel.memory_cap_mb) *
+      (1 << 20);
   for (const auto& [name, t] : parts.layout->parameters()) {
     p.parameter_bytes += static_cast<double>(t.nbytes());
   }
@@ -175,10 +175,10 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
     p.data_parallel_ranks = layout.data.replicas;
     for (int stage = 0; stage <= 3; ++stage) {
       p.model_state_bytes.push_back(
-          p.parameter_bytes * parallel::model_state_per_parameter_byte(
-                                  stage, p.data_parallel_ranks,
-                                  parallel::optimizer_states(config.optimizer),
-                                  p.accumulates_gradients));
+          p.parameter_bytes *
+          parallel::model_state_per_parameter_byte(stage, p.data_parallel_ranks,
+                                                   parallel::optimizer_states(config.optimizer),
+                                                   p.accumulates_gradients));
     }
   }
   if (layout.tensor) p.tensor_ranks = layout.tensor->ranks;
@@ -190,7 +190,7 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
     const int64_t ranks = std::max(2, p.tensor_ranks);  // as the advice would split it
     p.tensor_split_share =
         static_cast<double>(models::gpt_tensor_split_parameter_count(gpt, ranks)) /
-                           static_cast<double>(models::gpt_parameter_count(gpt));
+        static_cast<double>(models::gpt_parameter_count(gpt));
   }
   p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   p.worker_compute_seconds = s.layout.worker_compute_seconds;

@@ -255,7 +255,13 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
     }
   }
   all.finish = [peers, own = std::move(mine.finish)] {
-    if (own) own();
+    // The other stages' sends complete even when this stage's tensor group failed to.
+    try {
+      if (own) own();
+    } catch (...) {
+      for (auto& peer : *peers) peer->drain();
+      throw;
+    }
     for (auto& peer : *peers) peer->drain();
   };
   return all;

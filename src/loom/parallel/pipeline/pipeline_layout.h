@@ -3,9 +3,11 @@
 // group of T ranks, each of which runs the pipeline with the same-numbered ranks of the other
 // stages (its pipeline group). A parameter that blocks of different ranks read (a language model's
 // embedding, tied to its head) is kept on each of them and their gradients are summed after every
-// step's backward, as Megatron-LM does; each copy then takes the same optimizer step. Ranks dP ..
-// dP + P-1 form pipeline d (this rank's pipeline group), and the ranks of one stage in every
-// pipeline form its replica group, over which that stage's gradients are summed. Each rank keeps
+// step's backward, as Megatron-LM does; each copy then takes the same optimizer step. The mesh
+// (parallel/mesh.h) places rank (d, p, t) at (d P + p) T + t: pipeline d's ranks are dPT ..
+// (d + 1)PT - 1, every T-th of them one pipeline group (consecutive without tensor groups), and
+// the ranks of one stage and tensor rank in every pipeline form its replica group, over which
+// that stage's gradients are summed. Each rank keeps
 // (trains, saves, evaluates) only its own stages' tensors (its slices of them under tensor
 // parallelism); checkpoints gather every stage's on rank 0 under the model's own names: each
 // stage's replicas' ZeRO shards first, then its tensor group's slices, then the stages.
