@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "loom/core/error.h"
-#include "loom/models/draw_key.h"
 #include "loom/models/gpt_layers.h"
 
 namespace loom::models {
@@ -128,8 +127,7 @@ class Gpt : public ZooNetwork {
     }
     if (!by_sequence) {
       const at::Tensor positions = at::arange(first, first + t, ids.options());
-      return keyed_dropout(tokens(ids) + wpe_->forward(positions), drop_->options.p(),
-                           drop_->is_training());
+      return gpt::dropout_of(drop_, tokens(ids) + wpe_->forward(positions), nullptr);
     }
     TensorGroup& group = *by_sequence;
     if (t % group.size() != 0) {
@@ -144,8 +142,8 @@ class Gpt : public ZooNetwork {
         vocab_group_ ? scatter_sequence(vocab_rows(ids), group)
                      : at::embedding(enter_split(wte_->weight, group), own_positions(ids, group));
     const at::Tensor positions = at::arange(own, own + part, ids.options());
-    return sequence_dropout(x + at::embedding(enter_split(wpe_->weight, group), positions),
-                            drop_->options.p(), drop_->is_training(), group);
+    return gpt::dropout_of(drop_, x + at::embedding(enter_split(wpe_->weight, group), positions),
+                           &group);
   }
 
   // The token embeddings, whole on every rank.

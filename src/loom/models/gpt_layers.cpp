@@ -18,19 +18,13 @@ at::Tensor column_product(const torch::nn::Linear& layer, const at::Tensor& x, T
   return linear(layer, enter_split(x, group));
 }
 
-// `dropout`'s dropout of `x`, its mask drawn per sample (draw_key.h).
-at::Tensor dropped(const torch::nn::Dropout& dropout, const at::Tensor& x) {
-  return keyed_dropout(x, dropout->options.p(), dropout->is_training());
-}
-
 // Out of its row-split product: this rank's partial sums `partial` summed over the group, the
 // whole bias added after the sum, then dropout; whole on every rank, or this rank's positions
 // (the bias then used on those only: its gradient summed over the group).
 at::Tensor out_of_split(const at::Tensor& partial, const at::Tensor& bias,
                         torch::nn::Dropout dropout, TensorGroup& group, bool by_sequence) {
-  if (!by_sequence) return dropped(dropout, leave_split(partial, group) + bias);
-  return sequence_dropout(scatter_sequence(partial, group) + enter_split(bias, group),
-                          dropout->options.p(), dropout->is_training(), group);
+  if (!by_sequence) return dropout_of(dropout, leave_split(partial, group) + bias, nullptr);
+  return dropout_of(dropout, scatter_sequence(partial, group) + enter_split(bias, group), &group);
 }
 
 }  // namespace
@@ -52,6 +46,13 @@ at::Tensor layer_norm(torch::nn::LayerNorm norm, const at::Tensor& x, TensorGrou
   const auto& options = norm->options;
   return at::layer_norm(x, options.normalized_shape(), enter_split(norm->weight, *by_sequence),
                         enter_split(norm->bias, *by_sequence), options.eps());
+}
+
+at::Tensor dropout_of(const torch::nn::Dropout& dropout, const at::Tensor& x,
+                      TensorGroup* by_sequence) {
+  const double p = dropout->options.p();
+  if (!by_sequence) return keyed_dropout(x, p, dropout->is_training());
+  return sequence_dropout(x, p, dropout->is_training(), *by_sequence);
 }
 
 CausalSelfAttention::CausalSelfAttention(const GptConfig& c, std::shared_ptr<CausalMask> mask)
@@ -104,7 +105,7 @@ at::Tensor CausalSelfAttention::forward(const at::Tensor& x, KvCache::Layer* cac
           .transpose(1, 2)
           .contiguous()
           .view({b, t, width_});
-  if (!group_) return dropped(resid_dropout_, linear(c_proj_, y));
+  if (!group_) return dropout_of(resid_dropout_, linear(c_proj_, y), nullptr);
   // Each rank's heads' share of the projection, summed.
   return out_of_split(at::linear(y, c_proj_->weight), c_proj_->bias, resid_dropout_, *group_,
                       by_sequence);
@@ -136,7 +137,7 @@ void Mlp::split(TensorGroup& group) {
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x, bool by_sequence) {
-  if (!group_) return dropped(dropout_, linear(c_proj_, at::gelu(linear(c_fc_, x))));
+  if (!group_) return dropout_of(dropout_, linear(c_proj_, at::gelu(linear(c_fc_, x))), nullptr);
   const at::Tensor hidden = at::gelu(column_product(c_fc_, x, *group_, by_sequence));
   return out_of_split(at::linear(hidden, c_proj_->weight), c_proj_->bias, dropout_, *group_,
                       by_sequence);

@@ -43,6 +43,10 @@ class CausalMask {
 // A LayerNorm of `x`. With `by_sequence`, x is this rank's positions: its weight and bias see
 // only theirs, so their gradients are summed over the group (enter_split).
 at::Tensor layer_norm(torch::nn::LayerNorm norm, const at::Tensor& x, TensorGroup* by_sequence);
+// `dropout`'s dropout of `x`, its masks drawn per sample (draw_key.h). With `by_sequence`, x is
+// this rank's positions and their part of the whole sequence's masks is applied.
+at::Tensor dropout_of(const torch::nn::Dropout& dropout, const at::Tensor& x,
+                      TensorGroup* by_sequence);
 
 // Causal self-attention: every position attends to itself and the positions before it.
 class CausalSelfAttention : public torch::nn::Module {
