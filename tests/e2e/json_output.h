@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -31,6 +32,24 @@ inline nlohmann::json json_line(const std::string& output) {
 
 inline nlohmann::json json_file(const std::string& path) {
   return nlohmann::json::parse(read_text(path));
+}
+
+// A `loom` command run with LOOM_ERROR_FILE set, and the error report it left there (null when
+// it left none): tests assert on its exit_code, kind and fields (a configuration error's key),
+// not on the message's words.
+struct ReportedRun {
+  CommandResult result;
+  nlohmann::json error;
+};
+
+inline ReportedRun run_loom_reporting(const std::string& args, const std::string& env = "") {
+  TempDir dir;
+  const std::string path = dir / "error.json";
+  ReportedRun run;
+  run.result = run_loom(args, "LOOM_ERROR_FILE=" + path + " " + env);
+  std::ifstream file(path);
+  if (file) run.error = nlohmann::json::parse(file);
+  return run;
 }
 
 // RUN/metrics.jsonl's records whose "type" is `type`, in order.

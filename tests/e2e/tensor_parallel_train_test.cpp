@@ -130,12 +130,20 @@ TEST_F(LanguageModelTrain, SequenceParallelismOverAContextThatDoesNotSplitIsACon
 
 TEST_F(LanguageModelTrain, TensorParallelismThatCannotBeIsAConfigurationError) {
   TempDir dir;
-  // 4 heads do not split over 3 ranks.
+  // 4 heads do not split over 3 ranks: every rank finds it, rank 0 says it once with the sizes
+  // that would work, and the others end without a word (each still reports it, to its own file).
   const auto heads =
-      run_loom(launch(3, gpt_args() + " --set parallel.tensor=3 --out " + (dir / "heads")));
+      run_loom(launch(3, gpt_args() + " --set parallel.tensor=3 --out " + (dir / "heads")),
+               "LOOM_ERROR_FILE=" + (dir / "error.{rank}.json"));
   EXPECT_NE(heads.exit_code, 0) << heads.output;
-  EXPECT_NE(heads.output.find("parallel.tensor"), std::string::npos) << heads.output;
+  EXPECT_EQ(count_of(heads.output, "config key 'parallel.tensor'"), 1) << heads.output;
   EXPECT_NE(heads.output.find("model.gpt.n_head"), std::string::npos) << heads.output;
+  EXPECT_EQ(count_of(heads.output, "ending now"), 0) << heads.output;
+  const auto error = json_file(dir / "error.0.json");
+  EXPECT_EQ(error["exit_code"], 2);
+  EXPECT_EQ(error["fields"]["key"], "parallel.tensor");
+  EXPECT_EQ(error["fields"]["value"], "3");
+  EXPECT_EQ(error["fields"]["allowed"], "1, 2 or 4");
   // Not with parameter servers: both keys named.
   const auto servers = run_loom("train" + gpt_args() + kTensor2 + " --set parallel.mode=ps");
   EXPECT_EQ(servers.exit_code, 2) << servers.output;

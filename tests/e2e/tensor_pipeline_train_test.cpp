@@ -118,6 +118,10 @@ TEST_F(TensorPipelineTrain, ThePlanMeasuresEachStageAsATensorRankRunsIt) {
     const double held = t["stages"][stage]["memory_bytes"].get<double>();
     EXPECT_LT(held, 0.8 * w["stages"][stage]["memory_bytes"].get<double>());
     EXPECT_GT(held, 0.0);
+    // The job's ranks that run each stage: its tensor group (ranks 2-3 for stage 1), not the
+    // stage's rank within a pipeline.
+    EXPECT_EQ(w["stages"][stage]["ranks"], nlohmann::json::array({stage}));
+    EXPECT_EQ(t["stages"][stage]["ranks"], nlohmann::json::array({2 * stage, 2 * stage + 1}));
   }
 }
 

@@ -1,10 +1,13 @@
 // Entry point of the `loom` command, called by the front (front.cpp) once it has loaded this
 // module: parses the command line, runs the chosen subcommand and turns errors into exit codes.
 // This is the only place that decides them.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <thread>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/error_report.h"
 #include "loom/cli/front.h"
 #include "loom/cli/stop_signals.h"
 #include "loom/core/durable_file.h"
@@ -101,10 +104,20 @@ extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, ch
     try {
       return command.run();
     } catch (const loom::ConfigError& e) {
+      // A job's ranks share the configuration and the world's shape that the plan reads: each
+      // finds the same error, and rank 0 says it for all. The others wait a moment before they
+      // say it: the launcher that sees rank 0 fail stops them (quietly) meanwhile, and an error
+      // only this rank found is still said.
+      const bool rank_of_a_job = name == "train" || name == "ps-server";
+      loom::cli::report_error(name, 2, e);
+      if (rank_of_a_job && loom::cli::rank_from_environment() != 0) {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+      }
       std::fprintf(stderr, "loom %s: configuration error: %s\n", name.c_str(), e.what());
       return 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "loom %s: error: %s\n", name.c_str(), e.what());
+      loom::cli::report_error(name, 1, e);
       return 1;
     }
   }

@@ -55,7 +55,8 @@ nlohmann::ordered_json plan_json(const parallel::pipeline::PipelinePlan& p) {
     const auto& cost = p.stage_costs[i];
     stages.push_back(
         {{"stage", i},
-         {"rank", s.stage_rank[i]},
+         {"rank", s.stage_rank[i]},    // its rank within a pipeline
+         {"ranks", p.stage_ranks(i)},  // the job's ranks that run it
          {"blocks", stage.blocks},
          {"first_block", p.blocks[static_cast<size_t>(stage.first_block)].name},
          {"last_block", p.blocks[static_cast<size_t>(stage.first_block + stage.blocks - 1)].name},

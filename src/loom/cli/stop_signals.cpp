@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "loom/core/settings.h"
+
 namespace loom::cli {
 namespace {
 
@@ -13,6 +15,9 @@ sigset_t start_mask;  // set by main() before any other thread of ours starts
 // Read by the handler, hence atomics of pointers to string literals.
 std::atomic<const char*> command_name{"loom"};
 std::atomic<const char*> activity_name{"starting"};
+// A rank that `loom launch` started ends on SIGINT without a word: the launcher sends it to stop
+// the job's other ranks after one failed (or passes on the user's), and says why itself.
+std::atomic<bool> quiet_on_sigint{false};
 static_assert(std::atomic<const char*>::is_always_lock_free);
 
 // Appends `text` to `out` (of `size`), as far as it fits; async-signal-safe.
@@ -22,6 +27,7 @@ void append(char* out, size_t size, size_t& at, const char* text) {
 
 // Runs in whichever thread the signal lands on; only async-signal-safe calls.
 void end_now(int sig) {
+  if (sig == SIGINT && quiet_on_sigint.load()) ::_exit(128 + sig);
   const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP";
   char message[256];
   size_t at = 0;
@@ -51,6 +57,7 @@ const sigset_t& start_signal_mask() { return start_mask; }
 
 void end_on_stop_signals(const char* command) {
   command_name.store(command);
+  quiet_on_sigint.store(!setting("LOOM_LAUNCH_ID").empty());
   struct sigaction action {};
   action.sa_handler = end_now;
   action.sa_mask = stop_signals();  // one message, even when several arrive at once

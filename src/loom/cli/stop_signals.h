@@ -27,7 +27,8 @@ const sigset_t& start_signal_mask();
 
 // Installs, for each stop signal the process did not inherit ignored (as under nohup), a handler
 // that ends the process at once with 128 + N and "loom COMMAND: got SIGX while ACTIVITY; ending
-// now" on stderr. `command` is a string literal. Leaves the signals held.
+// now" on stderr (SIGINT without it in a rank `loom launch` started: the launcher says why it
+// stopped its ranks). `command` is a string literal. Leaves the signals held.
 void end_on_stop_signals(const char* command);
 // What the command is doing, for that message: a string literal, "starting" until set.
 void set_stop_activity(const char* activity);

@@ -10,6 +10,10 @@ namespace loom {
 const std::vector<SettingInfo>& all_settings() {
   static const std::vector<SettingInfo> settings = {
       {"LOOM_LOG_LEVEL", "info", "Least severe log level shown: debug, info, warn, error, off."},
+      {"LOOM_ERROR_FILE", "",
+       "When set, a `loom` command that fails writes its error there as one JSON object (exit "
+       "code, kind, message, rank and the error's fields, such as a configuration error's "
+       "key), as torchrun's TORCHELASTIC_ERROR_FILE; '{rank}' in the path becomes the rank."},
       {"LOOM_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist",
        "Default folder of the Fashion-MNIST IDX files (Debian package dataset-fashion-mnist)."},
       {"LOOM_FAULT_STOP_AFTER_STEP", "0",

@@ -73,4 +73,18 @@ std::string format_number(double x) {
   return buf;
 }
 
+std::vector<int64_t> divisors(int64_t n, int64_t least) {
+  std::vector<int64_t> out;
+  for (int64_t d = std::max<int64_t>(1, least); d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+std::string divisors_in_words(int64_t n, int64_t least) {
+  std::vector<std::string> words;
+  for (int64_t d : divisors(n, least)) words.push_back(std::to_string(d));
+  return words.empty() ? std::string("none") : join_alternatives(words);
+}
+
 }  // namespace loom

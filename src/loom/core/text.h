@@ -1,6 +1,7 @@
 // Small text helpers shared by error messages.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,12 @@ std::string format_number(double x);
 
 // "a, b or c"
 std::string join_alternatives(const std::vector<std::string>& words);
+
+// The sizes that would work where a count must divide `n`: its divisors at least `least`, as
+// "1, 2 or 4" (for the message) ...
+std::vector<int64_t> divisors(int64_t n, int64_t least = 1);
+// ... and as text, "1, 2 or 4".
+std::string divisors_in_words(int64_t n, int64_t least = 1);
 
 // The figures messages and advice quote: "12 MB" (MiB, with `decimals` after the point), "45%"
 // of a share in [0, 1], "3.2 ms" of seconds.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 #include "loom/models/linear.h"
 #include "loom/models/tensor_parallel.h"
 
@@ -136,8 +137,11 @@ class VitTiny : public ZooNetwork {
   bool split_for_tensor_parallel(TensorGroup& group) override {
     const int64_t t = group.size();
     if (kHeads % t != 0) {
-      throw ConfigError("config key 'parallel.tensor': " + std::to_string(t) +
-                        " ranks do not split the ViT's " + std::to_string(kHeads) + " heads");
+      throw ConfigError::at_key(
+          "parallel.tensor",
+          std::to_string(t) + " ranks do not split the ViT's " + std::to_string(kHeads) +
+              " heads; it may be " + divisors_in_words(kHeads),
+          {{"value", std::to_string(t)}, {"allowed", divisors_in_words(kHeads)}});
     }
     for (auto& block : blocks_) block->split(group);
     split_ = true;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 
 namespace loom::parallel {
 namespace {
@@ -56,11 +57,14 @@ void plan_pipeline(const Config& config, LayoutPlan& plan) {
                       stages + " -- loom train ...`");
   }
   if (plan.world % pc.stages != 0) {
-    throw ConfigError("config key 'parallel.pipeline.stages': " + stages +
-                      " stages do not divide the " + std::to_string(plan.world) +
-                      " ranks; launch a multiple of " + stages + " (each group of " + stages +
-                      " neighbouring ranks, times parallel.tensor, runs one pipeline, and the "
-                      "pipelines run data parallel)");
+    throw ConfigError::at_key(
+        "parallel.pipeline.stages",
+        stages + " stages do not divide the " + std::to_string(plan.world) + " ranks; it may be " +
+            divisors_in_words(plan.world, 2) + ", or launch a multiple of " + stages +
+            " (each group of " + stages +
+            " neighbouring ranks, times parallel.tensor, runs one pipeline, and the pipelines run "
+            "data parallel)",
+        {{"value", stages}, {"allowed", divisors_in_words(plan.world, 2)}});
   }
   if (config.train.grad_accum != 1) {
     throw ConfigError(
@@ -151,11 +155,17 @@ LayoutPlan plan_layout(const Config& config, int world, int rank) {
       const int t = static_cast<int>(config.parallel.tensor);
       const int per_replica = t * (plan.pipeline ? plan.pipeline->ranks : 1);
       if (world % per_replica != 0) {
-        throw ConfigError("config key 'parallel.tensor': " + std::to_string(world) +
-                          " ranks do not split into tensor groups of " + std::to_string(t) +
-                          (plan.pipeline ? " in each of " + std::to_string(plan.pipeline->ranks) +
-                                               " pipeline ranks (parallel.pipeline.stages)"
-                                         : std::string()));
+        // With a pipeline, a tensor group in each of its ranks: T divides world / P.
+        const int64_t room = world / (plan.pipeline ? plan.pipeline->ranks : 1);
+        throw ConfigError::at_key(
+            "parallel.tensor",
+            std::to_string(world) + " ranks do not split into tensor groups of " +
+                std::to_string(t) +
+                (plan.pipeline ? " in each of " + std::to_string(plan.pipeline->ranks) +
+                                     " pipeline ranks (parallel.pipeline.stages)"
+                               : std::string()) +
+                "; it may be " + divisors_in_words(room),
+            {{"value", std::to_string(t)}, {"allowed", divisors_in_words(room)}});
       }
       plan.tensor = TensorDim{t, 0, config.parallel.tensor_sequence};
     }

@@ -15,6 +15,7 @@
 #include "loom/models/model.h"
 #include "loom/models/recompute.h"
 #include "loom/models/vocab_parallel_loss.h"
+#include "loom/parallel/mesh.h"
 #include "loom/parallel/model_state.h"
 #include "loom/parallel/pipeline/block_profiler.h"
 #include "loom/parallel/pipeline/planning_tensor_group.h"
@@ -335,13 +336,47 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
   }
 }
 
+std::vector<int> PipelinePlan::stage_ranks(size_t stage) const {
+  const Mesh mesh({{std::string(kDataDim), replicas},
+                   {std::string(kPipelineDim), schedule.ranks},
+                   {std::string(kTensorDim), tensor_ranks}});
+  std::vector<int> out;
+  for (int rank = 0; rank < mesh.ranks(); ++rank) {
+    if (mesh.coordinate(rank, kPipelineDim) == schedule.stage_rank[stage]) out.push_back(rank);
+  }
+  return out;
+}
+
+namespace {
+
+// [2, 3, 6, 7] -> "ranks 2-3, 6-7"; [1] -> "rank 1".
+std::string ranks_in_words(const std::vector<int>& ranks) {
+  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]);
+  std::string out = "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string describe_plan(const PipelinePlan& p) {
   const auto& s = p.schedule;
   std::string out;
+  // A pipeline rank is one rank, or a tensor group of them.
+  const std::string holders = p.tensor_ranks > 1 ? std::to_string(s.ranks) + " tensor groups of " +
+                                                       std::to_string(p.tensor_ranks) + " ranks"
+                                                 : std::to_string(s.ranks) + " ranks";
   append(out,
-         "pipeline: %s, %d ranks x %d stage%s each, %d micro-batches of %lld samples (%s, %zu "
+         "pipeline: %s, %s x %d stage%s each, %d micro-batches of %lld samples (%s, %zu "
          "blocks)\n",
-         s.name.c_str(), s.ranks, s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
+         s.name.c_str(), holders.c_str(), s.chunks(), s.chunks() == 1 ? "" : "s", s.microbatches,
          static_cast<long long>(p.microbatch_samples), p.model.c_str(), p.blocks.size());
   if (p.tensor_ranks > 1) {
     double seconds = 0;
@@ -378,10 +413,10 @@ std::string describe_plan(const PipelinePlan& p) {
     const auto& last = p.blocks[static_cast<size_t>(stage.first_block + stage.blocks - 1)];
     const auto& cost = p.stage_costs[i];
     append(out,
-           "  stage %zu on rank %d: %d block%s %s..%s  forward %.2f ms, backward %.2f ms (input "
+           "  stage %zu on %s: %d block%s %s..%s  forward %.2f ms, backward %.2f ms (input "
            "%.2f + weight %.2f), send %.3f ms, memory %.1f MB (activations of %d micro-batch%s)\n",
-           i, s.stage_rank[i], stage.blocks, stage.blocks == 1 ? "" : "s", first.name.c_str(),
-           last.name.c_str(), ms(cost.forward_seconds),
+           i, ranks_in_words(p.stage_ranks(i)).c_str(), stage.blocks, stage.blocks == 1 ? "" : "s",
+           first.name.c_str(), last.name.c_str(), ms(cost.forward_seconds),
            ms(cost.backward_input_seconds + cost.backward_weight_seconds),
            ms(cost.backward_input_seconds), ms(cost.backward_weight_seconds), ms(cost.send_seconds),
            mb(stage.memory_bytes), p.simulation.peak_in_flight[i],

@@ -52,6 +52,9 @@ struct PipelinePlan {
   double better_bubble = 0, better_step_seconds = 0;
 
   double samples_per_second() const;
+  // The job's ranks that run stage `stage`, laid out as the run lays them out (data x pipeline x
+  // tensor, mesh.h): its pipeline rank's tensor group in every data-parallel pipeline.
+  std::vector<int> stage_ranks(size_t stage) const;
 };
 
 // The configured model laid out as a run would lay it out (precision and memory format chosen,
