@@ -99,9 +99,6 @@ TEST_F(LanguageModelTrain, OneProcessLearnsAndReportsTokensPerplexityAndMfu) {
   EXPECT_EQ(moved.exit_code, 1) << moved.output;
   EXPECT_NE(moved.output.find("(data.path '" + (dir / "gone") + "') is missing"), std::string::npos)
       << moved.output;
-  const auto too_long = run_loom("generate " + (dir / "run") + " --tokens 40");
-  EXPECT_EQ(too_long.exit_code, 2) << too_long.output;  // past the context of 32
-  EXPECT_NE(too_long.output.find("--tokens"), std::string::npos) << too_long.output;
 
   // The report speaks of tokens and perplexity (drawn by its script, read back from Chromium).
   const std::string browser = chromium();
@@ -505,6 +502,61 @@ TEST_F(LanguageModelTrain, InspectCountsTheTokensOfEachSplit) {
   }
   // The validation split is the held-out 2%.
   EXPECT_LT(out["val"]["tokens"].get<double>(), 0.05 * out["train"]["tokens"].get<double>());
+}
+
+// A copy of the tokenized Jargon File whose training shard holds 0xFFFF, outside the vocabulary
+// of 1000: neither `loom train` nor `loom data inspect` may take it, and both name the shard,
+// the id and the vocabulary (rather than ATen's "index out of range in self").
+TEST_F(LanguageModelTrain, AShardWithAnIdOutsideTheVocabularyIsADataErrorNamingIt) {
+  TempDir dir;
+  std::filesystem::copy(*data_ / "tok", dir / "tok", std::filesystem::copy_options::recursive);
+  const std::string shard = dir / "tok/train-00000.tokens";
+  ASSERT_TRUE(std::filesystem::exists(shard));
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64 + 2 * 100);  // token 100
+    f.write("\xff\xff", 2);
+  }
+  const std::string args = gpt_args() + " --set data.path=" + (dir / "tok");
+  const auto train = run_loom_reporting("train" + args + " --out " + (dir / "run"));
+  EXPECT_EQ(train.result.exit_code, 1) << train.result.output;
+  ASSERT_TRUE(train.error.is_object()) << train.result.output;
+  EXPECT_EQ(train.error["kind"], "data");
+  EXPECT_EQ(train.error["fields"]["path"], shard);
+  EXPECT_EQ(train.error["fields"]["token_id"], "65535");
+  EXPECT_EQ(train.error["fields"]["vocab_size"], "1000");
+
+  // Inspect reports the shard as bad beside the good ones, and fails with the same error.
+  const auto inspect = run_loom_reporting("data inspect --json" + args);
+  EXPECT_EQ(inspect.result.exit_code, 1) << inspect.result.output;
+  ASSERT_TRUE(inspect.error.is_object()) << inspect.result.output;
+  EXPECT_EQ(inspect.error["fields"]["path"], shard);
+  EXPECT_EQ(inspect.error["fields"]["token_id"], "65535");
+  EXPECT_EQ(inspect.error["fields"]["vocab_size"], "1000");
+  const auto out = json_line(inspect.result.output);
+  EXPECT_EQ(out["bad_total"], 1);
+  EXPECT_EQ(out["train"]["bad_total"], 1);
+  ASSERT_EQ(out["train"]["bad_shards"].size(), 1u) << out.dump();
+  EXPECT_EQ(out["train"]["bad_shards"][0]["path"], shard);
+  EXPECT_EQ(out["val"]["bad_total"], 0);
+  for (const auto& good : out["val"]["shards"]) EXPECT_LT(good["max_token_id"], 1000);
+}
+
+// `loom generate` goes on past the model's context of 32, each token drawn from the last 32.
+TEST_F(LanguageModelTrain, GenerateSlidesItsWindowPastTheContext) {
+  TempDir dir;
+  const auto r = run_loom("train" + gpt_args() + " --set train.max_steps=2 --out " + (dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string generate = "generate " + (dir / "run") + " --ignore-eos --json --seed 3";
+  const auto past = run_loom(generate + " --tokens 80");
+  ASSERT_EQ(past.exit_code, 0) << past.output;
+  EXPECT_EQ(json_line(past.output)["tokens"].size(), 80u);  // 1 + 80 ids in a context of 32
+  // A prompt longer than the context keeps its last 32 tokens.
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "hacker ";
+  const auto long_prompt = run_loom(generate + " --tokens 5 --prompt '" + prompt + "'");
+  ASSERT_EQ(long_prompt.exit_code, 0) << long_prompt.output;
+  EXPECT_EQ(json_line(long_prompt.output)["tokens"].size(), 5u);
 }
 
 TEST_F(LanguageModelTrain, ModelsAndDataOfDifferentTasksAreConfigurationErrors) {

@@ -105,5 +105,23 @@ TEST(Tokenize, BadInputIsNamed) {
   EXPECT_NE(vocab.output.find("--vocab-size"), std::string::npos) << vocab.output;
 }
 
+// A corpus without text is refused naming the file, before SentencePiece sees it (whose own
+// message is an internal check naming its source file) and before the output folder is made.
+TEST(Tokenize, ACorpusWithoutTextIsADataErrorNamingTheFile) {
+  test::TempDir dir;
+  std::ofstream(dir / "empty.txt").flush();
+  std::ofstream(dir / "blank.txt") << "\n   \n\t\n\n";
+  for (const char* name : {"empty.txt", "blank.txt"}) {
+    SCOPED_TRACE(name);
+    const auto r = test::run_loom_reporting("data tokenize " + (dir / name) + " --out " +
+                                            (dir / "out") + " --vocab-size 100");
+    EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
+    ASSERT_TRUE(r.error.is_object()) << r.result.output;
+    EXPECT_EQ(r.error["kind"], "data");
+    EXPECT_EQ(r.error["fields"]["path"], dir / name);
+    EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+  }
+}
+
 }  // namespace
 }  // namespace loom

@@ -216,5 +216,7 @@ put("token_shard", "uint16", token_shard([2, 7, 65535, 300], 65536))
 put("token_shard", "uint32", token_shard([70000, 1, 2], 100277))
 put("token_shard", "short", token_shard([1, 2, 3], 1000)[:68])
 put("token_shard", "count-overflow", token_shard([1, 2], 100277, count=(1 << 62) + 2))
+put("token_shard", "id-past-vocab", token_shard([2, 7, 65535, 300], 1000))
+put("token_shard", "uint32-id-past-vocab", token_shard([70000, 1, 100277], 100277))
 
 print("seeds written under", ROOT, file=sys.stderr)

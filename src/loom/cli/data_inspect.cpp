@@ -1,6 +1,7 @@
 // `loom data inspect [CONFIG]`: what the configured data sets hold before a run uses them —
 // samples per class, image sizes, and the files that cannot be used with why; for token data,
-// the tokens of each split and shard and the windows they make.
+// the tokens of each split and shard, the largest id of each, the windows they make, and the
+// shards that cannot be used with why.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
+#include "loom/core/error.h"
 #include "loom/core/topology.h"
 #include "loom/data/configured_loaders.h"
 #include "loom/data/dataset_report.h"
@@ -90,19 +92,50 @@ nlohmann::ordered_json report_json(const std::string& path, const data::Dataset&
           {"bad_files", bad_files}};
 }
 
-// A split of token data: its shards and their tokens, and the training windows they hold.
-nlohmann::ordered_json token_split_json(const data::TokenWindows& windows) {
+// A split of token data: its shards with their tokens and largest id, the windows the usable
+// ones hold, and, as image data lists its bad files, each shard that cannot be used with why.
+struct TokenSplit {
+  nlohmann::ordered_json json;
+  std::vector<DataError> bad;
+};
+
+TokenSplit inspect_token_split(const std::string& dir, const std::string& split, int64_t seq_len,
+                               const data::Tokenizer& tokenizer) {
+  const data::TokenShard::Expect expect{tokenizer.vocab_size(), tokenizer.fingerprint()};
+  TokenSplit out;
+  std::vector<data::TokenShard> usable;
   nlohmann::ordered_json shards = nlohmann::ordered_json::array();
-  for (const data::TokenShard& shard : windows.shards()) {
-    shards.push_back({{"path", shard.path()}, {"tokens", shard.size()}});
+  nlohmann::ordered_json bad_shards = nlohmann::ordered_json::array();
+  for (const std::string& path : data::TokenWindows::shard_paths(dir, split)) {
+    try {
+      usable.push_back(data::TokenShard::open(path, expect));
+      const data::TokenShard& shard = usable.back();
+      shards.push_back(
+          {{"path", path}, {"tokens", shard.size()}, {"max_token_id", shard.max_token()}});
+    } catch (const DataError& e) {
+      bad_shards.push_back({{"path", path}, {"message", e.what()}, {"fields", e.fields()}});
+      out.bad.push_back(e);
+    }
   }
-  return {{"tokens", windows.tokens()},
-          {"windows", windows.total_windows()},
-          {"seq_len", windows.seq_len()},
-          {"shards", shards}};
+  int64_t tokens = 0, windows = 0;
+  if (!usable.empty()) {
+    const data::TokenWindows w(std::move(usable), seq_len, 0);
+    tokens = w.tokens();
+    windows = w.total_windows();
+  }
+  out.json = {{"tokens", tokens},
+              {"windows", windows},
+              {"seq_len", seq_len},
+              {"shards", shards},
+              {"bad_total", bad_shards.size()},
+              {"bad_shards", bad_shards}};
+  return out;
 }
 
-// data.source tokens: tokens per split and shard, checked against the folder's tokenizer.
+// data.source tokens: tokens per split and shard, checked against the folder's tokenizer. A
+// shard that cannot be used (another tokenizer's, damaged, an id outside the vocabulary) is
+// reported with the others and then fails the command with its DataError: training could not
+// use it either, nothing skips a token shard.
 int inspect_tokens(const Config& config, bool json) {
   const std::string& dir = config.data.path;
   const int64_t seq_len = train::token_seq_len(config);
@@ -110,25 +143,40 @@ int inspect_tokens(const Config& config, bool json) {
   nlohmann::ordered_json out = {{"path", dir},
                                 {"vocab_size", tokenizer.vocab_size()},
                                 {"fingerprint", data::fingerprint_hex(tokenizer.fingerprint())}};
+  std::vector<DataError> bad;
   for (const char* split : {"train", "val"}) {
     out[split] = nullptr;
     if (!data::has_token_split(dir, split)) continue;
-    out[split] = token_split_json(data::TokenWindows::open(dir, split, seq_len, 0));
+    TokenSplit s = inspect_token_split(dir, split, seq_len, tokenizer);
+    out[split] = std::move(s.json);
+    bad.insert(bad.end(), s.bad.begin(), s.bad.end());
   }
+  out["bad_total"] = bad.size();
   if (json) {
     std::printf("%s\n", out.dump().c_str());
-    return 0;
+  } else {
+    std::printf("tokens: %s (vocabulary %d, tokenizer %s)\n", dir.c_str(), tokenizer.vocab_size(),
+                out["fingerprint"].get<std::string>().c_str());
+    for (const char* split : {"train", "val"}) {
+      if (out[split].is_null()) continue;
+      const auto& s = out[split];
+      std::printf("  %-5s %12lld tokens in %zu shard(s), %lld windows of %lld + 1%s\n", split,
+                  s["tokens"].get<long long>(), s["shards"].size(), s["windows"].get<long long>(),
+                  s["seq_len"].get<long long>(),
+                  s["bad_shards"].empty()
+                      ? ""
+                      : ("; " + std::to_string(s["bad_shards"].size()) + " bad shard(s)").c_str());
+      for (const auto& b : s["bad_shards"]) {
+        std::printf("    bad: %s\n", b["message"].get<std::string>().c_str());
+      }
+    }
   }
-  std::printf("tokens: %s (vocabulary %d, tokenizer %s)\n", dir.c_str(), tokenizer.vocab_size(),
-              out["fingerprint"].get<std::string>().c_str());
-  for (const char* split : {"train", "val"}) {
-    if (out[split].is_null()) continue;
-    const auto& s = out[split];
-    std::printf("  %-5s %12lld tokens in %zu shard(s), %lld windows of %lld + 1\n", split,
-                s["tokens"].get<long long>(), s["shards"].size(), s["windows"].get<long long>(),
-                s["seq_len"].get<long long>());
-  }
-  return 0;
+  if (bad.empty()) return 0;
+  ErrorFields fields = bad.front().fields();
+  fields["bad_shards"] = std::to_string(bad.size());
+  const std::string more =
+      bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more bad shard(s))" : "";
+  throw DataError(bad.front().what() + more, std::move(fields));
 }
 
 int run_inspect(const InspectArgs& a) {
@@ -159,9 +207,8 @@ int run_inspect(const InspectArgs& a) {
 
 Command add_data_inspect_command(CLI::App& data) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* sub =
-      data.add_subcommand("inspect",
-                          "Samples per class, image sizes and bad files of the data; tokens per split");
+  CLI::App* sub = data.add_subcommand(
+      "inspect", "Samples per class, image sizes and bad files of the data; tokens per split");
   sub->add_option("config", args->config_paths, "YAML configuration files; later ones win");
   add_set_option(sub, args->overrides);
   sub->add_flag("--decode", args->decode,

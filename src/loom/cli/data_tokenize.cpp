@@ -101,9 +101,24 @@ int run_tokenize(const TokenizeArgs& a) {
   if (a.val_fraction < 0 || a.val_fraction >= 1) {
     throw ConfigError("--val-fraction: " + std::to_string(a.val_fraction) + " is not in [0, 1)");
   }
+  const auto started = std::chrono::steady_clock::now();
+  // Paragraphs are counted first: so that the last --val-fraction of them can be held out, and
+  // so that a corpus without text is refused naming its files before anything is written or a
+  // tokenizer trained on it (SentencePiece would fail with an internal check that names none).
+  int64_t paragraphs = 0;
+  {
+    data::TextCorpus count(a.corpus);
+    while (count.next_paragraph()) ++paragraphs;
+  }
+  if (paragraphs == 0) {
+    std::string files;
+    for (const std::string& path : a.corpus) files += (files.empty() ? "'" : ", '") + path + "'";
+    throw DataError("corpus " + files + ": no text (empty, or only blank lines)",
+                    {{"path", a.corpus.size() == 1 ? a.corpus.front() : files}});
+  }
   std::filesystem::create_directories(a.out);
   const std::string model_path = a.out + "/tokenizer.model";
-  const auto started = std::chrono::steady_clock::now();
+  const auto training_started = std::chrono::steady_clock::now();
   // The tokenizer: given, or trained on the corpus's lines.
   data::Tokenizer tokenizer = [&] {
     if (!a.tokenizer.empty()) return data::Tokenizer::load(a.tokenizer);
@@ -123,14 +138,8 @@ int run_tokenize(const TokenizeArgs& a) {
   }
   tokenizer.save(model_path);
   const double train_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - training_started).count();
 
-  // Paragraphs are counted first, so that the last --val-fraction of them can be held out.
-  int64_t paragraphs = 0;
-  {
-    data::TextCorpus count(a.corpus);
-    while (count.next_paragraph()) ++paragraphs;
-  }
   const auto held_out = static_cast<int64_t>(std::ceil(a.val_fraction * paragraphs));
   ShardSink train(a.out, "train", a.shard_tokens, tokenizer);
   ShardSink val(a.out, "val", a.shard_tokens, tokenizer);

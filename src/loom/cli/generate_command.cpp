@@ -1,9 +1,10 @@
-// `loom generate RUN_DIR --prompt TEXT --tokens N [--temperature T --top-k K --seed S --json]`:
-// text from a language model that `loom train` trained, continued from a prompt. The model is
-// rebuilt from the run's config.yaml, its tensors come from the run's last committed checkpoint
-// (whatever layout wrote it), and the prompt is encoded with the run's own tokenizer (the copy
-// in RUN_DIR, else the one beside its token data). Tokens are drawn one at a time with a KV
-// cache; the draws are a pure function of --seed.
+// `loom generate RUN_DIR --prompt TEXT --tokens N [--temperature T --top-k K --seed S
+// --ignore-eos --json]`: text from a language model that `loom train` trained, continued from a
+// prompt. The model is rebuilt from the run's config.yaml, its tensors come from the run's last
+// committed checkpoint (whatever layout wrote it), and the prompt is encoded with the run's own
+// tokenizer (the copy in RUN_DIR, else the one beside its token data). Tokens are drawn one at a
+// time with a KV cache; the draws are a pure function of --seed. Past the model's context the
+// window slides: each token is drawn from the last `context` ones.
 #include <ATen/Parallel.h>
 
 #include <cstdio>
@@ -27,6 +28,7 @@ struct GenerateArgs {
   double temperature = 0.8;
   int64_t top_k = 40;
   uint64_t seed = 0;
+  bool ignore_eos = false;
   bool json = false;
 };
 
@@ -82,7 +84,7 @@ int run_generate(const GenerateArgs& a) {
   sampling.temperature = a.temperature;
   sampling.top_k = a.top_k;
   sampling.seed = a.seed;
-  sampling.stop_id = tokenizer.eos_id();
+  sampling.stop_id = a.ignore_eos ? -1 : tokenizer.eos_id();
   const std::vector<int64_t> drawn =
       models::gpt_generate(gpt->module(), prompt, a.tokens, sampling);
   // SentencePiece marks a word's leading space on the word itself, so the continuation reads
@@ -134,6 +136,8 @@ Command add_generate_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of the draws: the same seed, the same text")
       ->capture_default_str();
+  sub->add_flag("--ignore-eos", a->ignore_eos,
+                "Draw all --tokens, going on past an end of text (whose id the text leaves out)");
   sub->add_flag("--json", a->json, "One JSON line: checkpoint, prompt, text, token ids");
   return {sub, [a] { return run_generate(*a); }};
 }

@@ -11,7 +11,9 @@
 //         64-    the tokens
 //
 // A shard whose header, size or tokenizer does not match what is expected is refused with the
-// file and what differs: nothing trains on tokens of another tokenizer by mistake.
+// file and what differs: nothing trains on tokens of another tokenizer by mistake. Nor on an id
+// the vocabulary lacks: opening a shard reads every token once for the largest id, which must be
+// below the vocabulary (an embedding would otherwise fail far from the file, naming nothing).
 //
 // Threading: a TokenShard is read-only once open; any thread may read it.
 #pragma once
@@ -52,12 +54,14 @@ class TokenShard {
   };
   // Maps `path` and checks its header and size. Throws DataError naming the file and what
   // differs: magic, version, bytes per token, size for the token count, vocabulary size,
-  // tokenizer fingerprint.
+  // tokenizer fingerprint; or a token id at or past the vocabulary, with the fields "path",
+  // "token_id" (the largest such id), "vocab_size" and "position" (where it first appears).
   static TokenShard open(const std::string& path, const Expect& expect = {});
 
   const std::string& path() const { return path_; }
   const TokenShardInfo& info() const { return info_; }
   int64_t size() const { return info_.tokens; }
+  int64_t max_token() const { return max_token_; }  // the largest id; -1 for an empty shard
   int64_t at(int64_t index) const;
   // Tokens [begin, begin + count) as int64 (what embeddings and losses take).
   void read(int64_t begin, int64_t count, int64_t* out) const;
@@ -66,6 +70,7 @@ class TokenShard {
   struct Mapping;
   std::string path_;
   TokenShardInfo info_;
+  int64_t max_token_ = -1;
   std::shared_ptr<const Mapping> mapping_;  // shared by copies, unmapped with the last
 };
 

@@ -40,23 +40,33 @@ TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint
       order_(EpochOrder(count_windows(shards_, seq_len), seed).shard(rank, world, mode)) {
   int64_t first = 0;
   for (const TokenShard& s : shards_) {
+    // Each shard's ids were checked against its own vocabulary when it was opened; the model is
+    // made for the first's, so every shard must have that one.
+    if (s.info().vocab_size != vocab_size()) {
+      throw DataError("token shard '" + s.path() + "': a vocabulary of " +
+                          std::to_string(s.info().vocab_size) + ", but '" + shards_.front().path() +
+                          "' has " + std::to_string(vocab_size()),
+                      {{"path", s.path()},
+                       {"vocab_size", std::to_string(s.info().vocab_size)},
+                       {"expected", std::to_string(vocab_size())}});
+    }
     first_window_.push_back(first);
     first += windows_in(s.size(), seq_len_);
     tokens_ += s.size();
   }
 }
 
-TokenWindows TokenWindows::open(const std::string& dir, const std::string& split, int64_t seq_len,
-                                uint64_t seed, int rank, int world, EpochOrder::ShardMode mode) {
-  const std::string model = dir + "/tokenizer.model";
+std::vector<std::string> TokenWindows::shard_paths(const std::string& dir,
+                                                   const std::string& split) {
   if (!std::filesystem::is_directory(dir)) {
     throw DataError("token data folder '" + dir +
-                    "' does not exist or is not a directory (make one with loom data tokenize)");
+                        "' does not exist or is not a directory (make one with loom data tokenize)",
+                    {{"path", dir}});
   }
-  if (!std::filesystem::exists(model)) {
-    throw DataError("token data '" + dir + "': no tokenizer.model (made by loom data tokenize)");
+  if (!std::filesystem::exists(dir + "/tokenizer.model")) {
+    throw DataError("token data '" + dir + "': no tokenizer.model (made by loom data tokenize)",
+                    {{"path", dir}});
   }
-  const Tokenizer tokenizer = Tokenizer::load(model);
   std::vector<std::string> paths;
   const std::string prefix = split + "-";
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -66,9 +76,17 @@ TokenWindows TokenWindows::open(const std::string& dir, const std::string& split
     }
   }
   if (paths.empty()) {
-    throw DataError("token data '" + dir + "': no " + split + "-NNNNN.tokens shards");
+    throw DataError("token data '" + dir + "': no " + split + "-NNNNN.tokens shards",
+                    {{"path", dir}});
   }
   std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+TokenWindows TokenWindows::open(const std::string& dir, const std::string& split, int64_t seq_len,
+                                uint64_t seed, int rank, int world, EpochOrder::ShardMode mode) {
+  const std::vector<std::string> paths = shard_paths(dir, split);
+  const Tokenizer tokenizer = Tokenizer::load(dir + "/tokenizer.model");
   std::vector<TokenShard> shards;
   const TokenShard::Expect expect{tokenizer.vocab_size(), tokenizer.fingerprint()};
   for (const std::string& path : paths) shards.push_back(TokenShard::open(path, expect));

@@ -25,18 +25,24 @@ namespace loom::data {
 
 class TokenWindows {
  public:
-  // Throws ConfigError when no shard holds a window of `seq_len` + 1 tokens.
+  // Throws ConfigError when no shard holds a window of `seq_len` + 1 tokens, and DataError naming
+  // a shard whose vocabulary is not the first's (the model is made for one vocabulary).
   // `mode`: how the windows split into rank shares (kDrop for training; kExact evaluates every
   // window once over all ranks).
   TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint64_t seed, int rank = 0,
                int world = 1, EpochOrder::ShardMode mode = EpochOrder::ShardMode::kDrop);
 
   // The shards `split`-NNNNN.tokens of a `loom data tokenize` folder, checked against the
-  // folder's tokenizer.model (its vocabulary and fingerprint). Throws DataError naming the
-  // folder when it has none, or the shard that does not belong.
+  // folder's tokenizer.model (its vocabulary and fingerprint) and every id against that
+  // vocabulary (TokenShard::open). Throws DataError naming the folder when it has none, or the
+  // shard that does not belong.
   static TokenWindows open(const std::string& dir, const std::string& split, int64_t seq_len,
                            uint64_t seed, int rank = 0, int world = 1,
                            EpochOrder::ShardMode mode = EpochOrder::ShardMode::kDrop);
+
+  // The paths of those shards, in order, without opening them. Throws DataError naming the
+  // folder when it is missing or has no tokenizer.model or no such shard.
+  static std::vector<std::string> shard_paths(const std::string& dir, const std::string& split);
 
   int64_t seq_len() const { return seq_len_; }
   int64_t size() const { return order_.size(); }  // this rank's windows an epoch

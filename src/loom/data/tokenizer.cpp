@@ -92,6 +92,7 @@ struct LineFeed {
   const std::function<std::optional<std::string>()>* next_line;
   std::string line;
   std::exception_ptr failure;
+  int64_t text_lines = 0;  // lines with more than white space: none, and there is nothing to learn
 
   static const char* next(void* context, size_t* size) {
     auto* feed = static_cast<LineFeed*>(context);
@@ -105,6 +106,7 @@ struct LineFeed {
       feed->failure = std::current_exception();
       return nullptr;
     }
+    feed->text_lines += feed->line.find_first_not_of(" \t\r\n\v\f") != std::string::npos;
     *size = feed->line.size();
     return feed->line.data();
   }
@@ -160,7 +162,7 @@ Tokenizer Tokenizer::train(const std::function<std::optional<std::string>()>& ne
        << "\nshuffle_input_sentence=true\nnum_threads=" << std::max(1, options.threads)
        << "\nunk_id=0\nbos_id=1\neos_id=2\npad_id=-1\nminloglevel=2\n";
   const Module& m = module();
-  LineFeed feed{&next_line, {}, nullptr};
+  LineFeed feed{&next_line, {}, nullptr, 0};
   char* model = nullptr;
   size_t size = 0;
   char error[kErrorBytes] = "";
@@ -169,6 +171,9 @@ Tokenizer Tokenizer::train(const std::function<std::optional<std::string>()>& ne
   if (feed.failure) {
     if (status == 0) m.release(model);
     std::rethrow_exception(feed.failure);
+  }
+  if (status != 0 && feed.text_lines == 0) {
+    throw DataError("tokenizer training: the text holds no lines but blank ones (an empty corpus)");
   }
   if (status != 0) {
     const std::string why = error;

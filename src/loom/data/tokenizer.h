@@ -33,7 +33,8 @@ class Tokenizer {
   // method throws Error when the SentencePiece module cannot be loaded (saying where it looked).
   static Tokenizer load(const std::string& path);
   // A BPE model trained on the lines `next_line` gives until it returns nullopt. Throws
-  // ConfigError for a vocabulary the text cannot fill (naming --vocab-size).
+  // ConfigError for a vocabulary the text cannot fill (naming --vocab-size), DataError for text
+  // without a line that is not blank.
   static Tokenizer train(const std::function<std::optional<std::string>()>& next_line,
                          const TokenizerTraining& options);
 

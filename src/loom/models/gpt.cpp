@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 #include "loom/models/gpt_layers.h"
 
 namespace loom::models {
@@ -73,15 +75,22 @@ class Gpt : public ZooNetwork {
   bool split_for_tensor_parallel(TensorGroup& group) override {
     const int64_t t = group.size();
     if (config_.n_head % t != 0) {
-      throw ConfigError("config key 'parallel.tensor': " + std::to_string(t) +
-                        " ranks do not split the GPT's " + std::to_string(config_.n_head) +
-                        " heads (model.gpt.n_head)");
+      throw ConfigError::at_key(
+          "parallel.tensor",
+          std::to_string(t) + " ranks do not split the GPT's " + std::to_string(config_.n_head) +
+              " heads (model.gpt.n_head); it may be " + divisors_in_words(config_.n_head),
+          {{"value", std::to_string(t)}, {"allowed", divisors_in_words(config_.n_head)}});
     }
     if (group.splits_sequence()) {
       if (config_.seq_len % t != 0) {
-        throw ConfigError("config key 'parallel.tensor_sequence': a context of " +
-                          std::to_string(config_.seq_len) + " positions (data.seq_len) does not " +
-                          "split over " + std::to_string(t) + " ranks (parallel.tensor)");
+        const int64_t both = std::gcd(config_.seq_len, config_.n_head);
+        throw ConfigError::at_key(
+            "parallel.tensor_sequence",
+            "a context of " + std::to_string(config_.seq_len) +
+                " positions (data.seq_len) does not split over " + std::to_string(t) +
+                " ranks (parallel.tensor); with sequence parallelism parallel.tensor may be " +
+                divisors_in_words(both),
+            {{"value", std::to_string(t)}, {"allowed", divisors_in_words(both)}});
       }
       sequence_group_ = &group;
     }
@@ -253,19 +262,23 @@ std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& p
   auto* model = dynamic_cast<Gpt*>(&gpt);
   if (!model) throw Error("gpt: generation needs a model made by make_gpt");
   if (prompt.empty()) throw ConfigError("--prompt: generation starts from at least one token");
-  const auto length = static_cast<int64_t>(prompt.size());
-  if (tokens < 0 || length + tokens > model->seq_len()) {
-    throw ConfigError("--tokens: " + std::to_string(length) + " prompt tokens and " +
-                      std::to_string(tokens) + " more exceed the model's context of " +
-                      std::to_string(model->seq_len()));
-  }
+  if (tokens < 0) throw ConfigError("--tokens: " + std::to_string(tokens) + ", at least 0");
+  const int64_t context = model->seq_len();
   const bool was_training = model->is_training();
   model->eval();
   at::NoGradGuard no_grad;
   at::Generator draws = at::make_generator<at::CPUGeneratorImpl>(sampling.seed);
+  // The model sees at most its context: the last `context` ids of the sequence so far.
+  std::vector<int64_t> sequence(
+      prompt.end() - std::min<int64_t>(context, static_cast<int64_t>(prompt.size())), prompt.end());
+  const auto window = [&] {
+    const auto kept = std::min<int64_t>(context, static_cast<int64_t>(sequence.size()));
+    return at::tensor(std::vector<int64_t>(sequence.end() - kept, sequence.end()), at::kLong)
+        .unsqueeze(0);
+  };
   KvCache cache;
   std::vector<int64_t> out;
-  at::Tensor next = at::tensor(prompt, at::kLong).unsqueeze(0);
+  at::Tensor next = window();
   for (int64_t i = 0; i < tokens; ++i) {
     at::Tensor logits = model->forward_cached(next, cache).select(1, -1).squeeze(0).to(at::kFloat);
     int64_t id = 0;
@@ -281,7 +294,15 @@ std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& p
     }
     out.push_back(id);
     if (id == sampling.stop_id) break;
-    next = at::full({1, 1}, id, at::kLong);
+    sequence.push_back(id);
+    if (cache.length() < context) {
+      next = at::full({1, 1}, id, at::kLong);
+    } else {
+      // The context is full, and positions are absolute: the cached keys were computed at
+      // positions the window has moved past. Slide it: run its last `context` ids afresh.
+      cache = KvCache();
+      next = window();
+    }
   }
   model->train(was_training);
   return out;

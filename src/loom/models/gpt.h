@@ -85,8 +85,10 @@ struct Sampling {
 };
 
 // Up to `tokens` ids drawn one at a time after `prompt` (at least one id), with a KV cache, in
-// evaluation mode and without gradients (the model's mode is restored). Throws ConfigError
-// naming --tokens when prompt and tokens do not fit the context.
+// evaluation mode and without gradients (the model's mode is restored). Past the context the
+// window slides: each id is drawn from the last `seq_len` ids (a longer prompt keeps its last
+// `seq_len`), each such step running the whole window again. Throws ConfigError naming --tokens
+// when `tokens` is negative.
 std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& prompt,
                                   int64_t tokens, const Sampling& sampling);
 

@@ -68,6 +68,9 @@ TrainData load_token_data(const Config& config, int64_t batch_size, int rank, in
   }
   out.test = std::move(tokens.test);
   out.input.task = models::Task::kLanguageModel;
+  // The model's vocabulary is the shards', which TokenWindows::open checked against the
+  // tokenizer's and every id of every shard against (TokenShard::open): no id reaches the
+  // embedding that it has no row for.
   out.input.classes = tokens.vocab_size;
   out.input.seq_len = seq_len;
   return out;
@@ -78,8 +81,7 @@ TrainData load_token_data(const Config& config, int64_t batch_size, int rank, in
 int64_t token_seq_len(const Config& config) {
   if (config.data.seq_len > 0) return config.data.seq_len;
   if (config.model.name == "gpt") return models::gpt_preset(config.model.gpt.preset, 2).seq_len;
-  throw ConfigError("config key 'data.seq_len': needed for tokens with model " +
-                    config.model.name);
+  throw ConfigError("config key 'data.seq_len': needed for tokens with model " + config.model.name);
 }
 
 TrainData load_train_data(const Config& config, int64_t batch_size, int usable_cores, int rank,

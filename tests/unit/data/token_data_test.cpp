@@ -95,6 +95,60 @@ TEST(TokenShard, ABadShardIsNamedWithWhatDiffers) {
   EXPECT_NE(shard_error(dir / "missing.tokens").find("cannot be opened"), std::string::npos);
 }
 
+// The DataError opening `path` raises (failing the test when it opens).
+DataError open_error(const std::string& path, const TokenShard::Expect& expect = {}) {
+  try {
+    TokenShard::open(path, expect);
+  } catch (const DataError& e) {
+    return e;
+  }
+  ADD_FAILURE() << path << " opened";
+  return DataError("");
+}
+
+TEST(TokenShard, AnIdOutsideTheVocabularyIsADataErrorNamingTheShardTheIdAndTheVocabulary) {
+  test::TempDir dir;
+  const std::string narrow = dir / "narrow.tokens";
+  write_token_shard(narrow, {1, 2, 3, 4, 999}, 1000, 7);
+  EXPECT_EQ(TokenShard::open(narrow).max_token(), 999);
+  overwrite(narrow, 64 + 2 * 2, std::string("\xff\xff", 2));  // token 2: 0xFFFF
+  overwrite(narrow, 64 + 3 * 2, std::string("\xe8\x03", 2));  // token 3: 1000, just past
+  const DataError e = open_error(narrow, {1000, 7});
+  EXPECT_EQ(e.field("path"), narrow);
+  EXPECT_EQ(e.field("token_id"), "65535");  // the largest
+  EXPECT_EQ(e.field("vocab_size"), "1000");
+  EXPECT_EQ(e.field("position"), "2");  // the first outside
+  EXPECT_NE(std::string(e.what()).find(narrow), std::string::npos) << e.what();
+
+  // Four bytes a token: the id one past the last.
+  const std::string wide = dir / "wide.tokens";
+  write_token_shard(wide, {70000, 1, 100276}, 100277, 1);
+  EXPECT_EQ(TokenShard::open(wide).max_token(), 100276);
+  overwrite(wide, 64 + 1 * 4, std::string("\xb5\x87\x01\x00", 4));  // 100277
+  const DataError w = open_error(wide);
+  EXPECT_EQ(w.field("token_id"), "100277");
+  EXPECT_EQ(w.field("vocab_size"), "100277");
+  EXPECT_EQ(w.field("position"), "1");
+
+  // An empty shard has no largest id and nothing to refuse.
+  write_token_shard(dir / "empty.tokens", {}, 1000, 7);
+  EXPECT_EQ(TokenShard::open(dir / "empty.tokens").max_token(), -1);
+}
+
+TEST(TokenWindows, ShardsOfDifferentVocabulariesAreRefusedNamingTheShard) {
+  test::TempDir dir;
+  write_token_shard(dir / "a.tokens", std::vector<int32_t>(40, 5), 1000, 1);
+  write_token_shard(dir / "b.tokens", std::vector<int32_t>(40, 1500), 2000, 1);
+  try {
+    TokenWindows({TokenShard::open(dir / "a.tokens"), TokenShard::open(dir / "b.tokens")}, 8, 1);
+    FAIL() << "a model of 1000 ids was given ids up to 1500";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.field("path"), dir / "b.tokens");
+    EXPECT_EQ(e.field("vocab_size"), "2000");
+    EXPECT_EQ(e.field("expected"), "1000");
+  }
+}
+
 TEST(TextCorpus, ReadsParagraphsAcrossFilesPlainAndCompressed) {
   test::TempDir dir;
   std::ofstream(dir / "a.txt") << "first line\nof one paragraph\n\n\nsecond\r\n";
@@ -177,6 +231,28 @@ TEST(Tokenizer, AVocabularyTheTextCannotFillNamesTheOption) {
     FAIL() << "trained 5000 pieces on two lines";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--vocab-size"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tokenizer, TextOfBlankLinesIsRefusedBeforeSentencePieceSeesIt) {
+  SKIP_WITHOUT_SENTENCEPIECE();
+  TokenizerTraining options;
+  options.vocab_size = 100;
+  for (const std::vector<std::string>& lines :
+       {std::vector<std::string>{}, std::vector<std::string>{"", "   ", "\t", " \r"}}) {
+    size_t next = 0;
+    try {
+      Tokenizer::train(
+          [&]() -> std::optional<std::string> {
+            if (next >= lines.size()) return std::nullopt;
+            return lines[next++];
+          },
+          options);
+      FAIL() << "trained on " << lines.size() << " blank lines";
+    } catch (const DataError& e) {
+      // Said before SentencePiece's own internal check speaks, which names its source file.
+      EXPECT_EQ(std::string(e.what()).find("trainer_interface"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -258,7 +258,21 @@ TEST(Gpt, GenerationIsAPureFunctionOfTheSeed) {
     EXPECT_EQ(logits[0][-1].argmax().item<int64_t>(), id);
     sequence.push_back(id);
   }
-  EXPECT_THROW(gpt_generate(*net, prompt, 14, s), ConfigError);  // 17 > 16 positions
+  // Past the context of 16 the window slides: each id is the likeliest after the last 16.
+  const auto slid = gpt_generate(*net, prompt, 30, s);
+  ASSERT_EQ(slid.size(), 30u);
+  sequence = prompt;
+  for (const int64_t id : slid) {
+    const auto kept = static_cast<std::ptrdiff_t>(std::min<size_t>(16, sequence.size()));
+    const std::vector<int64_t> window(sequence.end() - kept, sequence.end());
+    const at::Tensor logits = model.forward(at::tensor(window, at::kLong).unsqueeze(0));
+    EXPECT_EQ(logits[0][-1].argmax().item<int64_t>(), id);
+    sequence.push_back(id);
+  }
+  // A prompt longer than the context keeps its last 16 ids.
+  const std::vector<int64_t> last(sequence.end() - 16, sequence.end());
+  EXPECT_EQ(gpt_generate(*net, sequence, 3, s), gpt_generate(*net, last, 3, s));
+  EXPECT_THROW(gpt_generate(*net, prompt, -1, s), ConfigError);
 }
 
 TEST(TokenCrossEntropyLoss, IsTheMeanOverEveryToken) {
