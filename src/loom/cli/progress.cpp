@@ -90,6 +90,10 @@ void Progress::on_epoch(const train::EpochReport& r) {
   std::fprintf(out_, "epoch %lld/%lld  step %lld  train loss %.4f",
                static_cast<long long>(r.epoch + 1), static_cast<long long>(r.epochs),
                static_cast<long long>(r.step), r.train_loss);
+  if (r.first_step > 0) {
+    std::fprintf(out_, " (the %lld steps since the resume)",
+                 static_cast<long long>(r.train_loss_steps));
+  }
   if (r.evaluated && r.test_perplexity > 0) {
     std::fprintf(out_, "  val loss %.4f  perplexity %.2f  next-token accuracy %.2f%%", r.test_loss,
                  r.test_perplexity, 100 * r.test_accuracy);

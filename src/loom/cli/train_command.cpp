@@ -60,6 +60,18 @@ std::string newest_run_dir() {
   return newest;
 }
 
+// The configuration files a run reads: those given, or, resuming without any, the run's own
+// config.yaml (so that `--resume --set train.epochs=6` goes on with the run's settings, not the
+// defaults); a --set applies over either.
+std::vector<std::string> run_config_paths(const std::vector<std::string>& given,
+                                          const std::string& out_dir, bool resume) {
+  if (!given.empty() || !resume) return given;
+  const std::string own = out_dir + "/config.yaml";
+  if (!std::filesystem::exists(own)) return given;
+  LOOM_LOG(kInfo, "train") << "resuming with the run's own configuration, " << own;
+  return {own};
+}
+
 // "step 10.3 ms: backward 47%  forward 44%  optimizer 7%  data_wait 2%", largest first.
 void print_step_time(const train::TrainSummary& s) {
   if (s.steady_steps == 0 || s.step_times.wall <= 0) return;
@@ -161,9 +173,6 @@ int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (args.trace) overrides.push_back("profile.trace=true");
   if (args.autotune) overrides.push_back("autotune.enabled=true");
-  const Config config = load_run_config(args.config_paths, overrides);
-  train::TrainOptions options;
-  options.topology = detect_topology();
   // A restarted attempt of `loom launch --max-restarts` goes on from the run's checkpoint.
   const bool restarted = comm::restart_attempt() > 0;
   if (restarted && args.out_dir.empty()) {
@@ -171,6 +180,14 @@ int run_train(const TrainArgs& args) {
         "--out: loom launch --max-restarts restarts `loom train` from its output "
         "directory; name one (e.g. --out runs/job)");
   }
+  const std::string out_dir = !args.out_dir.empty() ? args.out_dir
+                              : args.resume         ? newest_run_dir()
+                                                    : timestamped_run_dir();
+  const bool resume = args.resume || restarted;
+  const Config config =
+      load_run_config(run_config_paths(args.config_paths, out_dir, resume), overrides);
+  train::TrainOptions options;
+  options.topology = detect_topology();
   options.restarts = restarts_from_environment();
 
   // Started as one rank of several (loom launch, torchrun, Slurm, Open MPI): data parallel,
@@ -184,10 +201,8 @@ int run_train(const TrainArgs& args) {
   train::JobEntry entry = enter_job_of_command(config, world, args.out_dir);
   if (entry.served) return report_serving(entry.job, *entry.served);
   entry.job.fill(options);
-  options.out_dir = !args.out_dir.empty() ? args.out_dir
-                    : args.resume         ? newest_run_dir()
-                                          : timestamped_run_dir();
-  options.resume = args.resume || restarted;
+  options.out_dir = out_dir;
+  options.resume = resume;
   Progress progress(stdout);
   if (world.rank == 0) options.observer = &progress;
 
@@ -261,7 +276,9 @@ Command add_train_command(CLI::App& app) {
   add_set_option(sub, args->overrides);
   sub->add_option("--out", args->out_dir, "Output directory (default: runs/<timestamp>)");
   sub->add_flag("--resume", args->resume,
-                "Continue from the latest checkpoint in the output directory");
+                "Continue from the latest checkpoint in the output directory, with the run's "
+                "own config.yaml unless configuration files are given (--set applies over it; "
+                "a change to the model, the optimizer or the data's shape is refused)");
   sub->add_flag("--trace", args->trace,
                 "Write a Chrome trace of some steps to OUT/trace.json (profile.trace)");
   sub->add_flag("--autotune", args->autotune,

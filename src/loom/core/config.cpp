@@ -381,6 +381,29 @@ class Writer : public ConfigVisitor {
   }
 };
 
+// checkpoint.keep_best ranks evaluations: the run must evaluate, write checkpoints, and
+// produce the metric (perplexity is a language model's).
+void check_keep_best(const Config& c) {
+  const std::string& metric = c.checkpoint.keep_best;
+  if (metric == "none") return;
+  const auto refuse = [&](const std::string& why) {
+    throw ConfigError::at_key("checkpoint.keep_best", "'" + metric + "' " + why,
+                              {{"value", metric}});
+  };
+  if (metric == "test_perplexity" && c.data.source != "tokens") {
+    refuse(
+        "is a language model's (data.source tokens); this run classifies images, whose "
+        "evaluation gives test_loss and test_accuracy");
+  }
+  if (!c.train.eval) refuse("ranks evaluations, and train.eval is false");
+  if (!c.checkpoint.enabled) refuse("keeps a checkpoint, and checkpoint.enabled is false");
+  if ((c.data.source == "image_folder" || c.data.source == "tar_shards") &&
+      c.data.val_path.empty()) {
+    refuse("ranks evaluations, and " + c.data.source +
+           " data is evaluated only with data.val_path, which is not set");
+  }
+}
+
 void check_consistency(Config& c, const std::set<std::string>& set_keys) {
   if (!c.model.torchscript.empty()) {
     if (set_keys.count("model.name") && c.model.name != "torchscript") {
@@ -403,6 +426,7 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
   if (tokens && c.train.label_smoothing > 0) {
     throw ConfigError("config key 'train.label_smoothing': applies to image classification");
   }
+  check_keep_best(c);
   for (const auto& worker : c.data.remote.workers) {
     const auto colon = worker.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == worker.size() ||

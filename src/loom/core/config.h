@@ -45,12 +45,12 @@ struct RemoteDataConfig {
 
 struct DataConfig {
   std::string source =
-      "fashion_mnist";  // fashion_mnist | idx | synthetic | image_folder | tar_shards | tokens
-  std::string path;     // folder of IDX files, the training image folder, or token shards
-  int64_t seq_len = 0;  // tokens: tokens per window (0 = the model's context)
-  std::string val_path;        // encoded sources: validation data ("" = no evaluation)
-  int64_t batch_size = 64;     // per rank
-  int64_t global_batch = 0;    // all ranks; 0 = batch_size x ranks, else batch_size is derived
+      "fashion_mnist";       // fashion_mnist | idx | synthetic | image_folder | tar_shards | tokens
+  std::string path;          // folder of IDX files, the training image folder, or token shards
+  int64_t seq_len = 0;       // tokens: tokens per window (0 = the model's context)
+  std::string val_path;      // encoded sources: validation data ("" = no evaluation)
+  int64_t batch_size = 64;   // per rank
+  int64_t global_batch = 0;  // all ranks; 0 = batch_size x ranks, else batch_size is derived
   std::string shard = "drop";  // drop | pad: how an epoch splits into equal rank shares
   int64_t eval_batch_size = 500;
   bool augment = false;  // random flip and shift of training images (IDX sources)
@@ -116,6 +116,9 @@ struct CheckpointConfig {
   bool enabled = true;
   int64_t every_steps = 0;  // 0 = at the end of every epoch
   int64_t keep = 3;
+  // none | test_loss | test_accuracy | test_perplexity: the best evaluation's checkpoint is kept
+  // beside the last `keep`
+  std::string keep_best = "none";
   std::string on_error = "stop";  // stop | warn: a save that fails (disk full) stops the run
   bool async = false;  // copy the state at the step boundary, write and commit it in the background
 };
@@ -174,8 +177,8 @@ struct ParallelConfig {
   std::string compression = "none";  // none | bf16 | fp16
   int64_t zero = 0;  // 0 | 1: optimizer state | 2: and gradients | 3: and parameters sharded
   std::string zero3_keep = "last";  // none | last | all: gathered blocks kept for backward
-  double memory_cap_mb = 0;  // a rank's parameters, gradients and optimizer state; 0: none
-  int64_t tensor = 1;        // ranks each transformer layer is split over (tensor parallelism)
+  double memory_cap_mb = 0;         // a rank's parameters, gradients and optimizer state; 0: none
+  int64_t tensor = 1;            // ranks each transformer layer is split over (tensor parallelism)
   bool tensor_sequence = false;  // and the LayerNorm/dropout regions over the sequence
   PipelineConfig pipeline;
   PsConfig ps;

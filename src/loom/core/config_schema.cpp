@@ -44,10 +44,13 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.text("data.val_path", c.data.val_path,
          "image_folder, tar_shards: the validation data; empty = no evaluation.");
   v.integer("data.batch_size", c.data.batch_size, 1,
-            "Samples per optimizer micro-step on each rank (per-rank batch).");
+            "Samples per optimizer micro-step on each data-parallel replica (a rank, or a "
+            "tensor group or pipeline of ranks, which share one batch). With several replicas "
+            "and no data.global_batch the step's batch grows with them, and the run says so.");
   v.integer("data.global_batch", c.data.global_batch, 0,
-            "Samples per micro-step over all ranks; when set, data.batch_size is derived from it "
-            "(global_batch / ranks, which must divide). 0 = data.batch_size x ranks.");
+            "Samples per micro-step over all replicas; when set, data.batch_size is derived from "
+            "it (global_batch / replicas, which must divide), so the same file takes the same "
+            "batch on any number of ranks. 0 = data.batch_size x replicas.");
   v.choice("data.shard", c.data.shard, {"drop", "pad"},
            "Data-parallel runs: every rank gets an equal share of each epoch; drop leaves out the "
            "last samples that do not divide evenly, pad repeats a few from the start.");
@@ -116,7 +119,9 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "Clip the global gradient L2 norm to this value (0 = off).");
   v.number("train.label_smoothing", c.train.label_smoothing, 0.0,
            "Label smoothing of the cross-entropy loss, in [0, 1).");
-  v.integer("train.log_every", c.train.log_every, 1, "Optimizer steps between metric lines.");
+  v.integer("train.log_every", c.train.log_every, 1,
+            "Optimizer steps between metric lines (and a line at the last step; every step "
+            "when the run is shorter).");
   v.boolean("train.eval", c.train.eval, "Evaluate on the test split after every epoch.");
   v.boolean("train.tensorboard", c.train.tensorboard,
             "Write loss, learning rate, samples/s, test results and each phase's share of the "
@@ -177,6 +182,13 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("checkpoint.every_steps", c.checkpoint.every_steps, 0,
             "Optimizer steps between checkpoints (0 = at the end of every epoch).");
   v.integer("checkpoint.keep", c.checkpoint.keep, 1, "Checkpoints kept; older ones are deleted.");
+  v.choice("checkpoint.keep_best", c.checkpoint.keep_best,
+           {"none", "test_loss", "test_accuracy", "test_perplexity"},
+           "Keep the checkpoint of the best evaluation by this metric (lowest test_loss or "
+           "test_perplexity, highest test_accuracy) beside the last checkpoint.keep, also "
+           "after --resume; every evaluation's step then gets a checkpoint. summary.json names "
+           "it (best_checkpoint). test_perplexity needs a language model (data.source tokens); "
+           "a language model's test_accuracy is its next-token accuracy.");
   v.choice("checkpoint.on_error", c.checkpoint.on_error, {"stop", "warn"},
            "A checkpoint that cannot be written (disk full, a read-only file system): stop = "
            "the run exits 1 naming the path and the bytes needed; warn = it logs that and "

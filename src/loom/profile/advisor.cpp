@@ -273,6 +273,80 @@ void add_unsteady_throughput(const RunProfile& run, std::vector<Finding>& out) {
                  mean / p10});
 }
 
+// Overfitting: the validation loss rose at each of the last kOverfitRises evaluations. There is
+// an evaluation an epoch, so a run has few, and a single rise is often the noise of a small
+// validation split; three in a row happen by chance to 1 in 24 series of exchangeable noisy
+// values, and the train loss falling over them says the model is fitting its training data
+// rather than plateauing.
+constexpr size_t kOverfitRises = 3;
+// The last validation loss this far above the best (5%): the model the run ends with has lost
+// enough to make restoring the best checkpoint worth it (high), rather than a drift (moderate).
+constexpr double kOverfitHighRise = 0.05;
+
+std::string loss_text(double loss) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", loss);
+  return buf;
+}
+
+void add_overfitting(const RunProfile& run, std::vector<Finding>& out) {
+  const std::vector<Evaluation>& evals = run.evaluations;
+  if (evals.size() < kOverfitRises + 1) return;
+  const size_t first = evals.size() - 1 - kOverfitRises;  // where the rise starts
+  for (size_t i = first + 1; i < evals.size(); ++i) {
+    if (!(evals[i].eval_loss > evals[i - 1].eval_loss)) return;
+  }
+  const Evaluation& start = evals[first];
+  const Evaluation& last = evals.back();
+  if (!(last.train_loss < start.train_loss)) return;
+  const auto lowest = std::min_element(
+      evals.begin(), evals.end(),
+      [](const Evaluation& a, const Evaluation& b) { return a.eval_loss < b.eval_loss; });
+  int64_t best_step = lowest->step;
+  double best_loss = lowest->eval_loss;
+  // A resumed run's best may be from before its resume, which only checkpoint.keep_best's record
+  // knows (when it ranks by the loss: perplexity is its exponential).
+  if (run.best_checkpoint_step >= 0 && run.best_checkpoint_step < evals.front().step) {
+    const std::string& metric = run.best_checkpoint_metric;
+    if ((metric == "test_loss" && run.best_checkpoint_value < best_loss) ||
+        (metric == "test_perplexity" && run.best_checkpoint_value > 0 &&
+         std::log(run.best_checkpoint_value) < best_loss)) {
+      best_step = run.best_checkpoint_step;
+      best_loss =
+          metric == "test_loss" ? run.best_checkpoint_value : std::log(run.best_checkpoint_value);
+    }
+  }
+  const double rise = best_loss > 0 ? last.eval_loss / best_loss - 1 : 0;
+  Finding f{"overfitting", rise >= kOverfitHighRise ? "high" : "moderate",
+            "the validation loss rose at each of the last " + std::to_string(kOverfitRises) +
+                " evaluations, from " + loss_text(start.eval_loss) + " at step " +
+                std::to_string(start.step) + " to " + loss_text(last.eval_loss) + " at step " +
+                std::to_string(last.step) + ", while the train loss fell from " +
+                loss_text(start.train_loss) + " to " + loss_text(last.train_loss) +
+                "; the best validation loss was " + loss_text(best_loss) + " at step " +
+                std::to_string(best_step),
+            "", "checkpoint.keep_best"};
+  f.step = best_step;
+  if (run.best_checkpoint_step == best_step) {
+    f.advice = "checkpoint.keep_best kept step " + std::to_string(best_step) + "'s checkpoint (" +
+               run.best_checkpoint + "): use it rather than the last";
+  } else if (run.best_checkpoint_step >= 0) {
+    f.advice = "checkpoint.keep_best kept step " + std::to_string(run.best_checkpoint_step) +
+               "'s checkpoint (" + run.best_checkpoint + ", the best by " +
+               run.best_checkpoint_metric + "); checkpoint.keep_best: test_loss would keep step " +
+               std::to_string(best_step) + "'s, the lowest validation loss";
+  } else {
+    f.advice =
+        "set checkpoint.keep_best: test_loss to keep the best evaluation's checkpoint (step " +
+        std::to_string(best_step) + " here), which checkpoint.keep alone deletes";
+  }
+  f.advice +=
+      "; to generalize better: more training data, more dropout (model.dropout, or "
+      "model.gpt.dropout for a GPT), weight decay (optimizer.weight_decay), or fewer epochs "
+      "(train.epochs)";
+  out.push_back(f);
+}
+
 }  // namespace
 
 std::vector<Finding> advise(const RunProfile& run) {
@@ -415,6 +489,7 @@ std::vector<Finding> advise(const RunProfile& run) {
                    "data.batch_size", 0});
   }
   add_unsteady_throughput(run, out);
+  add_overfitting(run, out);
   return out;
 }
 

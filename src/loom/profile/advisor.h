@@ -31,6 +31,9 @@
 //                    waits that grow with the step (the input), other processes on this
 //                    process's cores or a hypervisor's steal (a shared host), or else what to
 //                    check
+//   overfitting      the validation loss rose at each of the last kOverfitRises evaluations
+//                    while the train loss fell: names the best evaluation's step (Finding::step)
+//                    and checkpoint.keep_best, which keeps its checkpoint
 // A script's run (loom.profile.Steps) is told the Python call where a key does not reach it
 // (loom.runtime.configure, loom.pipeline.Pipeline's arguments); `key` stays the configuration key.
 // Removing a share x of the step time speeds it up at most 1 / (1 - x): that bound is the
@@ -43,6 +46,14 @@
 #include "loom/profile/step_timer.h"
 
 namespace loom::profile {
+
+// One evaluation of the run: its step, the train loss of the epoch it closed (the mean over its
+// steps) and the validation (test split) loss.
+struct Evaluation {
+  int64_t step = 0;
+  double train_loss = 0;
+  double eval_loss = 0;
+};
 
 struct RunProfile {
   StepTimes step_times;  // summed over the steady-state steps
@@ -64,7 +75,7 @@ struct RunProfile {
   std::string blas;
   std::string blas_path;
   double fp32_matmul_flops_per_second = 0;
-  std::string memory_format;    // contiguous | channels_last
+  std::string memory_format;  // contiguous | channels_last
   bool convolutional = false;
   int64_t batch_size = 0;
   double cpu_utilisation = 0;  // process CPU seconds / (wall seconds x this rank's cores), 0..1
@@ -123,6 +134,14 @@ struct RunProfile {
   int tensor_ranks = 1;
   int64_t tensor_heads = 0;
   double tensor_split_share = 0;
+  // The evaluations this process ran, oldest first (a resumed run's since its resume), and the
+  // checkpoint checkpoint.keep_best kept (a resumed run's may be from before its resume): its
+  // step, the metric it was ranked by and its value there ("" and -1: none kept).
+  std::vector<Evaluation> evaluations;
+  std::string best_checkpoint;
+  int64_t best_checkpoint_step = -1;
+  std::string best_checkpoint_metric;
+  double best_checkpoint_value = 0;
 };
 
 struct Finding {
@@ -134,6 +153,8 @@ struct Finding {
   // The most the step could speed up (x), 0 when not time-based; unsteady_throughput's is every
   // step as fast as the fastest tenth (mean / p10).
   double max_gain = 0;
+  // The step the finding points at, -1 when none: overfitting's best evaluation.
+  int64_t step = -1;
 };
 
 std::vector<Finding> advise(const RunProfile& run);

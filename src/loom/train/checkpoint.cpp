@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "loom/core/durable_file.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
-#include "loom/core/durable_file.h"
 #include "loom/train/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -26,6 +26,8 @@ namespace {
 constexpr int kFormatVersion = 1;
 constexpr const char* kPrefix = "step-";
 const std::string kRankRngPrefix = "rng/cpu/rank";
+// checkpoint.keep_best's record: {"checkpoint": "step-N", "step", "metric", "value"}.
+constexpr const char* kBestRecord = "best.json";
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -225,6 +227,7 @@ void CheckpointStore::prune() {
   remove_unfinished();
   auto all = list();
   for (size_t i = 0; i + keep_ < all.size(); ++i) {
+    if (!spared_.empty() && fs::path(all[i]).filename() == spared_) continue;
     LOOM_LOG(kDebug, "checkpoint")
         << "pruning " << all[i] << " (checkpoint.keep = " << keep_ << ")";
     // Out of sight first: a crash halfway through deleting must not leave a directory that
@@ -233,6 +236,43 @@ void CheckpointStore::prune() {
     fs::rename(all[i], doomed);
     fs::remove_all(doomed);
   }
+}
+
+void CheckpointStore::set_best(const BestCheckpoint& best) {
+  const std::string name = fs::path(best.path).filename().string();
+  const nlohmann::ordered_json record = {
+      {"checkpoint", name}, {"step", best.step}, {"metric", best.metric}, {"value", best.value}};
+  replace_file_atomically((fs::path(dir_) / kBestRecord).string(), record.dump() + "\n");
+  spared_ = name;
+  prune();
+}
+
+void CheckpointStore::spare(const std::string& path) {
+  spared_ = fs::path(path).filename().string();
+}
+
+std::optional<BestCheckpoint> CheckpointStore::recorded_best() const {
+  const fs::path file = fs::path(dir_) / kBestRecord;
+  if (!fs::exists(file)) return std::nullopt;
+  BestCheckpoint best;
+  try {
+    const auto record = nlohmann::json::parse(read_file(file.string()));
+    best.path = (fs::path(dir_) / record.at("checkpoint").get<std::string>()).string();
+    best.step = record.at("step");
+    best.metric = record.at("metric");
+    best.value = record.at("value");
+  } catch (const nlohmann::json::exception& e) {
+    LOOM_LOG(kWarn, "checkpoint") << file.string() << " is malformed (" << e.what()
+                                  << "); no best checkpoint is kept from before";
+    return std::nullopt;
+  }
+  if (!is_complete(best.path)) {
+    LOOM_LOG(kWarn, "checkpoint") << file.string() << " names " << best.path
+                                  << ", which is not a complete checkpoint; no best checkpoint "
+                                  << "is kept from before";
+    return std::nullopt;
+  }
+  return best;
 }
 
 CheckpointData CheckpointStore::load(const std::string& path) {

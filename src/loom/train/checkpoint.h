@@ -9,8 +9,9 @@
 // Tensors are under the model's own names whatever the layout, so any layout can resume it.
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
-// the previous checkpoint intact and loadable. Not thread-safe; one writer per directory (which
-// may be a thread of its own: AsyncCheckpointWriter).
+// the previous checkpoint intact and loadable. Under checkpoint.keep_best the best evaluation's
+// checkpoint is recorded in `best.json` (replaced the same way) and pruning spares it. Not
+// thread-safe; one writer per directory (which may be a thread of its own: AsyncCheckpointWriter).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,6 +25,7 @@
 #include "loom/core/tensor_to_fetch.h"
 #include "loom/data/loader_state.h"
 #include "loom/models/model.h"
+#include "loom/train/best_checkpoint.h"
 
 namespace loom::train {
 
@@ -43,8 +45,8 @@ struct CheckpointData {
   // More of each, written after those and fetched one at a time as the writer reaches them
   // (other ranks' shares of a pipeline, which rank 0 need not hold all at once).
   std::vector<TensorToFetch> model_to_fetch, optimizer_to_fetch;
-  std::string optimizer_kind;               // sgd | adam | adamw
-  at::Tensor rng_state;                     // CPU generator state (of rank 0)
+  std::string optimizer_kind;  // sgd | adam | adamw
+  at::Tensor rng_state;        // CPU generator state (of rank 0)
   std::map<int, at::Tensor>
       rank_rng_states;      // a pipeline's ranks' own generators, by pipeline rank
   std::string layout_json;  // how the writing run was laid out; "" if unknown
@@ -78,6 +80,16 @@ class CheckpointStore {
   // Committed checkpoints, oldest first.
   std::vector<std::string> list() const;
 
+  // checkpoint.keep_best. Records `best` in best.json (atomically, as `latest`), spares its
+  // checkpoint from pruning from now on, and prunes the one it spared before if that is past
+  // checkpoint.keep. Between saves only (it prunes): never while a background save is writing.
+  void set_best(const BestCheckpoint& best);
+  // Spares the checkpoint at `path` from pruning without recording it (a resumed run's best).
+  void spare(const std::string& path);
+  // What best.json records, when it names a complete checkpoint here; none when there is no
+  // record, and (with a warning) when it is unreadable or its checkpoint is gone.
+  std::optional<BestCheckpoint> recorded_best() const;
+
   // Throws DataError naming the file for a missing or malformed checkpoint.
   static CheckpointData load(const std::string& path);
 
@@ -88,6 +100,7 @@ class CheckpointStore {
 
   std::string dir_;
   int64_t keep_;
+  std::string spared_;  // the best checkpoint's directory name, kept beside the last keep_
   int64_t kill_in_save_step_;
   int64_t pause_in_save_ms_;
 };

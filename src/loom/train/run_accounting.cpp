@@ -9,6 +9,12 @@
 #include "loom/train/summary.h"
 
 namespace loom::train {
+
+bool log_line_due(int64_t step, int64_t total_steps, int64_t log_every) {
+  if (step == total_steps || total_steps < log_every) return true;
+  return log_every > 0 && step % log_every == 0;
+}
+
 RunAccounting::RunAccounting(const Config& config, RunAccountingOptions options)
     : trace_(config.profile.trace),
       options_(std::move(options)),
@@ -90,12 +96,16 @@ void RunAccounting::log_epoch(const EpochReport& r) {
                                    {"epoch", r.epoch + 1},
                                    {"step", r.step},
                                    {"train_loss", r.train_loss},
+                                   {"train_loss_steps", r.train_loss_steps},
                                    {"seconds", r.seconds}};
+  // Resumed inside this epoch: its loss covers the steps since the resume only.
+  if (r.first_step > 0) record["train_loss_from_step_in_epoch"] = r.first_step;
   if (r.evaluated) {
     record["test_loss"] = r.test_loss;
     record["test_accuracy"] = r.test_accuracy;
     if (r.test_perplexity > 0) record["test_perplexity"] = r.test_perplexity;
     telemetry_.log_eval(r.step, r.test_loss, r.test_accuracy, r.test_perplexity);
+    evaluations_.push_back({r.step, r.train_loss, r.test_loss});  // for the advisor
   }
   write(record);
 }
@@ -161,6 +171,13 @@ void RunAccounting::finish(TrainSummary& s, profile::RunProfile p) const {
   p.blas = s.blas.name;
   p.blas_path = s.blas.path;
   p.fp32_matmul_flops_per_second = s.fp32_matmul_flops_per_second;
+  p.evaluations = evaluations_;
+  if (s.best_checkpoint) {
+    p.best_checkpoint = s.best_checkpoint->path;
+    p.best_checkpoint_step = s.best_checkpoint->step;
+    p.best_checkpoint_metric = s.best_checkpoint->metric;
+    p.best_checkpoint_value = s.best_checkpoint->value;
+  }
   s.findings = profile::advise(p);
   if (options_.rank == 0) write_summary(options_.out_dir + "/summary.json", s, host);
 }

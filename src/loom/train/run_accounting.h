@@ -18,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
@@ -33,6 +34,11 @@
 #include "loom/train/trainer.h"
 
 namespace loom::train {
+
+// Whether step `step` (1-based) of a run of `total_steps` steps writes a log line (a metrics
+// record): every `log_every` steps and the run's last; every step of a run shorter than
+// `log_every`, so that a short run still draws a curve rather than one point.
+bool log_line_due(int64_t step, int64_t total_steps, int64_t log_every);
 
 struct RunAccountingOptions {
   std::string out_dir;
@@ -80,7 +86,8 @@ class RunAccounting : public PhaseSink {
   // records), to metrics.jsonl and TensorBoard; starts a new window. Returns the step record.
   nlohmann::ordered_json log_window(int64_t step, int64_t epoch, double loss, double lr,
                                     const std::vector<parallel::LayoutMetrics*>& pieces = {});
-  // The end of an epoch: an "epoch" record, with its evaluation (also to TensorBoard) if any.
+  // The end of an epoch: an "epoch" record, with its evaluation (also to TensorBoard, and kept
+  // for the advisor's overfitting rule) if any.
   void log_epoch(const EpochReport& r);
   void write(const nlohmann::ordered_json& record) {
     if (metrics_) metrics_->write(record);
@@ -122,6 +129,7 @@ class RunAccounting : public PhaseSink {
   double window_seconds_ = 0, window_loss_ = 0;
   int64_t window_steps_ = 0, window_samples_ = 0, window_losses_ = 0;
   double window_comm_seconds_ = 0, window_comm_exposed_ = 0;
+  std::vector<profile::Evaluation> evaluations_;  // the epochs' evaluations, for the advisor
 };
 
 }  // namespace loom::train

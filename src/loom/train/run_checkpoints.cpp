@@ -21,6 +21,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& out_dir,
              setting_int("LOOM_FAULT_KILL_IN_SAVE"), setting_int("LOOM_FAULT_SLOW_SAVE_MS")) {
   if (leader) store_.remove_unfinished();  // what a killed save left behind
   if (leader && config.checkpoint.async) writer_ = std::make_unique<AsyncCheckpointWriter>(store_);
+  if (leader && keeps_best()) keep_best_.emplace(config.checkpoint.keep_best);
   times_.async = config.checkpoint.async;
 }
 
@@ -29,10 +30,11 @@ void RunCheckpoints::fill_summary(const TrainPosition& position, bool preempted,
   s.last_checkpoint = last_;
   // The writer knows whether the stop step's checkpoint was committed; the other ranks stopped
   // with it and resume from what it wrote.
-  s.preempted_checkpoint = preempted && config_.checkpoint.enabled &&
-                           (!leader_ || committed_step_ == position.step);
+  s.preempted_checkpoint =
+      preempted && config_.checkpoint.enabled && (!leader_ || committed_step_ == position.step);
   s.checkpoint_failures = failures_;
   s.checkpoint_times = times_;
+  if (keep_best_) s.best_checkpoint = keep_best_->best();
 }
 
 data::LoaderState RunCheckpoints::loader_state(const TrainPosition& position) const {
@@ -81,6 +83,17 @@ CheckpointData RunCheckpoints::resume_from(const std::string& path) {
   }
   saved_step_ = committed_step_ = ckpt.position.step;
   last_ = path;
+  // The best so far stays kept, and later evaluations are ranked against it.
+  if (keep_best_) {
+    if (const auto best = store_.recorded_best(); best && best->metric == keep_best_->metric()) {
+      keep_best_->resume(*best);
+      store_.spare(best->path);
+    } else if (best) {
+      LOOM_LOG(kInfo, "checkpoint")
+          << "the best checkpoint so far, " << best->path << ", was ranked by " << best->metric
+          << ", not " << keep_best_->metric() << ": it is no longer kept";
+    }
+  }
   return ckpt;
 }
 
@@ -178,6 +191,7 @@ void RunCheckpoints::committed(int64_t step, const std::string& path, double blo
   last_ = path;
   committed_step_ = step;
   times_.add(blocked_seconds, background_seconds);
+  if (keep_best_) record_best(keep_best_->committed(step, path));
   if (!on_commit_) return;
   on_commit_(path, {{"type", "checkpoint"},
                     {"step", step},
@@ -185,6 +199,24 @@ void RunCheckpoints::committed(int64_t step, const std::string& path, double blo
                     {"async", writer_ != nullptr},
                     {"blocked_seconds", blocked_seconds},
                     {"background_seconds", background_seconds}});
+}
+
+void RunCheckpoints::evaluated(int64_t step, const EvalResult& result) {
+  if (keep_best_) record_best(keep_best_->evaluated(step, keep_best_->value_of(result)));
+}
+
+void RunCheckpoints::record_best(const std::optional<BestCheckpoint>& best) {
+  if (!best) return;
+  // Called after a write has been reported, or at an evaluation whose step's checkpoint was
+  // already reported: no background write is in flight while the store prunes.
+  try {
+    store_.set_best(*best);
+  } catch (const std::exception& e) {
+    failed("recording the best checkpoint " + best->path + ": " + e.what());
+    return;
+  }
+  LOOM_LOG(kInfo, "checkpoint") << "best so far: " << best->path << " (" << best->metric << " "
+                                << best->value << " at step " << best->step << ")";
 }
 
 void RunCheckpoints::failed(const std::string& error) {

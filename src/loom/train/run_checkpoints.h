@@ -13,6 +13,10 @@
 // the run and a preempted one (finish_writing). Each committed checkpoint is reported with the
 // time it held training up and the time it took in the background.
 //
+// Under checkpoint.keep_best every evaluation's step gets a checkpoint, and the writer keeps the
+// one of the best evaluation beside the last checkpoint.keep (KeepBest, best.json), resumed runs
+// included.
+//
 // Threading: the training thread (the writer's own thread only writes the copy).
 #pragma once
 
@@ -29,7 +33,9 @@
 #include "loom/data/batch_source.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/train/async_checkpoint_writer.h"
+#include "loom/train/best_checkpoint.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/evaluate.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -90,6 +96,13 @@ class RunCheckpoints {
   // The training loader's place at `position`: its next batch.
   data::LoaderState loader_state(const TrainPosition& position) const;
 
+  // checkpoint.keep_best is on: each evaluation's step is to have a checkpoint (save() there).
+  bool keeps_best() const { return config_.checkpoint.keep_best != "none"; }
+  // The evaluation at `step` (the result every rank knows). On the writer, under
+  // checkpoint.keep_best, it may make that step's checkpoint the best one (now, or once it is
+  // committed). Call it before or after save() at that step.
+  void evaluated(int64_t step, const EvalResult& result);
+
  private:
   // The checkpoint of `step` is committed at `path`: recorded and told.
   void committed(int64_t step, const std::string& path, double blocked_seconds,
@@ -98,11 +111,15 @@ class RunCheckpoints {
   void failed(const std::string& error);
   // The outcome of the background write, if any.
   void report(const std::optional<AsyncWriteResult>& result);
+  // Records a new best checkpoint (best.json) and prunes the one it replaces; a failure is a
+  // failed save's.
+  void record_best(const std::optional<BestCheckpoint>& best);
 
   const Config& config_;
   const bool leader_;
   Parts parts_;
   CheckpointStore store_;
+  std::optional<KeepBest> keep_best_;              // checkpoint.keep_best, on the leader
   std::unique_ptr<AsyncCheckpointWriter> writer_;  // checkpoint.async, on the leader
   double in_flight_blocked_ = 0;                   // how long the write in flight held training up
   CommitSink on_commit_;

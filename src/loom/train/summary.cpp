@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "loom/core/durable_file.h"
@@ -39,15 +40,16 @@ nlohmann::ordered_json peak_megabytes(const TrainSummary& s) {
   return out;
 }
 
-nlohmann::ordered_json findings_json(const TrainSummary& s) {
+nlohmann::ordered_json findings_json(const std::vector<profile::Finding>& findings) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& f : s.findings) {
+  for (const auto& f : findings) {
     out.push_back({{"id", f.id},
                    {"severity", f.severity},
                    {"evidence", f.evidence},
                    {"advice", f.advice},
                    {"key", f.key},
-                   {"max_gain", f.max_gain > 0 ? nlohmann::ordered_json(f.max_gain) : nullptr}});
+                   {"max_gain", f.max_gain > 0 ? nlohmann::ordered_json(f.max_gain) : nullptr},
+                   {"step", f.step >= 0 ? nlohmann::ordered_json(f.step) : nullptr}});
   }
   return out;
 }
@@ -142,6 +144,13 @@ nlohmann::ordered_json checkpoints_json(const CheckpointTimes& t) {
           {"max_background_seconds", t.max_background_seconds}};
 }
 
+// checkpoint.keep_best's checkpoint, or null.
+nlohmann::ordered_json best_checkpoint_json(const std::optional<BestCheckpoint>& best) {
+  if (!best) return nullptr;
+  return {
+      {"path", best->path}, {"step", best->step}, {"metric", best->metric}, {"value", best->value}};
+}
+
 nlohmann::ordered_json remote_json(const TrainSummary& s) {
   if (s.remote_workers.empty()) return nullptr;
   nlohmann::ordered_json workers = nlohmann::ordered_json::array();
@@ -198,7 +207,8 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"gradient_bytes", s.gradient_bytes},
         {"parameter_bytes", s.parameter_bytes}}},
       {"step_time", step_time_json(s)},
-      {"findings", findings_json(s)},
+      {"findings", findings_json(s.findings)},
+      {"notices", findings_json(s.notices)},
       {"mfu",
        {{"forward_flops_per_sample", s.forward_flops_per_sample},
         {"training_flops_per_sample", 3 * s.forward_flops_per_sample},
@@ -259,6 +269,11 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
       {"machine",
        {{"cpu", topology.cpu_model},
         {"usable_cores", topology.usable_cores},
+        // The machine's cores as this process may use them (affinity and quota), apart from
+        // the share of them each rank sized its threads to (usable_cores, kept for readers).
+        {"cores", usable_cores(topology.affinity_cores, topology.quota_cores)},
+        {"online_cores", topology.online_cores},
+        {"rank_cores", topology.usable_cores},
         {"avx2", topology.cpu.avx2},
         {"avx512f", topology.cpu.avx512f},
         {"avx512_bf16", topology.cpu.avx512_bf16},
@@ -266,6 +281,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"cpu_capability", to_string(topology.kernels)}}},
       {"resumed_from_step", known(s.resumed_from_step)},
       {"last_checkpoint", s.last_checkpoint},
+      {"best_checkpoint", best_checkpoint_json(s.best_checkpoint)},
       {"preempted", s.preempted},
       {"checkpoint_failures", s.checkpoint_failures},
       {"checkpoints", checkpoints_json(s.checkpoint_times)},

@@ -11,12 +11,21 @@
 #include "loom/core/rng.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/optimizer_on_servers.h"
+#include "loom/train/resume_check.h"
 #include "loom/train/schedule.h"
+#include "loom/train/start_notices.h"
 #include "loom/train/training_run.h"
 
 namespace loom::train {
 
 void TrainingRun::set_up() {
+  // What the checkpoint was written with is checked first, from its manifest alone: before
+  // anything is built (a refused resume fails fast) or written (it leaves the folder as it was).
+  if (options_.resume) {
+    if (const auto latest = checkpoint_to_resume(options_.out_dir)) {
+      check_resume_config(config_, *latest);
+    }
+  }
   std::filesystem::create_directories(options_.out_dir);
   parts_ = build_run_parts(config_, options_, layouts_, plan_.data.replica, plan_.data.replicas,
                            leader(), info_);
@@ -41,7 +50,31 @@ void TrainingRun::set_up() {
     if (options_.observer) options_.observer->on_checkpoint(path);
   });
   faults_ = StepFaults::for_rank(rank_, comm::restart_attempt());
+  notices_ = start_notices(config_, plan_, total_steps_);
+
+  info_.machine = describe(options_.topology);
+  info_.train_samples = parts_.data.train->samples();
+  info_.test_samples = parts_.data.test ? parts_.data.test->samples() : 0;
+  info_.steps_per_epoch = steps_per_epoch_;
+  info_.total_steps = total_steps_;
+  info_.epochs = config_.train.epochs;
+  info_.tokens_per_sample = parts_.data.input.tokens_per_sample();
+  info_.out_dir = options_.out_dir;
+}
+
+std::optional<std::string> TrainingRun::resume_if_asked() {
+  const std::optional<std::string> latest = checkpoints_->latest(options_.resume);
+  if (!latest) return latest;
+  const CheckpointData ckpt = checkpoints_->resume_from(*latest);
+  position_ = ckpt.position;
+  resumed_autotune_json_ = ckpt.autotune_json;
+  info_.resumed_from_step = position_.step;
+  return latest;
+}
+
+void TrainingRun::open_run_files(bool resumed) {
   if (leader()) {
+    for (const auto& n : notices_) LOOM_LOG(kWarn, "train") << n.evidence << "; " << n.advice;
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
     // The run's own tokenizer, for `loom generate RUN_DIR` wherever the token data goes later.
     if (parts_.data.input.task == models::Task::kLanguageModel) {
@@ -61,28 +94,10 @@ void TrainingRun::set_up() {
   accounting.cpu_seconds_at_start = cpu_seconds_at_start_;
   accounting_ = std::make_unique<RunAccounting>(config_, std::move(accounting));
   accounting_->set_warmup_steps(std::min<int64_t>(5, total_steps_ / 10));
+  accounting_->open_metrics(resumed);
   if (!parts_.data.train->worker_stats().empty()) {
     remote_metrics_ = std::make_unique<RemoteWorkerMetrics>(*parts_.data.train);
   }
-
-  info_.machine = describe(options_.topology);
-  info_.train_samples = parts_.data.train->samples();
-  info_.test_samples = parts_.data.test ? parts_.data.test->samples() : 0;
-  info_.steps_per_epoch = steps_per_epoch_;
-  info_.total_steps = total_steps_;
-  info_.epochs = config_.train.epochs;
-  info_.tokens_per_sample = parts_.data.input.tokens_per_sample();
-  info_.out_dir = options_.out_dir;
-}
-
-void TrainingRun::resume_if_asked() {
-  const std::optional<std::string> latest = checkpoints_->latest(options_.resume);
-  accounting_->open_metrics(latest.has_value());
-  if (!latest) return;
-  const CheckpointData ckpt = checkpoints_->resume_from(*latest);
-  position_ = ckpt.position;
-  resumed_autotune_json_ = ckpt.autotune_json;
-  info_.resumed_from_step = position_.step;
 }
 
 double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
@@ -204,6 +219,8 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   r.epochs = config_.train.epochs;
   r.step = position_.step;
   r.train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
+  r.train_loss_steps = epoch_steps_;
+  r.first_step = first_step;
   const bool epoch_done = position_.step_in_epoch == steps_per_epoch_;
   if (config_.train.eval && parts_.data.test && !preempted_ &&
       (epoch_done || position_.step == total_steps_)) {
@@ -212,6 +229,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     r.test_loss = last_eval_.loss;
     r.test_accuracy = last_eval_.accuracy;
     if (info_.tokens_per_sample > 0) r.test_perplexity = last_eval_.perplexity();
+    checkpoints_->evaluated(position_.step, last_eval_);  // checkpoint.keep_best ranks it
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
   if (epoch_done) {
@@ -220,7 +238,10 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
   }
   accounting_->log_epoch(r);
   if (options_.observer) options_.observer->on_epoch(r);
-  if (every == 0 && epoch_done) save_checkpoint();
+  // checkpoint.keep_best: an evaluation's step has a checkpoint, to keep if it is the best.
+  if ((every == 0 && epoch_done) || (r.evaluated && checkpoints_->keeps_best())) {
+    save_checkpoint();
+  }
 }
 
 bool TrainingRun::stop_requested() {
@@ -262,7 +283,9 @@ void TrainingRun::start_layout() {
 
 TrainSummary TrainingRun::run() {
   set_up();
-  resume_if_asked();
+  // The run's files are written only once the checkpoint has loaded: a resume that is refused,
+  // whatever the reason, leaves the folder as it was.
+  open_run_files(resume_if_asked().has_value());
   // After resuming, so that rank 0's restored parameters are the ones every rank starts from.
   start_layout();
   start_watchdog();

@@ -27,6 +27,7 @@
 #include "loom/profile/advisor.h"
 #include "loom/profile/autotuner.h"
 #include "loom/profile/step_timer.h"
+#include "loom/train/best_checkpoint.h"
 #include "loom/train/runtime_choice.h"
 
 namespace loom::train {
@@ -38,7 +39,7 @@ struct RunInfo {
   std::string machine;  // topology description
   int64_t train_samples = 0, test_samples = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, epochs = 0;
-  int64_t tokens_per_sample = 0;  // a language model's window; 0 for images
+  int64_t tokens_per_sample = 0;   // a language model's window; 0 for images
   int64_t resumed_from_step = -1;  // -1: fresh start
   std::string out_dir;
   std::string layout;         // parallel::LayoutPlan::describe()
@@ -53,12 +54,15 @@ struct StepReport {
   double samples_per_second = 0.0;  // recent throughput
   double tokens_per_second = 0.0;   // a language model's (0 for images)
   double elapsed_seconds = 0.0, eta_seconds = 0.0;
-  bool log_line = false;  // true every train.log_every steps
+  bool log_line = false;  // every train.log_every steps and the last (every step in a shorter run)
 };
 
 struct EpochReport {
   int64_t epoch = 0, epochs = 0, step = 0;
   double train_loss = 0.0;
+  // The steps train_loss averages: the epoch's, or, in the epoch a resume began inside, only
+  // those since the resume (first_step > 0, the epoch's step it resumed at).
+  int64_t train_loss_steps = 0, first_step = 0;
   bool evaluated = false;
   double test_loss = 0.0, test_accuracy = 0.0;
   double test_perplexity = 0.0;  // a language model's exp(test_loss); 0 for images
@@ -117,6 +121,8 @@ struct TrainSummary {
   // was committed (preempted_checkpoint), and --resume goes on from there exactly.
   bool preempted = false;
   bool preempted_checkpoint = false;
+  // checkpoint.keep_best: the kept checkpoint of the best evaluation (none before one).
+  std::optional<BestCheckpoint> best_checkpoint;
   int64_t checkpoint_failures = 0;      // saves that failed under checkpoint.on_error: warn
   CheckpointTimes checkpoint_times;     // their times, blocked and in the background
   std::vector<RestartRecord> restarts;  // of this job before this attempt, oldest first
@@ -131,8 +137,8 @@ struct TrainSummary {
   // Bytes of the parameters this rank (rank 0) holds between steps: the whole model's, or its
   // shards' under parallel.zero: 3.
   int64_t parameter_bytes = 0;
-  double allocator_hit_rate = 0.0;      // caching allocator: share of blocks served from cache
-  data::LoaderStats data;               // the training loader's samples, bad samples, time
+  double allocator_hit_rate = 0.0;  // caching allocator: share of blocks served from cache
+  data::LoaderStats data;           // the training loader's samples, bad samples, time
   int loader_threads = 0;
   // With data.remote.workers: each worker's record, and batches local threads built.
   std::vector<data::RemoteWorkerStats> remote_workers;
@@ -142,6 +148,7 @@ struct TrainSummary {
   profile::StepTimes step_times;          // summed over the steady-state steps
   int64_t steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
+  std::vector<profile::Finding> notices;   // said at the start (start_notices.h)
   // How the ranks shared the work: the layout's plan and its own report, and the gradient
   // exchange of the steady-state steps (where there is one).
   parallel::LayoutPlan plan;
@@ -159,7 +166,7 @@ struct TrainSummary {
   // which: a transformer's 6N + 12 L d T per token).
   double forward_flops_per_sample = 0;
   std::string flops_basis = "counted";
-  double peak_flops_per_second = 0;     // calibrated with a matrix product in peak_dtype
+  double peak_flops_per_second = 0;  // calibrated with a matrix product in peak_dtype
   std::string peak_dtype;
   // The BLAS library LibTorch's fp32 matrix products ran on, and their rate on one rank.
   BlasLibrary blas;

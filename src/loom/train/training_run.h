@@ -50,8 +50,13 @@ class TrainingRun : private parallel::StepObserver {
   TrainSummary run();
 
  private:
+  // Builds the run's parts; writes nothing in the run's folder.
   void set_up();
-  void resume_if_asked();
+  // Loads the checkpoint to resume from, if asked and there is one; returns its path.
+  std::optional<std::string> resume_if_asked();
+  // The run's own files: config.yaml, the tokenizer, metrics and events (appended to when
+  // `resumed`), and the accounting that writes them.
+  void open_run_files(bool resumed);
   void train_epoch(int64_t epoch, int64_t first_step);
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
   // Commits a checkpoint of the run as it stands (RunCheckpoints), unless this step has one.
@@ -95,8 +100,9 @@ class TrainingRun : private parallel::StepObserver {
   RunInfo info_;
   TrainPosition position_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0;
-  StepFaults faults_;       // testing aids (LOOM_FAULT_*) meant for this rank
-  bool preempted_ = false;  // SIGTERM: the loop stopped after the current step
+  StepFaults faults_;                      // testing aids (LOOM_FAULT_*) meant for this rank
+  std::vector<profile::Finding> notices_;  // said at the start, kept in the summary
+  bool preempted_ = false;                 // SIGTERM: the loop stopped after the current step
   std::unique_ptr<StallWatchdog> watchdog_;
 
   double epoch_loss_ = 0.0;

@@ -24,8 +24,7 @@ EvalResult TrainingRun::evaluate_test() {
 void TrainingRun::report_step(double loss) {
   epoch_loss_ += loss;
   ++epoch_steps_;
-  const bool log_line =
-      position_.step % config_.train.log_every == 0 || position_.step == total_steps_;
+  const bool log_line = log_line_due(position_.step, total_steps_, config_.train.log_every);
   StepReport r;
   r.step = position_.step;
   r.total_steps = total_steps_;
@@ -56,6 +55,7 @@ TrainSummary TrainingRun::summarize() {
   s.epochs = position_.epoch;
   s.steps = position_.step;
   s.samples = position_.samples;
+  s.notices = notices_;
   s.evaluated = last_eval_.samples > 0;
   s.test_accuracy = last_eval_.accuracy;
   s.test_loss = last_eval_.loss;

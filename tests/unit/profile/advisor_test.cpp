@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace loom::profile {
 namespace {
@@ -622,6 +626,89 @@ TEST(Advisor, SteadyStepsAreNotUnsteady) {
   few.step_seconds.resize(19);
   few.step_data_wait_seconds.resize(19);
   EXPECT_EQ(find(advise(few), "unsteady_throughput"), nullptr);
+}
+
+// A series of evaluations, one an epoch of 100 steps: (train loss, validation loss) each.
+std::vector<Evaluation> evaluations(const std::vector<std::pair<double, double>>& losses) {
+  std::vector<Evaluation> out;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    out.push_back({static_cast<int64_t>(100 * (i + 1)), losses[i].first, losses[i].second});
+  }
+  return out;
+}
+
+// The validation loss rising at each of the last 3 evaluations while the train loss falls is
+// overfitting, pointing at the best evaluation's step and checkpoint.keep_best.
+TEST(Advisor, OverfittingNamesTheBestStepAndKeepBest) {
+  RunProfile r = run_waiting(0);
+  r.evaluations =
+      evaluations({{3.0, 5.4}, {2.4, 5.2}, {2.0, 5.15}, {1.7, 5.16}, {1.5, 5.2}, {1.3, 5.29}});
+  std::vector<Finding> findings = advise(r);
+  const Finding* f = find(findings, "overfitting");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->key, "checkpoint.keep_best");
+  EXPECT_EQ(f->step, 300);             // the lowest validation loss, 5.15
+  EXPECT_EQ(f->severity, "moderate");  // 5.29 is 2.7% above it
+  EXPECT_EQ(f->max_gain, 0);
+  EXPECT_NE(f->advice.find("checkpoint.keep_best"), std::string::npos) << f->advice;
+
+  // Far above its best: high. The kept checkpoint is named when it is the best step's.
+  r.evaluations.push_back({700, 1.2, 5.6});
+  r.best_checkpoint = "runs/x/checkpoints/step-00000300";
+  r.best_checkpoint_step = 300;
+  findings = advise(r);
+  f = find(findings, "overfitting");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_EQ(f->step, 300);
+  EXPECT_NE(f->advice.find(r.best_checkpoint), std::string::npos) << f->advice;
+}
+
+// A resumed run saw only its own evaluations: checkpoint.keep_best's record from before the
+// resume knows the best, when it ranks by the loss (or perplexity, its exponential).
+TEST(Advisor, OverfittingAfterAResumeCountsTheKeptBestFromBefore) {
+  RunProfile r = run_waiting(0);
+  r.evaluations = evaluations({{1.3, 5.2}, {1.2, 5.25}, {1.1, 5.3}, {1.0, 5.4}});  // steps 100-400
+  for (Evaluation& e : r.evaluations) e.step += 1000;
+  r.best_checkpoint = "runs/x/checkpoints/step-00000600";
+  r.best_checkpoint_step = 600;
+  r.best_checkpoint_metric = "test_perplexity";
+  r.best_checkpoint_value = std::exp(5.0);
+  std::vector<Finding> findings = advise(r);
+  const Finding* f = find(findings, "overfitting");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->step, 600);
+  EXPECT_EQ(f->severity, "high");  // 5.4 is 8% above 5.0
+  EXPECT_NE(f->advice.find(r.best_checkpoint), std::string::npos) << f->advice;
+
+  // Kept by accuracy, which does not rank losses: the best loss is this process's own.
+  r.best_checkpoint_metric = "test_accuracy";
+  r.best_checkpoint_value = 0.4;
+  findings = advise(r);
+  f = find(findings, "overfitting");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->step, 1100);
+  EXPECT_EQ(f->key, "checkpoint.keep_best");
+}
+
+TEST(Advisor, NoOverfittingWithoutThreeRisesWhileTheTrainLossFalls) {
+  RunProfile r = run_waiting(0);
+  // Two rises only.
+  r.evaluations = evaluations({{3.0, 5.4}, {2.4, 5.2}, {2.0, 5.25}, {1.7, 5.3}});
+  EXPECT_EQ(find(advise(r), "overfitting"), nullptr);
+  // A dip inside the last three.
+  r.evaluations = evaluations({{3.0, 5.4}, {2.4, 5.2}, {2.0, 5.3}, {1.7, 5.25}, {1.5, 5.3}});
+  EXPECT_EQ(find(advise(r), "overfitting"), nullptr);
+  // Both losses rising: the run is diverging, not overfitting.
+  r.evaluations = evaluations({{1.0, 5.0}, {1.1, 5.1}, {1.2, 5.2}, {1.3, 5.3}});
+  EXPECT_EQ(find(advise(r), "overfitting"), nullptr);
+  // The same rise with the train loss falling is.
+  r.evaluations = evaluations({{1.3, 5.0}, {1.2, 5.1}, {1.1, 5.2}, {1.0, 5.3}});
+  const std::vector<Finding> findings = advise(r);
+  ASSERT_NE(find(findings, "overfitting"), nullptr);
+  EXPECT_EQ(find(findings, "overfitting")->step, 100);
+  // Other findings point at no step.
+  EXPECT_EQ(find(advise(run_waiting(0.5)), "input_bound")->step, -1);
 }
 
 }  // namespace

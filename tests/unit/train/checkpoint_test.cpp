@@ -6,6 +6,9 @@
 
 #include <csignal>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "loom/core/error.h"
 #include "tools/test_support.h"
@@ -101,6 +104,59 @@ TEST(Checkpoint, LoadingSomethingElseIsADataError) {
   std::filesystem::create_directories(dir / "x");
   test::write_text(dir / "x/manifest.json", "{\"format\": \"other\"}");
   EXPECT_THROW(CheckpointStore::load(dir / "x"), DataError);
+}
+
+std::vector<std::string> names(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) out.push_back(std::filesystem::path(p).filename().string());
+  return out;
+}
+
+// checkpoint.keep_best: the best checkpoint survives pruning beside the last `keep`, its record
+// says which it is, and a store opened again (a resumed run) spares it once told to.
+TEST(Checkpoint, KeepsTheBestBesideTheLastN) {
+  test::TempDir dir;
+  CheckpointStore store(dir / "ckpt", /*keep=*/2);
+  const std::string ten = store.save(make_checkpoint(10));
+  store.set_best({ten, 10, "test_loss", 0.5});
+  for (int64_t step : {20, 30, 40}) store.save(make_checkpoint(step));
+  // keep = 2 alone would have left 30 and 40.
+  EXPECT_EQ(names(store.list()),
+            (std::vector<std::string>{"step-00000010", "step-00000030", "step-00000040"}));
+  EXPECT_EQ(*store.latest(), dir / "ckpt/step-00000040");
+  EXPECT_EQ(nlohmann::json::parse(test::read_text(dir / "ckpt/best.json")),
+            nlohmann::json::parse(
+                R"({"checkpoint":"step-00000010","step":10,"metric":"test_loss","value":0.5})"));
+
+  // A new best frees the old one at once.
+  store.set_best({dir / "ckpt/step-00000030", 30, "test_loss", 0.25});
+  EXPECT_EQ(names(store.list()), (std::vector<std::string>{"step-00000030", "step-00000040"}));
+
+  // A resumed run reads the record back and spares it; one that is not told to prunes it.
+  CheckpointStore resumed(dir / "ckpt", 2);
+  const auto best = resumed.recorded_best();
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->path, dir / "ckpt/step-00000030");
+  EXPECT_EQ(best->step, 30);
+  EXPECT_EQ(best->metric, "test_loss");
+  EXPECT_DOUBLE_EQ(best->value, 0.25);
+  resumed.spare(best->path);
+  for (int64_t step : {50, 60}) resumed.save(make_checkpoint(step));
+  EXPECT_EQ(names(resumed.list()),
+            (std::vector<std::string>{"step-00000030", "step-00000050", "step-00000060"}));
+  CheckpointStore forgetful(dir / "ckpt", 2);
+  forgetful.save(make_checkpoint(70));
+  EXPECT_EQ(names(forgetful.list()), (std::vector<std::string>{"step-00000060", "step-00000070"}));
+  // The record names a checkpoint that is gone: none is kept from before.
+  EXPECT_FALSE(forgetful.recorded_best().has_value());
+}
+
+TEST(Checkpoint, NoBestRecordWithoutKeepBest) {
+  test::TempDir dir;
+  CheckpointStore store(dir / "ckpt", 1);
+  store.save(make_checkpoint(10));
+  EXPECT_FALSE(store.recorded_best().has_value());
+  EXPECT_FALSE(std::filesystem::exists(dir / "ckpt/best.json"));
 }
 
 }  // namespace
