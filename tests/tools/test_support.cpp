@@ -190,4 +190,11 @@ CommandResult rendered_dom(const std::string& browser, const std::string& html,
                      profile_dir + " --dump-dom file://" + html + " 2>/dev/null");
 }
 
+CommandResult rendered_dom(const std::string& browser, const std::string& html,
+                           const std::string& profile_dir, int width) {
+  return run_command(browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
+                     profile_dir + " --window-size=" + std::to_string(width) +
+                     ",1000 --dump-dom file://" + html + " 2>/dev/null");
+}
+
 }  // namespace loom::test

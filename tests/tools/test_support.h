@@ -87,6 +87,9 @@ std::string chromium();
 // browser's profile).
 CommandResult rendered_dom(const std::string& browser, const std::string& html,
                            const std::string& profile_dir);
+// The same in a window `width` pixels wide (and 1000 high).
+CommandResult rendered_dom(const std::string& browser, const std::string& html,
+                           const std::string& profile_dir, int width);
 
 // A small, fast synthetic-data configuration for e2e runs.
 std::string tiny_synthetic_args();

@@ -4,12 +4,15 @@
 #include <sstream>
 
 #include "loom/core/error.h"
+#include "loom/profile/report_settings.h"
 
 namespace loom::profile {
 
 // The page's markup, style and script. The script reads the embedded data and draws each chart
 // as SVG, with labelled ticks on both axes; it marks <body data-charts="N" data-overlaps="M">
-// with the number drawn and the texts it finds covering one another, which the test reads back.
+// with the number drawn and the texts it finds covering one another, and each chart's <svg>
+// with its plot area and the points it drew (data-plot, data-points, data-outside), which the
+// test reads back.
 extern const char* const kReportPage;
 
 namespace {
@@ -72,7 +75,11 @@ std::string render_report(const ReportInput& input) {
       throw Error("report: metrics.jsonl line " + std::to_string(number) + " is not JSON");
     }
   }
-  data["config"] = input.config_yaml;
+  // The settings that apply to the run's model, data and layout; the rest only counted.
+  const RunSettings settings = run_settings(input.config_yaml);
+  data["settings"] = nlohmann::json::array();
+  for (const ConfigSetting& s : settings.shown) data["settings"].push_back({s.key, s.value});
+  data["settings_hidden"] = settings.hidden;
   data["run"] = input.run_name;
 
   std::string page = kReportPage;

@@ -12,12 +12,11 @@ h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
 table { border-collapse: collapse; } td, th { border-bottom: 1px solid #eee; padding: 3px 10px; text-align: left; vertical-align: top; }
 .legend span { display: inline-block; margin-right: 14px; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
-pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 .high { color: #b00; } .moderate { color: #a60; }
 </style></head>
 <body>
 <h1>Loom run <code>@TITLE@</code></h1>
-<div id="headline"></div>
+<div id="headline"></div><p id="layout"></p>
 <h2>Step time by phase</h2><div id="phases" class="chart"></div><div id="phases-legend" class="legend"></div>
 <h2>Throughput</h2><div id="throughput" class="chart"></div>
 <h2>Loss and evaluation</h2><div id="loss" class="chart"></div><div id="loss-legend" class="legend"></div>
@@ -25,7 +24,8 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
 <h2>Remote data workers</h2><div id="workers"></div>
 <h2>Parameter servers</h2><div id="servers"></div>
 <h2>Autotuning</h2><div id="autotune"></div>
-<h2>Settings</h2><div id="settings"></div><pre id="config"></pre>
+<h2>Settings</h2><div id="settings"></div>
+<h2>Configuration</h2><div id="config"></div>
 <script type="application/json" id="data">@DATA@</script>
 <script>
 (function () {
@@ -88,16 +88,20 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
     return v.toFixed(decimals(step));
   }
 
-  // A chart as wide as its box (so its text keeps its size on a narrow page): x over the logged
-  // steps, y from 0 to the first tick at or above ymax, both with labelled ticks (class "tick x",
-  // "tick y", the value in data-value). `right`, if given ({title, color}), adds a second y scale
-  // for a share (0..100%) on the right. Titles sit above the plot, where no data is drawn.
+  // A chart as wide as its box (so its text keeps its size on a narrow page): x over `xs`, every
+  // step any chart draws (log steps and evaluations, so the charts line up and no point falls
+  // left of the axis), y from 0 to the first tick at or above ymax, both with labelled ticks
+  // (class "tick x", "tick y", the value in data-value). `right`, if given ({title, color}), adds
+  // a second y scale for a share (0..100%) on the right. Titles sit above the plot, where no data
+  // is drawn. A run of one logged step gets a step either side, its point in the middle.
   function frame(id, xs, ymax, title, right) {
     const box = document.getElementById(id);
-    const W = Math.max(360, box.clientWidth), H = 270, L = 56, T = 28, B = 40, Rm = 56;
+    const W = Math.max(360, box.clientWidth), H = 270, L = 56, T = 28, B = 40, Rm = 56, pad = 8;
     const svg = el('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H}, box);
-    const lo = Math.min(...xs), hi = Math.max(...xs);
-    const x = v => L + (hi > lo ? (v - lo) / (hi - lo) : 0.5) * (W - L - Rm);
+    let lo = Math.min(...xs), hi = Math.max(...xs);
+    if (hi === lo) { lo -= 1; hi += 1; }
+    // `pad` keeps the first and last points' dots off the axes.
+    const x = v => L + pad + (v - lo) / (hi - lo) * (W - L - Rm - 2 * pad);
     const ystep = niceStep(0, ymax, 5), top = Math.max(ystep, Math.ceil(ymax / ystep - 1e-9) * ystep);
     const y = v => H - B - v / top * (H - B - T);
     for (const v of ticksIn(0, top, ystep)) {
@@ -122,30 +126,65 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
       }
       text(svg, W - 6, T - 12, right.title, {'text-anchor': 'end', fill: right.color, class: 'title y2'});
     }
-    return {svg, x, y, y2, W, H, L, T, B, Rm};
+    const f = {svg, x, y, y2, W, H, L, T, B, Rm, drawn: []};
+    // Every point a chart draws is placed here, so the page can say where they all are.
+    f.at = (xv, yv, scale) => {
+      const p = [x(xv), (scale === 'y2' ? y2 : y)(yv)];
+      f.drawn.push(p);
+      return p;
+    };
+    return f;
   }
-  function polyline(f, points) { return points.map(p => f.x(p[0]).toFixed(1) + ',' + f.y(p[1]).toFixed(1)).join('L'); }
+  // The chart's plot area [left, top, right, bottom] and the points drawn in it, in pixels, and
+  // how many of those lie outside it: on the <svg> as data-plot, data-points and data-outside.
+  function record(f) {
+    const box = [f.L, f.T, f.W - f.Rm, f.H - f.B];
+    const outside = f.drawn.filter(([px, py]) => !(px >= box[0] - 0.5 && px <= box[2] + 0.5 &&
+                                                   py >= box[1] - 0.5 && py <= box[3] + 0.5)).length;
+    f.svg.setAttribute('data-plot', JSON.stringify(box));
+    f.svg.setAttribute('data-points', JSON.stringify(f.drawn.map(p => p.map(v => +v.toFixed(1)))));
+    f.svg.setAttribute('data-outside', outside);
+  }
+  function polyline(f, points, scale) {
+    return points.map(p => f.at(p[0], p[1], scale).map(v => v.toFixed(1)).join(',')).join('L');
+  }
+  // A line through [step, value] points; a single point, which a line cannot show, as a dot.
+  function line(f, points, color) {
+    el('path', {d: 'M' + polyline(f, points), fill: 'none', stroke: color, 'stroke-width': 2, class: 'series'}, f.svg);
+    if (points.length === 1) {
+      const [cx, cy] = f.at(points[0][0], points[0][1]);
+      el('circle', {cx, cy, r: 3, fill: color, class: 'series'}, f.svg);
+    }
+  }
   function none(id, why) { document.getElementById(id).textContent = why; }
   function legend(id, items) {
     document.getElementById(id).innerHTML = items.map(([color, what, dot]) =>
         `<span><i class="swatch" style="background:${color}${dot ? ';border-radius:50%' : ''}"></i>${esc(what)}</span>`).join('');
   }
   // Dots ({x, y} in pixels, a label each) labelled inside the plot: above the dot, or below it
-  // where there is no room above. A label that would come near one already placed is left out
-  // (the axis still reads its dot); the last dot, the run's result, is labelled first.
-  function labelDots(f, dots) {
-    const placed = [];
-    for (const d of dots.slice().reverse()) {
+  // where there is no room above. A label that would come near any text already in the chart
+  // (a tick, a title, another label) is left out: the axis still reads its dot. Labelled first:
+  // the last dot (the run's result), then dot `best` (the best evaluation), then the others
+  // from the latest back; many evaluations thin to the labels that fit.
+  function labelDots(f, dots, best) {
+    const order = dots.map((d, i) => i).reverse();
+    if (best >= 0 && best < dots.length - 1) {
+      order.splice(order.indexOf(best), 1);
+      order.splice(1, 0, best);
+    }
+    const taken = Array.from(f.svg.querySelectorAll('text'), t => t.getBBox());
+    for (const i of order) {
+      const d = dots[i];
       const t = text(f.svg, d.x, d.y - 10, d.label, {'text-anchor': 'middle', class: 'dot-label',
                      stroke: '#fff', 'stroke-width': 3, 'paint-order': 'stroke'});
       const w = t.getBBox().width;
       t.setAttribute('x', Math.min(Math.max(d.x, f.L + w / 2 + 3), f.W - f.Rm - w / 2 - 3));
       if (t.getBBox().y < f.T) t.setAttribute('y', d.y + 20);
-      const b = t.getBBox(), near = {x: b.x - 8, y: b.y, width: b.width + 16, height: b.height};
-      if (b.y + b.height > f.H - f.B || placed.some(p => overlap(p, near))) {
+      const b = t.getBBox(), near = {x: b.x - 8, y: b.y - 2, width: b.width + 16, height: b.height + 4};
+      if (b.y < f.T || b.y + b.height > f.H - f.B || taken.some(p => overlap(p, near))) {
         t.remove();
       } else {
-        placed.push(b);
+        taken.push(b);
       }
     }
   }
@@ -169,6 +208,9 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
       document.getElementById(id).textContent = '';
     }
     let charts = 0;
+    // The evaluations, and every step a chart draws: the charts share one x range.
+    const checked = epochs.filter(e => language ? e.test_loss !== undefined : e.test_accuracy !== undefined);
+    const xs = steps.map(r => r.step).concat(checked.map(e => e.step));
     // The phases of the logged steps, stacked, in milliseconds per step.
     const timed = steps.filter(r => r.phase_seconds);
     if (timed.length) {
@@ -177,19 +219,24 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
                      'optimizer', 'other'];
       const present = Object.keys(timed[0].phase_seconds);
       const names = order.filter(n => present.includes(n)).concat(present.filter(n => !order.includes(n)));
-      const xs = timed.map(r => r.step);
+      // One logged window is a bar across its step (inside the x range), not an area of no width.
+      const lo = Math.min(...xs), hi = Math.max(...xs), half = Math.max(0.4, (hi - lo) / 60);
+      const edge = v => hi > lo ? Math.min(hi, Math.max(lo, v)) : v;
+      const at = timed.length > 1 ? timed.map(r => [r.step, r])
+                                  : [[edge(timed[0].step - half), timed[0]], [edge(timed[0].step + half), timed[0]]];
       const totals = timed.map(r => names.reduce((a, n) => a + 1e3 * r.phase_seconds[n], 0));
       const f = frame('phases', xs, Math.max(...totals), 'ms per step');
-      let base = timed.map(() => 0);
+      let base = at.map(() => 0);
       for (const n of names) {
-        const top = timed.map((r, i) => base[i] + 1e3 * r.phase_seconds[n]);
-        const upper = xs.map((x, i) => [x, top[i]]);
-        const lower = xs.map((x, i) => [x, base[i]]).reverse();
+        const top = at.map(([, r], i) => base[i] + 1e3 * r.phase_seconds[n]);
+        const upper = at.map(([x], i) => [x, top[i]]);
+        const lower = at.map(([x], i) => [x, base[i]]).reverse();
         el('path', {d: 'M' + polyline(f, upper) + 'L' + polyline(f, lower) + 'Z', fill: colors[n] || '#999',
                     'fill-opacity': 0.85, class: 'series'}, f.svg);
         base = top;
       }
       legend('phases-legend', names.map(n => [colors[n] || '#999', n]));
+      record(f);
       charts++;
     } else {
       none('phases', 'No per-step phase times in metrics.jsonl.');
@@ -200,38 +247,37 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
       return charts;
     }
     const rate = r => language ? r.tokens_per_second : r.samples_per_second;
-    const f = frame('throughput', steps.map(r => r.step), Math.max(...steps.map(rate)),
-                    language ? 'tokens/s' : 'samples/s');
-    el('path', {d: 'M' + polyline(f, steps.map(r => [r.step, rate(r)])), fill: 'none', stroke: '#4c78a8',
-                'stroke-width': 2, class: 'series'}, f.svg);
+    const f = frame('throughput', xs, Math.max(...steps.map(rate)), language ? 'tokens/s' : 'samples/s');
+    line(f, steps.map(r => [r.step, rate(r)]), '#4c78a8');
+    record(f);
     charts++;
 
-    const lossLine = g => el('path', {d: 'M' + polyline(g, steps.map(r => [r.step, r.loss])), fill: 'none',
-                                      stroke: '#e45756', 'stroke-width': 2, class: 'series'}, g.svg);
-    const dot = (g, cx, cy) => el('circle', {cx, cy, r: 5, fill: '#54a24b', class: 'series'}, g.svg);
+    const dot = (g, p) => el('circle', {cx: p[0], cy: p[1], r: 5, fill: '#54a24b', class: 'series'}, g.svg);
+    const losses = steps.map(r => [r.step, r.loss]);
+    let g, dots, best;
     if (language) {
       // Training and validation loss per token on one axis (the same unit); each validation
-      // labelled with its perplexity.
-      const checked = epochs.filter(e => e.test_loss !== undefined);
-      const g = frame('loss', steps.map(r => r.step),
-                      Math.max(...steps.map(r => r.loss), ...checked.map(e => e.test_loss)), 'loss per token');
-      lossLine(g);
-      for (const e of checked) dot(g, g.x(e.step), g.y(e.test_loss));
-      labelDots(g, checked.map(e => ({x: g.x(e.step), y: g.y(e.test_loss),
-                                      label: 'ppl ' + Math.exp(e.test_loss).toFixed(1)})));
+      // labelled with its perplexity, the lowest among the first labelled.
+      g = frame('loss', xs, Math.max(...steps.map(r => r.loss), ...checked.map(e => e.test_loss)),
+                'loss per token');
+      line(g, losses, '#e45756');
+      dots = checked.map(e => ({p: g.at(e.step, e.test_loss), label: 'ppl ' + Math.exp(e.test_loss).toFixed(1)}));
+      best = checked.reduce((b, e, i) => e.test_loss < checked[b].test_loss ? i : b, 0);
       legend('loss-legend', [['#e45756', 'training loss per token'],
                              ['#54a24b', 'validation loss per token, labelled with its perplexity', true]]);
     } else {
       // Loss on the left scale, test accuracy on its own (0..100%) on the right.
-      const checked = epochs.filter(e => e.test_accuracy !== undefined);
-      const g = frame('loss', steps.map(r => r.step), Math.max(...steps.map(r => r.loss)), 'training loss',
-                      checked.length ? {title: 'test accuracy', color: '#54a24b'} : null);
-      lossLine(g);
-      for (const e of checked) dot(g, g.x(e.step), g.y2(e.test_accuracy));
-      labelDots(g, checked.map(e => ({x: g.x(e.step), y: g.y2(e.test_accuracy), label: pct(e.test_accuracy)})));
+      g = frame('loss', xs, Math.max(...steps.map(r => r.loss)), 'training loss',
+                checked.length ? {title: 'test accuracy', color: '#54a24b'} : null);
+      line(g, losses, '#e45756');
+      dots = checked.map(e => ({p: g.at(e.step, e.test_accuracy, 'y2'), label: pct(e.test_accuracy)}));
+      best = checked.reduce((b, e, i) => e.test_accuracy > checked[b].test_accuracy ? i : b, 0);
       legend('loss-legend', [['#e45756', 'training loss (left scale)']].concat(
           checked.length ? [['#54a24b', 'test accuracy after each epoch (right scale)', true]] : []));
     }
+    for (const d of dots) dot(g, d.p);
+    labelDots(g, dots.map(d => ({x: d.p[0], y: d.p[1], label: d.label})), best);
+    record(g);
     return charts + 1;
   }
   function draw() {
@@ -255,6 +301,32 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
       (S.mfu && S.mfu.mfu ? `, MFU ${pct(S.mfu.mfu)}` : '') +
       (dp.ranks > 1 ? `; ${dp.ranks} ranks over ${esc(dp.backend)}, ${pct(dp.overlap)} of the all-reduce hidden behind backward` : '') +
       '.</p>';
+  // The layout in words, from summary.json's layout record, and its mesh (each dimension's size
+  // also in data-mesh-data, -pipeline, -tensor).
+  const layout = S.layout || {}, mesh = layout.mesh || {};
+  const dims = ['data', 'pipeline', 'tensor'];
+  const size = n => mesh[n] || 1;
+  const zero = layout.zero ? `, ZeRO-${layout.zero}` : '';
+  const tensor = size('tensor') > 1 ? `tensor parallel over ${size('tensor')} ranks` : '';
+  const P = S.parameter_servers;
+  const layoutWords = {
+    local: () => 'one process',
+    data_parallel: () => tensor ? tensor + (size('data') > 1 ? `, data parallel over ${size('data')} such groups` : '') + zero
+                                : `data parallel over ${size('data')} ranks${zero}`,
+    pipeline: () => `${size('data')} pipeline${size('data') > 1 ? 's' : ''} of ${size('pipeline')} stages` +
+                    (tensor ? `, each stage ${tensor}` : '') + (size('data') > 1 ? zero : ''),
+    parameter_servers: () => `${dp.ranks} workers and ${P ? P.servers : '?'} parameter server${P && P.servers === 1 ? '' : 's'}`,
+  }[layout.mode];
+  const layoutBox = document.getElementById('layout');
+  if (layoutWords) {
+    layoutBox.textContent = `Layout: ${layoutWords()}; mesh ${dims.map(n => n + ' ' + size(n)).join(' x ')}; ` +
+        `${layout.global_batch} samples a step, ${layout.replica_batch} a replica ` +
+        `(${layout.micro_batches} x ${layout.micro_batch}).`;
+    layoutBox.dataset.mode = layout.mode;
+    layoutBox.dataset.ranks = layout.ranks;
+    layoutBox.dataset.zero = layout.zero || 0;
+    for (const n of dims) layoutBox.dataset['mesh' + n[0].toUpperCase() + n.slice(1)] = size(n);
+  }
   const findings = S.findings || [];
   document.getElementById('findings').innerHTML = findings.length
       ? '<table><tr><th>severity</th><th>evidence</th><th>advice</th><th>key</th><th>at most</th></tr>' +
@@ -282,7 +354,6 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
     none('workers', 'Not used: every batch was built by this host (data.remote.workers sends the work to CPU machines).');
   }
   // Each parameter server's load over the run (parallel.mode: ps), as worker rank 0 heard it.
-  const P = S.parameter_servers;
   if (P && P.per_server) {
     document.getElementById('servers').innerHTML =
         `<p>${P.servers} servers for ${P.workers} workers; bytes within ${P.bytes_spread_parts.toFixed(2)} ` +
@@ -313,16 +384,33 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 320px; }
         '</table>';
   const share = (S.step_time && S.step_time.share) || {};
   const choices = S.choices || {}, machine = S.machine || {};
+  // The machine's cores (as this process may use them: affinity and quota) apart from the share
+  // each rank on it sized its threads to. A summary from before "cores" was recorded has only
+  // the share (usable_cores).
+  const rankCores = machine.rank_cores !== undefined ? machine.rank_cores : machine.usable_cores;
   const rows = [
     ['precision', `${S.precision} (${choices.precision || ''})`],
     ['memory format', `${S.memory_format} (${choices.memory_format || ''})`],
     ['threads', `${S.threads} (${choices.threads || ''})`],
-    ['machine', `${machine.cpu}, ${machine.usable_cores} cores`],
+    ['machine', machine.cpu + (machine.cores !== undefined ? `, ${machine.cores} usable cores` : ''),
+     machine.cores !== undefined ? {id: 'machine', 'data-cores': machine.cores} : {id: 'machine'}],
+    ['cores per rank', `${rankCores}` + (layout.ranks > 1 ? ' (the ranks on a machine share its cores)' : ''),
+     {id: 'rank-cores', 'data-cores': rankCores}],
     ['step time', Object.keys(share).filter(k => share[k] >= 0.005).map(k => `${k} ${pct(share[k])}`).join(', ')],
   ];
+  const attrs = a => Object.entries(a || {}).map(([k, v]) => ` ${k}="${esc(v)}"`).join('');
   document.getElementById('settings').innerHTML =
-      '<table>' + rows.map(r => `<tr><th>${r[0]}</th><td>${esc(r[1])}</td></tr>`).join('') + '</table>';
-  document.getElementById('config').textContent = data.config;
+      '<table>' + rows.map(r => `<tr${attrs(r[2])}><th>${r[0]}</th><td>${esc(r[1])}</td></tr>`).join('') + '</table>';
+  // config.yaml's keys that apply to this run's model, data source and layout, one a row (its
+  // key in data-key); the others counted.
+  const hidden = data.settings_hidden || [];
+  document.getElementById('config').innerHTML = (data.settings || []).length
+      ? '<table id="config-table">' +
+        data.settings.map(([k, v]) => `<tr data-key="${esc(k)}"><th><code>${esc(k)}</code></th><td><code>${esc(v)}</code></td></tr>`).join('') +
+        `</table><p id="config-hidden" data-count="${hidden.length}">` +
+        (hidden.length ? `${hidden.length} keys of config.yaml are left out: this run's model, data source and layout do not read them.`
+                       : 'Every key of config.yaml applies to this run.') + '</p>'
+      : '<p>No config.yaml in the run.</p>';
 })();
 </script>
 </body></html>
