@@ -101,6 +101,7 @@ class DataParallel(torch.nn.Module):
             float(first_bucket_mb), float(bucket_mb), bool(find_unused_parameters),
             bool(broadcast_buffers), str(compression), zero,
             [(name, list(m.parameters())) for name, m in block_modules], str(zero3_keep)))
+        _native.wraps(self, module)  # loom.profile.Steps(model=model.module) accounts this
         # ZeRO-3: each block's forward gathers its parameters first and frees them after; the
         # parameters in no block are block 0, gathered around the whole forward.
         self._outer = self._sync.zero_stage == 3 and self._sync.has_outer_block

@@ -76,6 +76,9 @@ class Pipeline:
             job, type(stages).__name__, blocks, set_train, loss_fn, str(schedule),
             int(microbatches), ranks, int(chunks), list(split or []), float(first_bucket_mb),
             float(bucket_mb)))
+        # loom.profile.Steps handed the Sequential (or a stage module) accounts the pipeline.
+        for module in (stages,) if isinstance(stages, torch.nn.Sequential) else own:
+            _native.wraps(self, module)
         self.last_samples = 0
 
     @staticmethod

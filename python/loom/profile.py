@@ -17,11 +17,17 @@ backward, comm_exposed, tensor_comm, bubble, optimizer, other), each instant cou
   from `with steps.phase("forward"):` blocks in the loop;
 - comm_exposed: a loom.parallel.DataParallel `model` waiting for its gradient exchange, or a
   loom.pipeline.Pipeline moving activations and gradients between stages;
-- tensor_comm: a tensor group's all-reduces inside forward and backward (`loom train`'s
-  parallel.tensor; a script's loop charges it only in `with steps.phase("tensor_comm"):`);
+- tensor_comm: a loom.parallel.TensorParallel `model`'s all-reduces inside forward and backward
+  (as `loom train`'s parallel.tensor), or `with steps.phase("tensor_comm"):` blocks;
 - bubble: a Pipeline's rank waiting for a neighbouring stage to compute;
 - optimizer: `optimizer.step()` (the instance's step is wrapped until close());
 - other: the rest of the loop's body.
+
+`model` may be a loom.parallel wrapper (DataParallel, ZeRO's included, ParameterServers,
+TensorParallel), a loom.pipeline.Pipeline, or the module such a wrapper holds (its `.module`, a
+Pipeline's Sequential): the wrapper is accounted either way. Each sample is counted once: a
+step's samples are one replica's (this rank's batch; the batch a tensor group's ranks share; a
+pipeline's step) times the job's replicas, as the wrapper lays the ranks out.
 
 The run's folder gets what `loom train` writes there: config.yaml, metrics.jsonl every
 train.log_every steps, TensorBoard events (train.tensorboard), a Chrome trace (profile.trace)
@@ -35,7 +41,7 @@ import math
 
 import torch
 
-from . import _config, _loom, _native, distributed, pipeline
+from . import _config, _loom, _native, distributed, pipeline, tensor_parallel
 
 __all__ = ["Steps"]
 
@@ -47,9 +53,11 @@ class Steps:
         out_dir: the run's folder (made if missing).
         loader: the loom.data.Loader the loop reads (for the input pipeline's counts and
             trace); None when batches come from elsewhere.
-        model: a torch.nn.Module (or a loom.parallel wrapper) whose forward and backward are
-            accounted by hooks, or a loom.pipeline.Pipeline, whose schedule reports its
-            forward, backward, bubble and transfers; None to mark them with phase().
+        model: a torch.nn.Module whose forward and backward are accounted by hooks: a
+            loom.parallel wrapper or the module it wraps (DataParallel's exchange adds
+            comm_exposed, TensorParallel's collectives tensor_comm); or a loom.pipeline.Pipeline
+            (or its Sequential), whose schedule reports its forward, backward, bubble and
+            transfers; None to mark them with phase().
         optimizer: a torch.optim.Optimizer whose step() is accounted as the optimizer phase.
         config: a `loom train` configuration (dict, YAML text or path) for train.log_every,
             train.tensorboard and profile.* (the trace window); None for the defaults.
@@ -66,33 +74,36 @@ class Steps:
     def __init__(self, out_dir, *, loader=None, model=None, optimizer=None, config=None,
                  overrides=(), name=None, precision="fp32", warmup_steps=5,
                  tokens_per_sample=0):
-        self._model = model
+        # The wrapper that `model` is or that holds it: what is accounted, whichever was given.
+        self._wrapper = _native.wrapper_of(model) if model is not None else None
         self._optimizer = optimizer
         self._hooks = []
         self._step_open = False
         self._samples = None
         self._recorded_samples = False  # record(samples=) said this step's count
         self._loss = math.nan
-        self._world = 1
         self._epoch = 0
         self._loops = 0  # loop() calls: the epoch of batches that do not say theirs
         job = distributed.current() if distributed.is_initialized() else None
-        if job is not None:
-            self._world = job.trainers
         if name is None:
-            inner = getattr(model, "module", model)
+            held = self._wrapper if self._wrapper is not None else model
+            inner = getattr(held, "module", held)
             name = type(inner).__name__ if inner is not None else "python"
-        parameters = sum(p.numel() for p in model.parameters()) if model is not None else 0
+        # Loom's wrappers report their own phases: DataParallel its exchange's exposed waits,
+        # TensorParallel its collectives, a Pipeline every phase of its schedule (it has no
+        # forward of its own to hook). Each also says the layout it trains under: a tensor
+        # group's or a pipeline's mesh (their ranks share a replica's samples), DataParallel's
+        # ZeRO stage; None: the job's own layout.
+        self._native_model = _native.of(self._wrapper)
         self._accounting = _loom.StepAccounting(
-            _config.load(config, overrides), str(out_dir),
-            _native.of(loader), job, str(name), int(parameters),
-            str(precision), int(warmup_steps), int(tokens_per_sample))
-        # Loom's wrappers report their own phases: DataParallel its exchange's exposed waits, a
-        # Pipeline every phase of its schedule (it has no forward of its own to hook).
-        self._native_model = _native.of(model)
+            _config.load(config, overrides), str(out_dir), _native.of(loader), job,
+            getattr(self._native_model, "layout", None), str(name),
+            int(_parameters_of(self._wrapper, model)), str(precision), int(warmup_steps),
+            int(tokens_per_sample))
         if self._native_model is not None:
             self._native_model.account_in(self._accounting)
-        if isinstance(model, torch.nn.Module):
+        if isinstance(model, torch.nn.Module) and not isinstance(self._wrapper,
+                                                                   pipeline.Pipeline):
             self._hook_model(model)
         if optimizer is not None:
             self._hook_optimizer(optimizer)
@@ -132,7 +143,14 @@ class Steps:
 
     def record(self, *, loss=None, samples=None):
         """This step's loss (a number or a one-element tensor; read when the step ends) and its
-        samples on this rank (default: the first dimension of the batch's first tensor)."""
+        replica's samples (default: the first dimension of the batch's first tensor; with a
+        Pipeline, its step's). Only inside `for batch in steps.loop(batches):`, where a step is
+        open; elsewhere raises loom.Error (nothing would count it)."""
+        if not self._step_open:
+            raise _loom.Error(
+                "loom.profile.Steps.record(): no step is open, so this record would be lost; "
+                "call it inside `for batch in steps.loop(batches):` (each batch the loop yields "
+                "is one step)")
         if loss is not None:
             self._loss = loss
         if samples is not None:
@@ -173,11 +191,11 @@ class Steps:
         if isinstance(loss, torch.Tensor):
             loss = loss.detach().float().item()
         self._loss = math.nan
-        if isinstance(self._model, pipeline.Pipeline) and not self._recorded_samples:
-            # A pipeline's ranks share their samples: the step's are its pipelines'.
-            samples = self._model.last_samples * self._model.replicas
+        if isinstance(self._wrapper, pipeline.Pipeline) and not self._recorded_samples:
+            samples = self._wrapper.last_samples  # the pipeline's step, shared by its ranks
         else:
-            samples = (self._samples or 0) * self._world
+            samples = self._samples or 0
+        # One replica's: the accounting counts the layout's replicas.
         self._recorded_samples = False
         lr = float(self._optimizer.param_groups[0]["lr"]) if self._optimizer is not None else 0.0
         self._accounting.end_step(samples, float(loss), lr, int(self._epoch))
@@ -223,6 +241,16 @@ class Steps:
                 accounting.enter("other")
 
         optimizer.step = accounted_step
+
+
+def _parameters_of(wrapper, model):
+    # The model's parameters, whole: a tensor group's ranks hold slices of the cut ones.
+    if model is None:
+        return 0
+    if isinstance(wrapper, tensor_parallel.TensorParallel):
+        return sum(math.prod(wrapper.whole_shape(name, p))
+                   for name, p in wrapper.module.named_parameters())
+    return sum(p.numel() for p in model.parameters())
 
 
 def _tensors(value):

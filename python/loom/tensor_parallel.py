@@ -195,6 +195,7 @@ class TensorParallel(torch.nn.Module):
         divided = _divided_attributes(module, divide, ranks)
         self.module = module
         self._group = _native.attach(self, _loom.TensorGroup(job, ranks, next(_groups_made)))
+        _native.wraps(self, module)  # loom.profile.Steps(model=model.module) accounts this
         with torch.no_grad():
             for t in itertools.chain(module.parameters(), module.buffers()):
                 self._group.broadcast(t.detach())

@@ -173,6 +173,8 @@ void bind_pipeline(py::module_& m) {
                              [](const train::ScriptPipeline& p) { return p.plan().data.replica; })
       .def_property_readonly("replicas",
                              [](const train::ScriptPipeline& p) { return p.plan().data.replicas; })
+      .def_property_readonly("layout", &train::ScriptPipeline::plan,
+                             "The job's ranks as data x pipeline (a loom.distributed.Layout).")
       .def_property_readonly("pipeline_rank",
                              [](const train::ScriptPipeline& p) { return p.plan().pipeline->rank; })
       .def_property_readonly("simulated_bubble", &train::ScriptPipeline::simulated_bubble)

@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "loom/core/error.h"
+#include "loom/parallel/layout_plan.h"
 #include "loom/train/data_stream.h"
 #include "loom/train/job.h"
 #include "loom/train/step_accounting.h"
@@ -27,9 +28,9 @@ void bind_profile(py::module_& m) {
   py::class_<train::StepAccounting>(m, "StepAccounting",
                                     "A script's steps accounted by phase, as loom train's.")
       .def(py::init([](const Config& config, const std::string& out_dir, train::DataStream* stream,
-                       train::Job* job, const std::string& model, int64_t parameters,
-                       const std::string& precision, int64_t warmup_steps,
-                       int64_t tokens_per_sample) {
+                       train::Job* job, const parallel::LayoutPlan* layout,
+                       const std::string& model, int64_t parameters, const std::string& precision,
+                       int64_t warmup_steps, int64_t tokens_per_sample) {
              train::StepAccountingOptions o;
              o.out_dir = out_dir;
              o.model = model;
@@ -49,19 +50,23 @@ void bind_profile(py::module_& m) {
                o.trainers = job->trainers();
                o.ranks_on_host = job->ranks_on_host();
              }
+             // The layout the model's wrapper made of the job's ranks, where it made one.
+             if (layout) o.plan = *layout;
              return std::make_unique<train::StepAccounting>(config, std::move(o));
            }),
            py::arg("config"), py::arg("out_dir"), py::arg("stream"), py::arg("job"),
-           py::arg("model"), py::arg("parameters"), py::arg("precision"), py::arg("warmup_steps"),
-           py::arg("tokens_per_sample"),
-           py::keep_alive<1, 4>(), py::keep_alive<1, 5>())
+           py::arg("layout"), py::arg("model"), py::arg("parameters"), py::arg("precision"),
+           py::arg("warmup_steps"), py::arg("tokens_per_sample"), py::keep_alive<1, 4>(),
+           py::keep_alive<1, 5>())
       .def("begin_step", &train::StepAccounting::begin_step)
       .def(
           "enter",
           [](train::StepAccounting& s, const std::string& phase) { s.enter(phase_named(phase)); },
           py::arg("phase"))
-      .def("end_step", &train::StepAccounting::end_step, py::arg("samples"), py::arg("loss"),
-           py::arg("lr"), py::arg("epoch"))
+      .def("end_step", &train::StepAccounting::end_step, py::arg("replica_samples"),
+           py::arg("loss"), py::arg("lr"), py::arg("epoch"),
+           "Ends the step whose replica trained on `replica_samples` samples; the step's are "
+           "the layout's replicas'.")
       .def_property_readonly("steps", &train::StepAccounting::steps)
       .def(
           "finish",

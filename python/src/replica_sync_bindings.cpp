@@ -115,7 +115,12 @@ class ReplicaSync {
                                         job.trainers(), replicated, parallel::StartOptions{});
     // Every rank now holds rank 0's values: ZeRO-3 keeps its shards of them only.
     if (partition) partition->shard_parameters();
+    layout_ = job.plan;
+    layout_.data.zero_stage = partition ? partition->stage() : 0;
   }
+
+  // The job's layout with the ZeRO stage in force (loom.profile.Steps' summary reports it).
+  const parallel::LayoutPlan& layout() const { return layout_; }
 
   parallel::GradSync& sync() { return *shared_sync(); }
   const std::shared_ptr<parallel::GradSync>& shared_sync() {
@@ -170,6 +175,7 @@ class ReplicaSync {
   std::unique_ptr<models::Model> chain_;             // ZeRO-3: the blocks, for sharded_
   std::unique_ptr<parallel::ShardedModel> sharded_;  // ZeRO-3
   bool has_outer_ = false;  // ZeRO-3: block 0 is the parameters outside the script's blocks
+  parallel::LayoutPlan layout_;
   // Shared only with the step accountings watching it (weakly): close() ends it.
   std::shared_ptr<parallel::GradSync> sync_;
   std::optional<parallel::GradSync::NoSync> no_sync_;
@@ -286,6 +292,8 @@ void bind_replica_sync(py::module_& m) {
           },
           "Under ZeRO: what the optimizer steps, this rank's shard of each bucket "
           "[(zero.bucket<b>.rank<r>, tensor)]; [] otherwise.")
+      .def_property_readonly("layout", &ReplicaSync::layout,
+                             "The job's layout with the ZeRO stage in force.")
       .def_property_readonly("has_outer_block", &ReplicaSync::has_outer_block,
                              "ZeRO-3: block 0 is the trainable parameters in no block.")
       .def(

@@ -4,7 +4,8 @@
 // models/tensor_parallel.h over it: enter_split and leave_split (C++ autograd functions, which
 // torch tensors from Python go through as they are: the package runs on torch's own LibTorch),
 // slice_of, and whole_of over every rank's slice. Which linears are cut how is the Python
-// side's plan; this file only binds the cuts and the group.
+// side's plan; this file only binds the cuts and the group, with the layout the group makes of
+// the job's ranks and the phase its collectives are charged to (for loom.profile.Steps).
 //
 // Threading: the script's. Collective methods (sum, broadcast, whole_of, leave_split's forward,
 // enter_split's backward) are called by every rank of the group in the same order.
@@ -17,16 +18,21 @@
 
 #include "bindings.h"
 #include "loom/core/error.h"
+#include "loom/core/step_phase.h"
 #include "loom/models/tensor_parallel.h"
 #include "loom/parallel/mesh.h"
 #include "loom/train/job.h"
+#include "loom/train/step_accounting.h"
 
 namespace loom::python {
 namespace {
 
-// The training ranks as ("data", D) x ("tensor", T), as plan_layout lays out parallel.tensor:
-// the job's own mesh where its configuration set parallel.tensor, else one made for `tensor`.
-parallel::Mesh tensor_mesh(const train::Job& job, int tensor) {
+// The job's layout with its training ranks as ("data", D) x ("tensor", T), as plan_layout lays
+// out parallel.tensor: the job's own plan where its configuration set parallel.tensor, else
+// the job's plan with a tensor dimension of `tensor` ranks (none for 1). What the tensor group
+// is made over, and what loom.profile.Steps accounts the script's steps under (a tensor
+// group's ranks share their replica's samples).
+parallel::LayoutPlan tensor_layout(const train::Job& job, int tensor) {
   const parallel::LayoutPlan& plan = job.plan;
   const std::string asked = "tensor: " + std::to_string(tensor) + " ranks a group";
   if (plan.servers || plan.pipeline) {
@@ -39,24 +45,29 @@ parallel::Mesh tensor_mesh(const train::Job& job, int tensor) {
       throw ConfigError(asked + ", but the job was joined with parallel.tensor " +
                         std::to_string(plan.tensor->ranks));
     }
-    return plan.mesh;
+    return plan;
   }
   if (tensor < 1 || plan.trainers % tensor != 0) {
     throw ConfigError(asked + ": the job's " + std::to_string(plan.trainers) +
                       " training ranks do not split into tensor groups of " +
                       std::to_string(tensor));
   }
-  return parallel::Mesh({{std::string(parallel::kDataDim), plan.trainers / tensor},
-                         {std::string(parallel::kTensorDim), tensor}});
+  if (tensor == 1) return plan;
+  parallel::LayoutPlan out = plan;
+  out.data.replicas = plan.trainers / tensor;
+  out.mesh = parallel::Mesh({{std::string(parallel::kDataDim), out.data.replicas},
+                             {std::string(parallel::kTensorDim), tensor}});
+  out.data.replica = out.mesh.coordinate(plan.rank, parallel::kDataDim);
+  out.tensor = parallel::TensorDim{tensor, out.mesh.coordinate(plan.rank, parallel::kTensorDim)};
+  return out;
 }
 
 // This rank's tensor group. Owns its communicator (none for a group of one rank).
 class ScriptTensorGroup : public models::TensorGroup {
  public:
   // `index` tells apart the groups a script makes (every rank makes them in the same order).
-  ScriptTensorGroup(train::Job& job, int tensor, int index) {
-    const parallel::Mesh mesh = tensor_mesh(job, tensor);
-    replicas_ = mesh.size(parallel::kDataDim);
+  ScriptTensorGroup(train::Job& job, int tensor, int index) : layout_(tensor_layout(job, tensor)) {
+    const parallel::Mesh& mesh = layout_.mesh;
     if (mesh.size(parallel::kTensorDim) == 1) return;
     const int rank = job.plan.rank;
     comm_ = job.group_maker()(
@@ -66,7 +77,8 @@ class ScriptTensorGroup : public models::TensorGroup {
 
   int rank() const override { return comm_ ? comm_->rank() : 0; }
   int size() const override { return comm_ ? comm_->world() : 1; }
-  int replicas() const { return replicas_; }
+  int replicas() const { return layout_.data.replicas; }
+  const parallel::LayoutPlan& layout() const { return layout_; }
   std::string backend() const { return comm_ ? comm_->backend() : "local"; }
 
   void sum(at::Tensor& tensor) override {
@@ -74,6 +86,15 @@ class ScriptTensorGroup : public models::TensorGroup {
     check_on_cpu(tensor, "sum");
     comm_->allreduce(tensor, comm::ReduceOp::kSum)->wait(comm_->options().timeout);
   }
+  // The split linears' sums (enter_split's and leave_split's), charged as `loom train`'s tensor
+  // groups charge theirs (parallel/tensor_ranks.cpp): a training step's to tensor_comm, then to
+  // the forward or backward they interrupted; a forward without gradients' to no step.
+  void sum_in(at::Tensor& tensor, models::SumPass pass) override {
+    if (!comm_) return;
+    models::charged_to_tensor_comm(phases_, pass, [&] { sum(tensor); });
+  }
+  // Where sum_in charges (loom.profile.Steps' accounting; not owned); null: nowhere.
+  void set_phase_sink(PhaseSink* sink) { phases_ = sink; }
 
   // The group's first rank's values of `tensor`, in place on every rank.
   void broadcast(const at::Tensor& tensor) {
@@ -105,8 +126,9 @@ class ScriptTensorGroup : public models::TensorGroup {
                 std::to_string(size()) + "); the group's communicator moves CPU tensors");
   }
 
+  parallel::LayoutPlan layout_;
   std::unique_ptr<comm::Communicator> comm_;
-  int replicas_ = 1;
+  PhaseSink* phases_ = nullptr;
 };
 
 models::TensorSplit split_of(int64_t dim, int64_t sections) {
@@ -132,6 +154,14 @@ void bind_tensor_parallel(py::module_& m) {
       .def_property_readonly("replicas", &ScriptTensorGroup::replicas,
                              "Tensor groups in the job (its data-parallel replicas).")
       .def_property_readonly("backend", &ScriptTensorGroup::backend)
+      .def_property_readonly("layout", &ScriptTensorGroup::layout,
+                             "The job's ranks as data x tensor (a loom.distributed.Layout).")
+      .def(
+          "account_in",
+          [](ScriptTensorGroup& g, train::StepAccounting& steps) { g.set_phase_sink(&steps); },
+          py::arg("steps"), py::keep_alive<1, 2>(),
+          "`steps` hears the group's collectives in a training step as tensor_comm.")
+      .def("stop_accounting", [](ScriptTensorGroup& g) { g.set_phase_sink(nullptr); })
       .def(
           "enter_split",
           [](ScriptTensorGroup& g, const at::Tensor& x) { return models::enter_split(x, g); },

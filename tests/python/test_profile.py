@@ -15,6 +15,9 @@ import loom
 from conftest import loom_binary, run_loom
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
+TP_SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "tp_blocks.py")
+sys.path.insert(0, os.path.dirname(TP_SCRIPT))
+import tp_blocks  # noqa: E402  (the script's batch and model, to count what one process trains)
 
 
 def read_metrics(folder):
@@ -125,17 +128,23 @@ def test_a_bad_phase_is_named(tmp_path):
             pass
 
 
-def test_data_parallel_ranks_account_one_run(tmp_path):
+@pytest.mark.parametrize("accounted", ["wrapper", "module"])
+def test_data_parallel_ranks_account_one_run(tmp_path, accounted):
+    """Steps on a DataParallel, or on its .module: the wrapper's exchange is accounted either
+    way."""
     run = tmp_path / "run"
+    flags = ["--steps-module"] if accounted == "module" else []
     result = subprocess.run(
         [loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable, SCRIPT,
-         str(tmp_path / "out.pt"), "--steps", str(run)],
+         str(tmp_path / "out.pt"), "--steps", str(run), *flags],
         capture_output=True, text=True, env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
     assert result.returncode == 0, result.stdout + result.stderr
     summary = read_summary(run)
     # Both ranks' samples: 5 steps of the global batch of 24.
     assert summary["steps"] == 5 and summary["samples"] == 120
     assert summary["layout"]["mode"] == "data_parallel" and summary["layout"]["ranks"] == 2
+    # The script's step, not the job configuration's data.batch_size.
+    assert summary["layout"]["global_batch"] == 24 and summary["layout"]["replica_batch"] == 12
     exchange = summary["data_parallel"]
     assert "all-reduce" in exchange["exchange"]
     # two_heads.py's buckets are 1 KB (its first one 0.5 KB) for its 216 fp32 parameters.
@@ -143,3 +152,59 @@ def test_data_parallel_ranks_account_one_run(tmp_path):
     assert exchange["bytes_per_step"] > 0 and 0 <= exchange["overlap"] <= 1
     assert summary["model"] == "TwoHeads"
     assert [r["step"] for r in read_metrics(run) if r["type"] == "step"] == [1, 2, 3, 4, 5]
+
+
+def test_record_outside_the_loop_raises(tmp_path):
+    steps = loom.profile.Steps(tmp_path / "run")
+    # Before any loop, and after one ended: no step would count the record.
+    with pytest.raises(loom.Error, match=r"steps\.loop\("):
+        steps.record(loss=1.0)
+    for _ in steps.loop([torch.zeros(3)]):
+        steps.record(loss=0.5, samples=3)
+    with pytest.raises(loom.Error):
+        steps.record(loss=2.0)
+    assert steps.close()["steps"] == 1
+    summary = read_summary(tmp_path / "run")
+    assert summary["steps"] == 1 and summary["samples"] == 3
+    assert summary["final_train_loss"] == 0.5
+
+
+def profiled_tp_blocks(folder, *flags, ranks):
+    """tp_blocks.py's 4 steps accounted into folder/run by loom.profile.Steps; its summary."""
+    command = [sys.executable, TP_SCRIPT, str(folder / "out.pt"), "--profile",
+               str(folder / "run"), *flags]
+    if ranks > 1:
+        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--", *command]
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return read_summary(folder / "run")
+
+
+@pytest.fixture(scope="module")
+def profiled_one_process(tmp_path_factory):
+    return profiled_tp_blocks(tmp_path_factory.mktemp("one"), "--plain", ranks=1)
+
+
+@pytest.mark.parametrize("accounted", ["wrapper", "module"])
+def test_a_tensor_group_counts_each_sample_once(tmp_path, profiled_one_process, accounted):
+    """Steps on a TensorParallel (or on its .module) at TP=2 accounts what one process trains:
+    the two ranks share each batch, so the samples are one process's, not twice as many, and the
+    group's collectives are tensor_comm."""
+    flags = ["--profile-module"] if accounted == "module" else []
+    summary = profiled_tp_blocks(tmp_path, *flags, ranks=2)
+    alone = profiled_one_process
+    assert summary["steps"] == alone["steps"] == 4
+    assert summary["samples"] == alone["samples"] == 4 * tp_blocks.BATCH
+    assert summary["layout"]["global_batch"] == alone["layout"]["global_batch"] == tp_blocks.BATCH
+    assert summary["layout"]["replica_batch"] == tp_blocks.BATCH
+    assert summary["layout"]["ranks"] == 2
+    assert summary["layout"]["mesh"] == {"data": 1, "tensor": 2}
+    # The whole model's parameters, not this rank's slices.
+    assert summary["parameters"] == alone["parameters"]
+    assert summary["model"] == alone["model"] == "Model"
+    share = summary["step_time"]["share"]
+    assert share["tensor_comm"] > 0, share
+    assert share["forward"] > 0 and share["backward"] > 0, share
+    assert math.isclose(sum(share.values()), 1.0, rel_tol=1e-6)
+    assert alone["step_time"]["share"]["tensor_comm"] == 0

@@ -27,12 +27,25 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/step_phase.h"
+
 namespace loom::models {
 
 // Where a split layer's sum runs: in a training step's forward (leave_split, gradients on), in
 // its backward (enter_split's gradient), or outside a step (a forward without gradients:
 // evaluation, generation).
 enum class SumPass { kForward, kBackward, kNoStep };
+
+// Runs a tensor group's collective made in `pass`, charged to `phases` (null: nowhere): a training
+// step's to tensor_comm, then back to the forward or backward it interrupted; one outside a step
+// to nothing. Every tensor group, `loom train`'s and a script's, charges by this rule.
+template <typename Collective>
+void charged_to_tensor_comm(PhaseSink* phases, SumPass pass, Collective&& collective) {
+  const bool charge = phases && pass != SumPass::kNoStep;
+  if (charge) phases->enter(Phase::kTensorComm);
+  collective();
+  if (charge) phases->enter(pass == SumPass::kForward ? Phase::kForward : Phase::kBackward);
+}
 
 // The ranks a model's layers are split over, as the model sees them; parallel/ implements it
 // over a communicator (models/ does not know communicators). The sum is in place and blocking;

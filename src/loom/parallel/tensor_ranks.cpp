@@ -67,12 +67,7 @@ class CommTensorGroup : public models::TensorGroup {
  private:
   template <typename Collective>
   void charged(models::SumPass pass, Collective&& collective) {
-    const bool charge = phases_ && pass != models::SumPass::kNoStep;
-    if (charge) phases_->enter(Phase::kTensorComm);
-    collective();
-    if (charge) {
-      phases_->enter(pass == models::SumPass::kForward ? Phase::kForward : Phase::kBackward);
-    }
+    models::charged_to_tensor_comm(phases_, pass, std::forward<Collective>(collective));
   }
 
   comm::Communicator& comm_;

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -84,8 +85,8 @@ void StepAccounting::begin_step() {
   state_->accounting_.enter(profile::Phase::kOther);
 }
 void StepAccounting::enter(profile::Phase phase) { state_->accounting_.enter(phase); }
-void StepAccounting::end_step(int64_t samples, double loss, double lr, int64_t epoch) {
-  state_->end_step(samples, loss, lr, epoch);
+void StepAccounting::end_step(int64_t replica_samples, double loss, double lr, int64_t epoch) {
+  state_->end_step(replica_samples * state_->options_.plan.data.replicas, loss, lr, epoch);
 }
 TrainSummary StepAccounting::finish() { return state_->finish(); }
 int64_t StepAccounting::steps() const { return state_->accounting_.steps(); }
@@ -140,11 +141,14 @@ TrainSummary StepAccounting::State::finish() {
   if (options_.source) s.data = options_.source->stats();
   s.loader_threads = options_.loader_threads;
   s.plan = options_.plan;
-  if (s.plan.step.global_batch == 0 && steps > 0) {
-    // The script's own step: what the steps held on average, over the training ranks.
-    s.plan.step.global_batch = samples_ / steps;
-    s.plan.step.replica_batch = s.plan.step.micro_batch = samples_ / steps / s.plan.trainers;
-  }
+  // The script's own step, whatever the job's configuration said of its batch: what the steps
+  // held on average, shared by the replicas (a tensor group's ranks all read their replica's);
+  // a pipeline's in its micro-batches, anything else's at once.
+  parallel::StepShape& step = s.plan.step;
+  step.micro_batches = s.plan.pipeline ? std::max<int64_t>(1, step.micro_batches) : 1;
+  step.global_batch = steps > 0 ? samples_ / steps : 0;
+  step.replica_batch = step.global_batch / std::max(1, s.plan.data.replicas);
+  step.micro_batch = step.replica_batch / step.micro_batches;
   s.layout.exchange = exchange_name_;
   s.buckets = buckets_;
   if (ranks > 1) s.layout.backend = trainers->backend();

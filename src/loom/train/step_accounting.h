@@ -3,8 +3,9 @@
 // advisor's findings) that `loom train` writes, so that `loom report`, `loom plan` and the advisor
 // read a script's run as they read a `loom train` run. The loop says where a step begins and
 // ends and which phase it is in; its loader (when Loom's) gives the input pipeline's counts, and
-// a Loom gradient exchange it watches reports its exposed waits as comm_exposed (it is a
-// PhaseSink).
+// the layout's pieces report into it as a PhaseSink: a Loom gradient exchange it watches its
+// exposed waits as comm_exposed, a tensor group its collectives as tensor_comm, a pipeline its
+// schedule's phases.
 //
 // Threading: the training thread only.
 #pragma once
@@ -36,8 +37,11 @@ struct StepAccountingOptions {
   data::BatchSource* source = nullptr;
   int loader_threads = 0;
   bool loader_decodes = false;  // the loader decodes encoded images
-  // The job's layout (one process when absent) and its training ranks' communicator (null for
-  // one process); rank 0 writes the files.
+  // The layout the script trains under (one process when absent): the job's, or the one its
+  // model's wrapper makes of the job's training ranks (a tensor group's ("data", D) x
+  // ("tensor", T), a pipeline's). A step's samples are one replica's times its data.replicas:
+  // a tensor group's or a pipeline's ranks share their replica's samples. And the job's
+  // training ranks' communicator (null for one process); rank 0 writes the files.
   parallel::LayoutPlan plan;
   comm::Communicator* trainers = nullptr;
   // The job's ranks on this host, parameter servers included (Job::ranks_on_host).
@@ -57,9 +61,11 @@ class StepAccounting : public PhaseSink {
 
   void begin_step();
   void enter(profile::Phase phase) override;
-  // Ends the step that trained on `samples` samples (all ranks') with this loss (NaN: not
-  // known), learning rate and epoch; every train.log_every steps a metrics line.
-  void end_step(int64_t samples, double loss, double lr = 0.0, int64_t epoch = 0);
+  // Ends the step whose replica (this rank's model, its tensor group's or its pipeline's)
+  // trained on `replica_samples` samples, with this loss (NaN: not known), learning rate and
+  // epoch: the step's samples are the replicas' (options' plan.data.replicas), each counted
+  // once. Every train.log_every steps a metrics line.
+  void end_step(int64_t replica_samples, double loss, double lr = 0.0, int64_t epoch = 0);
   // The run's summary, written to summary.json by rank 0 (collective over the trainers when
   // tracing: rank 0 merges their traces).
   TrainSummary finish();

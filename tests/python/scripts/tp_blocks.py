@@ -6,13 +6,16 @@ saves {"state": full_state_dict(), "eval": the model's output on a fixed batch} 
 
     tp_blocks.py OUT [--steps N] [--load PATH] [--plan-head] [--plain]
                      [--save-at K DIR [--background]] [--resume DIR]
+                     [--profile DIR [--profile-module]]
 
 --load PATH loads the whole state dict in PATH (another run's OUT) into the split model before
 training; --plan-head also plans the 5-class head column-parallel, which 2 ranks cannot split;
 --plain trains the module unsplit, as a script without Loom's tensor parallelism would (one
 process). --save-at K DIR saves a loom.checkpoint of the model and its SGD (with momentum) into
 DIR after step K (--background: save(..., blocking=False), waited for after the next step);
---resume DIR loads DIR's newest checkpoint and trains on from its step to N.
+--resume DIR loads DIR's newest checkpoint and trains on from its step to N. --profile DIR
+accounts the steps with loom.profile.Steps(DIR, model=the TensorParallel) (the model, with
+--plain), or with --profile-module its `.module`.
 """
 import itertools
 import sys
@@ -119,7 +122,14 @@ def main():
     background = "--background" in sys.argv
     pending = None  # a background save, waited for after the next step
     steps = int(argument("--steps") or 4)
-    for step, (x, y) in enumerate(itertools.islice(batches(steps), start, None), start + 1):
+    source = itertools.islice(batches(steps), start, None)
+    profiled = None
+    if argument("--profile"):
+        accounted = model.module if "--profile-module" in sys.argv else model
+        profiled = loom.profile.Steps(argument("--profile"), model=accounted, optimizer=optimizer,
+                                      config={"train": {"log_every": 1}}, warmup_steps=1)
+        source = profiled.loop(source)
+    for step, (x, y) in enumerate(source, start + 1):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
         loss.backward()
@@ -132,6 +142,10 @@ def main():
             saved = loom.checkpoint.save(directory, step, model=model, optimizer=optimizer,
                                          blocking=not background)
             pending = saved if background else None
+        if profiled is not None:
+            profiled.record(loss=loss)
+    if profiled is not None:
+        profiled.close()
     if pending is not None:
         pending.wait()
     if plain:

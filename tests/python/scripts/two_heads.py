@@ -7,7 +7,8 @@ equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
 With --async the servers keep the parameters and every worker saves its own to OUT.rankN, and
 its starting ones to OUT.startN. --checkpoint DIR commits a Loom checkpoint there after every
 step; --resume goes on from its newest; --stop-after N ends the run after step N's. --steps DIR
-accounts the steps with loom.profile.Steps into DIR.
+accounts the steps with loom.profile.Steps into DIR (given the DataParallel; with --steps-module
+its `.module`).
 
 --preemptible asks job.should_stop() after every step (after its checkpoint) and exits with
 loom.PREEMPTED when it says so, and resumes by itself in a restarted attempt (loom launch
@@ -73,7 +74,8 @@ def main():
     stop_after = int(argument("--stop-after") or STEPS)
     steps = None
     if argument("--steps"):
-        steps = loom.profile.Steps(argument("--steps"), model=model, optimizer=optimizer,
+        accounted = model.module if "--steps-module" in sys.argv else model
+        steps = loom.profile.Steps(argument("--steps"), model=accounted, optimizer=optimizer,
                                    config={"train": {"log_every": 1}}, warmup_steps=1)
     for step in (steps.loop if steps else iter)(range(first_step, min(STEPS, stop_after))):
         first = step * GLOBAL_BATCH + job.rank * per_rank
