@@ -92,6 +92,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/train/async_checkpoint_writer.h
   loom/train/checkpoint.h
   loom/train/checkpoint_agreement.h
+  loom/train/best_checkpoint.h
   loom/train/data_stream.h
   loom/train/job.h
   loom/train/step_faults.h

@@ -65,6 +65,19 @@ TEST(CliErrors, BadEnvironmentSettingsExitTwoAndNameTheVariable) {
       << fault.output;
 }
 
+// A --set takes one key=value: a configuration file named after it is the command's.
+TEST(CliErrors, AConfigurationFileMayFollowASet) {
+  test::TempDir dir;
+  test::write_text(dir / "c.yaml", "train:\n  max_steps: 3\n");
+  auto r = test::run_loom("config --json --set train.epochs=2 " + (dir / "c.yaml") +
+                          " --set seed=7");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto config = test::json_line(r.output);
+  EXPECT_EQ(config["train"]["epochs"], 2);
+  EXPECT_EQ(config["train"]["max_steps"], 3);
+  EXPECT_EQ(config["seed"], 7);
+}
+
 TEST(CliErrors, UnknownKeyExitsTwoAndSuggests) {
   auto r = test::run_loom("train --set train.epoch=3");
   EXPECT_EQ(r.exit_code, 2);

@@ -331,7 +331,7 @@ TEST_F(LanguageModelTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
   auto run =
       run_loom(launch(4, four + " --set parallel.zero=2 --set train.max_steps=4 --out " + part));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  run = run_loom("train" + whole + " --resume --out " + part);
+  run = run_loom("train" + whole + " " + kDefaultsOnly + " --resume --out " + part);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(summary_of(part)["resumed_from_step"], 4);
   expect_same_model(part, dir / "one", 1e-5);
@@ -476,7 +476,8 @@ TEST_F(LanguageModelTrain, CheckpointsMoveBetweenAPipelineAndOneProcess) {
       run_loom(launch(2, args + pipelined(2, 4, "1f1b") + " --set train.max_steps=4" + moved));
   ASSERT_EQ(part.exit_code, 0) << part.output;
   part =
-      run_loom("train" + args + accumulating(2, 4) + " --set train.max_steps=8 --resume" + moved);
+      run_loom("train" + args + accumulating(2, 4) + " --set train.max_steps=8 " + kDefaultsOnly +
+               " --resume" + moved);
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 4);
   expect_same_model(dir / "moved", dir / "one", 1e-5);

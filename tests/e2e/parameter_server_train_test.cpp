@@ -154,9 +154,11 @@ TEST(ParameterServerTrain, ACheckpointMovesBetweenServersAndAllReduce) {
       run_loom(launch(2, 2, args + (dir / "moved") + ps_args(2)), "LOOM_FAULT_STOP_AFTER_STEP=8");
   EXPECT_NE(first.exit_code, 0) << first.output;
   const auto second =
-      run_loom(launch(2, 0, args + (dir / "moved") + " --resume"), "LOOM_FAULT_STOP_AFTER_STEP=16");
+      run_loom(launch(2, 0, args + (dir / "moved") + " " + kDefaultsOnly + " --resume"),
+               "LOOM_FAULT_STOP_AFTER_STEP=16");
   EXPECT_NE(second.exit_code, 0) << second.output;
-  const auto third = run_loom(launch(2, 1, args + (dir / "moved") + ps_args(1) + " --resume"));
+  const auto third = run_loom(
+      launch(2, 1, args + (dir / "moved") + ps_args(1) + " " + kDefaultsOnly + " --resume"));
   ASSERT_EQ(third.exit_code, 0) << third.output;
   EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 16);
   expect_same_model(dir / "moved", dir / "straight", 1e-5);
@@ -342,11 +344,13 @@ TEST(ParameterServerTrain, ACheckpointMovesBetweenServerOptimizerAndAllReduce) {
       run_loom(launch(2, 2, args + (dir / "moved") + held), "LOOM_FAULT_STOP_AFTER_STEP=8");
   EXPECT_NE(first.exit_code, 0) << first.output;
   const auto second =
-      run_loom(launch(2, 0, args + (dir / "moved") + " --resume"), "LOOM_FAULT_STOP_AFTER_STEP=12");
+      run_loom(launch(2, 0, args + (dir / "moved") + " " + kDefaultsOnly + " --resume"),
+               "LOOM_FAULT_STOP_AFTER_STEP=12");
   EXPECT_NE(second.exit_code, 0) << second.output;
   const auto third = run_loom(launch(
       2, 1,
-      args + (dir / "moved") + ps_args(1) + " --set parallel.ps.optimizer_on=server --resume"));
+      args + (dir / "moved") + ps_args(1) + " --set parallel.ps.optimizer_on=server " +
+          kDefaultsOnly + " --resume"));
   ASSERT_EQ(third.exit_code, 0) << third.output;
   EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 12);
   expect_same_model(dir / "moved", dir / "straight", 1e-5);

@@ -151,13 +151,12 @@ TEST(PipelineTrain, CheckpointsMoveBetweenPipelinesAndOneProcess) {
   const std::string moved = " --out " + (dir / "moved");
   auto part = run_loom(pipeline(2, args) + piped + " --set train.max_steps=8" + moved);
   ASSERT_EQ(part.exit_code, 0) << part.output;
-  part = run_loom(one_process + " --set train.max_steps=16 --resume" + moved);
+  part = run_loom(one_process + " --set train.max_steps=16 " + kDefaultsOnly + " --resume" + moved);
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(json_of(dir / "moved/summary.json")["resumed_from_step"], 8);
   part = run_loom(pipeline(2, args) + piped +
                   " --set parallel.pipeline.schedule=gpipe --set parallel.pipeline.split=2,1"
-                  " --set train.max_steps=24 --resume" +
-                  moved);
+                  " --set train.max_steps=24 " + kDefaultsOnly + " --resume" + moved);
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(json_of(dir / "moved/summary.json")["resumed_from_step"], 16);
   const auto manifest = json_of(latest_checkpoint(dir / "moved") + "/manifest.json");

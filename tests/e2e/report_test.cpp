@@ -20,6 +20,21 @@ namespace {
 
 const int kWidths[] = {1400, 640};  // a wide window and a narrow one
 
+// Headless Chromium's path in `browser`; the test is skipped, saying how to get it, without one.
+#define CHROMIUM_OR_SKIP(browser)         \
+  const std::string browser = chromium(); \
+  if (browser.empty())                    \
+  GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)"
+
+// Runs `train` (a `loom` command line that trains into `run`), then `loom report run`.
+::testing::AssertionResult trained_and_reported(const std::string& train, const std::string& run) {
+  const auto trained = run_loom(train);
+  if (trained.exit_code != 0) return ::testing::AssertionFailure() << trained.output;
+  const auto report = run_loom("report " + run);
+  if (report.exit_code != 0) return ::testing::AssertionFailure() << report.output;
+  return ::testing::AssertionSuccess();
+}
+
 // The markup of one chart (<div id="ID" class="chart">, which holds an svg and no div).
 std::string chart(const std::string& dom, const std::string& id) {
   const auto at = dom.find("<div id=\"" + id + "\" class=\"chart\">");
@@ -126,9 +141,7 @@ std::vector<double> dot_xs(const std::string& chart_markup) {
 }
 
 TEST(Report, RendersItsChartsInHeadlessChromium) {
-  const std::string browser = chromium();
-  if (browser.empty())
-    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  CHROMIUM_OR_SKIP(browser);
   TempDir dir;
   const auto trained = run_loom("train " + tiny_synthetic_args() + " " + quick_autotune_args() +
                                 " --set train.epochs=3 --out " + (dir / "run"));
@@ -163,15 +176,12 @@ TEST(Report, RendersItsChartsInHeadlessChromium) {
 // a wide page and a narrow one. A log line every 20 steps and an evaluation every 16: the first
 // evaluation comes before the first log line, and must still sit right of the y axis.
 TEST(Report, ChartsHaveLabelledTicksAndTheirPointsInsideTheirAxesAtTwoWidths) {
-  const std::string browser = chromium();
-  if (browser.empty())
-    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  CHROMIUM_OR_SKIP(browser);
   TempDir dir;
-  const auto trained =
-      run_loom("train " + tiny_synthetic_args() +
-               " --set train.epochs=3 --set train.log_every=20 --out " + (dir / "run"));
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  ASSERT_EQ(run_loom("report " + (dir / "run")).exit_code, 0);
+  ASSERT_TRUE(trained_and_reported("train " + tiny_synthetic_args() +
+                                       " --set train.epochs=3 --set train.log_every=20 --out " +
+                                       (dir / "run"),
+                                   dir / "run"));
   const auto logged = metrics_records(dir / "run", "step");
   const auto evaluated = metrics_records(dir / "run", "epoch");
   ASSERT_GE(logged.size(), 3u);
@@ -233,15 +243,12 @@ TEST(Report, ChartsHaveLabelledTicksAndTheirPointsInsideTheirAxesAtTwoWidths) {
 // one point, or none), its evaluations spread along x, all inside the axes. The page also says
 // how the run was laid out, and shows the settings a CNN on synthetic data reads and no others.
 TEST(Report, AShortRunHasAPointPerStepInsideEveryChart) {
-  const std::string browser = chromium();
-  if (browser.empty())
-    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  CHROMIUM_OR_SKIP(browser);
   TempDir dir;
-  const auto trained =
-      run_loom("train " + tiny_synthetic_args() +
-               " --set train.epochs=2 --set train.log_every=50 --out " + (dir / "run"));
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  ASSERT_EQ(run_loom("report " + (dir / "run")).exit_code, 0);
+  ASSERT_TRUE(trained_and_reported("train " + tiny_synthetic_args() +
+                                       " --set train.epochs=2 --set train.log_every=50 --out " +
+                                       (dir / "run"),
+                                   dir / "run"));
   const auto summary = json_file(dir / "run/summary.json");
   const int steps = summary["steps"];
   ASSERT_EQ(steps, 32);  // 256 samples, 16 a step, 2 epochs: fewer than log_every
@@ -297,15 +304,13 @@ TEST(Report, AShortRunHasAPointPerStepInsideEveryChart) {
 // Two ranks with ZeRO-1: the page names the layout and its mesh as summary.json records them,
 // and the machine's cores apart from each rank's share of them.
 TEST(Report, ATwoRankRunStatesItsLayoutAndTheMachinesCoresApartFromARanks) {
-  const std::string browser = chromium();
-  if (browser.empty())
-    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  CHROMIUM_OR_SKIP(browser);
   TempDir dir;
-  const auto trained = run_loom(
-      "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-      tiny_synthetic_args() + " --set train.epochs=1 --set parallel.zero=1 --out " + (dir / "run"));
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  ASSERT_EQ(run_loom("report " + (dir / "run")).exit_code, 0);
+  ASSERT_TRUE(trained_and_reported("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) +
+                                       " train " + tiny_synthetic_args() +
+                                       " --set train.epochs=1 --set parallel.zero=1 --out " +
+                                       (dir / "run"),
+                                   dir / "run"));
   const auto summary = json_file(dir / "run/summary.json");
   const auto dom = rendered_dom(browser, dir / "run/report.html", dir / "profile", 1400);
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
@@ -327,6 +332,9 @@ TEST(Report, ATwoRankRunStatesItsLayoutAndTheMachinesCoresApartFromARanks) {
   EXPECT_EQ(attribute(tag_with_id(dom.output, "machine"), "data-cores"), std::to_string(cores));
   EXPECT_EQ(attribute(tag_with_id(dom.output, "rank-cores"), "data-cores"),
             std::to_string(rank_cores));
+  // The batch grew with the replicas (no data.global_batch): the page says what the run said.
+  EXPECT_EQ(summary["notices"][0]["id"], "batch_per_replica") << summary["notices"];
+  EXPECT_NE(dom.output.find("data-id=\"batch_per_replica\""), std::string::npos);
 }
 
 // A GPT's report: the settings a GPT on token data reads (model.gpt.*, data.seq_len), not the
@@ -336,13 +344,9 @@ TEST(Report, ATwoRankRunStatesItsLayoutAndTheMachinesCoresApartFromARanks) {
 class ReportOfALanguageModel : public LanguageModelTrain {};
 
 TEST_F(ReportOfALanguageModel, ShowsTheGptsSettingsAndLabelsManyValidationsApart) {
-  const std::string browser = chromium();
-  if (browser.empty())
-    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  CHROMIUM_OR_SKIP(browser);
   TempDir dir;
-  const auto trained = run_loom("train" + gpt_args() + " --out " + (dir / "run"));
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  ASSERT_EQ(run_loom("report " + (dir / "run")).exit_code, 0);
+  ASSERT_TRUE(trained_and_reported("train" + gpt_args() + " --out " + (dir / "run"), dir / "run"));
   const auto dom = rendered_dom(browser, dir / "run/report.html", dir / "profile", 1400);
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
   const auto keys = shown_keys(dom.output);

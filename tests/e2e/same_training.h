@@ -42,7 +42,7 @@ inline void expect_checkpoint_moves(const std::vector<CheckpointMove>& moves, co
     const std::string folder = dir / ("move" + std::to_string(n++));
     auto run = run_loom(move.first + " --out " + folder);
     ASSERT_EQ(run.exit_code, 0) << run.output;
-    run = run_loom(move.then + " --resume --out " + folder);
+    run = run_loom(move.then + " " + kDefaultsOnly + " --resume --out " + folder);
     ASSERT_EQ(run.exit_code, 0) << run.output;
     EXPECT_EQ(summary_of(folder)["resumed_from_step"], resumed_at);
     expect_same_model(folder, reference, 1e-5);

@@ -47,6 +47,16 @@ def test_train_raises_config_error_naming_the_key(tmp_path):
         loom.plan(tmp_path / "nothing", os.path.join(SOURCE, "examples", "prices.yaml"))
 
 
+def test_resume_without_a_config_goes_on_with_the_runs_own(tmp_path):
+    first = loom.train(synthetic_sgd_config(tmp_path, 1, "mlp"), out=tmp_path / "run")
+    # No configuration: OUT/config.yaml's, with the override over it (not the default CNN on
+    # Fashion-MNIST, which the checkpoint cannot take).
+    summary = loom.train(overrides=["train.epochs=2"], out=tmp_path / "run", resume=True)
+    assert summary["model"] == "mlp"
+    assert summary["resumed_from_step"] == first["steps"]
+    assert summary["steps"] == 2 * first["steps"]
+
+
 def test_ctrl_c_stops_training_with_keyboard_interrupt(tmp_path):
     run = tmp_path / "run"
     script = f"""

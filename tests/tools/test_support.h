@@ -91,6 +91,11 @@ CommandResult rendered_dom(const std::string& browser, const std::string& html,
 CommandResult rendered_dom(const std::string& browser, const std::string& html,
                            const std::string& profile_dir, int width);
 
+// A configuration file that sets nothing: the defaults. `loom train --resume` without a file goes
+// on with the run's own config.yaml; a test that moves a checkpoint to another layout names this
+// file, so that its --set values alone say the new layout.
+inline constexpr const char* kDefaultsOnly = "/dev/null";
+
 // A small, fast synthetic-data configuration for e2e runs.
 std::string tiny_synthetic_args();
 // `--autotune` with one-step samples and the whole run allowed for tuning: quick, not precise.

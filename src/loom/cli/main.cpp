@@ -19,8 +19,11 @@
 namespace loom::cli {
 
 void add_set_option(CLI::App* sub, std::vector<std::string>& overrides) {
+  // One key=value a --set: a word after it is the command's own (a configuration file), not
+  // another override.
   sub->add_option("--set", overrides, "Override a key: --set train.epochs=5 (repeatable)")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 

@@ -188,6 +188,14 @@ std::function<std::optional<std::string>()> jargon_lines(TextCorpus& corpus, int
   };
 }
 
+// Tokenizer::train's source of `lines`, one a call.
+std::function<std::optional<std::string>()> lines_of(std::vector<std::string> lines) {
+  return [lines = std::move(lines), next = size_t{0}]() mutable -> std::optional<std::string> {
+    if (next >= lines.size()) return std::nullopt;
+    return lines[next++];
+  };
+}
+
 TEST(Tokenizer, TrainsBpeOnRealTextAndRoundTrips) {
   SKIP_WITHOUT_SENTENCEPIECE();
   if (!std::filesystem::exists(kJargon)) GTEST_SKIP() << kJargon << " missing (jargon-text)";
@@ -219,15 +227,8 @@ TEST(Tokenizer, AVocabularyTheTextCannotFillNamesTheOption) {
   SKIP_WITHOUT_SENTENCEPIECE();
   TokenizerTraining options;
   options.vocab_size = 5000;
-  std::vector<std::string> lines = {"a tiny corpus", "of two lines"};
-  size_t next = 0;
   try {
-    Tokenizer::train(
-        [&]() -> std::optional<std::string> {
-          if (next >= lines.size()) return std::nullopt;
-          return lines[next++];
-        },
-        options);
+    Tokenizer::train(lines_of({"a tiny corpus", "of two lines"}), options);
     FAIL() << "trained 5000 pieces on two lines";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--vocab-size"), std::string::npos) << e.what();
@@ -240,14 +241,8 @@ TEST(Tokenizer, TextOfBlankLinesIsRefusedBeforeSentencePieceSeesIt) {
   options.vocab_size = 100;
   for (const std::vector<std::string>& lines :
        {std::vector<std::string>{}, std::vector<std::string>{"", "   ", "\t", " \r"}}) {
-    size_t next = 0;
     try {
-      Tokenizer::train(
-          [&]() -> std::optional<std::string> {
-            if (next >= lines.size()) return std::nullopt;
-            return lines[next++];
-          },
-          options);
+      Tokenizer::train(lines_of(lines), options);
       FAIL() << "trained on " << lines.size() << " blank lines";
     } catch (const DataError& e) {
       // Said before SentencePiece's own internal check speaks, which names its source file.
