@@ -21,7 +21,7 @@ def train(config=None, overrides=(), *, out, resume=False):
 
     Args:
         config: a dict, YAML text or a path (None: the built-in default, the small CNN on
-            Fashion-MNIST).
+            Fashion-MNIST; resuming, OUT/config.yaml, the run's own).
         overrides: "key=value" strings, as `--set`.
         out: the run directory (metrics, checkpoints, summary).
         resume: continue from the last checkpoint in `out`.
@@ -31,6 +31,11 @@ def train(config=None, overrides=(), *, out, resume=False):
     KeyboardInterrupt. Raises loom.ConfigError, loom.DataError or loom.Error as `loom train`
     exits 2 or 1, with the same messages.
     """
+    own = os.path.join(os.fspath(out), "config.yaml")
+    if config is None and resume and os.path.isfile(own):
+        # As `loom train --out OUT --resume` without a file: the run's own configuration, the
+        # overrides over it (not the defaults, which the checkpoint was not trained with).
+        config = own
     config = _config.load(config, overrides)
     job = distributed.init(config, out_dir=os.fspath(out))
     text = _loom.train(config, os.fspath(out), bool(resume), job)

@@ -254,6 +254,15 @@ int run_train(const TrainArgs& args) {
   }
   print_layout(s);
   print_autotune(s, options.out_dir);
+  if (s.best_checkpoint) {
+    const train::BestCheckpoint& best = *s.best_checkpoint;
+    std::printf("best checkpoint (checkpoint.keep_best): %s, %s %.4f at step %lld\n",
+                best.path.c_str(), best.metric.c_str(), best.value,
+                static_cast<long long>(best.step));
+  }
+  for (const auto& n : s.notices) {
+    std::printf("notice: %s; %s\n", n.evidence.c_str(), n.advice.c_str());
+  }
   for (const auto& f : s.findings) {
     std::printf("advice (%s): %s; %s", f.severity.c_str(), f.evidence.c_str(), f.advice.c_str());
     if (f.max_gain > 0) std::printf(" (at most %.2fx faster)", f.max_gain);

@@ -327,10 +327,12 @@ table { border-collapse: collapse; } td, th { border-bottom: 1px solid #eee; pad
     layoutBox.dataset.zero = layout.zero || 0;
     for (const n of dims) layoutBox.dataset['mesh' + n[0].toUpperCase() + n.slice(1)] = size(n);
   }
-  const findings = S.findings || [];
+  // What the run said at its start (a batch grown with the replicas, a warm-up longer than the
+  // run), then the advisor's findings.
+  const findings = (S.notices || []).concat(S.findings || []);
   document.getElementById('findings').innerHTML = findings.length
       ? '<table><tr><th>severity</th><th>evidence</th><th>advice</th><th>key</th><th>at most</th></tr>' +
-        findings.map(f => `<tr><td class="${esc(f.severity)}">${esc(f.severity)}</td><td>${esc(f.evidence)}</td>` +
+        findings.map(f => `<tr data-id="${esc(f.id)}"><td class="${esc(f.severity)}">${esc(f.severity)}</td><td>${esc(f.evidence)}</td>` +
                           `<td>${esc(f.advice)}</td><td><code>${esc(f.key || '')}</code></td>` +
                           `<td>${f.max_gain ? f.max_gain.toFixed(2) + 'x faster' : ''}</td></tr>`).join('') + '</table>'
       : '<p>The advisor found nothing to change.</p>';
