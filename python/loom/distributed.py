@@ -6,7 +6,7 @@ Slurm or Open MPI, as `loom train`), and call `init()` once at the top:
     job = loom.distributed.init()
     print(job.rank, job.world, job.local_rank, job.trainers)
     if job.mode is loom.distributed.Mode.DATA_PARALLEL:
-        print(job.layout)        # "data parallel over 2 ranks: 64 samples a step, ..."
+        print(job.layout)        # "data parallel over 2 ranks: the script's own batch"
 
 A loop that should survive preemption and restarts asks after every step:
 

@@ -37,6 +37,14 @@ py::object layout_mode(parallel::LayoutMode mode) {
   return py::module_::import("loom._loom").attr("LayoutMode")(parallel::layout_mode_name(mode));
 }
 
+// The job's layout as a script sees it: its ranks and groups, but no step shape. The plan's came
+// from the configuration's data.batch_size (the default when a script names none), while the
+// script's own loop decides its batch (loom.profile.Steps counts it).
+parallel::LayoutPlan script_layout(parallel::LayoutPlan plan) {
+  plan.step = parallel::StepShape{};  // no batch: 0 samples, one micro-batch
+  return plan;
+}
+
 }  // namespace
 
 void bind_parallel(py::module_& m) {
@@ -117,12 +125,12 @@ void bind_parallel(py::module_& m) {
       .def_property_readonly(
           "backend",
           [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
-      .def_property_readonly("layout", [](const train::Job& j) { return j.plan; })
+      .def_property_readonly("layout", [](const train::Job& j) { return script_layout(j.plan); })
       .def_property_readonly("trainers", [](const train::Job& j) { return j.plan.trainers; })
       .def_property_readonly("mode", [](const train::Job& j) { return layout_mode(j.plan.mode()); })
       .def("__repr__", [](const train::Job& j) {
         return "Job(rank " + std::to_string(j.world.rank) + " of " + std::to_string(j.world.world) +
-               ": " + j.plan.describe() + ")";
+               ": " + script_layout(j.plan).describe() + ")";
       });
   m.def(
       "enter_job",

@@ -97,6 +97,8 @@ def test_a_process_alone_is_a_job_of_one_rank():
     assert job.mode is loom.distributed.Mode.LOCAL and job.trainers == 1
     assert isinstance(job.layout, loom.distributed.Layout) and job.layout.replicas == 1
     assert str(job.layout).startswith("one process: ")
+    # The script's loop decides its batch: the layout has none of the configuration's default.
+    assert job.layout.global_batch == 0 and job.layout.replica_batch == 0
     assert not hasattr(job, "serve") and not hasattr(job, "serves")  # init() serves
     model = loom.parallel.DataParallel(torch.nn.Linear(3, 2))
     model(torch.randn(4, 3)).sum().backward()

@@ -261,6 +261,8 @@ std::string LayoutPlan::describe() const {
   }
   // A mesh of more than the data dimension says how its ranks are laid out.
   const std::string grid = pipeline || tensor ? "; mesh " + mesh.describe() : "";
+  // A script's job has no step shape of its own: its loop decides the batch.
+  if (step.global_batch == 0) return what + ": the script's own batch" + grid;
   return what + ": " + std::to_string(step.global_batch) + " samples a step, " +
          std::to_string(step.replica_batch) + " a replica (" + std::to_string(step.micro_batches) +
          " x " + std::to_string(step.micro_batch) + ")" + grid;
