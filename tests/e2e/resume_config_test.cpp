@@ -54,10 +54,13 @@ TEST(ResumeConfig, WithoutAFileGoesOnWithTheRunsOwnConfiguration) {
   ASSERT_FALSE(steps.empty());
   for (const auto& step : steps) EXPECT_DOUBLE_EQ(step["lr"].get<double>(), 0.01) << step;
   // The run's file now says what it trained with: its own settings and the --set.
-  const std::string config = read_text(run + "/config.yaml");
-  EXPECT_NE(config.find("epochs: 2"), std::string::npos) << config;
-  EXPECT_NE(config.find("name: constant"), std::string::npos) << config;
-  EXPECT_NE(config.find("source: synthetic"), std::string::npos) << config;
+  const auto written = run_loom("config --json " + run + "/config.yaml");
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  const auto config = json_line(written.output);
+  EXPECT_EQ(config["train"]["epochs"], 2);
+  EXPECT_EQ(config["schedule"]["name"], "constant");
+  EXPECT_EQ(config["data"]["source"], "synthetic");
+  EXPECT_EQ(config["optimizer"]["lr"], 0.01);
 }
 
 TEST(ResumeConfig, AChangeTheCheckpointCannotTakeIsRefusedAndTheFolderStaysAsItWas) {
