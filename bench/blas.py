@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable  # the project's .venv: Loom's torch, the peers' torch
 LIB = "/usr/lib/x86_64-linux-gnu"
 REFERENCE_PATH = f"{LIB}/blas:{LIB}/lapack"  # netlib's, as libblas3 and liblapack3 install them
 

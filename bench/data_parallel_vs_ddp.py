@@ -50,7 +50,7 @@ def run_ddp(steps, wrapper="ddp", loom=None):
     if loom:
         env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(loom))),
                                          "python")
-    out = subprocess.run(["/usr/bin/python3", PEER, "--ranks", "2", "--threads", "1",
+    out = subprocess.run([sys.executable, PEER, "--ranks", "2", "--threads", "1",
                           "--global-batch", "64", "--image-size", "64", "--steps", str(steps),
                           "--precision", "bf16", "--channels-last", "--wrapper", wrapper],
                          check=True, capture_output=True, text=True, env=env).stdout

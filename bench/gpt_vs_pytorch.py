@@ -46,7 +46,7 @@ def run_loom(loom, data, precision, batch, steps):
 
 
 def run_peer(data, precision, batch, steps):
-    cmd = ["/usr/bin/python3", PEER, "--data", data, "--precision", precision, "--threads", "2",
+    cmd = [sys.executable, PEER, "--data", data, "--precision", precision, "--threads", "2",
            "--batch", str(batch), "--steps", str(steps)] + [
         f"--{k.replace('_', '-')}={v}" for k, v in SHAPE.items()]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+PYTHON = sys.executable  # the project's .venv: Loom's torch, the peers' torch
 EPOCHS = 6
 
 

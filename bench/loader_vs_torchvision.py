@@ -48,7 +48,7 @@ def label(capability):
 
 
 def torchvision_rate(folder, workers, blur=0):
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "peers", "torchvision_loader.py"), folder,
+    cmd = [sys.executable, os.path.join(HERE, "peers", "torchvision_loader.py"), folder,
            "--workers", str(workers), "--batches", "6" if blur else "12", "--blur", str(blur)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["images_per_second"]

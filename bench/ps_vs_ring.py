@@ -4,7 +4,7 @@
 n workers and k servers, each on its own host of the multi-host test bed (scripts/netbed.sh),
 every host's link limited with tc. For each (n, k) one `loom launch` per host runs
 `loom bench ps`, which times, alternately, a ring step (the workers all-reduce every gradient
-bucket among themselves over Gloo) and a server step (Loom's PsBucketExchange: parts pushed to
+bucket among themselves over tcp) and a server step (Loom's PsBucketExchange: parts pushed to
 the servers and sums pulled back), on the same links, in the same run. Worker rank 0 prints
 both medians; this script collects them with the bandwidth arithmetic (BytePS):
 

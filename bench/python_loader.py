@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+PYTHON = sys.executable  # the project's .venv: Loom's torch, the peers' torch
 
 
 def last_json(cmd, env=None):

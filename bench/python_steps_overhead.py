@@ -8,6 +8,7 @@ the median over R processes of their accounted/plain ratio. Target: >= 0.97.
 Usage: bench/python_steps_overhead.py [--build build] [--repeats 5] [--chunks 8]
        [--chunk-steps 30] [--json FILE]
 """
+import sys
 import argparse
 import json
 import os
@@ -15,7 +16,7 @@ import statistics
 import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+PYTHON = sys.executable  # the project's .venv: Loom's torch, the peers' torch
 
 
 def run_once(build, chunks, chunk_steps):

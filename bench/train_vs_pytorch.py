@@ -56,7 +56,7 @@ def run_loom(loom, args):
 
 
 def run_peer(args):
-    out = subprocess.run(["/usr/bin/python3", PEER] + args, check=True, capture_output=True,
+    out = subprocess.run([sys.executable, PEER] + args, check=True, capture_output=True,
                          text=True).stdout
     s = json.loads(out.strip().splitlines()[-1])
     fmt = "channels_last" if s["channels_last"] else "contiguous"

@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 # The public API: configuration, data sources and the loader, communicators, DataParallel and
 # GradSync, the trainer's entry points, the profiler's outputs (and what those headers include,
 # so the installed set is closed). They include nothing but LibTorch and the standard library,
-# so find_package(Torch) is all a user needs; the other headers are internal and not installed.
+# so the torch Loom was built against is all a user needs; the other headers are internal and not installed.
 # tests/e2e/install_and_embed.sh checks that the set is closed and free of other libraries.
 set(LOOM_PUBLIC_HEADERS
   loom/comm/communicator.h
@@ -126,5 +126,6 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/LoomConfigVersion.c
   COMPATIBILITY SameMinorVersion)
 install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/LoomConfig.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/LoomTorch.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/LoomConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Loom)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Loom needs to build, test, benchmark and run its demo, and only
-# those that are missing. Idempotent; fetches nothing outside Debian's archive.
+# Installs what Loom needs to build, test, benchmark and run its demo, and only what is missing:
+# Debian packages, and PyTorch from pip into the project's virtual environment .venv (made with
+# Debian's python3; the versions are pinned in scripts/requirements.txt). Idempotent.
 #   scripts/install-deps.sh           what `make demo` and `make test` need
 #   scripts/install-deps.sh --fuzz    and clang with libFuzzer and the sanitizers (`make fuzz`)
 set -euo pipefail
@@ -8,12 +9,8 @@ set -euo pipefail
 packages=(
   # build
   cmake ninja-build g++ ccache
-  # libraries
-  libtorch-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
-  # LibTorch's fp32 matrix products go to libblas.so.3: OpenBLAS built for OpenMP (LibTorch's
-  # threading) takes it over from netlib's reference BLAS, 16-30x slower; libblas3 (the
-  # reference) stays for the test that checks Loom names it
-  libopenblas0-openmp libblas3
+  # libraries (LibTorch itself comes with torch from pip, below)
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
   libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev
   # the remote data workers' service: gRPC, protobuf, OpenSSL (challenge-response), LZ4
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libssl-dev liblz4-dev
@@ -24,15 +21,14 @@ packages=(
   # MPI's mpirun. On a host with systemd the packages also enable system services (munge's starts;
   # slurmd's and slurmctld's stop for want of /etc/slurm/slurm.conf); the tests use none of them
   munge slurmctld slurmd slurm-client openmpi-bin
-  # the loom Python package (pybind11 over libloom, for Debian's python3 and its torch) and its tests
-  pybind11-dev python3-dev python3-pytest
+  # the project's virtual environment, made with Debian's python3, and the headers the loom
+  # Python package (pybind11 over libloom) compiles against
+  python3 python3-venv python3-dev
   # tests (GoogleTest; the benchmarks in bench/ are Python scripts timing whole commands)
   libgtest-dev
   # data: Fashion-MNIST for the demo and tests; the Jargon File (public domain English text,
   # /usr/share/doc/jargon-text/jargon.txt.gz) for language models, and SentencePiece to tokenize it
   dataset-fashion-mnist jargon-text libsentencepiece-dev
-  # peers for benchmarks and the TorchScript test (same LibTorch version as libtorch-dev)
-  python3 python3-torch python3-torchvision
   # the HTML report's test renders it in a headless browser
   chromium
 )
@@ -41,21 +37,56 @@ if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-14-dev libfuzzer-14-dev python3-pil)
 fi
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
+# Debian's LibTorch 1.13 and its Python packages, which Loom used before torch 2.11 from pip: its
+# libc10.so and libtorch_python.so would answer for the wheel's in any search that reaches the
+# system's library folders, and its pybind11 is older than the one torch's headers bundle.
+# Debian's gloo goes too: the wheel's libtorch_cpu.so exports its own copy of gloo, and two
+# copies in one process bind each other's symbols (Loom's collectives between hosts are its own).
+stale=(libtorch-dev libtorch-test libtorch1.13 python3-torch python3-torchvision pybind11-dev
+  libgloo-dev libgloo0)
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+present=()
+for p in "${stale[@]}"; do
+  if installed "$p"; then present+=("$p"); fi
+done
+if [ ${#present[@]} -gt 0 ]; then
+  echo "install-deps: removing ${present[*]} (Loom builds on torch from pip now)"
+  "${sudo_cmd[@]}" apt-get purge -y -qq "${present[@]}"
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! installed "$p"; then missing+=("$p"); fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} Debian packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# PyTorch and the rest of Loom's Python side, pinned in one file. The wheels (about 2.7 GB with
+# NVIDIA's CUDA libraries, which libtorch_cpu.so loads even on a CPU) stay in pip's cache, so a
+# fresh clone on the same machine installs without downloading again.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/.venv"
+requirements="$root/scripts/requirements.txt"
+stamp="$venv/.requirements"
+if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
+  echo "install-deps: $venv has scripts/requirements.txt"
+  exit 0
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  # Debian's python3 by name: PATH may lead to another (pyenv's), without Debian's headers.
+  /usr/bin/python3 -m venv "$venv"
+fi
+echo "install-deps: installing scripts/requirements.txt into $venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+cp "$requirements" "$stamp"

@@ -19,7 +19,7 @@ A loop that should survive preemption and restarts asks after every step:
             raise SystemExit(loom.PREEMPTED)
 
 The ranks meet through Loom's rendezvous store (authenticated by the job's token) and talk over
-shared memory inside a host and Gloo between hosts (`comm.backend: auto`). A process started
+shared memory inside a host and TCP between hosts (`comm.backend: auto`). A process started
 alone is a job of one rank.
 """
 

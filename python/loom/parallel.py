@@ -12,7 +12,7 @@ loss and loop.
 Like torch's DistributedDataParallel: rank 0's parameters and buffers go to every rank at the
 start, gradients are averaged in buckets whose exchange starts during backward as soon as a
 bucket is full, and `no_sync()` accumulates without exchanging. The exchange is Loom's (shared
-memory inside a host, Gloo between hosts; parameter servers when the job has them).
+memory inside a host, TCP between hosts; parameter servers when the job has them).
 
 ZeRO, as `loom train`'s parallel.zero (src/loom/parallel/zero_partition.h), for the same loop:
 

@@ -8,7 +8,7 @@ its GPT): a column-parallel linear keeps its rows of the weight [out, in] and of
 its input passes through enter_split (itself forward, its gradient summed over the group
 backward); a row-parallel one keeps its columns of the weight, and its output is
 leave_split(x @ w_slice^T) (summed over the group forward) plus the whole bias. The sums are
-Loom's communicator's: shared memory inside a host, Gloo between hosts.
+Loom's communicator's: shared memory inside a host, TCP between hosts.
 """
 
 import collections

@@ -1,6 +1,6 @@
 // Tensor parallelism for a script's own module (loom.parallel.TensorParallel): the job's tensor
 // group (the mesh's innermost dimension, consecutive ranks) as a models::TensorGroup over Loom's
-// communicator (shared memory inside a host, Gloo between hosts), and the pieces of
+// communicator (shared memory inside a host, tcp between hosts), and the pieces of
 // models/tensor_parallel.h over it: enter_split and leave_split (C++ autograd functions, which
 // torch tensors from Python go through as they are: the package runs on torch's own LibTorch),
 // slice_of, and whole_of over every rank's slice. Which linears are cut how is the Python

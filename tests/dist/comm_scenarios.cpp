@@ -35,7 +35,9 @@ struct Checker {
   int rank;
   int checks = 0;
   void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
-    const double tolerance = got.scalar_type() == at::kBFloat16 ? 0.26 : 1e-5;
+    const double tolerance = got.scalar_type() == at::kBFloat16 ? 0.26
+                             : got.scalar_type() == at::kHalf   ? 0.01
+                                                                : 1e-5;
     const double error =
         got.numel() == 0 ? 0.0
                          : (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
@@ -47,68 +49,176 @@ struct Checker {
   }
 };
 
-void check_collectives(Communicator& comm, Checker& check, std::int64_t max_elements) {
+// Every collective on `n` elements of `dtype`, against references computed here.
+void check_one_size(Communicator& comm, Checker& check, at::ScalarType dtype, std::int64_t n) {
   const int rank = comm.rank(), world = comm.world();
-  const std::int64_t sizes[] = {1, 3, 1000, 4097, 70001, (1 << 20) + 5, 16 << 20};
+  const std::string label = std::to_string(n) + " x " + c10::toString(dtype);
+  // Reference: every rank's pattern, summed in float here.
+  auto sum = at::zeros({n}, at::kFloat);
+  for (int r = 0; r < world; ++r) sum += pattern(n, r, dtype).to(at::kFloat);
+
+  auto t = pattern(n, rank, dtype);
+  comm.allreduce(t, ReduceOp::kSum)->wait(kWait);
+  check.expect_close(t, sum, "allreduce sum " + label);
+  if (at::isFloatingType(dtype)) {  // integers are summed, never averaged
+    t = pattern(n, rank, dtype);
+    comm.allreduce(t, ReduceOp::kAvg)->wait(kWait);
+    check.expect_close(t, sum / world, "allreduce avg " + label);
+  }
+  if (n > (4 << 20)) return;  // the others are exercised up to 4 M elements
+
+  t = pattern(n, rank, dtype);
+  comm.broadcast(t, world - 1)->wait(kWait);
+  check.expect_close(t, pattern(n, world - 1, dtype), "broadcast " + label);
+
+  auto gathered = at::empty({world * n}, dtype);
+  comm.allgather(pattern(n, rank, dtype), gathered)->wait(kWait);
+  for (int r = 0; r < world; ++r) {
+    check.expect_close(gathered.slice(0, r * n, (r + 1) * n), pattern(n, r, dtype),
+                       "allgather " + label);
+  }
+
+  auto block = at::empty({n}, dtype);
+  auto whole_sum = at::zeros({world * n}, at::kFloat);
+  for (int r = 0; r < world; ++r) whole_sum += pattern(world * n, r, dtype).to(at::kFloat);
+  const auto input = pattern(world * n, rank, dtype);
+  const auto untouched = input.clone();
+  const bool floating = at::isFloatingType(dtype);
+  comm.reduce_scatter(input, block, floating ? ReduceOp::kAvg : ReduceOp::kSum)->wait(kWait);
+  check.expect_close(block, whole_sum.slice(0, rank * n, (rank + 1) * n) / (floating ? world : 1),
+                     "reduce_scatter " + label);
+  if (!input.equal(untouched)) throw std::runtime_error("reduce_scatter changed its input");
+
+  // A ring: send to the next rank, receive from the previous one.
+  auto received = at::empty({n}, dtype);
+  const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+  auto sent = comm.send(pattern(n, rank, dtype, 5), next);
+  comm.recv(received, previous)->wait(kWait);
+  sent->wait(kWait);
+  check.expect_close(received, pattern(n, previous, dtype, 5), "send/recv " + label);
+}
+
+// After an all-reduce every rank must hold the same bits (replicas stay identical), on the
+// small path and the large one, in float and in bfloat16.
+void check_identical_replicas(Communicator& comm, Checker& check) {
+  const int rank = comm.rank(), world = comm.world();
+  at::Generator random = at::detail::createCPUGenerator(11 + rank);
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (std::int64_t n : {std::int64_t{1000}, std::int64_t{(3 << 18) + 7}}) {
+      auto t = at::randn({n}, random, at::TensorOptions().dtype(at::kFloat)).to(dtype);
+      comm.allreduce(t, ReduceOp::kAvg)->wait(kWait);
+      auto everyone = at::empty({world * n}, dtype);
+      comm.allgather(t, everyone)->wait(kWait);
+      for (int r = 0; r < world; ++r) {
+        if (!everyone.slice(0, r * n, (r + 1) * n).equal(t)) {
+          throw std::runtime_error("allreduce of " + std::to_string(n) + " x " +
+                                   c10::toString(dtype) + ": rank " + std::to_string(r) +
+                                   " holds other bits than rank " + std::to_string(rank));
+        }
+      }
+      ++check.checks;
+    }
+  }
+}
+
+// Several messages to one peer, received in the order sent, with a collective between them.
+void check_message_order(Communicator& comm, Checker& check) {
+  const int rank = comm.rank(), world = comm.world();
+  const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+  const std::int64_t sizes[] = {5, 0, 70001, 1};
+  std::vector<at::Tensor> received;
+  std::vector<WorkPtr> works;
+  for (std::int64_t n : sizes) {
+    received.push_back(at::empty({n}, at::kFloat));
+    works.push_back(comm.recv(received.back(), previous));
+  }
+  auto between = pattern(4097, rank, at::kFloat);
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    works.push_back(comm.send(pattern(sizes[i], rank, at::kFloat, static_cast<int>(i)), next));
+    if (i == 1) works.push_back(comm.allreduce(between, ReduceOp::kSum));
+  }
+  for (const auto& work : works) work->wait(kWait);
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    check.expect_close(received[i], pattern(sizes[i], previous, at::kFloat, static_cast<int>(i)),
+                       "message " + std::to_string(i) + " of " + std::to_string(std::size(sizes)));
+  }
+  auto sum = at::zeros({4097}, at::kFloat);
+  for (int r = 0; r < world; ++r) sum += pattern(4097, r, at::kFloat);
+  check.expect_close(between, sum, "allreduce between messages");
+}
+
+void check_collectives(Communicator& comm, Checker& check, std::int64_t max_elements) {
+  const std::int64_t sizes[] = {0, 1, 3, 1000, 4097, 70001, (1 << 20) + 5, 16 << 20};
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     for (std::int64_t n : sizes) {
       if (n > max_elements) continue;
       // 64 MB all-reduces run on two ranks; more ranks than the CI machine's two cores stop at 4 M.
-      if (n > (4 << 20) && world > 2) continue;
-      const std::string label = std::to_string(n) + " x " + c10::toString(dtype);
-      // Reference: every rank's pattern, summed in float here.
-      auto sum = at::zeros({n}, at::kFloat);
-      for (int r = 0; r < world; ++r) sum += pattern(n, r, dtype).to(at::kFloat);
-
-      auto t = pattern(n, rank, dtype);
-      comm.allreduce(t, ReduceOp::kSum)->wait(kWait);
-      check.expect_close(t, sum, "allreduce sum " + label);
-      t = pattern(n, rank, dtype);
-      comm.allreduce(t, ReduceOp::kAvg)->wait(kWait);
-      check.expect_close(t, sum / world, "allreduce avg " + label);
-      if (n > (4 << 20)) continue;  // the others are exercised up to 4 M elements
-
-      t = pattern(n, rank, dtype);
-      comm.broadcast(t, world - 1)->wait(kWait);
-      check.expect_close(t, pattern(n, world - 1, dtype), "broadcast " + label);
-
-      auto gathered = at::empty({world * n}, dtype);
-      comm.allgather(pattern(n, rank, dtype), gathered)->wait(kWait);
-      for (int r = 0; r < world; ++r) {
-        check.expect_close(gathered.slice(0, r * n, (r + 1) * n), pattern(n, r, dtype),
-                           "allgather " + label);
-      }
-
-      auto block = at::empty({n}, dtype);
-      auto whole_sum = at::zeros({world * n}, at::kFloat);
-      for (int r = 0; r < world; ++r) whole_sum += pattern(world * n, r, dtype).to(at::kFloat);
-      comm.reduce_scatter(pattern(world * n, rank, dtype), block, ReduceOp::kAvg)->wait(kWait);
-      check.expect_close(block, whole_sum.slice(0, rank * n, (rank + 1) * n) / world,
-                         "reduce_scatter " + label);
-
-      // A ring: send to the next rank, receive from the previous one.
-      auto received = at::empty({n}, dtype);
-      const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
-      auto sent = comm.send(pattern(n, rank, dtype, 5), next);
-      comm.recv(received, previous)->wait(kWait);
-      sent->wait(kWait);
-      check.expect_close(received, pattern(n, previous, dtype, 5), "send/recv " + label);
+      if (n > (4 << 20) && comm.world() > 2) continue;
+      check_one_size(comm, check, dtype, n);
     }
   }
+  // The other reducible types, at sizes on either side of the small all-reduce's bound.
+  for (auto dtype : {at::kDouble, at::kInt, at::kLong}) {
+    for (std::int64_t n : {std::int64_t{3}, std::int64_t{70001}})
+      check_one_size(comm, check, dtype, n);
+  }
+  // float16 (DataParallel's fp16 buckets) where the backend sums it: tcp, in float.
+  if (comm.backend() == "tcp") {
+    for (std::int64_t n : {std::int64_t{3}, std::int64_t{70001}}) {
+      check_one_size(comm, check, at::kHalf, n);
+    }
+  }
+  check_identical_replicas(comm, check);
+  check_message_order(comm, check);
   comm.barrier()->wait(kWait);
+}
+
+// Groups of some ranks: the even and the odd job ranks. Over tcp each is made twice under the same
+// name (a second group of a name keeps its keys apart from the first one's; shm's segment keys
+// are per name, so shm makes each once). A group of one works alone.
+void check_groups(const std::shared_ptr<Rendezvous>& rendezvous, const std::string& backend,
+                  CommOptions options, Checker& check) {
+  const int rank = rendezvous->rank(), world = rendezvous->world();
+  std::vector<int> members;
+  for (int r = rank % 2; r < world; r += 2) members.push_back(r);
+  const std::string name = rank % 2 ? "odd" : "even";
+  const int rounds = backend == "tcp" ? 2 : 1;
+  for (int round = 0; round < rounds; ++round) {
+    auto group = make_group_communicator(backend, rendezvous, members, name, options);
+    const std::int64_t n = 70001 + round;
+    const std::string label = name + " group, round " + std::to_string(round);
+    auto sum = at::zeros({n}, at::kFloat);
+    for (int member : members) sum += pattern(n, member, at::kFloat);
+    auto t = pattern(n, rank, at::kFloat);
+    group->allreduce(t, ReduceOp::kSum)->wait(kWait);
+    check.expect_close(t, sum, "allreduce, " + label);
+    t = pattern(n, rank, at::kFloat);
+    group->broadcast(t, group->world() - 1)->wait(kWait);
+    check.expect_close(t, pattern(n, members.back(), at::kFloat), "broadcast, " + label);
+    if (group->world() > 1) {
+      const int g = group->rank(), size = group->world();
+      auto received = at::empty({n}, at::kFloat);
+      auto sent = group->send(pattern(n, rank, at::kFloat, 3), (g + 1) % size);
+      group->recv(received, (g + size - 1) % size)->wait(kWait);
+      sent->wait(kWait);
+      check.expect_close(received, pattern(n, members[(g + size - 1) % size], at::kFloat, 3),
+                         "send/recv, " + label);
+    }
+    group->barrier()->wait(kWait);
+  }
 }
 
 void check_agreement(std::shared_ptr<Rendezvous> rendezvous, CommOptions options, Checker& check) {
   auto shm = make_communicator("shm", rendezvous, options);
-  auto gloo = make_communicator("gloo", rendezvous, options);
+  auto tcp = make_communicator("tcp", rendezvous, options);
   // A generator of the rank's own: ranks may be threads of one process.
   at::Generator random = at::detail::createCPUGenerator(7 + shm->rank());
   for (std::int64_t n : {std::int64_t{5}, std::int64_t{100003}, std::int64_t{3 << 20}}) {
     auto data = at::randn({n}, random, at::TensorOptions().dtype(at::kFloat)) * (shm->rank() + 1);
     auto a = data.clone(), b = data.clone();
     shm->allreduce(a, ReduceOp::kSum)->wait(kWait);
-    gloo->allreduce(b, ReduceOp::kSum)->wait(kWait);
-    check.expect_close(a, b, "shm vs gloo, " + std::to_string(n) + " floats");
+    tcp->allreduce(b, ReduceOp::kSum)->wait(kWait);
+    check.expect_close(a, b, "shm vs tcp, " + std::to_string(n) + " floats");
   }
 }
 
@@ -273,6 +383,8 @@ ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& optio
     std::string used = options.backend;
     if (scenario == "agree") {
       check_agreement(rendezvous, options.comm, check);
+    } else if (scenario == "groups") {
+      check_groups(rendezvous, options.backend, options.comm, check);
     } else {
       auto comm = make_communicator(options.backend, rendezvous, options.comm);
       used = comm->backend();
@@ -294,12 +406,21 @@ ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& optio
         auto t = at::ones({rank == 0 ? 1024 : 2048});
         comm->allreduce(t, ReduceOp::kSum)->wait(kWait);
         return fail("mismatched all-reduce was not detected");
+      } else if (scenario == "die-mid") {
+        comm->barrier()->wait(kWait);
+        auto t = at::ones({16 << 20});  // 64 MB: still on its way when rank 1 dies
+        auto work = comm->allreduce(t, ReduceOp::kSum);
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          ::raise(SIGKILL);
+        }
+        work->wait(kWait);
+        return fail("all-reduce finished without rank 1");
       } else if (scenario == "die" || scenario == "stall") {
         comm->barrier()->wait(kWait);
         if (rank == 1 && scenario == "die") ::raise(SIGKILL);
-        // Past the others' timeout and Gloo's two seconds of diagnosis after it, so that they
-        // name rank 1 as the one that never came.
-        if (rank == 1) std::this_thread::sleep_for(options.comm.timeout + std::chrono::seconds(3));
+        // Past the others' timeout, so that they name rank 1 as the one that never came.
+        if (rank == 1) std::this_thread::sleep_for(options.comm.timeout + std::chrono::seconds(1));
         auto t = at::ones({1000});
         comm->allreduce(t, ReduceOp::kSum)->wait(kWait);
         if (rank != 1) return fail("all-reduce finished without rank 1");

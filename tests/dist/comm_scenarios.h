@@ -2,13 +2,17 @@
 // (comm_worker, started by `loom launch` or torchrun-style) or by a thread among others in one
 // process (ranks_as_threads_test), which runs them without process start-up cost.
 //
-//   collectives  every collective on float and bfloat16, sizes 1 element .. max_elements,
-//                checked against values computed here
-//   agree        shm and Gloo all-reduce the same data; results must be equal
+//   collectives  every collective on float and bfloat16, sizes 0 elements .. max_elements, and on
+//                double, int32 and int64, checked against values computed here; replicas hold
+//                the same bits after an all-reduce; messages arrive in the order sent
+//   agree        shm and tcp all-reduce the same data; results must be equal
+//   groups       groups of the even and of the odd ranks (over tcp each made twice under one
+//                name)
 //   mismatch     rank 0 all-reduces 1024 floats, the others 2048: must fail, not hang
 //   die          rank 1 kills itself (SIGKILL) before an all-reduce the others wait in
 //                (processes only)
-//   stall        rank 1 sleeps past the timeout (and the diagnosis after it) before an all-reduce
+//   die-mid      rank 1 kills itself while a 64 MB all-reduce is under way (processes only)
+//   stall        rank 1 sleeps past the timeout before an all-reduce
 //   ps           parameter-server exchange: the last world/2 ranks serve, the others push
 //                (rank+1)-valued buffers and must pull exactly n(n+1)/2 (MXNet's dist_sync test),
 //                then means of float and bfloat16 patterns against sums computed here

@@ -27,8 +27,8 @@ TEST(DataParallel, MatchesOneProcessOnTheGlobalBatchOverShm) {
   expect_all_ranks_agree(launch_dp(2, "equivalence shm"), 2);
 }
 
-TEST(DataParallel, MatchesOneProcessOnTheGlobalBatchOverGloo) {
-  expect_all_ranks_agree(launch_dp(2, "equivalence gloo"), 2);
+TEST(DataParallel, MatchesOneProcessOnTheGlobalBatchOverTcp) {
+  expect_all_ranks_agree(launch_dp(2, "equivalence tcp"), 2);
 }
 
 TEST(DataParallel, MatchesOneProcessWithThreeRanks) {
@@ -40,7 +40,7 @@ TEST(DataParallel, NoSyncAccumulationMatchesOneLargeBatch) {
 }
 
 TEST(DataParallel, Bf16CompressionStaysClose) {
-  expect_all_ranks_agree(launch_dp(2, "compression gloo"), 2);
+  expect_all_ranks_agree(launch_dp(2, "compression tcp"), 2);
 }
 
 TEST(DataParallel, NewBucketLimitsMidRunKeepTheResult) {

@@ -37,7 +37,7 @@ TEST(Pipeline, EveryScheduleMatchesOneProcessOnThreeRanks) {
   }
 }
 
-TEST(Pipeline, MatchesOneProcessOverGloo) { expect_matches_one_process(2, "1f1b 1 4 gloo"); }
+TEST(Pipeline, MatchesOneProcessOverTcp) { expect_matches_one_process(2, "1f1b 1 4 tcp"); }
 
 TEST(Pipeline, StalledRankIsNamedWithTheStage) {
   const CommandResult r = launch_pipeline(2, "1f1b 1 2 shm stall");

@@ -1,5 +1,5 @@
 // The communication scenarios of collectives_test again, with every rank a thread of this
-// process around an in-process store server, as Gloo's own tests run: no process start-up, and
+// process around an in-process store server, as Gloo's tests run theirs: no process start-up, and
 // no port picked in advance (the store binds port 0 and says which it got), so nothing can race
 // another test for a port. What only processes show (a rank killed, the launcher naming it,
 // torchrun's variables) stays in collectives_test.
@@ -22,7 +22,6 @@ std::vector<ScenarioResult> run_ranks(int world, const std::string& scenario,
   options.scenario = scenario;
   options.backend = backend;
   options.comm.timeout = std::chrono::milliseconds(timeout_ms);
-  options.comm.check_calls = backend == "gloo" && scenario == "mismatch";
   options.max_elements = 70001;  // the processes' test goes up to 64 MB
   std::vector<ScenarioResult> results(static_cast<size_t>(world));
   std::vector<std::thread> ranks;
@@ -57,7 +56,7 @@ void expect_all_passed(const std::vector<ScenarioResult>& results, const std::st
 }
 
 TEST(RanksAsThreads, EveryCollectiveMatchesTheReference) {
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "tcp"}) {
     for (int world : {2, 3}) {
       SCOPED_TRACE(backend + " x " + std::to_string(world));
       expect_all_passed(run_ranks(world, "collectives", backend), backend);
@@ -65,7 +64,7 @@ TEST(RanksAsThreads, EveryCollectiveMatchesTheReference) {
   }
 }
 
-TEST(RanksAsThreads, ShmAgreesWithGloo) {
+TEST(RanksAsThreads, ShmAgreesWithTcp) {
   const auto results = run_ranks(2, "agree", "shm");
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 0) << all_messages(results);
@@ -73,8 +72,18 @@ TEST(RanksAsThreads, ShmAgreesWithGloo) {
   }
 }
 
+// Groups over some ranks (not contiguous ones), made twice under one name; a group of one rank.
+TEST(RanksAsThreads, GroupsOfSomeRanksMatchTheReference) {
+  for (const std::string backend : {"shm", "tcp"}) {
+    for (int world : {3, 4}) {
+      SCOPED_TRACE(backend + " x " + std::to_string(world));
+      expect_all_passed(run_ranks(world, "groups", backend), backend);
+    }
+  }
+}
+
 TEST(RanksAsThreads, ParameterServersSumExactly) {
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "tcp"}) {
     SCOPED_TRACE(backend);
     expect_all_passed(run_ranks(4, "ps", backend), backend);
     expect_all_passed(run_ranks(3, "ps-held", backend), backend);
@@ -82,7 +91,7 @@ TEST(RanksAsThreads, ParameterServersSumExactly) {
 }
 
 TEST(RanksAsThreads, MismatchedCallsAreReportedWithBothShapes) {
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "tcp"}) {
     const auto results = run_ranks(2, "mismatch", backend, 5000);
     const std::string text = all_messages(results);
     for (const auto& r : results) EXPECT_EQ(r.exit_code, 1) << backend << ": " << text;
@@ -93,7 +102,7 @@ TEST(RanksAsThreads, MismatchedCallsAreReportedWithBothShapes) {
 }
 
 TEST(RanksAsThreads, AStalledRankIsNamedInTheTimeout) {
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "tcp"}) {
     const auto results = run_ranks(2, "stall", backend, 2000);
     EXPECT_EQ(results[0].exit_code, 1) << backend << ": " << all_messages(results);
     EXPECT_NE(results[0].message.find("rank 1"), std::string::npos)
@@ -103,7 +112,7 @@ TEST(RanksAsThreads, AStalledRankIsNamedInTheTimeout) {
 
 // Two workers and two servers; the last rank, server 1, sleeps.
 TEST(RanksAsThreads, AStalledParameterServerIsNamed) {
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "tcp"}) {
     const auto results = run_ranks(4, "ps-stall", backend, 2000);
     EXPECT_EQ(results[0].exit_code, 1) << backend << ": " << all_messages(results);
     EXPECT_NE(results[0].message.find("with server 1"), std::string::npos)

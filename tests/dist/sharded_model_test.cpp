@@ -2,7 +2,7 @@
 // (tied, as a GPT's head reads its embedding), sharded over 2 ranks one bucket a block. Each rank
 // trains on its half of every batch through ShardedModel, stepping its shards with SGD; the
 // gathered parameters must be those of one process on the whole batch, whichever blocks keep
-// their parameters for backward, over shared memory and Gloo. Between steps no bucket is whole:
+// their parameters for backward, over shared memory and tcp. Between steps no bucket is whole:
 // a rank holds its shards only.
 #include "loom/parallel/sharded_model.h"
 
@@ -153,7 +153,7 @@ std::vector<RankResult> run_ranks(const std::string& backend, KeepAfterForward k
 
 TEST(ShardedModel, RanksTrainLikeOneProcessOnTheWholeBatch) {
   const models::NamedTensors want = reference();
-  for (const std::string backend : {"shm", "gloo"}) {
+  for (const std::string backend : {"shm", "tcp"}) {
     for (KeepAfterForward keep :
          {KeepAfterForward::kNone, KeepAfterForward::kLast, KeepAfterForward::kAll}) {
       SCOPED_TRACE(backend + ", keep " + std::to_string(static_cast<int>(keep)));

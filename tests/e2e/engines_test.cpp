@@ -1,7 +1,8 @@
 // The engines users already run, each against the real thing: `srun -n 2` on a one-node Slurm
 // (munged, slurmctld and slurmd from Debian, started for the test by scripts/one-node-slurm.sh),
-// `mpirun -np 2` (Open MPI), and Kubeflow's variables, which `loom launch` reads as torchrun does
-// (two launchers, one per "node", given nothing else). Under each, `loom train` and a user's own
+// `mpirun -np 2` (Open MPI), torchrun (from the torch Loom builds against), and Kubeflow's
+// variables, which `loom launch` reads as torchrun does (two launchers, one per "node", given
+// nothing else). Under each, `loom train` and a user's own
 // Python script (loom.distributed, loom.parallel) on two ranks must end with the checkpoint that
 // `loom launch --nproc-per-node 2` ends with, byte for byte. A test whose engine is missing, or
 // cannot start here, skips saying why.
@@ -23,11 +24,22 @@ enum class Program { kTrain, kPython };
 // Why `program` cannot run here, or "".
 std::string missing_for(Program program) {
   if (program == Program::kTrain) return "";
-  if (torch_python().empty()) return "no Python with torch (python3-torch)";
+  if (torch_python().empty()) {
+    return std::string("no Python with torch: ") + LOOM_TEST_PYTHON +
+           " (scripts/install-deps.sh makes .venv)";
+  }
   if (!std::filesystem::exists(std::string(LOOM_PYTHON_DIR) + "/loom/__init__.py")) {
-    return "the loom Python package is not built (python3-dev, pybind11-dev)";
+    return "the loom Python package is not built (python3-dev, pybind11 in LOOM_PYTHON's "
+           "environment)";
   }
   return "";
+}
+
+// The Python tests' script and its arguments: its own model, loss and loop,
+// loom.parallel.DataParallel, and a Loom checkpoint after each of its 5 steps into `out`.
+std::string python_script(const std::string& out) {
+  return LOOM_SOURCE_DIR "/tests/python/scripts/two_heads.py " + out + "/final.pt --checkpoint " +
+         out + "/checkpoints";
 }
 
 // The command every rank runs, writing into `out`; deterministic (fp32, no dropout, a global
@@ -39,19 +51,16 @@ std::string command_of(Program program, const std::string& out) {
            " --set train.epochs=2 --set data.global_batch=32 --out " +
            out;
   }
-  // The Python tests' script: its own model, loss and loop, loom.parallel.DataParallel, and a
-  // Loom checkpoint after each of its 5 steps.
-  return "env PYTHONPATH=" LOOM_PYTHON_DIR " " + torch_python() +
-         " " LOOM_SOURCE_DIR "/tests/python/scripts/two_heads.py " + out +
-         "/final.pt --checkpoint " + out + "/checkpoints";
+  return "env PYTHONPATH=" LOOM_PYTHON_DIR " " + torch_python() + " " + python_script(out);
 }
 
 // The run the engine made in `dir`/engine against the same program under `loom launch
-// --nproc-per-node 2`: the same final checkpoint, model and training state byte for byte,
-// written by a job of two ranks.
-void expect_like_loom_launch(Program program, const TempDir& dir) {
+// --nproc-per-node 2` (given the environment assignments `env`, "A=1 B=2", that the engine gave
+// its ranks): the same final checkpoint, model and training state byte for byte, written by a
+// job of two ranks.
+void expect_like_loom_launch(Program program, const TempDir& dir, const std::string& env = "") {
   const auto reference =
-      run_loom("launch --nproc-per-node 2 -- " + command_of(program, dir / "launch"));
+      run_loom("launch --nproc-per-node 2 -- " + command_of(program, dir / "launch"), env);
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   expect_identical_runs(dir / "engine", dir / "launch");
   const auto manifest =
@@ -135,6 +144,42 @@ void run_under_mpirun(Program program) {
 
 TEST(Engines, MpirunTrainsLikeLoomLaunch) { run_under_mpirun(Program::kTrain); }
 TEST(Engines, MpirunRunsAPythonScriptLikeLoomLaunch) { run_under_mpirun(Program::kPython); }
+
+// torchrun beside the tests' Python (the environment scripts/install-deps.sh makes), or "".
+std::string torchrun() {
+  const std::string python = torch_python();
+  if (python.empty()) return "";
+  const auto path = std::filesystem::path(python).parent_path() / "torchrun";
+  return std::filesystem::exists(path) ? path.string() : "";
+}
+
+// `torchrun --standalone --nproc-per-node 2 PROGRAM`: the ranks read RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as under `loom launch`. By default
+// torchrun's agent serves its own TCPStore at MASTER_PORT for the ranks to share
+// (TORCHELASTIC_USE_AGENT_STORE=True), where Loom's rank 0 cannot serve Loom's store: with
+// TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun hands the ranks a free port instead, and rank 0
+// serves Loom's store there (docs/data_parallel.md). `loom train` runs with --no-python; the
+// script as torchrun runs a Python script, with torchrun's Python. torchrun gives each rank one
+// OpenMP thread (OMP_NUM_THREADS=1), and so does the reference: the script's torch computes
+// with its default threads, and a matrix product split over two threads rounds otherwise.
+void run_under_torchrun(Program program) {
+  if (const std::string missing = missing_for(program); !missing.empty()) GTEST_SKIP() << missing;
+  const std::string launcher = torchrun();
+  if (launcher.empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  TempDir dir;
+  const std::string options = launcher + " --standalone --nproc-per-node 2 ";
+  const std::string out = dir / "engine";
+  const std::string ranks = program == Program::kTrain
+                                ? options + "--no-python " + command_of(program, out)
+                                : "PYTHONPATH=" LOOM_PYTHON_DIR " " + options + python_script(out);
+  const auto engine =
+      run_command(std::string("env ") + kToken + " TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " + ranks);
+  ASSERT_EQ(engine.exit_code, 0) << engine.output;
+  expect_like_loom_launch(program, dir, "OMP_NUM_THREADS=1");
+}
+
+TEST(Engines, TorchrunTrainsLikeLoomLaunch) { run_under_torchrun(Program::kTrain); }
+TEST(Engines, TorchrunRunsAPythonScriptLikeLoomLaunch) { run_under_torchrun(Program::kPython); }
 
 // What Kubeflow's PyTorchJob puts in the environment of node `node` of two, each running
 // `loom launch -- PROGRAM` with one rank: torchrun's PET_NNODES, PET_NPROC_PER_NODE,

@@ -14,7 +14,8 @@ test -x "$work/prefix/bin/loom"
 
 # Only the public headers are installed, and they are closed: every loom/ include resolves in
 # the prefix, none names a library other than LibTorch and the standard library, and the export
-# names no path of this machine.
+# names no path of this machine (LoomConfig.cmake may: it remembers the torch Loom was built
+# against, as a default).
 include="$work/prefix/include"
 test ! -e "$include/loom/train/training_run.h"  # internal
 test ! -e "$include/loom/pch.h"
@@ -54,7 +55,8 @@ site=$(ls -d "$work"/prefix/lib/python3*/dist-packages 2>/dev/null | head -1 || 
 if [ -n "$site" ]; then
   loaded=$(ldd "$site"/loom/_loom*.so | awk '/libloom.so/ {print $3}')
   test "$(realpath "$loaded")" = "$(realpath "$work/prefix/lib/libloom.so")"
-  PYTHONPATH="$site" /usr/bin/python3 -c "
+  python=$(sed -n 's/^LOOM_PYTHON:FILEPATH=//p' "$build_dir/CMakeCache.txt")
+  PYTHONPATH="$site" "$python" -c "
 import loom, sys
 assert loom.__file__.startswith('$site'), loom.__file__
 s = loom.train(overrides=['data=synthetic', 'data.image_size=16', 'data.train_samples=128',

@@ -182,7 +182,7 @@ TEST(ParameterServerTrain, WorkersWhosePartsDifferAreRefusedNamingThem) {
   EXPECT_LT(seconds, 50) << "found only by a timeout:\n" << result.output;
 }
 
-// Two launchers as two nodes over Gloo: the workers' node and a servers-only node, where server
+// Two launchers as two nodes over tcp: the workers' node and a servers-only node, where server
 // 0 SIGKILLs itself after `kill_after` steps. The workers must fail on their own, naming it.
 struct KilledServerRun {
   CommandResult workers;
@@ -195,7 +195,7 @@ KilledServerRun run_until_a_server_dies(const TempDir& dir, const std::string& a
   const int port = free_port();
   const std::string common = " --nnodes 2 --master 127.0.0.1:" + std::to_string(port) +
                              " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() + args +
-                             " --set train.epochs=50 --set comm.backend=gloo"
+                             " --set train.epochs=50 --set comm.backend=tcp"
                              " --set comm.timeout_s=" +
                              std::to_string(timeout_s) + ps_args(servers) + " --out " + dir.path();
   BackgroundProcess server_node(

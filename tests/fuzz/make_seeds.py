@@ -44,6 +44,23 @@ put("store_protocol", "add-to-text", message(SET, "x", "text") + message(ADD, "x
 put("store_protocol", "http", "GET / HTTP/1.1\r\nHost: store\r\n\r\n")
 put("store_protocol", "truncated", message(SET, "key", "value")[:-2])
 
+# --- the tcp backend's handshake and call headers (tcp_peer_protocol.h)
+HELLO = 41
+
+
+def call_header(kind, sequence, dtype, root, numel, magic=0x31504354):
+    return struct.pack("<IIQiiq", magic, kind, sequence, dtype, root, numel)
+
+
+put("tcp_peer_protocol", "hello",
+    message(HELLO, b"p" * 32, b"n" * 32, "world/1", "1", "0", "1") +
+    call_header(1, 1, 6, 0, 1024) + call_header(6, 3, 15, 0, 70001))
+put("tcp_peer_protocol", "hello-outside-group", message(HELLO, b"p" * 32, b"n" * 32, "g/1", "7", "0", "2"))
+put("tcp_peer_protocol", "headers",
+    call_header(2, 9, 6, 3, 0) + call_header(99, 2**63, -1, -5, -(2**40)) +
+    call_header(1, 1, 6, 0, 4, magic=0))
+put("tcp_peer_protocol", "http", "GET / HTTP/1.1\r\nHost: rank\r\n\r\n")
+
 # --- configuration: YAML, then --set lines
 put("config", "demo", "model: cnn\ntrain:\n  epochs: 3\n  lr: 0.05\ndata:\n  batch_size: 64\n")
 put("config", "transforms",

@@ -5,11 +5,15 @@ import json
 import os
 import struct
 import subprocess
+import sys
+import warnings
 
 import pytest
 import torch
 
 FASHION_MNIST = os.environ.get("LOOM_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+# A user's own script: two heads, its own loss and loop, loom.parallel.DataParallel.
+TWO_HEADS = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
 
 
 def loom_binary():
@@ -29,6 +33,35 @@ def run_loom(*args, check=True):
     return result
 
 
+def run_script(out, *flags, ranks=1, servers=0, launch=(), env=None):
+    """Runs scripts/two_heads.py OUT FLAGS: alone, or on `ranks` ranks (and `servers` parameter
+    servers) under `loom launch`; returns its completed process."""
+    command = [sys.executable, TWO_HEADS, str(out), *flags]
+    if ranks > 1 or servers:
+        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--servers",
+                   str(servers), *launch, "--", *command]
+    return subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "LOOM_LOG_LEVEL": "warn", **(env or {})})
+
+
+def two_heads_model():
+    """The script's model (TwoHeads), as a plain torch module in this process."""
+    sys.path.insert(0, os.path.dirname(TWO_HEADS))
+    from two_heads import TwoHeads
+    return TwoHeads()
+
+
+def assert_same_parameters(a, b, tolerance=1e-5):
+    """The same tensors: integers equal, floating point within `tolerance` of the largest
+    magnitude of each of `b`'s tensors."""
+    for name, tensor in a.items():
+        if not tensor.is_floating_point():
+            assert torch.equal(tensor, b[name]), name
+            continue
+        error = (tensor - b[name]).abs().max() / b[name].abs().max().clamp_min(1e-12)
+        assert error <= tolerance, f"{name}: relative error {error:.3g}"
+
+
 def read_safetensors(path):
     """A safetensors file as {name: tensor} (the format is 8 bytes of header length, a JSON
     header with dtype, shape and byte range per tensor, then the data)."""
@@ -46,6 +79,17 @@ def read_safetensors(path):
         flat = torch.frombuffer(bytearray(body[begin:end]), dtype=dtypes[info["dtype"]])
         tensors[name] = flat.reshape(info["shape"])
     return tensors
+
+
+def save_torchscript(module, path):
+    """Writes `module` as a TorchScript file, for Loom's C++ `model: {torchscript: FILE}` (which
+    reads it with torch::jit::load). TorchScript is that path's file format, so these tests make
+    one on purpose, although torch 2.5+ deprecates scripting from Python: torch.jit.script's
+    DeprecationWarning is expected here and ignored here only."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"`torch\.jit\.script` is deprecated",
+                                DeprecationWarning)
+        torch.jit.script(module).save(str(path))
 
 
 @pytest.fixture(scope="session")

@@ -11,18 +11,9 @@ import torch
 
 import loom
 
-from conftest import loom_binary, read_safetensors, synthetic_sgd_config
-
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "two_heads.py")
-
-
-def run_script(out, *flags, ranks=1, servers=0, launch=(), env=None):
-    command = [sys.executable, SCRIPT, str(out), *flags]
-    if ranks > 1 or servers:
-        command = [loom_binary(), "launch", "--nproc-per-node", str(ranks), "--servers",
-                   str(servers), *launch, "--", *command]
-    return subprocess.run(command, capture_output=True, text=True,
-                          env={**os.environ, "LOOM_LOG_LEVEL": "warn", **(env or {})})
+from conftest import TWO_HEADS as SCRIPT
+from conftest import (assert_same_parameters, loom_binary, read_safetensors, run_script,
+                      save_torchscript, synthetic_sgd_config, two_heads_model)
 
 
 def assert_bit_identical(got, expected):
@@ -30,15 +21,6 @@ def assert_bit_identical(got, expected):
     assert got.keys() == expected.keys()
     for name, tensor in got.items():
         assert torch.equal(tensor, expected[name]), name
-
-
-def assert_same_parameters(a, b):
-    for name, tensor in a.items():
-        if not tensor.is_floating_point():
-            assert torch.equal(tensor, b[name]), name
-            continue
-        error = (tensor - b[name]).abs().max() / b[name].abs().max().clamp_min(1e-12)
-        assert error <= 1e-5, f"{name}: relative error {error:.3g}"
 
 
 @pytest.mark.parametrize("flags", [(), ("--accumulate",)])
@@ -284,7 +266,7 @@ def test_loom_train_goes_on_from_a_python_checkpoint(tmp_path):
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.Tanh(),
                                  torch.nn.Linear(32, 4))
-    torch.jit.script(module).save(str(tmp_path / "model.pt"))
+    save_torchscript(module, tmp_path / "model.pt")
     config_path = synthetic_sgd_config(
         tmp_path, seed=3, model={"name": "torchscript", "torchscript": str(tmp_path / "model.pt")})
 
@@ -329,10 +311,3 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path):
     state = loom.checkpoint.load(checkpoints, model=model)
     assert state["step"] == 3
     assert state["extra"] == {"script": "two_heads"}
-
-
-def two_heads_model():
-    """The script's model, as a plain torch module in this process."""
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    from two_heads import TwoHeads
-    return TwoHeads()

@@ -1,4 +1,4 @@
-// `loom bench comm [--json FILE]`: all-reduce time of shm vs Gloo on the ranks of a job, meant to
+// `loom bench comm [--json FILE]`: all-reduce time of shm vs tcp on the ranks of a job, meant to
 // be started by `loom launch --nproc-per-node N -- loom bench comm`. Rank 0 prints the table.
 #include <cstdio>
 #include <fstream>
@@ -22,7 +22,7 @@ void print_table(const comm::CommBenchResult& result) {
   std::printf("all-reduce, %d ranks; single-thread memcpy %.1f GB/s\n", result.world,
               result.memcpy_gbps);
   std::printf("%-9s %7s %12s %10s %12s %10s %8s %9s\n", "dtype", "size", "shm us", "shm GB/s",
-              "gloo us", "gloo GB/s", "speedup", "%memcpy");
+              "tcp us", "tcp GB/s", "speedup", "%memcpy");
   // Rows come in (dtype, size) groups of one row per backend.
   std::map<std::pair<int, std::int64_t>, std::map<std::string, comm::CommBenchRow>> cases;
   std::vector<std::pair<int, std::int64_t>> order;
@@ -34,11 +34,11 @@ void print_table(const comm::CommBenchResult& result) {
   for (const auto& key : order) {
     auto& by_backend = cases[key];
     const auto& shm = by_backend["shm"];
-    const auto& gloo = by_backend["gloo"];
+    const auto& tcp = by_backend["tcp"];
     std::printf("%-9s %7s %12.1f %10.2f %12.1f %10.2f %7.1fx %8.0f%%\n",
                 c10::toString(static_cast<c10::ScalarType>(key.first)),
                 size_text(key.second).c_str(), shm.median_seconds * 1e6, shm.bus_gbps,
-                gloo.median_seconds * 1e6, gloo.bus_gbps, gloo.median_seconds / shm.median_seconds,
+                tcp.median_seconds * 1e6, tcp.bus_gbps, tcp.median_seconds / shm.median_seconds,
                 100 * shm.bus_gbps / result.memcpy_gbps);
   }
 }
@@ -66,7 +66,7 @@ Command add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks of Loom's parts");
   bench->require_subcommand(1);
   CLI::App* sub =
-      bench->add_subcommand("comm", "All-reduce time, shm vs Gloo, on the ranks of a loom launch");
+      bench->add_subcommand("comm", "All-reduce time, shm vs tcp, on the ranks of a loom launch");
   auto json = std::make_shared<std::string>();
   auto quick = std::make_shared<bool>(false);
   sub->add_option("--json", *json, "Also write the rows to this JSON file (rank 0)");

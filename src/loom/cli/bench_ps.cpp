@@ -108,7 +108,7 @@ Command add_bench_ps_command(CLI::App& bench) {
   sub->add_option("--repeats", args->options.repeats, "Timed steps of each kind")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  sub->add_option("--backend", args->options.backend, "gloo, shm or auto")->capture_default_str();
+  sub->add_option("--backend", args->options.backend, "tcp, shm or auto")->capture_default_str();
   sub->add_option("--link-gbit", args->link_gbit,
                   "Each host's link in Gbit/s, for the predicted times (0: none)");
   sub->add_option("--json", args->json, "Also write the result to this JSON file (worker rank 0)");

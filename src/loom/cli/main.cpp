@@ -48,7 +48,7 @@ extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, ch
   loom::cli::set_start_signal_mask(*start_mask);
   // A peer that dies leaves its sockets closed: a write to one must fail with EPIPE, which the
   // transports turn into an error naming the peer, instead of SIGPIPE killing this process
-  // without a word (Gloo does not always write with MSG_NOSIGNAL).
+  // without a word (Loom's sockets write with MSG_NOSIGNAL; libraries it loads may not).
   std::signal(SIGPIPE, SIG_IGN);
   // Lines reach a reader as they are printed, also through a pipe (`loom launch` relays each
   // rank's output line by line; a log collector reads a pipe too): C's default there would hold

@@ -1,19 +1,23 @@
 // `loom version [--json]`: Loom's version and the LibTorch it runs on.
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <torch/version.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
+#include "loom/core/torch_build.h"
 
 namespace loom::cli {
 
 std::string version_text() {
-  char text[256];
-  std::snprintf(text, sizeof text, "loom %s\nlibtorch %s (oneDNN %s, OpenMP threads available %d)",
-                LOOM_VERSION, TORCH_VERSION, at::hasMKLDNN() ? "yes" : "no", at::get_num_threads());
+  const TorchBuild& torch = torch_build();
+  const std::string cuda = torch.cuda.empty() ? "a CPU build" : "built for CUDA " + torch.cuda;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "loom %s\nlibtorch %s (%s; oneDNN %s, OpenMP threads available %d)", LOOM_VERSION,
+                torch.version.c_str(), cuda.c_str(), at::hasMKLDNN() ? "yes" : "no",
+                at::get_num_threads());
   return text;
 }
 
@@ -24,7 +28,8 @@ Command add_version_command(CLI::App& app) {
   return {sub, [json] {
             if (*json) {
               const nlohmann::ordered_json out = {{"loom", LOOM_VERSION},
-                                                  {"libtorch", TORCH_VERSION},
+                                                  {"libtorch", torch_build().version},
+                                                  {"cuda", torch_build().cuda},
                                                   {"onednn", at::hasMKLDNN()},
                                                   {"threads", at::get_num_threads()}};
               std::printf("%s\n", out.dump().c_str());

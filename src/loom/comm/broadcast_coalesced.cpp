@@ -1,6 +1,7 @@
 #include "loom/comm/broadcast_coalesced.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <map>
 

@@ -1,7 +1,8 @@
 // A debugging decorator over any communicator: before every collective, the ranks exchange a
 // description of the call (sequence number, kind, element count, type, root) and compare them,
 // so a rank that broke the ordering contract is reported by name instead of leaving the others
-// hanging (Gloo alone would hang until its timeout, or pair up the wrong buffers).
+// hanging. shm and tcp check each call's size and type themselves, between the ranks that
+// exchange data; this check compares every rank's call with every other's, for any backend.
 // send/recv pass through unchecked: only two ranks take part.
 #pragma once
 

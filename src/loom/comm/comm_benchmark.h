@@ -15,7 +15,7 @@
 namespace loom::comm {
 
 struct CommBenchOptions {
-  std::vector<std::string> backends{"shm", "gloo"};
+  std::vector<std::string> backends{"shm", "tcp"};
   std::vector<std::int64_t> sizes_bytes{4 << 10, 64 << 10, 256 << 10, 1 << 20,
                                         4 << 20, 32 << 20, 64 << 20};
   std::vector<c10::ScalarType> dtypes{c10::ScalarType::Float, c10::ScalarType::BFloat16};

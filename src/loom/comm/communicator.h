@@ -1,6 +1,6 @@
-// The one interface through which ranks exchange tensors. Backends: "gloo" (c10d's
-// ProcessGroupGloo, any hosts), "shm" (Loom's shared-memory collectives, ranks of one host) and
-// "auto" (shm inside each host, Gloo between hosts).
+// The one interface through which ranks exchange tensors. Backends: "tcp" (Loom's collectives
+// over TCP, any hosts), "shm" (Loom's shared-memory collectives, ranks of one host) and "auto"
+// (shm inside each host, tcp between hosts).
 //
 // Ordering contract: every rank of the group calls the collectives in the same order with
 // tensors of the same element count and type. Operations run in call order; each returns a
@@ -37,7 +37,7 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world() const = 0;
-  // "gloo", "shm" or "auto(shm x N hosts + gloo)".
+  // "tcp", "shm" or "auto(shm x N hosts + tcp)".
   virtual std::string backend() const = 0;
 
   // In place: every rank ends with the element-wise sum (or mean) of all ranks' tensors.

@@ -1,7 +1,7 @@
 #include "loom/comm/hierarchical_communicator.h"
 
-#include "loom/comm/gloo_communicator.h"
 #include "loom/comm/shm_communicator.h"
+#include "loom/comm/tcp_communicator.h"
 
 namespace loom::comm {
 
@@ -16,16 +16,16 @@ HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> r
   host_ = std::make_unique<ShmCommunicator>(rendezvous_, options,
                                             rendezvous_->ranks_on_host(my_host), "host");
   if (rendezvous_->rank() == leaders[my_host]) {
-    leaders_ = std::make_unique<GlooCommunicator>(rendezvous_, options, leaders, "leaders");
+    leaders_ = std::make_unique<TcpCommunicator>(rendezvous_, options, leaders, "leaders");
   }
-  all_ = std::make_unique<GlooCommunicator>(rendezvous_, options, std::vector<int>{}, "all");
+  all_ = std::make_unique<TcpCommunicator>(rendezvous_, options, std::vector<int>{}, "all");
   stages_ = std::make_unique<SerialExecutor>();
 }
 
 HierarchicalCommunicator::~HierarchicalCommunicator() { stages_.reset(); }
 
 std::string HierarchicalCommunicator::backend() const {
-  return "auto(shm x " + std::to_string(rendezvous_->host_count()) + " hosts + gloo)";
+  return "auto(shm x " + std::to_string(rendezvous_->host_count()) + " hosts + tcp)";
 }
 
 WorkPtr HierarchicalCommunicator::allreduce(at::Tensor tensor, ReduceOp op) {

@@ -1,9 +1,9 @@
-// The "auto" backend for ranks on several hosts: shared memory inside each host, Gloo between
+// The "auto" backend for ranks on several hosts: shared memory inside each host, tcp between
 // hosts. An all-reduce sums inside every host over shm, then the hosts' first ranks ("leaders")
-// all-reduce those sums over Gloo, then each leader shares the result with its host over shm:
+// all-reduce those sums over tcp, then each leader shares the result with its host over shm:
 // only one rank per host touches the network, and with 1/ranks-per-host of the traffic a flat
-// Gloo ring would send. Broadcast and barrier are staged the same way. allgather,
-// reduce_scatter, send and recv go over a Gloo group of all ranks (correct, not staged).
+// tcp ring would send. Broadcast and barrier are staged the same way. allgather,
+// reduce_scatter, send and recv go over a tcp group of all ranks (correct, not staged).
 //
 // Threading: operations run in call order on one thread of their own, which drives the stages.
 #pragma once
@@ -40,8 +40,8 @@ class HierarchicalCommunicator : public Communicator {
 
   std::shared_ptr<Rendezvous> rendezvous_;
   std::unique_ptr<Communicator> host_;     // shm: the ranks of this host
-  std::unique_ptr<Communicator> leaders_;  // gloo: the first rank of every host (null elsewhere)
-  std::unique_ptr<Communicator> all_;      // gloo: every rank
+  std::unique_ptr<Communicator> leaders_;  // tcp: the first rank of every host (null elsewhere)
+  std::unique_ptr<Communicator> all_;      // tcp: every rank
   std::vector<int> leader_of_host_;        // host -> its first rank
   std::uint64_t sequence_ = 0;
   std::unique_ptr<SerialExecutor> stages_;  // declared last: joined first

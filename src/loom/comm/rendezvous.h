@@ -1,7 +1,8 @@
 // Meeting point of the ranks of one job: a key-value store at the master address (Loom's
 // StoreServer, served by the launcher or by rank 0, listening on that address only), the job's
-// identity, and which ranks share a host. Every backend builds on it (Gloo exchanges addresses
-// through the store, shm names its segment after the job and groups ranks by host).
+// identity, and which ranks share a host. Every backend builds on it (tcp exchanges addresses
+// and its group's secret through the store, shm names its segment after the job and groups ranks
+// by host).
 //
 // Same-host detection compares a host identity (hostname + kernel boot id) that each rank puts
 // in the store, not LOCAL_WORLD_SIZE, which launchers do not always set truthfully.

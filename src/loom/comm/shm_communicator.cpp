@@ -84,7 +84,7 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Rendezvous> rendezvous, CommOpt
     if (hosts[r] != hosts[ranks_[0]]) {
       throw CommError("shm: ranks " + std::to_string(ranks_[0]) + " and " + std::to_string(r) +
                       " are on different hosts; shared memory only connects ranks of one host "
-                      "(use comm.backend gloo or auto)");
+                      "(use comm.backend tcp or auto)");
     }
   }
   if (chunk_bytes_ < 4096 * static_cast<std::size_t>(world_)) {

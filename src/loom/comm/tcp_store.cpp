@@ -70,6 +70,10 @@ TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds 
   }
 }
 
+c10::intrusive_ptr<c10d::Store> TcpStore::clone() {
+  return c10::make_intrusive<TcpStore>(host_, port_, getTimeout(), token_);
+}
+
 TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
 }

@@ -1,8 +1,9 @@
-// A client of Loom's StoreServer with c10d's Store interface, so that ProcessGroupGloo can
-// rendezvous through it like through c10d's TCPStore. Connecting retries until the timeout
-// (the server may start after its clients), then runs the handshake of store_protocol.h with the
-// job's token, so that each side knows the other holds it; every blocking call ends at the timeout
-// with an error that names the keys waited for and the server's address.
+// A client of Loom's StoreServer with c10d's Store interface, so that code written for c10d
+// (PrefixStore, torch's own process groups) can rendezvous through it as through c10d's TCPStore.
+// Connecting retries until the timeout (the server may start after its clients), then runs the
+// handshake of store_protocol.h with the job's token, so that each side knows the other holds it;
+// every blocking call ends at the timeout with an error that names the keys waited for and the
+// server's address.
 //
 // Threading: calls are serialised on one connection; any thread may call.
 #pragma once
@@ -22,6 +23,10 @@ class TcpStore : public c10d::Store {
   TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout,
            std::string token = "");
   ~TcpStore() override;
+
+  // Another client of the same server on a connection of its own (c10d hands clones to threads
+  // that must not share this one's).
+  c10::intrusive_ptr<c10d::Store> clone() override;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,

@@ -26,7 +26,7 @@ BlasLibrary classify_blas_library(const std::string& resolved_path) {
     blas.name = contains(resolved_path, "openblas-openmp")    ? "openblas-openmp"
                 : contains(resolved_path, "openblas-pthread") ? "openblas-pthread"
                                                               : "openblas";
-  } else if (contains(name, "mkl")) {
+  } else if (contains(name, "mkl") || contains(name, "libtorch_cpu")) {
     blas.name = "mkl";
   } else if (contains(name, "blis") || contains(resolved_path, "/blis")) {
     blas.name = "blis";
@@ -42,8 +42,8 @@ BlasLibrary classify_blas_library(const std::string& resolved_path) {
 
 BlasLibrary loaded_blas_library() {
   // LibTorch calls the Fortran interface; the dynamic linker binds it to the first library in
-  // the process's lookup scope that defines it, which is what the alternatives (or
-  // LD_LIBRARY_PATH) chose, whatever else is mapped (OpenBLAS's LAPACK maps libopenblas too).
+  // the process's lookup scope that defines it, whatever else is mapped (OpenCV maps Debian's
+  // libblas.so.3 and OpenBLAS too).
   void* symbol = ::dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info info{};
   if (!symbol || ::dladdr(symbol, &info) == 0 || !info.dli_fname) return {"none", ""};

@@ -43,7 +43,7 @@ CachingCpuAllocator::CachingCpuAllocator(size_t max_cached_bytes)
 
 CachingCpuAllocator::~CachingCpuAllocator() { release_cached(); }
 
-c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) const {
+c10::DataPtr CachingCpuAllocator::allocate(size_t bytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (bytes < kMinCachedBytes) {
     char* base = system_allocate(bytes);

@@ -44,7 +44,10 @@ class CachingCpuAllocator final : public c10::Allocator {
   explicit CachingCpuAllocator(size_t max_cached_bytes);
   ~CachingCpuAllocator() override;
 
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate(size_t bytes) override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
   c10::DeleterFnPtr raw_deleter() const override { return &CachingCpuAllocator::free_block; }
 
   AllocatorStats stats() const;

@@ -144,7 +144,7 @@ struct AutotuneConfig {
 
 // Data-parallel runs (started by `loom launch` or another launcher with more than one rank).
 struct CommConfig {
-  std::string backend = "auto";  // auto | shm | gloo
+  std::string backend = "auto";  // auto | shm | tcp
   double timeout_s = 300;
   bool check_calls = false;
 };

@@ -228,9 +228,10 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "Share of the run's steps the tuning may take at most; it stops there with the best "
            "values measured so far.");
 
-  v.choice("comm.backend", c.comm.backend, {"auto", "shm", "gloo"},
+  v.choice("comm.backend", c.comm.backend, {"auto", "shm", "tcp"},
            "How ranks exchange gradients: shm = Loom's shared-memory collectives (ranks of one "
-           "host), gloo = TCP (any hosts), auto = shm when all ranks share a host, else gloo.");
+           "host), tcp = Loom's collectives over TCP (any hosts), auto = shm inside each host and "
+           "tcp between hosts.");
   v.number("comm.timeout_s", c.comm.timeout_s, 1.0,
            "Longest wait for another rank; the error names the rank that did not arrive.");
   v.boolean("comm.check_calls", c.comm.check_calls,

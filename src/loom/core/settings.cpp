@@ -68,9 +68,10 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_HOST_ID", "",
        "Overrides the host identity ranks compare to find which of them share a host (default: "
        "hostname + kernel boot id). Tests use it to pretend one machine is several hosts."},
-      {"LOOM_GLOO_HOST", "",
-       "Address Gloo binds to (default: 127.0.0.1 when all ranks share a host, else the "
-       "address the hostname resolves to)."},
+      {"LOOM_COMM_HOST", "",
+       "Address the tcp backend's listener binds to, one per rank and group (default: 127.0.0.1 "
+       "when the group's ranks share a host, else this host's address on its route to the "
+       "rendezvous store, MASTER_ADDR)."},
       {"LOOM_CPU_CAPABILITY", "",
        "Instruction set of Loom's own kernels (blur, resize, layout conversion, row kernels, "
        "fused optimizers, reductions): avx512, avx2 or default (portable); lowers, never raises, "
@@ -90,6 +91,13 @@ const std::vector<SettingInfo>& all_settings() {
       {"LOOM_SHM_SMALL_BYTES", "32768",
        "All-reduces up to this size use the copy-in-and-reduce-all path; larger ones use "
        "reduce-scatter + all-gather."},
+      {"LOOM_TCP_CHUNK_BYTES", "524288",
+       "The tcp backend's ring collectives move each rank's block in chunks of this many bytes "
+       "(at least 4096), forwarding a chunk as soon as it has arrived, so steps overlap."},
+      {"LOOM_TCP_SMALL_BYTES", "65536",
+       "tcp all-reduces up to this size gather every rank's tensor and sum locally (world - 1 "
+       "steps); larger ones use ring reduce-scatter + all-gather (2 (world - 1) steps, each rank "
+       "sending 2 (world - 1) / world of the data)."},
   };
   return settings;
 }

@@ -29,16 +29,16 @@ struct ForwardHolder : torch::CustomClassHolder {
 class AutocastAsSaved {
  public:
   AutocastAsSaved(bool enabled, at::ScalarType dtype)
-      : was_enabled_(at::autocast::is_cpu_enabled()),
-        was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
-    at::autocast::set_cpu_enabled(enabled);
-    at::autocast::set_autocast_cpu_dtype(dtype);
+      : was_enabled_(at::autocast::is_autocast_enabled(at::kCPU)),
+        was_dtype_(at::autocast::get_autocast_dtype(at::kCPU)) {
+    at::autocast::set_autocast_enabled(at::kCPU, enabled);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
     at::autocast::increment_nesting();
   }
   ~AutocastAsSaved() {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+    at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
+    at::autocast::set_autocast_dtype(at::kCPU, was_dtype_);
   }
   AutocastAsSaved(const AutocastAsSaved&) = delete;
   AutocastAsSaved& operator=(const AutocastAsSaved&) = delete;
@@ -62,8 +62,8 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     ctx->saved_data["forward"] =
         c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(replay));
     ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
-    ctx->saved_data["autocast"] = at::autocast::is_cpu_enabled();
-    ctx->saved_data["autocast_dtype"] = at::autocast::get_autocast_cpu_dtype();
+    ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(at::kCPU);
+    ctx->saved_data["autocast_dtype"] = at::autocast::get_autocast_dtype(at::kCPU);
     ctx->saved_data["weights"] = c10::List<at::Tensor>(weights.vec());
     ctx->save_for_backward({input});
     at::NoGradGuard no_grad;

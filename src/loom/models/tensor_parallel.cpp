@@ -83,8 +83,10 @@ struct WholeSequence : public torch::autograd::Function<WholeSequence> {
 // device, x's own otherwise.
 at::ScalarType product_type(const at::Tensor& x) {
   if (!x.is_floating_point()) return x.scalar_type();
-  if (x.is_cuda() && at::autocast::is_enabled()) return at::autocast::get_autocast_gpu_dtype();
-  if (x.is_cpu() && at::autocast::is_cpu_enabled()) return at::autocast::get_autocast_cpu_dtype();
+  const c10::DeviceType device = x.device().type();
+  if (at::autocast::is_autocast_available(device) && at::autocast::is_autocast_enabled(device)) {
+    return at::autocast::get_autocast_dtype(device);
+  }
   return x.scalar_type();
 }
 

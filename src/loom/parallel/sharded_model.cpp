@@ -132,8 +132,10 @@ namespace {
 // CPU autocast off for its lifetime, as it was after.
 class AutocastOff {
  public:
-  AutocastOff() : was_(at::autocast::is_cpu_enabled()) { at::autocast::set_cpu_enabled(false); }
-  ~AutocastOff() { at::autocast::set_cpu_enabled(was_); }
+  AutocastOff() : was_(at::autocast::is_autocast_enabled(at::kCPU)) {
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  }
+  ~AutocastOff() { at::autocast::set_autocast_enabled(at::kCPU, was_); }
   AutocastOff(const AutocastOff&) = delete;
   AutocastOff& operator=(const AutocastOff&) = delete;
 

@@ -1,6 +1,7 @@
 #include "loom/parallel/zero_partition.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <map>

@@ -50,7 +50,7 @@ bool fusable(const at::Tensor& p) {
 template <typename Options, typename State>
 bool fused_step(
     std::vector<torch::optim::OptimizerParamGroup>& groups,
-    ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>>& states,
+    ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>>& states,
     bool decoupled) {
   for (auto& group : groups) {
     const auto& o = static_cast<const Options&>(group.options());
@@ -64,7 +64,7 @@ bool fused_step(
     const auto& o = static_cast<const Options&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      void* key = p.unsafeGetTensorImpl();
       auto found = states.find(key);
       if (found == states.end()) {
         auto state = std::make_unique<State>();

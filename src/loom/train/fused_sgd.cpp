@@ -56,7 +56,7 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const at::Tensor& g = p.grad();
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      void* key = p.unsafeGetTensorImpl();
       auto found = state_.find(key);
       at::Tensor buf;
       if (found != state_.end()) {

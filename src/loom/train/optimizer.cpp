@@ -22,7 +22,7 @@ std::vector<at::Tensor> values(const models::NamedTensors& named) {
 }
 
 // LibTorch keys optimizer state by the parameter's TensorImpl address.
-std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+void* state_key(const at::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 constexpr const char* kStep = "step";
 

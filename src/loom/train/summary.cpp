@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loom/core/durable_file.h"
+#include "loom/core/torch_build.h"
 #include "loom/train/autotune_session.h"
 
 namespace loom::train {
@@ -278,7 +279,9 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"avx512f", topology.cpu.avx512f},
         {"avx512_bf16", topology.cpu.avx512_bf16},
         {"amx_bf16", topology.cpu.amx_bf16},
-        {"cpu_capability", to_string(topology.kernels)}}},
+        {"cpu_capability", to_string(topology.kernels)},
+        {"libtorch", torch_build().version},
+        {"libtorch_cuda", torch_build().cuda}}},
       {"resumed_from_step", known(s.resumed_from_step)},
       {"last_checkpoint", s.last_checkpoint},
       {"best_checkpoint", best_checkpoint_json(s.best_checkpoint)},

@@ -7,6 +7,7 @@ cross-entropy, SGD with momentum (no Nesterov, no weight decay) at a constant ra
 """
 import json
 import sys
+import warnings
 
 import torch
 
@@ -18,7 +19,7 @@ def main():
     with open(config_path) as f:
         config = json.load(f)
     job = loom.distributed.init(config)
-    model = loom.parallel.DataParallel(torch.jit.load(config["model"]["torchscript"]))
+    model = loom.parallel.DataParallel(load_torchscript(config["model"]["torchscript"]))
     opt = config["optimizer"]
     optimizer = torch.optim.SGD(model.parameters(), lr=opt["lr"], momentum=opt["momentum"])
     loader = loom.data.Loader(config, rank=job.rank, world=job.world)
@@ -34,6 +35,15 @@ def main():
     loom.checkpoint.save(checkpoints, step, model=model, optimizer=optimizer, loader=loader,
                          samples=step * job.world * config["data"]["batch_size"])
     model.close()
+
+
+def load_torchscript(path):
+    """The very file `loom train` reads (model: {torchscript: ...}), so that both start from the
+    same weights under the same names. torch 2.5+ deprecates TorchScript from Python; loading it
+    is this script's point, so torch.jit.load's DeprecationWarning is ignored here only."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"`torch\.jit\.load` is deprecated", DeprecationWarning)
+        return torch.jit.load(path)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ own and its own loop, data parallel through loom.parallel.DataParallel. Every ra
 equal share of each global batch; rank 0 saves the final parameters to ARGV[1].
 
     two_heads.py OUT [--unused] [--accumulate] [--mismatch] [--servers [--async]]
+                     [--compile BACKEND] [--record]
 
 With --async the servers keep the parameters and every worker saves its own to OUT.rankN, and
 its starting ones to OUT.startN. --checkpoint DIR commits a Loom checkpoint there after every
@@ -14,7 +15,13 @@ its `.module`).
 loom.PREEMPTED when it says so, and resumes by itself in a restarted attempt (loom launch
 --max-restarts); --sigterm-at N makes rank 1 send itself SIGTERM during step N;
 --stall-timeout S sets train.stall_timeout_s for the stall watchdog that should_stop() keeps.
+
+--compile BACKEND passes the DataParallel through torch.compile(model, backend=BACKEND), as a user
+would (its step(), no_sync(), close() and .module are reached through the compiled wrapper).
+--record writes OUT.record<rank>.json: this rank's loss at every step (the mean over its rows),
+the exchange's last stats, and what torch.compile captured (torch._dynamo's counters).
 """
+import json
 import os
 import signal
 import sys
@@ -58,6 +65,8 @@ def main():
     wrap = loom.parallel.ParameterServers if "--servers" in sys.argv else loom.parallel.DataParallel
     model = wrap(TwoHeads(unused_head="--unused" in sys.argv, classes=classes),
                  bucket_mb=0.001, first_bucket_mb=0.0005)
+    if argument("--compile"):
+        model = torch.compile(model, backend=argument("--compile"))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     if "--async" in sys.argv:
         torch.save(model.module.state_dict(), f"{out}.start{job.rank}")
@@ -77,6 +86,7 @@ def main():
         accounted = model.module if "--steps-module" in sys.argv else model
         steps = loom.profile.Steps(argument("--steps"), model=accounted, optimizer=optimizer,
                                    config={"train": {"log_every": 1}}, warmup_steps=1)
+    losses = []
     for step in (steps.loop if steps else iter)(range(first_step, min(STEPS, stop_after))):
         first = step * GLOBAL_BATCH + job.rank * per_rank
         rows = slice(first, first + per_rank)
@@ -89,7 +99,9 @@ def main():
                 loss_of(model, x[parts[0]], y[parts[0]], z[parts[0]], 0.5).backward()
             loss_of(model, x[parts[1]], y[parts[1]], z[parts[1]], 0.5).backward()
         else:
-            loss_of(model, x[rows], y[rows], z[rows], 1.0).backward()
+            loss = loss_of(model, x[rows], y[rows], z[rows], 1.0)
+            loss.backward()
+            losses.append(loss.item())
         if argument("--sigterm-at") == str(step) and job.rank == 1:
             os.kill(os.getpid(), signal.SIGTERM)  # caught: the step goes on
         model.step(optimizer)
@@ -107,6 +119,19 @@ def main():
         torch.save(model.module.state_dict(), out)
     if "--async" in sys.argv:
         torch.save(model.module.state_dict(), f"{out}.rank{job.rank}")
+    if "--record" in sys.argv:
+        record(f"{out}.record{job.rank}.json", losses, model.exchange_stats())
+
+
+def record(path, losses, exchange):
+    from torch._dynamo.utils import counters
+    compiled = {"unique_graphs": counters["stats"]["unique_graphs"],
+                "calls_captured": counters["stats"]["calls_captured"],
+                "graph_breaks": sum(counters["graph_break"].values()),
+                "inductor_graphs": counters["inductor"]["fxgraph_cache_miss"] +
+                counters["inductor"]["fxgraph_cache_hit"]}
+    with open(path, "w") as f:
+        json.dump({"losses": losses, "exchange": exchange, "compiled": compiled}, f)
 
 
 def argument(flag):

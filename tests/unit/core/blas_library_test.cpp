@@ -15,17 +15,18 @@ TEST(BlasLibrary, NamesDebiansBlasLibrariesByTheirPaths) {
   EXPECT_EQ(classify_blas_library(lib + "blis-openmp/libblas.so.3").name, "blis");
   EXPECT_EQ(classify_blas_library(lib + "atlas/libblas.so.3.10.3").name, "atlas");
   EXPECT_EQ(classify_blas_library("/opt/intel/mkl/lib/libmkl_rt.so.2").name, "mkl");
+  EXPECT_EQ(classify_blas_library("/venv/site-packages/torch/lib/libtorch_cpu.so").name, "mkl");
   EXPECT_EQ(classify_blas_library("/somewhere/libblas.so.3").name, "unknown");
   EXPECT_FALSE(classify_blas_library(lib + "openblas-openmp/libblas.so.3").reference());
 }
 
-// This test program links LibTorch, which links libblas.so.3: sgemm_ comes from the file the
-// alternatives system (or LD_LIBRARY_PATH) chose, named with its links resolved.
-TEST(BlasLibrary, FindsLibTorchsBlasInThisProcess) {
+// This test program links libloom, which links libtorch_cpu (MKL inside) ahead of OpenCV, whose
+// libopencv_core maps Debian's libblas.so.3 and OpenBLAS: torch's products must still bind to the
+// wheel's own MKL, not to whichever BLAS came in behind it.
+TEST(BlasLibrary, TorchsMatrixProductsBindToTheMklInsideLibTorch) {
   const BlasLibrary blas = loaded_blas_library();
-  EXPECT_NE(blas.name, "none");
-  EXPECT_EQ(blas.path.find("/usr/lib/x86_64-linux-gnu/libblas.so.3"), std::string::npos)
-      << "not resolved: " << blas.path;
+  EXPECT_EQ(blas.name, "mkl") << blas.path;
+  EXPECT_NE(blas.path.find("libtorch_cpu.so"), std::string::npos) << blas.path;
   EXPECT_EQ(blas.name, classify_blas_library(blas.path).name);
 }
 

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "loom/core/blas_library.h"
+
 namespace loom::profile {
 namespace {
 
@@ -36,6 +38,27 @@ const Finding* find(const std::vector<Finding>& findings, const std::string& id)
     if (f.id == id) return &f;
   }
   return nullptr;
+}
+
+// A LibTorch built against the system's BLAS (not the pip wheel, whose MKL is inside
+// libtorch_cpu) computes fp32 products on whatever libblas.so.3 is: on netlib's reference BLAS
+// the advisor names it and the fast one to install; on MKL or OpenBLAS there is nothing to say.
+TEST(Advisor, TheReferenceBlasIsNamedWithThePackageThatReplacesIt) {
+  RunProfile r = run_waiting(0.0);
+  r.precision = "fp32";
+  r.blas = "reference";
+  r.blas_path = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0";
+  r.fp32_matmul_flops_per_second = 2e9;
+  const Finding* f = find(advise(r), "reference_blas");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_EQ(f->key, "runtime.precision");
+  EXPECT_NE(f->advice.find(kFastBlasPackage), std::string::npos) << f->advice;
+  r.blas = "mkl";
+  EXPECT_EQ(find(advise(r), "reference_blas"), nullptr);
+  r.blas = "reference";
+  r.precision = "bf16";  // products in bf16 go through oneDNN, not the BLAS
+  EXPECT_EQ(find(advise(r), "reference_blas"), nullptr);
 }
 
 TEST(Advisor, InputBoundThresholdsAndGainBound) {

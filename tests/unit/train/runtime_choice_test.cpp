@@ -55,7 +55,7 @@ TEST(AutocastScope, RunsMatmulInBf16AndRestores) {
     AutocastScope scope(true);
     EXPECT_EQ(at::mm(a, b).scalar_type(), at::kBFloat16);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
   AutocastScope off(false);
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);

@@ -1,7 +1,7 @@
 // The step executor of one pipeline rank: it runs exactly the schedule's action list for this
 // rank. Forward and backward run the rank's stages (chains of the model's blocks); activations
 // go to the next stage's rank and input gradients back to the previous one, point to point over
-// the Communicator (shared memory inside a host, Gloo across hosts). The first stage reads the
+// the Communicator (shared memory inside a host, tcp across hosts). The first stage reads the
 // micro-batches; their targets travel with the activations to the last stage, which computes the
 // loss (scaled by 1/micro-batches, so the step's gradient is the mean over them, as with
 // accumulation). Every rank returns the step's loss and samples, and every rank reports the

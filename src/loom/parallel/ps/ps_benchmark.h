@@ -25,7 +25,7 @@ struct PsBenchOptions {
   std::string model = "resnet18";
   double part_mb = 4;
   int repeats = 10;
-  std::string backend = "gloo";  // of the whole job and of the workers' ring
+  std::string backend = "tcp";  // of the whole job and of the workers' ring
 };
 
 struct PsBenchResult {

@@ -1,6 +1,7 @@
 #include "loom/parallel/ps/remote_parameters.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "loom/comm/broadcast_coalesced.h"
 #include "loom/comm/work_group.h"

@@ -1,8 +1,8 @@
 // Waits for each worker's next request to a parameter server on a thread of its own, and tells
-// the server's loop which requests have arrived. Why threads: a Gloo point-to-point Work cannot
-// be tested for completion without waiting on it, and a server that holds the parameters must
-// answer whichever worker asks first. Only the waiting happens on these threads; the server's
-// thread posts every receive and reads every message.
+// the server's loop which requests have arrived. Why threads: a Work is waited for one at a
+// time (there is no wait-for-any, and polling completed() would spin), and a server that holds
+// the parameters must answer whichever worker asks first. Only the waiting happens on these
+// threads; the server's thread posts every receive and reads every message.
 //
 // A request not there within the timeout is reported as that worker's error. The destructor joins
 // the threads: one still waiting for a live worker's request returns when it arrives, or at the

@@ -1,0 +1,178 @@
+// Checks, on a lent GPU machine, what the move to torch 2.11 changed in Loom's use of torch's
+// API, and whether CUDA can join a process that links only torch's CPU libraries (as libloom
+// does) by loading libtorch_cuda.so when a CUDA device is asked for. Prints one JSON object per
+// check ({"check": NAME, "ok": BOOL, ...}); exits 1 when any check fails. Built and run by
+// scripts/device-check.sh; also runs on a machine without a GPU (the CUDA checks then report
+// "skipped" with the reason).
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <dlfcn.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom/core/autocast_scope.h"
+#include "loom/core/caching_allocator.h"
+#include "loom/core/torch_build.h"
+
+namespace {
+
+int failures = 0;
+
+void report(const std::string& check, bool ok, const std::string& fields = "") {
+  std::printf("{\"check\": \"%s\", \"ok\": %s%s%s}\n", check.c_str(), ok ? "true" : "false",
+              fields.empty() ? "" : ", ", fields.c_str());
+  std::fflush(stdout);
+  if (!ok) ++failures;
+}
+
+std::string number(const char* name, double value) {
+  char text[96];
+  std::snprintf(text, sizeof text, "\"%s\": %.6g", name, value);
+  return text;
+}
+
+std::string text(const char* name, std::string value) {
+  std::replace(value.begin(), value.end(), '"', '\'');
+  std::replace(value.begin(), value.end(), '\n', ' ');
+  return std::string("\"") + name + "\": \"" + value + "\"";
+}
+
+// Median of `runs` timings of `work` in milliseconds, the device drained around each.
+double median_ms(int runs, const std::function<void()>& work) {
+  std::vector<double> times;
+  work();  // warm-up: kernels chosen, workspaces allocated
+  torch::cuda::synchronize();
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    torch::cuda::synchronize();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void check_cpu_parts() {
+  const loom::TorchBuild& build = loom::torch_build();
+  report("torch_build", !build.version.empty(),
+         text("version", build.version) + ", " + text("cuda", build.cuda));
+
+  loom::CachingCpuAllocator allocator(8 << 20);
+  {
+    c10::DataPtr block = allocator.allocate(1 << 20);
+    const bool counted = allocator.stats().bytes_in_use >= (1u << 20);
+    std::vector<char> source(64, 7), copy(64, 0);
+    allocator.copy_data(copy.data(), source.data(), source.size());
+    report("caching_allocator", counted && copy == source,
+           number("bytes_in_use", static_cast<double>(allocator.stats().bytes_in_use)));
+  }
+
+  const at::Tensor a = at::randn({64, 64});
+  bool bf16_inside = false;
+  {
+    loom::AutocastScope scope(true);
+    bf16_inside = at::matmul(a, a).scalar_type() == at::kBFloat16 &&
+                  at::autocast::is_autocast_enabled(at::kCPU);
+  }
+  const bool restored = !at::autocast::is_autocast_enabled(at::kCPU) &&
+                        at::matmul(a, a).scalar_type() == at::kFloat;
+  report("cpu_autocast_scope", bf16_inside && restored);
+}
+
+// libloom links libtorch_cpu only; CUDA comes from libtorch_cuda.so, whose static initialisers
+// register torch's CUDA hooks and kernels once it is loaded. It must be loaded before anything
+// asks torch about CUDA: the first question (at::hasCUDA()) fixes the hooks for the process.
+bool load_cuda() {
+  const std::string library = std::string(LOOM_TORCH_LIBRARY_DIR) + "/libtorch_cuda.so";
+  report("cuda_absent_before_load", ::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!handle) {
+    report("cuda_load", false, text("error", ::dlerror()));
+    return false;
+  }
+  const bool has = at::hasCUDA();
+  report("cuda_load", true, number("seconds", seconds) + ", " + number("has_cuda", has) + ", " +
+                                number("devices", has ? torch::cuda::device_count() : 0));
+  return has && torch::cuda::device_count() > 0;
+}
+
+void check_cuda_parts() {
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  // The same fp32 product on both devices (TF32 off by default for matmul in torch).
+  const at::Tensor a = at::randn({512, 512});
+  const at::Tensor b = at::randn({512, 512});
+  const double product_error =
+      (at::matmul(a.to(at::kCUDA), b.to(at::kCUDA)).cpu() - at::matmul(a, b)).abs().max().item<double>();
+  report("cuda_matmul_equals_cpu", product_error < 1e-3, number("max_abs_error", product_error));
+
+  const int n = 8192;
+  const at::Tensor x = at::randn({n, n}, cuda.dtype(at::kBFloat16));
+  const double gemm_ms = median_ms(10, [&] { (void)at::matmul(x, x); });
+  report("cuda_bf16_gemm", true,
+         number("ms", gemm_ms) + ", " + number("tflops", 2.0 * n * n * n / gemm_ms / 1e9));
+
+  // CUDA autocast through the device-generic calls the port moved to.
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::increment_nesting();
+  const at::Tensor f = at::randn({64, 64}, cuda);
+  const bool autocast_bf16 = at::matmul(f, f).scalar_type() == at::kBFloat16;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  report("cuda_autocast", autocast_bf16 && at::autocast::is_autocast_available(at::kCUDA));
+
+  // GPT-2 124M's attention shape: causal SDPA in bf16 against the unfused reference.
+  const at::Tensor q = at::randn({16, 12, 1024, 64}, cuda.dtype(at::kBFloat16));
+  const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
+  const at::Tensor fused = at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+  const at::Tensor mask = at::ones({1024, 1024}, cuda.dtype(at::kBool)).tril();
+  const at::Tensor scores = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-2, -1)) / 8.0;
+  const at::Tensor reference =
+      at::matmul(at::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1), v.to(at::kFloat));
+  const double attention_error = (fused.to(at::kFloat) - reference).abs().max().item<double>();
+  const double attention_ms =
+      median_ms(10, [&] { (void)at::scaled_dot_product_attention(q, k, v, {}, 0.0, true); });
+  report("cuda_sdpa_causal_bf16", attention_error < 0.05,
+         number("max_abs_error", attention_error) + ", " + number("ms", attention_ms));
+
+  // One fused AdamW step on each device from the same state: equal.
+  const int64_t size = 1 << 20;
+  auto adamw_step = [&](const at::Device& device) {
+    at::manual_seed(1);
+    at::Tensor p = at::randn({size}).to(device), g = at::randn({size}).to(device);
+    at::Tensor m = at::zeros_like(p), v2 = at::zeros_like(p);
+    at::Tensor step = at::ones({}, at::TensorOptions().device(device));  // incremented first
+    at::_fused_adamw_({p}, {g}, {m}, {v2}, {}, {step}, 1e-3, 0.9, 0.95, 0.1, 1e-8, false, false);
+    return p.cpu();
+  };
+  const double adamw_error =
+      (adamw_step(at::Device(at::kCUDA)) - adamw_step(at::Device(at::kCPU))).abs().max().item<double>();
+  report("cuda_fused_adamw_equals_cpu", adamw_error < 1e-6, number("max_abs_error", adamw_error));
+}
+
+}  // namespace
+
+int main() {
+  try {
+    check_cpu_parts();
+    if (load_cuda()) {
+      check_cuda_parts();
+    } else {
+      report("cuda_parts", true, text("skipped", "no CUDA device"));
+    }
+  } catch (const std::exception& e) {
+    report("exception", false, text("what", std::string(e.what()).substr(0, 300)));
+  }
+  return failures == 0 ? 0 : 1;
+}
