@@ -43,7 +43,10 @@ std::string python_script(const std::string& out) {
 }
 
 // The command every rank runs, writing into `out`; deterministic (fp32, no dropout, a global
-// batch split over the ranks), so that runs under two launchers agree bit for bit.
+// batch split over the ranks, one compute thread a rank), so that runs under two launchers
+// agree bit for bit. The script's torch would otherwise take each launcher's default threads
+// (here: loom launch the usable cores, mpirun and torchrun one), and torch 2.11 rounds the
+// script's products on two threads otherwise than on one.
 std::string command_of(Program program, const std::string& out) {
   if (program == Program::kTrain) {
     return std::string(LOOM_BINARY) + " train " + tiny_synthetic_args() +
@@ -51,16 +54,16 @@ std::string command_of(Program program, const std::string& out) {
            " --set train.epochs=2 --set data.global_batch=32 --out " +
            out;
   }
-  return "env PYTHONPATH=" LOOM_PYTHON_DIR " " + torch_python() + " " + python_script(out);
+  return "env PYTHONPATH=" LOOM_PYTHON_DIR " OMP_NUM_THREADS=1 " + torch_python() + " " +
+         python_script(out);
 }
 
 // The run the engine made in `dir`/engine against the same program under `loom launch
-// --nproc-per-node 2` (given the environment assignments `env`, "A=1 B=2", that the engine gave
-// its ranks): the same final checkpoint, model and training state byte for byte, written by a
-// job of two ranks.
-void expect_like_loom_launch(Program program, const TempDir& dir, const std::string& env = "") {
+// --nproc-per-node 2`: the same final checkpoint, model and training state byte for byte,
+// written by a job of two ranks.
+void expect_like_loom_launch(Program program, const TempDir& dir) {
   const auto reference =
-      run_loom("launch --nproc-per-node 2 -- " + command_of(program, dir / "launch"), env);
+      run_loom("launch --nproc-per-node 2 -- " + command_of(program, dir / "launch"));
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   expect_identical_runs(dir / "engine", dir / "launch");
   const auto manifest =
@@ -159,9 +162,8 @@ std::string torchrun() {
 // (TORCHELASTIC_USE_AGENT_STORE=True), where Loom's rank 0 cannot serve Loom's store: with
 // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun hands the ranks a free port instead, and rank 0
 // serves Loom's store there (docs/data_parallel.md). `loom train` runs with --no-python; the
-// script as torchrun runs a Python script, with torchrun's Python. torchrun gives each rank one
-// OpenMP thread (OMP_NUM_THREADS=1), and so does the reference: the script's torch computes
-// with its default threads, and a matrix product split over two threads rounds otherwise.
+// script as torchrun runs a Python script, with torchrun's Python (and one compute thread a
+// rank, as command_of gives it: torchrun's default too).
 void run_under_torchrun(Program program) {
   if (const std::string missing = missing_for(program); !missing.empty()) GTEST_SKIP() << missing;
   const std::string launcher = torchrun();
@@ -169,13 +171,14 @@ void run_under_torchrun(Program program) {
   TempDir dir;
   const std::string options = launcher + " --standalone --nproc-per-node 2 ";
   const std::string out = dir / "engine";
-  const std::string ranks = program == Program::kTrain
-                                ? options + "--no-python " + command_of(program, out)
-                                : "PYTHONPATH=" LOOM_PYTHON_DIR " " + options + python_script(out);
+  const std::string ranks =
+      program == Program::kTrain
+          ? options + "--no-python " + command_of(program, out)
+          : "PYTHONPATH=" LOOM_PYTHON_DIR " OMP_NUM_THREADS=1 " + options + python_script(out);
   const auto engine =
       run_command(std::string("env ") + kToken + " TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " + ranks);
   ASSERT_EQ(engine.exit_code, 0) << engine.output;
-  expect_like_loom_launch(program, dir, "OMP_NUM_THREADS=1");
+  expect_like_loom_launch(program, dir);
 }
 
 TEST(Engines, TorchrunTrainsLikeLoomLaunch) { run_under_torchrun(Program::kTrain); }

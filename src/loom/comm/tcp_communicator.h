@@ -13,9 +13,9 @@
 // for up to LOOM_TCP_SMALL_BYTES an all-gather and a local sum), and a chain broadcast, all in
 // chunks of LOOM_TCP_CHUNK_BYTES, pipelined, sending and receiving at once (tcp_ring_plans.h,
 // tcp_transfer.h). Reductions use reduce_kernels.h; bfloat16 and float16 partial sums travel as
-// float, so a sum is rounded once, as over shared memory. Every call's first bytes on a connection
-// are its header, which the receiver compares with its own call: calls out of step are reported
-// with both calls rather than pairing up the wrong buffers.
+// float (each rank's own parts in 16 bits), so a sum is rounded once, as over shared memory. Every
+// call's first bytes on a connection are its header, which the receiver compares with its own call:
+// calls out of step are reported with both calls rather than pairing up the wrong buffers.
 //
 // Failures: every wait ends after options.timeout without progress, with TimeoutError naming the
 // operation, this rank and the peer waited for; a connection that closes ends the call with

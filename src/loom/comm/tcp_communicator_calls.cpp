@@ -21,6 +21,14 @@ namespace {
 // headers).
 constexpr std::size_t kInlineSendBytes = 4096;
 
+// Whether a reduce-scatter of `dtype` on `world` ranks keeps float partial sums. Only 16-bit
+// floats need them, and not on two ranks when the kernels sum the type: there each element is
+// added once, from two parts that travel as they are, and the kernels' sum (in float, rounded
+// once) writes it in place: no float copy, nothing widened.
+bool sums_in_float(at::ScalarType dtype, int world) {
+  return widens_to_float(dtype) && !(world == 2 && reducible(dtype));
+}
+
 // The reduce kernels' types, and float16 (summed in float here: DataParallel's fp16 buckets).
 void check_reducible(const at::Tensor& tensor, ReduceOp op, const char* operation) {
   if (!(reducible(tensor.scalar_type()) || tensor.scalar_type() == at::kHalf) ||
@@ -86,7 +94,7 @@ void TcpCommunicator::run_allreduce(const at::Tensor& tensor, ReduceOp op, const
     return;
   }
   const RingBlocks blocks = even_blocks(n, world_);
-  if (widens_to_float(dtype)) {
+  if (sums_in_float(dtype, world_)) {
     // Partial sums travel as float; the rank that completes a block rounds it once.
     auto* wide = reinterpret_cast<float*>(work_space(n * sizeof(float)));
     widen_to_float(dtype, data, wide, n);
@@ -159,9 +167,9 @@ void TcpCommunicator::run_reduce_scatter(const at::Tensor& input, const at::Tens
                                          ReduceOp op, const CallHeader& call,
                                          const std::string& what) {
   // The ring adds into its buffer, and the input must stay as it is: it works on a copy (in
-  // float for bfloat16 and float16, whose partial sums travel as float).
+  // float where partial sums travel as float, see sums_in_float).
   const auto dtype = input.scalar_type();
-  const bool wide = widens_to_float(dtype);
+  const bool wide = sums_in_float(dtype, world_);
   const auto work_dtype = wide ? at::kFloat : dtype;
   const std::size_t n = input.numel(), block = output.numel();
   const std::size_t element = c10::elementSize(work_dtype);
