@@ -56,6 +56,10 @@ if(NOT LOOM_TORCH_PREFIX)
     endif()
     get_filename_component(prefix "${cmake_dir}/../.." ABSOLUTE)
   endif()
+  # An installed Loom (LoomConfig.cmake) falls back on the torch it was built against.
+  if(NOT prefix AND LOOM_TORCH_BUILT_AGAINST AND EXISTS "${LOOM_TORCH_BUILT_AGAINST}")
+    set(prefix "${LOOM_TORCH_BUILT_AGAINST}")
+  endif()
   if(NOT prefix)
     message(FATAL_ERROR "No torch to build against. Run scripts/install-deps.sh (it makes .venv "
       "with torch from scripts/requirements.txt), or name one: -DLOOM_PYTHON=<python with torch "

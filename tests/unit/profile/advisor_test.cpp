@@ -49,7 +49,8 @@ TEST(Advisor, TheReferenceBlasIsNamedWithThePackageThatReplacesIt) {
   r.blas = "reference";
   r.blas_path = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0";
   r.fp32_matmul_flops_per_second = 2e9;
-  const Finding* f = find(advise(r), "reference_blas");
+  const auto findings = advise(r);
+  const Finding* f = find(findings, "reference_blas");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->severity, "high");
   EXPECT_EQ(f->key, "runtime.precision");
