@@ -22,11 +22,13 @@ include_guard(GLOBAL)
 set(LOOM_TORCH_MIN_VERSION 2.11)
 set(LOOM_TORCH_PREFIX "${LOOM_TORCH_PREFIX}" CACHE PATH
   "The torch Loom builds against: a torch package folder or an unpacked LibTorch")
-if(NOT DEFINED LOOM_PYTHON AND DEFINED LOOM_SOURCE_DIR AND EXISTS "${LOOM_SOURCE_DIR}/.venv/bin/python")
-  set(LOOM_PYTHON "${LOOM_SOURCE_DIR}/.venv/bin/python")
-endif()
-set(LOOM_PYTHON "${LOOM_PYTHON}" CACHE FILEPATH
+set(LOOM_PYTHON "" CACHE FILEPATH
   "The Python whose torch Loom builds against, runs its package in, and benchmarks against")
+# The project's environment once scripts/install-deps.sh has made it, even in a build folder
+# configured before it existed.
+if(NOT LOOM_PYTHON AND DEFINED LOOM_SOURCE_DIR AND EXISTS "${LOOM_SOURCE_DIR}/.venv/bin/python")
+  set_property(CACHE LOOM_PYTHON PROPERTY VALUE "${LOOM_SOURCE_DIR}/.venv/bin/python")
+endif()
 
 function(loom_torch_prefix_from_path out)
   foreach(dir IN LISTS CMAKE_PREFIX_PATH)
