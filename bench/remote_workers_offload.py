@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Remote data workers take an input-bound trainer's preprocessing (issue 17's motivating case).
 
-A small model (TorchScript: 8x8 average pooling and a linear layer, made with Debian's torch)
-trains on JPEGs behind RandomResizedCrop(224) + flip + ten GaussianBlur(11),
+A small model (TorchScript: 8x8 average pooling and a linear layer, made with the project
+environment's torch) trains on JPEGs behind RandomResizedCrop(224) + flip + ten GaussianBlur(11),
 the published "few vCPUs behind heavy augmentation" case. Measured in one run (medians over
 --repeats):
 

@@ -78,7 +78,7 @@ void write_text(const std::string& path, const std::string& text);
 // header: too large).
 void write_corrupt_images(const std::string& dir, const std::string& good_jpeg);
 
-// The Python that has Debian's torch, or "" when none.
+// The Python of Loom's torch (LOOM_PYTHON), or "" when it cannot import torch.
 std::string torch_python();
 
 // Headless Chromium's path, or "" when it is not installed.

@@ -49,8 +49,8 @@ at::Device parse_feed_device(const std::string& text, const std::string& option)
   }
   if (device->is_cuda() && !at::hasCUDA()) {
     throw ConfigError(option + ": '" + text +
-                      "' needs a CUDA build of LibTorch; this one (Debian's libtorch-dev) is "
-                      "CPU-only");
+                      "' needs a CUDA build of LibTorch; this process has none (libloom links "
+                      "LibTorch's CPU libraries)");
   }
   return *device;
 }

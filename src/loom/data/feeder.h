@@ -8,8 +8,8 @@
 // loader pinned it (LoaderOptions::pin_memory), and is normalised on the device. The compute
 // stream waits for the copy through an event rather than the host waiting, so to_input()
 // returns at once and the copy of batch k+1 runs while the device is still busy with step k.
-// The CPU path is the tested one: Debian's LibTorch has no CUDA, and the CUDA path has not been
-// run (bench/RESULTS.md says so until it has).
+// The CPU path is the tested one: libloom links LibTorch's CPU libraries only, and the CUDA path
+// has not been run (bench/RESULTS.md says so until it has).
 //
 // Threading: to_input() is called from one thread (the trainer's).
 #pragma once

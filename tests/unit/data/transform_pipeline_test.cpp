@@ -36,8 +36,8 @@ float max_difference(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<float>();
 }
 
-// Each transform against torchvision's functional op on the same pixels (Debian's
-// python3-torchvision): crops and flips exactly, resize and blur within one level (OpenCV
+// Each transform against torchvision's functional op on the same pixels (the
+// project environment's torchvision): crops and flips exactly, resize and blur within one level (OpenCV
 // rounds in fixed point, torchvision in float).
 TEST(TransformPipeline, EachTransformMatchesTorchvision) {
   const std::string python = test::torch_python();

@@ -99,7 +99,7 @@ TEST(ModelBlocks, TorchScriptSplitsAtTopLevelChildren) {
       export_script(dir,
                     "net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), "
                     "nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 5))\n");
-  if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
+  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto model = load_torchscript(path);
   EXPECT_EQ(block_names(*model), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
   EXPECT_NO_THROW(check_blocks(*model, at::randn({2, 3, 8, 8})));
@@ -120,7 +120,7 @@ TEST(ModelBlocks, TorchScriptThatIsNotAChainIsRefusedWithTheReason) {
                                          "    def forward(self, x):\n"
                                          "        return self.b(self.a(x) + x)\n"
                                          "net = Net()\n");
-  if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
+  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto model = load_torchscript(path);
   try {
     check_blocks(*model, at::randn({4, 6}));

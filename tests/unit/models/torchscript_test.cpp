@@ -1,4 +1,5 @@
-// Trains a TorchScript module exported by Debian's python3-torch, in process and with the CLI.
+// Trains a TorchScript module exported by the project environment's torch, in process and with
+// the CLI.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -38,7 +39,7 @@ std::string export_module(const test::TempDir& dir) {
 TEST(TorchScript, LoadsParametersBuffersAndForward) {
   test::TempDir dir;
   const std::string path = export_module(dir);
-  if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
+  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto model = load_torchscript(path);
   EXPECT_EQ(model->name(), "torchscript");
   EXPECT_TRUE(model->is_convolutional());
@@ -60,7 +61,7 @@ TEST(TorchScript, MissingOrInvalidFileIsAConfigError) {
 TEST(TorchScript, TrainsThroughTheCli) {
   test::TempDir dir;
   const std::string path = export_module(dir);
-  if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
+  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto r = test::run_loom("train --out " + (dir / "run") + " " + test::tiny_synthetic_args() +
                           " --set model.torchscript=" + path +
                           " --set train.epochs=8 --set optimizer.lr=0.1");
@@ -77,7 +78,7 @@ TEST(TorchScript, TrainsThroughTheCli) {
 TEST(TorchScript, TrainsDataParallelOnTwoRanks) {
   test::TempDir dir;
   const std::string path = export_module(dir);
-  if (path.empty()) GTEST_SKIP() << "python3 with torch (Debian python3-torch) is not installed";
+  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto r = test::run_loom(
       "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train --out " + (dir / "run") +
       " " + test::tiny_synthetic_args() + " --set model.torchscript=" + path +
