@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "loom/comm/reduce_kernels.h"
+#include "loom/comm/shape_checks.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/core/topology.h"
@@ -446,28 +447,15 @@ WorkPtr ShmCommunicator::broadcast(at::Tensor tensor, int root) {
 }
 
 WorkPtr ShmCommunicator::allgather(at::Tensor input, at::Tensor output) {
-  check_tensor(input, "allgather", rank_, world_);
-  check_tensor(output, "allgather", rank_, world_);
-  if (output.numel() != input.numel() * world_ || output.scalar_type() != input.scalar_type()) {
-    throw CommError("allgather: output is " + std::to_string(output.numel()) + " x " +
-                    c10::toString(output.scalar_type()) + ", expected " +
-                    std::to_string(input.numel() * world_) + " x " +
-                    c10::toString(input.scalar_type()));
-  }
+  check_allgather(input, output, rank_, world_);
   const auto call = make_call(kAllgather, ++sequence_, input, 0);
   return enqueue(*collectives_, describe_call("allgather", call.sequence, input),
                  [this, input, output, call] { run_allgather(input, output, call); });
 }
 
 WorkPtr ShmCommunicator::reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) {
-  check_tensor(input, "reduce_scatter", rank_, world_);
-  check_tensor(output, "reduce_scatter", rank_, world_);
+  check_reduce_scatter(input, output, rank_, world_);
   check_reducible(input, op, "reduce_scatter");
-  if (input.numel() != output.numel() * world_ || output.scalar_type() != input.scalar_type()) {
-    throw CommError(
-        "reduce_scatter: input has " + std::to_string(input.numel()) +
-        " elements, expected world x output = " + std::to_string(output.numel() * world_));
-  }
   const auto call = make_call(kReduceScatter, ++sequence_, input, 0);
   return enqueue(*collectives_, describe_call("reduce_scatter", call.sequence, input),
                  [this, input, output, op, call] { run_reduce_scatter(input, output, op, call); });

@@ -4,6 +4,7 @@
 
 #include "loom/comm/float_widening.h"
 #include "loom/comm/reduce_kernels.h"
+#include "loom/comm/shape_checks.h"
 #include "loom/comm/tcp_communicator.h"
 #include "loom/comm/tcp_ring_plans.h"
 #include "loom/core/error.h"
@@ -126,14 +127,7 @@ WorkPtr TcpCommunicator::broadcast(at::Tensor tensor, int root) {
 }
 
 WorkPtr TcpCommunicator::allgather(at::Tensor input, at::Tensor output) {
-  check_tensor(input, "allgather", rank_, world_);
-  check_tensor(output, "allgather", rank_, world_);
-  if (output.numel() != input.numel() * world_ || output.scalar_type() != input.scalar_type()) {
-    throw CommError("allgather: output is " + std::to_string(output.numel()) + " x " +
-                    c10::toString(output.scalar_type()) + ", expected " +
-                    std::to_string(input.numel() * world_) + " x " +
-                    c10::toString(input.scalar_type()));
-  }
+  check_allgather(input, output, rank_, world_);
   const auto call = header(CallKind::kAllgather, ++sequence_, input, 0);
   std::string what = describe_call("allgather", call.sequence, input);
   return enqueue(*collectives_, what, [this, input, output, call, what] {
@@ -148,14 +142,8 @@ WorkPtr TcpCommunicator::allgather(at::Tensor input, at::Tensor output) {
 }
 
 WorkPtr TcpCommunicator::reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) {
-  check_tensor(input, "reduce_scatter", rank_, world_);
-  check_tensor(output, "reduce_scatter", rank_, world_);
+  check_reduce_scatter(input, output, rank_, world_);
   check_reducible(input, op, "reduce_scatter");
-  if (input.numel() != output.numel() * world_ || output.scalar_type() != input.scalar_type()) {
-    throw CommError(
-        "reduce_scatter: input has " + std::to_string(input.numel()) +
-        " elements, expected world x output = " + std::to_string(output.numel() * world_));
-  }
   const auto call = header(CallKind::kReduceScatter, ++sequence_, input, 0);
   std::string what = describe_call("reduce_scatter", call.sequence, input);
   return enqueue(*collectives_, what, [this, input, output, op, call, what] {
