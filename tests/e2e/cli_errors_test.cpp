@@ -71,6 +71,16 @@ TEST(CliErrors, BadEnvironmentSettingsExitTwoAndNameTheVariable) {
 }
 
 // A --set takes one key=value: a configuration file named after it is the command's.
+// `loom bench comm`'s choices are checked before it looks for ranks.
+TEST(CliErrors, BenchCommRefusesSizesAndBackendsItCannotTime) {
+  const auto odd = test::run_loom_reporting("bench comm --sizes 4K,6");
+  EXPECT_EQ(odd.result.exit_code, 2) << odd.result.output;
+  EXPECT_EQ(odd.error["fields"]["key"], "--sizes") << odd.error;
+  const auto backend = test::run_loom("bench comm --backends nccl");
+  EXPECT_EQ(backend.exit_code, 2) << backend.output;
+  EXPECT_NE(backend.output.find("--backends"), std::string::npos) << backend.output;
+}
+
 TEST(CliErrors, AConfigurationFileMayFollowASet) {
   test::TempDir dir;
   test::write_text(dir / "c.yaml", "train:\n  max_steps: 3\n");

@@ -168,5 +168,34 @@ TEST_F(NetBed, DataParallelAcrossTwoHostsTrainsLikeOneProcess) {
               1e-4 * a["test_loss"].get<double>());
 }
 
+// `loom bench comm --backends tcp` between hosts, as bench/comm_between_hosts.py runs it: every
+// size asked for, timed on tcp alone (shm cannot reach the other host).
+TEST_F(NetBed, BenchCommTimesTcpBetweenHosts) {
+  const std::string json = dir_ / "comm.json";
+  auto node = [&](int rank) {
+    return on(rank + 1, std::string(LOOM_BINARY) + " launch --nproc-per-node 1 --nnodes 2 " +
+                            "--node-rank " + std::to_string(rank) + " --master " + address(1) +
+                            ":7313 -- " + LOOM_BINARY +
+                            " bench comm --quick --backends tcp --dtypes float32 --sizes 4K,1M "
+                            "--json " + json);
+  };
+  test::BackgroundProcess second(node(1), dir_ / "node1.log");
+  auto first = test::run_command(node(0));
+  EXPECT_EQ(second.wait(), 0) << test::read_text(dir_ / "node1.log");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto result = nlohmann::json::parse(test::read_text(json));
+  EXPECT_EQ(result["world"], 2);
+  ASSERT_EQ(result["rows"].size(), 2u) << result.dump(2);
+  std::vector<std::int64_t> sizes;
+  for (const auto& row : result["rows"]) {
+    EXPECT_EQ(row["backend"], "tcp");
+    EXPECT_EQ(row["dtype"], "Float");
+    EXPECT_GE(row["repeats"].get<int>(), 3);
+    EXPECT_GT(row["median_seconds"].get<double>(), 0);
+    sizes.push_back(row["bytes"].get<std::int64_t>());
+  }
+  EXPECT_EQ(sizes, (std::vector<std::int64_t>{4096, 1 << 20}));
+}
+
 }  // namespace
 }  // namespace loom

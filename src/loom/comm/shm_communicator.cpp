@@ -2,7 +2,6 @@
 
 #include <immintrin.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,9 +18,6 @@
 
 namespace loom::comm {
 namespace {
-
-// How long a wait only spins before it starts yielding its core between polls.
-constexpr auto kPureSpin = std::chrono::microseconds(5);
 
 // A sleeping wait wakes this often to see whether its peer died or the timeout passed (wake-ups
 // for data come from the peer's futex wake). Every needless wake-up takes CPU from computation:
@@ -169,21 +165,16 @@ void ShmCommunicator::throw_if_broken() {
 
 void ShmCommunicator::await(ShmFlag& flag, std::uint32_t target, int peer, const char* phase) {
   // Spin first: a peer a few microseconds behind is caught without the futex's wake-up latency
-  // (tens of microseconds). Past the first microseconds, each round of the spin also yields the
-  // core: where the scheduler has put the peer on this same core, waiting to run, a pure spin
-  // holds it off until the spin ends (a 4 KB all-reduce then took ~105 us a call on one host
-  // where it takes ~9 us with the ranks apart), while a yield lets it run at once and costs
-  // about a microsecond where nobody else wants the core. Then sleep, so that a waiting rank
-  // leaves its core to computation.
+  // (tens of microseconds); then sleep, so that a waiting rank leaves its core to computation.
+  // The spin never yields the core: with a core for each rank (spin_ is 0 otherwise) the peer
+  // runs elsewhere, and on 2-core KVM hosts a sched_yield between polls made a fifth to a half
+  // of 4 KB all-reduces take 25-50 us instead of 2-4 us (bench/RESULTS.md, session 31), so that
+  // the median of a run fell in either mode.
   const auto started = std::chrono::steady_clock::now();
   for (int i = 0;; ++i) {
     if (reached(flag.value.load(std::memory_order_acquire), target)) return;
     _mm_pause();
-    if ((i & 63) == 63) {
-      const auto waited = std::chrono::steady_clock::now() - started;
-      if (waited > spin_) break;
-      if (waited > kPureSpin) ::sched_yield();
-    }
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() - started > spin_) break;
   }
   auto& peer_slot = segment_->slot(peer);
   while (true) {
