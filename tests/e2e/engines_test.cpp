@@ -159,30 +159,61 @@ std::string torchrun() {
 // `torchrun --standalone --nproc-per-node 2 PROGRAM`: the ranks read RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as under `loom launch`. By default
 // torchrun's agent serves its own TCPStore at MASTER_PORT for the ranks to share
-// (TORCHELASTIC_USE_AGENT_STORE=True), where Loom's rank 0 cannot serve Loom's store: with
+// (TORCHELASTIC_USE_AGENT_STORE=True), and Loom's ranks use it; with
 // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun hands the ranks a free port instead, and rank 0
-// serves Loom's store there (docs/data_parallel.md). `loom train` runs with --no-python; the
-// script as torchrun runs a Python script, with torchrun's Python (and one compute thread a
-// rank, as command_of gives it: torchrun's default too).
+// serves Loom's store there (docs/data_parallel.md). `loom train` runs with --no-python on the
+// agent's store; the script, as torchrun runs a Python script, with torchrun's Python (and one
+// compute thread a rank, as command_of gives it: torchrun's default too) on Loom's store.
+std::string under_torchrun(Program program, const std::string& out, const std::string& flags) {
+  const std::string options = torchrun() + " --standalone --nproc-per-node 2 " + flags + " ";
+  return std::string("env ") + kToken + " " +
+         (program == Program::kTrain
+              ? options + "--no-python " + command_of(program, out)
+              : "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 PYTHONPATH=" LOOM_PYTHON_DIR
+                " OMP_NUM_THREADS=1 " + options + python_script(out));
+}
+
 void run_under_torchrun(Program program) {
   if (const std::string missing = missing_for(program); !missing.empty()) GTEST_SKIP() << missing;
-  const std::string launcher = torchrun();
-  if (launcher.empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
   TempDir dir;
-  const std::string options = launcher + " --standalone --nproc-per-node 2 ";
-  const std::string out = dir / "engine";
-  const std::string ranks =
-      program == Program::kTrain
-          ? options + "--no-python " + command_of(program, out)
-          : "PYTHONPATH=" LOOM_PYTHON_DIR " OMP_NUM_THREADS=1 " + options + python_script(out);
-  const auto engine =
-      run_command(std::string("env ") + kToken + " TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " + ranks);
+  const auto engine = run_command(under_torchrun(program, dir / "engine", ""));
   ASSERT_EQ(engine.exit_code, 0) << engine.output;
   expect_like_loom_launch(program, dir);
 }
 
 TEST(Engines, TorchrunTrainsLikeLoomLaunch) { run_under_torchrun(Program::kTrain); }
 TEST(Engines, TorchrunRunsAPythonScriptLikeLoomLaunch) { run_under_torchrun(Program::kPython); }
+
+// torchrun --max-restarts starts every rank again when one dies, telling them the attempt
+// (TORCHELASTIC_RESTART_COUNT): `loom train` resumes from its last checkpoint, in a key space
+// of the agent's store apart from the failed attempt's, and ends as the job that never failed.
+TEST(Engines, TorchrunRestartsResumeAndEndLikeLoomLaunch) {
+  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  TempDir dir;
+  // Rank 1 dies after step 6 on the first attempt only; a checkpoint is written every 4 steps.
+  const auto engine = run_command(
+      "env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " +
+      under_torchrun(Program::kTrain, dir / "engine", "--max-restarts 1") +
+      " --set checkpoint.every_steps=4");
+  ASSERT_EQ(engine.exit_code, 0) << engine.output;
+  EXPECT_EQ(summary_of(dir / "engine")["resumed_from_step"], 4);
+  expect_like_loom_launch(Program::kTrain, dir);
+}
+
+// A rank's error reaches torchrun's failure summary through the file torchrun names
+// (TORCHELASTIC_ERROR_FILE), as a Python worker's does under @record.
+TEST(Engines, TorchrunsFailureSummaryHasTheRanksError) {
+  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  TempDir dir;
+  const auto engine = run_command(std::string("env ") + kToken + " " + torchrun() +
+                                  " --standalone --nproc-per-node 1 --no-python " + LOOM_BINARY +
+                                  " train " + tiny_synthetic_args() +
+                                  " --set optimizer.name=nonesuch --out " + (dir / "run"));
+  EXPECT_NE(engine.exit_code, 0) << engine.output;
+  EXPECT_EQ(engine.output.find("error_file: <N/A>"), std::string::npos) << engine.output;
+  EXPECT_NE(engine.output.find("error_file: /"), std::string::npos) << engine.output;
+}
 
 // What Kubeflow's PyTorchJob puts in the environment of node `node` of two, each running
 // `loom launch -- PROGRAM` with one rank: torchrun's PET_NNODES, PET_NPROC_PER_NODE,

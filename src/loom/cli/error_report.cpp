@@ -1,7 +1,9 @@
 #include "loom/cli/error_report.h"
 
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "loom/core/durable_file.h"
@@ -35,6 +37,11 @@ void report_error(const std::string& command, int exit_code, const std::exceptio
   } catch (const std::exception&) {
     return;
   }
+  // Under torchrun, its agent names a file per rank and prints the "message" found there in its
+  // failure summary (with "timestamp", seconds since the epoch) instead of "<N/A>".
+  if (const char* torchrun = std::getenv("TORCHELASTIC_ERROR_FILE"); path.empty() && torchrun) {
+    path = torchrun;
+  }
   if (path.empty()) return;
   const int rank = rank_from_environment();
   if (const size_t at = path.find("{rank}"); at != std::string::npos) {
@@ -43,7 +50,8 @@ void report_error(const std::string& command, int exit_code, const std::exceptio
   nlohmann::ordered_json report = {
       {"command", command},     {"exit_code", exit_code},
       {"kind", kind_of(error)}, {"message", error.what()},
-      {"rank", rank},           {"fields", nlohmann::ordered_json::object()}};
+      {"rank", rank},           {"fields", nlohmann::ordered_json::object()},
+      {"timestamp", static_cast<std::int64_t>(std::time(nullptr))}};
   if (const auto* loom_error = dynamic_cast<const Error*>(&error)) {
     for (const auto& [name, value] : loom_error->fields()) report["fields"][name] = value;
   }

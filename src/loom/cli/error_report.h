@@ -9,10 +9,11 @@
 
 namespace loom::cli {
 
-// Writes the report of `error`, ending `command` with `exit_code`, when LOOM_ERROR_FILE is set;
-// nothing otherwise. Never throws: a report that cannot be written is said on stderr.
+// Writes the report of `error`, ending `command` with `exit_code`, when LOOM_ERROR_FILE is set
+// (else TORCHELASTIC_ERROR_FILE, torchrun's); nothing otherwise. Never throws: a report that
+// cannot be written is said on stderr.
 //   {"command": "train", "exit_code": 2, "kind": "config", "message": "...", "rank": 0,
-//    "fields": {"key": "optimizer.name", ...}}
+//    "fields": {"key": "optimizer.name", ...}, "timestamp": 1795000000}
 void report_error(const std::string& command, int exit_code, const std::exception& error);
 
 // This process's rank as the engine that started it names it (RANK from loom launch and

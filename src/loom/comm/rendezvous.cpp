@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "loom/comm/store_text.h"
 #include "loom/comm/store_wait.h"
@@ -29,7 +31,48 @@ c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store
                                                 std::move(store));
 }
 
-int restart_attempt() { return static_cast<int>(setting_int("LOOM_RESTART_COUNT")); }
+int restart_attempt() {
+  if (std::getenv("LOOM_RESTART_COUNT") == nullptr) {
+    if (const char* torchrun = std::getenv("TORCHELASTIC_RESTART_COUNT"); torchrun && *torchrun) {
+      char* end = nullptr;
+      const long count = std::strtol(torchrun, &end, 10);
+      if (*end != '\0' || count < 0) {
+        throw ConfigError("environment variable TORCHELASTIC_RESTART_COUNT: '" +
+                              std::string(torchrun) + "' is not a count of restarts",
+                          {{"key", "TORCHELASTIC_RESTART_COUNT"}});
+      }
+      return static_cast<int>(count);
+    }
+  }
+  return static_cast<int>(setting_int("LOOM_RESTART_COUNT"));
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world,
+                                              std::chrono::milliseconds timeout) {
+  if (!world.store_is_torchruns) {
+    return store_for_attempt(
+        c10::make_intrusive<TcpStore>(world.master_addr, world.master_port, timeout,
+                                      world.store_token),
+        restart_attempt());
+  }
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(world.master_port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    // Under keys of Loom's own, apart from those of torchrun's agent and of torch's workers.
+    return store_for_attempt(
+        c10::make_intrusive<c10d::PrefixStore>(
+            "loom", c10::make_intrusive<c10d::TCPStore>(world.master_addr, options)),
+        restart_attempt());
+  } catch (const c10::Error& e) {
+    throw CommError("torchrun's agent store at " + world.master_addr + ":" +
+                        std::to_string(world.master_port) +
+                        " (TORCHELASTIC_USE_AGENT_STORE=True): " + e.what_without_backtrace(),
+                    {{"peer", world.master_addr + ":" + std::to_string(world.master_port)}});
+  }
+}
 
 namespace {
 
@@ -73,9 +116,7 @@ Rendezvous::Rendezvous(WorldInfo world, std::chrono::milliseconds timeout)
           "environment variable MASTER_PORT: 0 (a free port) is only for the rank that serves "
           "the store (rank 0 without loom launch); the others need the port it reported");
     }
-    store_ = store_for_attempt(c10::make_intrusive<TcpStore>(world_.master_addr, world_.master_port,
-                                                             timeout, world_.store_token),
-                               restart_attempt());
+    store_ = connect_store(world_, timeout);
   } catch (const Error& e) {
     throw CommError("rendezvous: rank " + std::to_string(world_.rank) + " of " +
                     std::to_string(world_.world) + " (" + world_.launcher + "): " + e.what());

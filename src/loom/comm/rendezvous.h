@@ -26,8 +26,14 @@ std::string key_for_attempt(const std::string& key, int attempt);
 // `store` seen through that key space.
 c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store> store,
                                                   int attempt);
-// LOOM_RESTART_COUNT.
+// How many times the job was restarted before this attempt: LOOM_RESTART_COUNT from
+// `loom launch --max-restarts`, else TORCHELASTIC_RESTART_COUNT from torchrun's, else 0.
 int restart_attempt();
+
+// A client of the job's store at the master address, in this attempt's key space: Loom's
+// store (authenticated with the job's token), or torchrun's agent's where the ranks share it.
+c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world,
+                                              std::chrono::milliseconds timeout);
 
 class Rendezvous {
  public:

@@ -74,7 +74,10 @@ WorldInfo world_from_environment(const EnvLookup& env) {
     info.local_rank = parse_optional(env, "LOCAL_RANK", info.rank);
     info.local_world = parse_optional(env, "LOCAL_WORLD_SIZE", info.world);
     read_master(env, info);
-    info.store_served_by_launcher = env("LOOM_LAUNCH_ID") != nullptr;
+    const char* agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
+    info.store_is_torchruns =
+        !env("LOOM_LAUNCH_ID") && agent_store && std::string(agent_store) == "True";
+    info.store_served_by_launcher = env("LOOM_LAUNCH_ID") != nullptr || info.store_is_torchruns;
     check(info, "RANK", "WORLD_SIZE");
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     info.launcher = "openmpi";

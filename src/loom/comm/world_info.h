@@ -25,6 +25,10 @@ struct WorldInfo {
   std::string launcher = "single process";
   // The launcher already serves the store (loom launch does); otherwise rank 0 serves it.
   bool store_served_by_launcher = false;
+  // That store is torchrun's: its agent serves a c10d TCPStore at MASTER_ADDR:MASTER_PORT for
+  // the ranks to share (TORCHELASTIC_USE_AGENT_STORE=True, torchrun's default since torch 2.2),
+  // which Loom's ranks use as torch's own do, instead of a store of Loom's.
+  bool store_is_torchruns = false;
   // The job's shared secret for the store (LOOM_STORE_TOKEN; "" = none). Never printed.
   std::string store_token;
 };

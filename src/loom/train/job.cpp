@@ -6,7 +6,6 @@
 #include <tuple>
 
 #include "loom/comm/make_communicator.h"
-#include "loom/comm/tcp_store.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/termination.h"
@@ -154,10 +153,7 @@ void Job::check_trains(const Config& config) const {
 c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
   if (world.world < 2 && !world.store_served_by_launcher) return {};
   try {
-    return comm::store_for_attempt(
-        c10::make_intrusive<comm::TcpStore>(world.master_addr, world.master_port,
-                                            std::chrono::seconds(5), world.store_token),
-        comm::restart_attempt());
+    return comm::connect_store(world, std::chrono::seconds(5));
   } catch (const Error& e) {
     LOOM_LOG(kWarn, "train") << "rank " << world.rank
                              << ": no heartbeats for the stall watchdog: " << e.what();

@@ -41,6 +41,27 @@ TEST(WorldInfo, TorchrunVariables) {
   EXPECT_FALSE(info.store_served_by_launcher);
 }
 
+// torchrun's agent shares its store with the ranks unless told not to
+// (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, which leaves the variable unset or "False").
+TEST(WorldInfo, TorchrunsAgentStoreIsUsedWhereTorchrunSharesIt) {
+  const std::map<std::string, std::string> ranks = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29600"}};
+  auto with = [&](std::map<std::string, std::string> more) {
+    more.insert(ranks.begin(), ranks.end());
+    return world_from_environment(env_of(more));
+  };
+  auto info = with({{"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_TRUE(info.store_is_torchruns);
+  EXPECT_TRUE(info.store_served_by_launcher);
+  info = with({{"TORCHELASTIC_USE_AGENT_STORE", "False"}});
+  EXPECT_FALSE(info.store_is_torchruns);
+  EXPECT_FALSE(info.store_served_by_launcher);
+  // loom launch under torchrun's variables serves Loom's store itself.
+  info = with({{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"LOOM_LAUNCH_ID", "abc"}});
+  EXPECT_FALSE(info.store_is_torchruns);
+  EXPECT_TRUE(info.store_served_by_launcher);
+}
+
 TEST(WorldInfo, LoomLaunchServesTheStore) {
   const auto info = world_from_environment(env_of(
       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOOM_LAUNCH_ID", "abc"}, {"MASTER_PORT", "1234"}}));
