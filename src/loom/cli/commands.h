@@ -49,6 +49,8 @@ Command add_generate_command(CLI::App& app);
 Command add_bench_pipeline_command(CLI::App& bench);
 // `loom bench ps`, registered under `bench`.
 Command add_bench_ps_command(CLI::App& bench);
+// `loom bench kernels`, registered under `bench`.
+Command add_bench_kernels_command(CLI::App& bench);
 // `loom data inspect`, registered under `data`.
 Command add_data_inspect_command(CLI::App& data);
 // `loom data tokenize`, registered under `data`.

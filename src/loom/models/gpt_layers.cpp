@@ -94,17 +94,23 @@ at::Tensor CausalSelfAttention::forward(const at::Tensor& x, KvCache::Layer* cac
     cache->keys = k;
     cache->values = v;
   }
-  // New position i is position past + i: it sees keys 0 .. past + i.
-  const int64_t keys = past + t;
-  const at::Tensor y =
-      causal_attention(q.reshape({b * heads_, t, head}), k.reshape({b * heads_, keys, head}),
-                       v.reshape({b * heads_, keys, head}), mask_->first(keys, q.scalar_type()),
-                       past, causal_query_blocks(t),
-                       [this, b](const at::Tensor& w) { return weights_dropout(w, b); })
-          .view({b, heads_, t, head})
-          .transpose(1, 2)
-          .contiguous()
-          .view({b, t, width_});
+  at::Tensor y;  // [B, heads, T, head]
+  if (past == 0 && !draws_weights_dropout()) {
+    // torch's fused kernel, on the heads' strided views: as fast as the blocked path in fp32 and
+    // 2.4-2.9x faster in bf16 on an AVX2 host (`loom bench kernels`, bench/RESULTS.md session
+    // 31), and it keeps no T x T weights for backward.
+    y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+  } else {
+    // Dropout drawn by Loom's layout-invariant masks, or cached keys before the queries (new
+    // position i is position past + i: it sees keys 0 .. past + i): the blocked path.
+    const int64_t keys = past + t;
+    y = causal_attention(q.reshape({b * heads_, t, head}), k.reshape({b * heads_, keys, head}),
+                         v.reshape({b * heads_, keys, head}), mask_->first(keys, q.scalar_type()),
+                         past, causal_query_blocks(t),
+                         [this, b](const at::Tensor& w) { return weights_dropout(w, b); })
+            .view({b, heads_, t, head});
+  }
+  y = y.transpose(1, 2).contiguous().view({b, t, width_});
   if (!group_) return dropout_of(resid_dropout_, linear(c_proj_, y), nullptr);
   // Each rank's heads' share of the projection, summed.
   return out_of_split(at::linear(y, c_proj_->weight), c_proj_->bias, resid_dropout_, *group_,
@@ -114,9 +120,13 @@ at::Tensor CausalSelfAttention::forward(const at::Tensor& x, KvCache::Layer* cac
 // Dropout of attention weights [B x heads, rows, keys], its mask drawn per sample (draw_key.h).
 // Split by heads, each rank draws the mask of every head, as one process does, and keeps its own
 // heads': the same masks, and the ranks' draws stay in step for the dropouts after.
+bool CausalSelfAttention::draws_weights_dropout() const {
+  return attn_dropout_->is_training() && attn_dropout_->options.p() > 0;
+}
+
 at::Tensor CausalSelfAttention::weights_dropout(const at::Tensor& w, int64_t b) {
+  if (!draws_weights_dropout()) return w;
   const double p = attn_dropout_->options.p();
-  if (!attn_dropout_->is_training() || p == 0) return w;
   const int64_t ranks = group_ ? group_->size() : 1, rank = group_ ? group_->rank() : 0;
   const at::Tensor mask =
       dropout_mask({b, heads_ * ranks, w.size(1), w.size(2)}, p, w.options().requires_grad(false));

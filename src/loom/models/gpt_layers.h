@@ -63,6 +63,10 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::nn::Linear c_proj_{nullptr};
 
  private:
+  // Whether this forward drops attention weights (training with attn_dropout p > 0): then the
+  // blocked causal_attention runs, the masks drawn per sample (draw_key.h); otherwise, without
+  // cached keys, torch's scaled_dot_product_attention.
+  bool draws_weights_dropout() const;
   at::Tensor weights_dropout(const at::Tensor& w, int64_t b);
 
   int64_t heads_, width_;             // this rank's

@@ -1,44 +1,11 @@
 #include "loom/train/fused_adam.h"
 
-#include <ATen/Parallel.h>
+#include <ATen/ATen.h>
 
-#include <cmath>
-
-#include "loom/core/cpu_capability.h"
+#include <vector>
 
 namespace loom::train {
 namespace {
-
-// The step's coefficients, as LibTorch derives them (in double, then used on float tensors).
-struct Coefficients {
-  float decay;  // AdamW: p *= decay (1 - lr * weight_decay)
-  float l2;     // Adam: g += l2 * p (weight_decay)
-  float beta1, one_minus_beta1, beta2, one_minus_beta2;
-  float sqrt_bias_correction2, eps, minus_step_size;
-};
-
-// p, g, m and v are `n` floats each. Compiled with -fno-math-errno (CMakeLists.txt), so that the
-// square root (of v >= 0) vectorizes.
-LOOM_ALWAYS_INLINE void update_body(float* __restrict p, const float* __restrict g,
-                                    float* __restrict m, float* __restrict v, std::int64_t n,
-                                    Coefficients c) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    float param = p[i] * c.decay;
-    const float grad = g[i] + c.l2 * param;
-    const float mean = m[i] * c.beta1 + c.one_minus_beta1 * grad;
-    const float square = v[i] * c.beta2 + c.one_minus_beta2 * grad * grad;
-    m[i] = mean;
-    v[i] = square;
-    const float denom = std::sqrt(square) / c.sqrt_bias_correction2 + c.eps;
-    p[i] = param + c.minus_step_size * (mean / denom);
-  }
-}
-
-// The build of update_body that LOOM_CPU_CAPABILITY chose (AVX-512, AVX2 or portable).
-void update(float* p, const float* g, float* m, float* v, std::int64_t n, Coefficients c) {
-  static const auto build = kernel_for<update_body>(cpu_capability());
-  build(p, g, m, v, n, c);
-}
 
 bool fusable(const at::Tensor& p) {
   const at::Tensor& g = p.grad();
@@ -62,6 +29,7 @@ bool fused_step(
   at::NoGradGuard no_grad;
   for (auto& group : groups) {
     const auto& o = static_cast<const Options&>(group.options());
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       void* key = p.unsafeGetTensorImpl();
@@ -75,25 +43,21 @@ bool fused_step(
       }
       auto& state = static_cast<State&>(*found->second);
       state.step(state.step() + 1);
-      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
-      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
-      const Coefficients c{static_cast<float>(decoupled ? 1 - o.lr() * o.weight_decay() : 1.0),
-                           static_cast<float>(decoupled ? 0.0 : o.weight_decay()),
-                           static_cast<float>(beta1),
-                           static_cast<float>(1 - beta1),
-                           static_cast<float>(beta2),
-                           static_cast<float>(1 - beta2),
-                           static_cast<float>(std::sqrt(bias_correction2)),
-                           static_cast<float>(o.eps()),
-                           static_cast<float>(-(o.lr() / bias_correction1))};
-      float* pp = p.data_ptr<float>();
-      const float* gp = p.grad().data_ptr<float>();
-      float* mp = state.exp_avg().template data_ptr<float>();
-      float* vp = state.exp_avg_sq().template data_ptr<float>();
-      at::parallel_for(0, p.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
-        update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, c);
-      });
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(state.exp_avg());
+      exp_avg_sqs.push_back(state.exp_avg_sq());
+      // torch's kernel reads the step, already counted, from a float tensor.
+      steps.push_back(at::scalar_tensor(static_cast<double>(state.step())));
+    }
+    if (params.empty()) continue;
+    const auto [beta1, beta2] = o.betas();
+    if (decoupled) {
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), beta1, beta2,
+                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+    } else {
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), beta1, beta2,
+                       o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
     }
   }
   return true;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -84,6 +85,29 @@ void expect_forward_matches_reference(const GptConfig& c) {
       << "largest logit " << expected.abs().max().item<double>();
   // A shorter sequence takes the first positions.
   EXPECT_TRUE(at::allclose(model.forward(ids.narrow(1, 0, 5)), logits.narrow(1, 0, 5), 1e-5, 1e-5));
+}
+
+// Without dropout the layers' attention is torch's fused kernel (scaled_dot_product_attention):
+// its gradients are the plain-ops reference's, at a context of one block and of three.
+TEST(Gpt, GradientsMatchThePlainOpsReference) {
+  for (const GptConfig& c : {tiny(), GptConfig{2, 2, 16, 300, 50, 0.0}}) {
+    SCOPED_TRACE("context " + std::to_string(c.seq_len));
+    at::manual_seed(7);
+    ModuleModel model("gpt", make_gpt(c), false);
+    std::map<std::string, at::Tensor> leaves;
+    for (const auto& [name, t] : model.named_parameters()) {
+      leaves[name] = t.detach().clone().requires_grad_();
+    }
+    const at::Tensor ids = at::randint(0, c.vocab, {2, c.seq_len}, at::kLong);
+    const at::Tensor weights = at::randn({2, c.seq_len, c.vocab});
+    (model.forward(ids) * weights).sum().backward();
+    (reference_forward(leaves, c, ids) * weights).sum().backward();
+    for (const auto& [name, t] : model.named_parameters()) {
+      const at::Tensor expected = leaves.at(name).grad();
+      const double scale = std::max(1.0, expected.abs().max().item<double>());
+      EXPECT_LT((t.grad() - expected).abs().max().item<double>(), 1e-4 * scale) << name;
+    }
+  }
 }
 
 // Query rows in blocks give the one-block result and gradients, with and without cached keys
