@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""`loom train` of a GPT against nanoGPT's training loop in Python (bench/peers/nanogpt_train.py,
-Debian's python3-torch: the same LibTorch), side by side in one run, on the same token shards
-(the Jargon File, tokenized here once), the same model shape, precision and threads. Each pair
-runs R times interleaved; the table shows median tokens/s, the ratio Loom / PyTorch (target
->= 1.2) and Loom's MFU (by 6N + 12 L d T against the matrix-product peak it calibrates).
+"""`loom train` of a GPT against nanoGPT's training loop in Python (bench/peers/nanogpt_train.py:
+the project environment's torch, SDPA and fused AdamW), eager and torch.compile'd, side by side
+in one run, on the same token shards (the Jargon File, tokenized here once), the same model
+shape, precision and threads. Each triple runs R times interleaved; the table shows median
+tokens/s, Loom's ratio to each (targets: >= 1.0 against torch.compile, and >= 1.2 against
+eager or an MFU of >= 90%) and Loom's MFU (by 6N + 12 L d T against the matrix-product peak it
+calibrates).
 
 Usage: bench/gpt_vs_pytorch.py [--loom build/bin/loom] [--repeats R] [--steps N]
-                              [--precisions fp32,bf16]
+                              [--precisions fp32,bf16] [--no-compile]
 """
 import argparse
 import json
@@ -45,10 +47,11 @@ def run_loom(loom, data, precision, batch, steps):
     return s["tokens_per_second"], s["mfu"]["mfu"], s["parameters"]
 
 
-def run_peer(data, precision, batch, steps):
+def run_peer(data, precision, batch, steps, compiled=False):
     cmd = [sys.executable, PEER, "--data", data, "--precision", precision, "--threads", "2",
            "--batch", str(batch), "--steps", str(steps)] + [
-        f"--{k.replace('_', '-')}={v}" for k, v in SHAPE.items()]
+        f"--{k.replace('_', '-')}={v}" for k, v in SHAPE.items()] + (
+        ["--compile"] if compiled else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     s = json.loads(out.strip().splitlines()[-1])
     return s["tokens_per_second"], s["parameters"]
@@ -62,6 +65,7 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--json", default="")
+    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
     a = p.parse_args()
     results = []
     with jargon_tokens(a.loom) as data:
@@ -70,22 +74,28 @@ def main():
         print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
               f"GPT {SHAPE}, batch {a.batch}, {a.steps} steps; medians of {a.repeats} "
               "interleaved runs")
-        print(f"{'precision':10} {'loom tokens/s':>14} {'pytorch tokens/s':>17} {'ratio':>6} "
-              f"{'loom MFU':>9}")
+        print(f"{'precision':10} {'loom tokens/s':>14} {'eager tokens/s':>15} {'ratio':>6} "
+              f"{'compiled tokens/s':>18} {'ratio':>6} {'loom MFU':>9}")
         for precision in a.precisions.split(","):
-            loom_rates, peer_rates, mfus = [], [], []
+            loom_rates, eager_rates, compiled_rates, mfus = [], [], [], []
             for _ in range(a.repeats):
                 rate, mfu, params = run_loom(a.loom, data, precision, a.batch, a.steps)
                 loom_rates.append(rate)
                 mfus.append(mfu)
                 rate, peer_params = run_peer(data, precision, a.batch, a.steps)
-                peer_rates.append(rate)
+                eager_rates.append(rate)
                 assert params == peer_params, (params, peer_params)
-            lm, pm = statistics.median(loom_rates), statistics.median(peer_rates)
-            print(f"{precision:10} {lm:14.0f} {pm:17.0f} {lm / pm:6.2f} "
+                if not a.no_compile:
+                    rate, _ = run_peer(data, precision, a.batch, a.steps, compiled=True)
+                    compiled_rates.append(rate)
+            lm, em = statistics.median(loom_rates), statistics.median(eager_rates)
+            cm = statistics.median(compiled_rates) if compiled_rates else float("nan")
+            print(f"{precision:10} {lm:14.0f} {em:15.0f} {lm / em:6.2f} {cm:18.0f} {lm / cm:6.2f} "
                   f"{100 * statistics.median(mfus):8.1f}%   ({params:,} parameters)", flush=True)
-            results.append({"precision": precision, "loom": loom_rates, "pytorch": peer_rates,
-                            "ratio": lm / pm, "mfu": mfus, "parameters": params, "target": 1.2})
+            results.append({"precision": precision, "loom": loom_rates, "eager": eager_rates,
+                            "compiled": compiled_rates, "ratio_eager": lm / em,
+                            "ratio_compiled": lm / cm, "mfu": mfus, "parameters": params,
+                            "targets": {"compiled": 1.0, "eager": 1.2, "mfu": 0.9}})
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The PyTorch peer of `loom train` on a GPT: nanoGPT's model and training loop as a user writes
-them in Python (Debian's python3-torch, the same LibTorch as libtorch-dev), on the same token
-shards. Torch 1.13 has no scaled_dot_product_attention, so attention is the explicit
-softmax(QK^T / sqrt(d)) V under a causal mask, as nanoGPT's fallback and Loom's gpt compute it.
+them in Python with torch 2.x's best practice (the project environment's torch, whose LibTorch
+Loom links), on the same token shards: attention through F.scaled_dot_product_attention
+(is_causal, torch's fused CPU kernel), AdamW with fused=True, and with --compile the model
+through torch.compile (inductor; the first steps compile and are not timed).
 
 The loop: a batch of random windows from the memory-mapped shard (nanoGPT's get_batch), the
 forward pass and loss under CPU autocast when bf16, backward, gradient clipping at 1, AdamW,
 zero_grad(set_to_none). Prints one JSON object: tokens_per_second over the steady steps (the
-first min(5, steps / 10) are warm-up and not timed, as in Loom's summary) and the settings.
+first min(5, steps / 10) are warm-up and not timed, as in Loom's summary; with --compile at
+least 3, so that compilation is never timed) and the settings.
 """
 import argparse
 import contextlib
@@ -29,16 +31,12 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.n_head, self.n_embd = n_head, n_embd
-        mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool))
-        self.register_buffer("mask", mask.view(1, 1, seq_len, seq_len), persistent=False)
 
     def forward(self, x):
         b, t, c = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (y.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for y in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
@@ -101,12 +99,14 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (inductor)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     tokens, vocab = read_shard(sorted(glob.glob(os.path.join(a.data, "train-*.tokens")))[0])
     model = GPT(vocab, a.seq_len, a.n_layer, a.n_head, a.n_embd)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.1, fused=True)
+    step_model = torch.compile(model) if a.compile else model
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
                 else contextlib.nullcontext())
     rng = np.random.default_rng(0)
@@ -117,14 +117,14 @@ def main():
         rows = torch.from_numpy(rows)
         return rows[:, :-1], rows[:, 1:]
 
-    warmup = min(5, a.steps // 10)
+    warmup = max(3, min(5, a.steps // 10)) if a.compile else min(5, a.steps // 10)
     start = None
     for step in range(a.steps):
         if step == warmup:
             start = time.perf_counter()
         x, y = get_batch()
         with autocast:
-            loss = model(x, y)
+            loss = step_model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -134,7 +134,8 @@ def main():
     print(json.dumps({"tokens_per_second": timed * a.batch * a.seq_len / seconds,
                       "step_seconds": seconds / timed, "final_loss": loss.item(),
                       "parameters": sum(p.numel() for p in model.parameters()),
-                      "precision": a.precision, "threads": torch.get_num_threads()}))
+                      "precision": a.precision, "threads": torch.get_num_threads(),
+                      "compiled": a.compile, "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
