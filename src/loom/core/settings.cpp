@@ -48,7 +48,8 @@ const std::vector<SettingInfo>& all_settings() {
        "give them (0 = not set)."},
       {"LOOM_RESTART_COUNT", "0",
        "Set by `loom launch --max-restarts` for the ranks it starts: how many times the job "
-       "was restarted before. Above 0, `loom train` resumes from its output directory."},
+       "was restarted before (where it is unset, torchrun's TORCHELASTIC_RESTART_COUNT counts "
+       "instead). Above 0, `loom train` resumes from its output directory."},
       {"LOOM_RESTARTS", "",
        "Set by `loom launch` with LOOM_RESTART_COUNT: each restart's cause and the step the "
        "failed attempt had reached, as JSON, for summary.json."},
