@@ -23,6 +23,16 @@ def assert_bit_identical(got, expected):
         assert torch.equal(tensor, expected[name]), name
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The parameters the script ends with on two ranks that nothing stopped: trained once, the
+    reference of every resume, restart and preemption below."""
+    path = tmp_path_factory.mktemp("uninterrupted") / "full.pt"
+    full = run_script(path, ranks=2)
+    assert full.returncode == 0, full.stderr
+    return torch.load(path)
+
+
 @pytest.mark.parametrize("flags", [(), ("--accumulate",)])
 def test_data_parallel_ranks_train_like_one_process(tmp_path, flags):
     one = run_script(tmp_path / "one.pt", *flags)
@@ -88,9 +98,7 @@ def test_a_process_alone_is_a_job_of_one_rank():
     assert "local" in repr(model)
 
 
-def test_a_checkpoint_resumes_exactly_and_loads_into_plain_torch(tmp_path):
-    full = run_script(tmp_path / "full.pt", ranks=2)
-    assert full.returncode == 0, full.stderr
+def test_a_checkpoint_resumes_exactly_and_loads_into_plain_torch(tmp_path, uninterrupted):
     checkpoints = str(tmp_path / "checkpoints")
     first = run_script(tmp_path / "first.pt", "--checkpoint", checkpoints, "--stop-after", "3",
                        ranks=2)
@@ -98,7 +106,7 @@ def test_a_checkpoint_resumes_exactly_and_loads_into_plain_torch(tmp_path):
     resumed = run_script(tmp_path / "resumed.pt", "--checkpoint", checkpoints, "--resume",
                          ranks=2)
     assert resumed.returncode == 0, resumed.stderr
-    expected = torch.load(tmp_path / "full.pt")
+    expected = uninterrupted
     assert_bit_identical(torch.load(tmp_path / "resumed.pt"), expected)
     # The newest checkpoint is a plain safetensors file under the module's own names.
     plain = two_heads_model()
@@ -213,9 +221,7 @@ def test_a_background_save_is_a_handle_and_reuses_its_buffers(tmp_path):
     assert (checkpoints / "latest").read_text().strip() == "step-00000005"
 
 
-def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
-    full = run_script(tmp_path / "full.pt", ranks=2)
-    assert full.returncode == 0, full.stderr
+def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path, uninterrupted):
     # Rank 1 dies right after step 3's checkpoint; the launcher restarts both ranks, which
     # resume from it by themselves.
     restarted = run_script(tmp_path / "restarted.pt", "--checkpoint", str(tmp_path / "ck"),
@@ -226,12 +232,10 @@ def test_a_rank_killed_under_max_restarts_ends_bit_identical(tmp_path):
     # The second attempt went on from step 3's checkpoint, not from the start.
     output = restarted.stdout + restarted.stderr
     assert "rank 0: resumed from step 3" in output and "rank 1: resumed from step 3" in output
-    assert_bit_identical(torch.load(tmp_path / "restarted.pt"), torch.load(tmp_path / "full.pt"))
+    assert_bit_identical(torch.load(tmp_path / "restarted.pt"), uninterrupted)
 
 
-def test_a_sigterm_stops_every_rank_resumably(tmp_path):
-    full = run_script(tmp_path / "full.pt", ranks=2)
-    assert full.returncode == 0, full.stderr
+def test_a_sigterm_stops_every_rank_resumably(tmp_path, uninterrupted):
     checkpoints = tmp_path / "ck"
     # SIGTERM reaches rank 1 alone during step 3 (index 2): both ranks stop after it.
     stopped = run_script(tmp_path / "stopped.pt", "--checkpoint", str(checkpoints),
@@ -242,7 +246,7 @@ def test_a_sigterm_stops_every_rank_resumably(tmp_path):
                          "--preemptible", ranks=2)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from step 3" in resumed.stdout + resumed.stderr
-    assert_bit_identical(torch.load(tmp_path / "resumed.pt"), torch.load(tmp_path / "full.pt"))
+    assert_bit_identical(torch.load(tmp_path / "resumed.pt"), uninterrupted)
 
 
 def test_the_watchdog_names_a_python_rank_that_hangs(tmp_path):

@@ -33,6 +33,20 @@ def trained(tmp_path, name, *flags, ranks=2):
     return torch.load(tmp_path / name)
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The parameters a reference run ends with, trained once per (flags, ranks) for the whole
+    file: every ZeRO stage is compared with the same one-process or plain DataParallel run."""
+    runs = {}
+
+    def run(*flags, ranks):
+        if (flags, ranks) not in runs:
+            folder = tmp_path_factory.mktemp("reference")
+            runs[(flags, ranks)] = trained(folder, "reference.pt", *flags, ranks=ranks)
+        return runs[(flags, ranks)]
+    return run
+
+
 def assert_close(got, expected, tolerance):
     assert got.keys() == expected.keys()
     for name, tensor in got.items():
@@ -41,16 +55,16 @@ def assert_close(got, expected, tolerance):
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])
-def test_zero_ranks_train_like_one_process(tmp_path, zero):
-    one = trained(tmp_path, "one.pt", ranks=1)
+def test_zero_ranks_train_like_one_process(tmp_path, reference, zero):
+    one = reference(ranks=1)
     sharded = trained(tmp_path, "zero.pt", "--zero", str(zero))
     assert_close(sharded, one, 1e-5)
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])
-def test_zero_with_adamw_matches_plain_data_parallel(tmp_path, zero):
+def test_zero_with_adamw_matches_plain_data_parallel(tmp_path, reference, zero):
     flags = ("--optimizer", "adamw", "--model", "list")
-    plain = trained(tmp_path, "plain.pt", *flags)
+    plain = reference(*flags, ranks=2)
     sharded = trained(tmp_path, "zero.pt", *flags, "--zero", str(zero))
     assert_close(sharded, plain, 1e-6)
 
