@@ -32,19 +32,7 @@ c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store
 }
 
 int restart_attempt() {
-  if (std::getenv("LOOM_RESTART_COUNT") == nullptr) {
-    if (const char* torchrun = std::getenv("TORCHELASTIC_RESTART_COUNT"); torchrun && *torchrun) {
-      char* end = nullptr;
-      const long count = std::strtol(torchrun, &end, 10);
-      if (*end != '\0' || count < 0) {
-        throw ConfigError("environment variable TORCHELASTIC_RESTART_COUNT: '" +
-                              std::string(torchrun) + "' is not a count of restarts",
-                          {{"key", "TORCHELASTIC_RESTART_COUNT"}});
-      }
-      return static_cast<int>(count);
-    }
-  }
-  return static_cast<int>(setting_int("LOOM_RESTART_COUNT"));
+  return restart_count_from_environment([](const char* name) { return std::getenv(name); });
 }
 
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldInfo& world,

@@ -26,8 +26,7 @@ std::string key_for_attempt(const std::string& key, int attempt);
 // `store` seen through that key space.
 c10::intrusive_ptr<c10d::Store> store_for_attempt(c10::intrusive_ptr<c10d::Store> store,
                                                   int attempt);
-// How many times the job was restarted before this attempt: LOOM_RESTART_COUNT from
-// `loom launch --max-restarts`, else TORCHELASTIC_RESTART_COUNT from torchrun's, else 0.
+// restart_count_from_environment (world_info.h) of this process's environment.
 int restart_attempt();
 
 // A client of the job's store at the master address, in this attempt's key space: Loom's

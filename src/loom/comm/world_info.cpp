@@ -13,7 +13,8 @@ int parse_count(const EnvLookup& env, const char* name) {
   const long parsed = value ? std::strtol(value, &end, 10) : -1;
   if (!value || *value == '\0' || *end != '\0' || parsed < 0 || parsed > 1 << 20) {
     throw ConfigError(std::string("environment variable ") + name + ": expected a count, got '" +
-                      (value ? value : "(unset)") + "'");
+                          (value ? value : "(unset)") + "'",
+                      {{"key", name}});
   }
   return static_cast<int>(parsed);
 }
@@ -68,16 +69,16 @@ std::string first_slurm_host(const std::string& nodelist) {
 WorldInfo world_from_environment(const EnvLookup& env) {
   WorldInfo info;
   if (env("RANK") || env("WORLD_SIZE")) {
-    info.launcher = env("LOOM_LAUNCH_ID") ? "loom launch" : "torchrun";
+    const bool loom_launch = env("LOOM_LAUNCH_ID") != nullptr;
+    info.launcher = loom_launch ? "loom launch" : "torchrun";
     info.rank = parse_count(env, "RANK");
     info.world = parse_count(env, "WORLD_SIZE");
     info.local_rank = parse_optional(env, "LOCAL_RANK", info.rank);
     info.local_world = parse_optional(env, "LOCAL_WORLD_SIZE", info.world);
     read_master(env, info);
     const char* agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
-    info.store_is_torchruns =
-        !env("LOOM_LAUNCH_ID") && agent_store && std::string(agent_store) == "True";
-    info.store_served_by_launcher = env("LOOM_LAUNCH_ID") != nullptr || info.store_is_torchruns;
+    info.store_is_torchruns = !loom_launch && agent_store && std::string(agent_store) == "True";
+    info.store_served_by_launcher = loom_launch || info.store_is_torchruns;
     check(info, "RANK", "WORLD_SIZE");
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     info.launcher = "openmpi";
@@ -107,6 +108,11 @@ WorldInfo world_from_environment(const EnvLookup& env) {
   }
   if (const char* token = env("LOOM_STORE_TOKEN")) info.store_token = token;
   return info;
+}
+
+int restart_count_from_environment(const EnvLookup& env) {
+  if (env("LOOM_RESTART_COUNT")) return parse_count(env, "LOOM_RESTART_COUNT");
+  return parse_optional(env, "TORCHELASTIC_RESTART_COUNT", 0);
 }
 
 WorldInfo world_from_environment() {

@@ -41,6 +41,11 @@ using EnvLookup = std::function<const char*(const char*)>;
 WorldInfo world_from_environment(const EnvLookup& env);
 WorldInfo world_from_environment();
 
+// How many times the job was restarted before this attempt: LOOM_RESTART_COUNT, set by `loom
+// launch --max-restarts`, else TORCHELASTIC_RESTART_COUNT, set by torchrun's, else 0. Throws
+// ConfigError naming the variable when it is not a count.
+int restart_count_from_environment(const EnvLookup& env);
+
 // The first host of a Slurm node list: "node[03-05,9],gpu1" -> "node03".
 std::string first_slurm_host(const std::string& nodelist);
 

@@ -62,6 +62,23 @@ TEST(WorldInfo, TorchrunsAgentStoreIsUsedWhereTorchrunSharesIt) {
   EXPECT_TRUE(info.store_served_by_launcher);
 }
 
+// loom launch's count of restarts, else torchrun's, else none; either malformed names itself.
+TEST(WorldInfo, RestartCountFromLoomLaunchOrTorchrun) {
+  EXPECT_EQ(restart_count_from_environment(env_of({})), 0);
+  EXPECT_EQ(restart_count_from_environment(env_of({{"TORCHELASTIC_RESTART_COUNT", "2"}})), 2);
+  EXPECT_EQ(restart_count_from_environment(
+                env_of({{"LOOM_RESTART_COUNT", "1"}, {"TORCHELASTIC_RESTART_COUNT", "2"}})),
+            1);
+  for (const char* name : {"LOOM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"}) {
+    try {
+      restart_count_from_environment(env_of({{name, "-1"}}));
+      ADD_FAILURE() << name << " -1 was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), name) << e.what();
+    }
+  }
+}
+
 TEST(WorldInfo, LoomLaunchServesTheStore) {
   const auto info = world_from_environment(env_of(
       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOOM_LAUNCH_ID", "abc"}, {"MASTER_PORT", "1234"}}));
