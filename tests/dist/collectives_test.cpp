@@ -23,7 +23,7 @@ std::set<std::string> loom_segments() {
   return names;
 }
 
-std::string worker(const std::string& args) { return std::string(COMM_WORKER) + " " + args; }
+std::string worker(const std::string& args) { return test::comm_worker() + " " + args; }
 
 CommandResult launch(int ranks, const std::string& args) {
   return run_loom("launch --nproc-per-node " + std::to_string(ranks) + " --grace 5 -- " +

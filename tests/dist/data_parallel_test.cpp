@@ -11,7 +11,7 @@ namespace {
 
 CommandResult launch_dp(int ranks, const std::string& args) {
   return run_loom("launch --nproc-per-node " + std::to_string(ranks) + " --grace 5 -- " +
-                  std::string(DP_WORKER) + " " + args);
+                  test::dp_worker() + " " + args);
 }
 
 void expect_all_ranks_agree(const CommandResult& result, int ranks) {

@@ -10,7 +10,7 @@ namespace {
 
 CommandResult launch_pipeline(int ranks, const std::string& args) {
   return run_loom("launch --nproc-per-node " + std::to_string(ranks) + " --grace 5 -- " +
-                  std::string(PIPELINE_WORKER) + " " + args);
+                  test::pipeline_worker() + " " + args);
 }
 
 void expect_matches_one_process(int ranks, const std::string& args) {
@@ -18,14 +18,15 @@ void expect_matches_one_process(int ranks, const std::string& args) {
   EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
   for (int rank = 0; rank < ranks; ++rank) {
     EXPECT_NE(r.output.find("rank " + std::to_string(rank) + ": "), std::string::npos)
-        << args << "\n" << r.output;
+        << args << "\n"
+        << r.output;
   }
 }
 
 TEST(Pipeline, EveryScheduleMatchesOneProcessOnTwoRanks) {
-  for (const std::string args : {"gpipe 1 3 shm", "gpipe 2 1 shm", "1f1b 1 2 shm", "1f1b 1 5 shm",
-                                 "interleaved 2 2 shm", "interleaved 2 4 shm", "zb_h1 1 2 shm",
-                                 "zb_h1 1 5 shm"}) {
+  for (const std::string args :
+       {"gpipe 1 3 shm", "gpipe 2 1 shm", "1f1b 1 2 shm", "1f1b 1 5 shm", "interleaved 2 2 shm",
+        "interleaved 2 4 shm", "zb_h1 1 2 shm", "zb_h1 1 5 shm"}) {
     expect_matches_one_process(2, args);
   }
 }

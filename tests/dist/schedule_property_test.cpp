@@ -14,7 +14,7 @@ namespace {
 
 CommandResult launch(int ranks, const std::string& cases) {
   return run_loom("launch --nproc-per-node " + std::to_string(ranks) + " --grace 5 -- " +
-                  std::string(SCHEDULE_PROPERTY_WORKER) + " shm " + cases);
+                  test::schedule_property_worker() + " shm " + cases);
 }
 
 // `count` cases from `first_seed` on, cycling through 1 and 2 stages per rank and B or I + W,
@@ -50,7 +50,7 @@ TEST(ScheduleProperty, RandomValidSchedulesOnThreeRanksTrainLikeOneProcess) {
 }
 
 std::string fixture(const std::string& name) {
-  return " csv:" + std::string(LOOM_SOURCE_DIR) + "/tests/dist/schedules/" + name;
+  return " csv:" + test::source_dir() + "/tests/dist/schedules/" + name;
 }
 
 // The files of issue 39: zero-bubble, 2 stages per rank in a loop, B (or I) then W later.

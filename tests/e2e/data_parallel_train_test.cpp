@@ -27,7 +27,7 @@ TEST(DataParallelTrain, TwoRanksTrainLikeOneProcessOnTheSameGlobalBatch) {
   const auto single =
       run_loom("train " + args + " --set data.batch_size=32 --out " + (dir / "one"));
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  const auto ddp = run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+  const auto ddp = run_loom("launch --nproc-per-node 2 -- " + test::loom_binary() + " train " +
                             args + " --set data.global_batch=32 --out " + (dir / "two"));
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
 
@@ -62,7 +62,7 @@ TEST(DataParallelTrain, AutotuningTwoRanksKeepsThemInStepAndTheResultTheSame) {
   // One-step trials: the thread candidates grow with the host's cores, and all of them and the
   // bucket caps (tried last) must fit in the 32 steps on a many-core host too.
   const auto ddp =
-      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " + args + " " +
+      run_loom("launch --nproc-per-node 2 -- " + test::loom_binary() + " train " + args + " " +
                quick_autotune_args() + " --set autotune.samples=1 --set autotune.warmup_steps=0" +
                " --set data.global_batch=32 --out " + (dir / "two"));
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
@@ -84,10 +84,9 @@ TEST(DataParallelTrain, AutotuningTwoRanksKeepsThemInStepAndTheResultTheSame) {
 
 TEST(DataParallelTrain, TraceHasOneProcessPerRank) {
   TempDir dir;
-  const auto result =
-      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-               tiny_synthetic_args() +
-               " --set train.max_steps=8 --set profile.trace_wait=1 --trace --out " + dir.path());
+  const auto result = run_loom(
+      "launch --nproc-per-node 2 -- " + test::loom_binary() + " train " + tiny_synthetic_args() +
+      " --set train.max_steps=8 --set profile.trace_wait=1 --trace --out " + dir.path());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto trace = nlohmann::json::parse(read_text(dir / "trace.json"));
   std::set<int> pids;
@@ -106,7 +105,7 @@ TEST(DataParallelTrain, TraceHasOneProcessPerRank) {
 TEST(DataParallelTrain, GlobalBatchMustDivideOverTheRanks) {
   TempDir dir;
   const auto result =
-      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
+      run_loom("launch --nproc-per-node 2 -- " + test::loom_binary() + " train " +
                tiny_synthetic_args() + " --set data.global_batch=33 --out " + dir.path());
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("data.global_batch"), std::string::npos) << result.output;
@@ -115,7 +114,7 @@ TEST(DataParallelTrain, GlobalBatchMustDivideOverTheRanks) {
 TEST(DataParallelTrain, ResumesOnTwoRanks) {
   TempDir dir;
   const std::string launch =
-      "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " + exact_args() +
+      "launch --nproc-per-node 2 -- " + test::loom_binary() + " train " + exact_args() +
       " --set data.global_batch=32 --set checkpoint.every_steps=4 --out " + dir.path();
   // Rank 0 is "preempted" right after the checkpoint of step 8; the launcher stops rank 1.
   const auto stopped = run_loom(launch, "LOOM_FAULT_STOP_AFTER_STEP=8");
@@ -126,8 +125,8 @@ TEST(DataParallelTrain, ResumesOnTwoRanks) {
 
   TempDir straight;
   const auto uninterrupted =
-      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train " +
-               exact_args() + " --set data.global_batch=32 --out " + straight.path());
+      run_loom("launch --nproc-per-node 2 -- " + test::loom_binary() + " train " + exact_args() +
+               " --set data.global_batch=32 --out " + straight.path());
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
   EXPECT_NEAR(summary_of(dir.path())["test_loss"].get<double>(),
               summary_of(straight.path())["test_loss"].get<double>(), 1e-5);

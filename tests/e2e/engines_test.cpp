@@ -25,10 +25,10 @@ enum class Program { kTrain, kPython };
 std::string missing_for(Program program) {
   if (program == Program::kTrain) return "";
   if (torch_python().empty()) {
-    return std::string("no Python with torch: ") + LOOM_TEST_PYTHON +
+    return std::string("no Python with torch: ") + test::test_python() +
            " (scripts/install-deps.sh makes .venv)";
   }
-  if (!std::filesystem::exists(std::string(LOOM_PYTHON_DIR) + "/loom/__init__.py")) {
+  if (!std::filesystem::exists(test::python_package_dir() + "/loom/__init__.py")) {
     return "the loom Python package is not built (python3-dev, pybind11 in LOOM_PYTHON's "
            "environment)";
   }
@@ -38,8 +38,8 @@ std::string missing_for(Program program) {
 // The Python tests' script and its arguments: its own model, loss and loop,
 // loom.parallel.DataParallel, and a Loom checkpoint after each of its 5 steps into `out`.
 std::string python_script(const std::string& out) {
-  return LOOM_SOURCE_DIR "/tests/python/scripts/two_heads.py " + out + "/final.pt --checkpoint " +
-         out + "/checkpoints";
+  return test::source_dir() + "/tests/python/scripts/two_heads.py " + out +
+         "/final.pt --checkpoint " + out + "/checkpoints";
 }
 
 // The command every rank runs, writing into `out`; deterministic (fp32, no dropout, a global
@@ -49,13 +49,13 @@ std::string python_script(const std::string& out) {
 // script's products on two threads otherwise than on one.
 std::string command_of(Program program, const std::string& out) {
   if (program == Program::kTrain) {
-    return std::string(LOOM_BINARY) + " train " + tiny_synthetic_args() +
+    return test::loom_binary() + " train " + tiny_synthetic_args() +
            " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32"
            " --set train.epochs=2 --set data.global_batch=32 --out " +
            out;
   }
-  return "env PYTHONPATH=" LOOM_PYTHON_DIR " OMP_NUM_THREADS=1 " + torch_python() + " " +
-         python_script(out);
+  return "env PYTHONPATH=" + test::python_package_dir() + " OMP_NUM_THREADS=1 " + torch_python() +
+         " " + python_script(out);
 }
 
 // The run the engine made in `dir`/engine against the same program under `loom launch
@@ -101,9 +101,7 @@ class OneNodeSlurm {
   }
 
  private:
-  static std::string script() {
-    return std::string(LOOM_SOURCE_DIR) + "/scripts/one-node-slurm.sh";
-  }
+  static std::string script() { return test::source_dir() + "/scripts/one-node-slurm.sh"; }
 
   std::string dir_, conf_, why_not_;
 };
@@ -169,13 +167,13 @@ std::string under_torchrun(Program program, const std::string& out, const std::s
   return std::string("env ") + kToken + " " +
          (program == Program::kTrain
               ? options + "--no-python " + command_of(program, out)
-              : "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 PYTHONPATH=" LOOM_PYTHON_DIR
-                " OMP_NUM_THREADS=1 " + options + python_script(out));
+              : "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 PYTHONPATH=" + test::python_package_dir() +
+                    " OMP_NUM_THREADS=1 " + options + python_script(out));
 }
 
 void run_under_torchrun(Program program) {
   if (const std::string missing = missing_for(program); !missing.empty()) GTEST_SKIP() << missing;
-  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << test::test_python();
   TempDir dir;
   const auto engine = run_command(under_torchrun(program, dir / "engine", ""));
   ASSERT_EQ(engine.exit_code, 0) << engine.output;
@@ -189,13 +187,13 @@ TEST(Engines, TorchrunRunsAPythonScriptLikeLoomLaunch) { run_under_torchrun(Prog
 // (TORCHELASTIC_RESTART_COUNT): `loom train` resumes from its last checkpoint, in a key space
 // of the agent's store apart from the failed attempt's, and ends as the job that never failed.
 TEST(Engines, TorchrunRestartsResumeAndEndLikeLoomLaunch) {
-  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << test::test_python();
   TempDir dir;
   // Rank 1 dies after step 6 on the first attempt only; a checkpoint is written every 4 steps.
-  const auto engine = run_command(
-      "env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " +
-      under_torchrun(Program::kTrain, dir / "engine", "--max-restarts 1") +
-      " --set checkpoint.every_steps=4");
+  const auto engine =
+      run_command("env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " +
+                  under_torchrun(Program::kTrain, dir / "engine", "--max-restarts 1") +
+                  " --set checkpoint.every_steps=4");
   ASSERT_EQ(engine.exit_code, 0) << engine.output;
   EXPECT_EQ(summary_of(dir / "engine")["resumed_from_step"], 4);
   expect_like_loom_launch(Program::kTrain, dir);
@@ -204,11 +202,11 @@ TEST(Engines, TorchrunRestartsResumeAndEndLikeLoomLaunch) {
 // A rank's error reaches torchrun's failure summary through the file torchrun names
 // (TORCHELASTIC_ERROR_FILE), as a Python worker's does under @record.
 TEST(Engines, TorchrunsFailureSummaryHasTheRanksError) {
-  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << LOOM_TEST_PYTHON;
+  if (torchrun().empty()) GTEST_SKIP() << "no torchrun beside " << test::test_python();
   TempDir dir;
   const auto engine = run_command(std::string("env ") + kToken + " " + torchrun() +
-                                  " --standalone --nproc-per-node 1 --no-python " + LOOM_BINARY +
-                                  " train " + tiny_synthetic_args() +
+                                  " --standalone --nproc-per-node 1 --no-python " +
+                                  test::loom_binary() + " train " + tiny_synthetic_args() +
                                   " --set optimizer.name=nonesuch --out " + (dir / "run"));
   EXPECT_NE(engine.exit_code, 0) << engine.output;
   EXPECT_EQ(engine.output.find("error_file: <N/A>"), std::string::npos) << engine.output;
@@ -225,7 +223,7 @@ std::string kubeflow_node(int node, int port) {
   return std::string("env ") + kToken + " PET_NNODES=2 PET_NPROC_PER_NODE=1 PET_NODE_RANK=" + rank +
          " PET_MASTER_ADDR=127.0.0.1 PET_MASTER_PORT=" + master +
          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + master + " WORLD_SIZE=2 RANK=" + rank + " " +
-         LOOM_BINARY + " launch -- ";
+         test::loom_binary() + " launch -- ";
 }
 
 void run_under_kubeflow_variables(Program program) {

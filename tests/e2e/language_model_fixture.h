@@ -55,7 +55,7 @@ class LanguageModelTrain : public ::testing::Test {
            " --set train.epochs=1 --set train.max_steps=8 --set data.eval_batch_size=64";
   }
   static std::string launch(int ranks, const std::string& args) {
-    return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + std::string(LOOM_BINARY) +
+    return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + test::loom_binary() +
            " train" + args;
   }
   // One process reading `micro` windows a micro-batch and accumulating `m` of them per step.

@@ -165,7 +165,7 @@ TEST_F(LanguageModelTrain, TokenWindowsFromARemoteDataWorkerTrainBitIdentically)
   ASSERT_EQ(local.exit_code, 0) << local.output;
 
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
-  BackgroundProcess worker("env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) +
+  BackgroundProcess worker("env LOOM_LOG_LEVEL=info " + test::loom_binary() +
                                " data-worker --threads 1 --listen " + address + " --data-root " +
                                data_->path(),
                            dir / "worker.log");
@@ -343,8 +343,8 @@ TEST_F(LanguageModelTrain, SynchronousParameterServersTrainLikeOneProcess) {
       run_loom("train" + gpt_args() + " --set data.batch_size=8 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const auto ps = run_loom(
-      "launch --nproc-per-node 2 --servers 1 -- " + std::string(LOOM_BINARY) + " train" +
-      gpt_args() + " --set parallel.mode=ps --set data.global_batch=8 --out " + (dir / "ps"));
+      "launch --nproc-per-node 2 --servers 1 -- " + test::loom_binary() + " train" + gpt_args() +
+      " --set parallel.mode=ps --set data.global_batch=8 --out " + (dir / "ps"));
   ASSERT_EQ(ps.exit_code, 0) << ps.output;
   expect_like(dir / "ps", dir / "one");
 }
@@ -476,9 +476,8 @@ TEST_F(LanguageModelTrain, CheckpointsMoveBetweenAPipelineAndOneProcess) {
   auto part =
       run_loom(launch(2, args + pipelined(2, 4, "1f1b") + " --set train.max_steps=4" + moved));
   ASSERT_EQ(part.exit_code, 0) << part.output;
-  part =
-      run_loom("train" + args + accumulating(2, 4) + " --set train.max_steps=8 " + kDefaultsOnly +
-               " --resume" + moved);
+  part = run_loom("train" + args + accumulating(2, 4) + " --set train.max_steps=8 " +
+                  kDefaultsOnly + " --resume" + moved);
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 4);
   expect_same_model(dir / "moved", dir / "one", 1e-5);

@@ -80,7 +80,7 @@ TEST(Launch, ServersTakeTheLastRanksOverNodesOfDifferentShapes) {
                             " -- sh -c 'echo \"rank=$RANK world=$WORLD_SIZE "
                             "local=$LOCAL_RANK/$LOCAL_WORLD_SIZE node=$GROUP_RANK\"'";
   BackgroundProcess second(
-      std::string(LOOM_BINARY) + " launch --node-rank 1 --nproc-per-node 2 --servers 1" + where,
+      test::loom_binary() + " launch --node-rank 1 --nproc-per-node 2 --servers 1" + where,
       dir / "node1.log");
   const auto first = run_loom("launch --node-rank 0 --nproc-per-node 1" + where);
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -110,7 +110,7 @@ TEST(Launch, NodeZeroServesTheStoreUntilEveryNodeIsDone) {
   const std::string where =
       " --nnodes 2 --join-timeout 60 --master 127.0.0.1:" + std::to_string(free_port()) +
       " -- sh -c 'touch " + dir.path() + "/ran.$RANK'";
-  BackgroundProcess second("env LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS=1500 " + std::string(LOOM_BINARY) +
+  BackgroundProcess second("env LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS=1500 " + test::loom_binary() +
                                " launch --node-rank 1" + where,
                            dir / "node1.log");
   const auto first = run_loom("launch --node-rank 0" + where);
@@ -126,8 +126,8 @@ TEST(Launch, NodeZeroServesTheStoreUntilEveryNodeIsDone) {
 // naming the key and both values.
 TEST(Launch, ServersTellEveryRankTheJobsServerCount) {
   TempDir dir;
-  const auto r = run_loom("launch --nproc-per-node 1 --servers 2 -- sh -c '" +
-                          std::string(LOOM_BINARY) + " config > " + dir.path() + "/config.$RANK'");
+  const auto r = run_loom("launch --nproc-per-node 1 --servers 2 -- sh -c '" + test::loom_binary() +
+                          " config > " + dir.path() + "/config.$RANK'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (int rank = 0; rank < 3; ++rank) {
     const std::string config = read_text(dir / ("config." + std::to_string(rank)));
@@ -135,14 +135,14 @@ TEST(Launch, ServersTellEveryRankTheJobsServerCount) {
     EXPECT_NE(parallel.find("\n  mode: ps\n"), std::string::npos) << parallel;
     EXPECT_NE(parallel.find("\n    servers: 2\n"), std::string::npos) << parallel;
   }
-  const auto conflict = run_loom("launch --nproc-per-node 1 --servers 1 -- " +
-                                 std::string(LOOM_BINARY) + " config --set parallel.ps.servers=3");
+  const auto conflict = run_loom("launch --nproc-per-node 1 --servers 1 -- " + test::loom_binary() +
+                                 " config --set parallel.ps.servers=3");
   EXPECT_EQ(conflict.exit_code, 2) << conflict.output;
   EXPECT_NE(conflict.output.find("config key 'parallel.ps.servers' is 3 (from --set)"),
             std::string::npos)
       << conflict.output;
-  const auto data = run_loom("launch --nproc-per-node 1 --servers 1 -- " +
-                             std::string(LOOM_BINARY) + " config --set parallel.mode=data");
+  const auto data = run_loom("launch --nproc-per-node 1 --servers 1 -- " + test::loom_binary() +
+                             " config --set parallel.mode=data");
   EXPECT_EQ(data.exit_code, 2) << data.output;
   EXPECT_NE(data.output.find("config key 'parallel.mode' is 'data'"), std::string::npos)
       << data.output;
@@ -152,7 +152,7 @@ TEST(Launch, ANodeThatNeverComesIsNamed) {
   TempDir dir;
   const std::string where =
       " --nnodes 3 --join-timeout 3 --master 127.0.0.1:" + std::to_string(free_port()) + " -- true";
-  BackgroundProcess second(std::string(LOOM_BINARY) + " launch --node-rank 1" + where,
+  BackgroundProcess second(test::loom_binary() + " launch --node-rank 1" + where,
                            dir / "node1.log");
   const auto r = run_loom("launch --node-rank 0" + where);
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -173,7 +173,7 @@ TEST(Launch, ASignalEndsALauncherWaitingForOtherNodes) {
   };
   for (const Case& c : {Case{"--node-rank 0" + where + std::to_string(free_port()), SIGTERM},
                         Case{"--node-rank 1" + where + std::to_string(free_port()), SIGINT}}) {
-    BackgroundProcess launcher(std::string(LOOM_BINARY) + " launch " + c.args + " -- true",
+    BackgroundProcess launcher(test::loom_binary() + " launch " + c.args + " -- true",
                                dir / "launcher.log");
     std::this_thread::sleep_for(std::chrono::seconds(1));
     const auto start = std::chrono::steady_clock::now();
@@ -198,10 +198,10 @@ TEST(Launch, TheStoreTokenGuardsTheJob) {
       " && break; sleep 0.1; done; echo \"rank=$RANK token=$LOOM_STORE_TOKEN\"'";
   {
     BackgroundProcess intruder(
-        std::string(LOOM_BINARY) + " launch --node-rank 1 --token-file " + (dir / "other") + where,
+        test::loom_binary() + " launch --node-rank 1 --token-file " + (dir / "other") + where,
         dir / "intruder.log");
     BackgroundProcess second(
-        std::string(LOOM_BINARY) + " launch --node-rank 1 --token-file " + (dir / "token") + where,
+        test::loom_binary() + " launch --node-rank 1 --token-file " + (dir / "token") + where,
         dir / "node1.log");
     const auto first = run_loom("launch --node-rank 0 --token-file " + (dir / "token") + where);
     ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -232,8 +232,8 @@ TEST(Launch, PassesSigtermToTheRanks) {
       "sh -c 'trap \"echo rank $RANK got TERM; exit 0\" TERM; sleep 30 & touch " + ready +
       "$RANK; wait'";
   const std::string both_ready = "[ -e " + ready + "0 ] && [ -e " + ready + "1 ]";
-  const auto r = run_command("(" + std::string(LOOM_BINARY) + " launch --nproc-per-node 2 -- " +
-                             rank + " & pid=$!; for i in $(seq 100); do " + both_ready +
+  const auto r = run_command("(" + test::loom_binary() + " launch --nproc-per-node 2 -- " + rank +
+                             " & pid=$!; for i in $(seq 100); do " + both_ready +
                              " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; "
                              "echo \"launcher exit $?\")");
   const double seconds =

@@ -12,7 +12,7 @@
 namespace loom {
 namespace {
 
-const std::string kBed = std::string(LOOM_SOURCE_DIR) + "/scripts/netbed.sh";
+const std::string kBed = test::source_dir() + "/scripts/netbed.sh";
 
 class NetBed : public ::testing::Test {
  protected:
@@ -52,15 +52,14 @@ TEST_F(NetBed, ADataWorkerOnAnotherHostFeedsTheTrainerBitIdentically) {
   ASSERT_EQ(local.exit_code, 0) << local.output;
   const std::string worker_address = address(2) + ":7311";
   test::BackgroundProcess worker(
-      on(2, "env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) + " data-worker --listen " +
+      on(2, "env LOOM_LOG_LEVEL=info " + test::loom_binary() + " data-worker --listen " +
                 worker_address + " --data-root " + dir_.path() + " --threads 1"),
       dir_ / "worker.log");
   ASSERT_TRUE(test::wait_for_text(dir_ / "worker.log", "listening on", 30))
       << test::read_text(dir_ / "worker.log");
-  auto remote =
-      test::run_command(on(1, std::string(LOOM_BINARY) + " " + train_args(dir_ / "remote") +
-                                  " --set data.remote.workers=" + worker_address +
-                                  " --set data.remote.local_threads=0"));
+  auto remote = test::run_command(on(1, test::loom_binary() + " " + train_args(dir_ / "remote") +
+                                            " --set data.remote.workers=" + worker_address +
+                                            " --set data.remote.local_threads=0"));
   ASSERT_EQ(remote.exit_code, 0) << remote.output;
   test::expect_identical_runs(dir_ / "local", dir_ / "remote");
   const auto summary = nlohmann::json::parse(test::read_text(dir_ / "remote/summary.json"));
@@ -104,11 +103,12 @@ TEST_F(HeterogeneousCluster, TheSameLaunchOnEveryHostFindsItsRole) {
   ASSERT_EQ(local.exit_code, 0) << local.output;
   // The one command every host runs; only the description differs (current_host).
   auto launch = [&](int host) {
-    return on(host, "env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) +
+    return on(host, "env LOOM_LOG_LEVEL=info " + test::loom_binary() +
                         " launch --roles auto --cluster-config " + describe_for(host) +
                         " --data-root " + dir_.path() +
-                        " --data-port 7312 --data-threads 1 --exit-when-idle 2 -- " + LOOM_BINARY +
-                        " " + train_args(dir_ / "remote") + " --set data.remote.local_threads=0");
+                        " --data-port 7312 --data-threads 1 --exit-when-idle 2 -- " +
+                        test::loom_binary() + " " + train_args(dir_ / "remote") +
+                        " --set data.remote.local_threads=0");
   };
   test::BackgroundProcess worker2(launch(2), dir_ / "worker2.log");
   test::BackgroundProcess worker3(launch(3), dir_ / "worker3.log");
@@ -148,9 +148,9 @@ TEST_F(NetBed, DataParallelAcrossTwoHostsTrainsLikeOneProcess) {
     // Node 0's ranks listen where LOOM_COMM_HOST says; node 1's find their address by the
     // route to the store (the machine's hostname resolves outside the bed).
     const std::string listen = rank == 0 ? "env LOOM_COMM_HOST=" + address(1) + " " : "";
-    return on(rank + 1, listen + LOOM_BINARY + " launch --nproc-per-node 1 --nnodes 2 " +
+    return on(rank + 1, listen + test::loom_binary() + " launch --nproc-per-node 1 --nnodes 2 " +
                             "--node-rank " + std::to_string(rank) + " --master " + address(1) +
-                            ":7312 -- " + LOOM_BINARY + " " + train_args(dir_ / "two") +
+                            ":7312 -- " + test::loom_binary() + " " + train_args(dir_ / "two") +
                             " --set data.global_batch=32");
   };
   test::BackgroundProcess second(node(1), dir_ / "node1.log");
@@ -173,11 +173,12 @@ TEST_F(NetBed, DataParallelAcrossTwoHostsTrainsLikeOneProcess) {
 TEST_F(NetBed, BenchCommTimesTcpBetweenHosts) {
   const std::string json = dir_ / "comm.json";
   auto node = [&](int rank) {
-    return on(rank + 1, std::string(LOOM_BINARY) + " launch --nproc-per-node 1 --nnodes 2 " +
+    return on(rank + 1, test::loom_binary() + " launch --nproc-per-node 1 --nnodes 2 " +
                             "--node-rank " + std::to_string(rank) + " --master " + address(1) +
-                            ":7313 -- " + LOOM_BINARY +
+                            ":7313 -- " + test::loom_binary() +
                             " bench comm --quick --backends tcp --dtypes float32 --sizes 4K,1M "
-                            "--json " + json);
+                            "--json " +
+                            json);
   };
   test::BackgroundProcess second(node(1), dir_ / "node1.log");
   auto first = test::run_command(node(0));

@@ -55,7 +55,7 @@ std::string ps_args(int servers) {
 
 std::string launch(int workers, int servers, const std::string& args) {
   return "launch --nproc-per-node " + std::to_string(workers) + " --servers " +
-         std::to_string(servers) + " -- " + LOOM_BINARY + " train " + args;
+         std::to_string(servers) + " -- " + test::loom_binary() + " train " + args;
 }
 
 TEST(ParameterServerTrain, SyncServersTrainLikeAllReduceAndLikeOneProcess) {
@@ -168,7 +168,7 @@ TEST(ParameterServerTrain, WorkersWhosePartsDifferAreRefusedNamingThem) {
   TempDir dir;
   // Worker rank 1 cuts its gradients into other parts than worker rank 0.
   const std::string command =
-      "launch --nproc-per-node 2 --servers 1 --grace 2 -- sh -c 'exec " + std::string(LOOM_BINARY) +
+      "launch --nproc-per-node 2 --servers 1 --grace 2 -- sh -c 'exec " + test::loom_binary() +
       " train " + exact_args() + ps_args(1) + " --set comm.timeout_s=60" +
       " --set parallel.ps.part_mb=$([ $RANK = 1 ] && echo 0.05 || echo 0.03) --out " + dir.path() +
       "'";
@@ -194,13 +194,14 @@ KilledServerRun run_until_a_server_dies(const TempDir& dir, const std::string& a
                                         int timeout_s, int kill_after) {
   const int port = free_port();
   const std::string common = " --nnodes 2 --master 127.0.0.1:" + std::to_string(port) +
-                             " --grace 2 -- " + LOOM_BINARY + " train " + exact_args() + args +
+                             " --grace 2 -- " + test::loom_binary() + " train " + exact_args() +
+                             args +
                              " --set train.epochs=50 --set comm.backend=tcp"
                              " --set comm.timeout_s=" +
                              std::to_string(timeout_s) + ps_args(servers) + " --out " + dir.path();
   BackgroundProcess server_node(
       "env LOOM_HOST_ID=servers LOOM_FAULT_KILL_SERVER_AFTER_STEP=" + std::to_string(kill_after) +
-          " " + LOOM_BINARY + " launch --node-rank 1 --nproc-per-node 0 --servers " +
+          " " + test::loom_binary() + " launch --node-rank 1 --nproc-per-node 0 --servers " +
           std::to_string(servers) + common,
       dir / "servers.log");
   KilledServerRun run;
@@ -347,10 +348,10 @@ TEST(ParameterServerTrain, ACheckpointMovesBetweenServerOptimizerAndAllReduce) {
       run_loom(launch(2, 0, args + (dir / "moved") + " " + kDefaultsOnly + " --resume"),
                "LOOM_FAULT_STOP_AFTER_STEP=12");
   EXPECT_NE(second.exit_code, 0) << second.output;
-  const auto third = run_loom(launch(
-      2, 1,
-      args + (dir / "moved") + ps_args(1) + " --set parallel.ps.optimizer_on=server " +
-          kDefaultsOnly + " --resume"));
+  const auto third =
+      run_loom(launch(2, 1,
+                      args + (dir / "moved") + ps_args(1) +
+                          " --set parallel.ps.optimizer_on=server " + kDefaultsOnly + " --resume"));
   ASSERT_EQ(third.exit_code, 0) << third.output;
   EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 12);
   expect_same_model(dir / "moved", dir / "straight", 1e-5);

@@ -150,7 +150,7 @@ TEST(PipelinePlan, ImpossiblePlansAreConfigErrorsThatSayWhatWorks) {
 TEST(PipelinePlan, BenchRunsThePlanOnRanksAndComparesWithTheSimulation) {
   TempDir dir;
   const auto two =
-      run_loom("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " bench pipeline " +
+      run_loom("launch --nproc-per-node 2 -- " + test::loom_binary() + " bench pipeline " +
                tiny_synthetic_args() + " --steps 3 --json " + (dir / "two.json"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const auto json = json_file(dir / "two.json");

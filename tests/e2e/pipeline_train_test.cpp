@@ -27,7 +27,7 @@ std::string exact_args() {
 }
 
 std::string pipeline(int ranks, const std::string& args) {
-  return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + std::string(LOOM_BINARY) +
+  return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + test::loom_binary() +
          " train " + args + " --set parallel.pipeline.stages=" + std::to_string(ranks);
 }
 
@@ -156,7 +156,8 @@ TEST(PipelineTrain, CheckpointsMoveBetweenPipelinesAndOneProcess) {
   EXPECT_EQ(json_of(dir / "moved/summary.json")["resumed_from_step"], 8);
   part = run_loom(pipeline(2, args) + piped +
                   " --set parallel.pipeline.schedule=gpipe --set parallel.pipeline.split=2,1"
-                  " --set train.max_steps=24 " + kDefaultsOnly + " --resume" + moved);
+                  " --set train.max_steps=24 " +
+                  kDefaultsOnly + " --resume" + moved);
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(json_of(dir / "moved/summary.json")["resumed_from_step"], 16);
   const auto manifest = json_of(latest_checkpoint(dir / "moved") + "/manifest.json");
@@ -179,7 +180,7 @@ TEST(PipelineTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
     SCOPED_TRACE(schedule);
     const std::string out = dir / ("four-" + schedule);
     const auto both =
-        run_loom("launch --nproc-per-node 4 -- " + std::string(LOOM_BINARY) + " train " + args +
+        run_loom("launch --nproc-per-node 4 -- " + test::loom_binary() + " train " + args +
                  " --set parallel.pipeline.stages=2 --set parallel.pipeline.schedule=" + schedule +
                  " --set parallel.pipeline.microbatches=4 --set data.global_batch=32"
                  " --set checkpoint.every_steps=0 --out " +
@@ -205,7 +206,7 @@ TEST(PipelineTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
 TEST(PipelineTrain, AShapeMismatchBetweenStagesNamesBothShapes) {
   TempDir dir;
   const auto r =
-      run_loom("launch --nproc-per-node 2 -- sh -c '" + std::string(LOOM_BINARY) + " train " +
+      run_loom("launch --nproc-per-node 2 -- sh -c '" + test::loom_binary() + " train " +
                tiny_synthetic_args() + " --set model=cnn --set parallel.pipeline.stages=2" +
                " --set parallel.pipeline.split=1,2 --set comm.timeout_s=10" +
                " --set model.width=$((16 * (RANK + 1))) --out " + dir.path() + "'");
@@ -242,7 +243,7 @@ TEST(PipelineTrain, WhatAPipelineCannotRunIsAConfigurationError) {
   EXPECT_NE(r.output.find("parallel.pipeline.stages"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("loom launch --nproc-per-node 2"), std::string::npos) << r.output;
 
-  r = run_loom("launch --nproc-per-node 3 -- " + std::string(LOOM_BINARY) + " train " + args +
+  r = run_loom("launch --nproc-per-node 3 -- " + test::loom_binary() + " train " + args +
                " --set parallel.pipeline.stages=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("do not divide the 3 ranks"), std::string::npos) << r.output;

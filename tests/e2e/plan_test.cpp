@@ -16,7 +16,7 @@ TEST(Plan, PricesARunPerInstanceTypeWithTheWhatIf) {
   const auto trained =
       run_loom("train " + tiny_synthetic_args() + " --set train.epochs=1 --out " + (dir / "run"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const std::string args = "plan " + (dir / "run") + " --prices " + LOOM_SOURCE_DIR +
+  const std::string args = "plan " + (dir / "run") + " --prices " + test::source_dir() +
                            "/examples/prices.yaml --samples 1e6";
   const auto table = run_loom(args);  // for people; the numbers are read from --json
   EXPECT_EQ(table.exit_code, 0) << table.output;

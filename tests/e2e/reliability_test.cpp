@@ -21,7 +21,7 @@ namespace {
 
 // fp32, no dropout, a global batch of 32: 8 steps an epoch, 16 in all, a checkpoint every 4.
 std::string train_command(const std::string& out) {
-  return std::string(LOOM_BINARY) + " train " + tiny_synthetic_args() +
+  return test::loom_binary() + " train " + tiny_synthetic_args() +
          " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32 --set "
          "train.epochs=2 --set data.global_batch=32 --set checkpoint.every_steps=4 --out " +
          out;
@@ -71,7 +71,7 @@ TEST(Reliability, EveryNodeTakesPartInTheRestart) {
   const std::string where = "--nnodes 2 --max-restarts 1 --join-timeout 60 --master 127.0.0.1:" +
                             std::to_string(free_port()) + " --nproc-per-node 1";
   const std::string train = " -- " + train_command(dir / "run");
-  BackgroundProcess second("env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " + std::string(LOOM_BINARY) +
+  BackgroundProcess second("env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " + test::loom_binary() +
                                " launch --node-rank 1 " + where + train,
                            dir / "node1.log");
   const auto first = run_loom("launch --node-rank 0 " + where + train);
@@ -101,7 +101,7 @@ TEST(Reliability, AJobGoesOnWithFewerRanksWhenANodeStaysAway) {
   TempDir dir;
   const std::string where = "--join-timeout 8 --master 127.0.0.1:" + std::to_string(free_port()) +
                             " --nproc-per-node 1 -- " + train_command(dir / "run");
-  BackgroundProcess lost("env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " + std::string(LOOM_BINARY) +
+  BackgroundProcess lost("env LOOM_FAULT_KILL_RANK_AFTER_STEP=1:6 " + test::loom_binary() +
                              " launch --node-rank 1 --nnodes 2 " + where,
                          dir / "node1.log");
   const auto survivor =
@@ -127,7 +127,7 @@ TEST(Reliability, APreemptedJobCommitsItsStepExitsResumableAndResumesExactly) {
   TempDir dir;
   // Rank 0 sleeps 150 ms after each step, so that the job is still running when the signal
   // comes, which is once the step-4 log line is written.
-  BackgroundProcess job("env LOOM_FAULT_SLOW_RANK=0:150 " + std::string(LOOM_BINARY) + " " +
+  BackgroundProcess job("env LOOM_FAULT_SLOW_RANK=0:150 " + test::loom_binary() + " " +
                             two_rank_job(dir / "run", "--max-restarts 2") +
                             " --set train.preempt_grace_s=20 --set checkpoint.every_steps=0",
                         dir / "job.log");
@@ -167,7 +167,7 @@ TEST(Reliability, APreemptedJobCommitsItsStepExitsResumableAndResumesExactly) {
 // interrupted itself, passes 75 on instead of taking a rank's exit for a failure to restart.
 TEST(Reliability, ASigtermToOneRankStopsEveryRankResumably) {
   TempDir dir;
-  BackgroundProcess job("env LOOM_FAULT_SLOW_RANK=0:150 " + std::string(LOOM_BINARY) + " " +
+  BackgroundProcess job("env LOOM_FAULT_SLOW_RANK=0:150 " + test::loom_binary() + " " +
                             two_rank_job(dir / "run", "--max-restarts 2"),
                         dir / "job.log");
   ASSERT_TRUE(wait_for_text(dir / "run/metrics.jsonl", "\"step\":4", 120))

@@ -23,7 +23,7 @@ class Worker {
       : log_(dir / (name + ".log")),
         address_("127.0.0.1:" + std::to_string(port)),
         // Info lines (sessions, rates) are what the tests read; CTest sets warn.
-        process_("env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) + " data-worker --listen " +
+        process_("env LOOM_LOG_LEVEL=info " + test::loom_binary() + " data-worker --listen " +
                      address_ + " --data-root " + dir.path() + " --threads 1 --report-every 1 " +
                      extra,
                  log_) {
@@ -81,7 +81,7 @@ TEST_F(RemoteWorkers, AKilledWorkerAndALateOneLeaveTheRunBitIdentical) {
   Worker first(dir_, "first", test::free_port());
   const int second_port = test::free_port();
   const std::string second_address = "127.0.0.1:" + std::to_string(second_port);
-  test::BackgroundProcess trainer("env LOOM_LOG_LEVEL=info " + std::string(LOOM_BINARY) + " " +
+  test::BackgroundProcess trainer("env LOOM_LOG_LEVEL=info " + test::loom_binary() + " " +
                                       train_args(dir_ / "remote", slow) + larger +
                                       remote_args({first.address(), second_address}) +
                                       // One fallback thread while no worker is up: slow

@@ -306,11 +306,10 @@ TEST(Report, AShortRunHasAPointPerStepInsideEveryChart) {
 TEST(Report, ATwoRankRunStatesItsLayoutAndTheMachinesCoresApartFromARanks) {
   CHROMIUM_OR_SKIP(browser);
   TempDir dir;
-  ASSERT_TRUE(trained_and_reported("launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) +
-                                       " train " + tiny_synthetic_args() +
-                                       " --set train.epochs=1 --set parallel.zero=1 --out " +
-                                       (dir / "run"),
-                                   dir / "run"));
+  ASSERT_TRUE(trained_and_reported(
+      "launch --nproc-per-node 2 -- " + test::loom_binary() + " train " + tiny_synthetic_args() +
+          " --set train.epochs=1 --set parallel.zero=1 --out " + (dir / "run"),
+      dir / "run"));
   const auto summary = json_file(dir / "run/summary.json");
   const auto dom = rendered_dom(browser, dir / "run/report.html", dir / "profile", 1400);
   ASSERT_EQ(dom.exit_code, 0) << dom.output;

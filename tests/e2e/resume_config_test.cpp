@@ -144,7 +144,7 @@ TEST(StartNotices, AWarmUpLongerThanTheRunIsSaid) {
 // The same file on two replicas trains on twice the batch unless data.global_batch keeps it.
 TEST(StartNotices, APerReplicaBatchThatGrowsWithTheReplicasIsSaid) {
   TempDir dir;
-  const std::string train = std::string(LOOM_BINARY) + " train " + tiny_synthetic_args() +
+  const std::string train = test::loom_binary() + " train " + tiny_synthetic_args() +
                             " --set train.max_steps=2 --set schedule.warmup_steps=1";
   auto grown = run_loom("launch --nproc-per-node 2 -- " + train + " --out " + (dir / "grown"));
   ASSERT_EQ(grown.exit_code, 0) << grown.output;

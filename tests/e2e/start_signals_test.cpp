@@ -53,7 +53,7 @@ class HoldingLoom {
   HoldingLoom(const std::vector<std::string>& args, const std::string& log,
               const std::vector<std::string>& env = {}) {
     // Everything the child needs is built before fork.
-    std::vector<std::string> strings = {LOOM_BINARY};
+    std::vector<std::string> strings = {test::loom_binary()};
     strings.insert(strings.end(), args.begin(), args.end());
     std::vector<char*> argv, envp;
     for (auto& a : strings) argv.push_back(a.data());

@@ -26,7 +26,7 @@ std::string vit_args() {
          " --set train.max_steps=8 --set data.batch_size=8";
 }
 std::string launch(int ranks, const std::string& args) {
-  return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + std::string(LOOM_BINARY) +
+  return "launch --nproc-per-node " + std::to_string(ranks) + " -- " + test::loom_binary() +
          " train" + args;
 }
 const std::string kTensor3 = " --set parallel.tensor=3";

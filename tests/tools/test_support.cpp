@@ -53,7 +53,7 @@ CommandResult run_command(const std::string& command) {
 }
 
 CommandResult run_loom(const std::string& args, const std::string& env) {
-  return run_command(env + (env.empty() ? "" : " ") + LOOM_BINARY + " " + args);
+  return run_command(env + (env.empty() ? "" : " ") + test::loom_binary() + " " + args);
 }
 
 BackgroundProcess::BackgroundProcess(const std::string& command, const std::string& log) {
@@ -153,7 +153,7 @@ void write_corrupt_images(const std::string& dir, const std::string& good) {
 }
 
 std::string torch_python() {
-  const std::string python = LOOM_TEST_PYTHON;
+  const std::string python = test::test_python();
   if (python.empty()) return "";
   return run_command(python + " -c 'import torch'").exit_code == 0 ? python : "";
 }

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "tools/build_paths.h"
+
 namespace loom::test {
 
 // How many times slower than a plain build this build runs. Tests that bound how quickly a

@@ -11,7 +11,7 @@ namespace loom {
 namespace {
 
 TEST(Docs, ConfigurationReferenceListsEveryKey) {
-  const std::string doc = test::read_text(std::string(LOOM_SOURCE_DIR) + "/docs/configuration.md");
+  const std::string doc = test::read_text(test::source_dir() + "/docs/configuration.md");
   ASSERT_FALSE(doc.empty());
   for (const auto& row : describe_config()) {
     EXPECT_NE(doc.find("| `" + row.key + "` | " + row.type + " | `" + row.default_value + "` |"),
@@ -25,7 +25,7 @@ TEST(Docs, ConfigurationReferenceListsEveryKey) {
 }
 
 TEST(Docs, SettingsReferenceListsEverySetting) {
-  const std::string doc = test::read_text(std::string(LOOM_SOURCE_DIR) + "/docs/settings.md");
+  const std::string doc = test::read_text(test::source_dir() + "/docs/settings.md");
   for (const auto& s : all_settings()) {
     EXPECT_NE(doc.find(std::string("| `") + s.name + "` | `" + s.default_value + "` |"),
               std::string::npos)

@@ -39,7 +39,8 @@ std::string export_module(const test::TempDir& dir) {
 TEST(TorchScript, LoadsParametersBuffersAndForward) {
   test::TempDir dir;
   const std::string path = export_module(dir);
-  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
+  if (path.empty())
+    GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto model = load_torchscript(path);
   EXPECT_EQ(model->name(), "torchscript");
   EXPECT_TRUE(model->is_convolutional());
@@ -61,7 +62,8 @@ TEST(TorchScript, MissingOrInvalidFileIsAConfigError) {
 TEST(TorchScript, TrainsThroughTheCli) {
   test::TempDir dir;
   const std::string path = export_module(dir);
-  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
+  if (path.empty())
+    GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto r = test::run_loom("train --out " + (dir / "run") + " " + test::tiny_synthetic_args() +
                           " --set model.torchscript=" + path +
                           " --set train.epochs=8 --set optimizer.lr=0.1");
@@ -78,9 +80,10 @@ TEST(TorchScript, TrainsThroughTheCli) {
 TEST(TorchScript, TrainsDataParallelOnTwoRanks) {
   test::TempDir dir;
   const std::string path = export_module(dir);
-  if (path.empty()) GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
+  if (path.empty())
+    GTEST_SKIP() << "no Python with torch (LOOM_PYTHON; scripts/install-deps.sh makes .venv)";
   auto r = test::run_loom(
-      "launch --nproc-per-node 2 -- " + std::string(LOOM_BINARY) + " train --out " + (dir / "run") +
+      "launch --nproc-per-node 2 -- " + test::loom_binary() + " train --out " + (dir / "run") +
       " " + test::tiny_synthetic_args() + " --set model.torchscript=" + path +
       " --set data.global_batch=16 --set train.epochs=8 --set optimizer.lr=0.1");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -23,7 +23,7 @@ std::string error_of(const Schedule& s) {
 }
 
 Schedule fixture(const std::string& name) {
-  const std::string path = std::string(LOOM_SOURCE_DIR) + "/tests/dist/schedules/" + name;
+  const std::string path = test::source_dir() + "/tests/dist/schedules/" + name;
   return schedule_from_csv(test::read_text(path), name);
 }
 
