@@ -24,33 +24,40 @@ def assert_bit_identical(got, expected):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """The parameters the script ends with on two ranks that nothing stopped: trained once, the
-    reference of every resume, restart and preemption below."""
-    path = tmp_path_factory.mktemp("uninterrupted") / "full.pt"
-    full = run_script(path, ranks=2)
-    assert full.returncode == 0, full.stderr
-    return torch.load(path)
+def trained_once(tmp_path_factory):
+    """The parameters the script ends with for (flags, ranks), each trained once for the whole
+    file: the references that several tests below compare with (every run is processes that
+    import torch, 4-5 s of this suite's time each)."""
+    runs = {}
+
+    def train(*flags, ranks=1):
+        if (flags, ranks) not in runs:
+            path = tmp_path_factory.mktemp("run") / "final.pt"
+            result = run_script(path, *flags, ranks=ranks)
+            assert result.returncode == 0, result.stdout + result.stderr
+            runs[(flags, ranks)] = torch.load(path)
+        return runs[(flags, ranks)]
+    return train
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(trained_once):
+    """Two ranks that nothing stopped: the reference of every resume, restart and preemption."""
+    return trained_once(ranks=2)
 
 
 @pytest.mark.parametrize("flags", [(), ("--accumulate",)])
-def test_data_parallel_ranks_train_like_one_process(tmp_path, flags):
-    one = run_script(tmp_path / "one.pt", *flags)
-    assert one.returncode == 0, one.stderr
-    two = run_script(tmp_path / "two.pt", *flags, ranks=2)
-    assert two.returncode == 0, two.stdout + two.stderr
-    reference = torch.load(tmp_path / "one.pt")
-    parallel = torch.load(tmp_path / "two.pt")
+def test_data_parallel_ranks_train_like_one_process(trained_once, flags):
+    reference = trained_once(*flags)
+    parallel = trained_once(*flags, ranks=2)
     assert parallel.keys() == reference.keys()
     assert_same_parameters(parallel, reference)
 
 
-def test_workers_and_sync_servers_train_like_one_process(tmp_path):
-    one = run_script(tmp_path / "one.pt")
-    assert one.returncode == 0, one.stderr
+def test_workers_and_sync_servers_train_like_one_process(tmp_path, trained_once):
     servers = run_script(tmp_path / "ps.pt", "--servers", ranks=2, servers=2)
     assert servers.returncode == 0, servers.stdout + servers.stderr
-    assert_same_parameters(torch.load(tmp_path / "ps.pt"), torch.load(tmp_path / "one.pt"))
+    assert_same_parameters(torch.load(tmp_path / "ps.pt"), trained_once())
 
 
 def test_async_workers_end_with_the_servers_parameters(tmp_path):

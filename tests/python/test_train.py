@@ -18,15 +18,16 @@ SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 @pytest.mark.skipif(not os.path.isdir(FASHION_MNIST), reason="dataset-fashion-mnist missing")
 def test_train_the_demo_and_plan_its_cost(tmp_path):
-    # The demo's configuration for 400 of its steps (the whole demo, 2,811 steps, took 141 s of
-    # the suite; `make demo` runs it): Python's loom.train() trains and reports like `loom train`
-    # (tests/e2e/train_run_test.cpp checks 150 steps). fp32 is pinned: auto picks bf16 only on
-    # CPUs with native bf16, and the bar must not follow the host.
-    summary = loom.train(overrides=["runtime.precision=fp32", "train.max_steps=400"],
+    # The demo's configuration for 150 of its steps, as tests/e2e/train_run_test.cpp runs it
+    # (the whole demo, 2,811 steps, took 141 s of the suite; `make demo` runs it): Python's
+    # loom.train() trains and reports like `loom train`. 150 steps of 64 images beat 75% (83%
+    # on an AVX2 EPYC). fp32 is pinned: auto picks bf16 only on CPUs with native bf16, and the
+    # bar must not follow the host.
+    summary = loom.train(overrides=["runtime.precision=fp32", "train.max_steps=150"],
                          out=tmp_path / "demo")
     assert summary["model"] == "cnn"
-    assert summary["test_accuracy"] >= 0.80, summary["test_accuracy"]
-    assert summary["steps"] == 400
+    assert summary["test_accuracy"] >= 0.75, summary["test_accuracy"]
+    assert summary["steps"] == 150
     assert os.path.isfile(tmp_path / "demo" / "summary.json")
 
     plan = loom.plan(tmp_path / "demo", os.path.join(SOURCE, "examples", "prices.yaml"),

@@ -33,18 +33,33 @@ def trained(tmp_path, name, *flags, ranks=2):
     return torch.load(tmp_path / name)
 
 
+class Run:
+    """A finished run: its final parameters, and the checkpoint it wrote after its last step."""
+
+    def __init__(self, parameters, checkpoints):
+        self.parameters, self.checkpoints = parameters, checkpoints
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The parameters a reference run ends with, trained once per (flags, ranks) for the whole
-    file: every ZeRO stage is compared with the same one-process or plain DataParallel run."""
+def run(tmp_path_factory):
+    """Trains each (flags, ranks) once for the whole file, with a checkpoint after its last step:
+    every ZeRO stage is compared with the same one-process or plain DataParallel run, and the
+    checkpoint tests read the checkpoints of the runs the other tests compare (every run is a
+    `loom launch` of processes that import torch, 4-5 s of this suite's time each)."""
     runs = {}
 
-    def run(*flags, ranks):
+    def trained_once(*flags, ranks=2):
         if (flags, ranks) not in runs:
-            folder = tmp_path_factory.mktemp("reference")
-            runs[(flags, ranks)] = trained(folder, "reference.pt", *flags, ranks=ranks)
+            folder = tmp_path_factory.mktemp("run")
+            checkpoints = str(folder / "checkpoints")
+            parameters = trained(folder, "final.pt", *flags, "--checkpoint", checkpoints,
+                                 ranks=ranks)
+            runs[(flags, ranks)] = Run(parameters, checkpoints)
         return runs[(flags, ranks)]
-    return run
+    return trained_once
+
+
+ADAMW_BLOCKS = ("--optimizer", "adamw", "--model", "list")
 
 
 def assert_close(got, expected, tolerance):
@@ -55,38 +70,34 @@ def assert_close(got, expected, tolerance):
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])
-def test_zero_ranks_train_like_one_process(tmp_path, reference, zero):
-    one = reference(ranks=1)
-    sharded = trained(tmp_path, "zero.pt", "--zero", str(zero))
+def test_zero_ranks_train_like_one_process(run, zero):
+    one = run(ranks=1).parameters
+    sharded = run("--zero", str(zero)).parameters
     assert_close(sharded, one, 1e-5)
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])
-def test_zero_with_adamw_matches_plain_data_parallel(tmp_path, reference, zero):
-    flags = ("--optimizer", "adamw", "--model", "list")
-    plain = reference(*flags, ranks=2)
-    sharded = trained(tmp_path, "zero.pt", *flags, "--zero", str(zero))
+def test_zero_with_adamw_matches_plain_data_parallel(run, zero):
+    plain = run(*ADAMW_BLOCKS).parameters
+    sharded = run(*ADAMW_BLOCKS, "--zero", str(zero)).parameters
     assert_close(sharded, plain, 1e-6)
 
 
-def test_zero3_blocks_in_a_module_list_accumulate_like_one_process(tmp_path):
+def test_zero3_blocks_in_a_module_list_accumulate_like_one_process(run):
     # The stem, norm and head are in no block: gathered around the whole forward.
     flags = ("--model", "list", "--accumulate")
-    one = trained(tmp_path, "one.pt", *flags, ranks=1)
-    sharded = trained(tmp_path, "zero.pt", *flags, "--zero", "3")
+    one = run(*flags, ranks=1).parameters
+    sharded = run(*flags, "--zero", "3").parameters
     assert_close(sharded, one, 1e-5)
 
 
 @pytest.mark.parametrize("zero", [2, 3])
-def test_a_zero_checkpoint_loads_in_one_process(tmp_path, zero):
-    flags = ("--optimizer", "adamw", "--model", "list")
-    plain_dir, zero_dir = str(tmp_path / "plain"), str(tmp_path / "zero")
-    trained(tmp_path, "plain.pt", *flags, "--checkpoint", plain_dir)
-    final = trained(tmp_path, "zero.pt", *flags, "--zero", str(zero), "--checkpoint", zero_dir)
+def test_a_zero_checkpoint_loads_in_one_process(run, zero):
+    plain, sharded = run(*ADAMW_BLOCKS), run(*ADAMW_BLOCKS, "--zero", str(zero))
     # The same names and values as plain DataParallel's checkpoint writes.
     step = "step-00000004"
-    plain_state = read_safetensors(os.path.join(plain_dir, step, "state.safetensors"))
-    zero_state = read_safetensors(os.path.join(zero_dir, step, "state.safetensors"))
+    plain_state = read_safetensors(os.path.join(plain.checkpoints, step, "state.safetensors"))
+    zero_state = read_safetensors(os.path.join(sharded.checkpoints, step, "state.safetensors"))
     optimizer_keys = {k for k in plain_state if k.startswith("optimizer/")}
     assert optimizer_keys and optimizer_keys == {k for k in zero_state if k.startswith("optimizer/")}
     assert_close({k: zero_state[k] for k in optimizer_keys},
@@ -94,17 +105,17 @@ def test_a_zero_checkpoint_loads_in_one_process(tmp_path, zero):
     # It loads into the plain module and torch's AdamW in this process.
     model = zero_blocks.Blocks()
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
-    loaded = loom.checkpoint.load(zero_dir, model=model, optimizer=optimizer)
+    loaded = loom.checkpoint.load(sharded.checkpoints, model=model, optimizer=optimizer)
     assert loaded["step"] == 4
-    assert_close(model.state_dict(), final, 0)
+    assert_close(model.state_dict(), sharded.parameters, 0)
     state = optimizer.state[model.head.weight]
     assert float(state["step"]) == 4 and state["exp_avg"].shape == model.head.weight.shape
 
 
 @pytest.mark.parametrize("zero", [2, 3])
-def test_a_zero_run_resumes_from_its_checkpoint(tmp_path, zero):
-    flags = ("--optimizer", "adamw", "--model", "list", "--zero", str(zero))
-    full = trained(tmp_path, "full.pt", *flags)
+def test_a_zero_run_resumes_from_its_checkpoint(tmp_path, run, zero):
+    flags = (*ADAMW_BLOCKS, "--zero", str(zero))
+    full = run(*flags).parameters
     checkpoints = str(tmp_path / "checkpoints")
     trained(tmp_path, "first.pt", *flags, "--checkpoint", checkpoints, "--stop-after", "2")
     resumed = trained(tmp_path, "resumed.pt", *flags, "--checkpoint", checkpoints, "--resume")

@@ -153,9 +153,17 @@ void write_corrupt_images(const std::string& dir, const std::string& good) {
 }
 
 std::string torch_python() {
-  const std::string python = test::test_python();
-  if (python.empty()) return "";
-  return run_command(python + " -c 'import torch'").exit_code == 0 ? python : "";
+  // Asked once per process, and without importing torch: an import costs 2-3 s of a core, and
+  // the engine tests ask for every command they build.
+  static const std::string found = [] {
+    const std::string python = test::test_python();
+    if (python.empty()) return std::string();
+    const auto probe = run_command(
+        python +
+        " -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(\"torch\") is None)'");
+    return probe.exit_code == 0 ? python : std::string();
+  }();
+  return found;
 }
 
 std::string tiny_synthetic_args() {

@@ -80,7 +80,7 @@ void write_text(const std::string& path, const std::string& text);
 // header: too large).
 void write_corrupt_images(const std::string& dir, const std::string& good_jpeg);
 
-// The Python of Loom's torch (LOOM_PYTHON), or "" when it cannot import torch.
+// The Python of Loom's torch (LOOM_PYTHON), or "" when it has no torch to import.
 std::string torch_python();
 
 // Headless Chromium's path, or "" when it is not installed.

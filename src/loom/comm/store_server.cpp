@@ -81,6 +81,8 @@ StoreServer::StoreServer(const std::string& host, int port, StoreServerOptions o
 }
 
 StoreServer::~StoreServer() {
+  close_by_ = Clock::now() + kLingerForClients;
+  closing_.store(true, std::memory_order_release);
   (void)!::write(wake_fds_[1], "x", 1);
   thread_.join();
   for (const auto& [fd, client] : clients_) ::close(fd);
@@ -102,8 +104,21 @@ void StoreServer::serve() {
       const int ms = static_cast<int>(std::max<long>(0, left.count()) + 1);
       wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
     }
+    const bool closing = closing_.load(std::memory_order_acquire);
+    if (closing) {
+      if (clients_.empty() || Clock::now() >= close_by_) return;
+      fds[1].events = 0;  // no new clients
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(close_by_ - Clock::now());
+      const int ms = static_cast<int>(left.count()) + 1;
+      wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
+    }
     if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) return;
-    if (fds[0].revents) return;
+    if (fds[0].revents) {
+      char byte;
+      (void)!::read(wake_fds_[0], &byte, 1);  // the destructor's: go on until the clients leave
+      continue;
+    }
     if (fds[1].revents & POLLIN) accept_client();
     for (std::size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;

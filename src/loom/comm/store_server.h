@@ -11,6 +11,11 @@
 //
 // Threading: one thread serves every connection with poll(); get and wait requests whose keys
 // do not exist yet are parked and answered when a set makes them whole.
+//
+// The destructor serves on until every client has disconnected, for at most kLingerForClients:
+// when the process serving the store is a rank that failed, the others learn why from the store
+// once they see its connections close (TcpCommunicator::explain_loss), and they ask after it
+// has given up.
 #pragma once
 
 #include <atomic>
@@ -31,6 +36,8 @@ struct StoreServerOptions {
 
 class StoreServer {
  public:
+  static constexpr std::chrono::milliseconds kLingerForClients{3000};
+
   // Listens on host:port (port 0: a free one). Throws CommError naming the address.
   StoreServer(const std::string& host, int port, StoreServerOptions options = {});
   ~StoreServer();
@@ -73,6 +80,8 @@ class StoreServer {
   std::map<int, Client> clients_;
   std::vector<Parked> parked_;
   std::atomic<int> refused_{0};
+  std::atomic<bool> closing_{false};               // the destructor has begun
+  std::chrono::steady_clock::time_point close_by_;  // then: serve until every client left, or this
   std::thread thread_;
 };
 

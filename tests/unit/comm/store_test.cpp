@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -48,6 +50,31 @@ TEST(Store, GetAndWaitBlockUntilAnotherClientSets) {
   waiter.wait({"ready", "go"});
   EXPECT_EQ(waiter.get("go"), bytes("now"));
   later.join();
+}
+
+// The process serving the store may be a rank that failed: it answers the clients still
+// connected (asking why it gave up) until they leave, and no longer than kLingerForClients.
+TEST(Store, AClosingServerAnswersTheClientsStillThereUntilTheyLeave) {
+  auto server = std::make_unique<StoreServer>("127.0.0.1", 0);
+  auto client = std::make_unique<TcpStore>("127.0.0.1", server->port(), 5s);
+  client->set("failed/0", bytes("why"));
+  const auto start = std::chrono::steady_clock::now();
+  std::thread closing([&] { server.reset(); });
+  std::this_thread::sleep_for(200ms);  // the destructor has begun
+  EXPECT_EQ(client->get("failed/0"), bytes("why"));
+  client.reset();
+  closing.join();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(waited, StoreServer::kLingerForClients) << "it waited for a client that had left";
+
+  // A client that stays does not hold it longer than kLingerForClients.
+  server = std::make_unique<StoreServer>("127.0.0.1", 0);
+  TcpStore staying("127.0.0.1", server->port(), 5s);
+  const auto again = std::chrono::steady_clock::now();
+  server.reset();
+  const auto held = std::chrono::steady_clock::now() - again;
+  EXPECT_GE(held, StoreServer::kLingerForClients - 50ms);
+  EXPECT_LT(held, StoreServer::kLingerForClients + 2s);
 }
 
 TEST(Store, TimeoutNamesTheKeyAndTheClientRecovers) {
