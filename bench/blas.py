@@ -1,115 +1,103 @@
 #!/usr/bin/env python3
-"""fp32 on netlib's reference BLAS against Debian's OpenBLAS for OpenMP, the two libraries
-libblas.so.3 can be on Debian. Debian's LibTorch calls libblas.so.3 for fp32 matrix products;
-without libopenblas0-openmp installed that is the reference implementation. Each case runs under
-both, interleaved, in the same run: the reference one by putting its folder first on
-LD_LIBRARY_PATH (what a machine without OpenBLAS resolves), the other as installed.
+"""fp32 matrix products: MKL, inside the torch wheel that Loom links, against OpenBLAS, the one
+numpy's wheel ships in the same environment, on this host.
 
-  matmul      1024x1024 fp32 products through LibTorch (Debian's python3-torch, the same
-              LibTorch), GFLOP/s on 1 and 2 threads, best of a few
-  loom train  mlp (Fashion-MNIST) and vit_tiny (224x224 synthetic), runtime.precision=fp32,
-              steady-state samples/s; summary.json
-              says which BLAS each run found, and the advisor's finding on the reference one
+Loom's fp32 products are torch's (`at::mm`, `at::addmm`), and the pip wheel does them with
+Intel's MKL, linked into libtorch_cpu.so. MKL's reputation on AMD processors (slower code paths
+chosen by vendor) is the question this answers on whatever host runs it: each case is timed
+under both libraries, interleaved, in fresh processes with the same thread count.
 
-Prints OpenBLAS / reference for each. Medians of R repeats.
+  cases   1024 x 1024 x 1024, and the products of the GPT the benchmarks train (6 x 384,
+          T 256, B 8: 2048 tokens): attention's qkv (2048x384 . 384x1152), its output
+          (2048x384 . 384x384), the MLP's two (2048x384 . 384x1536, 2048x1536 . 1536x384)
+  threads 1 and 2
 
-Usage: bench/blas.py [--loom build/bin/loom] [--repeats R] [--json FILE]
+Prints GFLOP/s (best of 20 calls per process, median over R processes) and MKL / OpenBLAS.
+
+Usage: bench/blas.py [--repeats R] [--json FILE]
 """
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = sys.executable  # the project's .venv: Loom's torch, the peers' torch
-LIB = "/usr/lib/x86_64-linux-gnu"
-REFERENCE_PATH = f"{LIB}/blas:{LIB}/lapack"  # netlib's, as libblas3 and liblapack3 install them
+PYTHON = sys.executable  # the project's .venv: torch (MKL) and numpy (OpenBLAS)
+CASES = {"1024^3": (1024, 1024, 1024), "gpt qkv": (2048, 384, 1152),
+         "gpt attention out": (2048, 384, 384), "gpt mlp up": (2048, 384, 1536),
+         "gpt mlp down": (2048, 1536, 384)}
 
-MATMUL = """
-import sys, time, torch
-torch.set_num_threads(int(sys.argv[1]))
-a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-torch.mm(a, b)
+TIMER = """
+import sys, time
+m, k, n, library = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if library == "mkl":
+    import torch
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    product = lambda: torch.mm(a, b)
+else:
+    import numpy
+    rng = numpy.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=numpy.float32)
+    b = rng.standard_normal((k, n), dtype=numpy.float32)
+    product = lambda: a @ b
+product()
 best = 0.0
-for _ in range(int(sys.argv[2])):
-    t = time.perf_counter(); torch.mm(a, b); t = time.perf_counter() - t
-    best = max(best, 2 * 1024 ** 3 / t)
+for _ in range(20):
+    t = time.perf_counter(); product(); t = time.perf_counter() - t
+    best = max(best, 2 * m * k * n / t)
 print(best / 1e9)
 """
 
 
-def env_for(blas):
-    env = dict(os.environ, LOOM_LOG_LEVEL="error")
-    if blas == "reference":
-        env["LD_LIBRARY_PATH"] = REFERENCE_PATH
-    return env
-
-
-def matmul_gflops(blas, threads):
-    runs = "3" if blas == "reference" else "20"
-    out = subprocess.run([PYTHON, "-c", MATMUL, str(threads), runs], check=True,
-                         capture_output=True, text=True, env=env_for(blas)).stdout
+def gflops(shape, library, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
+    out = subprocess.run([PYTHON, "-c", TIMER, *map(str, shape), library], check=True,
+                         capture_output=True, text=True, env=env).stdout
     return float(out.strip())
 
 
-def train(loom, blas, model, steps, batch, data):
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run([loom, "train", "--out", out, "--set", f"model={model}", *data,
-                        "--set", "runtime.precision=fp32", "--set", f"train.max_steps={steps}",
-                        "--set", f"data.batch_size={batch}",
-                        "--set", "train.eval=false", "--set", "checkpoint.enabled=false",
-                        "--set", "train.tensorboard=false"],
-                       check=True, stdout=subprocess.DEVNULL, env=env_for(blas))
-        with open(os.path.join(out, "summary.json")) as f:
-            s = json.load(f)
-    finding = [f for f in s["findings"] if f["id"] == "reference_blas"]
-    return s["samples_per_second"], s["blas"]["library"], bool(finding)
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+    return " ".join(fields.get(k, "?").strip() for k in ("vendor_id", "model name", "cpu family",
+                                                          "model"))
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json")
     a = p.parse_args()
-    if not os.path.exists(f"{LIB}/blas/libblas.so.3"):
-        print("skipped: netlib's reference BLAS (libblas3) is not installed")
-        return 0
-    # Steps, batch and data per model: enough for a steady state, short enough on the reference
-    # BLAS, where vit_tiny (224x224 synthetic images, 196 patches) trains a few samples a second.
-    vit_data = ["--set", "data=synthetic", "--set", "data.image_size=224",
-                "--set", "data.channels=3"]
-    steps = {"mlp": (200, 64, []), "vit_tiny": (12, 16, vit_data)}
+    versions = subprocess.run(
+        [PYTHON, "-c", "import torch, numpy; blas = numpy.__config__.CONFIG['Build Dependencies']"
+         "['blas']; print(f\"torch {torch.__version__} (BLAS: {torch.backends.mkl.is_available() "
+         "and 'MKL'}), numpy {numpy.__version__} (BLAS: {blas['name']} {blas['version']})\")"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    print(f"host: {cpu_model()}, {os.cpu_count()} cores, {platform.machine()}")
+    print(versions)
     runs = {}
     for _ in range(a.repeats):
-        for blas in ("openblas", "reference"):
+        for name, shape in CASES.items():
             for threads in (1, 2):
-                runs.setdefault(f"matmul {threads} thread(s), {blas}", []).append(
-                    matmul_gflops(blas, threads))
-            for model, (n, batch, data) in steps.items():
-                rate, found, advised = train(a.loom, blas, model, n, batch, data)
-                runs.setdefault(f"loom train {model} fp32, {blas}", []).append(rate)
-                runs.setdefault(f"found {blas}", []).append(found)
-                runs.setdefault(f"advised {blas}", []).append(advised)
-    med = {k: statistics.median(v) for k, v in runs.items() if not k.startswith(("found", "advised"))}
-    for k, v in med.items():
-        unit = "GFLOP/s" if k.startswith("matmul") else "samples/s"
-        print(f"{k:40} {v:8.1f} {unit}   runs {[round(x, 1) for x in runs[k]]}")
-    print(f"BLAS found by loom train: {sorted(set(runs['found openblas']))} (installed), "
-          f"{sorted(set(runs['found reference']))} (reference on LD_LIBRARY_PATH); "
-          f"reference_blas finding given: openblas {any(runs['advised openblas'])}, "
-          f"reference {all(runs['advised reference'])}")
+                for library in ("mkl", "openblas"):
+                    runs.setdefault(f"{name}, {threads} thread(s), {library}", []).append(
+                        gflops(shape, library, threads))
+    med = {k: statistics.median(v) for k, v in runs.items()}
     ratios = {}
-    for case in ["matmul 1 thread(s)", "matmul 2 thread(s)", "loom train mlp fp32",
-                 "loom train vit_tiny fp32"]:
-        ratios[case] = med[f"{case}, openblas"] / med[f"{case}, reference"]
-        print(f"{case:40} OpenBLAS / reference {ratios[case]:6.1f}x")
+    for name in CASES:
+        for threads in (1, 2):
+            case = f"{name}, {threads} thread(s)"
+            mkl, openblas = med[f"{case}, mkl"], med[f"{case}, openblas"]
+            ratios[case] = mkl / openblas
+            print(f"{case:32} MKL {mkl:7.1f}  OpenBLAS {openblas:7.1f} GFLOP/s   "
+                  f"MKL / OpenBLAS {ratios[case]:5.2f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"medians": med, "runs": runs, "ratios": ratios}, f, indent=1)
+            json.dump({"host": cpu_model(), "medians": med, "runs": runs, "ratios": ratios}, f,
+                      indent=1)
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""`loom train` against the same training loop in PyTorch (Debian's python3-torch, the same
-LibTorch), side by side in one run. Each pair runs R times interleaved; the table shows median
-samples/s and the ratio Loom / PyTorch.
+"""`loom train` against the same training loop in PyTorch (the project environment's torch,
+whose LibTorch Loom links), side by side in one run. Each pair runs R times interleaved; the
+table shows median samples/s and the ratio Loom / PyTorch. The bf16 cases are skipped on CPUs
+without bf16 arithmetic (bench/host.py).
 
 Usage: bench/train_vs_pytorch.py [--loom build/bin/loom] [--repeats R] [--only NAME]
 """
@@ -13,6 +14,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from host import native_bf16
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "peers", "torch_train.py")
@@ -76,6 +79,9 @@ def main():
     results = []
     for name, loom_args, peer_args, target in CASES:
         if a.only and a.only not in name:
+            continue
+        if "bf16" in name and not native_bf16():
+            print(f"{name:38} skipped: this CPU has no bf16 arithmetic", flush=True)
             continue
         loom_rates, peer_rates = [], []
         for _ in range(a.repeats):
