@@ -61,9 +61,12 @@ def gflops(shape, library, threads):
 
 def cpu_model():
     with open("/proc/cpuinfo") as f:
-        fields = dict(line.split(":", 1) for line in f if ":" in line)
-    return " ".join(fields.get(k, "?").strip() for k in ("vendor_id", "model name", "cpu family",
-                                                          "model"))
+        fields = {}
+        for line in f:
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    return (f"{fields.get('vendor_id', '?')} {fields.get('model name', '?')} (family "
+            f"{fields.get('cpu family', '?')}, model {fields.get('model', '?')})")
 
 
 def main():
