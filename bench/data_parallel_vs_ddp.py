@@ -9,8 +9,7 @@
 
 on ResNet-18 at 64x64 (synthetic data), channels_last on all four, bf16 autocast where the CPU
 has bf16 arithmetic (AVX-512 BF16 or AMX) and fp32 where it has not (--precision to choose).
-Prints the
-ratios the issues set targets for: loom-dp / one (>= 0.97), loom-dp / ddp (>= 1.1),
+Prints the ratios the issues set targets for: loom-dp / one (>= 0.97), loom-dp / ddp (>= 1.1),
 py-loom / ddp (>= 2) and py-loom / loom-dp (>= 0.95), and Loom's share of the all-reduce
 hidden behind backward.
 
