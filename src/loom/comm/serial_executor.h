@@ -4,9 +4,12 @@
 //
 // A thread of its own runs the operations, so that they overlap the caller's computation. But a
 // caller that waits for an operation nobody has started yet runs it itself: it would only sleep
-// otherwise, and this saves two thread wake-ups, which dominate small collectives.
+// otherwise, and this saves two thread wake-ups, which dominate small collectives. So that the
+// thread, woken by a submission, does not take the operation from a caller about to wait for
+// it, an operation submitted to an idle executor is left to its caller for a short grace.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -21,7 +24,17 @@ namespace loom::comm {
 
 class SerialExecutor {
  public:
-  SerialExecutor();
+  // A caller that waits at once gets there within a microsecond or two, or a context switch
+  // when the executor's wake-up took its core. Without the grace the woken thread often ran the
+  // operation itself; the caller then slept, and waking it cost 8-9 us on a 2-core KVM host: a
+  // 4 KB shm all-reduce took 11 us instead of 2.5 in half of the runs (bench/RESULTS.md,
+  // session 33). An operation nobody waits for starts this much later, which computation it
+  // overlaps does not notice.
+  static constexpr std::chrono::microseconds kDefaultCallerGrace{25};
+
+  // `caller_grace`: how long an operation submitted to an idle executor is left to a caller
+  // that may wait for it at once, before the executor's thread starts it.
+  explicit SerialExecutor(std::chrono::microseconds caller_grace = kDefaultCallerGrace);
   // Runs what was submitted, then stops the thread.
   ~SerialExecutor();
   SerialExecutor(const SerialExecutor&) = delete;
@@ -43,6 +56,7 @@ class SerialExecutor {
   class QueuedWork;
   void run();
 
+  std::chrono::microseconds caller_grace_;
   std::shared_ptr<Queue> queue_;  // shared with the Works, which may outlive the executor
   std::thread thread_;
 };

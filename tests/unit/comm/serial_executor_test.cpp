@@ -1,4 +1,5 @@
-// SerialExecutor's shortcut for operations that cannot block: run on the caller's thread when
+// SerialExecutor: operations run in order, on its thread or on a caller that waits for one nobody
+// has started; the shortcut for operations that cannot block runs on the caller's thread when
 // the executor is idle and the operation is ready, never past queued work.
 #include "loom/comm/serial_executor.h"
 
@@ -62,6 +63,36 @@ TEST(SerialExecutor, NothingOvertakesQueuedWorkAndErrorsReachTheWork) {
   bool later = false;
   executor.submit("later", [&] { later = true; })->wait(kWait);
   EXPECT_TRUE(later);
+}
+
+TEST(SerialExecutor, ACallerThatWaitsAtOnceRunsTheOperationItselfWithinItsGrace) {
+  // A grace longer than the test: the executor's thread cannot take the operation first.
+  SerialExecutor executor(std::chrono::hours(1));
+  for (int i = 0; i < 20; ++i) {
+    std::thread::id ran_on;
+    executor.submit("waited", [&] { ran_on = std::this_thread::get_id(); })->wait(kWait);
+    EXPECT_EQ(ran_on, std::this_thread::get_id()) << "operation " << i;
+  }
+}
+
+TEST(SerialExecutor, AnOperationNobodyWaitsForStartsOnItsThreadAfterTheGrace) {
+  SerialExecutor executor(std::chrono::milliseconds(1));
+  std::promise<std::thread::id> ran_on;
+  WorkPtr work = executor.submit("unwaited", [&] { ran_on.set_value(std::this_thread::get_id()); });
+  auto ran = ran_on.get_future();
+  ASSERT_EQ(ran.wait_for(kWait), std::future_status::ready);
+  EXPECT_NE(ran.get(), std::this_thread::get_id());
+  work->wait(kWait);
+  EXPECT_TRUE(work->completed());
+}
+
+TEST(SerialExecutor, StoppingRunsWhatIsStillInItsGrace) {
+  bool ran = false;
+  {
+    SerialExecutor executor(std::chrono::milliseconds(50));
+    executor.submit("left behind", [&] { ran = true; });
+  }
+  EXPECT_TRUE(ran);
 }
 
 }  // namespace
