@@ -36,6 +36,8 @@ def loom_args(steps, precision):
             "--set", "data.classes=10", "--set", "data.train_samples=4096",
             "--set", f"train.max_steps={steps}", "--set", "train.eval=false",
             "--set", "checkpoint.enabled=false", "--set", f"runtime.precision={precision}",
+            # The peer's learning rate is constant too.
+            "--set", "schedule.name=constant", "--set", "schedule.warmup_steps=0",
             "--set", "runtime.memory_format=channels_last", "--set", "train.tensorboard=false"]
 
 

@@ -90,31 +90,19 @@ class ReplicaSync {
     replicated.data_parallel.finish_in_backward = true;  // the script calls its optimizer itself
     replicated.ps_world = job.communicator.get();
     replicated.ps = job.ps;
-    // ZeRO-3's buckets are the blocks (the partition is made over them); the partition is made
-    // before the exchange, which then gives every rank rank 0's values, as loom train does.
-    std::unique_ptr<models::Model> chain;
-    std::vector<std::vector<std::string>> units;
-    if (zero == 3) {
-      chain = block_model(parameters, blocks, has_outer_);
-      for (const models::Block& block : chain->blocks()) {
-        units.emplace_back();
-        for (const auto& [name, p] : block.parameters) units.back().push_back(name);
-      }
-    }
+    // ZeRO-3's buckets are the script's blocks; the partition is made before the exchange,
+    // which then gives every rank rank 0's values, as loom train does.
+    if (zero == 3) chain_ = block_model(parameters, blocks, has_outer_);
     parallel::DataDim data = job.plan.data;
     data.zero_stage = zero;
-    data_ = std::make_unique<parallel::DataReplicas>(
-        data, job.trainers(), parameters, replicated.data_parallel, std::set<std::string>{}, units);
+    data.zero3_keep = keep;
+    data_ = std::make_unique<parallel::DataReplicas>(data, job.trainers(), parameters,
+                                                     replicated.data_parallel, chain_.get());
     parallel::ZeroPartition* partition = data_->partition();
-    if (partition && partition->shards_parameters()) {
-      chain_ = std::move(chain);
-      sharded_ =
-          std::make_unique<parallel::ShardedModel>(*chain_, *partition, *job.trainers(), keep);
-    }
     sync_ = parallel::make_replica_sync(job.plan, std::move(parameters), std::move(buffers),
                                         job.trainers(), replicated, parallel::StartOptions{});
     // Every rank now holds rank 0's values: ZeRO-3 keeps its shards of them only.
-    if (partition) partition->shard_parameters();
+    data_->keep_own_shards(nullptr);
     layout_ = job.plan;
     layout_.data.zero_stage = partition ? partition->stage() : 0;
   }
@@ -129,8 +117,10 @@ class ReplicaSync {
   }
   parallel::ZeroPartition* partition() const { return data_->partition(); }
   parallel::ShardedModel& sharded() {
-    if (!sharded_) throw Error("loom.parallel: the module's blocks are not sharded (ZeRO-3)");
-    return *sharded_;
+    if (!data_->sharded()) {
+      throw Error("loom.parallel: the module's blocks are not sharded (ZeRO-3)");
+    }
+    return *data_->sharded();
   }
   bool has_outer_block() const { return has_outer_; }
   const parallel::DataReplicas& data() const { return *data_; }
@@ -152,7 +142,7 @@ class ReplicaSync {
     sync_->end_training();
     closed_stats_ = sync_->last_stats();
     sync_.reset();
-    sharded_.reset();
+    data_->stop_running_sharded();
   }
   // The last exchanged step's, also once closed.
   const parallel::SyncStats& last_stats() { return sync_ ? sync_->last_stats() : closed_stats_; }
@@ -171,9 +161,8 @@ class ReplicaSync {
   }
 
  private:
+  std::unique_ptr<models::Model> chain_;  // ZeRO-3: the script's blocks, which data_ shards
   std::unique_ptr<parallel::DataReplicas> data_;
-  std::unique_ptr<models::Model> chain_;             // ZeRO-3: the blocks, for sharded_
-  std::unique_ptr<parallel::ShardedModel> sharded_;  // ZeRO-3
   bool has_outer_ = false;  // ZeRO-3: block 0 is the parameters outside the script's blocks
   parallel::LayoutPlan layout_;
   // Shared only with the step accountings watching it (weakly): close() ends it.
@@ -198,16 +187,17 @@ py::list named_list(const NamedTensors& named) {
   return out;
 }
 
-parallel::DataParallelOptions data_parallel_options(double first_bucket_mb, double bucket_cap_mb,
-                                                    bool find_unused_parameters,
-                                                    bool broadcast_buffers,
-                                                    const std::string& compression, int zero) {
-  parallel::DataParallelOptions o;
-  o.buckets = parallel::bucket_limits(first_bucket_mb, bucket_cap_mb);
-  o.find_unused_parameters = find_unused_parameters;
-  o.broadcast_buffers = broadcast_buffers;
-  if (compression == "bf16") o.compression = at::kBFloat16;
-  if (compression == "fp16") o.compression = at::kHalf;
+parallel::DataParallelOptions script_data_parallel_options(
+    double first_bucket_mb, double bucket_cap_mb, bool find_unused_parameters,
+    bool broadcast_buffers, const std::string& compression, int zero) {
+  // As loom train makes them from the same settings (parallel.*).
+  ParallelConfig settings;
+  settings.first_bucket_mb = first_bucket_mb;
+  settings.bucket_cap_mb = bucket_cap_mb;
+  settings.find_unused_parameters = find_unused_parameters;
+  settings.broadcast_buffers = broadcast_buffers;
+  settings.compression = compression;
+  parallel::DataParallelOptions o = parallel::data_parallel_options(settings);
   if (compression != "none" && !o.compression) {
     throw ConfigError("compression: expected none, bf16 or fp16, got '" + compression + "'");
   }
@@ -230,9 +220,9 @@ void bind_replica_sync(py::module_& m) {
                        bool broadcast_buffers, const std::string& compression, int zero,
                        const std::vector<std::pair<std::string, std::vector<at::Tensor>>>& blocks,
                        const std::string& zero3_keep) {
-             const parallel::DataParallelOptions o =
-                 data_parallel_options(first_bucket_mb, bucket_cap_mb, find_unused_parameters,
-                                       broadcast_buffers, compression, zero);
+             const parallel::DataParallelOptions o = script_data_parallel_options(
+                 first_bucket_mb, bucket_cap_mb, find_unused_parameters, broadcast_buffers,
+                 compression, zero);
              if (zero > 0 && job.plan.servers) {
                throw ConfigError(
                    "zero: sharding the optimizer state needs all-reduce data parallelism, not "

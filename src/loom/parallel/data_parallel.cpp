@@ -13,6 +13,16 @@
 #include "loom/parallel/same_model_check.h"
 
 namespace loom::parallel {
+
+DataParallelOptions data_parallel_options(const ParallelConfig& config) {
+  DataParallelOptions options;
+  options.buckets = bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
+  options.find_unused_parameters = config.find_unused_parameters;
+  options.broadcast_buffers = config.broadcast_buffers;
+  if (config.compression == "bf16") options.compression = at::kBFloat16;
+  if (config.compression == "fp16") options.compression = at::kHalf;
+  return options;
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/core/config.h"
 #include "loom/parallel/bucket_exchange.h"
 #include "loom/parallel/bucket_plan.h"
 #include "loom/parallel/grad_sync.h"
@@ -60,6 +61,10 @@ struct DataParallelOptions {
   // rank reduces and steps everything.
   ZeroPartition* zero = nullptr;
 };
+
+// parallel.* (buckets, unused parameters, buffers, compression) as data parallelism's options,
+// for `loom train` and Python's loom.parallel.DataParallel alike.
+DataParallelOptions data_parallel_options(const ParallelConfig& config);
 
 class DataParallel : public GradSync {
  public:

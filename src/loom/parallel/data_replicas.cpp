@@ -1,19 +1,43 @@
 #include "loom/parallel/data_replicas.h"
 
+#include "loom/core/error.h"
 #include "loom/parallel/local_grad_sync.h"
 
 namespace loom::parallel {
 
+namespace {
+
+// ZeRO-3's buckets: each block's parameters, in forward order.
+std::vector<std::vector<std::string>> block_units(models::Model& model) {
+  std::vector<std::vector<std::string>> units;
+  for (const models::Block& block : model.blocks()) {
+    units.emplace_back();
+    for (const auto& [name, p] : block.parameters) units.back().push_back(name);
+  }
+  return units;
+}
+
+}  // namespace
+
 DataReplicas::DataReplicas(const DataDim& plan, comm::Communicator* group,
                            const NamedTensors& parameters, DataParallelOptions& options,
-                           const std::set<std::string>& alone,
-                           const std::vector<std::vector<std::string>>& units)
+                           models::Model* model, const std::set<std::string>& alone)
     : group_(group) {
   if (plan.zero_stage == 0 || !replicated()) return;
+  if (plan.zero_stage == 3 && !model) throw Error("ZeRO-3: no model to shard block by block");
   zero_ = std::make_unique<ZeroPartition>(
       parameters, group_->rank(), group_->world(), options.buckets, plan.zero_stage, alone,
-      plan.zero_stage == 3 ? units : std::vector<std::vector<std::string>>{});
+      plan.zero_stage == 3 ? block_units(*model) : std::vector<std::vector<std::string>>{});
   options.zero = zero_.get();
+  if (zero_->shards_parameters()) {
+    sharded_ = std::make_unique<ShardedModel>(*model, *zero_, *group_, plan.zero3_keep);
+  }
+}
+
+void DataReplicas::keep_own_shards(PhaseSink* sink) {
+  if (!sharded_) return;
+  zero_->shard_parameters();
+  sharded_->set_phase_sink(sink);
 }
 
 std::unique_ptr<GradSync> replica_exchange(NamedTensors parameters, NamedTensors buffers,
@@ -44,11 +68,6 @@ std::int64_t DataReplicas::parameter_bytes_between_steps(const NamedTensors& hel
     }
   }
   return bytes;
-}
-
-void DataReplicas::sum(at::Tensor& sums) const {
-  if (!replicated()) return;
-  group_->allreduce(sums, comm::ReduceOp::kSum)->wait(group_->options().timeout);
 }
 
 }  // namespace loom::parallel

@@ -1,11 +1,11 @@
-// The data dimension's piece of a layout: whatever this rank holds (the whole model, or its
-// pipeline stages) replicated over the mesh's "data" group, with ZeRO's shards where the plan
-// asks for them (zero_partition.h). It owns what that dimension adds to a step and a checkpoint:
-// the partition (the held parameters' memory moves into its flat buckets), the gradient exchange
-// over the group (DataParallel; a LocalGradSync without replicas), what the optimizer steps (the
-// shards under ZeRO), the optimizer shards gathered back under the parameters' names for a
-// checkpoint and cut again on resume, and sums over the replicas. ReplicatedLayout (the whole
-// model) and PipelineLayout (each stage's replicas) each hold one. Under ZeRO-3 the parameters
+// The data dimension applied to what a rank holds (the whole model, or its pipeline stages), as
+// torchtitan's apply_fsdp/apply_ddp are: replicated over the mesh's "data" group, with ZeRO's
+// shards where the plan asks for them (zero_partition.h). Made the same way by both layouts and
+// by Python's loom.parallel.DataParallel. It owns what that dimension adds to a step and a
+// checkpoint: the partition (the held parameters' memory moves into its flat buckets), the
+// gradient exchange over the group (DataParallel; a LocalGradSync without replicas), what the
+// optimizer steps (the shards under ZeRO), and the optimizer shards gathered back under the
+// parameters' names for a checkpoint and cut again on resume. Under ZeRO-3 the parameters
 // themselves are sharded, one bucket a block, and the model runs through a ShardedModel that
 // gathers each block's when it runs.
 //
@@ -20,6 +20,7 @@
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/parallel_layout.h"
+#include "loom/parallel/sharded_model.h"
 #include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
@@ -35,16 +36,28 @@ class DataReplicas {
   // `group` holds the replicas (null, or one rank: none) and must outlive the piece. Under ZeRO
   // (plan.zero_stage, with replicas) `parameters` are partitioned and `options.zero` is set to
   // the partition; each parameter named in `alone` gets a bucket of its own (a tied parameter's
-  // copies on several pipeline stages, whose shards are then summed alike).
-  // `units` (each block's parameter names, in forward order) are ZeRO-3's buckets.
+  // copies on several pipeline stages, whose shards are then summed alike). Under ZeRO-3
+  // `model`'s blocks are the buckets and it runs as a ShardedModel (running()), keeping what
+  // plan.zero3_keep says after forward; `model` (null where ZeRO-3 does not apply) must
+  // outlive the piece.
   DataReplicas(const DataDim& plan, comm::Communicator* group, const NamedTensors& parameters,
-               DataParallelOptions& options, const std::set<std::string>& alone = {},
-               const std::vector<std::vector<std::string>>& units = {});
+               DataParallelOptions& options, models::Model* model = nullptr,
+               const std::set<std::string>& alone = {});
 
   bool replicated() const { return group_ && group_->world() > 1; }
   comm::Communicator* group() const { return group_; }
   // The ZeRO partition; null where the optimizer state is not sharded.
   ZeroPartition* partition() const { return zero_.get(); }
+  // ZeRO-3's model, which gathers each block's shards as it runs; null otherwise.
+  ShardedModel* sharded() const { return sharded_.get(); }
+  // The model as this rank runs it: `model`, or under ZeRO-3 the model over its shards.
+  models::Model& running(models::Model& model) const { return sharded_ ? *sharded_ : model; }
+  // Once every rank holds the values it starts from (the exchange gave it rank 0's): under
+  // ZeRO-3 each keeps only its shards of them from now on, and the gathers' phases go to `sink`.
+  void keep_own_shards(PhaseSink* sink);
+  // After the last step of a run that goes on without this dimension (Python's close()): the
+  // ZeRO-3 model and the hooks it put on the parameters' gradients go; running() is the model.
+  void stop_running_sharded() { sharded_.reset(); }
 
   // What the optimizer steps of `held`: them, or this rank's shards of them.
   const NamedTensors& optimized(const NamedTensors& held) const {
@@ -63,8 +76,6 @@ class DataReplicas {
   // the parameters in `mine.optimizer`; returns whether this rank holds them (it always does
   // without ZeRO). Collective over the replicas under ZeRO.
   bool gather_optimizer_state(CheckpointTensors& mine) const;
-  // Sums `sums` over the replicas in place (an evaluation's tallies).
-  void sum(at::Tensor& sums) const;
   // Bytes of `held` (the parameters) this rank keeps between steps: all of them, or under
   // ZeRO-3 its shards of those that train.
   std::int64_t parameter_bytes_between_steps(const NamedTensors& held) const;
@@ -72,6 +83,7 @@ class DataReplicas {
  private:
   comm::Communicator* group_;
   std::unique_ptr<ZeroPartition> zero_;
+  std::unique_ptr<ShardedModel> sharded_;  // over zero_: declared after it, so destroyed first
 };
 
 }  // namespace loom::parallel

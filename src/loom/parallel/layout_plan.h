@@ -1,8 +1,8 @@
 // How a job lays its ranks out and what one optimizer step is: the layout part of a run's plan
 // (train/layout_factory.h's RunPlan adds a pipeline's agreed schedule, split and recompute),
 // printable. The training ranks form a mesh with named dimensions (mesh.h), each with its part
-// of the plan: data (replicas, ZeRO stage) always, a pipeline and parameter servers where
-// configured. plan_layout computes it from the configuration and the job's size,
+// of the plan: data (replicas, ZeRO stage 0-3) always, a pipeline, a tensor group and parameter
+// servers where configured. plan_layout computes it from the configuration and the job's size,
 // plan_script_pipeline from a script's own pipeline; for a pipeline with a memory cap, plan_run
 // raises data.zero_stage to the pipeline plan's choice before anything is built. Everything the
 // run derives about its ranks and steps (the batch a rank's loader reads, the micro-batches of a
@@ -12,7 +12,11 @@
 //   one process       1 rank; a step is train.grad_accum micro-batches of data.batch_size
 //   data parallel     R ranks, each a replica of the model; data.global_batch (when set) is
 //                     shared by them, else each reads data.batch_size; parallel.zero: 1 shards
-//                     the optimizer state over the replicas, 2 the gradients too (ZeRO)
+//                     the optimizer state over the replicas, 2 the gradients too, 3 the
+//                     parameters too, gathered block by block as they run (ZeRO)
+//   tensor            parallel.tensor: T ranks split each layer's matrices (and with
+//                     parallel.tensor_sequence the sequence between them); the job's ranks
+//                     form 1/T as many replicas, or run each pipeline stage on T ranks
 //   parameter servers the last parallel.ps.servers ranks serve; the others are data-parallel
 //                     workers whose gradients go to the servers
 //   pipeline          P x D ranks run D pipelines of P stages (data-parallel replicas); the
@@ -95,7 +99,7 @@ struct LayoutPlan {
   int rank = 0;      // this process's
   int trainers = 1;  // ranks that train (world - servers): the mesh's
   StepShape step;
-  Mesh mesh;  // the training ranks: ("data", D), or ("data", D) x ("pipeline", P)
+  Mesh mesh;  // the training ranks: ("data", D) [x ("pipeline", P)] [x ("tensor", T)]
   DataDim data;
   std::optional<PipelineDim> pipeline;
   std::optional<TensorDim> tensor;

@@ -1,9 +1,10 @@
 // The training ranks of a job as a grid with named dimensions, outermost first, as torch's
-// DeviceMesh names them. Loom's plan lays its ranks out as ("data", D) x ("pipeline", P): rank
-// r = d * P + p, so that a pipeline's ranks are neighbours (one host where ranks fill hosts in
-// order). A dimension added later goes innermost where its collectives are the most frequent
-// (tensor parallelism: ("data", D) x ("pipeline", P) x ("tensor", T)). Parameter servers are not
-// in the grid: they are the job's last ranks, after every training rank.
+// DeviceMesh names them. Loom's plan lays its ranks out as ("data", D) x ("pipeline", P) x
+// ("tensor", T), each dimension present where its size is above 1 (data always): rank
+// r = (d P + p) T + t. The innermost dimension has the most frequent collectives, so that its
+// ranks are neighbours (one host where ranks fill hosts in order): a tensor group's, then a
+// pipeline's. Parameter servers are not in the grid: they are the job's last ranks, after every
+// training rank.
 //
 // A rank's place is its coordinate along each dimension; the group along a dimension through a
 // rank is the ranks that share every other coordinate with it (its pipeline, its stage's

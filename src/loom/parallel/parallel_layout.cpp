@@ -9,14 +9,39 @@
 #include <cmath>
 
 #include "loom/comm/tensor_message.h"
+#include "loom/parallel/data_replicas.h"
 #include "loom/parallel/layout_metrics.h"
+#include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 
 void ParallelLayout::clip_gradients(double max_norm) {
-  std::vector<at::Tensor> tensors;
-  for (const auto& [name, p] : parameters_) tensors.push_back(p);
-  torch::nn::utils::clip_grad_norm_(tensors, max_norm);
+  const LayoutParts& r = parts_;
+  const ZeroPartition* zero = r.data ? r.data->partition() : nullptr;
+  if (!r.norm) {
+    std::vector<at::Tensor> tensors;
+    for (const auto& [name, p] : parameters_) tensors.push_back(p);
+    torch::nn::utils::clip_grad_norm_(tensors, max_norm);
+    return;
+  }
+  const auto counted_here = [&](const std::string& name) { return !r.counts || r.counts(name); };
+  std::vector<at::Tensor> counted, scaled;
+  if (zero) {
+    // Each rank holds its shards of the mean gradients: every piece of a parameter in them is
+    // counted where its parameter is.
+    for (const auto& [p, piece] : zero->gradient_pieces()) {
+      if (counted_here(zero->parameters()[p].first)) counted.push_back(piece);
+    }
+    for (std::size_t b = 0; b < zero->bucket_count(); ++b)
+      scaled.push_back(zero->gradient_shard(b));
+  } else {
+    for (const auto& [name, p] : parameters_) {
+      if (!p.grad().defined()) continue;
+      if (counted_here(name)) counted.push_back(p.grad());
+      scaled.push_back(p.grad());
+    }
+  }
+  clip_gradients_across(counted, scaled, max_norm, *r.norm);
 }
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }
@@ -31,7 +56,12 @@ void fetch_all(CheckpointTensors& all) {
   all.finish = nullptr;
 }
 
+const NamedTensors& ParallelLayout::optimized_parameters() const {
+  return parts_.data ? parts_.data->optimized(parameters_) : parameters_;
+}
+
 std::int64_t ParallelLayout::parameter_bytes_between_steps() const {
+  if (parts_.data) return parts_.data->parameter_bytes_between_steps(parameters_);
   std::int64_t bytes = 0;
   for (const auto& [name, t] : parameters_) {
     bytes += static_cast<std::int64_t>(t.numel() * t.element_size());
@@ -39,27 +69,91 @@ std::int64_t ParallelLayout::parameter_bytes_between_steps() const {
   return bytes;
 }
 
+NamedTensors ParallelLayout::own_optimizer_state(const NamedTensors& saved) const {
+  NamedTensors held = own_model_state(saved);
+  return parts_.data ? parts_.data->own_optimizer_state(held) : held;
+}
+
+std::optional<CheckpointTensors> ParallelLayout::gather(CheckpointTensors mine) {
+  std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
+  if (all) fetch_all(*all);
+  return all;
+}
+
 std::vector<LayoutMetrics*> ParallelLayout::metrics() {
   if (LayoutMetrics* exchange = grad_sync_->metrics()) return {exchange};
   return {};
 }
 
+namespace {
+
+bool several(const comm::Communicator* group) { return group && group->world() > 1; }
+
+double all_reduced(comm::Communicator& group, double value, comm::ReduceOp op) {
+  at::Tensor t = at::tensor({value}, at::kDouble);
+  group.allreduce(t, op)->wait(group.options().timeout);
+  return t.item<double>();
+}
+
+}  // namespace
+
+double ParallelLayout::mean_over_trainers(double value) {
+  comm::Communicator* trainers = parts_.trainers;
+  return several(trainers) ? all_reduced(*trainers, value, comm::ReduceOp::kAvg) : value;
+}
+
+bool ParallelLayout::any_rank(bool mine) {
+  comm::Communicator* trainers = parts_.trainers;
+  // Async and SSP workers each stop at their own next step; the checkpoint then holds rank 0's
+  // position, as every such checkpoint does.
+  if (!several(trainers) || !plan_.lockstep()) return mine;
+  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
+  trainers->allreduce(asked, comm::ReduceOp::kSum)->wait(trainers->options().timeout);
+  return asked.item<float>() > 0;
+}
+
+std::vector<double> ParallelLayout::by_trainer(double mine) {
+  comm::Communicator* trainers = parts_.trainers;
+  if (!several(trainers) || parts_.stages) return {};
+  at::Tensor all = at::zeros({trainers->world()}, at::kDouble);
+  trainers->allgather(at::tensor({mine}, at::kDouble), all)->wait(trainers->options().timeout);
+  const double* values = all.data_ptr<double>();
+  return std::vector<double>(values, values + trainers->world());
+}
+
+double ParallelLayout::sum_over_stages(double mine) {
+  comm::Communicator* stages = parts_.stages;
+  return several(stages) ? all_reduced(*stages, mine, comm::ReduceOp::kSum) : mine;
+}
+
+at::Tensor ParallelLayout::combine_eval_sums(at::Tensor sums) {
+  // The last stage saw every output of its pipeline's share; the replicas add their shares.
+  if (comm::Communicator* stages = parts_.stages; several(stages)) {
+    stages->broadcast(sums, parts_.last_stage)->wait(stages->options().timeout);
+  }
+  if (comm::Communicator* replicas = parts_.data ? parts_.data->group() : nullptr;
+      several(replicas)) {
+    replicas->allreduce(sums, comm::ReduceOp::kSum)->wait(replicas->options().timeout);
+  }
+  return sums;
+}
+
+at::Tensor ParallelLayout::own_rng(const CheckpointTensors& saved) const {
+  if (!parts_.stages) return saved.rng;
+  const auto own = saved.rank_rngs.find(parts_.stages->rank());
+  return own != saved.rank_rngs.end() ? own->second : saved.rng;
+}
+
+std::string ParallelLayout::describe_waits() const {
+  return grad_sync_->describe() + (parts_.stages ? " and the pipeline's neighbouring stages" : "");
+}
+
 LayoutReport ParallelLayout::report() {
   LayoutReport r;
+  if (several(parts_.trainers)) r.backend = parts_.trainers->backend();
   r.exchange = grad_sync_->describe();
   for (const LayoutMetrics* piece : metrics()) piece->fill(r);
   return r;
-}
-
-void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
-                           comm::Communicator& comm, const std::set<std::string>& copies) {
-  std::vector<at::Tensor> counted, scaled;
-  for (const auto& [name, p] : parameters) {
-    if (!p.grad().defined()) continue;
-    if (!copies.count(name)) counted.push_back(p.grad());
-    scaled.push_back(p.grad());
-  }
-  clip_gradients_across(counted, scaled, max_norm, comm);
 }
 
 void clip_gradients_across(const std::vector<at::Tensor>& counted,

@@ -1,11 +1,13 @@
 // The seam between a training loop and how the job's ranks share its work. The loop (train/'s
 // TrainingRun, and through it `loom train`, `loom.train()` and an embedding program) holds one
-// ParallelLayout and never asks which it is: one process, all-reduce data parallelism,
-// parameter servers (sync, async, SSP), or pipelines (x data parallelism). Each is made from
-// the job's LayoutPlan and owns what its kind needs: the communicator groups, the gradient
-// exchange (GradSync), the step executor, gradient clipping over every stage, the gather of
-// checkpoint tensors under the model's own names, the evaluation path, and its report for the
-// summary.
+// ParallelLayout and never asks which it is: one process, all-reduce data parallelism (ZeRO
+// 0-3), parameter servers (sync, async, SSP), pipelines, and tensor groups, composed as the
+// plan's mesh says (T x P x D). Each is made from the job's LayoutPlan and owns what its kind
+// needs: the communicator groups, the gradient exchange (GradSync), the step executor, gradient
+// clipping over every stage, the gather of checkpoint tensors under the model's own names, the
+// evaluation path, and its report for the summary. The run-wide reductions (a loss's mean, a
+// stop asked by any rank, an evaluation's sums) are written once here, over the groups each
+// layout names.
 //
 // Per run: parameters() and buffers() are what this rank trains and saves (the optimizer is
 // made over them); start() once they hold the values to start from (after a resume); every
@@ -38,6 +40,8 @@
 #include "loom/parallel/step_executor.h"
 
 namespace loom::parallel {
+
+class DataReplicas;  // data_replicas.h
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -72,15 +76,10 @@ struct CheckpointTensors {
   std::function<void()> finish;
 };
 
-// Scales the gradients of `parameters` so that the norm over all of them, on every rank of
-// `comm`, is at most `max_norm` (as torch's clip_grad_norm_ does for one process). Every rank
-// calls it with its own parameters; `copies` are counted by another rank (tied parameters' copies,
-// which hold their owner's gradient) but scaled here too.
-void clip_grad_norm_across(const NamedTensors& parameters, double max_norm,
-                           comm::Communicator& comm, const std::set<std::string>& copies = {});
-// The same over gradient tensors: the norm over every rank's `counted` (each element counted
-// on one rank only), then every tensor of `scaled` scaled by the same factor where it passes
-// `max_norm`.
+// Scales gradients so that their norm over every rank of `comm` is at most `max_norm` (as
+// torch's clip_grad_norm_ does for one process): the norm over every rank's `counted` (each
+// element counted on one rank only), then every tensor of `scaled` scaled by the same factor
+// where it passes `max_norm`.
 void clip_gradients_across(const std::vector<at::Tensor>& counted,
                            const std::vector<at::Tensor>& scaled, double max_norm,
                            comm::Communicator& comm);
@@ -106,16 +105,17 @@ class ParallelLayout {
   const NamedTensors& buffers() const { return buffers_; }
   // What this rank's optimizer steps and keeps state for: parameters(), or its shards of them
   // when the optimizer state is sharded (ZeRO).
-  virtual const NamedTensors& optimized_parameters() const { return parameters_; }
+  const NamedTensors& optimized_parameters() const;
   // Bytes of parameters this rank holds between steps: parameters()' (their shards under
   // ZeRO-3).
-  virtual std::int64_t parameter_bytes_between_steps() const;
-  // A checkpoint's model tensors (whole, under their names) as this rank holds them: its slices
-  // under tensor parallelism.
+  std::int64_t parameter_bytes_between_steps() const;
+  // Of a checkpoint's tensors (whole, under their names: the model's, or optimizer state
+  // "<param>.<field>"), those this rank holds, as it holds them: its stages', its slices under
+  // tensor parallelism.
   virtual NamedTensors own_model_state(const NamedTensors& saved) const { return saved; }
   // A checkpoint's optimizer state (under the model's names) as this rank's optimizer keeps it,
-  // under optimized_parameters()' names.
-  virtual NamedTensors own_optimizer_state(const NamedTensors& saved) const { return saved; }
+  // under optimized_parameters()' names: own_model_state()'s, then cut into ZeRO's shards.
+  NamedTensors own_optimizer_state(const NamedTensors& saved) const;
 
   // Makes the gradient exchange and the step executor; parameters() hold the values every rank
   // starts from (rank 0's are sent to the others where replicas exist).
@@ -135,39 +135,47 @@ class ParallelLayout {
   const SyncStats& exchange_stats() const { return grad_sync_->last_stats(); }
   // The layout's pieces that report metrics of their own (layout_metrics.h), for the run's
   // accounting at each log line; owned by the layout.
-  virtual std::vector<LayoutMetrics*> metrics();
+  std::vector<LayoutMetrics*> metrics();
   // The exchange itself, for what tunes it (bucket limits) or fetches state it holds.
   GradSync& grad_sync() { return *grad_sync_; }
   const GradSync& grad_sync() const { return *grad_sync_; }
 
-  // Scales the gradients so that their norm over the whole model (every stage) is at most
-  // `max_norm`, as torch's clip_grad_norm_ does in one process.
-  virtual void clip_gradients(double max_norm);
+  // Scales the gradients so that their norm over the whole model (every stage, slice and
+  // shard) is at most `max_norm`, as torch's clip_grad_norm_ does in one process. Written once
+  // for every layout, from where each gradient lives (parts_: the norm's group, ZeRO's shards, what
+  // each rank counts).
+  void clip_gradients(double max_norm);
 
+  // The run-wide reductions, written once over the groups each layout names (parts_).
   // The mean of `value` over the training ranks (a loss each rank saw on its share).
-  virtual double mean_over_trainers(double value) { return value; }
+  double mean_over_trainers(double value);
   // Whether any rank that steps with this one says yes (SIGTERM asked to stop): ranks in
-  // lockstep agree, so that they stop at the same step; others decide alone.
-  virtual bool any_rank(bool mine) { return mine; }
-  // Every training rank's value, by rank (data parallelism); empty where not compared.
-  virtual std::vector<double> by_trainer(double mine) { return {}; }
+  // lockstep agree, so that they stop at the same step; others (async and SSP parameter-server
+  // workers) decide alone.
+  bool any_rank(bool mine);
+  // Every training rank's value, by rank, where every rank does the same work (no pipeline
+  // stages); empty otherwise.
+  std::vector<double> by_trainer(double mine);
   // The whole model's total of a quantity each rank counts for its own stages (FLOPs of a
-  // forward pass): summed over a pipeline's ranks, as it is elsewhere.
-  virtual double sum_over_stages(double mine) { return mine; }
+  // forward pass): summed over a pipeline's ranks.
+  double sum_over_stages(double mine);
 
   // Whether this rank takes part in writing checkpoints (it holds a share no other rank that
   // writes holds); gather() is collective over those ranks.
   virtual bool takes_part_in_checkpoints() const { return plan_.rank == 0; }
   // The whole job's checkpoint tensors on the rank that writes them (the job's rank 0), from
-  // every rank's share; nullopt on the others.
-  virtual std::optional<CheckpointTensors> gather(CheckpointTensors mine) { return mine; }
-  // The same for a writer that fetches tensors one at a time: where other ranks' shares would
-  // all be held at once (a pipeline's stages on rank 0), they come as tensors to fetch instead.
+  // every rank's share, for a writer that fetches tensors one at a time: where other ranks'
+  // shares would all be held at once (a pipeline's stages on rank 0, ZeRO's shards), they come
+  // as tensors to fetch instead. nullopt on the other ranks.
   virtual std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) {
-    return gather(std::move(mine));
+    return mine;
   }
-  // The generator state this rank resumes from, of those a checkpoint holds.
-  virtual at::Tensor own_rng(const CheckpointTensors& saved) const { return saved.rng; }
+  // The same with every tensor taken in at once (Python's loom.checkpoint hands them back as
+  // lists).
+  std::optional<CheckpointTensors> gather(CheckpointTensors mine);
+  // The generator state this rank resumes from, of those a checkpoint holds: a pipeline rank's
+  // own (the same for that stage in every replica), else the one the checkpoint holds.
+  at::Tensor own_rng(const CheckpointTensors& saved) const;
 
   // Evaluation, forward only without gradients: `batches` batches of this rank's part of a
   // test set, read with `batch(b)`; each output the model's last layer makes goes to `output`
@@ -175,22 +183,40 @@ class ParallelLayout {
   using OutputSink = std::function<void(const at::Tensor& output, const at::Tensor& targets)>;
   virtual void forward_only(int64_t batches, const MicroBatchSource& batch,
                             const OutputSink& output) = 0;
-  // Sums an evaluation tallied (on the ranks that saw outputs) into the job's, on every rank.
-  virtual at::Tensor combine_eval_sums(at::Tensor sums) { return sums; }
+  // Sums an evaluation tallied (on the ranks that saw outputs: a pipeline's last stage) into the
+  // job's, on every rank.
+  at::Tensor combine_eval_sums(at::Tensor sums);
 
   // How the run is laid out, for the checkpoint's manifest: {"ranks", "data_parallel", ...}.
   virtual std::string manifest_json() const;
   // The layout's plan in words where there is one (a pipeline's, as `loom pipeline plan` prints
   // it, on rank 0); "" otherwise.
-  virtual std::string plan_text() const { return ""; }
+  const std::string& plan_text() const { return plan_text_; }
   // What a rank of this layout waits for besides its data, for the stall watchdog.
-  virtual std::string describe_waits() const { return grad_sync_->describe(); }
+  std::string describe_waits() const;
   // Its part of the summary, with every piece's of metrics() (collective where by_trainer()
   // is).
   virtual LayoutReport report();
 
  protected:
+  // What the seam's generic parts (reductions, clipping, what the optimizer steps, the cut of a
+  // checkpoint's optimizer state) need from a layout's pieces, set by each layout as it makes
+  // them.
+  struct LayoutParts {
+    comm::Communicator* trainers = nullptr;  // every training rank; null for one process
+    comm::Communicator* stages = nullptr;    // this rank's pipeline; null without stages
+    int last_stage = 0;                      // the rank in `stages` whose stage makes outputs
+    const DataReplicas* data = nullptr;      // the data dimension's piece (owned by the layout)
+    // Clipping: the norm is summed over the ranks of `norm` (null: this rank's gradients are
+    // the whole model's), each gradient element counted by one rank only: `counts(name)` says
+    // whether this rank counts a parameter's (null: every one).
+    comm::Communicator* norm = nullptr;
+    std::function<bool(const std::string& parameter)> counts;
+  };
+
+  LayoutParts parts_;
   LayoutPlan plan_;
+  std::string plan_text_;  // see plan_text()
   NamedTensors parameters_, buffers_;
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<StepExecutor> executor_;

@@ -26,20 +26,19 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
   }
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  // ZeRO-3 gathers a block's parameters at a time: its buckets are the blocks.
-  std::vector<std::vector<std::string>> units;
-  if (plan_.data.zero_stage == 3) {
-    for (const models::Block& block : model.blocks()) {
-      units.emplace_back();
-      for (const auto& [name, p] : block.parameters) units.back().push_back(name);
-    }
-  }
   data_ = std::make_unique<DataReplicas>(plan_.data, replica_group(), parameters_,
-                                         options_.data_parallel, std::set<std::string>{}, units);
-  ZeroPartition* zero = data_->partition();
-  if (zero && zero->shards_parameters()) {
-    sharded_ =
-        std::make_unique<ShardedModel>(model, *zero, *replica_group(), plan_.data.zero3_keep);
+                                         options_.data_parallel, &model);
+  parts_.trainers = trainers_;
+  parts_.data = data_.get();
+  // The norm for clipping: over every training rank where the gradients are sliced or sharded,
+  // else this rank's own (the replicas hold the same).
+  if (tensor_ || data_->partition()) {
+    parts_.norm = trainers_;
+    parts_.counts = [this](const std::string& name) {
+      // Without ZeRO the replicas hold the same gradients: the first replica counts them.
+      if (!data_->partition() && plan_.data.replica != 0) return false;
+      return !tensor_ || tensor_->counts_gradient(name);
+    };
   }
 }
 
@@ -48,14 +47,6 @@ ReplicatedLayout::~ReplicatedLayout() {
   // go first.
   executor_.reset();
   grad_sync_.reset();
-}
-
-const NamedTensors& ReplicatedLayout::optimized_parameters() const {
-  return data_->optimized(parameters_);
-}
-
-NamedTensors ReplicatedLayout::own_optimizer_state(const NamedTensors& saved) const {
-  return data_->own_optimizer_state(tensor_ ? tensor_->own_slices(saved) : saved);
 }
 
 NamedTensors ReplicatedLayout::own_model_state(const NamedTensors& saved) const {
@@ -75,7 +66,7 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(Checkpoint
     }
     return tensor_->gather(std::move(mine));
   }
-  if (!zero) return ParallelLayout::gather(std::move(mine));
+  if (!zero) return ParallelLayout::gather_for_writing(std::move(mine));
   return gather_shards(*zero, std::move(mine));
 }
 
@@ -99,27 +90,6 @@ std::optional<CheckpointTensors> ReplicatedLayout::gather_shards(const ZeroParti
   mine.optimizer_to_fetch = std::move(streamed->optimizer);
   mine.finish = std::move(streamed->finish);
   return mine;
-}
-
-std::optional<CheckpointTensors> ReplicatedLayout::gather(CheckpointTensors mine) {
-  if (!data_->partition() && !tensor_) return ParallelLayout::gather(std::move(mine));
-  std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
-  if (all) fetch_all(*all);
-  return all;
-}
-
-void ReplicatedLayout::clip_gradients(double max_norm) {
-  if (tensor_) {
-    // Without ZeRO the replicas hold the same gradients: the norm is the tensor group's.
-    const ZeroPartition* zero = data_->partition();
-    return tensor_->clip_gradients(parameters_, zero, max_norm,
-                                   zero ? *trainers_ : tensor_->group());
-  }
-  // Under ZeRO each rank holds the mean gradient of its shards only.
-  if (const ZeroPartition* zero = data_->partition()) {
-    return clip_grad_norm_across(zero->shards(), max_norm, *replica_group());
-  }
-  ParallelLayout::clip_gradients(max_norm);
 }
 
 std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors parameters,
@@ -163,43 +133,15 @@ void ReplicatedLayout::start(const StartOptions& options) {
                    ? make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options)
                    : data_->make_sync(parameters_, buffers_, options_.data_parallel);
   // Every rank now holds the values to start from: ZeRO-3 keeps its shards of them only.
-  if (sharded_) {
-    data_->partition()->shard_parameters();
-    sharded_->set_phase_sink(options.observer);
-  }
+  data_->keep_own_shards(options.observer);
   if (tensor_) tensor_->set_phase_sink(options.observer);
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;
   // A model whose output is split over the tensor group trains with the loss across the group.
-  const models::Loss& loss =
-      tensor_ && tensor_->output_split() ? tensor_->split_output_loss() : *options.loss;
+  const models::Loss& loss = tensor_ ? tensor_->training_loss(*options.loss) : *options.loss;
   executor_ = std::make_unique<AccumulatingExecutor>(running_model(), loss, *grad_sync_,
                                                      *options.observer, step);
-}
-
-double ReplicatedLayout::mean_over_trainers(double value) {
-  if (!replicated()) return value;
-  at::Tensor t = at::tensor({value}, at::kDouble);
-  trainers_->allreduce(t, comm::ReduceOp::kAvg)->wait(trainers_->options().timeout);
-  return t.item<double>();
-}
-
-bool ReplicatedLayout::any_rank(bool mine) {
-  // Async and SSP workers each stop at their own next step; the checkpoint then holds rank 0's
-  // position, as every such checkpoint does.
-  if (!replicated() || !plan_.lockstep()) return mine;
-  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
-  trainers_->allreduce(asked, comm::ReduceOp::kSum)->wait(trainers_->options().timeout);
-  return asked.item<float>() > 0;
-}
-
-std::vector<double> ReplicatedLayout::by_trainer(double mine) {
-  if (!replicated()) return {};
-  at::Tensor all = at::zeros({trainers_->world()}, at::kDouble);
-  trainers_->allgather(at::tensor({mine}, at::kDouble), all)->wait(trainers_->options().timeout);
-  const double* values = all.data_ptr<double>();
-  return std::vector<double>(values, values + trainers_->world());
 }
 
 void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
@@ -209,7 +151,8 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
   torch::NoGradGuard no_grad;
   // ZeRO-3: every block whole for the evaluation, so that ranks with other numbers of batches
   // need no collective in step with each other.
-  if (sharded_) sharded_->hold_whole();
+  ShardedModel* sharded = data_->sharded();
+  if (sharded) sharded->hold_whole();
   running_model().train(false);
   for (int64_t b = 0; b < batches; ++b) {
     const MicroBatch input = batch(b);
@@ -223,18 +166,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
     output(logits, input.targets);
   }
   running_model().train(true);
-  if (sharded_) sharded_->let_go();
-}
-
-at::Tensor ReplicatedLayout::combine_eval_sums(at::Tensor sums) {
-  data_->sum(sums);
-  return sums;
-}
-
-LayoutReport ReplicatedLayout::report() {
-  LayoutReport r = ParallelLayout::report();
-  if (replicated()) r.backend = trainers_->backend();
-  return r;
+  if (sharded) sharded->let_go();
 }
 
 }  // namespace loom::parallel

@@ -54,40 +54,26 @@ class ReplicatedLayout : public ParallelLayout {
   ~ReplicatedLayout() override;
 
   void start(const StartOptions& options) override;
-  const NamedTensors& optimized_parameters() const override;
-  NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
   NamedTensors own_model_state(const NamedTensors& saved) const override;
   // ZeRO: every rank streams its shards to rank 0 for a checkpoint; tensor parallelism: the first
   // replica's tensor group sends its slices.
   bool takes_part_in_checkpoints() const override {
     return data_->partition() || plan_.rank == 0 || (tensor_ && plan_.data.replica == 0);
   }
-  std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // ZeRO: the optimizer state (and ZeRO-3's parameters) come as tensors to fetch, streamed
   // from every rank a bucket at a time.
   std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
-  std::int64_t parameter_bytes_between_steps() const override {
-    return data_->parameter_bytes_between_steps(parameters_);
-  }
-  // ZeRO: the norm over every rank's gradient shards.
-  void clip_gradients(double max_norm) override;
-  double mean_over_trainers(double value) override;
-  bool any_rank(bool mine) override;
-  std::vector<double> by_trainer(double mine) override;
   void forward_only(int64_t batches, const MicroBatchSource& batch,
                     const OutputSink& output) override;
-  at::Tensor combine_eval_sums(at::Tensor sums) override;
-  LayoutReport report() override;
 
  private:
-  bool replicated() const { return trainers_ && trainers_->world() > 1; }
   // Every replica's ZeRO shards streamed to the first replica (streamed_shards.h).
   std::optional<CheckpointTensors> gather_shards(const ZeroPartition& zero, CheckpointTensors mine);
   // The replicas' group: the training ranks, or under tensor parallelism the ranks that hold the
   // same slices.
   comm::Communicator* replica_group() const { return tensor_ ? replica_group_.get() : trainers_; }
   // The model as this rank runs it: the model, or its ZeRO-3 shards gathered block by block.
-  models::Model& running_model() { return sharded_ ? *sharded_ : model_; }
+  models::Model& running_model() { return data_->running(model_); }
 
   models::Model& model_;
   comm::Communicator* trainers_;
@@ -97,7 +83,6 @@ class ReplicatedLayout : public ParallelLayout {
   std::unique_ptr<TensorRanks> tensor_;                // tensor parallelism
   std::unique_ptr<comm::Communicator> replica_group_;  // its replicas, where there are several
   std::unique_ptr<DataReplicas> data_;                 // the model over the replicas (and ZeRO)
-  std::unique_ptr<ShardedModel> sharded_;              // ZeRO-3
 };
 
 }  // namespace loom::parallel

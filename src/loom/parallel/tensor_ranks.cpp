@@ -123,28 +123,6 @@ const models::TensorSplit* TensorRanks::split_of(const std::string& name,
 
 void TensorRanks::set_phase_sink(PhaseSink* sink) { group_->set_phase_sink(sink); }
 
-void TensorRanks::clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero,
-                                 double max_norm, comm::Communicator& over,
-                                 const std::set<std::string>& not_counted) {
-  // Whole parameters hold the same gradient on every rank of the group: counted by its first.
-  const auto counted_here = [&](const std::string& name) {
-    return (rank() == 0 || splits_.count(name) > 0) && !not_counted.count(name);
-  };
-  if (!zero) {
-    std::set<std::string> copies;
-    for (const auto& [name, p] : parameters) {
-      if (!counted_here(name)) copies.insert(name);
-    }
-    return clip_grad_norm_across(parameters, max_norm, over, copies);
-  }
-  std::vector<at::Tensor> counted, scaled;
-  for (const auto& [p, piece] : zero->gradient_pieces()) {
-    if (counted_here(zero->parameters()[p].first)) counted.push_back(piece);
-  }
-  for (std::size_t b = 0; b < zero->bucket_count(); ++b) scaled.push_back(zero->gradient_shard(b));
-  clip_gradients_across(counted, scaled, max_norm, over);
-}
-
 namespace {
 
 // The group's first rank's side of a gather: every other rank's `count` slices, in the order

@@ -2,9 +2,9 @@
 // innermost dimension) split the model's layers between them (models/tensor_parallel.h), each
 // holding its slice of every split weight under the whole tensor's name. The piece owns the
 // group's communicator and what the dimension adds to a run: the model split over the group,
-// the gradient norm over the whole model, checkpoints under the whole tensors (the slices put
-// together on the group's first rank) and a checkpoint's whole tensors cut into this rank's
-// slices on resume. With parallel.tensor_sequence the group also splits the layers' regions
+// which gradients it counts in the whole model's norm, checkpoints under the whole tensors (the
+// slices put together on the group's first rank) and a checkpoint's whole tensors cut into this
+// rank's slices on resume. With parallel.tensor_sequence the group also splits the layers' regions
 // between their split products by the sequence (all-gathers and reduce-scatters in place of the
 // all-reduces).
 //
@@ -41,22 +41,23 @@ class TensorRanks {
   // backward again (null: not reported).
   void set_phase_sink(PhaseSink* sink);
 
-  // Scales every rank's gradients so that the norm over the whole model is at most `max_norm`:
-  // each split parameter's slices count once each, a whole (replicated) one once in all, summed
-  // over the ranks of `over` (the tensor group, or every training rank). Under ZeRO (`zero`, over
-  // the replicas) the gradients are the shards'. `not_counted`: parameters whose gradient another
-  // rank of `over` counts (a pipeline's tied copies, another replica's), scaled here too.
-  void clip_gradients(const NamedTensors& parameters, const ZeroPartition* zero, double max_norm,
-                      comm::Communicator& over, const std::set<std::string>& not_counted = {});
+  // Whether this rank counts the parameter's gradient in the whole model's norm: its slice of a
+  // split one, and a whole (replicated) one on the group's first rank only.
+  bool counts_gradient(const std::string& name) const {
+    return rank() == 0 || splits_.count(name) > 0;
+  }
   // The whole tensors from every rank's slices, on the group's first rank (the others send
   // theirs and get nothing): `mine` as ParallelLayout::gather_for_writing takes it (with
   // nothing to fetch yet). The split ones come as tensors to fetch, each put together from the
   // slices when the writer reaches it.
   std::optional<CheckpointTensors> gather(CheckpointTensors mine);
-  // Whether the model's output is split over the group (models::Model::output_split), and the
-  // loss that then trains it, across the group.
+  // Whether the model's output is split over the group (models::Model::output_split).
   bool output_split() const { return output_split_; }
-  const models::Loss& split_output_loss() const { return *split_output_loss_; }
+  // The loss that trains the model for `loss` (the whole output's): the same loss across the
+  // group where the output is split, `loss` itself otherwise.
+  const models::Loss& training_loss(const models::Loss& loss) const {
+    return output_split_ ? *split_output_loss_ : loss;
+  }
   // The whole output from every rank's share of its last dimension; collective over the group.
   at::Tensor whole_output(const at::Tensor& share);
   // A checkpoint's whole tensors (the model's, or optimizer state "<param>.<field>") cut into

@@ -247,17 +247,6 @@ const at::Tensor& ZeroPartition::gradient_shard_of(const std::string& name) cons
   throw Error("ZeRO: parameter '" + name + "' has no bucket of its own");
 }
 
-std::set<std::string> ZeroPartition::shards_of(const std::set<std::string>& names) const {
-  std::set<std::string> out;
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    const auto& members = buckets_[b].parameters;
-    if (members.size() == 1 && names.count(parameters_[members[0]].first)) {
-      out.insert(shard_name(b, rank_));
-    }
-  }
-  return out;
-}
-
 NamedTensors ZeroPartition::shard_state(const NamedTensors& named) const {
   const std::map<std::string, at::Tensor> saved(named.begin(), named.end());
   // Any parameter's field is every parameter's: one without it is named below.

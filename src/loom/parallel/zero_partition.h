@@ -113,9 +113,6 @@ class ZeroPartition {
   bool whole(std::size_t bucket) const { return buckets_[bucket].whole; }
   // This rank's shard of a bucket's parameters (stage 3: its own memory; else in the bucket).
   const at::Tensor& parameter_shard(std::size_t bucket) const { return shards_[bucket].second; }
-  // The names of the shards of the parameters in `alone` among `names` (a tied copy's, which
-  // clipping leaves to the owner's rank).
-  std::set<std::string> shards_of(const std::set<std::string>& names) const;
 
   // State under the parameters' names ("<param>.<field>", as export_optimizer_state writes it)
   // cut into this rank's shards' ("zero.bucket<b>.rank<r>.<field>"). Throws Error naming a

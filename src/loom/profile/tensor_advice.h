@@ -4,8 +4,8 @@
 // state) and of the activations inside attention and the MLP, and pays 2 all-reduces of a
 // layer's activations in forward and 2 in backward, charged to the tensor_comm phase. Each
 // finding only where a group can split the model (RunProfile::tensor_heads; T divides the heads):
-//   memory_tensor  near the memory cap (memory_advice.h's rule), without tensor parallelism and
-//                  without pipeline stages (not yet with them), where the split matrices' state
+//   memory_tensor  near the memory cap (memory_advice.h's rule), without tensor parallelism,
+//                  with or without pipeline stages, where the split matrices' state
 //                  and the activations are at least half the peak: what parallel.tensor: T would
 //                  take off each rank, T the smallest count that divides the heads
 //   bubble_tensor  a pipeline of P stages whose bubble is >= 20% of the step (high from 30%)

@@ -10,16 +10,6 @@
 
 namespace loom::train {
 
-parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config) {
-  parallel::DataParallelOptions options;
-  options.buckets = parallel::bucket_limits(config.first_bucket_mb, config.bucket_cap_mb);
-  options.find_unused_parameters = config.find_unused_parameters;
-  options.broadcast_buffers = config.broadcast_buffers;
-  if (config.compression == "bf16") options.compression = at::kBFloat16;
-  if (config.compression == "fp16") options.compression = at::kHalf;
-  return options;
-}
-
 RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& options) {
   RunPlan plan;
   plan.layout = parallel::plan_layout(config, world, rank);
@@ -39,7 +29,7 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
     parallel::pipeline::PipelineLayoutOptions options;
     options.schedule = pipeline->schedule;
     options.split = pipeline->split;
-    options.data_parallel = data_parallel_options(config_.parallel);
+    options.data_parallel = parallel::data_parallel_options(config_.parallel);
     options.plan_text = pipeline->plan_text;
     options.better_microbatches = pipeline->better_microbatches;
     options.better_bubble = pipeline->better_bubble;
@@ -48,7 +38,7 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
         plan_.layout, model, *options_.communicator, options_.make_group, std::move(options));
   }
   parallel::ReplicatedLayoutOptions options;
-  options.data_parallel = data_parallel_options(config_.parallel);
+  options.data_parallel = parallel::data_parallel_options(config_.parallel);
   options.make_group = options_.make_group;
   if (plan_.layout.servers) {
     options.ps_world = options_.ps_world;

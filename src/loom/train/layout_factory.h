@@ -19,8 +19,6 @@
 
 namespace loom::train {
 
-// parallel.* as data parallelism's options.
-parallel::DataParallelOptions data_parallel_options(const ParallelConfig& config);
 
 // What a run will do, complete before anything is built and never changed after: the layout
 // (ranks, the step's shape, the ZeRO stage) and, for a pipeline, the schedule, the split and

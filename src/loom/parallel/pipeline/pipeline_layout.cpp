@@ -64,14 +64,24 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   buffers_ = std::move(own.buffers);
   for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
   data_ = std::make_unique<DataReplicas>(plan_.data, replica_group_.get(), parameters_,
-                                         options_.data_parallel, tied_.names());
+                                         options_.data_parallel, nullptr, tied_.names());
+  plan_text_ = options_.plan_text;
+  parts_.trainers = &job_;
+  parts_.stages = &pipeline();
+  parts_.last_stage = options_.schedule.stage_rank.back();
+  parts_.data = data_.get();
+  // The norm for clipping, over every rank of the job: a tied copy is counted by its owner's
+  // rank, a whole parameter by its tensor group's first rank, and (without ZeRO) the first
+  // replica's gradients only.
+  parts_.norm = &job_;
+  parts_.counts = [this](const std::string& name) {
+    if (tied_copies_.count(name)) return false;
+    if (!data_->partition() && plan_.data.replica != 0) return false;
+    return !tensor_ || tensor_->counts_gradient(name);
+  };
 }
 
-const NamedTensors& PipelineLayout::optimized_parameters() const {
-  return data_->optimized(parameters_);
-}
-
-NamedTensors PipelineLayout::own_of(const NamedTensors& saved) const {
+NamedTensors PipelineLayout::own_model_state(const NamedTensors& saved) const {
   if (!tensor_) return saved;
   // Only this rank's stages' tensors are cut (the others' are not kept here).
   std::set<std::string> held;
@@ -89,14 +99,6 @@ NamedTensors PipelineLayout::own_of(const NamedTensors& saved) const {
   return tensor_->own_slices(own);
 }
 
-NamedTensors PipelineLayout::own_model_state(const NamedTensors& saved) const {
-  return own_of(saved);
-}
-
-NamedTensors PipelineLayout::own_optimizer_state(const NamedTensors& saved) const {
-  return data_->own_optimizer_state(own_of(saved));
-}
-
 PipelineLayout::~PipelineLayout() {
   // The exchange and the executor (the base's) use the groups this layout owns: they go first.
   executor_.reset();
@@ -109,8 +111,7 @@ void PipelineLayout::start(const StartOptions& options) {
   PipelineExecutorOptions executor;
   executor.bf16 = options.bf16;
   // A model whose output is split over the tensor group trains with the loss across the group.
-  const models::Loss& loss =
-      tensor_ && tensor_->output_split() ? tensor_->split_output_loss() : *options.loss;
+  const models::Loss& loss = tensor_ ? tensor_->training_loss(*options.loss) : *options.loss;
   if (tensor_) tensor_->set_phase_sink(options.observer);
   auto pipelined = std::make_unique<PipelineExecutor>(options_.schedule, stages_, loss, *grad_sync_,
                                                       pipeline(), *options.observer, executor);
@@ -124,46 +125,6 @@ void PipelineLayout::start(const StartOptions& options) {
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model.
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) a->reset_peak();
-}
-
-void PipelineLayout::clip_gradients(double max_norm) {
-  const ZeroPartition* zero = data_->partition();
-  if (tensor_) {
-    // Over every rank of the job: a tied copy counted by its owner's rank, a whole parameter by
-    // the tensor group's first rank, and (without ZeRO) the first replica's gradients only.
-    std::set<std::string> copies = tied_copies_;
-    if (!zero && plan_.data.replica != 0) {
-      for (const auto& [name, p] : parameters_) copies.insert(name);
-    }
-    return tensor_->clip_gradients(parameters_, zero, max_norm, job_, copies);
-  }
-  // Under ZeRO each rank holds its shards of its stages' gradients: the norm is over every rank
-  // of the job, a tied copy's shards counted by the owner's rank.
-  if (zero) {
-    return clip_grad_norm_across(zero->shards(), max_norm, job_, zero->shards_of(tied_copies_));
-  }
-  // A tied parameter's copies hold the same gradient: counted once, by its owner.
-  clip_grad_norm_across(parameters_, max_norm, pipeline(), tied_copies_);
-}
-
-double PipelineLayout::mean_over_trainers(double value) {
-  at::Tensor t = at::tensor({value}, at::kDouble);
-  job_.allreduce(t, comm::ReduceOp::kAvg)->wait(job_.options().timeout);
-  return t.item<double>();
-}
-
-bool PipelineLayout::any_rank(bool mine) {
-  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
-  job_.allreduce(asked, comm::ReduceOp::kSum)->wait(job_.options().timeout);
-  return asked.item<float>() > 0;
-}
-
-std::optional<CheckpointTensors> PipelineLayout::gather(CheckpointTensors mine) {
-  // The streamed gather with every tensor taken in at once (Python's loom.pipeline hands them
-  // back as lists): one protocol, one place that keeps a tied parameter once.
-  std::optional<CheckpointTensors> all = gather_for_writing(std::move(mine));
-  if (all) fetch_all(*all);
-  return all;
 }
 
 namespace {
@@ -267,12 +228,6 @@ std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTe
   return all;
 }
 
-at::Tensor PipelineLayout::own_rng(const CheckpointTensors& saved) const {
-  // A pipeline rank's own generator (the same for that stage in every replica).
-  const auto own = saved.rank_rngs.find(pipeline().rank());
-  return own != saved.rank_rngs.end() ? own->second : saved.rng;
-}
-
 void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
                                   const OutputSink& output) {
   // Evaluation batches go through in pieces of a training micro-batch, whose activations the
@@ -306,21 +261,6 @@ void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch
   model_.train(true);
 }
 
-at::Tensor PipelineLayout::combine_eval_sums(at::Tensor sums) {
-  // The last stage saw every output of its pipeline's share; the pipelines add their shares.
-  comm::Communicator& comm = pipeline();
-  comm.broadcast(sums, options_.schedule.stage_rank.back())->wait(comm.options().timeout);
-  data_->sum(sums);
-  return sums;
-}
-
-double PipelineLayout::sum_over_stages(double mine) {
-  at::Tensor total = at::tensor({mine}, at::kDouble);
-  comm::Communicator& comm = pipeline();
-  comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  return total.item<double>();
-}
-
 std::string PipelineLayout::manifest_json() const {
   // The plan's part (ranks, replicas), then the pipeline's.
   const Schedule& schedule = options_.schedule;
@@ -333,13 +273,8 @@ std::string PipelineLayout::manifest_json() const {
   return manifest.dump();
 }
 
-std::string PipelineLayout::describe_waits() const {
-  return grad_sync_->describe() + " and the pipeline's neighbouring stages";
-}
-
 LayoutReport PipelineLayout::report() {
   LayoutReport r = ParallelLayout::report();
-  r.backend = job_.backend();
   r.schedule = options_.schedule.name;
   for (int blocks : options_.split)
     r.split += (r.split.empty() ? "" : ",") + std::to_string(blocks);

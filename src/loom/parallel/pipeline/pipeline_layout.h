@@ -54,36 +54,23 @@ class PipelineLayout : public ParallelLayout {
   ~PipelineLayout() override;
 
   void start(const StartOptions& options) override;
-  void clip_gradients(double max_norm) override;
-  double mean_over_trainers(double value) override;
-  bool any_rank(bool mine) override;
+  // Of a checkpoint's tensors, those of this rank's stages (its slices of them under tensor
+  // parallelism).
+  NamedTensors own_model_state(const NamedTensors& saved) const override;
   // ZeRO (plan.data.zero_stage, with several pipelines): each stage's parameters are
   // partitioned over its replicas (data_replicas.h), and every rank takes part in checkpoints.
-  const NamedTensors& optimized_parameters() const override;
-  NamedTensors own_model_state(const NamedTensors& saved) const override;
-  NamedTensors own_optimizer_state(const NamedTensors& saved) const override;
   bool takes_part_in_checkpoints() const override {
     return data_->partition() || plan_.data.replica == 0;
   }
-  std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // Rank 0 holds its own stages' tensors; the others' come one at a time as they are written.
   std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
-  at::Tensor own_rng(const CheckpointTensors& saved) const override;
   void forward_only(int64_t batches, const MicroBatchSource& batch,
                     const OutputSink& output) override;
-  at::Tensor combine_eval_sums(at::Tensor sums) override;
-  double sum_over_stages(double mine) override;
   std::string manifest_json() const override;
-  std::string plan_text() const override { return options_.plan_text; }
-  std::string describe_waits() const override;
   LayoutReport report() override;
 
  private:
   comm::Communicator& pipeline() const { return pipeline_group_ ? *pipeline_group_ : job_; }
-  // Of a checkpoint's tensors (the model's, or optimizer state "<param>.<field>"), those of this
-  // rank's stages, cut into this rank's slices under tensor parallelism.
-  NamedTensors own_of(const NamedTensors& saved) const;
-
   models::Model& model_;
   comm::Communicator& job_;
   PipelineLayoutOptions options_;
