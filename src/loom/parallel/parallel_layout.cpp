@@ -11,6 +11,7 @@
 #include "loom/comm/tensor_message.h"
 #include "loom/parallel/data_replicas.h"
 #include "loom/parallel/layout_metrics.h"
+#include "loom/parallel/tensor_ranks.h"
 #include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
@@ -18,13 +19,19 @@ namespace loom::parallel {
 void ParallelLayout::clip_gradients(double max_norm) {
   const LayoutParts& r = parts_;
   const ZeroPartition* zero = r.data ? r.data->partition() : nullptr;
-  if (!r.norm) {
+  if (!r.tensor && !zero && !r.stages) {
+    // This rank's gradients are the whole model's (replicas hold the same).
     std::vector<at::Tensor> tensors;
     for (const auto& [name, p] : parameters_) tensors.push_back(p);
     torch::nn::utils::clip_grad_norm_(tensors, max_norm);
     return;
   }
-  const auto counted_here = [&](const std::string& name) { return !r.counts || r.counts(name); };
+  const auto counted_here = [&](const std::string& name) {
+    if (r.counted_elsewhere && r.counted_elsewhere->count(name)) return false;
+    // Without ZeRO the replicas hold the same gradients: the first replica counts them.
+    if (!zero && plan_.data.replica != 0) return false;
+    return !r.tensor || r.tensor->counts_gradient(name);
+  };
   std::vector<at::Tensor> counted, scaled;
   if (zero) {
     // Each rank holds its shards of the mean gradients: every piece of a parameter in them is
@@ -41,7 +48,7 @@ void ParallelLayout::clip_gradients(double max_norm) {
       scaled.push_back(p.grad());
     }
   }
-  clip_gradients_across(counted, scaled, max_norm, *r.norm);
+  clip_gradients_across(counted, scaled, max_norm, *r.trainers);
 }
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }
@@ -107,9 +114,7 @@ bool ParallelLayout::any_rank(bool mine) {
   // Async and SSP workers each stop at their own next step; the checkpoint then holds rank 0's
   // position, as every such checkpoint does.
   if (!several(trainers) || !plan_.lockstep()) return mine;
-  at::Tensor asked = at::full({1}, mine ? 1.0f : 0.0f);
-  trainers->allreduce(asked, comm::ReduceOp::kSum)->wait(trainers->options().timeout);
-  return asked.item<float>() > 0;
+  return all_reduced(*trainers, mine ? 1.0 : 0.0, comm::ReduceOp::kSum) > 0;
 }
 
 std::vector<double> ParallelLayout::by_trainer(double mine) {

@@ -42,6 +42,7 @@
 namespace loom::parallel {
 
 class DataReplicas;  // data_replicas.h
+class TensorRanks;   // tensor_ranks.h
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -142,8 +143,10 @@ class ParallelLayout {
 
   // Scales the gradients so that their norm over the whole model (every stage, slice and
   // shard) is at most `max_norm`, as torch's clip_grad_norm_ does in one process. Written once
-  // for every layout, from where each gradient lives (parts_: the norm's group, ZeRO's shards, what
-  // each rank counts).
+  // for every layout, from where each gradient lives (parts_): where a dimension slices, shards
+  // or stages the gradients, the norm is summed over every training rank, each element counted
+  // on one rank only (a whole parameter by its tensor group's first rank, a replicated gradient
+  // by the first replica, a tied copy by its owner's stage).
   void clip_gradients(double max_norm);
 
   // The run-wide reductions, written once over the groups each layout names (parts_).
@@ -206,12 +209,13 @@ class ParallelLayout {
     comm::Communicator* trainers = nullptr;  // every training rank; null for one process
     comm::Communicator* stages = nullptr;    // this rank's pipeline; null without stages
     int last_stage = 0;                      // the rank in `stages` whose stage makes outputs
-    const DataReplicas* data = nullptr;      // the data dimension's piece (owned by the layout)
-    // Clipping: the norm is summed over the ranks of `norm` (null: this rank's gradients are
-    // the whole model's), each gradient element counted by one rank only: `counts(name)` says
-    // whether this rank counts a parameter's (null: every one).
-    comm::Communicator* norm = nullptr;
-    std::function<bool(const std::string& parameter)> counts;
+    // The pieces, owned by the layout: the data dimension's, and the tensor dimension's (null
+    // without tensor groups).
+    const DataReplicas* data = nullptr;
+    const TensorRanks* tensor = nullptr;
+    // Parameters whose gradient another stage's rank counts in the norm (a pipeline's tied
+    // copies); null for none.
+    const std::set<std::string>* counted_elsewhere = nullptr;
   };
 
   LayoutParts parts_;

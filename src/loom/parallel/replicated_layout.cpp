@@ -30,16 +30,7 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
                                          options_.data_parallel, &model);
   parts_.trainers = trainers_;
   parts_.data = data_.get();
-  // The norm for clipping: over every training rank where the gradients are sliced or sharded,
-  // else this rank's own (the replicas hold the same).
-  if (tensor_ || data_->partition()) {
-    parts_.norm = trainers_;
-    parts_.counts = [this](const std::string& name) {
-      // Without ZeRO the replicas hold the same gradients: the first replica counts them.
-      if (!data_->partition() && plan_.data.replica != 0) return false;
-      return !tensor_ || tensor_->counts_gradient(name);
-    };
-  }
+  parts_.tensor = tensor_.get();
 }
 
 ReplicatedLayout::~ReplicatedLayout() {

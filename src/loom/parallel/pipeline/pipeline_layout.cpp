@@ -70,15 +70,8 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   parts_.stages = &pipeline();
   parts_.last_stage = options_.schedule.stage_rank.back();
   parts_.data = data_.get();
-  // The norm for clipping, over every rank of the job: a tied copy is counted by its owner's
-  // rank, a whole parameter by its tensor group's first rank, and (without ZeRO) the first
-  // replica's gradients only.
-  parts_.norm = &job_;
-  parts_.counts = [this](const std::string& name) {
-    if (tied_copies_.count(name)) return false;
-    if (!data_->partition() && plan_.data.replica != 0) return false;
-    return !tensor_ || tensor_->counts_gradient(name);
-  };
+  parts_.tensor = tensor_.get();
+  parts_.counted_elsewhere = &tied_copies_;
 }
 
 NamedTensors PipelineLayout::own_model_state(const NamedTensors& saved) const {
