@@ -42,9 +42,10 @@ _waits_at_exit = False
 
 
 def _module_of(model):
-    # The module whose own names the checkpoint holds.
-    if isinstance(model, (parallel.DataParallel, tensor_parallel.TensorParallel)):
-        return model.module
+    # The module whose own names the checkpoint holds, inside every wrapper (a DataParallel
+    # around a TensorParallel around it).
+    while isinstance(model, (parallel.DataParallel, tensor_parallel.TensorParallel)):
+        model = model.module
     return model
 
 
@@ -90,11 +91,11 @@ def _optimizer_state(optimizer, kind, named_parameters):
     return _loom.name_optimizer_state(kind, [(name, fields) for name, _, fields in state])
 
 
-def _cut_like(value, parameter):
+def _cut_like(field, value):
     # torch's optimizers keep a parameter's per-element state (momentum_buffer, exp_avg,
     # exp_avg_sq, max_exp_avg_sq) in its shape, cut as the parameter is; the rest (Adam's step)
     # is a scalar, whole on every rank.
-    return value.dim() > 0 and value.shape == parameter.shape
+    return field != "step" and value.dim() > 0
 
 
 def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=None,
@@ -219,14 +220,13 @@ def _written(step, model, optimizer, loader, extra, epoch, samples, job):
     # CheckpointWriter.start, after the directory); None on the others.
     staged = isinstance(model, pipeline.Pipeline)
     sharded = _sharded(model)
-    split = tensor_parallel.split_by(model)
+    module = _module_of(model)
+    split = tensor_parallel.split_by(module)
     if job is not None and job.rank != 0 and not staged and not sharded and split is None:
         return None
-    module = _module_of(model)
     kind = "" if optimizer is None else _kind_of(optimizer)  # before any collective
     if sharded or split is not None:
-        gathered = (_gather_sharded(model, sharded, module, optimizer, kind, job) if sharded
-                    else _gather_split(split, module, optimizer, kind, job))
+        gathered = _gather(model, sharded, split, module, optimizer, kind, job)
         if gathered is None:
             return None
         tensors, state = gathered
@@ -255,45 +255,39 @@ def _written(step, model, optimizer, loader, extra, epoch, samples, job):
             position, "" if extra is None else json.dumps(extra), layout)
 
 
-def _gather_sharded(model, sync, module, optimizer, kind, job):
-    # ZeRO: rank 0's (model, optimizer state) under the module's names; None on the others.
-    # Collective: ZeRO-3's parameters are gathered whole on every rank (rank 0 copies them),
-    # and every rank's optimizer shards go to rank 0.
+def _gather(model, sync, split, module, optimizer, kind, job):
+    # The dimensions `model` was parted by, undone outermost first (as they were applied
+    # innermost first): data's ZeRO shards back under the parameters' names on each slice's first
+    # replica, then the tensor group's slices put together there. Returns rank 0's (model,
+    # optimizer state) whole under the module's names; None on the others. Collective: ZeRO-3's
+    # parameters are gathered whole on every rank, every rank's optimizer shards go to its first
+    # replica, and there every cut tensor (and the state shaped as a cut parameter) is gathered
+    # from the tensor group's slices, in the module's order, one at a time.
     writes = job is None or job.rank == 0
-    sync.gather_whole()
-    try:
-        tensors = [(name, t.detach().clone()) for name, t in
-                   list(module.named_parameters()) + list(module.named_buffers())] if writes \
-            else None
-    finally:
-        sync.shard_again()
-    state = [] if optimizer is None else sync.gather_optimizer_state(
-        _optimizer_state(optimizer, kind, model.named_optimizer_parameters()))
-    return None if state is None or not writes else (tensors, state)
-
-
-def _gather_split(split, module, optimizer, kind, job):
-    # TensorParallel: rank 0's (model, optimizer state) whole, under the module's names; None on
-    # the others. Collective: every cut tensor (and the state shaped as a cut parameter) is
-    # gathered from the group's slices in the module's order, one at a time; the group is the
-    # whole job (TensorParallel's rule), so its first rank is the job's rank 0, which writes.
-    writes = job is None or job.rank == 0
-    tensors = []
-    with torch.no_grad():
-        for name, t in list(module.named_parameters()) + list(module.named_buffers()):
-            whole = split.whole_of(name, t.detach())  # the others let it go at once
-            if writes:
-                tensors.append((name, whole))
+    first_replica = split is None or split.layout.replica == 0
+    held = split is not None and first_replica or writes  # whose tensors are read
+    freed = sync is not None and model.zero_stage == 3  # outside _whole_parameters
+    with _whole_parameters(sync):
+        tensors = [(name, t.detach().clone() if freed else t.detach()) for name, t in
+                   list(module.named_parameters()) + list(module.named_buffers())] \
+            if held else None
+    if optimizer is None:
         state = []
-        if optimizer is not None:
-            for name, p, fields in _parameter_states(optimizer, module.named_parameters()):
-                whole = [(field, split.whole_of(name, value) if _cut_like(value, p) else value)
-                         for field, value in fields]
-                if writes:
-                    state.append((name, whole))
-    if not writes:
+    elif sync:
+        state = sync.gather_optimizer_state(
+            _optimizer_state(optimizer, kind, model.named_optimizer_parameters()))
+    else:
+        state = _optimizer_state(optimizer, kind, module.named_parameters())
+    if not held or state is None:
         return None
-    return tensors, _loom.name_optimizer_state(kind, state) if optimizer is not None else []
+    if split is not None:
+        with torch.no_grad():
+            tensors = [(name, split.whole_of(name, t)) for name, t in tensors]
+            fields = _loom.split_optimizer_state(kind, state)
+            state = _loom.name_optimizer_state(kind, [
+                (name, [(field, split.whole_of(name, value) if _cut_like(field, value) else value)
+                        for field, value in values]) for name, values in fields])
+    return (tensors, state) if writes else None
 
 
 def _agree(job, step, failed_here):
@@ -345,15 +339,17 @@ def load(directory, *, model, optimizer=None, loader=None):
     module = _module_of(model)
     saved = data["model"]
     sharded = _sharded(model)
-    split = tensor_parallel.split_by(model)
+    split = tensor_parallel.split_by(module)
+    shapes = {}  # the parameters' shapes as this rank holds them (ZeRO-3's whole)
     with torch.no_grad(), _whole_parameters(sharded):
         for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
             if name not in saved:
                 raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'")
-            _check_shape(data, f"tensor '{name}'", saved[name], tensor, name, split)
+            shapes[name] = list(tensor.shape)
+            _check_shape(data, f"tensor '{name}'", saved[name], shapes[name], name, split)
             tensor.copy_(saved[name] if split is None else split.slice_of(name, saved[name]))
     if optimizer is not None:
-        _restore_optimizer(optimizer, model, sharded, split, data)
+        _restore_optimizer(optimizer, model, sharded, split, shapes, data)
     if loader is not None and data["loader"] is not None:
         loader.load_state_dict(data["loader"])
     torch.set_rng_state(data["rng"])
@@ -375,37 +371,45 @@ def _whole_parameters(sync):
         sync.shard_again()
 
 
-def _check_shape(data, what, value, tensor, name, split):
-    # `value` (read) fits `tensor` (the model's): its shape, or under TensorParallel the shape of
-    # the whole of which `tensor` is this rank's slice.
-    shape = list(tensor.shape) if split is None else split.whole_shape(name, tensor)
+def _check_shape(data, what, value, held, name, split):
+    # `value` (read) fits a tensor of shape `held` (the model's): that shape, or under
+    # TensorParallel the shape of the whole of which `held` is this rank's slice.
+    shape = held if split is None else split.whole_shape(name, held)
     if list(value.shape) == shape:
         return
-    held = "" if shape == list(tensor.shape) else f" (whole; this rank holds {list(tensor.shape)})"
+    slice_ = "" if shape == held else f" (whole; this rank holds {held})"
     raise _loom.DataError(f"checkpoint '{data['path']}': {what} has shape {list(value.shape)}, "
-                          f"the model's is {shape}{held}")
+                          f"the model's is {shape}{slice_}")
 
 
-def _restore_optimizer(optimizer, model, sharded, split, data):
+def _restore_optimizer(optimizer, model, sharded, split, shapes, data):
+    # The state cut as the dimensions were applied, innermost first: the tensor group's slices
+    # of the cut parameters' state, then data's ZeRO shards of those.
     kind = _kind_of(optimizer)
     if data["optimizer_kind"] != kind:
         raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
                                 f"{data['optimizer_kind']} state, the optimizer is {kind}")
-    saved = list(data["optimizer"].items())
+    fields = _loom.split_optimizer_state(kind, list(data["optimizer"].items()))
+    for name, values in fields:
+        for field, value in values:
+            if name in shapes and _cut_like(field, value):
+                _check_shape(data, f"optimizer state '{name}.{field}'", value, shapes[name],
+                             name, split)
+    if split is not None:
+        fields = [(name, [(field, split.slice_of(name, value) if _cut_like(field, value)
+                           else value) for field, value in values]) for name, values in fields]
     named = _module_of(model).named_parameters()
     if sharded:  # this rank's shards of the state, under the shards' names
-        saved, named = sharded.own_optimizer_state(saved), model.named_optimizer_parameters()
-    fields = dict(_loom.split_optimizer_state(kind, saved))
+        fields = _loom.split_optimizer_state(kind, sharded.own_optimizer_state(
+            _loom.name_optimizer_state(kind, fields)))
+        named = model.named_optimizer_parameters()
+    fields = dict(fields)
     for name, p in named:
         if name not in fields:
             continue
         state = {}
         for field, value in fields[name]:
             # torch's Adam keeps its step count as a float tensor
-            if field == "step":
-                state[field] = torch.tensor(float(value))
-                continue
-            _check_shape(data, f"optimizer state '{name}.{field}'", value, p, name, split)
-            piece = value if split is None else split.slice_of(name, value)
-            state[field] = (piece.clone() if piece is value else piece).to(dtype=p.dtype)
+            state[field] = (torch.tensor(float(value)) if field == "step" else
+                            value.to(dtype=p.dtype, copy=True))
         optimizer.state[p] = state

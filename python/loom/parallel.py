@@ -46,15 +46,27 @@ parallelize_module (python/loom/tensor_parallel.py; Loom's cuts, models/tensor_p
 
 A column-parallel linear keeps this rank's rows of its weight and bias, its input entering the
 split (gradient summed over the group backward); a row-parallel one keeps its columns, its
-partial products summed over the group forward, then the whole bias added. The tensor group is
-every training rank of the job (data-parallel replicas of a group are not built yet).
+partial products summed over the group forward, then the whole bias added.
+
+The dimensions apply in order, as torchtitan's apply_tp then apply_ddp/apply_fsdp: a
+DataParallel around a TensorParallel (or around the module it split) replicates the slices over
+the ranks that hold the same ones. With 4 ranks, tensor=2 makes two tensor groups (ranks 0-1 and
+2-3) and two replicas of each slice (ranks 0 and 2, 1 and 3), with ZeRO if asked:
+
+    tp = loom.parallel.TensorParallel(MyTransformer(), plan, divide=..., tensor=2)
+    model = loom.parallel.DataParallel(tp, zero=1)
+    optimizer = torch.optim.AdamW(model.optimizer_parameters())
+    ...                              # each replica its own batch, its tensor group the same one
+    model.step(optimizer)
+
+loom.checkpoint saves and loads it as any other layout: whole tensors under the module's names.
 """
 
 import contextlib
 
 import torch
 
-from . import _loom, _native, distributed
+from . import _loom, _native, distributed, tensor_parallel
 from .tensor_parallel import ColwiseParallel, RowwiseParallel, TensorParallel
 
 __all__ = ["ColwiseParallel", "DataParallel", "ParameterServers", "RowwiseParallel",
@@ -94,13 +106,20 @@ class DataParallel(torch.nn.Module):
         if blocks is not None and zero != 3:
             raise ValueError("blocks: only zero=3 gathers the parameters a block at a time")
         self.module = module
-        block_modules = _blocks_of(module, blocks) if zero == 3 else []
+        # The dimensions apply in order, tensor before data: a module a TensorParallel split is
+        # replicated over the ranks that hold the same slices, on its tensor group's mesh, under
+        # the module's own names (not its wrapper's).
+        split = tensor_parallel.split_by(module)
+        inner = _own_module(module)
+        block_modules = _blocks_of(inner, blocks) if zero == 3 else []
         self._sync = _native.attach(self, _loom.ReplicaSync(
             job if job is not None else distributed.current(),
-            list(module.named_parameters()), list(module.named_buffers()),
+            list(inner.named_parameters()), list(inner.named_buffers()),
             float(first_bucket_mb), float(bucket_mb), bool(find_unused_parameters),
             bool(broadcast_buffers), str(compression), zero,
-            [(name, list(m.parameters())) for name, m in block_modules], str(zero3_keep)))
+            [(name, list(m.parameters())) for name, m in block_modules], str(zero3_keep),
+            parted=None if split is None else split.layout,
+            index=0 if split is None else tensor_parallel.next_group_index()))
         _native.wraps(self, module)  # loom.profile.Steps(model=model.module) accounts this
         # ZeRO-3: each block's forward gathers its parameters first and frees them after; the
         # parameters in no block are block 0, gathered around the whole forward.
@@ -127,7 +146,9 @@ class DataParallel(torch.nn.Module):
     def named_optimizer_parameters(self):
         """optimizer_parameters() with names: the shards are zero.bucket<b>.rank<r>."""
         shards = self._sync.shards()
-        return shards if shards else list(self.module.named_parameters())
+        if shards:
+            return shards
+        return list(_own_module(self.module).named_parameters())
 
     def forward(self, *args, **kwargs):
         self._sync.prepare()
@@ -183,6 +204,12 @@ class DataParallel(torch.nn.Module):
 
     def extra_repr(self):
         return self._sync.describe()
+
+
+def _own_module(module):
+    # The module under its own names: inside a TensorParallel wrapper, the module it split.
+    split = tensor_parallel.split_by(module)
+    return module if split is None else split.module
 
 
 def _blocks_of(module, blocks):

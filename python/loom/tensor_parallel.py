@@ -27,6 +27,12 @@ __all__ = ["ColwiseParallel", "RowwiseParallel", "TensorParallel"]
 # counts agree.
 _groups_made = itertools.count()
 
+
+def next_group_index():
+    """A number for the next group this process makes (a TensorParallel's, or the replicas of its
+    slices that a DataParallel around it makes), to name its communicator apart."""
+    return next(_groups_made)
+
 # The attribute of a module split in place that holds its TensorParallel, so that loom.checkpoint
 # handed the module itself still saves whole tensors rather than this rank's slices, even when the
 # script kept only the module (the split is in place). Set past nn.Module's __setattr__, so that
@@ -164,8 +170,9 @@ class TensorParallel(torch.nn.Module):
             heads each rank computes), divided by the tensor ranks, as torchtitan sets
             `n_heads //= tp`.
         tensor: the ranks of a group (consecutive ranks: the mesh's innermost dimension);
-            default every training rank of the job. For now the group must be the whole job
-            (no data-parallel replicas of it).
+            default every training rank of the job. Fewer make several groups, each a replica
+            of the module: wrap the TensorParallel in a DataParallel, which averages the
+            gradients over the ranks holding the same slices.
         job: the loom.distributed Job (default: the one init() joined).
 
     Every rank of the group must be given the same input (the same batch) and, where dropout
@@ -186,15 +193,10 @@ class TensorParallel(torch.nn.Module):
         ranks = job.trainers if tensor is None else tensor
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
             raise _loom.ConfigError(f"tensor: {tensor!r} is not a number of ranks")
-        if ranks != job.trainers:
-            raise _loom.ConfigError(
-                f"tensor: {ranks} ranks a group, but the job has {job.trainers} training ranks; "
-                "TensorParallel takes every rank of the job as one group (data-parallel replicas "
-                "of a tensor group are not built yet)")
         linears = _planned_linears(module, plan)
         divided = _divided_attributes(module, divide, ranks)
         self.module = module
-        self._group = _native.attach(self, _loom.TensorGroup(job, ranks, next(_groups_made)))
+        self._group = _native.attach(self, _loom.TensorGroup(job, ranks, next_group_index()))
         _native.wraps(self, module)  # loom.profile.Steps(model=model.module) accounts this
         with torch.no_grad():
             for t in itertools.chain(module.parameters(), module.buffers()):
@@ -249,13 +251,19 @@ class TensorParallel(torch.nn.Module):
         """The ranks of the tensor group."""
         return self._group.size
 
+    @property
+    def layout(self):
+        """The job's ranks as data x tensor (a loom.distributed.Layout): its `replica` is this
+        rank's tensor group, `replicas` how many groups there are."""
+        return self._group.layout
+
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
 
     def whole_shape(self, name, piece):
         """The shape of the module's tensor `name` whole, where `piece` is this rank's part of it
-        (or a tensor of that shape: the optimizer's state of a parameter)."""
-        shape = list(piece.shape)
+        (or a tensor of that shape: the optimizer's state of a parameter; or its shape)."""
+        shape = list(piece.shape if isinstance(piece, torch.Tensor) else piece)
         style = self._splits.get(name)
         if style is not None:
             shape[style.dim] *= self._group.size
@@ -287,6 +295,11 @@ class TensorParallel(torch.nn.Module):
         with torch.no_grad():
             for name, t in self.module.state_dict(keep_vars=True).items():
                 piece = t.detach()
+                if piece.numel() and not piece.untyped_storage().nbytes():
+                    raise _loom.Error(
+                        f"full_state_dict: '{name}' holds no memory between steps: a "
+                        "DataParallel(zero=3) around the module shards it; call its close() "
+                        "first, or save with loom.checkpoint")
                 whole = self.whole_of(name, piece)
                 out[name] = whole.clone() if whole is piece else whole
         return out

@@ -1,5 +1,6 @@
 // ReplicaSync for Python: the gradient exchange of a user's own module replicated on every
-// training rank (parallel/replicated_layout.h's make_replica_sync), with its tensors shared with
+// training rank, or of the slices a TensorParallel left it over the ranks holding the same ones
+// (parallel/replicated_layout.h's make_replica_sync), with its tensors shared with
 // PyTorch, not copied, and ZeRO's partition of it (parallel/data_replicas.h) when asked for.
 // Under ZeRO-3 the module's blocks run as ShardedModel's blocks (parallel/sharded_model.h): the
 // Python side calls before_block() and after_block() from forward hooks on the block modules.
@@ -82,28 +83,38 @@ std::unique_ptr<models::Model> block_model(const NamedTensors& parameters,
 // under ZeRO the partition (and, for stage 3, the blocks that gather its parameters).
 class ReplicaSync {
  public:
+  // `parted` is the layout of a module that a dimension inside data already parted (a
+  // TensorParallel's: the replicas are then the ranks holding the same slices, a group named
+  // after `index`); null for a whole module, replicated over every training rank.
   ReplicaSync(train::Job& job, NamedTensors parameters, NamedTensors buffers,
               parallel::DataParallelOptions options, int zero,
-              const std::vector<BlockTensors>& blocks, parallel::KeepAfterForward keep) {
+              const std::vector<BlockTensors>& blocks, parallel::KeepAfterForward keep,
+              const parallel::LayoutPlan* parted, int index)
+      : layout_(parted ? *parted : job.plan) {
     parallel::ReplicatedLayoutOptions replicated;
     replicated.data_parallel = options;
     replicated.data_parallel.finish_in_backward = true;  // the script calls its optimizer itself
     replicated.ps_world = job.communicator.get();
     replicated.ps = job.ps;
+    comm::Communicator* replicas = job.trainers();
+    if (parted) {
+      group_ = parallel::make_replica_group(layout_, job.group_maker(),
+                                            "script" + std::to_string(index) + "-");
+      replicas = group_.get();
+    }
     // ZeRO-3's buckets are the script's blocks; the partition is made before the exchange,
     // which then gives every rank rank 0's values, as loom train does.
     if (zero == 3) chain_ = block_model(parameters, blocks, has_outer_);
-    parallel::DataDim data = job.plan.data;
+    parallel::DataDim data = layout_.data;
     data.zero_stage = zero;
     data.zero3_keep = keep;
-    data_ = std::make_unique<parallel::DataReplicas>(data, job.trainers(), parameters,
+    data_ = std::make_unique<parallel::DataReplicas>(data, replicas, parameters,
                                                      replicated.data_parallel, chain_.get());
     parallel::ZeroPartition* partition = data_->partition();
-    sync_ = parallel::make_replica_sync(job.plan, std::move(parameters), std::move(buffers),
-                                        job.trainers(), replicated, parallel::StartOptions{});
+    sync_ = parallel::make_replica_sync(layout_, std::move(parameters), std::move(buffers),
+                                        replicas, replicated, parallel::StartOptions{});
     // Every rank now holds rank 0's values: ZeRO-3 keeps its shards of them only.
     data_->keep_own_shards(nullptr);
-    layout_ = job.plan;
     layout_.data.zero_stage = partition ? partition->stage() : 0;
   }
 
@@ -161,10 +172,11 @@ class ReplicaSync {
   }
 
  private:
-  std::unique_ptr<models::Model> chain_;  // ZeRO-3: the script's blocks, which data_ shards
+  parallel::LayoutPlan layout_;
+  std::unique_ptr<comm::Communicator> group_;  // the replicas of a parted module's part
+  std::unique_ptr<models::Model> chain_;       // ZeRO-3: the script's blocks, which data_ shards
   std::unique_ptr<parallel::DataReplicas> data_;
   bool has_outer_ = false;  // ZeRO-3: block 0 is the parameters outside the script's blocks
-  parallel::LayoutPlan layout_;
   // Shared only with the step accountings watching it (weakly): close() ends it.
   std::shared_ptr<parallel::GradSync> sync_;
   std::optional<parallel::GradSync::NoSync> no_sync_;
@@ -219,7 +231,8 @@ void bind_replica_sync(py::module_& m) {
                        double first_bucket_mb, double bucket_cap_mb, bool find_unused_parameters,
                        bool broadcast_buffers, const std::string& compression, int zero,
                        const std::vector<std::pair<std::string, std::vector<at::Tensor>>>& blocks,
-                       const std::string& zero3_keep) {
+                       const std::string& zero3_keep,
+                       const std::optional<parallel::LayoutPlan>& parted, int index) {
              const parallel::DataParallelOptions o = script_data_parallel_options(
                  first_bucket_mb, bucket_cap_mb, find_unused_parameters, broadcast_buffers,
                  compression, zero);
@@ -232,13 +245,15 @@ void bind_replica_sync(py::module_& m) {
              std::vector<BlockTensors> units;
              for (const auto& [name, tensors] : blocks) units.push_back({name, tensors});
              py::gil_scoped_release release;  // rank 0's parameters go to every rank
-             return std::make_unique<ReplicaSync>(job, parameters, buffers, o, zero, units, keep);
+             return std::make_unique<ReplicaSync>(job, parameters, buffers, o, zero, units, keep,
+                                                  parted ? &*parted : nullptr, index);
            }),
            py::arg("job"), py::arg("parameters"), py::arg("buffers"), py::arg("first_bucket_mb"),
            py::arg("bucket_cap_mb"), py::arg("find_unused_parameters"),
            py::arg("broadcast_buffers"), py::arg("compression"), py::arg("zero") = 0,
            py::arg("blocks") = std::vector<std::pair<std::string, std::vector<at::Tensor>>>{},
-           py::arg("zero3_keep") = "last", py::keep_alive<1, 2>())
+           py::arg("zero3_keep") = "last", py::arg("parted") = std::nullopt,
+           py::arg("index") = 0, py::keep_alive<1, 2>())
       .def(
           "prepare", [](ReplicaSync& s) { s.sync().prepare(); },
           py::call_guard<py::gil_scoped_release>(), "Before a forward pass.")

@@ -2,7 +2,9 @@
 `loom launch`: two ranks, each holding its slices of the fused query/key/value, projection and
 MLP linears, end with the parameters of one process on the same batches; the whole state dict
 moves from one process into the slices and back; loom.checkpoint writes what one process writes
-and resumes across the two layouts; a plan that cannot be done names its entry."""
+and resumes across the two layouts; with 4 ranks, two data-parallel replicas of a tensor group of
+2 (loom.parallel.DataParallel around the TensorParallel, under ZeRO) do the same; a plan that
+cannot be done names its entry."""
 import collections
 import os
 import subprocess
@@ -127,6 +129,43 @@ def test_a_whole_state_dict_loads_into_the_slices(tmp_path, one_process):
     for name, tensor in loaded["state"].items():
         assert torch.equal(tensor, one_process["state"][name]), name
     assert_close({"eval": loaded["eval"]}, {"eval": one_process["eval"]}, 1e-5)
+
+
+@pytest.fixture(scope="module")
+def tensor_by_data(tmp_path_factory):
+    """4 ranks as 2 data-parallel replicas (ZeRO-1) of a tensor group of 2: 4 steps, a
+    loom.checkpoint after step 2."""
+    folder = tmp_path_factory.mktemp("tensor_by_data")
+    out = trained(folder / "tp_dp.pt", "--tensor", "2", "--zero", "1", "--save-at", "2",
+                  str(folder / "checkpoints"), ranks=4)
+    return Saved(out, folder / "checkpoints")
+
+
+def test_replicas_of_a_tensor_group_under_zero_train_like_one_process(tensor_by_data,
+                                                                      one_process):
+    # Each replica trains on half of every batch: without the replicas' exchange the state
+    # would be that of half the batches.
+    assert_close(tensor_by_data.out["state"], one_process["state"], 1e-5)
+    assert_close({"eval": tensor_by_data.out["eval"]}, {"eval": one_process["eval"]}, 1e-5)
+
+
+def test_a_tensor_by_data_checkpoint_holds_what_one_process_writes(tensor_by_data, plain):
+    split, whole = committed(tensor_by_data.checkpoints), committed(plain.checkpoints)
+    for file, tensors in whole.items():
+        assert ({name: (t.dtype, list(t.shape)) for name, t in split[file].items()}
+                == {name: (t.dtype, list(t.shape)) for name, t in tensors.items()}), file
+        # the slices' ZeRO shards of momentum, put together (in the buckets' order)
+        assert_close({name: t for name, t in sorted(split[file].items()) if t.is_floating_point()},
+                     {name: t for name, t in sorted(tensors.items()) if t.is_floating_point()},
+                     1e-5)
+
+
+def test_replicas_of_a_tensor_group_under_zero_3_resume_a_one_process_checkpoint(tmp_path,
+                                                                                 plain):
+    resumed = trained(tmp_path / "resumed.pt", "--tensor", "2", "--zero", "3", "--resume",
+                      str(plain.checkpoints), ranks=4)
+    assert_close(resumed["state"], plain.out["state"], 1e-5)
+    assert_close({"eval": resumed["eval"]}, {"eval": plain.out["eval"]}, 1e-5)
 
 
 def test_a_dimension_the_ranks_cannot_split_names_the_plan_entry(tmp_path):

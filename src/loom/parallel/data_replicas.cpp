@@ -19,6 +19,15 @@ std::vector<std::vector<std::string>> block_units(models::Model& model) {
 
 }  // namespace
 
+std::unique_ptr<comm::Communicator> make_replica_group(const LayoutPlan& plan,
+                                                       const MakeGroup& make_group,
+                                                       const std::string& prefix) {
+  if (plan.data.replicas <= 1) return nullptr;
+  if (!make_group) throw Error("data parallel: replicas of a part of the model need groups");
+  return make_group(plan.mesh.group(plan.rank, kDataDim),
+                    prefix + plan.mesh.group_name(plan.rank, kDataDim));
+}
+
 DataReplicas::DataReplicas(const DataDim& plan, comm::Communicator* group,
                            const NamedTensors& parameters, DataParallelOptions& options,
                            models::Model* model, const std::set<std::string>& alone)

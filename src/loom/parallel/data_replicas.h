@@ -31,6 +31,13 @@ std::unique_ptr<GradSync> replica_exchange(NamedTensors parameters, NamedTensors
                                            comm::Communicator* group,
                                            const DataParallelOptions& options);
 
+// The replicas' group where a dimension inside data (tensor, pipeline) parts the model: the ranks
+// of `plan`'s mesh that hold the same part, made by `make_group` under their group's name after
+// `prefix` (a script's groups tell theirs apart so); null for one replica.
+std::unique_ptr<comm::Communicator> make_replica_group(const LayoutPlan& plan,
+                                                       const MakeGroup& make_group,
+                                                       const std::string& prefix = "");
+
 class DataReplicas {
  public:
   // `group` holds the replicas (null, or one rank: none) and must outlive the piece. Under ZeRO

@@ -19,10 +19,7 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
     // Each rank joins its tensor group first, then the replicas of its slices (disjoint groups in
     // each round, so no rank waits on one busy joining another).
     tensor_ = std::make_unique<TensorRanks>(plan_, model, options_.make_group);
-    if (plan_.data.replicas > 1) {
-      replica_group_ = options_.make_group(plan_.mesh.group(plan_.rank, kDataDim),
-                                           plan_.mesh.group_name(plan_.rank, kDataDim));
-    }
+    replica_group_ = make_replica_group(plan_, options_.make_group);
   }
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();

@@ -5,8 +5,12 @@ Every rank of the tensor group reads the same batches and starts from the same s
 saves {"state": full_state_dict(), "eval": the model's output on a fixed batch} to OUT.
 
     tp_blocks.py OUT [--steps N] [--load PATH] [--plan-head] [--plain]
-                     [--save-at K DIR [--background]] [--resume DIR]
+                     [--tensor T --zero Z] [--save-at K DIR [--background]] [--resume DIR]
                      [--profile DIR [--profile-module]]
+
+--tensor T --zero Z: tensor groups of T ranks, each a replica under loom.parallel.DataParallel
+with ZeRO stage Z (its optimizer over the shards); each replica trains on its share of every
+batch, so that the replicas together see what one process sees.
 
 --load PATH loads the whole state dict in PATH (another run's OUT) into the split model before
 training; --plan-head also plans the 5-class head column-parallel, which 2 ranks cannot split;
@@ -17,6 +21,7 @@ DIR after step K (--background: save(..., blocking=False), waited for after the 
 accounts the steps with loom.profile.Steps(DIR, model=the TensorParallel) (the model, with
 --plain), or with --profile-module its `.module`.
 """
+import functools
 import itertools
 import sys
 
@@ -108,13 +113,23 @@ def main():
         model = Model()
     else:
         plan = dict(PLAN, head="colwise") if "--plan-head" in sys.argv else PLAN
-        model = loom.parallel.TensorParallel(Model(), plan, divide={"blocks.*.attn.n_head"})
+        tensor = int(argument("--tensor") or job.trainers)
+        model = split = loom.parallel.TensorParallel(Model(), plan, divide={"blocks.*.attn.n_head"},
+                                                     tensor=tensor)
         attention = model.module.blocks[0].attn
-        assert attention.n_head == HEADS // job.trainers
-        assert list(attention.qkv.weight.shape) == [3 * DIM // job.trainers, DIM]
+        assert attention.n_head == HEADS // tensor
+        assert list(attention.qkv.weight.shape) == [3 * DIM // tensor, DIM]
     if argument("--load"):
         model.load_full_state_dict(torch.load(argument("--load"))["state"])
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    replicas, replica = 1, 0
+    if argument("--zero"):
+        model = loom.parallel.DataParallel(split, zero=int(argument("--zero")))
+        replicas, replica = split.layout.replicas, split.layout.replica
+        optimizer = torch.optim.SGD(model.optimizer_parameters(), lr=0.1, momentum=0.9)
+        stepped = functools.partial(model.step, optimizer)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        stepped = optimizer.step
     start = 0
     if argument("--resume"):
         start = loom.checkpoint.load(argument("--resume"), model=model, optimizer=optimizer)["step"]
@@ -131,9 +146,10 @@ def main():
         source = profiled.loop(source)
     for step, (x, y) in enumerate(source, start + 1):
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        share = slice(replica * BATCH // replicas, (replica + 1) * BATCH // replicas)
+        loss = torch.nn.functional.cross_entropy(model(x[share]).flatten(0, 1), y[share].flatten())
         loss.backward()
-        optimizer.step()
+        stepped()
         if pending is not None:
             pending.wait()
             pending = None
@@ -151,11 +167,14 @@ def main():
     if plain:
         state = {name: t.detach().clone() for name, t in model.state_dict().items()}
     else:
-        state = model.full_state_dict()
+        if model is not split:
+            model.close()  # ZeRO-3's parameters whole again, in the module
+            model = split
+        state = split.full_state_dict()
         # The whole state loads back into the slices it came from.
-        before = [p.detach().clone() for p in model.parameters()]
-        model.load_full_state_dict(state)
-        assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+        before = [p.detach().clone() for p in split.parameters()]
+        split.load_full_state_dict(state)
+        assert all(torch.equal(a, p) for a, p in zip(before, split.parameters()))
     with torch.no_grad():
         evaluated = model(next(batches(1))[0])
     if job.rank == 0:

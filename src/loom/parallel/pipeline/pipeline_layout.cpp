@@ -53,9 +53,7 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
     const int rank = plan_.rank;
     pipeline_group_ =
         make_group(mesh.group(rank, kPipelineDim), mesh.group_name(rank, kPipelineDim));
-    if (plan_.data.replicas > 1) {
-      replica_group_ = make_group(mesh.group(rank, kDataDim), mesh.group_name(rank, kDataDim));
-    }
+    replica_group_ = make_replica_group(plan_, make_group);
   }
   stages_ = stage_blocks(model.blocks(), options_.split);
   tied_ = TiedParameters(stages_, options_.schedule, pipeline().rank());
