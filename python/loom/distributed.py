@@ -5,8 +5,8 @@ Slurm or Open MPI, as `loom train`), and call `init()` once at the top:
 
     job = loom.distributed.init()
     print(job.rank, job.world, job.local_rank, job.trainers)
-    if job.mode is loom.distributed.Mode.DATA_PARALLEL:
-        print(job.layout)        # "data parallel over 2 ranks: the script's own batch"
+    print(job.layout)            # "data parallel over 2 ranks: the script's own batch"
+    print(job.layout.mesh)       # {"data": 2}: the training ranks' dimensions
 
 A loop that should survive preemption and restarts asks after every step:
 
@@ -25,20 +25,17 @@ alone is a job of one rank.
 
 from . import _config, _loom
 
-__all__ = ["Job", "Layout", "Mode", "barrier", "current", "init", "is_initialized"]
+__all__ = ["Job", "Layout", "barrier", "current", "init", "is_initialized"]
 
 # The job this process is a rank of, as init() returns it (made by init() only): `rank`,
 # `world`, `local_rank`, `local_world`, `trainers` (the ranks that train: `world` less the
-# parameter servers), `mode`, `layout`, `backend`, `attempt`, should_stop(step) and barrier().
+# parameter servers), `layout`, `backend`, `attempt`, should_stop(step) and barrier().
 Job = _loom.Job
-# How the job lays its ranks out and what one step is: `mode`, `world`, `trainers`, `mesh` (the
+# How the job lays its ranks out and what one step is: `world`, `trainers`, `mesh` (the
 # training ranks' named dimensions, outermost first: {"data": 2, "pipeline": 2}), `replicas`,
 # `servers`, `pipeline_ranks`, `zero_stage`, the step's `global_batch`, `replica_batch`,
 # `micro_batch` and `micro_batches`, `lr_scale`; str() says it in words.
 Layout = _loom.Layout
-# How the job's ranks share the training, an enum.Enum: LOCAL, DATA_PARALLEL, PARAMETER_SERVERS,
-# PIPELINE (values "local", "data_parallel", ... as summary.json's layout.mode names them).
-Mode = _loom.LayoutMode
 
 _job = None
 

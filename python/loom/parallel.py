@@ -255,7 +255,7 @@ class ParameterServers(DataParallel):
 
     def __init__(self, module, *, job=None, **kwargs):
         job = job if job is not None else distributed.current()
-        if job.mode is not distributed.Mode.PARAMETER_SERVERS:
+        if not job.layout.servers:
             raise _loom.ConfigError(
                 "parallel.mode: this job has no parameter servers; start it with "
                 "`loom launch --nproc-per-node N --servers K -- python3 ...`")

@@ -19,24 +19,6 @@
 namespace loom::python {
 namespace {
 
-// loom.distributed.Mode: a Python enum.Enum of the plan's modes (LOCAL = "local", ...), named
-// as C++ names them.
-py::object layout_mode_enum() {
-  py::list members;
-  for (const parallel::LayoutMode mode : parallel::kLayoutModes) {
-    std::string name = parallel::layout_mode_name(mode);
-    std::string upper = name;
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    members.append(py::make_tuple(upper, name));
-  }
-  return py::module_::import("enum").attr("Enum")("Mode", members,
-                                                  py::arg("module") = "loom.distributed");
-}
-
-py::object layout_mode(parallel::LayoutMode mode) {
-  return py::module_::import("loom._loom").attr("LayoutMode")(parallel::layout_mode_name(mode));
-}
-
 // The job's layout as a script sees it: its ranks and groups, but no step shape. The plan's came
 // from the configuration's data.batch_size (the default when a script names none), while the
 // script's own loop decides its batch (loom.profile.Steps counts it).
@@ -49,12 +31,9 @@ parallel::LayoutPlan script_layout(parallel::LayoutPlan plan) {
 
 void bind_parallel(py::module_& m) {
   m.attr("PREEMPTED_EXIT_CODE") = kPreemptedExitCode;
-  m.attr("LayoutMode") = layout_mode_enum();
   py::class_<parallel::LayoutPlan>(m, "Layout",
                                    "How the job lays its ranks out and what one step is (the "
                                    "plan of parallel/layout_plan.h); str() says it in words.")
-      .def_property_readonly("mode",
-                             [](const parallel::LayoutPlan& p) { return layout_mode(p.mode()); })
       .def_readonly("world", &parallel::LayoutPlan::world, "Every rank, servers included.")
       .def_readonly("rank", &parallel::LayoutPlan::rank)
       .def_readonly("trainers", &parallel::LayoutPlan::trainers, "The ranks that train.")
@@ -127,7 +106,6 @@ void bind_parallel(py::module_& m) {
           [](const train::Job& j) { return j.communicator ? j.communicator->backend() : ""; })
       .def_property_readonly("layout", [](const train::Job& j) { return script_layout(j.plan); })
       .def_property_readonly("trainers", [](const train::Job& j) { return j.plan.trainers; })
-      .def_property_readonly("mode", [](const train::Job& j) { return layout_mode(j.plan.mode()); })
       .def("__repr__", [](const train::Job& j) {
         return "Job(rank " + std::to_string(j.world.rank) + " of " + std::to_string(j.world.world) +
                ": " + script_layout(j.plan).describe() + ")";

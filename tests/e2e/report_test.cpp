@@ -272,10 +272,8 @@ TEST(Report, AShortRunHasAPointPerStepInsideEveryChart) {
 
     // One process: its layout and mesh, as summary.json records them.
     const std::string layout = tag_with_id(dom.output, "layout");
-    EXPECT_EQ(attribute(layout, "data-mode"), summary["layout"]["mode"].get<std::string>())
-        << layout;
-    EXPECT_EQ(attribute(layout, "data-mode"), "local") << layout;
     EXPECT_EQ(attribute(layout, "data-ranks"), "1") << layout;
+    EXPECT_EQ(attribute(layout, "data-servers"), "0") << layout;
     for (const char* dim : {"data", "pipeline", "tensor"}) {
       EXPECT_EQ(attribute(layout, std::string("data-mesh-") + dim), "1") << layout;
     }
@@ -315,8 +313,8 @@ TEST(Report, ATwoRankRunStatesItsLayoutAndTheMachinesCoresApartFromARanks) {
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
 
   const std::string layout = tag_with_id(dom.output, "layout");
-  EXPECT_EQ(attribute(layout, "data-mode"), "data_parallel") << layout;
   EXPECT_EQ(attribute(layout, "data-ranks"), "2") << layout;
+  EXPECT_EQ(attribute(layout, "data-servers"), "0") << layout;
   EXPECT_EQ(attribute(layout, "data-zero"), "1") << layout;
   EXPECT_EQ(attribute(layout, "data-mesh-data"), "2") << layout;
   EXPECT_EQ(attribute(layout, "data-mesh-pipeline"), "1") << layout;

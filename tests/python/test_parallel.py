@@ -93,7 +93,7 @@ def test_models_that_differ_between_ranks_are_named(tmp_path):
 def test_a_process_alone_is_a_job_of_one_rank():
     job = loom.distributed.init()
     assert (job.rank, job.world) == (0, 1)
-    assert job.mode is loom.distributed.Mode.LOCAL and job.trainers == 1
+    assert job.layout.mesh == {"data": 1} and job.layout.servers == 0 and job.trainers == 1
     assert isinstance(job.layout, loom.distributed.Layout) and job.layout.replicas == 1
     assert str(job.layout).startswith("one process: ")
     # The script's loop decides its batch: the layout has none of the configuration's default.

@@ -158,7 +158,7 @@ def test_data_parallel_ranks_account_one_run(tmp_path, accounted):
     summary = read_summary(run)
     # Both ranks' samples: 5 steps of the global batch of 24.
     assert summary["steps"] == 5 and summary["samples"] == 120
-    assert summary["layout"]["mode"] == "data_parallel" and summary["layout"]["ranks"] == 2
+    assert summary["layout"]["mesh"] == {"data": 2} and summary["layout"]["ranks"] == 2
     # The script's step, not the job configuration's data.batch_size.
     assert summary["layout"]["global_batch"] == 24 and summary["layout"]["replica_batch"] == 12
     exchange = summary["data_parallel"]

@@ -119,8 +119,8 @@ def test_train_under_launch_trains_as_one_job_like_loom_train(tmp_path, servers)
 
     expected = json.loads((cli / "summary.json").read_text())
     got = json.loads((python / "summary.json").read_text())
-    mode = "parameter_servers" if servers else "data_parallel"
-    assert got["layout"]["mode"] == expected["layout"]["mode"] == mode
+    assert got["layout"]["servers"] == expected["layout"]["servers"] == servers
+    assert got["layout"]["mesh"] == expected["layout"]["mesh"] == {"data": 2}
     assert got["layout"]["ranks"] == 2 + servers and got["data_parallel"]["ranks"] == 2
     assert got["steps"] == expected["steps"] == 8  # 256 samples, 16 a rank, 2 ranks
     assert got["final_train_loss"] == expected["final_train_loss"]
@@ -156,7 +156,7 @@ def test_train_refuses_a_layout_other_than_the_joined_jobs(tmp_path):
     script.write_text(f"""
 import sys, loom
 job = loom.distributed.init()
-print("joined", job.mode.value, job.layout.mesh, flush=True)
+print("joined", job.layout.servers, job.layout.mesh, flush=True)
 try:
     loom.train(overrides=["data=synthetic", "data.image_size=16", "model=mlp",
                           "parallel.mode=ps", "parallel.ps.servers=1"], out={str(tmp_path / "run")!r})
@@ -168,7 +168,7 @@ except loom.ConfigError as e:
                              str(script)], capture_output=True, text=True, timeout=120)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert output.count("joined data_parallel {'data': 2}") == 2, output
+    assert output.count("joined 0 {'data': 2}") == 2, output
     assert output.count("refused: config key 'parallel.mode'") == 2, output
     assert "joined its job as data parallel over 2 ranks" in output, output
     assert "1 workers and 1 sync parameter servers" in output, output

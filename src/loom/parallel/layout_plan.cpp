@@ -96,21 +96,25 @@ void lay_out_mesh(LayoutPlan& plan) {
   if (plan.tensor) plan.tensor->rank = plan.mesh.coordinate(plan.rank, kTensorDim);
 }
 
-}  // namespace
-
-const char* layout_mode_name(LayoutMode mode) {
-  switch (mode) {
-    case LayoutMode::kLocal:
-      return "local";
-    case LayoutMode::kDataParallel:
-      return "data_parallel";
-    case LayoutMode::kParameterServers:
-      return "parameter_servers";
-    case LayoutMode::kPipeline:
-      return "pipeline";
+// The data dimension's part of describe(): the replicas of `replica` (the words of the
+// dimensions inside data; empty: the whole model) and what ZeRO shards over them.
+std::string data_words(const DataDim& data, const std::string& replica) {
+  const int zero = data.replicas > 1 ? data.zero_stage : 0;
+  const std::string sharded = zero == 1   ? " (optimizer state sharded, ZeRO-1)"
+                              : zero == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
+                              : zero == 3
+                                  ? " (optimizer state, gradients and parameters sharded, ZeRO-3)"
+                                  : "";
+  const std::string replicas = std::to_string(data.replicas);
+  if (replica.empty()) {
+    return data.replicas > 1 ? "data parallel over " + replicas + " ranks" + sharded
+                             : "one process";
   }
-  return "?";
+  if (data.replicas == 1) return replica;
+  return replica + ", data parallel over " + replicas + " such groups" + sharded;
 }
+
+}  // namespace
 
 const char* ps_mode_name(PsMode mode) {
   switch (mode) {
@@ -122,12 +126,6 @@ const char* ps_mode_name(PsMode mode) {
       return "ssp";
   }
   return "?";
-}
-
-LayoutMode LayoutPlan::mode() const {
-  if (servers) return LayoutMode::kParameterServers;
-  if (pipeline) return LayoutMode::kPipeline;
-  return trainers > 1 ? LayoutMode::kDataParallel : LayoutMode::kLocal;
 }
 
 KeepAfterForward keep_after_forward(const std::string& word) {
@@ -224,40 +222,22 @@ LayoutPlan plan_script_pipeline(int trainers, int rank, int pipeline_ranks, int6
 
 std::string LayoutPlan::describe() const {
   std::string what;
-  const int zero = data.zero_stage;
-  switch (mode()) {
-    case LayoutMode::kLocal:
-      what = "one process";
-      break;
-    case LayoutMode::kDataParallel:
-      if (tensor) {
-        what = "tensor parallel over " + std::to_string(tensor->ranks) +
-               (tensor->sequence ? " ranks (and the sequence)" : " ranks") +
-               (data.replicas > 1
-                    ? ", data parallel over " + std::to_string(data.replicas) + " such groups"
-                    : "");
-        break;
-      }
-      what = "data parallel over " + std::to_string(data.replicas) + " ranks" +
-             (zero == 1   ? " (optimizer state sharded, ZeRO-1)"
-              : zero == 2 ? " (optimizer state and gradients sharded, ZeRO-2)"
-              : zero == 3 ? " (optimizer state, gradients and parameters sharded, ZeRO-3)"
-                          : "");
-      break;
-    case LayoutMode::kParameterServers:
-      what = std::to_string(trainers) + " workers and " + std::to_string(servers->servers) + " " +
-             ps_mode_name(servers->mode) + " parameter servers" +
-             (servers->optimizer_on_server ? " (the optimizer on the servers)" : "");
-      break;
-    case LayoutMode::kPipeline:
-      what = std::to_string(data.replicas) + " pipeline(s) of " + std::to_string(pipeline->ranks) +
-             (tensor ? " stages, each tensor parallel over " + std::to_string(tensor->ranks) +
-                           " ranks" + (tensor->sequence ? " (and the sequence)" : "")
-                     : " ranks");
-      if (zero > 0 && data.replicas > 1) {
-        what += " (ZeRO-" + std::to_string(zero) + " over each stage's replicas)";
-      }
-      break;
+  if (servers) {
+    what = std::to_string(trainers) + " workers and " + std::to_string(servers->servers) + " " +
+           ps_mode_name(servers->mode) + " parameter servers" +
+           (servers->optimizer_on_server ? " (the optimizer on the servers)" : "");
+  } else {
+    // One replica of the model, its dimensions innermost first; empty: the whole model.
+    std::string replica;
+    if (tensor) {
+      replica = "tensor parallel over " + std::to_string(tensor->ranks) + " ranks" +
+                (tensor->sequence ? " (and the sequence)" : "");
+    }
+    if (pipeline) {
+      replica = "a pipeline of " + std::to_string(pipeline->ranks) + " stages" +
+                (tensor ? ", each " + replica : "");
+    }
+    what = data_words(data, replica);
   }
   // A mesh of more than the data dimension says how its ranks are laid out.
   const std::string grid = pipeline || tensor ? "; mesh " + mesh.describe() : "";

@@ -32,13 +32,9 @@
 
 namespace loom::parallel {
 
-enum class LayoutMode { kLocal, kDataParallel, kParameterServers, kPipeline };
-inline constexpr LayoutMode kLayoutModes[] = {LayoutMode::kLocal, LayoutMode::kDataParallel,
-                                              LayoutMode::kParameterServers, LayoutMode::kPipeline};
 enum class PsMode { kSync, kAsync, kSsp };
 
-const char* layout_mode_name(LayoutMode mode);  // "local", "data_parallel", ...
-const char* ps_mode_name(PsMode mode);          // "sync", "async", "ssp"
+const char* ps_mode_name(PsMode mode);  // "sync", "async", "ssp"
 
 // The samples of one optimizer step.
 struct StepShape {
@@ -105,8 +101,6 @@ struct LayoutPlan {
   std::optional<TensorDim> tensor;
   std::optional<ServerDim> servers;
 
-  // What the dimensions make together, as summary.json and Python name it.
-  LayoutMode mode() const;
   bool serves() const { return servers && rank >= trainers; }
   // The servers keep the parameters (async, SSP, or the optimizer on the servers) rather than
   // only summing gradients.
@@ -119,7 +113,10 @@ struct LayoutPlan {
   const char* micro_batches_key() const {
     return pipeline ? "parallel.pipeline.microbatches" : "train.grad_accum";
   }
-  // "data parallel over 2 ranks: 64 samples a step, 32 a replica (1 x 32)"
+  // The run in words, each dimension saying its part (innermost first: what one replica is,
+  // then the replicas), and its step: "data parallel over 2 ranks: 64 samples a step, 32 a
+  // replica (1 x 32)", "tensor parallel over 2 ranks, data parallel over 2 such groups
+  // (optimizer state sharded, ZeRO-1): ...; mesh data 2 x tensor 2".
   std::string describe() const;
   // How a run of this plan is laid out, for a checkpoint's manifest (JSON): {"ranks": the
   // training ranks, "data_parallel": the replicas}. A pipeline's layout adds its stages

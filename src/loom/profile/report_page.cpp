@@ -301,31 +301,18 @@ table { border-collapse: collapse; } td, th { border-bottom: 1px solid #eee; pad
       (S.mfu && S.mfu.mfu ? `, MFU ${pct(S.mfu.mfu)}` : '') +
       (dp.ranks > 1 ? `; ${dp.ranks} ranks over ${esc(dp.backend)}, ${pct(dp.overlap)} of the all-reduce hidden behind backward` : '') +
       '.</p>';
-  // The layout in words, from summary.json's layout record, and its mesh (each dimension's size
-  // also in data-mesh-data, -pipeline, -tensor).
+  // The layout in words (summary.json's layout.text, each dimension's part as the run described
+  // it), and its mesh: each dimension's size in data-mesh-data, -pipeline, -tensor, the
+  // parameter servers in data-servers.
   const layout = S.layout || {}, mesh = layout.mesh || {};
-  const dims = ['data', 'pipeline', 'tensor'];
-  const size = n => mesh[n] || 1;
-  const zero = layout.zero ? `, ZeRO-${layout.zero}` : '';
-  const tensor = size('tensor') > 1 ? `tensor parallel over ${size('tensor')} ranks` : '';
-  const P = S.parameter_servers;
-  const layoutWords = {
-    local: () => 'one process',
-    data_parallel: () => tensor ? tensor + (size('data') > 1 ? `, data parallel over ${size('data')} such groups` : '') + zero
-                                : `data parallel over ${size('data')} ranks${zero}`,
-    pipeline: () => `${size('data')} pipeline${size('data') > 1 ? 's' : ''} of ${size('pipeline')} stages` +
-                    (tensor ? `, each stage ${tensor}` : '') + (size('data') > 1 ? zero : ''),
-    parameter_servers: () => `${dp.ranks} workers and ${P ? P.servers : '?'} parameter server${P && P.servers === 1 ? '' : 's'}`,
-  }[layout.mode];
   const layoutBox = document.getElementById('layout');
-  if (layoutWords) {
-    layoutBox.textContent = `Layout: ${layoutWords()}; mesh ${dims.map(n => n + ' ' + size(n)).join(' x ')}; ` +
-        `${layout.global_batch} samples a step, ${layout.replica_batch} a replica ` +
-        `(${layout.micro_batches} x ${layout.micro_batch}).`;
-    layoutBox.dataset.mode = layout.mode;
+  if (layout.text) {
+    layoutBox.textContent = `Layout: ${layout.text}.`;
     layoutBox.dataset.ranks = layout.ranks;
+    layoutBox.dataset.servers = layout.servers || 0;
     layoutBox.dataset.zero = layout.zero || 0;
-    for (const n of dims) layoutBox.dataset['mesh' + n[0].toUpperCase() + n.slice(1)] = size(n);
+    for (const n of ['data', 'pipeline', 'tensor'])
+      layoutBox.dataset['mesh' + n[0].toUpperCase() + n.slice(1)] = mesh[n] || 1;
   }
   // What the run said at its start (a batch grown with the replicas, a warm-up longer than the
   // run), then the advisor's findings.
@@ -356,6 +343,7 @@ table { border-collapse: collapse; } td, th { border-bottom: 1px solid #eee; pad
     none('workers', 'Not used: every batch was built by this host (data.remote.workers sends the work to CPU machines).');
   }
   // Each parameter server's load over the run (parallel.mode: ps), as worker rank 0 heard it.
+  const P = S.parameter_servers;
   if (P && P.per_server) {
     document.getElementById('servers').innerHTML =
         `<p>${P.servers} servers for ${P.workers} workers; bytes within ${P.bytes_spread_parts.toFixed(2)} ` +

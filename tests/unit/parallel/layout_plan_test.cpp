@@ -23,7 +23,8 @@ std::string error_of(const std::vector<std::string>& overrides, int world) {
 TEST(LayoutPlan, OneProcessReadsItsBatchGradAccumTimes) {
   const LayoutPlan plan =
       plan_layout(config_of({"data.batch_size=16", "train.grad_accum=3"}), 1, 0);
-  EXPECT_EQ(plan.mode(), LayoutMode::kLocal);
+  EXPECT_EQ(plan.mesh.describe(), "data 1");
+  EXPECT_FALSE(plan.servers || plan.pipeline || plan.tensor);
   EXPECT_EQ(plan.step.micro_batch, 16);
   EXPECT_EQ(plan.step.micro_batches, 3);
   EXPECT_EQ(plan.step.replica_batch, 48);
@@ -36,7 +37,7 @@ TEST(LayoutPlan, DataParallelRanksShareTheGlobalBatchAndScaleTheRate) {
   const LayoutPlan plan = plan_layout(
       config_of({"data.global_batch=64", "data.batch_size=7", "optimizer.lr_scaling=linear"}), 4,
       2);
-  EXPECT_EQ(plan.mode(), LayoutMode::kDataParallel);
+  EXPECT_EQ(plan.mesh.describe(), "data 4");
   EXPECT_EQ(plan.step.micro_batch, 16);  // data.batch_size is not what the ranks read
   EXPECT_EQ(plan.step.global_batch, 64);
   EXPECT_EQ(plan.data.replicas, 4);
@@ -55,7 +56,8 @@ TEST(LayoutPlan, TheLastRanksServe) {
   const Config ssp = config_of({"parallel.mode=ps", "parallel.ps.servers=2", "parallel.ps.mode=ssp",
                                 "parallel.ps.staleness=3", "data.global_batch=30"});
   const LayoutPlan worker = plan_layout(ssp, 5, 1), server = plan_layout(ssp, 5, 4);
-  EXPECT_EQ(worker.mode(), LayoutMode::kParameterServers);
+  ASSERT_TRUE(worker.servers.has_value());
+  EXPECT_EQ(worker.servers->servers, 2);
   EXPECT_EQ(worker.trainers, 3);
   EXPECT_EQ(worker.step.micro_batch, 10);  // the global batch is the workers'
   EXPECT_FALSE(worker.serves());
@@ -101,7 +103,7 @@ TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
   const Config two = config_of(
       {"parallel.pipeline.stages=2", "parallel.pipeline.microbatches=4", "data.global_batch=64"});
   const LayoutPlan plan = plan_layout(two, 4, 3);  // 2 pipelines of 2 stages
-  EXPECT_EQ(plan.mode(), LayoutMode::kPipeline);
+  ASSERT_TRUE(plan.pipeline.has_value());
   EXPECT_EQ(plan.data.replicas, 2);
   EXPECT_EQ(plan.data.replica, 1);
   EXPECT_EQ(plan.pipeline->rank, 1);
@@ -126,7 +128,8 @@ TEST(LayoutPlan, PipelinesSplitTheirStepIntoMicroBatches) {
 
 TEST(LayoutPlan, AScriptsPipelineTakesItsShapeFromTheScript) {
   const LayoutPlan plan = plan_script_pipeline(6, 4, 3, 6);  // 2 pipelines of 3 ranks
-  EXPECT_EQ(plan.mode(), LayoutMode::kPipeline);
+  ASSERT_TRUE(plan.pipeline.has_value());
+  EXPECT_EQ(plan.mesh.describe(), "data 2 x pipeline 3");
   EXPECT_EQ(plan.trainers, 6);
   EXPECT_EQ(plan.data.replicas, 2);
   EXPECT_EQ(plan.data.replica, 1);
@@ -146,10 +149,21 @@ TEST(LayoutPlan, AScriptsPipelineTakesItsShapeFromTheScript) {
   EXPECT_EQ(error(2, 2, 0).rfind("microbatches:", 0), 0u);
 }
 
-TEST(LayoutPlan, DescribesItself) {
-  const LayoutPlan plan = plan_layout(config_of({"data.global_batch=64"}), 2, 0);
-  EXPECT_EQ(plan.describe(),
+// Each dimension says its part, innermost first: what one replica is, then the replicas.
+TEST(LayoutPlan, DescribesItselfADimensionAtATime) {
+  const auto words = [](const std::vector<std::string>& overrides, int world) {
+    return plan_layout(config_of(overrides), world, 0).describe();
+  };
+  EXPECT_EQ(words({"data.global_batch=64"}, 2),
             "data parallel over 2 ranks: 64 samples a step, 32 a replica (1 x 32)");
+  EXPECT_EQ(words({"data.global_batch=64", "parallel.zero=1", "model.name=gpt", "parallel.tensor=2",
+                   "parallel.pipeline.stages=2"},
+                  8),
+            "a pipeline of 2 stages, each tensor parallel over 2 ranks, data parallel over 2 "
+            "such groups (optimizer state sharded, ZeRO-1): 64 samples a step, 32 a replica "
+            "(4 x 8); mesh data 2 x pipeline 2 x tensor 2");
+  EXPECT_EQ(words({"parallel.mode=ps", "data.batch_size=8"}, 3),
+            "2 workers and 1 sync parameter servers: 16 samples a step, 8 a replica (1 x 8)");
 }
 
 }  // namespace
