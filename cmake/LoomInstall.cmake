@@ -9,6 +9,7 @@ include(CMakePackageConfigHelpers)
 # tests/e2e/install_and_embed.sh checks that the set is closed and free of other libraries.
 set(LOOM_PUBLIC_HEADERS
   loom/comm/communicator.h
+  loom/comm/group_maker.h
   loom/comm/make_communicator.h
   loom/comm/rendezvous.h
   loom/comm/store_protocol.h
@@ -66,6 +67,8 @@ set(LOOM_PUBLIC_HEADERS
   loom/parallel/data_parallel.h
   loom/parallel/data_replicas.h
   loom/parallel/grad_sync.h
+  loom/parallel/job_groups.h
+  loom/parallel/layout_piece.h
   loom/parallel/layout_plan.h
   loom/parallel/layout_report.h
   loom/parallel/local_grad_sync.h

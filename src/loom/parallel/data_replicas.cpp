@@ -2,6 +2,7 @@
 
 #include "loom/core/error.h"
 #include "loom/parallel/local_grad_sync.h"
+#include "loom/parallel/streamed_shards.h"
 
 namespace loom::parallel {
 
@@ -20,7 +21,7 @@ std::vector<std::vector<std::string>> block_units(models::Model& model) {
 }  // namespace
 
 std::unique_ptr<comm::Communicator> make_replica_group(const LayoutPlan& plan,
-                                                       const MakeGroup& make_group,
+                                                       const comm::MakeGroup& make_group,
                                                        const std::string& prefix) {
   if (plan.data.replicas <= 1) return nullptr;
   if (!make_group) throw Error("data parallel: replicas of a part of the model need groups");
@@ -62,6 +63,29 @@ bool DataReplicas::gather_optimizer_state(CheckpointTensors& mine) const {
   if (group_->rank() != 0) return false;
   mine.optimizer = zero_->named_state(shards);
   return true;
+}
+
+std::optional<CheckpointTensors> DataReplicas::gather(CheckpointTensors mine) {
+  if (!zero_) return mine;
+  // Every rank's shards stream to the first replica (the optimizer state's, and ZeRO-3's
+  // parameters'); the rest of what it holds is the first replica's own, as every replica holds
+  // the same.
+  std::optional<StreamedShards> streamed = stream_shards(*zero_, mine.optimizer, *group_);
+  if (!streamed) return std::nullopt;
+  if (zero_->shards_parameters()) {
+    std::set<std::string> sharded;
+    for (const auto& [name, p] : zero_->parameters()) sharded.insert(name);
+    NamedTensors kept;
+    for (auto& named : mine.model) {
+      if (!sharded.count(named.first)) kept.push_back(std::move(named));
+    }
+    mine.model = std::move(kept);
+  }
+  mine.model_to_fetch = std::move(streamed->parameters);
+  mine.optimizer = std::move(streamed->scalars);
+  mine.optimizer_to_fetch = std::move(streamed->optimizer);
+  mine.finish = std::move(streamed->finish);
+  return mine;
 }
 
 std::int64_t DataReplicas::parameter_bytes_between_steps(const NamedTensors& held) const {

@@ -18,6 +18,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/parallel/data_parallel.h"
+#include "loom/parallel/layout_piece.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/sharded_model.h"
@@ -35,10 +36,10 @@ std::unique_ptr<GradSync> replica_exchange(NamedTensors parameters, NamedTensors
 // of `plan`'s mesh that hold the same part, made by `make_group` under their group's name after
 // `prefix` (a script's groups tell theirs apart so); null for one replica.
 std::unique_ptr<comm::Communicator> make_replica_group(const LayoutPlan& plan,
-                                                       const MakeGroup& make_group,
+                                                       const comm::MakeGroup& make_group,
                                                        const std::string& prefix = "");
 
-class DataReplicas {
+class DataReplicas : public LayoutPiece {
  public:
   // `group` holds the replicas (null, or one rank: none) and must outlive the piece. Under ZeRO
   // (plan.zero_stage, with replicas) `parameters` are partitioned and `options.zero` is set to
@@ -70,18 +71,29 @@ class DataReplicas {
   const NamedTensors& optimized(const NamedTensors& held) const {
     return zero_ ? zero_->shards() : held;
   }
-  // A checkpoint's optimizer state (under the parameters' names) as this rank keeps it.
-  NamedTensors own_optimizer_state(const NamedTensors& saved) const {
+  // A checkpoint's optimizer state (under the parameters' names) as this rank keeps it: its
+  // shards' under ZeRO.
+  NamedTensors own_optimizer_state(NamedTensors saved) const override {
     return zero_ ? zero_->shard_state(saved) : saved;
   }
+  // Under ZeRO every replica holds its own shards; otherwise the first replica holds what the
+  // others do.
+  bool takes_part_in_checkpoints() const override {
+    return zero_ || !group_ || group_->rank() == 0;
+  }
+  // Under ZeRO every replica's shards stream to the first replica (streamed_shards.h): the
+  // optimizer state's, and ZeRO-3's parameters', as tensors to fetch under the parameters'
+  // names; `mine` as it is otherwise.
+  std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // The exchange of the held parameters' gradients over the replicas (after the partition).
   std::unique_ptr<GradSync> make_sync(NamedTensors parameters, NamedTensors buffers,
                                       const DataParallelOptions& options) const {
     return replica_exchange(std::move(parameters), std::move(buffers), group_, options);
   }
   // Under ZeRO every replica's optimizer shards go to the group's rank 0, which names them as
-  // the parameters in `mine.optimizer`; returns whether this rank holds them (it always does
-  // without ZeRO). Collective over the replicas under ZeRO.
+  // the parameters in `mine.optimizer`, all at once (Python's loom.checkpoint hands them back
+  // so); returns whether this rank holds them (it always does without ZeRO). Collective over
+  // the replicas under ZeRO.
   bool gather_optimizer_state(CheckpointTensors& mine) const;
   // Bytes of `held` (the parameters) this rank keeps between steps: all of them, or under
   // ZeRO-3 its shards of those that train.

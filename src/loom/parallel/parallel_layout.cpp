@@ -63,6 +63,28 @@ void fetch_all(CheckpointTensors& all) {
   all.finish = nullptr;
 }
 
+bool ParallelLayout::takes_part_in_checkpoints() const {
+  for (const LayoutPiece* piece : parts_.applied) {
+    if (!piece->takes_part_in_checkpoints()) return false;
+  }
+  return true;
+}
+
+std::optional<CheckpointTensors> ParallelLayout::gather_for_writing(CheckpointTensors mine) {
+  for (auto piece = parts_.applied.rbegin(); piece != parts_.applied.rend(); ++piece) {
+    std::optional<CheckpointTensors> whole = (*piece)->gather(std::move(mine));
+    if (!whole) return std::nullopt;
+    mine = std::move(*whole);
+  }
+  return mine;
+}
+
+NamedTensors ParallelLayout::own_model_state(const NamedTensors& saved) const {
+  NamedTensors held = saved;
+  for (const LayoutPiece* piece : parts_.applied) held = piece->own_model_state(std::move(held));
+  return held;
+}
+
 const NamedTensors& ParallelLayout::optimized_parameters() const {
   return parts_.data ? parts_.data->optimized(parameters_) : parameters_;
 }
@@ -77,8 +99,11 @@ std::int64_t ParallelLayout::parameter_bytes_between_steps() const {
 }
 
 NamedTensors ParallelLayout::own_optimizer_state(const NamedTensors& saved) const {
-  NamedTensors held = own_model_state(saved);
-  return parts_.data ? parts_.data->own_optimizer_state(held) : held;
+  NamedTensors held = saved;
+  for (const LayoutPiece* piece : parts_.applied) {
+    held = piece->own_optimizer_state(std::move(held));
+  }
+  return held;
 }
 
 std::optional<CheckpointTensors> ParallelLayout::gather(CheckpointTensors mine) {

@@ -3,11 +3,12 @@
 // ParallelLayout and never asks which it is: one process, all-reduce data parallelism (ZeRO
 // 0-3), parameter servers (sync, async, SSP), pipelines, and tensor groups, composed as the
 // plan's mesh says (T x P x D). Each is made from the job's LayoutPlan and owns what its kind
-// needs: the communicator groups, the gradient exchange (GradSync), the step executor, gradient
-// clipping over every stage, the gather of checkpoint tensors under the model's own names, the
-// evaluation path, and its report for the summary. The run-wide reductions (a loss's mean, a
-// stop asked by any rank, an evaluation's sums) are written once here, over the groups each
-// layout names.
+// needs: the communicator groups, a piece per dimension (layout_piece.h), the gradient exchange
+// (GradSync), the step executor (accumulating or scheduled), the evaluation path, and its report
+// for the summary. What follows from the pieces is written once here, for every layout: the
+// run-wide reductions (a loss's mean, a stop asked by any rank, an evaluation's sums) over the
+// groups each layout names, gradient clipping over every stage, slice and shard, and the
+// checkpoints' gather under the model's own names and cut on resume.
 //
 // Per run: parameters() and buffers() are what this rank trains and saves (the optimizer is
 // made over them); start() once they hold the values to start from (after a resume); every
@@ -31,10 +32,12 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/comm/group_maker.h"
 #include "loom/core/tensor_to_fetch.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/parallel/grad_sync.h"
+#include "loom/parallel/layout_piece.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/layout_report.h"
 #include "loom/parallel/step_executor.h"
@@ -43,13 +46,6 @@ namespace loom::parallel {
 
 class DataReplicas;  // data_replicas.h
 class TensorRanks;   // tensor_ranks.h
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
-
-// Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]),
-// named so that its store keys differ from every other group's.
-using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
-                                                                    const std::string& name)>;
 
 // What start() needs from the loop.
 struct StartOptions {
@@ -63,20 +59,6 @@ struct StartOptions {
   std::function<void()> release_optimizer_state;
 };
 
-// The checkpoint tensors of one rank, or of the whole job once gathered.
-struct CheckpointTensors {
-  NamedTensors model, optimizer;  // under the model's own names
-  at::Tensor rng;                 // this rank's CPU generator state
-  // A pipeline's ranks draw from generators of their own: each pipeline rank's, by that rank.
-  std::map<int, at::Tensor> rank_rngs;
-  // Gathered for writing (gather_for_writing): the other ranks' shares, after `model` and
-  // `optimizer`, each fetched from its rank when the writer reaches it, in order. finish() then
-  // takes in whatever was not fetched (all of it after a failed write), so that the other ranks'
-  // sends complete; it must be called once the writing is over, whatever its outcome.
-  std::vector<TensorToFetch> model_to_fetch, optimizer_to_fetch;
-  std::function<void()> finish;
-};
-
 // Scales gradients so that their norm over every rank of `comm` is at most `max_norm` (as
 // torch's clip_grad_norm_ does for one process): the norm over every rank's `counted` (each
 // element counted on one rank only), then every tensor of `scaled` scaled by the same factor
@@ -84,10 +66,6 @@ struct CheckpointTensors {
 void clip_gradients_across(const std::vector<at::Tensor>& counted,
                            const std::vector<at::Tensor>& scaled, double max_norm,
                            comm::Communicator& comm);
-
-// Fetches every tensor `all` has to fetch into its held ones, then finishes the fetching: what
-// a gather that hands back every tensor at once makes of one made for a writer.
-void fetch_all(CheckpointTensors& all);
 
 // Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
 // send theirs and get nothing back.
@@ -110,12 +88,12 @@ class ParallelLayout {
   // Bytes of parameters this rank holds between steps: parameters()' (their shards under
   // ZeRO-3).
   std::int64_t parameter_bytes_between_steps() const;
-  // Of a checkpoint's tensors (whole, under their names: the model's, or optimizer state
-  // "<param>.<field>"), those this rank holds, as it holds them: its stages', its slices under
-  // tensor parallelism.
-  virtual NamedTensors own_model_state(const NamedTensors& saved) const { return saved; }
-  // A checkpoint's optimizer state (under the model's names) as this rank's optimizer keeps it,
-  // under optimized_parameters()' names: own_model_state()'s, then cut into ZeRO's shards.
+  // Of a checkpoint's model tensors (whole, under their names), those this rank holds, as it
+  // holds them: its stages', its slices under tensor parallelism. Each piece cuts in turn, in
+  // the order the dimensions were applied.
+  NamedTensors own_model_state(const NamedTensors& saved) const;
+  // A checkpoint's optimizer state (whole, "<param>.<field>") as this rank's optimizer keeps it,
+  // under optimized_parameters()' names: its stages', its slices, then its ZeRO shards.
   NamedTensors own_optimizer_state(const NamedTensors& saved) const;
 
   // Makes the gradient exchange and the step executor; parameters() hold the values every rank
@@ -164,15 +142,14 @@ class ParallelLayout {
   double sum_over_stages(double mine);
 
   // Whether this rank takes part in writing checkpoints (it holds a share no other rank that
-  // writes holds); gather() is collective over those ranks.
-  virtual bool takes_part_in_checkpoints() const { return plan_.rank == 0; }
+  // writes holds: every piece says so); gather() is collective over those ranks.
+  bool takes_part_in_checkpoints() const;
   // The whole job's checkpoint tensors on the rank that writes them (the job's rank 0), from
   // every rank's share, for a writer that fetches tensors one at a time: where other ranks'
   // shares would all be held at once (a pipeline's stages on rank 0, ZeRO's shards), they come
-  // as tensors to fetch instead. nullopt on the other ranks.
-  virtual std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) {
-    return mine;
-  }
+  // as tensors to fetch instead. nullopt on the other ranks. Each piece gathers in turn, the
+  // last applied first.
+  std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine);
   // The same with every tensor taken in at once (Python's loom.checkpoint hands them back as
   // lists).
   std::optional<CheckpointTensors> gather(CheckpointTensors mine);
@@ -216,6 +193,9 @@ class ParallelLayout {
     // Parameters whose gradient another stage's rank counts in the norm (a pipeline's tied
     // copies); null for none.
     const std::set<std::string>* counted_elsewhere = nullptr;
+    // Every piece, in the order its dimension was applied (pipeline, tensor, data): what the
+    // checkpoints' gather and cut go through (layout_piece.h).
+    std::vector<LayoutPiece*> applied;
   };
 
   LayoutParts parts_;

@@ -5,7 +5,6 @@
 #include "loom/core/autocast_scope.h"
 #include "loom/parallel/accumulating_executor.h"
 #include "loom/parallel/ps/remote_parameters.h"
-#include "loom/parallel/streamed_shards.h"
 
 namespace loom::parallel {
 
@@ -28,6 +27,8 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
   parts_.trainers = trainers_;
   parts_.data = data_.get();
   parts_.tensor = tensor_.get();
+  if (tensor_) parts_.applied.push_back(tensor_.get());
+  parts_.applied.push_back(data_.get());
 }
 
 ReplicatedLayout::~ReplicatedLayout() {
@@ -35,49 +36,6 @@ ReplicatedLayout::~ReplicatedLayout() {
   // go first.
   executor_.reset();
   grad_sync_.reset();
-}
-
-NamedTensors ReplicatedLayout::own_model_state(const NamedTensors& saved) const {
-  return tensor_ ? tensor_->own_slices(saved) : saved;
-}
-
-std::optional<CheckpointTensors> ReplicatedLayout::gather_for_writing(CheckpointTensors mine) {
-  const ZeroPartition* zero = data_->partition();
-  if (tensor_) {
-    // The replicas' shards first (on the first replica, under the parameters' names), then the
-    // first replica's slices put together.
-    if (zero) {
-      std::optional<CheckpointTensors> replicas = gather_shards(*zero, std::move(mine));
-      if (!replicas) return std::nullopt;
-      fetch_all(*replicas);
-      mine = std::move(*replicas);
-    }
-    return tensor_->gather(std::move(mine));
-  }
-  if (!zero) return ParallelLayout::gather_for_writing(std::move(mine));
-  return gather_shards(*zero, std::move(mine));
-}
-
-std::optional<CheckpointTensors> ReplicatedLayout::gather_shards(const ZeroPartition& zero,
-                                                                 CheckpointTensors mine) {
-  // Every rank's shards stream to rank 0 (the optimizer state's, and ZeRO-3's parameters');
-  // the rest of the model is rank 0's own, as every rank holds the same.
-  std::optional<StreamedShards> streamed = stream_shards(zero, mine.optimizer, *replica_group());
-  if (!streamed) return std::nullopt;
-  if (zero.shards_parameters()) {
-    std::set<std::string> sharded;
-    for (const auto& [name, p] : zero.parameters()) sharded.insert(name);
-    NamedTensors kept;
-    for (auto& named : mine.model) {
-      if (!sharded.count(named.first)) kept.push_back(std::move(named));
-    }
-    mine.model = std::move(kept);
-  }
-  mine.model_to_fetch = std::move(streamed->parameters);
-  mine.optimizer = std::move(streamed->scalars);
-  mine.optimizer_to_fetch = std::move(streamed->optimizer);
-  mine.finish = std::move(streamed->finish);
-  return mine;
 }
 
 std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors parameters,

@@ -31,7 +31,7 @@ struct ReplicatedLayoutOptions {
   ps::PsExchangeOptions ps;
   int server_state_fields = 0;
   // Tensor parallelism (plan.tensor): makes the tensor groups and the data groups across them.
-  MakeGroup make_group;
+  comm::MakeGroup make_group;
 };
 
 // The gradient exchange of one replica of the whole model, as the plan asks: none for one
@@ -54,21 +54,10 @@ class ReplicatedLayout : public ParallelLayout {
   ~ReplicatedLayout() override;
 
   void start(const StartOptions& options) override;
-  NamedTensors own_model_state(const NamedTensors& saved) const override;
-  // ZeRO: every rank streams its shards to rank 0 for a checkpoint; tensor parallelism: the first
-  // replica's tensor group sends its slices.
-  bool takes_part_in_checkpoints() const override {
-    return data_->partition() || plan_.rank == 0 || (tensor_ && plan_.data.replica == 0);
-  }
-  // ZeRO: the optimizer state (and ZeRO-3's parameters) come as tensors to fetch, streamed
-  // from every rank a bucket at a time.
-  std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
   void forward_only(int64_t batches, const MicroBatchSource& batch,
                     const OutputSink& output) override;
 
  private:
-  // Every replica's ZeRO shards streamed to the first replica (streamed_shards.h).
-  std::optional<CheckpointTensors> gather_shards(const ZeroPartition& zero, CheckpointTensors mine);
   // The replicas' group: the training ranks, or under tensor parallelism the ranks that hold the
   // same slices.
   comm::Communicator* replica_group() const { return tensor_ ? replica_group_.get() : trainers_; }

@@ -76,7 +76,7 @@ class CommTensorGroup : public models::TensorGroup {
 };
 
 TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
-                         const MakeGroup& make_group) {
+                         const comm::MakeGroup& make_group) {
   if (!make_group) throw Error("tensor parallel: the layout was given no way to make groups");
   comm_ = make_group(plan.mesh.group(plan.rank, kTensorDim),
                      plan.mesh.group_name(plan.rank, kTensorDim));
@@ -152,6 +152,7 @@ class ArrivingSlices {
 }  // namespace
 
 std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
+  fetch_all(mine);
   // Only the split tensors travel, the model's then the optimizer's, in the order every rank
   // holds them; the whole ones are the first rank's own.
   std::vector<std::pair<const NamedTensors*, std::size_t>> split;  // (list, index)
@@ -198,7 +199,7 @@ std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
   return out;
 }
 
-NamedTensors TensorRanks::own_slices(const NamedTensors& whole) const {
+NamedTensors TensorRanks::own_model_state(NamedTensors whole) const {
   NamedTensors out;
   for (const auto& [name, tensor] : whole) {
     const models::TensorSplit* split = split_of(name, tensor);

@@ -27,12 +27,12 @@ namespace loom::parallel {
 
 class CommTensorGroup;  // tensor_ranks.cpp
 
-class TensorRanks {
+class TensorRanks : public LayoutPiece {
  public:
   // Joins this rank's tensor group (`make_group` over the mesh's "tensor" dimension) and splits
   // `model` over it. Throws ConfigError naming parallel.tensor for a model that cannot be split
   // (parallel.tensor_sequence for one that cannot split the sequence).
-  TensorRanks(const LayoutPlan& plan, models::Model& model, const MakeGroup& make_group);
+  TensorRanks(const LayoutPlan& plan, models::Model& model, const comm::MakeGroup& make_group);
   ~TensorRanks();
 
   comm::Communicator& group() { return *comm_; }
@@ -47,10 +47,10 @@ class TensorRanks {
     return rank() == 0 || splits_.count(name) > 0;
   }
   // The whole tensors from every rank's slices, on the group's first rank (the others send
-  // theirs and get nothing): `mine` as ParallelLayout::gather_for_writing takes it (with
-  // nothing to fetch yet). The split ones come as tensors to fetch, each put together from the
-  // slices when the writer reaches it.
-  std::optional<CheckpointTensors> gather(CheckpointTensors mine);
+  // theirs and get nothing). The split ones come as tensors to fetch, each put together from
+  // the slices when the writer reaches it; what `mine` had to fetch (its replicas' ZeRO shards)
+  // is taken in first.
+  std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
   // Whether the model's output is split over the group (models::Model::output_split).
   bool output_split() const { return output_split_; }
   // The loss that trains the model for `loss` (the whole output's): the same loss across the
@@ -62,7 +62,7 @@ class TensorRanks {
   at::Tensor whole_output(const at::Tensor& share);
   // A checkpoint's whole tensors (the model's, or optimizer state "<param>.<field>") cut into
   // this rank's slices; the rest as they are.
-  NamedTensors own_slices(const NamedTensors& whole) const;
+  NamedTensors own_model_state(NamedTensors whole) const override;
 
  private:
   // The split of a model tensor or of its optimizer state "<param>.<field>"; null when whole.

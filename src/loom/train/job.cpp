@@ -121,16 +121,16 @@ int Job::ranks_on_host() const {
 
 void Job::fill(TrainOptions& options) {
   options.ranks_on_host = ranks_on_host();
-  options.communicator = trainers();
+  options.groups.trainers = trainers();
   options.heartbeat_store = heartbeat_store(world);
   if (termination) options.termination = termination;
   if (!communicator) return;
   // The ranks of a host share its cores.
   options.topology.usable_cores = std::max(1, options.topology.usable_cores / world.local_world);
-  options.make_group = group_maker();
+  options.groups.make_group = group_maker();
   if (plan.servers) {
-    options.ps_world = communicator.get();
-    options.ps = ps;
+    options.groups.ps_world = communicator.get();
+    options.groups.ps = ps;
   }
 }
 
@@ -161,7 +161,7 @@ c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
   }
 }
 
-Job::MakeGroup Job::group_maker() const {
+comm::MakeGroup Job::group_maker() const {
   if (!communicator) return nullptr;
   return [backend = backend, rendezvous = rendezvous, group_options = communicator->options()](
              const std::vector<int>& ranks, const std::string& name) {

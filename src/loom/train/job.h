@@ -58,11 +58,8 @@ struct Job {
   // run of train() in a job joined earlier (loom.distributed.init(), then loom.train()) cannot
   // wait for ranks that do something else.
   void check_trains(const Config& config) const;
-  // Builds a communicator over some of the job's ranks (ascending; group rank i is ranks[i]);
-  // every member calls it with the same ranks and name. Null for a job of one process.
-  using MakeGroup = std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
-                                                                      const std::string& name)>;
-  MakeGroup group_maker() const;
+  // Builds communicators over some of the job's ranks; null for a job of one process.
+  comm::MakeGroup group_maker() const;
 
   // A script's own loop (loom.distributed), after its step `step` (the steps done): strikes
   // with the testing aids meant for that step (LOOM_FAULT_KILL_RANK_AFTER_STEP in a job's first

@@ -17,7 +17,7 @@ RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& 
   if (!plan.layout.pipeline) return plan;
   plan.pipeline = parallel::pipeline::agree_on_pipeline(
       config, plan.layout.step.replica_batch, options.topology,
-      model_on_first_batch_of(config, options.topology), *options.communicator);
+      model_on_first_batch_of(config, options.topology), *options.groups.trainers);
   // The pipeline's plan may shard over the pipelines, or recompute, to fit the memory cap.
   plan.layout.data.zero_stage = std::max(plan.layout.data.zero_stage, plan.pipeline->zero);
   if (plan.pipeline->recompute_every > 0) plan.recompute_every = plan.pipeline->recompute_every;
@@ -25,6 +25,7 @@ RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& 
 }
 
 std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& model) const {
+  const parallel::JobGroups& groups = options_.groups;
   if (const auto& pipeline = plan_.pipeline) {
     parallel::pipeline::PipelineLayoutOptions options;
     options.schedule = pipeline->schedule;
@@ -35,20 +36,20 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
     options.better_bubble = pipeline->better_bubble;
     options.eval_batch = config_.data.eval_batch_size;
     return std::make_unique<parallel::pipeline::PipelineLayout>(
-        plan_.layout, model, *options_.communicator, options_.make_group, std::move(options));
+        plan_.layout, model, *groups.trainers, groups.make_group, std::move(options));
   }
   parallel::ReplicatedLayoutOptions options;
   options.data_parallel = parallel::data_parallel_options(config_.parallel);
-  options.make_group = options_.make_group;
+  options.make_group = groups.make_group;
   if (plan_.layout.servers) {
-    options.ps_world = options_.ps_world;
-    options.ps = options_.ps;
+    options.ps_world = groups.ps_world;
+    options.ps = groups.ps;
     options.ps.part_bytes = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(config_.parallel.ps.part_mb * (1 << 20)));
     options.server_state_fields =
         static_cast<int>(parallel::ps::held_state_fields(config_.optimizer).size());
   }
-  return std::make_unique<parallel::ReplicatedLayout>(plan_.layout, model, options_.communicator,
+  return std::make_unique<parallel::ReplicatedLayout>(plan_.layout, model, groups.trainers,
                                                       std::move(options));
 }
 

@@ -19,7 +19,6 @@
 
 namespace loom::train {
 
-
 // What a run will do, complete before anything is built and never changed after: the layout
 // (ranks, the step's shape, the ZeRO stage) and, for a pipeline, the schedule, the split and
 // what its plan chose to fit the memory cap (ZeRO over the pipelines, blocks recomputed).
@@ -32,7 +31,7 @@ struct RunPlan {
 };
 
 // The plan of rank `rank` of a job of `world` ranks (servers included). Collective over the
-// training ranks (options.communicator) for a pipeline: rank 0 profiles the model and plans,
+// training ranks (options.groups.trainers) for a pipeline: rank 0 profiles the model and plans,
 // the others wait for its choices. Throws ConfigError naming the key.
 RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& options);
 

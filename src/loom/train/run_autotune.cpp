@@ -38,7 +38,7 @@ RunAutotune::RunAutotune(Run run, int64_t step, int64_t steps_left, const std::s
   }
   session_ = std::make_unique<AutotuneSession>(
       config, run_.options.topology.usable_cores, steps_left, start, *parts.data.train,
-      parts.layout->grad_sync(), run_.options.communicator, gradients);
+      parts.layout->grad_sync(), run_.options.groups.trainers, gradients);
 }
 
 void RunAutotune::after_step(int64_t step, int64_t samples, double seconds) {

@@ -303,7 +303,7 @@ TrainSummary TrainingRun::run() {
   // The end of the run, preempted or not, waits for the checkpoint in flight to commit.
   checkpoints_->finish_writing([this] { watchdog_->progress(); });
   // Parameter servers trace too, as the job's last ranks; end_training() has waited for them.
-  accounting_->merge_traces(world_ > 1 ? options_.communicator : nullptr, plan_.world);
+  accounting_->merge_traces(world_ > 1 ? options_.groups.trainers : nullptr, plan_.world);
   // Resuming a run that had already finished trains nothing: still report its accuracy.
   if (config_.train.eval && parts_.data.test && last_eval_.samples == 0 && !preempted_) {
     last_eval_ = evaluate_test();
@@ -314,7 +314,8 @@ TrainSummary TrainingRun::run() {
 
 TrainSummary train(const Config& config, const TrainOptions& options) {
   // The job: every rank, servers included, when there are parameter servers.
-  const comm::Communicator* job = options.ps_world ? options.ps_world : options.communicator;
+  const comm::Communicator* job =
+      options.groups.ps_world ? options.groups.ps_world : options.groups.trainers;
   const RunPlan plan = plan_run(config, job ? job->world() : 1, job ? job->rank() : 0, options);
   const LayoutFactory layouts(config, plan, options);
   TrainingRun run(config, options, layouts);

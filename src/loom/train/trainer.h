@@ -21,9 +21,9 @@
 #include "loom/core/topology.h"
 #include "loom/data/batch_source.h"
 #include "loom/data/remote/remote_worker_stats.h"
+#include "loom/parallel/job_groups.h"
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/parallel_layout.h"
-#include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/profile/advisor.h"
 #include "loom/profile/autotuner.h"
 #include "loom/profile/step_timer.h"
@@ -190,22 +190,11 @@ class TrainObserver {
 
 struct TrainOptions {
   std::string out_dir;
-  // The ranks that train, when there are more than one (not owned; null for one process): data
-  // parallel replicas (with their ZeRO stage), a pipeline's P x D ranks, or a parameter-server
-  // job's workers (ps_world holds them all). Rank 0 writes the run directory; the others write
-  // only their traces there (profile.trace), which rank 0 merges into trace.json and removes.
-  comm::Communicator* communicator = nullptr;
-  // Builds a communicator over some of those ranks (ascending; group rank i is ranks[i]); every
-  // member calls it with the same list and name. Needed for pipelines that also run data
-  // parallel (one group per pipeline and one per stage's replicas).
-  std::function<std::unique_ptr<comm::Communicator>(const std::vector<int>& ranks,
-                                                    const std::string& name)>
-      make_group;
-  // Parameter servers (parallel.mode: ps): the whole job, workers then servers, over which
-  // gradient parts travel (not owned); `communicator` then holds the workers only. `ps` says who
-  // is who (its part_bytes comes from parallel.ps.part_mb).
-  comm::Communicator* ps_world = nullptr;
-  parallel::ps::PsExchangeOptions ps;
+  // The job's groups the run's layout is made over (Job::fill): the training ranks (null for one
+  // process), the maker of groups among them, and parameter servers' part of the job. Rank 0 of
+  // the training ranks writes the run directory; the others write only their traces there
+  // (profile.trace), which rank 0 merges into trace.json and removes.
+  parallel::JobGroups groups;
   bool resume = false;  // continue from out_dir/checkpoints (fresh if none)
   // SIGTERM's flag (catch_termination()); non-zero asks the run to finish its step, agree on it
   // with the other ranks, commit a checkpoint and return a summary marked preempted. Null: the

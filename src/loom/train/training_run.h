@@ -44,8 +44,8 @@ class TrainingRun : private parallel::StepObserver {
         options_(options),
         plan_(layouts.plan().layout),
         layouts_(layouts),
-        rank_(options.communicator ? options.communicator->rank() : 0),
-        world_(options.communicator ? options.communicator->world() : 1) {}
+        rank_(options.groups.trainers ? options.groups.trainers->rank() : 0),
+        world_(options.groups.trainers ? options.groups.trainers->world() : 1) {}
 
   TrainSummary run();
 

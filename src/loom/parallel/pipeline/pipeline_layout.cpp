@@ -41,7 +41,7 @@ class SumTiedAfterStep : public StepExecutor {
 }  // namespace
 
 PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
-                               const MakeGroup& make_group, PipelineLayoutOptions options)
+                               const comm::MakeGroup& make_group, PipelineLayoutOptions options)
     : ParallelLayout(std::move(plan)), model_(model), job_(job), options_(std::move(options)) {
   if (plan_.data.replicas > 1 || plan_.tensor) {
     if (!make_group) throw Error("pipeline: a pipeline x data or tensor run needs groups");
@@ -61,6 +61,11 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   parameters_ = std::move(own.parameters);
   buffers_ = std::move(own.buffers);
   for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
+  std::set<std::string> held;
+  for (const auto* list : {&parameters_, &buffers_}) {
+    for (const auto& [name, t] : *list) held.insert(name);
+  }
+  stages_piece_ = std::make_unique<PipelineStages>(pipeline(), std::move(held));
   data_ = std::make_unique<DataReplicas>(plan_.data, replica_group_.get(), parameters_,
                                          options_.data_parallel, nullptr, tied_.names());
   plan_text_ = options_.plan_text;
@@ -70,24 +75,9 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   parts_.data = data_.get();
   parts_.tensor = tensor_.get();
   parts_.counted_elsewhere = &tied_copies_;
-}
-
-NamedTensors PipelineLayout::own_model_state(const NamedTensors& saved) const {
-  if (!tensor_) return saved;
-  // Only this rank's stages' tensors are cut (the others' are not kept here).
-  std::set<std::string> held;
-  for (const auto* list : {&parameters_, &buffers_}) {
-    for (const auto& [name, t] : *list) held.insert(name);
-  }
-  NamedTensors own;
-  for (const auto& named : saved) {
-    const auto dot = named.first.rfind('.');
-    if (held.count(named.first) ||
-        (dot != std::string::npos && held.count(named.first.substr(0, dot)))) {
-      own.push_back(named);
-    }
-  }
-  return tensor_->own_slices(own);
+  parts_.applied = {stages_piece_.get()};
+  if (tensor_) parts_.applied.push_back(tensor_.get());
+  parts_.applied.push_back(data_.get());
 }
 
 PipelineLayout::~PipelineLayout() {
@@ -116,107 +106,6 @@ void PipelineLayout::start(const StartOptions& options) {
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model.
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) a->reset_peak();
-}
-
-namespace {
-
-// Names, types and shapes of a rank's tensors, as JSON in a byte tensor (what rank 0 lays the
-// checkpoint files out from before any of the tensors themselves arrive).
-at::Tensor describe_tensors(const NamedTensors& model, const NamedTensors& optimizer) {
-  nlohmann::json d = {{"model", nlohmann::json::array()}, {"optimizer", nlohmann::json::array()}};
-  for (const auto& [key, tensors] : {std::pair{"model", &model}, {"optimizer", &optimizer}}) {
-    for (const auto& [name, t] : *tensors) {
-      d[key].push_back({name, static_cast<int>(t.scalar_type()), t.sizes().vec()});
-    }
-  }
-  const std::string text = d.dump();
-  at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::memcpy(bytes.data_ptr(), text.data(), text.size());
-  return bytes;
-}
-
-}  // namespace
-
-std::optional<CheckpointTensors> PipelineLayout::gather_for_writing(CheckpointTensors mine) {
-  if (!data_->gather_optimizer_state(mine)) return std::nullopt;
-  if (tensor_) {
-    // The stage's slices put together on its tensor group's first rank, which goes on as the
-    // stage's only sender; a stage other than the first's holds its whole tensors to send.
-    std::optional<CheckpointTensors> whole = tensor_->gather(std::move(mine));
-    if (!whole) return std::nullopt;
-    if (pipeline().rank() != 0) fetch_all(*whole);
-    mine = std::move(*whole);
-  }
-  comm::Communicator& comm = pipeline();
-  if (comm.rank() != 0) {
-    // Sent from this rank's own tensors (contiguous, as parameters and optimizer state are: no
-    // copies), all at once: each completes as rank 0 takes it in.
-    comm::PendingSends sends;
-    comm::send_tensor(comm, describe_tensors(mine.model, mine.optimizer), 0, sends);
-    comm::send_tensor(comm, mine.rng, 0, sends);
-    for (const auto* tensors : {&mine.model, &mine.optimizer}) {
-      for (const auto& [name, t] : *tensors) {
-        comm::send_tensor(comm, t.detach().contiguous(), 0, sends);
-      }
-    }
-    sends.wait_all(comm.options().timeout);
-    return std::nullopt;
-  }
-  CheckpointTensors all;
-  all.model = std::move(mine.model);
-  all.optimizer = std::move(mine.optimizer);
-  // This stage's own tensors still to come (its tensor group's split ones), then the others'.
-  all.model_to_fetch = std::move(mine.model_to_fetch);
-  all.optimizer_to_fetch = std::move(mine.optimizer_to_fetch);
-  all.rng = mine.rng;
-  all.rank_rngs[0] = mine.rng;
-  // A tied parameter comes from its owner and from each copy, equal: the first is written.
-  std::set<std::string> model_names, optimizer_names;
-  for (const auto& [name, t] : all.model) model_names.insert(name);
-  for (const auto& t : all.model_to_fetch) model_names.insert(t.name);
-  for (const auto& [name, t] : all.optimizer) optimizer_names.insert(name);
-  for (const auto& t : all.optimizer_to_fetch) optimizer_names.insert(t.name);
-  auto peers = std::make_shared<std::vector<std::unique_ptr<comm::PeerTensors>>>();
-  for (int r = 1; r < comm.world(); ++r) {
-    const at::Tensor bytes = comm::recv_tensor(comm, r);
-    nlohmann::json d;
-    try {
-      d = nlohmann::json::parse(std::string(static_cast<const char*>(bytes.data_ptr()),
-                                            static_cast<size_t>(bytes.numel())));
-    } catch (const nlohmann::json::exception& e) {
-      throw CommError("checkpoint: pipeline rank " + std::to_string(r) +
-                      " described its tensors in malformed JSON: " + e.what());
-    }
-    all.rank_rngs[r] = comm::recv_tensor(comm, r);
-    const size_t count = d["model"].size() + d["optimizer"].size();
-    peers->push_back(std::make_unique<comm::PeerTensors>(comm, r, count));
-    const size_t peer = peers->size() - 1;
-    size_t index = 0;
-    for (const auto& [key, names, out] :
-         {std::tuple{"model", &model_names, &all.model_to_fetch},
-          std::tuple{"optimizer", &optimizer_names, &all.optimizer_to_fetch}}) {
-      for (const auto& entry : d[key]) {
-        const std::string name = entry[0].get<std::string>();
-        if (names->insert(name).second) {
-          out->push_back({name, static_cast<at::ScalarType>(entry[1].get<int>()),
-                          entry[2].get<std::vector<int64_t>>(),
-                          [peers, peer, index] { return (*peers)[peer]->take(index); }});
-        }
-        ++index;
-      }
-    }
-  }
-  all.finish = [peers, own = std::move(mine.finish)] {
-    // The other stages' sends complete even when this stage's tensor group failed to.
-    try {
-      if (own) own();
-    } catch (...) {
-      for (auto& peer : *peers) peer->drain();
-      throw;
-    }
-    for (auto& peer : *peers) peer->drain();
-  };
-  return all;
 }
 
 void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch,

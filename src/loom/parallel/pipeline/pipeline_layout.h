@@ -10,7 +10,9 @@
 // that stage's gradients are summed. Each rank keeps
 // (trains, saves, evaluates) only its own stages' tensors (its slices of them under tensor
 // parallelism); checkpoints gather every stage's on rank 0 under the model's own names: each
-// stage's replicas' ZeRO shards first, then its tensor group's slices, then the stages.
+// stage's replicas' ZeRO shards first, then its tensor group's slices, then the stages (the
+// pieces applied in the order pipeline, tensor, data, as torchtitan splits the stages first and
+// then parallelizes each, and undone the other way: layout_piece.h).
 #pragma once
 
 #include <functional>
@@ -24,6 +26,7 @@
 #include "loom/parallel/data_replicas.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/pipeline/pipeline_executor.h"
+#include "loom/parallel/pipeline/pipeline_stages.h"
 #include "loom/parallel/pipeline/schedule.h"
 #include "loom/parallel/pipeline/tied_parameters.h"
 #include "loom/parallel/tensor_ranks.h"
@@ -50,20 +53,10 @@ class PipelineLayout : public ParallelLayout {
   // pipeline and stage groups (collective). `job` and `model` must outlive the layout. Drops
   // the tensors of other ranks' stages from `model`: they need no memory here.
   PipelineLayout(LayoutPlan plan, models::Model& model, comm::Communicator& job,
-                 const MakeGroup& make_group, PipelineLayoutOptions options);
+                 const comm::MakeGroup& make_group, PipelineLayoutOptions options);
   ~PipelineLayout() override;
 
   void start(const StartOptions& options) override;
-  // Of a checkpoint's tensors, those of this rank's stages (its slices of them under tensor
-  // parallelism).
-  NamedTensors own_model_state(const NamedTensors& saved) const override;
-  // ZeRO (plan.data.zero_stage, with several pipelines): each stage's parameters are
-  // partitioned over its replicas (data_replicas.h), and every rank takes part in checkpoints.
-  bool takes_part_in_checkpoints() const override {
-    return data_->partition() || plan_.data.replica == 0;
-  }
-  // Rank 0 holds its own stages' tensors; the others' come one at a time as they are written.
-  std::optional<CheckpointTensors> gather_for_writing(CheckpointTensors mine) override;
   void forward_only(int64_t batches, const MicroBatchSource& batch,
                     const OutputSink& output) override;
   std::string manifest_json() const override;
@@ -81,6 +74,7 @@ class PipelineLayout : public ParallelLayout {
   // With several pipelines, or tensor groups: this rank's pipeline and its stage's replicas.
   std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;
   PipelineExecutor* executor_of_schedule_ = nullptr;  // executor_, once started
+  std::unique_ptr<PipelineStages> stages_piece_;      // the stages' checkpoints
   std::unique_ptr<DataReplicas> data_;  // this rank's stages over their replicas (and ZeRO)
 };
 
