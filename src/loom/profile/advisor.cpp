@@ -68,7 +68,7 @@ std::string cores(double n) {
 // the step it did not wait), over one worker's throughput — measured when the run had workers,
 // else estimated as a worker with this host's cores at this run's cost per sample. "" when
 // neither is known.
-std::string workers_needed(const RunProfile& run, double waiting) {
+std::string workers_needed(const RunProfile& run, double waiting, int* count = nullptr) {
   if (run.samples_per_second <= 0 || waiting >= 1) return "";
   const double consumption = run.samples_per_second / (1 - waiting);
   double per_worker = 0;
@@ -84,6 +84,7 @@ std::string workers_needed(const RunProfile& run, double waiting) {
     return "";
   }
   const int n = static_cast<int>(std::ceil(consumption / per_worker - 1e-9));
+  if (count) *count = n;
   std::string out = "the model would consume " + rate(consumption) +
                     " and one data worker supplies " + rate(per_worker) + " (" + basis + "), so " +
                     std::to_string(n) + " remote data worker" + (n == 1 ? "" : "s") +
@@ -151,10 +152,15 @@ void add_threads(const RunProfile& run, std::vector<Finding>& out) {
     advice = std::string("set runtime.threads to auto (") +
              (shared ? "this rank's share of the usable cores)" : "the usable cores)");
   }
-  out.push_back(
-      {"threads", "moderate",
-       "compute uses " + std::to_string(run.compute_threads) + " of " + rank_cores_text(run),
-       advice, "runtime.threads", 0});
+  Finding f{"threads",
+            "moderate",
+            "compute uses " + std::to_string(run.compute_threads) + " of " + rank_cores_text(run),
+            advice,
+            "runtime.threads",
+            0};
+  // A script's "auto" is the host's usable cores, whatever else runs there.
+  f.suggested = run.python ? std::to_string(share) : "auto";
+  out.push_back(f);
 }
 
 // Others using this process's cores, beyond the job's own ranks, in cores: a quarter of a core
@@ -331,11 +337,13 @@ void add_overfitting(const RunProfile& run, std::vector<Finding>& out) {
     f.advice = "checkpoint.keep_best kept step " + std::to_string(best_step) + "'s checkpoint (" +
                run.best_checkpoint + "): use it rather than the last";
   } else if (run.best_checkpoint_step >= 0) {
+    f.suggested = "test_loss";
     f.advice = "checkpoint.keep_best kept step " + std::to_string(run.best_checkpoint_step) +
                "'s checkpoint (" + run.best_checkpoint + ", the best by " +
                run.best_checkpoint_metric + "); checkpoint.keep_best: test_loss would keep step " +
                std::to_string(best_step) + "'s, the lowest validation loss";
   } else {
+    f.suggested = "test_loss";
     f.advice =
         "set checkpoint.keep_best: test_loss to keep the best evaluation's checkpoint (step " +
         std::to_string(best_step) + " here), which checkpoint.keep alone deletes";
@@ -367,10 +375,12 @@ std::vector<Finding> advise(const RunProfile& run) {
               "",
               "data.workers",
               gain_bound(waiting)};
-    const std::string workers = workers_needed(run, waiting);
+    int count = 0;
+    const std::string workers = workers_needed(run, waiting, &count);
     if (run.remote_workers > 0 && !workers.empty()) {
       f.advice = workers;
       f.key = "data.remote.workers";
+      f.suggested = std::to_string(count);
     } else if (run.threads_tuned) {
       f.advice = "the autotuner already chose the split of the cores (data.workers " +
                  std::to_string(run.loader_threads) + ", runtime.threads " +
@@ -423,6 +433,7 @@ std::vector<Finding> advise(const RunProfile& run) {
     if (run.better_microbatches > 0) {
       f.advice = "raise " + microbatches + " to " + std::to_string(run.better_microbatches) +
                  " (predicted bubble " + percent(run.better_bubble) + ")";
+      f.suggested = std::to_string(run.better_microbatches);
     } else {
       // A script's run does not say its count.
       const std::string now =
@@ -452,22 +463,30 @@ std::vector<Finding> advise(const RunProfile& run) {
                    "runtime.precision", gain_bound(compute)});
   }
   if (run.precision == "fp32" && run.native_bf16) {
-    out.push_back({"precision", "moderate",
-                   "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",
-                   run.python ? "compute under " + bf16_setting(run) + " (it keeps fp32 weights)"
-                              : "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 "
-                                "weights)",
-                   "runtime.precision", 0});
+    Finding f{"precision",
+              "moderate",
+              "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",
+              run.python ? "compute under " + bf16_setting(run) + " (it keeps fp32 weights)"
+                         : "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 "
+                           "weights)",
+              "runtime.precision",
+              0};
+    f.suggested = "bf16";
+    out.push_back(f);
   }
   if (run.convolutional && run.memory_format == "contiguous") {
-    out.push_back({"memory_format", "moderate",
-                   "a convolutional model ran in the contiguous (NCHW) layout",
-                   std::string(run.python ? "put the model and its batches in channels_last "
-                                            "(model.to(memory_format=torch.channels_last), "
-                                            "loom.data.Loader(channels_last=True))"
-                                          : "set runtime.memory_format to auto or channels_last") +
-                       ", which oneDNN's CPU convolutions prefer",
-                   "runtime.memory_format", 0});
+    Finding f{"memory_format",
+              "moderate",
+              "a convolutional model ran in the contiguous (NCHW) layout",
+              std::string(run.python ? "put the model and its batches in channels_last "
+                                       "(model.to(memory_format=torch.channels_last), "
+                                       "loom.data.Loader(channels_last=True))"
+                                     : "set runtime.memory_format to auto or channels_last") +
+                  ", which oneDNN's CPU convolutions prefer",
+              "runtime.memory_format",
+              0};
+    f.suggested = "channels_last";
+    out.push_back(f);
   }
   if (run.cpu_utilisation > 0 && run.cpu_utilisation < 0.5 && run.batch_size < 64) {
     out.push_back({"low_utilisation", "moderate",

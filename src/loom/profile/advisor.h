@@ -155,6 +155,9 @@ struct Finding {
   double max_gain = 0;
   // The step the finding points at, -1 when none: overfitting's best evaluation.
   int64_t step = -1;
+  // The value the advice gives `key` ("2", "bf16", "channels_last", "test_loss"), as a
+  // configuration would write it; "" where it names none (raise, lower, look for).
+  std::string suggested;
 };
 
 std::vector<Finding> advise(const RunProfile& run);

@@ -30,8 +30,9 @@ double model_state_now(const RunProfile& run) {
 // "" when none would (one data-parallel rank, or the stage already the highest that helps).
 // ZeRO-1 shards the optimizer state; ZeRO-2 the gradients too, which saves nothing more at the
 // peak where micro-batches accumulate (grad_accum, a pipeline: the full buckets live through the
-// step); ZeRO-3 the parameters too, not with pipeline stages.
-std::string zero_advice(const RunProfile& run) {
+// step); ZeRO-3 the parameters too, not with pipeline stages. `first` is the lowest stage the
+// advice names.
+std::string zero_advice(const RunProfile& run, int& first) {
   if (run.data_parallel_ranks <= 1) return "";
   const int stage = run.zero_stage;
   const double ranks = static_cast<double>(run.data_parallel_ranks);
@@ -42,11 +43,13 @@ std::string zero_advice(const RunProfile& run) {
   const bool zero3_allowed = run.pipeline_ranks == 0;
   std::string advice;
   if (stage == 0 && run.optimizer_state_bytes > 0) {
+    first = 1;
     advice = "parallel.zero: 1 shards the " + megabytes(run.optimizer_state_bytes) +
              " of optimizer state over the " + n + " ranks: about " +
              megabytes(run.optimizer_state_bytes * sharded) + " less on each";
   }
   if (stage < 2 && zero2_helps && (stage == 1 || !advice.empty())) {
+    if (advice.empty()) first = 2;
     // ZeRO-1 holds the whole gradient buckets and its reduced shard; ZeRO-2 only the shard.
     advice += stage == 0 ? "; parallel.zero: 2 also the " + megabytes(p) + " of gradients: about " +
                                megabytes(p * sharded) + " more"
@@ -55,6 +58,7 @@ std::string zero_advice(const RunProfile& run) {
                                megabytes(p) + " less on each of the " + n + " ranks";
   }
   if (stage < 3 && zero3_allowed && p > 0) {
+    if (advice.empty()) first = 3;
     advice += advice.empty() ? "parallel.zero: 3" + std::string(stage > 0 ? " also" : "") +
                                    " shards the " + megabytes(p) + " of parameters: about " +
                                    megabytes(p * sharded) + " less on each of the " + n + " ranks"
@@ -91,15 +95,25 @@ void add_memory_savings(const RunProfile& run, std::vector<Finding>& out) {
           : "peak resident memory was " + percent(run.memory_fraction) + " of the machine's";
   const double activations = std::max(0.0, run.peak_tensor_bytes - model_state_now(run));
   if (!run.recompute && activations > 0) {
-    out.push_back({"memory_recompute", "moderate", evidence,
-                   "train.activation_checkpointing: blocks recomputes activations in backward: "
-                   "about " +
-                       megabytes(0.75 * activations) + " of the " + megabytes(activations) +
-                       " they take, for about 1.3x the step time",
-                   "train.activation_checkpointing", 0});
+    Finding f{"memory_recompute",
+              "moderate",
+              evidence,
+              "train.activation_checkpointing: blocks recomputes activations in backward: "
+              "about " +
+                  megabytes(0.75 * activations) + " of the " + megabytes(activations) +
+                  " they take, for about 1.3x the step time",
+              "train.activation_checkpointing",
+              0};
+    f.suggested = "blocks";
+    out.push_back(f);
   }
-  const std::string zero = zero_advice(run);
-  if (!zero.empty()) out.push_back({"memory_zero", "moderate", evidence, zero, "parallel.zero", 0});
+  int stage = 0;
+  const std::string zero = zero_advice(run, stage);
+  if (!zero.empty()) {
+    Finding f{"memory_zero", "moderate", evidence, zero, "parallel.zero", 0};
+    f.suggested = std::to_string(stage);
+    out.push_back(f);
+  }
   add_tensor_memory(run, evidence, model_state_now(run), out);
 }
 

@@ -37,38 +37,46 @@ void add_bubble_tensor(const RunProfile& run, std::vector<Finding>& out) {
   if (run.better_microbatches > 0 && run.better_bubble < 0.10) return;  // the cheaper fix
   if (run.tensor_heads < t || run.tensor_heads % t != 0) return;
   const std::string n = std::to_string(t);
-  out.push_back({"bubble_tensor", bubble >= 0.30 ? "high" : "moderate",
-                 time_evidence(run, Phase::kBubble),
-                 "parallel.tensor: " + n + " in place of the pipeline's " + n +
-                     " stages (parallel.pipeline.stages: 1): each rank holds 1/" + n +
-                     " of every layer's matrices (the " + std::to_string(run.tensor_heads) +
-                     " heads split " + n + " ways) instead of 1/" + n +
-                     " of the layers, about as much memory, and waits for no neighbouring "
-                     "stage, " +
-                     what_it_costs(t),
-                 "parallel.tensor", gain_bound(bubble)});
+  Finding f{"bubble_tensor",
+            bubble >= 0.30 ? "high" : "moderate",
+            time_evidence(run, Phase::kBubble),
+            "parallel.tensor: " + n + " in place of the pipeline's " + n +
+                " stages (parallel.pipeline.stages: 1): each rank holds 1/" + n +
+                " of every layer's matrices (the " + std::to_string(run.tensor_heads) +
+                " heads split " + n + " ways) instead of 1/" + n +
+                " of the layers, about as much memory, and waits for no neighbouring "
+                "stage, " +
+                what_it_costs(t),
+            "parallel.tensor",
+            gain_bound(bubble)};
+  f.suggested = n;
+  out.push_back(f);
 }
 
 void add_tensor_comm(const RunProfile& run, std::vector<Finding>& out) {
   const double comm = run.step_times.share(Phase::kTensorComm);
   if (run.tensor_ranks <= 1 || comm < 0.10) return;
   const int t = run.tensor_ranks;
+  const int fewer = t > 2 && t % 2 == 0 ? t / 2 : 1;  // what the advice suggests
   const std::string smaller =
-      t > 2 && t % 2 == 0
-          ? "parallel.tensor: " + std::to_string(t / 2) +
-                " halves the group (the freed ranks as data-parallel replicas)"
-          : "parallel.tensor: 1 trains the same ranks as data-parallel replicas, where the "
-            "whole model fits a rank";
-  out.push_back({"tensor_comm", comm >= 0.30 ? "high" : "moderate",
-                 time_evidence(run, Phase::kTensorComm),
-                 "the tensor group's collectives (2 a layer in forward and 2 in backward, over " +
-                     std::to_string(t) +
-                     " ranks: all-reduces, or all-gathers and reduce-scatters with "
-                     "parallel.tensor_sequence) are not hidden behind compute: " +
-                     smaller +
-                     "; or raise data.batch_size, so that each collective's fixed cost is paid "
-                     "for more samples",
-                 "parallel.tensor", gain_bound(comm)});
+      fewer > 1 ? "parallel.tensor: " + std::to_string(fewer) +
+                      " halves the group (the freed ranks as data-parallel replicas)"
+                : "parallel.tensor: 1 trains the same ranks as data-parallel replicas, where the "
+                  "whole model fits a rank";
+  Finding f{"tensor_comm",
+            comm >= 0.30 ? "high" : "moderate",
+            time_evidence(run, Phase::kTensorComm),
+            "the tensor group's collectives (2 a layer in forward and 2 in backward, over " +
+                std::to_string(t) +
+                " ranks: all-reduces, or all-gathers and reduce-scatters with "
+                "parallel.tensor_sequence) are not hidden behind compute: " +
+                smaller +
+                "; or raise data.batch_size, so that each collective's fixed cost is paid "
+                "for more samples",
+            "parallel.tensor",
+            gain_bound(comm)};
+  f.suggested = std::to_string(fewer);
+  out.push_back(f);
 }
 
 }  // namespace
@@ -100,7 +108,9 @@ void add_tensor_memory(const RunProfile& run, const std::string& evidence, doubl
   } else if (run.data_parallel_ranks > 1) {
     advice += "; the job's ranks then form 1/" + n + " as many data-parallel replicas";
   }
-  out.push_back({"memory_tensor", "moderate", evidence, advice, "parallel.tensor", 0});
+  Finding f{"memory_tensor", "moderate", evidence, advice, "parallel.tensor", 0};
+  f.suggested = n;
+  out.push_back(f);
 }
 
 void add_tensor_time(const RunProfile& run, std::vector<Finding>& out) {

@@ -49,6 +49,8 @@ nlohmann::ordered_json findings_json(const std::vector<profile::Finding>& findin
                    {"evidence", f.evidence},
                    {"advice", f.advice},
                    {"key", f.key},
+                   {"suggested", f.suggested.empty() ? nlohmann::ordered_json(nullptr)
+                                                     : nlohmann::ordered_json(f.suggested)},
                    {"max_gain", f.max_gain > 0 ? nlohmann::ordered_json(f.max_gain) : nullptr},
                    {"step", f.step >= 0 ? nlohmann::ordered_json(f.step) : nullptr}});
   }
