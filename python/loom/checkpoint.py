@@ -281,12 +281,20 @@ def _gather(model, sync, split, module, optimizer, kind, job):
     if not held or state is None:
         return None
     if split is not None:
+        # Each cut tensor whole in turn; the ranks that do not write let it go at once.
         with torch.no_grad():
-            tensors = [(name, split.whole_of(name, t)) for name, t in tensors]
-            fields = _loom.split_optimizer_state(kind, state)
-            state = _loom.name_optimizer_state(kind, [
-                (name, [(field, split.whole_of(name, value) if _cut_like(field, value) else value)
-                        for field, value in values]) for name, values in fields])
+            mine, tensors = tensors, []
+            for name, t in mine:
+                whole = split.whole_of(name, t)
+                if writes:
+                    tensors.append((name, whole))
+            fields = []
+            for name, values in _loom.split_optimizer_state(kind, state):
+                values = [(field, split.whole_of(name, value) if _cut_like(field, value)
+                           else value) for field, value in values]
+                if writes:
+                    fields.append((name, values))
+            state = _loom.name_optimizer_state(kind, fields)
     return (tensors, state) if writes else None
 
 
