@@ -94,8 +94,8 @@ class ReplicaSync {
     parallel::ReplicatedLayoutOptions replicated;
     replicated.data_parallel = options;
     replicated.data_parallel.finish_in_backward = true;  // the script calls its optimizer itself
-    replicated.ps_world = job.communicator.get();
-    replicated.ps = job.ps;
+    replicated.groups.ps_world = job.communicator.get();
+    replicated.groups.ps = job.ps;
     comm::Communicator* replicas = job.trainers();
     if (parted) {
       group_ = parallel::make_replica_group(layout_, job.group_maker(),

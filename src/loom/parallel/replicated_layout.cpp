@@ -9,16 +9,16 @@
 namespace loom::parallel {
 
 ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
-                                   comm::Communicator* trainers, ReplicatedLayoutOptions options)
+                                   ReplicatedLayoutOptions options)
     : ParallelLayout(std::move(plan)),
       model_(model),
-      trainers_(trainers),
+      trainers_(options.groups.trainers),
       options_(std::move(options)) {
   if (plan_.tensor) {
     // Each rank joins its tensor group first, then the replicas of its slices (disjoint groups in
     // each round, so no rank waits on one busy joining another).
-    tensor_ = std::make_unique<TensorRanks>(plan_, model, options_.make_group);
-    replica_group_ = make_replica_group(plan_, options_.make_group);
+    tensor_ = std::make_unique<TensorRanks>(plan_, model, options_.groups.make_group);
+    replica_group_ = make_replica_group(plan_, options_.groups.make_group);
   }
   parameters_ = model.named_parameters();
   buffers_ = model.named_buffers();
@@ -46,10 +46,10 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
     // Worker 0's parameters (and a resumed run's optimizer state) go to the servers, which keep
     // them from now on; the local optimizer then holds nothing.
     ps::RemoteParametersOptions remote;
-    remote.roles = options.ps.roles;
-    remote.job = options.ps.job;
-    remote.server_hosts = options.ps.server_hosts;
-    remote.part_bytes = options.ps.part_bytes;
+    remote.roles = options.groups.ps.roles;
+    remote.job = options.groups.ps.job;
+    remote.server_hosts = options.groups.ps.server_hosts;
+    remote.part_bytes = options.groups.ps.part_bytes;
     remote.mode = ps_mode_name(plan.servers->mode);
     // Sync with the optimizer on the servers: SSP, s = 0.
     remote.staleness = plan.servers->staleness;
@@ -61,13 +61,14 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
       if (start.release_optimizer_state) start.release_optimizer_state();
     }
     return std::make_unique<ps::RemoteParameters>(std::move(parameters), std::move(buffers),
-                                                  *trainers, *options.ps_world, std::move(remote));
+                                                  *trainers, *options.groups.ps_world,
+                                                  std::move(remote));
   }
   if (plan.servers) {
     // The workers' buckets go to the servers, which send back the means.
     return std::make_unique<DataParallel>(
         std::move(parameters), std::move(buffers), *trainers, options.data_parallel,
-        std::make_unique<ps::PsBucketExchange>(*options.ps_world, options.ps));
+        std::make_unique<ps::PsBucketExchange>(*options.groups.ps_world, options.groups.ps));
   }
   return replica_exchange(std::move(parameters), std::move(buffers), trainers,
                           options.data_parallel);

@@ -16,6 +16,7 @@
 #include "loom/comm/communicator.h"
 #include "loom/parallel/data_parallel.h"
 #include "loom/parallel/data_replicas.h"
+#include "loom/parallel/job_groups.h"
 #include "loom/parallel/parallel_layout.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/parallel/sharded_model.h"
@@ -25,13 +26,12 @@ namespace loom::parallel {
 
 struct ReplicatedLayoutOptions {
   DataParallelOptions data_parallel;  // buckets, unused parameters, buffers, compression
-  // Parameter servers: the whole job (workers, then servers; not owned), who is who, and how
-  // many tensors per parameter the servers' optimizer keeps (when it runs there).
-  comm::Communicator* ps_world = nullptr;
-  ps::PsExchangeOptions ps;
+  // The job's groups: the training ranks (null for one process; they must outlive the layout),
+  // the maker of the tensor groups and the data groups across them (plan.tensor), and the
+  // parameter servers' part of the job.
+  JobGroups groups;
+  // How many tensors per parameter the servers' optimizer keeps (when it runs there).
   int server_state_fields = 0;
-  // Tensor parallelism (plan.tensor): makes the tensor groups and the data groups across them.
-  comm::MakeGroup make_group;
 };
 
 // The gradient exchange of one replica of the whole model, as the plan asks: none for one
@@ -46,11 +46,9 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
 
 class ReplicatedLayout : public ParallelLayout {
  public:
-  // `trainers` (null for one process) holds the training ranks; it and `model` must outlive the
-  // layout.
-  // Under ZeRO the parameters' memory moves into the partition's flat buckets here.
-  ReplicatedLayout(LayoutPlan plan, models::Model& model, comm::Communicator* trainers,
-                   ReplicatedLayoutOptions options);
+  // `model` must outlive the layout. Under ZeRO the parameters' memory moves into the
+  // partition's flat buckets here.
+  ReplicatedLayout(LayoutPlan plan, models::Model& model, ReplicatedLayoutOptions options);
   ~ReplicatedLayout() override;
 
   void start(const StartOptions& options) override;

@@ -40,17 +40,14 @@ std::unique_ptr<parallel::ParallelLayout> LayoutFactory::make(models::Model& mod
   }
   parallel::ReplicatedLayoutOptions options;
   options.data_parallel = parallel::data_parallel_options(config_.parallel);
-  options.make_group = groups.make_group;
+  options.groups = groups;
   if (plan_.layout.servers) {
-    options.ps_world = groups.ps_world;
-    options.ps = groups.ps;
-    options.ps.part_bytes = std::max<std::int64_t>(
+    options.groups.ps.part_bytes = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(config_.parallel.ps.part_mb * (1 << 20)));
     options.server_state_fields =
         static_cast<int>(parallel::ps::held_state_fields(config_.optimizer).size());
   }
-  return std::make_unique<parallel::ReplicatedLayout>(plan_.layout, model, groups.trainers,
-                                                      std::move(options));
+  return std::make_unique<parallel::ReplicatedLayout>(plan_.layout, model, std::move(options));
 }
 
 }  // namespace loom::train
