@@ -62,6 +62,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/models/loss.h
   loom/models/model.h
   loom/models/tensor_parallel.h
+  loom/models/tensor_plan.h
   loom/parallel/bucket_exchange.h
   loom/parallel/bucket_plan.h
   loom/parallel/data_parallel.h

@@ -439,11 +439,8 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
                       " is not a ZeRO stage: 0 (nothing sharded), 1 (optimizer state), 2 "
                       "(optimizer state and gradients) or 3 (and the parameters)");
   }
+  // (Whether the model has a tensor-parallel plan is the layout's check, once it is made.)
   if (c.parallel.tensor > 1) {
-    if (c.model.name != "gpt" && c.model.name != "vit_tiny") {
-      throw ConfigError("config key 'parallel.tensor': the model '" + c.model.name +
-                        "' has no tensor-parallel split (gpt and vit_tiny have)");
-    }
     if (c.parallel.parameter_servers()) {
       throw ConfigError(
           "config key 'parallel.tensor': tensor parallelism does not combine with parameter "

@@ -2,16 +2,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "loom/core/error.h"
-#include "loom/core/text.h"
 #include "loom/models/gpt_layers.h"
 
 namespace loom::models {
@@ -19,14 +14,13 @@ namespace {
 
 using gpt::CausalMask;
 using gpt::GptBlock;
-using gpt::kQueryKeyValue;
 
 class Gpt : public ZooNetwork {
  public:
   explicit Gpt(const GptConfig& c) : config_(c), seq_len_(c.seq_len) {
-    wte_ = register_module("wte", torch::nn::Embedding(c.vocab, c.n_embd));
-    wpe_ = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
-    drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+    wte_ = register_module("wte", std::make_shared<Embedding>(c.vocab, c.n_embd));
+    wpe_ = register_module("wpe", std::make_shared<Embedding>(c.seq_len, c.n_embd));
+    drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout));
     torch::nn::ModuleList list;  // names the layers "h.0", "h.1", ... as GPT-2 does
     const auto mask = std::make_shared<CausalMask>(c.seq_len);
     for (int64_t i = 0; i < c.n_layer; ++i) {
@@ -34,90 +28,63 @@ class Gpt : public ZooNetwork {
       list->push_back(layers_.back());
     }
     register_module("h", list);
-    ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+    ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd));
     initialise(c);
   }
 
   std::vector<BlockSpec> block_specs() override {
     std::vector<BlockSpec> blocks;
-    blocks.push_back({"embedding",
-                      {"wte", "wpe"},
-                      [this](const at::Tensor& ids) { return embed(ids, 0, sequence_group_); },
-                      {}});
+    blocks.push_back(
+        {"embedding", {"wte", "wpe"}, [this](const at::Tensor& ids) { return embed(ids, 0); }, {}});
     for (size_t i = 0; i < layers_.size(); ++i) {
       GptBlock* layer = layers_[i].get();
       const std::string name = "h." + std::to_string(i);
       blocks.push_back(
           {name, {name}, [layer](const at::Tensor& x) { return layer->forward(x); }, {}});
     }
-    blocks.push_back({"head",
-                      {"ln_f"},
-                      [this](const at::Tensor& x) { return head(x, sequence_group_); },
-                      {"wte.weight"}});
+    blocks.push_back(
+        {"head", {"ln_f"}, [this](const at::Tensor& x) { return head(x); }, {"wte.weight"}});
     return blocks;
   }
 
   // The forward pass of the positions after the cached ones (never split by the sequence).
   at::Tensor forward_cached(const at::Tensor& ids, KvCache& cache) {
+    const WholeSequenceGuard whole;
     cache.layers.resize(layers_.size());
-    at::Tensor x = embed(ids, cache.length(), nullptr);
+    at::Tensor x = embed(ids, cache.length());
     for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, &cache.layers[i]);
-    return head(x, nullptr);
+    return head(x);
   }
 
   int64_t seq_len() const { return seq_len_; }
 
-  // Tensor parallelism over the layers: attention by heads, the MLP by its hidden width; and
-  // the token embedding with its tied head by the vocabulary where it divides (the logits then
-  // stay split: the loss is computed across the group). The position table and the LayerNorms
-  // stay whole on every rank; where the group splits the sequence too, each rank uses them on
-  // its positions only (models/gpt_layers.h).
-  bool split_for_tensor_parallel(TensorGroup& group) override {
-    const int64_t t = group.size();
-    if (config_.n_head % t != 0) {
-      throw ConfigError::at_key(
-          "parallel.tensor",
-          std::to_string(t) + " ranks do not split the GPT's " + std::to_string(config_.n_head) +
-              " heads (model.gpt.n_head); it may be " + divisors_in_words(config_.n_head),
-          {{"value", std::to_string(t)}, {"allowed", divisors_in_words(config_.n_head)}});
-    }
-    if (group.splits_sequence()) {
-      if (config_.seq_len % t != 0) {
-        const int64_t both = std::gcd(config_.seq_len, config_.n_head);
-        throw ConfigError::at_key(
-            "parallel.tensor_sequence",
-            "a context of " + std::to_string(config_.seq_len) +
-                " positions (data.seq_len) does not split over " + std::to_string(t) +
-                " ranks (parallel.tensor); with sequence parallelism parallel.tensor may be " +
-                divisors_in_words(both),
-            {{"value", std::to_string(t)}, {"allowed", divisors_in_words(both)}});
-      }
-      sequence_group_ = &group;
-    }
-    for (auto& layer : layers_) layer->split(group);
-    if (config_.vocab % t == 0) {
-      keep_slice(wte_->weight, kByOutputs, group);
-      vocab_group_ = &group;
-    }
-    split_ = true;
-    return true;
-  }
-  bool output_split() const override { return vocab_group_ != nullptr; }
-  bool sequence_split() const override { return sequence_group_ != nullptr; }
-  TensorSplits tensor_splits() const override {
-    TensorSplits splits;
-    if (!split_) return splits;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const std::string h = "h." + std::to_string(i) + ".";
-      splits[h + "attn.c_attn.weight"] = kQueryKeyValue;
-      splits[h + "attn.c_attn.bias"] = kQueryKeyValue;
-      splits[h + "attn.c_proj.weight"] = kByInputs;
-      splits[h + "mlp.c_fc.weight"] = kByOutputs;
-      splits[h + "mlp.c_fc.bias"] = kByOutputs;
-      splits[h + "mlp.c_proj.weight"] = kByInputs;
-    }
-    if (vocab_group_) splits["wte.weight"] = kByOutputs;
-    return splits;
+  // Tensor parallelism (Megatron-LM's, as torchtitan plans a transformer): attention by heads,
+  // the MLP by its hidden width; the token embedding, with its tied head, by the vocabulary where
+  // it divides (the logits then stay split: the loss is computed across the group). The position
+  // table and the LayerNorms stay whole on every rank; where the group splits the sequence too,
+  // they, the dropouts and the residual stream run on each rank's positions.
+  TensorPlan tensor_plan() const override {
+    TensorPlan plan;
+    plan.styles = {{"h.*.attn.c_attn", colwise(3)},  // q, k and v, each by heads
+                   {"h.*.attn.c_proj", rowwise()},
+                   {"h.*.mlp.c_fc", colwise()},
+                   {"h.*.mlp.c_proj", rowwise()},
+                   {"wte", vocabulary()},
+                   {"wpe", sequence()},
+                   {"drop", sequence()},
+                   {"h.*.ln_*", sequence()},
+                   {"h.*.attn.resid_dropout", sequence()},
+                   {"h.*.mlp.dropout", sequence()},
+                   {"ln_f", sequence()}};
+    plan.divisors = {
+        {config_.n_head,
+         "the GPT's " + std::to_string(config_.n_head) + " heads (model.gpt.n_head)", false},
+        {config_.seq_len,
+         "a context of " + std::to_string(config_.seq_len) +
+             " positions (data.seq_len) under sequence parallelism",
+         true}};
+    plan.output = "wte";
+    return plan;
   }
 
   double training_flops_per_sample() const override {
@@ -126,65 +93,20 @@ class Gpt : public ZooNetwork {
   std::string training_flops_basis() const override { return "6N + 12 L d T per token"; }
 
  private:
-  // Token and position embeddings of `ids` [B, T], the first at position `first`. With
-  // `by_sequence`, this rank's positions' only: [B, T / ranks, C].
-  at::Tensor embed(const at::Tensor& ids, int64_t first, TensorGroup* by_sequence) {
+  // Token and position embeddings of `ids` [B, T], the first at position `first` (by the
+  // sequence, this rank's positions' only: [B, T / ranks, C]).
+  at::Tensor embed(const at::Tensor& ids, int64_t first) {
     const int64_t t = ids.size(1);
     if (first + t > seq_len_) {
       throw Error("gpt: " + std::to_string(first + t) +
                   " positions, more than the model's context of " + std::to_string(seq_len_));
     }
-    if (!by_sequence) {
-      const at::Tensor positions = at::arange(first, first + t, ids.options());
-      return gpt::dropout_of(drop_, tokens(ids) + wpe_->forward(positions), nullptr);
-    }
-    TensorGroup& group = *by_sequence;
-    if (t % group.size() != 0) {
-      throw Error("gpt: " + std::to_string(t) + " positions do not split over " +
-                  std::to_string(group.size()) + " ranks (parallel.tensor_sequence)");
-    }
-    // Split by the vocabulary, the ranks' partial rows of every position are summed and
-    // scattered; whole, each rank looks up its positions' ids. The tables' gradients, of this
-    // rank's positions, are summed over the group.
-    const int64_t part = t / group.size(), own = first + group.rank() * part;
-    const at::Tensor x =
-        vocab_group_ ? scatter_sequence(vocab_rows(ids), group)
-                     : at::embedding(enter_split(wte_->weight, group), own_positions(ids, group));
-    const at::Tensor positions = at::arange(own, own + part, ids.options());
-    return gpt::dropout_of(drop_, x + at::embedding(enter_split(wpe_->weight, group), positions),
-                           &group);
+    const at::Tensor positions = at::arange(first, first + t, ids.options()).unsqueeze(0);
+    return drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
   }
 
-  // The token embeddings, whole on every rank.
-  at::Tensor tokens(const at::Tensor& ids) {
-    if (!vocab_group_) return wte_->forward(ids);
-    return leave_split(vocab_rows(ids), *vocab_group_);
-  }
-
-  // Split by the vocabulary, each rank looks up the ids in its share (zeros for the others): the
-  // sum over the group is every id's row.
-  at::Tensor vocab_rows(const at::Tensor& ids) {
-    const int64_t share = wte_->weight.size(0);
-    const at::Tensor local = ids - vocab_group_->rank() * share;
-    const at::Tensor mine = local.ge(0).logical_and(local.lt(share));
-    return at::embedding(wte_->weight, local.clamp(0, share - 1)) *
-           mine.unsqueeze(-1).to(wte_->weight.scalar_type());
-  }
-
-  // The logits of `x` [B, T, C] (with `by_sequence`, this rank's positions), tied to the token
-  // embedding: split by the vocabulary, this rank's share of every position's logits; whole,
-  // every position's whole logits.
-  at::Tensor head(const at::Tensor& x, TensorGroup* by_sequence) {
-    const at::Tensor h = gpt::layer_norm(ln_f_, x, by_sequence);
-    if (by_sequence) {
-      // Whole, each rank computes its positions' logits, put together for the loss every rank
-      // computes alike; the matrix's gradient, of those positions, is summed over the group.
-      if (vocab_group_) return gathered_linear(h, wte_->weight, at::Tensor(), *by_sequence);
-      return whole_sequence(at::linear(h, enter_split(wte_->weight, *by_sequence)), *by_sequence);
-    }
-    if (vocab_group_) return at::linear(enter_split(h, *vocab_group_), wte_->weight);
-    return at::linear(h, wte_->weight);
-  }
+  // The logits of `x` [B, T, C], tied to the token embedding.
+  at::Tensor head(const at::Tensor& x) { return wte_->attend(ln_f_->forward(x)); }
 
   void initialise(const GptConfig& c) {
     torch::NoGradGuard no_grad;
@@ -206,13 +128,10 @@ class Gpt : public ZooNetwork {
 
   GptConfig config_;
   int64_t seq_len_;
-  bool split_ = false;                     // over a tensor group
-  TensorGroup* vocab_group_ = nullptr;     // the token embedding's, where the vocabulary divides
-  TensorGroup* sequence_group_ = nullptr;  // where it splits the sequence too
-  torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
-  torch::nn::Dropout drop_{nullptr};
+  std::shared_ptr<Embedding> wte_, wpe_;
+  std::shared_ptr<Dropout> drop_;
   std::vector<std::shared_ptr<GptBlock>> layers_;
-  torch::nn::LayerNorm ln_f_{nullptr};
+  std::shared_ptr<LayerNorm> ln_f_;
 };
 
 void require(bool ok, const char* key, const std::string& why) {
@@ -316,16 +235,6 @@ int64_t gpt_parameter_count(const GptConfig& c) {
                         + d * 4 * d + 4 * d  // c_fc
                         + 4 * d * d + d;     // mlp's c_proj
   return c.vocab * d + c.seq_len * d + c.n_layer * layer + 2 * d;
-}
-
-int64_t gpt_tensor_split_parameter_count(const GptConfig& c, int64_t ranks) {
-  const int64_t d = c.n_embd;
-  const int64_t embedding = c.vocab % ranks == 0 ? c.vocab * d : 0;  // by the vocabulary
-  const int64_t layer = d * 3 * d + 3 * d                            // c_attn, by heads
-                        + d * d              // attention's c_proj weight, by its inputs
-                        + d * 4 * d + 4 * d  // c_fc, by its outputs
-                        + 4 * d * d;         // mlp's c_proj weight, by its inputs
-  return c.n_layer * layer + embedding;
 }
 
 double gpt_training_flops_per_token(const GptConfig& c) {

@@ -47,10 +47,6 @@ std::shared_ptr<ZooNetwork> make_gpt(const GptConfig& config);
 
 // Parameters of the model with this shape (the tied matrix counted once).
 int64_t gpt_parameter_count(const GptConfig& config);
-// Of those, the ones a tensor group of `ranks` splits (parallel.tensor): every layer's attention
-// and MLP matrices, the biases of their column-split products, and the token embedding where the
-// vocabulary divides by `ranks`.
-int64_t gpt_tensor_split_parameter_count(const GptConfig& config, int64_t ranks);
 
 // Training FLOPs (forward and backward) per token at the full context: 6 N + 12 L d T, N the
 // parameters without the position table (PaLM, appendix B).

@@ -78,11 +78,6 @@ std::function<at::Tensor(const at::Tensor&)> run_children(torch::nn::Sequential 
   };
 }
 
-void Model::split_for_tensor_parallel(TensorGroup&) {
-  throw ConfigError("config key 'parallel.tensor': model '" + name() +
-                    "' has no tensor-parallel split");
-}
-
 void Model::set_recompute_every(int64_t every) {
   if (every == 0) return;
   throw ConfigError("config key 'train.activation_checkpointing': model '" + name() +

@@ -14,6 +14,7 @@
 
 #include "loom/core/config.h"
 #include "loom/models/tensor_parallel.h"
+#include "loom/models/tensor_plan.h"
 
 namespace loom::models {
 
@@ -82,22 +83,11 @@ class Model {
   // sample was bad, so that the ranks' calls stay in step.
   virtual bool forward_is_collective() const { return false; }
 
-  // Tensor parallelism: splits the model's layers over `group` (which must outlive the model's
-  // use): each rank keeps its slice of every split weight, and named_parameters() then gives the
-  // slices under the whole tensors' names; tensor_splits() says how each was cut. Throws
-  // ConfigError naming parallel.tensor for a model that has no split or whose shape does not
-  // divide.
-  virtual void split_for_tensor_parallel(TensorGroup& group);
-  virtual TensorSplits tensor_splits() const { return {}; }
-  // Whether forward's output, once split, is this rank's share of its last dimension (a
-  // language model's logits over its share of the vocabulary): the loss must then be computed
-  // across the group (VocabParallelCrossEntropyLoss), and the whole output put together to see
-  // it all.
-  virtual bool output_split() const { return false; }
-  // Whether the split model also splits the regions between its split layers by the sequence
-  // (the group's TensorGroup::splits_sequence, parallel.tensor_sequence): false for a model
-  // that has no such split, which the layout then refuses.
-  virtual bool sequence_split() const { return false; }
+  // Tensor parallelism's plan for the model (tensor_plan.h), over modules()' submodules: empty
+  // for a model that has none (it cannot take parallel.tensor). apply_tensor_plan splits it.
+  virtual TensorPlan tensor_plan() const { return {}; }
+  // The model's torch::nn modules, for a plan to split; null for a model not made of them.
+  virtual torch::nn::Module* modules() { return nullptr; }
 
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.
@@ -107,6 +97,10 @@ class Model {
 // Builds a model of the configured architecture for the input; throws ConfigError when the two
 // do not fit (e.g. a ViT patch size that does not divide the image).
 std::unique_ptr<Model> make_model(const ModelConfig& config, const InputSpec& input);
+
+// The context, in tokens, that a language model's configuration gives it without data.seq_len
+// (a GPT preset's); 0 where it gives none.
+int64_t configured_context(const ModelConfig& config);
 
 // Checks that the model's blocks, run in order on `probe`, give its forward pass (in eval mode,
 // without gradients; the model is left in train mode) and that they own each parameter and

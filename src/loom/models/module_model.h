@@ -28,11 +28,8 @@ class ZooNetwork : public torch::nn::Module {
   // See Model::training_flops_per_sample.
   virtual double training_flops_per_sample() const { return 0; }
   virtual std::string training_flops_basis() const { return ""; }
-  // See Model::split_for_tensor_parallel; a network without a split leaves it to the Model.
-  virtual bool split_for_tensor_parallel(TensorGroup&) { return false; }
-  virtual TensorSplits tensor_splits() const { return {}; }
-  virtual bool output_split() const { return false; }
-  virtual bool sequence_split() const { return false; }
+  // See Model::tensor_plan.
+  virtual TensorPlan tensor_plan() const { return {}; }
 
   at::Tensor forward(at::Tensor x) {
     if (chain_.empty()) chain_ = block_specs();
@@ -63,12 +60,8 @@ class ModuleModel : public Model {
   void set_recompute_every(int64_t every) override;
   double training_flops_per_sample() const override { return net_->training_flops_per_sample(); }
   std::string training_flops_basis() const override { return net_->training_flops_basis(); }
-  void split_for_tensor_parallel(TensorGroup& group) override {
-    if (!net_->split_for_tensor_parallel(group)) Model::split_for_tensor_parallel(group);
-  }
-  TensorSplits tensor_splits() const override { return net_->tensor_splits(); }
-  bool output_split() const override { return net_->output_split(); }
-  bool sequence_split() const override { return net_->sequence_split(); }
+  TensorPlan tensor_plan() const override { return net_->tensor_plan(); }
+  torch::nn::Module* modules() override { return net_.get(); }
 
   ZooNetwork& module() { return *net_; }
 

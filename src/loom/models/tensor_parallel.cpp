@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/custom_class.h>
 
 #include "loom/core/error.h"
 #include "loom/models/draw_key.h"
@@ -13,8 +14,21 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// An autograd function's context keeps what backward needs as IValues only: the group goes in
+// typed, as a custom class torch knows (registered once below), not as an address in an integer.
+struct GroupHandle : torch::CustomClassHolder {
+  explicit GroupHandle(TensorGroup* held) : group(held) {}
+  TensorGroup* group;
+};
+
+const auto kGroupHandleClass = torch::class_<GroupHandle>("loom", "TensorGroupHandle");
+
+void keep_group(AutogradContext* ctx, TensorGroup* group) {
+  ctx->saved_data["group"] = c10::make_intrusive<GroupHandle>(group);
+}
+
 TensorGroup* group_of(AutogradContext* ctx) {
-  return reinterpret_cast<TensorGroup*>(ctx->saved_data["group"].toInt());
+  return ctx->saved_data["group"].toCustomClass<GroupHandle>()->group;
 }
 
 at::Tensor summed(const at::Tensor& t, TensorGroup& group, SumPass pass) {
@@ -30,8 +44,8 @@ SumPass forward_pass() {
 }
 
 struct EnterSplit : public torch::autograd::Function<EnterSplit> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, TensorGroup* group) {
+    keep_group(ctx, group);
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -40,8 +54,8 @@ struct EnterSplit : public torch::autograd::Function<EnterSplit> {
 };
 
 struct LeaveSplit : public torch::autograd::Function<LeaveSplit> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, int64_t group) {
-    return summed(y, *reinterpret_cast<TensorGroup*>(group), forward_pass());
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, TensorGroup* group) {
+    return summed(y, *group, forward_pass());
   }
   static variable_list backward(AutogradContext*, variable_list grads) {
     return {grads[0], at::Tensor()};
@@ -49,8 +63,8 @@ struct LeaveSplit : public torch::autograd::Function<LeaveSplit> {
 };
 
 struct GatherSequence : public torch::autograd::Function<GatherSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, TensorGroup* group) {
+    keep_group(ctx, group);
     return group_of(ctx)->gather_in(x.contiguous(), 1, forward_pass());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -60,8 +74,8 @@ struct GatherSequence : public torch::autograd::Function<GatherSequence> {
 };
 
 struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, int64_t group) {
-    ctx->saved_data["group"] = group;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, TensorGroup* group) {
+    keep_group(ctx, group);
     return group_of(ctx)->sum_scatter_in(y.contiguous(), 1, forward_pass());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -70,8 +84,8 @@ struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
 };
 
 struct WholeSequence : public torch::autograd::Function<WholeSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, TensorGroup* group) {
+    keep_group(ctx, group);
     return group_of(ctx)->gather_in(x.contiguous(), 1, forward_pass());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -95,8 +109,8 @@ at::ScalarType product_type(const at::Tensor& x) {
 // does, and sums the input's gradient in x's own type, as enter_split does after autocast's cast.
 // Two functions, with a bias and without (an autograd function's inputs are all defined).
 at::Tensor gathered_forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, int64_t group) {
-  ctx->saved_data["group"] = group;
+                            const at::Tensor& bias, TensorGroup* group) {
+  keep_group(ctx, group);
   ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
   ctx->saved_data["bias"] = bias.defined();
   const at::Tensor part = x.to(product_type(x)).contiguous();
@@ -125,7 +139,7 @@ variable_list gathered_backward(AutogradContext* ctx, const variable_list& grads
 
 struct GatheredLinear : public torch::autograd::Function<GatheredLinear> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, int64_t group) {
+                            const at::Tensor& bias, TensorGroup* group) {
     return gathered_forward(ctx, x, weight, bias, group);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -137,7 +151,7 @@ struct GatheredLinear : public torch::autograd::Function<GatheredLinear> {
 
 struct GatheredProduct : public torch::autograd::Function<GatheredProduct> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            int64_t group) {
+                            TensorGroup* group) {
     return gathered_forward(ctx, x, weight, at::Tensor(), group);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -145,8 +159,6 @@ struct GatheredProduct : public torch::autograd::Function<GatheredProduct> {
     return {out[0], out[1], at::Tensor()};
   }
 };
-
-int64_t as_int(TensorGroup& group) { return reinterpret_cast<int64_t>(&group); }
 
 // This rank's part of a length along a split dimension.
 int64_t part_of(int64_t length, TensorGroup& group, const char* operation) {
@@ -177,34 +189,45 @@ at::Tensor TensorGroup::sum_scatter_in(const at::Tensor& whole, int64_t dim, Sum
   return sum.narrow(dim, rank() * length, length).contiguous();
 }
 
+namespace {
+thread_local int whole_sequence_guards = 0;
+}  // namespace
+
+WholeSequenceGuard::WholeSequenceGuard() { ++whole_sequence_guards; }
+WholeSequenceGuard::~WholeSequenceGuard() { --whole_sequence_guards; }
+
+bool splits_sequence_now(const TensorGroup& group) {
+  return group.splits_sequence() && whole_sequence_guards == 0;
+}
+
 at::Tensor enter_split(const at::Tensor& x, TensorGroup& group) {
   if (!at::GradMode::is_enabled() || !x.requires_grad()) return x;
-  return EnterSplit::apply(x, as_int(group));
+  return EnterSplit::apply(x, &group);
 }
 
 at::Tensor leave_split(const at::Tensor& y, TensorGroup& group) {
   if (!at::GradMode::is_enabled()) return summed(y, group, SumPass::kNoStep);
   if (!y.requires_grad()) return summed(y, group, forward_pass());
-  return LeaveSplit::apply(y, as_int(group));
+  return LeaveSplit::apply(y, &group);
 }
 
 at::Tensor gather_sequence(const at::Tensor& x, TensorGroup& group) {
   if (!at::GradMode::is_enabled()) return group.gather_in(x.contiguous(), 1, SumPass::kNoStep);
   if (!x.requires_grad()) return group.gather_in(x.contiguous(), 1, forward_pass());
-  return GatherSequence::apply(x, as_int(group));
+  return GatherSequence::apply(x, &group);
 }
 
 at::Tensor scatter_sequence(const at::Tensor& y, TensorGroup& group) {
   if (!at::GradMode::is_enabled()) return group.sum_scatter_in(y, 1, SumPass::kNoStep);
   if (!y.requires_grad()) return group.sum_scatter_in(y, 1, forward_pass());
-  return ScatterSequence::apply(y, as_int(group));
+  return ScatterSequence::apply(y, &group);
 }
 
 at::Tensor gathered_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                            TensorGroup& group) {
   if (at::GradMode::is_enabled()) {
-    return bias.defined() ? GatheredLinear::apply(x, weight, bias, as_int(group))
-                          : GatheredProduct::apply(x, weight, as_int(group));
+    return bias.defined() ? GatheredLinear::apply(x, weight, bias, &group)
+                          : GatheredProduct::apply(x, weight, &group);
   }
   const at::Tensor part = x.to(product_type(x)).contiguous();
   return at::linear(group.gather_in(part, 1, SumPass::kNoStep), weight, bias);
@@ -213,7 +236,7 @@ at::Tensor gathered_linear(const at::Tensor& x, const at::Tensor& weight, const 
 at::Tensor whole_sequence(const at::Tensor& x, TensorGroup& group) {
   if (!at::GradMode::is_enabled()) return group.gather_in(x.contiguous(), 1, SumPass::kNoStep);
   if (!x.requires_grad()) return group.gather_in(x.contiguous(), 1, forward_pass());
-  return WholeSequence::apply(x, as_int(group));
+  return WholeSequence::apply(x, &group);
 }
 
 at::Tensor own_positions(const at::Tensor& whole, TensorGroup& group) {

@@ -73,6 +73,21 @@ class TensorGroup {
   // what ranks as threads use; a communicator's group overrides them.
 };
 
+// While one lives on this thread, a group that splits the sequence runs its layers as plain
+// tensor parallelism, their inputs and outputs whole: cached decoding's few new positions do not
+// split. A mode of the thread, as torch's NoGradGuard is; guards nest.
+class WholeSequenceGuard {
+ public:
+  WholeSequenceGuard();
+  ~WholeSequenceGuard();
+  WholeSequenceGuard(const WholeSequenceGuard&) = delete;
+  WholeSequenceGuard& operator=(const WholeSequenceGuard&) = delete;
+};
+
+// Whether the layers split over `group` split the sequence in this forward: the group's
+// parallel.tensor_sequence, outside a WholeSequenceGuard.
+bool splits_sequence_now(const TensorGroup& group);
+
 at::Tensor enter_split(const at::Tensor& x, TensorGroup& group);
 at::Tensor leave_split(const at::Tensor& y, TensorGroup& group);
 

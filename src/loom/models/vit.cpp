@@ -10,43 +10,24 @@
 #include <string>
 
 #include "loom/core/error.h"
-#include "loom/core/text.h"
-#include "loom/models/linear.h"
-#include "loom/models/tensor_parallel.h"
+#include "loom/models/planned_layers.h"
 
 namespace loom::models {
 namespace {
 
 constexpr int64_t kDim = 192, kDepth = 12, kHeads = 3, kMlp = 768;
 
-// How tensor parallelism cuts a block's weights (Megatron's, as the GPT's): qkv's output is
-// reshaped as [3, heads, head_dim], so its rows are three sections, each cut by heads.
-const TensorSplit kQueryKeyValue{0, 3};
-
 class EncoderBlock : public torch::nn::Module {
  public:
   EncoderBlock() {
     norm1_ = register_module("norm1",
                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
-    qkv_ = register_module("qkv", torch::nn::Linear(kDim, 3 * kDim));
-    proj_ = register_module("proj", torch::nn::Linear(kDim, kDim));
+    qkv_ = register_module("qkv", std::make_shared<Linear>(kDim, 3 * kDim));
+    proj_ = register_module("proj", std::make_shared<Linear>(kDim, kDim));
     norm2_ = register_module("norm2",
                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim}).eps(1e-6)));
-    fc1_ = register_module("fc1", torch::nn::Linear(kDim, kMlp));
-    fc2_ = register_module("fc2", torch::nn::Linear(kMlp, kDim));
-  }
-
-  // Tensor parallelism: this rank keeps the query, key and value rows of its heads and the
-  // matching input columns of the projection, and its share of the MLP's hidden width.
-  void split(TensorGroup& group) {
-    keep_slice(qkv_->weight, kQueryKeyValue, group);
-    keep_slice(qkv_->bias, kQueryKeyValue, group);
-    keep_slice(proj_->weight, kByInputs, group);
-    keep_slice(fc1_->weight, kByOutputs, group);
-    keep_slice(fc1_->bias, kByOutputs, group);
-    keep_slice(fc2_->weight, kByInputs, group);
-    heads_ /= group.size();
-    group_ = &group;
+    fc1_ = register_module("fc1", std::make_shared<Linear>(kDim, kMlp));
+    fc2_ = register_module("fc2", std::make_shared<Linear>(kMlp, kDim));
   }
 
   at::Tensor forward(const at::Tensor& x) {
@@ -56,29 +37,22 @@ class EncoderBlock : public torch::nn::Module {
 
  private:
   at::Tensor attention(const at::Tensor& x) {
+    // [B, N, 3*D] -> [3, B, heads, N, head_dim] (the heads this rank holds under tensor
+    // parallelism)
+    const at::Tensor fused = qkv_->forward(x);
     const int64_t b = x.size(0), n = x.size(1), head_dim = kDim / kHeads;
-    // [B, N, 3*D] -> [3, B, heads, N, head_dim] (this rank's heads under tensor parallelism)
-    at::Tensor qkv = linear(qkv_, group_ ? enter_split(x, *group_) : x)
-                         .reshape({b, n, 3, heads_, head_dim})
-                         .permute({2, 0, 3, 1, 4});
+    const int64_t heads = fused.size(2) / 3 / head_dim;
+    at::Tensor qkv = fused.reshape({b, n, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
     at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(double(head_dim));
     at::Tensor out =
-        at::matmul(scores.softmax(-1), qkv[2]).transpose(1, 2).reshape({b, n, heads_ * head_dim});
-    if (!group_) return linear(proj_, out);
-    // Each rank's heads' share of the projection, summed: replicated again.
-    return leave_split(at::linear(out, proj_->weight), *group_) + proj_->bias;
+        at::matmul(scores.softmax(-1), qkv[2]).transpose(1, 2).reshape({b, n, heads * head_dim});
+    return proj_->forward(out);
   }
 
-  at::Tensor mlp(const at::Tensor& x) {
-    if (!group_) return linear(fc2_, at::gelu(linear(fc1_, x)));
-    const at::Tensor hidden = at::gelu(linear(fc1_, enter_split(x, *group_)));
-    return leave_split(at::linear(hidden, fc2_->weight), *group_) + fc2_->bias;
-  }
+  at::Tensor mlp(const at::Tensor& x) { return fc2_->forward(at::gelu(fc1_->forward(x))); }
 
-  int64_t heads_ = kHeads;        // this rank's
-  TensorGroup* group_ = nullptr;  // tensor parallelism's, once split
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
-  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+  std::shared_ptr<Linear> qkv_, proj_, fc1_, fc2_;
 };
 
 class VitTiny : public ZooNetwork {
@@ -131,35 +105,17 @@ class VitTiny : public ZooNetwork {
     return blocks;
   }
 
-  // Tensor parallelism over the encoder blocks: attention by heads, the MLP by its hidden
-  // width. The patch embedding, class token, position table, LayerNorms and head stay whole on
-  // every rank (the logits are not split).
-  bool split_for_tensor_parallel(TensorGroup& group) override {
-    const int64_t t = group.size();
-    if (kHeads % t != 0) {
-      throw ConfigError::at_key(
-          "parallel.tensor",
-          std::to_string(t) + " ranks do not split the ViT's " + std::to_string(kHeads) +
-              " heads; it may be " + divisors_in_words(kHeads),
-          {{"value", std::to_string(t)}, {"allowed", divisors_in_words(kHeads)}});
-    }
-    for (auto& block : blocks_) block->split(group);
-    split_ = true;
-    return true;
-  }
-  TensorSplits tensor_splits() const override {
-    TensorSplits splits;
-    if (!split_) return splits;
-    for (size_t i = 0; i < blocks_.size(); ++i) {
-      const std::string b = "blocks." + std::to_string(i) + ".";
-      splits[b + "qkv.weight"] = kQueryKeyValue;
-      splits[b + "qkv.bias"] = kQueryKeyValue;
-      splits[b + "proj.weight"] = kByInputs;
-      splits[b + "fc1.weight"] = kByOutputs;
-      splits[b + "fc1.bias"] = kByOutputs;
-      splits[b + "fc2.weight"] = kByInputs;
-    }
-    return splits;
+  // Tensor parallelism over the encoder blocks (as the GPT's): attention by heads, the MLP by
+  // its hidden width. The patch embedding, class token, position table, LayerNorms and head stay
+  // whole on every rank (the logits are not split). No sequence split.
+  TensorPlan tensor_plan() const override {
+    TensorPlan plan;
+    plan.styles = {{"blocks.*.qkv", colwise(3)},  // q, k and v, each by heads
+                   {"blocks.*.proj", rowwise()},
+                   {"blocks.*.fc1", colwise()},
+                   {"blocks.*.fc2", rowwise()}};
+    plan.divisors = {{kHeads, "the ViT's " + std::to_string(kHeads) + " heads", false}};
+    return plan;
   }
 
   // 6 FLOPs (forward and backward) per multiply-add of the matrix products: the patch
@@ -179,7 +135,6 @@ class VitTiny : public ZooNetwork {
  private:
   InputSpec input_;
   int64_t patch_;
-  bool split_ = false;  // over a tensor group
   torch::nn::Conv2d patch_embed_{nullptr};
   at::Tensor cls_token_, pos_embed_;
   std::vector<std::shared_ptr<EncoderBlock>> blocks_;

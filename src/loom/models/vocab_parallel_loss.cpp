@@ -28,8 +28,9 @@ void by_chunks(int64_t rows, const Each& each) {
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
   // `logits` [N, vocabulary share], `targets` [N] over the whole vocabulary.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
-                            const at::Tensor& targets, int64_t group_address, bool mean) {
-    TensorGroup& group = *reinterpret_cast<TensorGroup*>(group_address);
+                            const at::Tensor& targets, TensorGroup* group_ptr, bool mean) {
+    // (Forward alone uses the group: backward is each rank's own share's.)
+    TensorGroup& group = *group_ptr;
     const int64_t rows = logits.size(0), share = logits.size(1);
     if (rows > 0) {
       const int64_t low = targets.min().item<int64_t>(), high = targets.max().item<int64_t>();
@@ -97,8 +98,7 @@ at::Tensor VocabParallelCrossEntropyLoss::operator()(const at::Tensor& logits,
                                                      Reduction reduction) const {
   const int64_t share = logits.size(-1);
   return VocabParallelCrossEntropy::apply(logits.reshape({-1, share}), targets.reshape({-1}),
-                                          reinterpret_cast<int64_t>(&group_),
-                                          reduction == Reduction::kMean);
+                                          &group_, reduction == Reduction::kMean);
 }
 
 }  // namespace loom::models

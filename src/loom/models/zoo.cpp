@@ -38,4 +38,8 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const InputSpec& in
   throw ConfigError("config key 'model.name': unknown model '" + name + "'");
 }
 
+int64_t configured_context(const ModelConfig& config) {
+  return config.name == "gpt" ? gpt_preset(config.gpt.preset, 2).seq_len : 0;
+}
+
 }  // namespace loom::models

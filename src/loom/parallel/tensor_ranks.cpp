@@ -81,13 +81,9 @@ TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
   comm_ = make_group(plan.mesh.group(plan.rank, kTensorDim),
                      plan.mesh.group_name(plan.rank, kTensorDim));
   group_ = std::make_unique<CommTensorGroup>(*comm_, plan.tensor->sequence);
-  model.split_for_tensor_parallel(*group_);
-  if (plan.tensor->sequence && !model.sequence_split()) {
-    throw ConfigError("config key 'parallel.tensor_sequence': the model '" + model.name() +
-                      "' has no sequence split (the GPT has)");
-  }
-  splits_ = model.tensor_splits();
-  output_split_ = model.output_split();
+  const models::AppliedTensorPlan applied = models::apply_tensor_plan(model, *group_);
+  splits_ = applied.splits;
+  output_split_ = applied.output_split;
   if (output_split_) {
     split_output_loss_ = std::make_unique<models::VocabParallelCrossEntropyLoss>(*group_);
   }

@@ -51,7 +51,7 @@ class TensorRanks : public LayoutPiece {
   // the slices when the writer reaches it; what `mine` had to fetch (its replicas' ZeRO shards)
   // is taken in first.
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
-  // Whether the model's output is split over the group (models::Model::output_split).
+  // Whether the model's output is split over the group (its plan's output module was cut).
   bool output_split() const { return output_split_; }
   // The loss that trains the model for `loss` (the whole output's): the same loss across the
   // group where the output is split, `loss` itself otherwise.

@@ -9,7 +9,6 @@
 #include "loom/core/caching_allocator.h"
 #include "loom/core/log.h"
 #include "loom/data/remote/remote_batch_source.h"
-#include "loom/models/gpt.h"
 #include "loom/parallel/model_state.h"
 #include "loom/profile/flops.h"
 #include "loom/train/optimizer.h"
@@ -45,6 +44,15 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   model.train(true);
   info.model = model.name();
   info.parameters = model.parameter_count();  // before a pipeline releases others' stages
+  // What a tensor group splits of the whole model, before one does (for the advisor): at least 2
+  // ranks, as its advice would split it.
+  if (const models::TensorPlan tensor_plan = model.tensor_plan(); !tensor_plan.empty()) {
+    const int64_t ranks = std::max(2, plan.tensor ? plan.tensor->ranks : 1);
+    parts.tensor_splits_by = tensor_plan.splits_by();
+    parts.tensor_split_share =
+        static_cast<double>(models::planned_split_parameter_count(model, ranks)) /
+        static_cast<double>(info.parameters);
+  }
   parts.layout = layouts.make(model);
   // What this rank trains: the whole model, or its tensor group's slices of it.
   double trainable_bytes = 0;
@@ -182,15 +190,10 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
     }
   }
   if (layout.tensor) p.tensor_ranks = layout.tensor->ranks;
-  // Tensor groups split the GPT's layers, not yet beside parameter servers.
-  if (config.model.name == "gpt" && !layout.servers) {
-    const models::GptConfig gpt =
-        models::gpt_config(config.model.gpt, parts.data.input.classes, parts.data.input.seq_len);
-    p.tensor_heads = gpt.n_head;
-    const int64_t ranks = std::max(2, p.tensor_ranks);  // as the advice would split it
-    p.tensor_split_share =
-        static_cast<double>(models::gpt_tensor_split_parameter_count(gpt, ranks)) /
-        static_cast<double>(models::gpt_parameter_count(gpt));
+  // Tensor groups split a model with a plan, not yet beside parameter servers.
+  if (!layout.servers) {
+    p.tensor_heads = parts.tensor_splits_by;
+    p.tensor_split_share = parts.tensor_split_share;
   }
   p.optimizer_state_bytes = static_cast<double>(s.optimizer_state_bytes);
   p.worker_compute_seconds = s.layout.worker_compute_seconds;

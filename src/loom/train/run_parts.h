@@ -31,6 +31,11 @@ struct RunParts {
   std::unique_ptr<models::Loss> loss;       // training: with label smoothing
   std::unique_ptr<models::Loss> eval_loss;  // the test loss: plain cross-entropy
   std::unique_ptr<data::Feeder> feeder;
+  // Of the whole model, before a tensor group splits it (0 without a tensor plan): what every
+  // group's size must divide (its heads) and the share of its parameters a group of at least 2
+  // ranks cuts.
+  int64_t tensor_splits_by = 0;
+  double tensor_split_share = 0;
 
   // Bytes of the optimizer state this rank holds (its shard under ZeRO), and of its gradients
   // (each tensor once: the parameters', and the shards' the optimizer steps under ZeRO).

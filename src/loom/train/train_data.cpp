@@ -10,7 +10,7 @@
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/data/remote/remote_config.h"
 #include "loom/data/token_batch_source.h"
-#include "loom/models/gpt.h"
+#include "loom/models/model.h"
 
 namespace loom::train {
 namespace {
@@ -80,7 +80,9 @@ TrainData load_token_data(const Config& config, int64_t batch_size, int rank, in
 
 int64_t token_seq_len(const Config& config) {
   if (config.data.seq_len > 0) return config.data.seq_len;
-  if (config.model.name == "gpt") return models::gpt_preset(config.model.gpt.preset, 2).seq_len;
+  if (const int64_t context = models::configured_context(config.model); context > 0) {
+    return context;
+  }
   throw ConfigError("config key 'data.seq_len': needed for tokens with model " + config.model.name);
 }
 

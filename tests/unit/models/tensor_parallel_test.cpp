@@ -273,12 +273,13 @@ void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
   ThreadGroups::Group groups[2] = {{pair, 0, sequence}, {pair, 1, sequence}};
   ModuleModel split[2] = {make(), make()};
   at::Tensor logits[2], evaluated[2], decoded[2];
+  AppliedTensorPlan applied[2];
   std::vector<std::thread> ranks;
   for (int k = 0; k < 2; ++k) {
-    split[k].split_for_tensor_parallel(groups[k]);
+    applied[k] = apply_tensor_plan(split[k], groups[k]);
     ranks.emplace_back([&, k] {
       logits[k] = split[k].forward(ids);
-      const bool by_vocab = split[k].output_split();
+      const bool by_vocab = applied[k].output_split;
       const int64_t share = logits[k].size(2);
       (logits[k] * (by_vocab ? r.narrow(2, k * share, share) : r)).sum().backward();
       torch::NoGradGuard evaluation;
@@ -293,13 +294,13 @@ void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
   const NamedTensors whole = one.named_parameters();
   for (int k = 0; k < 2; ++k) {
     SCOPED_TRACE("rank " + std::to_string(k));
-    EXPECT_EQ(split[k].sequence_split(), sequence);
+    EXPECT_EQ(applied[k].output_split, vocab % 2 == 0);  // by the vocabulary where it divides
     const int64_t share = logits[k].size(2);
-    const at::Tensor mine = want.narrow(2, split[k].output_split() ? k * share : 0, share);
+    const at::Tensor mine = want.narrow(2, applied[k].output_split ? k * share : 0, share);
     EXPECT_TRUE(torch::allclose(logits[k], mine, 1e-4, 1e-5));
     EXPECT_TRUE(torch::allclose(evaluated[k], mine, 1e-4, 1e-5));
     EXPECT_TRUE(torch::allclose(decoded[k], mine.narrow(1, 5, 1), 1e-4, 1e-5));
-    const TensorSplits splits = split[k].tensor_splits();
+    const TensorSplits& splits = applied[k].splits;
     const NamedTensors params = split[k].named_parameters();
     ASSERT_EQ(params.size(), whole.size());
     for (size_t i = 0; i < params.size(); ++i) {
@@ -330,12 +331,13 @@ TEST(TensorParallel, GptSequenceSplitNeedsTheContextToDivide) {
   c.seq_len = 9;
   ThreadGroups pair(2);
   ThreadGroups::Group group(pair, 0, /*sequence=*/true);
+  ModuleModel gpt("gpt", make_gpt(c), false);
   try {
-    make_gpt(c)->split_for_tensor_parallel(group);
+    apply_tensor_plan(gpt, group);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tensor_sequence"), std::string::npos)
-        << e.what();
+    EXPECT_EQ(e.key(), "parallel.tensor_sequence");
+    EXPECT_EQ(e.field("allowed"), "1");  // what divides both the 2 heads and the 9 positions
   }
 }
 

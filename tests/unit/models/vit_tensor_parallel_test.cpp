@@ -51,16 +51,22 @@ class SizedGroup : public TensorGroup {
 
 TEST(VitTensorParallel, SplitsNameTheBlocksMatricesAndTheirSlicesMakeTheWhole) {
   const auto whole = vit(7);
-  EXPECT_TRUE(whole->tensor_splits().empty());  // not split: nothing to say
+  EXPECT_FALSE(whole->tensor_plan().empty());
   const auto whole_params = by_name(*whole);
   std::vector<std::unique_ptr<Model>> ranks;
   std::vector<SizedGroup> groups;
   for (int r = 0; r < kRanks; ++r) groups.emplace_back(r, kRanks);
+  TensorSplits splits;
   for (int r = 0; r < kRanks; ++r) {
     ranks.push_back(vit(7));
-    ranks.back()->split_for_tensor_parallel(groups[r]);
+    const AppliedTensorPlan applied = apply_tensor_plan(*ranks.back(), groups[r]);
+    EXPECT_FALSE(applied.output_split);  // the head stays whole
+    if (r == 0) splits = applied.splits;
   }
-  const TensorSplits splits = ranks[0]->tensor_splits();
+  // The plan's count of what it cuts, before any split, is what the ranks' slices make.
+  int64_t cut = 0;
+  for (const auto& [name, split] : splits) cut += whole_params.at(name).numel();
+  EXPECT_EQ(planned_split_parameter_count(*whole, kRanks), cut);
   std::set<std::string> want;
   for (int i = 0; i < 12; ++i) {
     for (const char* name :
@@ -118,8 +124,7 @@ TEST(VitTensorParallel, ThreeRanksComputeTheWholeModelsOutputAndGradients) {
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       ThreadGroups::Group group(groups, r);
-      ranks[r]->split_for_tensor_parallel(group);
-      splits[r] = ranks[r]->tensor_splits();
+      splits[r] = apply_tensor_plan(*ranks[r], group).splits;
       got[r] = ranks[r]->forward(images);
       (got[r] * weights).sum().backward();
     });
@@ -144,10 +149,11 @@ TEST(VitTensorParallel, RanksThatDoNotDivideTheHeadsAreAConfigError) {
   auto model = vit(1);
   SizedGroup two(0, 2);
   try {
-    model->split_for_tensor_parallel(two);
+    apply_tensor_plan(*model, two);
     FAIL() << "2 ranks split 3 heads";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tensor"), std::string::npos) << e.what();
+    EXPECT_EQ(e.key(), "parallel.tensor");
+    EXPECT_EQ(e.field("allowed"), "1 or 3");
   }
 }
 

@@ -209,8 +209,7 @@ ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, 
   if (config.parallel.tensor > 1) {
     group = std::make_unique<PlanningTensorGroup>(static_cast<int>(config.parallel.tensor),
                                                   config.parallel.tensor_sequence);
-    model.split_for_tensor_parallel(*group);
-    if (model.output_split())
+    if (models::apply_tensor_plan(model, *group).output_split)
       loss = std::make_unique<models::VocabParallelCrossEntropyLoss>(*group);
     profile_options.tensor_bytes_moved = [&group] { return group->bytes_moved(); };
   }
