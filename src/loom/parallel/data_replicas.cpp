@@ -50,6 +50,11 @@ void DataReplicas::keep_own_shards(PhaseSink* sink) {
   sharded_->set_phase_sink(sink);
 }
 
+at::Tensor DataReplicas::combine_eval_sums(at::Tensor sums) {
+  if (replicated()) group_->allreduce(sums, comm::ReduceOp::kSum)->wait(group_->options().timeout);
+  return sums;
+}
+
 std::unique_ptr<GradSync> replica_exchange(NamedTensors parameters, NamedTensors buffers,
                                            comm::Communicator* group,
                                            const DataParallelOptions& options) {

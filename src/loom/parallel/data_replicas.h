@@ -76,6 +76,14 @@ class DataReplicas : public LayoutPiece {
   NamedTensors own_optimizer_state(NamedTensors saved) const override {
     return zero_ ? zero_->shard_state(saved) : saved;
   }
+  // Every parameter is replicated, its gradient and optimizer state ZeRO's shards where the
+  // partition is.
+  Placement placement(const std::string& /*name*/) const override {
+    return {zero_ ? Placement::Kind::kZeroShard : Placement::Kind::kReplicate};
+  }
+  int coordinate() const override { return group_ ? group_->rank() : 0; }
+  // The replicas add their shares of the test set's sums.
+  at::Tensor combine_eval_sums(at::Tensor sums) override;
   // Under ZeRO every replica holds its own shards; otherwise the first replica holds what the
   // others do.
   bool takes_part_in_checkpoints() const override {

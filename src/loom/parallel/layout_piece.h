@@ -1,6 +1,6 @@
-// A parallel dimension as applied to what a rank holds, as far as checkpoints see it: the tensor
-// group's slices (tensor_ranks.h), a pipeline's stages (pipeline/pipeline_stages.h), the data
-// replicas and ZeRO's shards (data_replicas.h). A layout lists its pieces in the order their
+// A parallel dimension as applied to what a rank holds, as far as checkpoints and norms see it: the
+// tensor group's slices (tensor_ranks.h), a pipeline's stages (pipeline/pipeline_stages.h), the
+// data replicas and ZeRO's shards (data_replicas.h). A layout lists its pieces in the order their
 // dimensions were applied to the model (pipeline, then tensor, then data, as torchtitan splits
 // the stages and then applies apply_tp and apply_fsdp to each); ParallelLayout cuts a
 // checkpoint's whole tensors in that order and undoes the pieces for writing the other way
@@ -17,6 +17,11 @@
 #include <vector>
 
 #include "loom/core/tensor_to_fetch.h"
+#include "loom/models/tensor_parallel.h"
+
+namespace loom::models {
+class Loss;  // models/loss.h
+}  // namespace loom::models
 
 namespace loom::parallel {
 
@@ -40,9 +45,49 @@ struct CheckpointTensors {
 // a gather that hands back every tensor at once makes of one made for a writer.
 void fetch_all(CheckpointTensors& all);
 
+// Where a parameter a rank holds lives along one dimension of the mesh, as DTensor's placements
+// say it. Every piece places every parameter it holds, so that what depends only on where a
+// tensor lives is written once (the gradient norm over the job, ParallelLayout::clip_gradients).
+struct Placement {
+  enum class Kind {
+    kReplicate,  // the same on every rank of the dimension's group
+    kShard,      // cut by `split` between the group's ranks: each holds its slice
+    kZeroShard,  // whole or gathered when used, its gradient and optimizer state spread over the
+                 // replicas' ZeRO buckets: each rank holds its pieces of them
+    kStage,      // held by this rank's pipeline stage alone
+    kTiedCopy,   // a copy, on this rank's stage, of a parameter another stage owns
+  };
+  Kind kind = Kind::kReplicate;
+  models::TensorSplit split;  // kShard's
+
+  // Whether the rank at `coordinate` along the dimension counts the tensor's elements in a sum
+  // over the job (each element once): a replicated tensor on the first rank only, a tied copy on
+  // none (its owner's stage counts it), a slice, a ZeRO shard or a stage's own on every rank.
+  bool counted_at(int coordinate) const {
+    if (kind == Kind::kReplicate) return coordinate == 0;
+    return kind != Kind::kTiedCopy;
+  }
+};
+
 class LayoutPiece {
  public:
   virtual ~LayoutPiece() = default;
+
+  // This dimension's placement of the parameter `name` this rank holds, and this rank's
+  // coordinate along the dimension (its rank in the dimension's group).
+  virtual Placement placement(const std::string& name) const = 0;
+  virtual int coordinate() const = 0;
+
+  // What the dimension does to a step's loss and an evaluation's outputs; nothing by default.
+  // The loss that trains the model for `loss` (the whole output's): another where this dimension
+  // splits the output (a vocabulary-parallel cross-entropy).
+  virtual const models::Loss& training_loss(const models::Loss& loss) const { return loss; }
+  // An evaluation's output (no gradients) made whole along this dimension where it splits the
+  // output; collective over the dimension's group then.
+  virtual at::Tensor whole_output(at::Tensor output) { return output; }
+  // An evaluation's sums, tallied where outputs were seen, combined over the dimension's group
+  // (the same on each of its ranks after).
+  virtual at::Tensor combine_eval_sums(at::Tensor sums) { return sums; }
 
   // Whether this rank gives a share of a checkpoint along this dimension: not a replica that
   // holds what the first replica holds.

@@ -11,29 +11,38 @@
 #include "loom/comm/tensor_message.h"
 #include "loom/parallel/data_replicas.h"
 #include "loom/parallel/layout_metrics.h"
-#include "loom/parallel/tensor_ranks.h"
 #include "loom/parallel/zero_partition.h"
 
 namespace loom::parallel {
 
+std::vector<Placement> ParallelLayout::placements(const std::string& name) const {
+  std::vector<Placement> out;
+  for (const LayoutPiece* piece : parts_.applied) out.push_back(piece->placement(name));
+  return out;
+}
+
 void ParallelLayout::clip_gradients(double max_norm) {
-  const LayoutParts& r = parts_;
-  const ZeroPartition* zero = r.data ? r.data->partition() : nullptr;
-  if (!r.tensor && !zero && !r.stages) {
+  const auto counted_here = [&](const std::string& name) {
+    for (const LayoutPiece* piece : parts_.applied) {
+      if (!piece->placement(name).counted_at(piece->coordinate())) return false;
+    }
+    return true;
+  };
+  bool replicated = true;  // every gradient the same on every rank that holds it
+  for (const auto& [name, p] : parameters_) {
+    for (const Placement& placement : placements(name)) {
+      replicated = replicated && placement.kind == Placement::Kind::kReplicate;
+    }
+  }
+  if (!parts_.trainers || replicated) {
     // This rank's gradients are the whole model's (replicas hold the same).
     std::vector<at::Tensor> tensors;
     for (const auto& [name, p] : parameters_) tensors.push_back(p);
     torch::nn::utils::clip_grad_norm_(tensors, max_norm);
     return;
   }
-  const auto counted_here = [&](const std::string& name) {
-    if (r.counted_elsewhere && r.counted_elsewhere->count(name)) return false;
-    // Without ZeRO the replicas hold the same gradients: the first replica counts them.
-    if (!zero && plan_.data.replica != 0) return false;
-    return !r.tensor || r.tensor->counts_gradient(name);
-  };
   std::vector<at::Tensor> counted, scaled;
-  if (zero) {
+  if (const ZeroPartition* zero = parts_.data ? parts_.data->partition() : nullptr) {
     // Each rank holds its shards of the mean gradients: every piece of a parameter in them is
     // counted where its parameter is.
     for (const auto& [p, piece] : zero->gradient_pieces()) {
@@ -48,7 +57,7 @@ void ParallelLayout::clip_gradients(double max_norm) {
       scaled.push_back(p.grad());
     }
   }
-  clip_gradients_across(counted, scaled, max_norm, *r.trainers);
+  clip_gradients_across(counted, scaled, max_norm, *parts_.trainers);
 }
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }
@@ -157,15 +166,19 @@ double ParallelLayout::sum_over_stages(double mine) {
 }
 
 at::Tensor ParallelLayout::combine_eval_sums(at::Tensor sums) {
-  // The last stage saw every output of its pipeline's share; the replicas add their shares.
-  if (comm::Communicator* stages = parts_.stages; several(stages)) {
-    stages->broadcast(sums, parts_.last_stage)->wait(stages->options().timeout);
-  }
-  if (comm::Communicator* replicas = parts_.data ? parts_.data->group() : nullptr;
-      several(replicas)) {
-    replicas->allreduce(sums, comm::ReduceOp::kSum)->wait(replicas->options().timeout);
-  }
+  for (LayoutPiece* piece : parts_.applied) sums = piece->combine_eval_sums(std::move(sums));
   return sums;
+}
+
+const models::Loss& ParallelLayout::training_loss(const models::Loss& loss) const {
+  const models::Loss* trained = &loss;
+  for (const LayoutPiece* piece : parts_.applied) trained = &piece->training_loss(*trained);
+  return *trained;
+}
+
+at::Tensor ParallelLayout::whole_output(at::Tensor output) {
+  for (LayoutPiece* piece : parts_.applied) output = piece->whole_output(std::move(output));
+  return output;
 }
 
 at::Tensor ParallelLayout::own_rng(const CheckpointTensors& saved) const {

@@ -45,7 +45,6 @@
 namespace loom::parallel {
 
 class DataReplicas;  // data_replicas.h
-class TensorRanks;   // tensor_ranks.h
 
 // What start() needs from the loop.
 struct StartOptions {
@@ -119,12 +118,14 @@ class ParallelLayout {
   GradSync& grad_sync() { return *grad_sync_; }
   const GradSync& grad_sync() const { return *grad_sync_; }
 
+  // Where the parameter `name` this rank holds lives along each dimension applied, in the order
+  // applied (layout_piece.h).
+  std::vector<Placement> placements(const std::string& name) const;
   // Scales the gradients so that their norm over the whole model (every stage, slice and
   // shard) is at most `max_norm`, as torch's clip_grad_norm_ does in one process. Written once
-  // for every layout, from where each gradient lives (parts_): where a dimension slices, shards
-  // or stages the gradients, the norm is summed over every training rank, each element counted
-  // on one rank only (a whole parameter by its tensor group's first rank, a replicated gradient
-  // by the first replica, a tied copy by its owner's stage).
+  // for every layout, from the parameters' placements: where any is not replicated, the norm is
+  // summed over every training rank, each element counted on one rank only (Placement::
+  // counted_at: a replicated one by its group's first rank, a tied copy by its owner's stage).
   void clip_gradients(double max_norm);
 
   // The run-wide reductions, written once over the groups each layout names (parts_).
@@ -164,7 +165,7 @@ class ParallelLayout {
   virtual void forward_only(int64_t batches, const MicroBatchSource& batch,
                             const OutputSink& output) = 0;
   // Sums an evaluation tallied (on the ranks that saw outputs: a pipeline's last stage) into the
-  // job's, on every rank.
+  // job's, on every rank: each piece combines over its group, in the order applied.
   at::Tensor combine_eval_sums(at::Tensor sums);
 
   // How the run is laid out, for the checkpoint's manifest: {"ranks", "data_parallel", ...}.
@@ -185,18 +186,18 @@ class ParallelLayout {
   struct LayoutParts {
     comm::Communicator* trainers = nullptr;  // every training rank; null for one process
     comm::Communicator* stages = nullptr;    // this rank's pipeline; null without stages
-    int last_stage = 0;                      // the rank in `stages` whose stage makes outputs
-    // The pieces, owned by the layout: the data dimension's, and the tensor dimension's (null
-    // without tensor groups).
+    // The data dimension's piece, owned by the layout (what the optimizer steps, ZeRO's shards).
     const DataReplicas* data = nullptr;
-    const TensorRanks* tensor = nullptr;
-    // Parameters whose gradient another stage's rank counts in the norm (a pipeline's tied
-    // copies); null for none.
-    const std::set<std::string>* counted_elsewhere = nullptr;
-    // Every piece, in the order its dimension was applied (pipeline, tensor, data): what the
-    // checkpoints' gather and cut go through (layout_piece.h).
+    // Every piece, in the order its dimension was applied (pipeline, tensor, data): where each
+    // parameter lives (its placements), and what the checkpoints' gather and cut go through
+    // (layout_piece.h).
     std::vector<LayoutPiece*> applied;
   };
+
+  // What the pieces make of the loss (the one that trains the model for `loss`) and of an
+  // evaluation's output (made whole where a piece splits it), in the order applied.
+  const models::Loss& training_loss(const models::Loss& loss) const;
+  at::Tensor whole_output(at::Tensor output);
 
   LayoutParts parts_;
   LayoutPlan plan_;

@@ -26,7 +26,6 @@ ReplicatedLayout::ReplicatedLayout(LayoutPlan plan, models::Model& model,
                                          options_.data_parallel, &model);
   parts_.trainers = trainers_;
   parts_.data = data_.get();
-  parts_.tensor = tensor_.get();
   if (tensor_) parts_.applied.push_back(tensor_.get());
   parts_.applied.push_back(data_.get());
 }
@@ -85,10 +84,8 @@ void ReplicatedLayout::start(const StartOptions& options) {
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;
-  // A model whose output is split over the tensor group trains with the loss across the group.
-  const models::Loss& loss = tensor_ ? tensor_->training_loss(*options.loss) : *options.loss;
-  executor_ = std::make_unique<AccumulatingExecutor>(running_model(), loss, *grad_sync_,
-                                                     *options.observer, step);
+  executor_ = std::make_unique<AccumulatingExecutor>(running_model(), training_loss(*options.loss),
+                                                     *grad_sync_, *options.observer, step);
 }
 
 void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
@@ -109,8 +106,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
       AutocastScope autocast(bf16_);
       logits = running_model().forward(input.input);
     }
-    if (tensor_ && tensor_->output_split()) logits = tensor_->whole_output(logits);
-    output(logits, input.targets);
+    output(whole_output(logits), input.targets);
   }
   running_model().train(true);
   if (sharded) sharded->let_go();

@@ -89,8 +89,9 @@ TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
   }
 }
 
-at::Tensor TensorRanks::whole_output(const at::Tensor& share) {
-  const at::Tensor mine = share.contiguous();
+at::Tensor TensorRanks::whole_output(at::Tensor output) {
+  if (!output_split_) return output;
+  const at::Tensor mine = output.contiguous();
   at::Tensor all = at::empty({comm_->world() * mine.numel()}, mine.options());
   comm_->allgather(mine, all)->wait(comm_->options().timeout);
   // [ranks, ..., share] -> [..., ranks x share]: each rank's share in vocabulary order.
@@ -115,6 +116,12 @@ const models::TensorSplit* TensorRanks::split_of(const std::string& name,
     if (it == splits_.end()) return nullptr;
   }
   return tensor.dim() == 0 ? nullptr : &it->second;
+}
+
+Placement TensorRanks::placement(const std::string& name) const {
+  const auto split = splits_.find(name);
+  if (split == splits_.end()) return {Placement::Kind::kReplicate};
+  return {Placement::Kind::kShard, split->second};
 }
 
 void TensorRanks::set_phase_sink(PhaseSink* sink) { group_->set_phase_sink(sink); }

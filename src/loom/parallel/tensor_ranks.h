@@ -41,25 +41,22 @@ class TensorRanks : public LayoutPiece {
   // backward again (null: not reported).
   void set_phase_sink(PhaseSink* sink);
 
-  // Whether this rank counts the parameter's gradient in the whole model's norm: its slice of a
-  // split one, and a whole (replicated) one on the group's first rank only.
-  bool counts_gradient(const std::string& name) const {
-    return rank() == 0 || splits_.count(name) > 0;
-  }
+  // A split parameter is cut (its TensorSplit), the others replicated over the group.
+  Placement placement(const std::string& name) const override;
+  int coordinate() const override { return rank(); }
   // The whole tensors from every rank's slices, on the group's first rank (the others send
   // theirs and get nothing). The split ones come as tensors to fetch, each put together from
   // the slices when the writer reaches it; what `mine` had to fetch (its replicas' ZeRO shards)
   // is taken in first.
   std::optional<CheckpointTensors> gather(CheckpointTensors mine) override;
-  // Whether the model's output is split over the group (its plan's output module was cut).
-  bool output_split() const { return output_split_; }
   // The loss that trains the model for `loss` (the whole output's): the same loss across the
-  // group where the output is split, `loss` itself otherwise.
-  const models::Loss& training_loss(const models::Loss& loss) const {
+  // group where the output is split (the plan's output module was cut), `loss` itself otherwise.
+  const models::Loss& training_loss(const models::Loss& loss) const override {
     return output_split_ ? *split_output_loss_ : loss;
   }
-  // The whole output from every rank's share of its last dimension; collective over the group.
-  at::Tensor whole_output(const at::Tensor& share);
+  // Where the output is split, the whole output from every rank's share of its last dimension;
+  // collective over the group.
+  at::Tensor whole_output(at::Tensor output) override;
   // A checkpoint's whole tensors (the model's, or optimizer state "<param>.<field>") cut into
   // this rank's slices; the rest as they are.
   NamedTensors own_model_state(NamedTensors whole) const override;

@@ -60,21 +60,19 @@ PipelineLayout::PipelineLayout(LayoutPlan plan, models::Model& model, comm::Comm
   StageTensors own = keep_own_stages(stages_, options_.schedule, pipeline().rank());
   parameters_ = std::move(own.parameters);
   buffers_ = std::move(own.buffers);
-  for (const auto& [name, t] : own.tied_copies) tied_copies_.insert(name);
-  std::set<std::string> held;
+  std::set<std::string> held, tied_copies;
   for (const auto* list : {&parameters_, &buffers_}) {
     for (const auto& [name, t] : *list) held.insert(name);
   }
-  stages_piece_ = std::make_unique<PipelineStages>(pipeline(), std::move(held));
+  for (const auto& [name, t] : own.tied_copies) tied_copies.insert(name);
+  stages_piece_ = std::make_unique<PipelineStages>(pipeline(), options_.schedule.stage_rank.back(),
+                                                   std::move(held), std::move(tied_copies));
   data_ = std::make_unique<DataReplicas>(plan_.data, replica_group_.get(), parameters_,
                                          options_.data_parallel, nullptr, tied_.names());
   plan_text_ = options_.plan_text;
   parts_.trainers = &job_;
   parts_.stages = &pipeline();
-  parts_.last_stage = options_.schedule.stage_rank.back();
   parts_.data = data_.get();
-  parts_.tensor = tensor_.get();
-  parts_.counted_elsewhere = &tied_copies_;
   parts_.applied = {stages_piece_.get()};
   if (tensor_) parts_.applied.push_back(tensor_.get());
   parts_.applied.push_back(data_.get());
@@ -91,8 +89,7 @@ void PipelineLayout::start(const StartOptions& options) {
   grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);
   PipelineExecutorOptions executor;
   executor.bf16 = options.bf16;
-  // A model whose output is split over the tensor group trains with the loss across the group.
-  const models::Loss& loss = tensor_ ? tensor_->training_loss(*options.loss) : *options.loss;
+  const models::Loss& loss = training_loss(*options.loss);
   if (tensor_) tensor_->set_phase_sink(options.observer);
   auto pipelined = std::make_unique<PipelineExecutor>(options_.schedule, stages_, loss, *grad_sync_,
                                                       pipeline(), *options.observer, executor);
@@ -130,14 +127,13 @@ void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch
     if (n > 0 && whole.input.defined()) part.input = whole.input.narrow(0, start, n);
     return part;
   };
-  // A last stage whose output is split over its tensor group puts it together (every rank of
-  // the group, in step) before it is tallied.
-  const OutputSink whole_output = [&](const at::Tensor& logits, const at::Tensor& targets) {
-    output(tensor_->whole_output(logits), targets);
+  // A last stage whose output is split (over its tensor group) puts it together, every rank of
+  // the group in step, before it is tallied.
+  const OutputSink made_whole = [&](const at::Tensor& logits, const at::Tensor& targets) {
+    output(whole_output(logits), targets);
   };
   model_.train(false);
-  executor_of_schedule_->forward_only(batches * pieces, piece_of,
-                                      tensor_ && tensor_->output_split() ? whole_output : output);
+  executor_of_schedule_->forward_only(batches * pieces, piece_of, made_whole);
   model_.train(true);
 }
 

@@ -69,7 +69,6 @@ class PipelineLayout : public ParallelLayout {
   PipelineLayoutOptions options_;
   std::vector<std::vector<models::Block>> stages_;
   TiedParameters tied_;                  // held on several of the pipeline's ranks
-  std::set<std::string> tied_copies_;    // of parameters_, those another stage owns
   std::unique_ptr<TensorRanks> tensor_;  // this rank's tensor group, under tensor parallelism
   // With several pipelines, or tensor groups: this rank's pipeline and its stage's replicas.
   std::unique_ptr<comm::Communicator> pipeline_group_, replica_group_;
