@@ -6,6 +6,8 @@
 // whole tensors under their names, so they move to and from one process and other layouts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "e2e/language_model_fixture.h"
 
 namespace loom::test {
@@ -23,6 +25,19 @@ TEST_F(LanguageModelTrain, TensorParallelRanksTrainLikeOneProcessWithDropout) {
   expect_like(dir / "tp", dir / "one");
   const auto s = summary_of(dir / "tp");
   EXPECT_EQ(s["layout"]["mesh"], nlohmann::json({{"data", 1}, {"tensor", 2}})) << s["layout"];
+  // The GPT's plan as applied: of each of the 2 layers, the attention's and the MLP's products
+  // (their weights, and the column-split ones' biases: 6), and the token embedding.
+  const auto& tp = s["tensor_parallel"];
+  EXPECT_EQ(tp["ranks"], 2);
+  EXPECT_EQ(tp["sequence"], false);
+  EXPECT_EQ(tp["plan"][0],
+            nlohmann::json({{"pattern", "h.*.attn.c_attn"}, {"style", "colwise(sections=3)"}}));
+  EXPECT_NE(std::find(tp["plan"].begin(), tp["plan"].end(),
+                      nlohmann::json({{"pattern", "wte"}, {"style", "vocabulary"}})),
+            tp["plan"].end())
+      << tp;
+  EXPECT_EQ(tp["cut_parameters"], 2 * 6 + 1);
+  EXPECT_TRUE(summary_of(dir / "one")["tensor_parallel"].is_null());
   // Each rank holds half of every layer's products and of the token embedding (the vocabulary of
   // 1000 divides); the position table and the LayerNorms stay whole.
   const double whole = summary_of(dir / "one")["memory"]["parameter_bytes"].get<double>();

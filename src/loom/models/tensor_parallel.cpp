@@ -15,15 +15,17 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // An autograd function's context keeps what backward needs as IValues only: the group goes in
-// typed, as a custom class torch knows (registered once below), not as an address in an integer.
+// typed, as a custom class torch knows, not as an address in an integer. The class is registered
+// with torch the first time a group is kept (not when the library loads: importing Loom changes
+// nothing process-wide).
 struct GroupHandle : torch::CustomClassHolder {
   explicit GroupHandle(TensorGroup* held) : group(held) {}
   TensorGroup* group;
 };
 
-const auto kGroupHandleClass = torch::class_<GroupHandle>("loom", "TensorGroupHandle");
-
 void keep_group(AutogradContext* ctx, TensorGroup* group) {
+  static const auto registered = torch::class_<GroupHandle>("loom", "TensorGroupHandle");
+  (void)registered;
   ctx->saved_data["group"] = c10::make_intrusive<GroupHandle>(group);
 }
 

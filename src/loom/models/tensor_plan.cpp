@@ -138,6 +138,7 @@ AppliedTensorPlan apply_tensor_plan(Model& model, TensorGroup& group) {
   }
   check_divisors(plan, ranks, sequence);
   AppliedTensorPlan applied;
+  applied.plan = plan;
   applied.splits = planned_splits(*root, plan, ranks);
   for (const PlannedModule& planned : planned_modules(*root, plan)) {
     planned.layer->take(planned.style, group);

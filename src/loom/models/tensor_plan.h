@@ -75,6 +75,7 @@ struct TensorPlan {
 
 // What a plan made of a model on one rank.
 struct AppliedTensorPlan {
+  TensorPlan plan;            // the plan applied
   TensorSplits splits;        // each cut parameter, under its name in the model
   bool output_split = false;  // the output is this rank's share of its last dimension
 };

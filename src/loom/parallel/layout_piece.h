@@ -18,6 +18,7 @@
 
 #include "loom/core/tensor_to_fetch.h"
 #include "loom/models/tensor_parallel.h"
+#include "loom/parallel/layout_report.h"
 
 namespace loom::models {
 class Loss;  // models/loss.h
@@ -77,6 +78,9 @@ class LayoutPiece {
   // coordinate along the dimension (its rank in the dimension's group).
   virtual Placement placement(const std::string& name) const = 0;
   virtual int coordinate() const = 0;
+
+  // Its part of the run's report (layout_report.h): what it did to the model; nothing by default.
+  virtual void describe(LayoutReport& /*report*/) const {}
 
   // What the dimension does to a step's loss and an evaluation's outputs; nothing by default.
   // The loss that trains the model for `loss` (the whole output's): another where this dimension

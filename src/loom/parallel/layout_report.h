@@ -1,9 +1,11 @@
 // How a run's parallel layout did, for its summary and the advisor: ParallelLayout::report()
-// fills the part every layout has, and each piece of the layout (its LayoutMetrics) adds its own.
+// fills the part every layout has, and each piece of the layout (LayoutPiece::describe, and its
+// LayoutMetrics) adds its own.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/parallel/ps/server_load.h"
@@ -27,6 +29,10 @@ struct LayoutReport {
   std::vector<double> peak_bytes;
   int64_t better_microbatches = 0;
   double better_bubble = 0;
+  // Tensor groups: the model's plan as applied (pattern and style, in the plan's words), and how
+  // many of the parameters it cut.
+  std::vector<std::pair<std::string, std::string>> tensor_plan;
+  int64_t tensor_cut_parameters = 0;
 };
 
 }  // namespace loom::parallel

@@ -195,6 +195,7 @@ LayoutReport ParallelLayout::report() {
   LayoutReport r;
   if (several(parts_.trainers)) r.backend = parts_.trainers->backend();
   r.exchange = grad_sync_->describe();
+  for (const LayoutPiece* piece : parts_.applied) piece->describe(r);
   for (const LayoutMetrics* piece : metrics()) piece->fill(r);
   return r;
 }

@@ -82,6 +82,7 @@ TensorRanks::TensorRanks(const LayoutPlan& plan, models::Model& model,
                      plan.mesh.group_name(plan.rank, kTensorDim));
   group_ = std::make_unique<CommTensorGroup>(*comm_, plan.tensor->sequence);
   const models::AppliedTensorPlan applied = models::apply_tensor_plan(model, *group_);
+  plan_ = applied.plan;
   splits_ = applied.splits;
   output_split_ = applied.output_split;
   if (output_split_) {
@@ -122,6 +123,13 @@ Placement TensorRanks::placement(const std::string& name) const {
   const auto split = splits_.find(name);
   if (split == splits_.end()) return {Placement::Kind::kReplicate};
   return {Placement::Kind::kShard, split->second};
+}
+
+void TensorRanks::describe(LayoutReport& report) const {
+  for (const auto& [pattern, style] : plan_.styles) {
+    report.tensor_plan.emplace_back(pattern, style.describe());
+  }
+  report.tensor_cut_parameters = static_cast<int64_t>(splits_.size());
 }
 
 void TensorRanks::set_phase_sink(PhaseSink* sink) { group_->set_phase_sink(sink); }

@@ -44,6 +44,8 @@ class TensorRanks : public LayoutPiece {
   // A split parameter is cut (its TensorSplit), the others replicated over the group.
   Placement placement(const std::string& name) const override;
   int coordinate() const override { return rank(); }
+  // The plan as applied and the count of parameters it cut.
+  void describe(LayoutReport& report) const override;
   // The whole tensors from every rank's slices, on the group's first rank (the others send
   // theirs and get nothing). The split ones come as tensors to fetch, each put together from
   // the slices when the writer reaches it; what `mine` had to fetch (its replicas' ZeRO shards)
@@ -67,6 +69,7 @@ class TensorRanks : public LayoutPiece {
 
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<CommTensorGroup> group_;  // comm_ as the model sees it
+  models::TensorPlan plan_;                 // the model's, as applied
   models::TensorSplits splits_;
   bool output_split_ = false;
   std::unique_ptr<models::Loss> split_output_loss_;

@@ -128,8 +128,8 @@ struct RunProfile {
   int64_t better_microbatches = 0;
   double better_bubble = 0;
   // Tensor parallelism: the ranks of this rank's tensor group (1: none); the heads a group could
-  // split the model's attention by (the GPT's n_head; 0 where the model or the layout cannot
-  // take parallel.tensor); and the share of the parameters a group would split (the layers'
+  // split the model's attention by (what its tensor plan's sizes must divide: the GPT's n_head,
+  // the ViT's 3; 0 where the model has no plan or the layout cannot take parallel.tensor); and the share of the parameters a group would split (the layers'
   // attention and MLP matrices), 0..1.
   int tensor_ranks = 1;
   int64_t tensor_heads = 0;

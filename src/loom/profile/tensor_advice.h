@@ -1,5 +1,6 @@
 // The advisor's findings on tensor parallelism (parallel.tensor: T). A tensor group splits each
-// GPT layer's attention by heads and its MLP by its hidden width over T ranks (Megatron's way):
+// layer of a model with a tensor plan (the GPT's, the ViT's: models/tensor_plan.h) over T ranks,
+// its attention by heads and its MLP by its hidden width (Megatron's way):
 // a rank then holds 1/T of the layers' matrices (their parameters, gradients and optimizer
 // state) and of the activations inside attention and the MLP, and pays 2 all-reduces of a
 // layer's activations in forward and 2 in backward, charged to the tensor_comm phase. Each

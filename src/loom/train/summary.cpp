@@ -78,6 +78,20 @@ double spread_of_mean(const std::vector<double>& values) {
   return mean > 0 ? (*high - *low) / mean : 0.0;
 }
 
+// The tensor groups: their size, whether they split the sequence, the model's plan as applied
+// (pattern and style) and the parameters it cut. Null without tensor groups.
+nlohmann::ordered_json tensor_parallel_json(const TrainSummary& s) {
+  if (!s.plan.tensor) return nullptr;
+  nlohmann::ordered_json plan = nlohmann::ordered_json::array();
+  for (const auto& [pattern, style] : s.layout.tensor_plan) {
+    plan.push_back({{"pattern", pattern}, {"style", style}});
+  }
+  return {{"ranks", s.plan.tensor->ranks},
+          {"sequence", s.plan.tensor->sequence},
+          {"plan", plan},
+          {"cut_parameters", s.layout.tensor_cut_parameters}};
+}
+
 // Each server's load, and how evenly it was spread: the difference in bytes between the busiest
 // and the idlest server per worker and step, in parts (the plan promises at most one), and the
 // spread of their busy (CPU) and active time relative to the mean. Null without servers.
@@ -261,6 +275,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"exchange", s.layout.exchange},
         {"worker_compute_seconds", s.layout.worker_compute_seconds}}},
       {"parameter_servers", parameter_servers_json(s)},
+      {"tensor_parallel", tensor_parallel_json(s)},
       {"pipeline", !s.plan.pipeline
                        ? nlohmann::ordered_json(nullptr)
                        : nlohmann::ordered_json{{"ranks", s.plan.pipeline->ranks},
