@@ -9,8 +9,8 @@ namespace loom::models {
 
 using Kind = TensorStyle::Kind;
 
-void PlannedLayer::take(const TensorStyle& style, TensorGroup& group) {
-  const TensorSplits splits = cuts(style, group.size());
+TensorSplits PlannedLayer::take(const TensorStyle& style, TensorGroup& group) {
+  TensorSplits splits = cuts(style, group.size());
   for (auto& [name, split] : splits) {
     at::Tensor parameter = named_parameters(/*recurse=*/false)[name];
     keep_slice(parameter, split, group);
@@ -18,6 +18,7 @@ void PlannedLayer::take(const TensorStyle& style, TensorGroup& group) {
   style_ = style;
   group_ = &group;
   cut_ = !splits.empty();
+  return splits;
 }
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias) {

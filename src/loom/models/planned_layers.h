@@ -27,8 +27,9 @@ class PlannedLayer : public torch::nn::Module {
   virtual bool takes(const TensorStyle& style) const = 0;
   // How `style` cuts this layer's parameters over `ranks` ranks, by their own names ("weight").
   virtual TensorSplits cuts(const TensorStyle& style, int64_t ranks) const = 0;
-  // Keeps this rank's slices of what `style` cuts, and runs the style over `group` from now on.
-  void take(const TensorStyle& style, TensorGroup& group);
+  // Keeps this rank's slices of what `style` cuts, and runs the style over `group` from now on;
+  // returns the cuts (cuts(style, group.size())).
+  TensorSplits take(const TensorStyle& style, TensorGroup& group);
 
  protected:
   // Whether this forward runs on this rank's positions (the group splits the sequence).

@@ -111,12 +111,19 @@ bool name_matches(const std::string& pattern, const std::string& name) {
   return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
+namespace {
+
+// A layer's cuts, by its own parameters' names, added to `splits` under the model's names.
+void add_cuts(const std::string& layer, const TensorSplits& cuts, TensorSplits& splits) {
+  for (const auto& [parameter, split] : cuts) splits[layer + "." + parameter] = split;
+}
+
+}  // namespace
+
 TensorSplits planned_splits(torch::nn::Module& root, const TensorPlan& plan, int64_t ranks) {
   TensorSplits splits;
   for (const PlannedModule& planned : planned_modules(root, plan)) {
-    for (const auto& [parameter, split] : planned.layer->cuts(planned.style, ranks)) {
-      splits[planned.name + "." + parameter] = split;
-    }
+    add_cuts(planned.name, planned.layer->cuts(planned.style, ranks), splits);
   }
   return splits;
 }
@@ -139,12 +146,10 @@ AppliedTensorPlan apply_tensor_plan(Model& model, TensorGroup& group) {
   check_divisors(plan, ranks, sequence);
   AppliedTensorPlan applied;
   applied.plan = plan;
-  applied.splits = planned_splits(*root, plan, ranks);
   for (const PlannedModule& planned : planned_modules(*root, plan)) {
-    planned.layer->take(planned.style, group);
-  }
-  for (const auto& [name, split] : applied.splits) {
-    if (!plan.output.empty() && name.rfind(plan.output + ".", 0) == 0) applied.output_split = true;
+    const TensorSplits cut = planned.layer->take(planned.style, group);
+    add_cuts(planned.name, cut, applied.splits);
+    if (planned.name == plan.output && !cut.empty()) applied.output_split = true;
   }
   return applied;
 }

@@ -28,13 +28,17 @@ void ParallelLayout::clip_gradients(double max_norm) {
     }
     return true;
   };
-  bool replicated = true;  // every gradient the same on every rank that holds it
-  for (const auto& [name, p] : parameters_) {
-    for (const Placement& placement : placements(name)) {
-      replicated = replicated && placement.kind == Placement::Kind::kReplicate;
+  // Whether every gradient is the same on every rank that holds it (found at the first that is
+  // not: for a sliced, sharded or staged model, its first parameter).
+  const auto replicated = [&] {
+    for (const auto& [name, p] : parameters_) {
+      for (const LayoutPiece* piece : parts_.applied) {
+        if (piece->placement(name).kind != Placement::Kind::kReplicate) return false;
+      }
     }
-  }
-  if (!parts_.trainers || replicated) {
+    return true;
+  };
+  if (!parts_.trainers || replicated()) {
     // This rank's gradients are the whole model's (replicas hold the same).
     std::vector<at::Tensor> tensors;
     for (const auto& [name, p] : parameters_) tensors.push_back(p);
