@@ -57,7 +57,8 @@ def _kind_of(optimizer):
         return kind
     kinds = ", ".join(_loom.optimizer_kinds())
     raise _loom.ConfigError(f"optimizer: loom.checkpoint keeps the state of torch.optim's "
-                            f"{kinds}, not {type(optimizer).__module__}.{name}")
+                            f"{kinds}, not {type(optimizer).__module__}.{name}",
+                            key="optimizer", value=name, allowed=kinds)
 
 
 def _sharded(model):
@@ -79,7 +80,8 @@ def _parameter_states(optimizer, named_parameters):
                 continue
             name = names.get(id(p))
             if name is None:
-                raise _loom.ConfigError("optimizer: it holds a parameter the model does not")
+                raise _loom.ConfigError("optimizer: it holds a parameter the model does not",
+                                        key="optimizer", problem="foreign_parameter")
             state.append((name, p, [(field, value if isinstance(value, torch.Tensor)
                                      else torch.tensor(value))
                                     for field, value in fields.items() if value is not None]))
@@ -352,9 +354,10 @@ def load(directory, *, model, optimizer=None, loader=None):
     with torch.no_grad(), _whole_parameters(sharded):
         for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
             if name not in saved:
-                raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'")
+                raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'",
+                                      path=data["path"], tensor=name, problem="missing")
             shapes[name] = list(tensor.shape)
-            _check_shape(data, f"tensor '{name}'", saved[name], shapes[name], name, split)
+            _check_shape(data, name, saved[name], shapes[name], name, split)
             tensor.copy_(saved[name] if split is None else split.slice_of(name, saved[name]))
     if optimizer is not None:
         _restore_optimizer(optimizer, model, sharded, split, shapes, data)
@@ -379,15 +382,17 @@ def _whole_parameters(sync):
         sync.shard_again()
 
 
-def _check_shape(data, what, value, held, name, split):
-    # `value` (read) fits a tensor of shape `held` (the model's): that shape, or under
-    # TensorParallel the shape of the whole of which `held` is this rank's slice.
+def _check_shape(data, tensor, value, held, name, split, what="tensor"):
+    # `value` (read), the checkpoint's `tensor`, fits a tensor of shape `held` (the model's): that
+    # shape, or under TensorParallel the shape of the whole of which `held` is this rank's slice.
+    what = f"{what} '{tensor}'"
     shape = held if split is None else split.whole_shape(name, held)
     if list(value.shape) == shape:
         return
     slice_ = "" if shape == held else f" (whole; this rank holds {held})"
     raise _loom.DataError(f"checkpoint '{data['path']}': {what} has shape {list(value.shape)}, "
-                          f"the model's is {shape}{slice_}")
+                          f"the model's is {shape}{slice_}", path=data["path"], tensor=tensor,
+                          problem="shape", value=list(value.shape), expected=shape)
 
 
 def _restore_optimizer(optimizer, model, sharded, split, shapes, data):
@@ -396,13 +401,14 @@ def _restore_optimizer(optimizer, model, sharded, split, shapes, data):
     kind = _kind_of(optimizer)
     if data["optimizer_kind"] != kind:
         raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
-                                f"{data['optimizer_kind']} state, the optimizer is {kind}")
+                                f"{data['optimizer_kind']} state, the optimizer is {kind}",
+                                key="optimizer", value=kind, expected=data["optimizer_kind"])
     fields = _loom.split_optimizer_state(kind, list(data["optimizer"].items()))
     for name, values in fields:
         for field, value in values:
             if name in shapes and _cut_like(field, value):
-                _check_shape(data, f"optimizer state '{name}.{field}'", value, shapes[name],
-                             name, split)
+                _check_shape(data, f"{name}.{field}", value, shapes[name], name, split,
+                             what="optimizer state")
     if split is not None:
         fields = [(name, [(field, split.slice_of(name, value) if _cut_like(field, value)
                            else value) for field, value in values]) for name, values in fields]

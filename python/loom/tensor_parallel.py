@@ -92,14 +92,15 @@ def _style_of(pattern, style):
     if isinstance(style, str) and style in _STYLES:
         return _STYLES[style]
     raise _loom.ConfigError(f"plan['{pattern}']: {style!r} is not \"colwise\", \"rowwise\", "
-                            "ColwiseParallel(sections=N) or RowwiseParallel()")
+                            "ColwiseParallel(sections=N) or RowwiseParallel()", key="plan",
+                            pattern=pattern, problem="style", value=style)
 
 
 def _planned_linears(module, plan):
     # {module name: (pattern, style, linear)}, in the module's order.
     if not isinstance(plan, dict) or not plan:
         raise _loom.ConfigError("plan: expected a dict of {submodule name or pattern: "
-                                "\"colwise\" | \"rowwise\"}")
+                                "\"colwise\" | \"rowwise\"}", key="plan", problem="not_a_dict")
     named = list(module.named_modules())
     chosen = {}
     for pattern, style in plan.items():
@@ -107,14 +108,18 @@ def _planned_linears(module, plan):
         matched = [(name, m) for name, m in named if name and fnmatch.fnmatchcase(name, pattern)]
         if not matched:
             raise _loom.ConfigError(f"plan['{pattern}']: no submodule of the "
-                                    f"{type(module).__name__} is named so")
+                                    f"{type(module).__name__} is named so", key="plan",
+                                    pattern=pattern, problem="no_match")
         for name, m in matched:
             if not isinstance(m, torch.nn.Linear):
                 raise _loom.ConfigError(f"plan['{pattern}']: '{name}' is a {type(m).__name__}, "
-                                        "not a torch.nn.Linear")
+                                        "not a torch.nn.Linear", key="plan", pattern=pattern,
+                                        module=name, problem="not_linear", value=type(m).__name__)
             if name in chosen:
                 raise _loom.ConfigError(f"plan['{pattern}']: '{name}' is planned already, by "
-                                        f"plan['{chosen[name][0]}']")
+                                        f"plan['{chosen[name][0]}']", key="plan", pattern=pattern,
+                                        module=name, problem="planned_twice",
+                                        planned_by=chosen[name][0])
             chosen[name] = (pattern, style, m)
     order = {name: i for i, (name, _) in enumerate(named)}
     return dict(sorted(chosen.items(), key=lambda item: order[item[0]]))
@@ -132,16 +137,21 @@ def _divided_attributes(module, divide, ranks):
                    if fnmatch.fnmatchcase(name, where) and hasattr(m, attribute)]
         if not matched:
             raise _loom.ConfigError(f"divide: '{pattern}' names no attribute of the "
-                                    f"{type(module).__name__}'s submodules")
+                                    f"{type(module).__name__}'s submodules", key="divide",
+                                    pattern=pattern, problem="no_match")
         for name, m in matched:
             value = getattr(m, attribute)
             full = f"{name}.{attribute}" if name else attribute
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _loom.ConfigError(f"divide: '{full}' ('{pattern}') is "
-                                        f"{type(value).__name__} {value!r}, not an int")
+                                        f"{type(value).__name__} {value!r}, not an int",
+                                        key="divide", pattern=pattern, attribute=full,
+                                        problem="not_an_int", value=value)
             if value % ranks:
                 raise _loom.ConfigError(f"divide: '{full}' ('{pattern}') is {value}, which "
-                                        f"does not divide by the {ranks} tensor ranks")
+                                        f"does not divide by the {ranks} tensor ranks",
+                                        key="divide", pattern=pattern, attribute=full,
+                                        problem="indivisible", value=value, ranks=ranks)
             out.append((m, attribute, value // ranks))
     return out
 
@@ -192,7 +202,8 @@ class TensorParallel(torch.nn.Module):
         job = job if job is not None else distributed.current()
         ranks = job.trainers if tensor is None else tensor
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-            raise _loom.ConfigError(f"tensor: {tensor!r} is not a number of ranks")
+            raise _loom.ConfigError(f"tensor: {tensor!r} is not a number of ranks", key="tensor",
+                                    value=tensor)
         linears = _planned_linears(module, plan)
         divided = _divided_attributes(module, divide, ranks)
         self.module = module
@@ -232,7 +243,9 @@ class TensorParallel(torch.nn.Module):
                     piece = self._group.slice_of(t.detach(), style.dim, style.sections)
                 except _loom.Error as e:
                     raise _loom.ConfigError(f"plan['{pattern}']: '{name}.{field}' of shape "
-                                            f"{list(t.shape)}: {e}") from None
+                                            f"{list(t.shape)}: {e}", key="plan", pattern=pattern,
+                                            tensor=f"{name}.{field}", problem="indivisible",
+                                            value=list(t.shape)) from None
                 slices.append((t, piece))
         return slices
 
@@ -311,13 +324,15 @@ class TensorParallel(torch.nn.Module):
         with torch.no_grad():
             for name, t in self.module.state_dict(keep_vars=True).items():
                 if name not in state:
-                    raise _loom.DataError(f"load_full_state_dict: no tensor '{name}'")
+                    raise _loom.DataError(f"load_full_state_dict: no tensor '{name}'",
+                                          tensor=name, problem="missing")
                 value = state[name]
                 expected = self.whole_shape(name, t)
                 if list(value.shape) != expected:
                     raise _loom.DataError(f"load_full_state_dict: tensor '{name}' has shape "
                                           f"{list(value.shape)}, the module's whole one is "
-                                          f"{expected}")
+                                          f"{expected}", tensor=name, problem="shape",
+                                          value=list(value.shape), expected=expected)
                 t.copy_(self.slice_of(name, value))
 
     def extra_repr(self):

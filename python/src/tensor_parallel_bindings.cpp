@@ -36,21 +36,29 @@ parallel::LayoutPlan tensor_layout(const train::Job& job, int tensor) {
   const parallel::LayoutPlan& plan = job.plan;
   const std::string asked = "tensor: " + std::to_string(tensor) + " ranks a group";
   if (plan.servers || plan.pipeline) {
-    throw ConfigError(asked + ", but this job is laid out as " + plan.describe() +
-                      "; TensorParallel splits layers over the training ranks of a job without "
-                      "parameter servers or pipelines");
+    throw ConfigError(
+        asked + ", but this job is laid out as " + plan.describe() +
+            "; TensorParallel splits layers over the training ranks of a job without "
+            "parameter servers or pipelines",
+        {{"key", "tensor"}, {"value", std::to_string(tensor)}, {"problem", "layout"}});
   }
   if (plan.tensor) {
     if (plan.tensor->ranks != tensor) {
       throw ConfigError(asked + ", but the job was joined with parallel.tensor " +
-                        std::to_string(plan.tensor->ranks));
+                            std::to_string(plan.tensor->ranks),
+                        {{"key", "tensor"},
+                         {"value", std::to_string(tensor)},
+                         {"expected", std::to_string(plan.tensor->ranks)}});
     }
     return plan;
   }
   if (tensor < 1 || plan.trainers % tensor != 0) {
     throw ConfigError(asked + ": the job's " + std::to_string(plan.trainers) +
-                      " training ranks do not split into tensor groups of " +
-                      std::to_string(tensor));
+                          " training ranks do not split into tensor groups of " +
+                          std::to_string(tensor),
+                      {{"key", "tensor"},
+                       {"value", std::to_string(tensor)},
+                       {"ranks", std::to_string(plan.trainers)}});
   }
   if (tensor == 1) return plan;
   parallel::LayoutPlan out = plan;

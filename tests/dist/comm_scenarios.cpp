@@ -4,8 +4,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "loom/comm/make_communicator.h"
@@ -374,9 +376,13 @@ void check_held_parameters(Communicator& world, const std::shared_ptr<Rendezvous
 ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& options) {
   const std::string& scenario = options.scenario;
   const int rank = world.rank;
-  const auto fail = [&](const std::string& what) {
-    return ScenarioResult{1, "rank " + std::to_string(rank) + ": " + what};
+  const std::string prefix = "rank " + std::to_string(rank) + ": ";
+  const auto ended = [&](int exit_code, const std::string& outcome, const std::string& what) {
+    return ScenarioResult{
+        exit_code, prefix + what, {{"rank", std::to_string(rank)}, {"outcome", outcome}}};
   };
+  // The provoked failure did not come.
+  const auto undetected = [&](const std::string& what) { return ended(1, "undetected", what); };
   try {
     auto rendezvous = Rendezvous::connect(world, std::chrono::seconds(30));
     Checker check{rank};
@@ -398,14 +404,14 @@ ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& optio
         comm->barrier()->wait(kWait);
         if (rank == comm->world() - 1) {
           std::this_thread::sleep_for(options.comm.timeout + std::chrono::seconds(1));
-          return {0, "rank " + std::to_string(rank) + ": slept"};
+          return ended(0, "slept", "slept");
         }
         check_parameter_servers(*comm, check);
-        return fail("the exchange finished without its server");
+        return undetected("the exchange finished without its server");
       } else if (scenario == "mismatch") {
         auto t = at::ones({rank == 0 ? 1024 : 2048});
         comm->allreduce(t, ReduceOp::kSum)->wait(kWait);
-        return fail("mismatched all-reduce was not detected");
+        return undetected("mismatched all-reduce was not detected");
       } else if (scenario == "die-mid") {
         comm->barrier()->wait(kWait);
         auto t = at::ones({16 << 20});  // 64 MB: still on its way when rank 1 dies
@@ -415,7 +421,7 @@ ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& optio
           ::raise(SIGKILL);
         }
         work->wait(kWait);
-        return fail("all-reduce finished without rank 1");
+        return undetected("all-reduce finished without rank 1");
       } else if (scenario == "die" || scenario == "stall") {
         comm->barrier()->wait(kWait);
         if (rank == 1 && scenario == "die") ::raise(SIGKILL);
@@ -423,16 +429,97 @@ ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& optio
         if (rank == 1) std::this_thread::sleep_for(options.comm.timeout + std::chrono::seconds(1));
         auto t = at::ones({1000});
         comm->allreduce(t, ReduceOp::kSum)->wait(kWait);
-        if (rank != 1) return fail("all-reduce finished without rank 1");
+        if (rank != 1) return undetected("all-reduce finished without rank 1");
       } else {
-        return {2, "unknown scenario " + scenario};
+        return ended(2, "usage", "unknown scenario " + scenario);
       }
     }
-    return {0, "rank " + std::to_string(rank) + ": " + std::to_string(check.checks) +
-                   " checks passed on " + used};
+    ScenarioResult passed =
+        ended(0, "passed", std::to_string(check.checks) + " checks passed on " + used);
+    passed.facts["checks"] = std::to_string(check.checks);
+    passed.facts["backend"] = used;
+    passed.facts["hosts"] = std::to_string(rendezvous->host_count());
+    return passed;
   } catch (const std::exception& e) {
-    return fail(e.what());
+    ScenarioResult failed = ended(1, "error", e.what());
+    // The error's kind and fields (whom it waited for, which check failed); the scenario's own
+    // facts ("rank": this rank) stay.
+    const auto* error = dynamic_cast<const Error*>(&e);
+    failed.facts["kind"] = dynamic_cast<const TimeoutError*>(&e)  ? "timeout"
+                           : dynamic_cast<const CommError*>(&e)   ? "comm"
+                           : dynamic_cast<const ConfigError*>(&e) ? "config"
+                           : error                                ? "error"
+                                                                  : "other";
+    if (error) failed.facts.insert(error->fields().begin(), error->fields().end());
+    return failed;
   }
+}
+
+namespace {
+
+// One line's facts, or nothing when the line is not a facts_line.
+std::optional<ErrorFields> parse_facts(const std::string& line) {
+  ErrorFields facts;
+  std::size_t at = 0;
+  while (at < line.size()) {
+    const std::size_t equals = line.find('=', at);
+    if (equals == std::string::npos || equals == at) return std::nullopt;
+    const std::string key = line.substr(at, equals - at);
+    const bool key_ok = std::all_of(key.begin(), key.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    });
+    if (!key_ok) return std::nullopt;
+    std::string value;
+    at = equals + 1;
+    if (at < line.size() && line[at] == '"') {
+      bool closed = false;
+      for (++at; at < line.size(); ++at) {
+        if (line[at] == '"') {
+          closed = true;
+          ++at;
+          break;
+        }
+        if (line[at] == '\\' && at + 1 < line.size()) {
+          ++at;
+          value += line[at] == 'n' ? '\n' : line[at];
+        } else {
+          value += line[at];
+        }
+      }
+      if (!closed) return std::nullopt;
+    } else {
+      const std::size_t end = std::min(line.find(' ', at), line.size());
+      value = line.substr(at, end - at);
+      at = end;
+    }
+    facts[key] = value;
+    if (at < line.size()) {
+      if (line[at] != ' ') return std::nullopt;
+      ++at;
+    }
+  }
+  if (facts.empty()) return std::nullopt;
+  return facts;
+}
+
+}  // namespace
+
+std::vector<ErrorFields> facts_in(const std::string& output) {
+  std::vector<ErrorFields> all;
+  std::size_t at = 0;
+  while (at < output.size()) {
+    std::size_t end = output.find('\n', at);
+    if (end == std::string::npos) end = output.size();
+    std::string line = output.substr(at, end - at);
+    // loom launch starts each line of a rank with "[rank R] ".
+    const std::size_t prefix_end = line.find("] ");
+    if (!line.empty() && line[0] == '[' && prefix_end != std::string::npos) {
+      line.erase(0, prefix_end + 2);
+    }
+    if (auto facts = parse_facts(line)) all.push_back(std::move(*facts));
+    at = end + 1;
+  }
+  return all;
 }
 
 }  // namespace loom::test

@@ -23,9 +23,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/comm/world_info.h"
+#include "loom/core/error.h"
 
 namespace loom::test {
 
@@ -38,10 +40,40 @@ struct ScenarioOptions {
 
 struct ScenarioResult {
   int exit_code = 0;    // 0: behaved as expected; 1: not (the message says why); 2: usage
-  std::string message;  // "rank R: N checks passed on BACKEND", or what went wrong
+  std::string message;  // for people: "rank R: N checks passed on BACKEND", or what went wrong
+  // For tests, which must not parse the message: "rank", "outcome" (passed, slept, error: an
+  // error was thrown, undetected: the failure the scenario provokes did not come, usage), and
+  // "checks", "backend", "hosts" when it passed, "kind" and the error's own fields when it threw.
+  ErrorFields facts;
 };
 
 // Runs the scenario as the rank `world` describes. Never throws.
 ScenarioResult run_scenario(const comm::WorldInfo& world, const ScenarioOptions& options);
+
+// Facts as one line that programs print and tests read: key=value pairs separated by spaces. A
+// value that is empty or holds whitespace, a double quote or a backslash is written in double
+// quotes, with a backslash before each double quote and backslash and a newline as \n. Inline:
+// dp_worker prints facts too, and is built from its own source alone.
+inline std::string facts_line(const ErrorFields& facts) {
+  std::string line;
+  for (const auto& [key, value] : facts) {
+    line += (line.empty() ? "" : " ") + key + "=";
+    if (!value.empty() && value.find_first_of(" \t\n\"\\") == std::string::npos) {
+      line += value;
+      continue;
+    }
+    line += '"';
+    for (char c : value) {
+      if (c == '"' || c == '\\') line += '\\';
+      line += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    line += '"';
+  }
+  return line;
+}
+
+// The facts of every line of `output` written by facts_line, after the "[rank R] " with which
+// loom launch starts a rank's lines; other lines are skipped.
+std::vector<ErrorFields> facts_in(const std::string& output);
 
 }  // namespace loom::test

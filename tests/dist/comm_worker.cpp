@@ -1,7 +1,8 @@
 // One rank of a multi-process communication test, started by `loom launch` or by a test with
 // torchrun-style variables. Usage: comm_worker SCENARIO BACKEND [TIMEOUT_MS]
 // The scenarios are in comm_scenarios.h. Exit 0 when the scenario behaved as expected, 1 with
-// the error on stderr otherwise.
+// the error on stderr otherwise. Either way the message for people is followed by a line of
+// facts for the tests (facts_line: "backend=shm checks=57 outcome=passed rank=0 ...").
 #include <cstdio>
 #include <cstdlib>
 
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const loom::test::ScenarioResult result = loom::test::run_scenario(world, options);
-  std::fprintf(result.exit_code == 0 ? stdout : stderr, "%s\n", result.message.c_str());
+  std::FILE* out = result.exit_code == 0 ? stdout : stderr;
+  std::fprintf(out, "%s\n%s\n", result.message.c_str(),
+               loom::test::facts_line(result.facts).c_str());
   return result.exit_code;
 }

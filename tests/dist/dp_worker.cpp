@@ -8,10 +8,13 @@
 //   unused-ok     the same with find_unused_parameters: must train
 //   rebucket      equivalence with smaller buckets from step 3 on (what the autotuner does)
 // Prints "rank R: ... max relative error E, overlap O%" and exits 0 when the result is right.
+// Every line for people is followed by one of facts for the tests (comm_scenarios.h's
+// facts_line): "buckets=4 rank=0 ...", and on an error its kind and fields.
 #include <torch/torch.h>
 
 #include <cstdio>
 
+#include "comm_scenarios.h"
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/rendezvous.h"
 #include "loom/parallel/data_parallel.h"
@@ -114,7 +117,12 @@ int main(int argc, char** argv) {
       optimizer.step();
       overlap = dp.last_stats().overlap();
       if (scenario == "rebucket" && step == 1) {
-        std::printf("rank %d: rebucketing %zu buckets\n", rank, dp.bucket_names().size());
+        const size_t buckets = dp.bucket_names().size();
+        std::printf("rank %d: rebucketing %zu buckets\n%s\n", rank, buckets,
+                    test::facts_line({{"rank", std::to_string(rank)},
+                                      {"event", "rebucketing"},
+                                      {"buckets", std::to_string(buckets)}})
+                        .c_str());
         dp.set_bucket_limits({512, 2048});
       }
 
@@ -124,15 +132,28 @@ int main(int argc, char** argv) {
     }
     const double error = max_relative_error(model, reference);
     const double tolerance = scenario == "compression" ? 1e-2 : 1e-5;
-    std::printf("rank %d: %s on %s, %zu buckets, max relative error %.2e, overlap %.0f%%\n", rank,
-                scenario.c_str(), backend.c_str(), dp.bucket_names().size(), error, 100 * overlap);
+    std::printf("rank %d: %s on %s, %zu buckets, max relative error %.2e, overlap %.0f%%\n%s\n",
+                rank, scenario.c_str(), backend.c_str(), dp.bucket_names().size(), error,
+                100 * overlap,
+                test::facts_line({{"rank", std::to_string(rank)},
+                                  {"event", "trained"},
+                                  {"scenario", scenario},
+                                  {"backend", backend},
+                                  {"buckets", std::to_string(dp.bucket_names().size())},
+                                  {"within_tolerance", error <= tolerance ? "yes" : "no"}})
+                    .c_str());
     if (scenario == "unused") {
       std::fprintf(stderr, "rank %d: the unused parameter was not reported\n", rank);
       return 1;
     }
     return error <= tolerance ? 0 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    // The error's fields (which parameters, which setting) besides "rank" and "event".
+    ErrorFields facts = {{"rank", std::to_string(rank)}, {"event", "error"}};
+    if (const auto* error = dynamic_cast<const Error*>(&e)) {
+      facts.insert(error->fields().begin(), error->fields().end());
+    }
+    std::fprintf(stderr, "rank %d: %s\n%s\n", rank, e.what(), test::facts_line(facts).c_str());
     return 1;
   }
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "e2e/json_output.h"
 #include "loom/core/topology.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
@@ -257,10 +258,13 @@ TEST(Engines, KubeflowVariablesYieldToTheCommandLineAndAreChecked) {
   r = run_loom("launch -- true", "PET_NPROC_PER_NODE=many");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("PET_NPROC_PER_NODE"), std::string::npos) << r.output;
-  r = run_loom("launch -- true", "PET_NNODES=2 PET_NODE_RANK=2 PET_MASTER_ADDR=127.0.0.1");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("PET_NODE_RANK: 2 is not below PET_NNODES 2"), std::string::npos)
-      << r.output;
+  const auto beyond = test::run_loom_reporting(
+      "launch -- true", "PET_NNODES=2 PET_NODE_RANK=2 PET_MASTER_ADDR=127.0.0.1");
+  EXPECT_EQ(beyond.result.exit_code, 2) << beyond.result.output;
+  ASSERT_FALSE(beyond.error.is_null()) << beyond.result.output;
+  EXPECT_EQ(beyond.error["fields"]["key"], "PET_NODE_RANK") << beyond.error.dump();
+  EXPECT_EQ(beyond.error["fields"]["value"], "2") << beyond.error.dump();
+  EXPECT_EQ(beyond.error["fields"]["nodes"], "2") << beyond.error.dump();
   r = run_loom("launch -- true", "PET_NNODES=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("PET_MASTER_ADDR"), std::string::npos) << r.output;

@@ -120,17 +120,16 @@ TEST(ImageFolderBench, PrintsEachModeAndChecksTheDevice) {
       EXPECT_GT(line["prefetch_budget_mb"].get<double>(), 0.0);
     }
   }
-  auto bogus = test::run_loom(base + " --device tpu:0");
-  EXPECT_EQ(bogus.exit_code, 2);
-  EXPECT_NE(bogus.output.find("--device: expected cpu, cuda or cuda:N, got 'tpu:0'"),
-            std::string::npos)
-      << bogus.output;
+  const auto bogus = test::run_loom_reporting(base + " --device tpu:0");
+  EXPECT_EQ(bogus.result.exit_code, 2);
+  ASSERT_FALSE(bogus.error.is_null()) << bogus.result.output;
+  EXPECT_EQ(bogus.error["fields"]["key"], "--device") << bogus.error.dump();
+  EXPECT_EQ(bogus.error["fields"]["value"], "tpu:0") << bogus.error.dump();
   if (!at::hasCUDA()) {
-    auto cuda = test::run_loom(base + " --device cuda");
-    EXPECT_EQ(cuda.exit_code, 2);
-    EXPECT_NE(cuda.output.find("--device: 'cuda' needs a CUDA build of LibTorch"),
-              std::string::npos)
-        << cuda.output;
+    const auto cuda = test::run_loom_reporting(base + " --device cuda");
+    EXPECT_EQ(cuda.result.exit_code, 2);
+    ASSERT_FALSE(cuda.error.is_null()) << cuda.result.output;
+    EXPECT_EQ(cuda.error["fields"]["problem"], "no_cuda") << cuda.error.dump();
   }
 }
 

@@ -391,10 +391,12 @@ TEST_F(LanguageModelTrain, APipelineRecomputesToFitItsMemoryCap) {
   EXPECT_EQ(some["recompute_chosen"], true);
   EXPECT_EQ(some["recompute_every_chosen"], 2);
   EXPECT_EQ(all["recompute_every_chosen"], 1);
-  const auto tight =
-      run_loom("pipeline plan" + args + pipe + " --set parallel.pipeline.memory_cap_mb=2");
-  EXPECT_EQ(tight.exit_code, 2) << tight.output;  // not even recomputing fits
-  EXPECT_NE(tight.output.find("with every block recomputed"), std::string::npos) << tight.output;
+  const auto tight = test::run_loom_reporting("pipeline plan" + args + pipe +
+                                              " --set parallel.pipeline.memory_cap_mb=2");
+  EXPECT_EQ(tight.result.exit_code, 2) << tight.result.output;  // not even recomputing fits
+  ASSERT_FALSE(tight.error.is_null()) << tight.result.output;
+  EXPECT_EQ(tight.error["fields"]["key"], "parallel.pipeline.memory_cap_mb") << tight.error.dump();
+  EXPECT_EQ(tight.error["fields"]["recompute_tried"], "every_block") << tight.error.dump();
 
   const auto one = run_loom("train" + args + accumulating(8, 4) + " --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;

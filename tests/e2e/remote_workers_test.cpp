@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "e2e/json_output.h"
 #include "loom/core/settings.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
@@ -235,6 +236,8 @@ TEST(RemoteWorkerRefusals, WrongTokenAndDataOutsideTheRootsSaySo) {
   test::write_text(dir / "wrong", "wrong\n");
   Worker worker(dir, "guarded", test::free_port(), "--token-file " + (dir / "token"));
   const std::string base = train_args(dir / "run") + remote_args({worker.address()});
+  // A refusal is no error of the command (the run goes on locally): it reaches the user as a log
+  // line of the trainer or of the worker, which is what these check.
   auto wrong = test::run_loom(base + " --set data.remote.token_file=" + (dir / "wrong"));
   ASSERT_EQ(wrong.exit_code, 0) << wrong.output;  // the run goes on locally
   EXPECT_NE(wrong.output.find("refused this trainer: wrong or missing token"), std::string::npos)
@@ -267,15 +270,16 @@ TEST(RemoteWorkerRefusals, BadCommandLinesAndAddressesAreConfigErrors) {
   test::TempDir dir;
   auto no_root = test::run_loom("data-worker --listen 127.0.0.1:0");
   EXPECT_EQ(no_root.exit_code, 2) << no_root.output;
-  auto bad_address = test::run_loom("data-worker --listen 203.0.113.7:0 --data-root " + dir.path());
-  EXPECT_EQ(bad_address.exit_code, 1) << bad_address.output;
-  EXPECT_NE(bad_address.output.find("cannot listen on 203.0.113.7:0"), std::string::npos)
-      << bad_address.output;
-  auto bad_worker =
-      test::run_loom("train --out " + (dir / "x") + " --set data.remote.workers=localhost");
-  EXPECT_EQ(bad_worker.exit_code, 2);
-  EXPECT_NE(bad_worker.output.find("'localhost' is not host:port"), std::string::npos)
-      << bad_worker.output;
+  auto bad_address =
+      test::run_loom_reporting("data-worker --listen 203.0.113.7:0 --data-root " + dir.path());
+  EXPECT_EQ(bad_address.result.exit_code, 1) << bad_address.result.output;
+  EXPECT_EQ(bad_address.error["fields"]["problem"], "cannot_listen") << bad_address.error;
+  EXPECT_EQ(bad_address.error["fields"]["value"], "203.0.113.7:0") << bad_address.error;
+  auto bad_worker = test::run_loom_reporting("train --out " + (dir / "x") +
+                                             " --set data.remote.workers=localhost");
+  EXPECT_EQ(bad_worker.result.exit_code, 2) << bad_worker.result.output;
+  EXPECT_EQ(bad_worker.error["kind"], "config") << bad_worker.error;
+  EXPECT_EQ(bad_worker.error["fields"]["key"], "data.remote.workers") << bad_worker.error;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "e2e/json_output.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
@@ -102,11 +103,13 @@ TEST(ResumeImageFolder, AnyLoaderThreadCountContinuesTheSameSamples) {
       test::read_text(test::latest_checkpoint(dir / "resumed") + "/manifest.json"));
   EXPECT_EQ(manifest["loader"]["steps_per_epoch"], 12) << manifest.dump(2);  // 120 images / 10
 
-  auto changed = test::run_loom(args(dir / "resumed", 2) + " --set data.batch_size=8 --resume");
-  EXPECT_EQ(changed.exit_code, 1) << changed.output;
-  EXPECT_NE(changed.output.find("batch size per rank was 10 when it was written and is 8 now"),
-            std::string::npos)
-      << changed.output;
+  const auto changed =
+      test::run_loom_reporting(args(dir / "resumed", 2) + " --set data.batch_size=8 --resume");
+  EXPECT_EQ(changed.result.exit_code, 1) << changed.result.output;
+  ASSERT_FALSE(changed.error.is_null()) << changed.result.output;
+  EXPECT_EQ(changed.error["fields"]["problem"], "batch") << changed.error.dump();
+  EXPECT_EQ(changed.error["fields"]["value"], "10") << changed.error.dump();    // written
+  EXPECT_EQ(changed.error["fields"]["expected"], "8") << changed.error.dump();  // now
 }
 
 // checkpoint.async: the records of metrics.jsonl of a given type.

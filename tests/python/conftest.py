@@ -44,6 +44,15 @@ def run_script(out, *flags, ranks=1, servers=0, launch=(), env=None):
                           env={**os.environ, "LOOM_LOG_LEVEL": "warn", **(env or {})})
 
 
+def loom_errors(stderr):
+    """The Loom errors the test scripts ended on, from their `loom-error` lines on `stderr`
+    (scripts/script_errors.py): [{"kind": "ConfigError", "fields": {...}}], one a rank that got
+    to say it (`loom launch` prefixes each line with "[rank N] " and stops the others)."""
+    lead = "loom-error "
+    return [json.loads(line[line.index(lead) + len(lead):]) for line in stderr.splitlines()
+            if lead in line and line.lstrip("[rank0123456789] ").startswith(lead)]
+
+
 def two_heads_model():
     """The script's model (TwoHeads), as a plain torch module in this process."""
     sys.path.insert(0, os.path.dirname(TWO_HEADS))

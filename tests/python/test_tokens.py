@@ -62,10 +62,12 @@ def test_windows_are_the_shards_tokens(folder):
 
 
 def test_a_folder_without_shards_is_named(tmp_path, folder):
-    with pytest.raises(loom.DataError, match="no tokenizer.model"):
+    with pytest.raises(loom.DataError) as raised:
         loom.data.TokenWindows(str(tmp_path), "train", seq_len=8)
-    with pytest.raises(loom.DataError, match="no test-NNNNN.tokens shards"):
+    assert raised.value.fields == {"path": str(tmp_path), "problem": "tokenizer"}
+    with pytest.raises(loom.DataError) as raised:
         loom.data.TokenWindows(str(folder), "test", seq_len=8)
+    assert raised.value.fields == {"path": str(folder), "problem": "no_shards", "split": "test"}
 
 
 def test_the_loader_gives_token_windows_and_their_next_tokens(folder):

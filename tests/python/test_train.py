@@ -61,7 +61,7 @@ def test_resume_without_a_config_goes_on_with_the_runs_own(tmp_path):
 def test_ctrl_c_stops_training_with_keyboard_interrupt(tmp_path):
     run = tmp_path / "run"
     script = f"""
-import sys, loom
+import json, sys, loom
 try:
     loom.train(overrides=["data=synthetic", "data.image_size=16", "model=mlp",
                           "train.epochs=100000"], out={str(run)!r})
@@ -154,14 +154,14 @@ def test_train_refuses_a_layout_other_than_the_joined_jobs(tmp_path):
     # rank refuses at once, naming the key and both layouts, without waiting for the others.
     script = tmp_path / "train.py"
     script.write_text(f"""
-import sys, loom
+import json, sys, loom
 job = loom.distributed.init()
 print("joined", job.layout.servers, job.layout.mesh, flush=True)
 try:
     loom.train(overrides=["data=synthetic", "data.image_size=16", "model=mlp",
                           "parallel.mode=ps", "parallel.ps.servers=1"], out={str(tmp_path / "run")!r})
 except loom.ConfigError as e:
-    print("refused:", e, flush=True)
+    print("refused:", json.dumps(e.fields), flush=True)
     sys.exit(2)
 """)
     result = subprocess.run([loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable,
@@ -169,7 +169,12 @@ except loom.ConfigError as e:
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert output.count("joined 0 {'data': 2}") == 2, output
-    assert output.count("refused: config key 'parallel.mode'") == 2, output
-    assert "joined its job as data parallel over 2 ranks" in output, output
-    assert "1 workers and 1 sync parameter servers" in output, output
+    lead = "refused: "  # after loom launch's "[rank N] "
+    refusals = [json.loads(line[line.index(lead) + len(lead):]) for line in output.splitlines()
+                if lead in line]
+    assert sorted(r["rank"] for r in refusals) == ["0", "1"], output
+    for refusal in refusals:
+        assert refusal["key"] == "parallel.mode", refusal
+        assert refusal["joined"].startswith("data parallel over 2 ranks:"), refusal
+        assert refusal["configured"].startswith("1 workers and 1 sync parameter servers"), refusal
     assert not (tmp_path / "run" / "summary.json").exists()

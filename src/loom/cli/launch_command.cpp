@@ -153,7 +153,10 @@ bool apply_node_options(const NodeOptions& options, LaunchPlan& plan) {
   plan.node_rank = parse_node_rank(rank.first, rank.second);
   if (plan.node_rank >= plan.nodes) {
     throw ConfigError(rank.second + ": " + std::to_string(plan.node_rank) + " is not below " +
-                      nnodes.second + " " + std::to_string(plan.nodes));
+                          nnodes.second + " " + std::to_string(plan.nodes),
+                      {{"key", rank.second},
+                       {"value", std::to_string(plan.node_rank)},
+                       {"nodes", std::to_string(plan.nodes)}});
   }
   if (!options.master.empty()) {
     parse_master(options.master, plan, "--master");

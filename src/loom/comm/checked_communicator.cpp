@@ -40,8 +40,13 @@ void CheckedCommunicator::check(int kind, const at::Tensor& tensor, int root) {
     const auto* theirs = calls + r * kFields;
     if (!std::equal(own, own + kFields, theirs)) {
       throw CommError("calls out of step: rank " + std::to_string(rank()) + " called " +
-                      describe(own) + " but rank " + std::to_string(r) + " called " +
-                      describe(theirs) + "; every rank must make the same calls in the same order");
+                          describe(own) + " but rank " + std::to_string(r) + " called " +
+                          describe(theirs) +
+                          "; every rank must make the same calls in the same order",
+                      {{"operation", describe(own)},
+                       {"peer_operation", describe(theirs)},
+                       {"peer_rank", std::to_string(r)},
+                       {"problem", "calls_out_of_step"}});
     }
   }
 }

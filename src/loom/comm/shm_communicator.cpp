@@ -187,18 +187,29 @@ void ShmCommunicator::await(ShmFlag& flag, std::uint32_t target, int peer, const
     const std::string who = "rank " + std::to_string(ranks_[peer]);
     const std::string me = " (rank " + std::to_string(ranks_[rank_]) + " of " +
                            std::to_string(rendezvous_->world()) + ")";
+    // The same facts as the message, for programs: whom this rank waited for, and why it stopped.
+    const auto fields = [&](const std::string& problem) {
+      return ErrorFields{{"operation", t_current_operation},
+                         {"peer_rank", std::to_string(ranks_[peer])},
+                         {"problem", problem}};
+    };
     if (peer_slot.failed.load() != 0) {
-      throw CommError(t_current_operation + ": " + who + " gave up: " + peer_slot.failure + me);
+      throw CommError(t_current_operation + ": " + who + " gave up: " + peer_slot.failure + me,
+                      fields("peer_gave_up"));
     }
     const int pid = peer_slot.pid.load();
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      ErrorFields exited = fields("peer_exited");
+      exited["pid"] = std::to_string(pid);
       throw CommError(t_current_operation + ": " + who + " (pid " + std::to_string(pid) +
-                      ") exited while this rank waited for it to " + phase + me);
+                          ") exited while this rank waited for it to " + phase + me,
+                      std::move(exited));
     }
     if (std::chrono::steady_clock::now() - started > options().timeout) {
       throw TimeoutError(t_current_operation + ": waited " +
-                         std::to_string(options().timeout.count() / 1000.0).substr(0, 5) +
-                         " s for " + who + " to " + phase + ", and it did not" + me);
+                             std::to_string(options().timeout.count() / 1000.0).substr(0, 5) +
+                             " s for " + who + " to " + phase + ", and it did not" + me,
+                         fields("stalled"));
     }
   }
 }
@@ -244,7 +255,11 @@ void ShmCommunicator::fail_mismatch(const ShmCall& mine, const ShmCall& theirs, 
     text +=
         " with root " + std::to_string(theirs.root) + " instead of " + std::to_string(mine.root);
   }
-  throw CommError(text + "; every rank must make the same calls in the same order");
+  throw CommError(text + "; every rank must make the same calls in the same order",
+                  {{"operation", describe(mine)},
+                   {"peer_operation", describe(theirs)},
+                   {"peer_rank", std::to_string(ranks_[peer])},
+                   {"problem", "calls_out_of_step"}});
 }
 
 void ShmCommunicator::release(std::uint32_t step) { segment_->slot(rank_).released.publish(step); }

@@ -38,7 +38,8 @@ std::optional<Message> decode(std::string& buffer, std::size_t max_bytes) {
   const std::uint32_t count = get_u32(buffer, 1);
   // Each field takes at least its 4-byte length, so the count alone can exceed the limit.
   if (count > kMaxFields || 5 + 4 * std::size_t{count} > max_bytes) {
-    throw CommError("store: malformed message (" + std::to_string(count) + " fields)");
+    throw CommError("store: malformed message (" + std::to_string(count) + " fields)",
+                    {{"value", std::to_string(count)}, {"problem", "malformed"}});
   }
   std::size_t at = 5;
   Message message;
@@ -48,7 +49,10 @@ std::optional<Message> decode(std::string& buffer, std::size_t max_bytes) {
     const std::uint32_t length = get_u32(buffer, at);
     if (at + 4 + std::size_t{length} > max_bytes) {
       throw CommError("store: message longer than " + std::to_string(max_bytes) +
-                      " bytes (a field of " + std::to_string(length) + ")");
+                          " bytes (a field of " + std::to_string(length) + ")",
+                      {{"value", std::to_string(length)},
+                       {"allowed", std::to_string(max_bytes)},
+                       {"problem", "too_long"}});
     }
     if (buffer.size() < at + 4 + length) return std::nullopt;
     message.fields.push_back(buffer.substr(at + 4, length));
@@ -65,7 +69,10 @@ std::string encode_int(std::int64_t value) {
 }
 
 std::int64_t decode_int(const std::string& field) {
-  if (field.size() != 8) throw CommError("store: malformed integer field");
+  if (field.size() != 8) {
+    throw CommError("store: malformed integer field",
+                    {{"value", std::to_string(field.size())}, {"problem", "malformed"}});
+  }
   std::int64_t value;
   std::memcpy(&value, field.data(), 8);
   return value;

@@ -161,22 +161,24 @@ void StoreServer::drop_silent_clients() {
   }
   for (int fd : silent) {
     refuse(fd, clients_[fd],
-           "no handshake within " + std::to_string(options_.handshake_timeout.count()) + " ms");
+           "no handshake within " + std::to_string(options_.handshake_timeout.count()) + " ms",
+           "handshake_timeout");
     drop(fd);
   }
 }
 
-void StoreServer::refuse(int fd, Client& client, const std::string& why) {
+void StoreServer::refuse(int fd, Client& client, const std::string& why,
+                         const std::string& problem) {
   ++refused_;
   LOOM_LOG(kWarn, "store") << "refused the client at " << client.address << ": " << why;
-  reply(fd, {kFailed, {"store: refused: " + why}});
+  reply(fd, {kFailed, {"store: refused: " + why, problem}});
 }
 
 bool StoreServer::read_from(int fd, Client& client) {
   char chunk[65536];
   const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
   if (n <= 0) {
-    if (!client.authenticated) refuse(fd, client, "it left without authenticating");
+    if (!client.authenticated) refuse(fd, client, "it left without authenticating", "left");
     return false;
   }
   client.input.append(chunk, static_cast<std::size_t>(n));
@@ -198,7 +200,8 @@ bool StoreServer::read_from(int fd, Client& client) {
       }
     }
   } catch (const CommError& e) {
-    refuse(fd, client, e.what());  // not a Loom store client, or a broken one
+    // Not a Loom store client, or a broken one.
+    refuse(fd, client, e.what(), e.field("problem").empty() ? "bad_message" : e.field("problem"));
     return false;
   }
   return true;
@@ -207,17 +210,21 @@ bool StoreServer::read_from(int fd, Client& client) {
 bool StoreServer::authenticate(int fd, Client& client, const Message& request) {
   if (request.code != kAuth || request.fields.size() != 2 ||
       request.fields[1].size() != kNonceBytes) {
-    refuse(
-        fd, client,
-        "the first message was not a handshake (operation " + std::to_string(request.code) + ")");
+    refuse(fd, client,
+           "the first message was not a handshake (operation " + std::to_string(request.code) + ")",
+           "not_a_handshake");
     return false;
   }
   const std::string expected = client_proof(options_.token, client.nonce);
   if (!equal_in_constant_time(request.fields[0], expected)) {
+    const bool has_token = !request.fields[0].empty();
     refuse(fd, client,
-           options_.token.empty()      ? "it sent a proof of a token, and this store has none"
-           : request.fields[0].empty() ? "it has no token (LOOM_STORE_TOKEN or --token-file)"
-                                       : "wrong token");
+           options_.token.empty() ? "it sent a proof of a token, and this store has none"
+           : !has_token           ? "it has no token (LOOM_STORE_TOKEN or --token-file)"
+                                  : "wrong token",
+           options_.token.empty() ? "unexpected_token"
+           : !has_token           ? "no_token"
+                                  : "wrong_token");
     return false;
   }
   client.authenticated = true;

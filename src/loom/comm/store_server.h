@@ -66,7 +66,9 @@ class StoreServer {
   // False when the connection should close.
   bool read_from(int fd, Client& client);
   bool authenticate(int fd, Client& client, const store_protocol::Message& request);
-  void refuse(int fd, Client& client, const std::string& why);
+  // Logs the refusal and replies kFailed {"store: refused: " + why, problem}: the second field,
+  // a token such as "wrong_token", is for programs (TcpStore puts it in its error's fields).
+  void refuse(int fd, Client& client, const std::string& why, const std::string& problem);
   void drop(int fd);
   void drop_silent_clients();
   void answer_parked();
@@ -80,7 +82,7 @@ class StoreServer {
   std::map<int, Client> clients_;
   std::vector<Parked> parked_;
   std::atomic<int> refused_{0};
-  std::atomic<bool> closing_{false};               // the destructor has begun
+  std::atomic<bool> closing_{false};                // the destructor has begun
   std::chrono::steady_clock::time_point close_by_;  // then: serve until every client left, or this
   std::thread thread_;
 };

@@ -20,7 +20,7 @@ class Greeting {
     try {
       message = read_message_before(fd_, input_, store_protocol::kMaxHandshakeBytes, deadline_);
     } catch (const CommError& e) {
-      fail(e.what());
+      fail(e.what(), "connection_lost");
     }
     if (!message) throw TimeoutError(where_ + ": no " + what + " before the timeout", fields_);
     return *message;
@@ -31,14 +31,17 @@ class Greeting {
     try {
       sent = write_before(fd_, store_protocol::encode(message), deadline_);
     } catch (const CommError& e) {
-      fail(e.what());
+      fail(e.what(), "connection_lost");
     }
     if (!sent)
       throw TimeoutError(where_ + ": the hello did not go out before the timeout", fields_);
   }
 
-  [[noreturn]] void fail(const std::string& why) const {
-    throw CommError(where_ + ": " + why, fields_);
+  // `problem` names the failed check for programs (the message says it for people).
+  [[noreturn]] void fail(const std::string& why, const std::string& problem) const {
+    ErrorFields fields = fields_;
+    fields["problem"] = problem;
+    throw CommError(where_ + ": " + why, std::move(fields));
   }
   bool input_left() const { return !input_.empty(); }
 
@@ -68,7 +71,7 @@ Socket connect_to_peer(const std::string& address, const PeerGreeting& greeting,
   const auto& f = challenge.fields;
   if (challenge.code != kChallenge || f.size() != 2 || f[0] != kVersion ||
       f[1].size() != kNonceBytes) {
-    talk.fail("the listener there is not a " + std::string(kVersion) + " rank");
+    talk.fail("the listener there is not a " + std::string(kVersion) + " rank", "not_a_rank");
   }
   Hello hello;
   hello.nonce = random_bytes(kNonceBytes);
@@ -81,11 +84,11 @@ Socket connect_to_peer(const std::string& address, const PeerGreeting& greeting,
   talk.write(encode_hello(hello));
   const auto answer = talk.read("answer to the hello");
   if (answer.code == kRefused) {
-    talk.fail(answer.fields.empty() ? std::string("refused") : answer.fields[0]);
+    talk.fail(answer.fields.empty() ? std::string("refused") : answer.fields[0], "refused");
   }
   if (answer.code != kWelcome || answer.fields.size() != 1 || talk.input_left() ||
       !equal_in_constant_time(answer.fields[0], welcome_proof(greeting.secret, hello.nonce))) {
-    talk.fail("it could not prove that it holds this group's secret");
+    talk.fail("it could not prove that it holds this group's secret", "unproven_listener");
   }
   return socket;
 }

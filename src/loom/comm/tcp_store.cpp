@@ -97,35 +97,47 @@ void TcpStore::handshake(Clock::time_point deadline) {
   const auto challenge = receive(deadline, "handshake");
   if (!challenge) throw TimeoutError(where + ": no handshake before the timeout");
   const auto& f = challenge->fields;
+  // Every handshake error names the store's address and, as "problem", the check that failed.
+  const auto fields = [this](const std::string& problem) {
+    return ErrorFields{{"peer_address", address()}, {"problem", problem}};
+  };
   if (challenge->code != kChallenge || f.size() != 3 || f[0] != kVersion ||
       f[1].size() != kNonceBytes) {
-    throw CommError(where + ": not a " + std::string(kVersion) + " store");
+    throw CommError(where + ": not a " + std::string(kVersion) + " store", fields("not_a_store"));
   }
   const bool required = f[2] == "1";
   if (required && token_.empty()) {
     throw CommError(where +
-                    " requires a token, and this process has none (LOOM_STORE_TOKEN, or loom "
-                    "launch --token-file)");
+                        " requires a token, and this process has none (LOOM_STORE_TOKEN, or loom "
+                        "launch --token-file)",
+                    fields("token_required"));
   }
   if (!required && !token_.empty()) {
-    throw CommError(where +
-                    " requires no token, and this process has one: is it another job's store?");
+    throw CommError(
+        where + " requires no token, and this process has one: is it another job's store?",
+        fields("token_not_required"));
   }
   const std::string nonce = random_bytes(kNonceBytes);
   const std::string request = encode({kAuth, {client_proof(token_, f[1]), nonce}});
   if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
-    throw CommError(where + ": lost the connection during the handshake");
+    throw CommError(where + ": lost the connection during the handshake",
+                    fields("connection_lost"));
   }
   const auto answer = receive(deadline, "handshake");
   if (!answer) throw TimeoutError(where + ": no answer to the handshake before the timeout");
   if (answer->code != kOk) {
+    // A server's refusal may carry its reason as a token (StoreServer::refuse).
+    ErrorFields refused = fields("refused");
+    if (answer->fields.size() > 1) refused["reason"] = answer->fields[1];
     throw CommError(where + " refused this process: " +
-                    (answer->fields.empty() ? std::string("?") : answer->fields[0]));
+                        (answer->fields.empty() ? std::string("?") : answer->fields[0]),
+                    std::move(refused));
   }
   if (answer->fields.size() != 1 ||
       !equal_in_constant_time(answer->fields[0], server_proof(token_, nonce))) {
-    throw CommError(where + " could not prove that it holds this job's token");
+    throw CommError(where + " could not prove that it holds this job's token",
+                    fields("unproven_store"));
   }
 }
 

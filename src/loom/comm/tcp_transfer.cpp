@@ -209,7 +209,7 @@ class Transfer {
       throw CommError(context_.operation + ": " + ends_.receive_peer +
                           " sent bytes that are no call header: the connection is out of step (" +
                           context_.me + ")",
-                      fields(ends_.receive_rank));
+                      fields(ends_.receive_rank, "no_call_header"));
     }
     if (tcp_protocol::same_call(*theirs, plan_.header)) return;
     std::string text = "calls out of step: " + context_.me + " called " +
@@ -220,7 +220,7 @@ class Transfer {
               std::to_string(plan_.header.root);
     }
     throw CommError(text + "; every rank must make the same calls in the same order",
-                    fields(ends_.receive_rank));
+                    fields(ends_.receive_rank, "calls_out_of_step"));
   }
 
   void wait_for_sockets(Clock::time_point deadline) {
@@ -248,14 +248,18 @@ class Transfer {
     if (receive_index >= 0 && fds[receive_index].revents != 0) receive_blocked_ = false;
   }
 
-  ErrorFields fields(int peer) const {
-    return {{"operation", context_.operation}, {"peer_rank", std::to_string(peer)}};
+  // `problem` names which check failed, for programs that must not parse the message.
+  ErrorFields fields(int peer, const std::string& problem) const {
+    return {{"operation", context_.operation},
+            {"peer_rank", std::to_string(peer)},
+            {"problem", problem}};
   }
 
   [[noreturn]] void lost(bool sending, int error) const {
     const std::string& peer = sending ? ends_.send_peer : ends_.receive_peer;
     const int rank = sending ? ends_.send_rank : ends_.receive_rank;
     std::string why = context_.explain_loss ? context_.explain_loss(rank) : std::string();
+    const bool gave_up = !why.empty();
     if (why.empty()) {
       why = error == 0 || error == EPIPE || error == ECONNRESET
                 ? ": the process exited or was killed"
@@ -263,7 +267,7 @@ class Transfer {
     }
     throw CommError(context_.operation + ": " + peer + " closed the connection" + why + " (" +
                         context_.me + ")",
-                    fields(rank));
+                    fields(rank, gave_up ? "peer_gave_up" : "connection_lost"));
   }
 
   [[noreturn]] void stalled(bool sending, bool receiving) const {
@@ -276,7 +280,7 @@ class Transfer {
     const double seconds = context_.timeout.count() / 1000.0;
     throw TimeoutError(context_.operation + ": waited " + std::to_string(seconds).substr(0, 5) +
                            " s for " + whom + ", and nothing came (" + context_.me + ")",
-                       fields(receiving ? ends_.receive_rank : ends_.send_rank));
+                       fields(receiving ? ends_.receive_rank : ends_.send_rank, "stalled"));
   }
 
   const TransferPlan& plan_;

@@ -14,7 +14,9 @@ int parse_count(const EnvLookup& env, const char* name) {
   if (!value || *value == '\0' || *end != '\0' || parsed < 0 || parsed > 1 << 20) {
     throw ConfigError(std::string("environment variable ") + name + ": expected a count, got '" +
                           (value ? value : "(unset)") + "'",
-                      {{"key", name}});
+                      {{"key", name},
+                       {"value", value ? value : ""},
+                       {"problem", value ? "not_a_count" : "missing"}});
   }
   return static_cast<int>(parsed);
 }
@@ -29,7 +31,11 @@ void read_master(const EnvLookup& env, WorldInfo& info) {
   // 0 is allowed: the rank that serves the store then binds a free port (Rendezvous).
   if (info.master_port < 0 || info.master_port > 65535) {
     throw ConfigError("environment variable MASTER_PORT: " + std::to_string(info.master_port) +
-                      " is not a TCP port");
+                          " is not a TCP port",
+                      {{"key", "MASTER_PORT"},
+                       {"value", std::to_string(info.master_port)},
+                       {"allowed", "0..65535"},
+                       {"problem", "not_a_port"}});
   }
 }
 
@@ -39,17 +45,30 @@ int first_task_count(const std::string& tasks_per_node) {
 }
 
 void check(const WorldInfo& info, const char* rank_name, const char* world_name) {
-  if (info.world < 1)
-    throw ConfigError(std::string("environment variable ") + world_name + " must be at least 1");
+  if (info.world < 1) {
+    throw ConfigError(
+        std::string("environment variable ") + world_name + " must be at least 1",
+        {{"key", world_name}, {"value", std::to_string(info.world)}, {"problem", "below_one"}});
+  }
   if (info.rank >= info.world) {
     throw ConfigError(std::string(rank_name) + "=" + std::to_string(info.rank) + " is not below " +
-                      world_name + "=" + std::to_string(info.world));
+                          world_name + "=" + std::to_string(info.world),
+                      {{"key", rank_name},
+                       {"value", std::to_string(info.rank)},
+                       {"allowed", "0.." + std::to_string(info.world - 1)},
+                       {"world_key", world_name},
+                       {"problem", "rank_not_below_world"}});
   }
   if (info.local_world < 1 || info.local_rank >= info.local_world ||
       info.local_world > info.world) {
     throw ConfigError("local rank " + std::to_string(info.local_rank) + " of " +
-                      std::to_string(info.local_world) + " does not fit a world of " +
-                      std::to_string(info.world) + " (" + info.launcher + " environment)");
+                          std::to_string(info.local_world) + " does not fit a world of " +
+                          std::to_string(info.world) + " (" + info.launcher + " environment)",
+                      {{"value", std::to_string(info.local_rank)},
+                       {"local_world", std::to_string(info.local_world)},
+                       {"world", std::to_string(info.world)},
+                       {"launcher", info.launcher},
+                       {"problem", "local_rank_does_not_fit"}});
   }
 }
 

@@ -517,7 +517,8 @@ void add_yaml(const std::string& yaml_text, const std::string& origin,
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError("config " + origin + ": not valid YAML: " + e.what());
+    throw ConfigError("config " + origin + ": not valid YAML: " + e.what(),
+                      {{"problem", "not_yaml"}, {"path", origin}});
   }
   if (root.IsMap()) {
     flatten(root, "", "in " + origin, known, flat);

@@ -47,7 +47,10 @@ bool equal_in_constant_time(const std::string& a, const std::string& b) {
 
 std::string read_token_file(const std::string& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(key + ": cannot read token file '" + path + "'");
+  if (!in) {
+    throw ConfigError(key + ": cannot read token file '" + path + "'",
+                      {{"key", key}, {"path", path}, {"problem", "unreadable"}});
+  }
   std::ostringstream text;
   text << in.rdbuf();
   std::string token = text.str();

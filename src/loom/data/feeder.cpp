@@ -19,10 +19,12 @@ Feeder::Feeder(const ChannelStats& stats, at::MemoryFormat format, at::Device de
     : format_(format), device_(device) {
   if (device.is_cuda() && !at::hasCUDA()) {
     throw Error("feeder: device '" + device.str() +
-                "' needs a CUDA build of LibTorch (this one is CPU-only)");
+                    "' needs a CUDA build of LibTorch (this one is CPU-only)",
+                {{"problem", "no_cuda"}, {"value", device.str()}});
   }
   if (!device.is_cpu() && !device.is_cuda()) {
-    throw Error("feeder: device '" + device.str() + "' is not supported (cpu or cuda)");
+    throw Error("feeder: device '" + device.str() + "' is not supported (cpu or cuda)",
+                {{"problem", "device"}, {"value", device.str()}, {"allowed", "cpu, cuda"}});
   }
   const int64_t c = static_cast<int64_t>(stats.mean.size());
   scale_ = at::empty({1, c, 1, 1}, at::kFloat);
@@ -45,12 +47,17 @@ at::Device parse_feed_device(const std::string& text, const std::string& option)
   } catch (const c10::Error&) {  // not a device name at all: reported below
   }
   if (!device || !(device->is_cpu() || device->is_cuda())) {
-    throw ConfigError(option + ": expected cpu, cuda or cuda:N, got '" + text + "'");
+    throw ConfigError(option + ": expected cpu, cuda or cuda:N, got '" + text + "'",
+                      {{"key", option},
+                       {"problem", "device"},
+                       {"value", text},
+                       {"allowed", "cpu, cuda, cuda:N"}});
   }
   if (device->is_cuda() && !at::hasCUDA()) {
     throw ConfigError(option + ": '" + text +
-                      "' needs a CUDA build of LibTorch; this process has none (libloom links "
-                      "LibTorch's CPU libraries)");
+                          "' needs a CUDA build of LibTorch; this process has none (libloom "
+                          "links LibTorch's CPU libraries)",
+                      {{"key", option}, {"problem", "no_cuda"}, {"value", text}});
   }
   return *device;
 }

@@ -38,7 +38,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderO
   }
   if (!options_.transforms) throw Error("loader: no transform pipeline given");
   if (options_.pin_memory && !at::hasCUDA()) {
-    throw Error("loader: pinned batches need a CUDA build of LibTorch (this one is CPU-only)");
+    throw Error("loader: pinned batches need a CUDA build of LibTorch (this one is CPU-only)",
+                {{"problem", "no_cuda"}});
   }
   if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");
   steps_ = batches_per_epoch(order_.size(), options_.batch_size, options_.drop_last);

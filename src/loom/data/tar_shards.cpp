@@ -108,7 +108,8 @@ TarShards::TarShards(const std::string& path) {
     paths.push_back(path);
   }
   if (paths.empty()) {
-    throw DataError("tar shards '" + path + "': not a .tar file or a directory holding some");
+    throw DataError("tar shards '" + path + "': not a .tar file or a directory holding some",
+                    {{"path", path}, {"problem", "no_shards"}});
   }
   for (const auto& p : paths) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);

@@ -30,9 +30,13 @@ T get(const unsigned char* bytes, size_t offset) {
   return value;
 }
 
-[[noreturn]] void refuse(const std::string& path, const std::string& what,
-                         ErrorFields fields = {}) {
+// The DataError for the shard at `path`: its fields name the path and the `problem` (unopenable,
+// short, magic, version, token_bytes, vocab_size, length, tokenizer, token_id), with what was
+// found and expected where they are numbers a program may read.
+[[noreturn]] void refuse(const std::string& path, const std::string& problem,
+                         const std::string& what, ErrorFields fields = {}) {
   fields["path"] = path;
+  fields["problem"] = problem;
   throw DataError("token shard '" + path + "': " + what, std::move(fields));
 }
 
@@ -82,7 +86,7 @@ void write_token_shard(const std::string& path, const std::vector<int32_t>& toke
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
     if (t < 0 || t >= vocab_size) {
-      refuse(path,
+      refuse(path, "token_id",
              "token " + std::to_string(i) + " is " + std::to_string(t) +
                  ", outside the vocabulary of " + std::to_string(vocab_size),
              {{"token_id", std::to_string(t)},
@@ -102,43 +106,54 @@ void write_token_shard(const std::string& path, const std::vector<int32_t>& toke
 
 TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) refuse(path, std::string("cannot be opened: ") + std::strerror(errno));
+  if (fd < 0) refuse(path, "unopenable", std::string("cannot be opened: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
-    refuse(path, std::string("cannot be read: ") + std::strerror(errno));
+    refuse(path, "unopenable", std::string("cannot be read: ") + std::strerror(errno));
   }
   const auto bytes = static_cast<size_t>(st.st_size);
   if (bytes < static_cast<size_t>(kTokenShardHeaderBytes)) {
     ::close(fd);
-    refuse(path, std::to_string(bytes) + " bytes, shorter than the 64-byte header");
+    refuse(
+        path, "short", std::to_string(bytes) + " bytes, shorter than the 64-byte header",
+        {{"value", std::to_string(bytes)}, {"expected", std::to_string(kTokenShardHeaderBytes)}});
   }
   void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
-  if (mapped == MAP_FAILED) refuse(path, std::string("cannot be mapped: ") + std::strerror(errno));
+  if (mapped == MAP_FAILED) {
+    refuse(path, "unopenable", std::string("cannot be mapped: ") + std::strerror(errno));
+  }
   auto mapping = std::make_shared<Mapping>();
   mapping->data = static_cast<const unsigned char*>(mapped);
   mapping->bytes = bytes;
   const unsigned char* h = mapping->data;
 
   if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
-    refuse(path, "not a token shard (its first bytes are not LOOMTOKS)");
+    refuse(path, "magic", "not a token shard (its first bytes are not LOOMTOKS)");
   }
   TokenShard shard;
   shard.path_ = path;
   TokenShardInfo& info = shard.info_;
   info.version = static_cast<int>(get<uint32_t>(h, 8));
   if (info.version != kTokenShardVersion) {
-    refuse(path, "format version " + std::to_string(info.version) + ", this Loom reads " +
-                     std::to_string(kTokenShardVersion));
+    refuse(path, "version",
+           "format version " + std::to_string(info.version) + ", this Loom reads " +
+               std::to_string(kTokenShardVersion),
+           {{"value", std::to_string(info.version)},
+            {"expected", std::to_string(kTokenShardVersion)}});
   }
   info.token_bytes = static_cast<int>(get<uint32_t>(h, 12));
   if (info.token_bytes != 2 && info.token_bytes != 4) {
-    refuse(path, std::to_string(info.token_bytes) + " bytes per token, expected 2 or 4");
+    refuse(path, "token_bytes",
+           std::to_string(info.token_bytes) + " bytes per token, expected 2 or 4",
+           {{"value", std::to_string(info.token_bytes)}, {"expected", "2 or 4"}});
   }
   info.vocab_size = static_cast<int64_t>(get<uint64_t>(h, 16));
   if (info.vocab_size < 0) {
-    refuse(path, "a vocabulary of " + std::to_string(get<uint64_t>(h, 16)) + " ids: damaged");
+    refuse(path, "vocab_size",
+           "a vocabulary of " + std::to_string(get<uint64_t>(h, 16)) + " ids: damaged",
+           {{"value", std::to_string(get<uint64_t>(h, 16))}});
   }
   info.tokens = static_cast<int64_t>(get<uint64_t>(h, 24));
   info.fingerprint = get<uint64_t>(h, 32);
@@ -148,23 +163,33 @@ TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
   if (info.tokens < 0 || body % width != 0 || body / width != static_cast<uint64_t>(info.tokens)) {
     const uint64_t expected_bytes =
         static_cast<uint64_t>(kTokenShardHeaderBytes) + static_cast<uint64_t>(info.tokens) * width;
-    refuse(path, std::to_string(bytes) + " bytes, but its header says " +
-                     std::to_string(info.tokens) + " tokens of " +
-                     std::to_string(info.token_bytes) + " bytes (" +
-                     std::to_string(expected_bytes) + " bytes): truncated or damaged");
+    refuse(path, "length",
+           std::to_string(bytes) + " bytes, but its header says " + std::to_string(info.tokens) +
+               " tokens of " + std::to_string(info.token_bytes) + " bytes (" +
+               std::to_string(expected_bytes) + " bytes): truncated or damaged",
+           {{"value", std::to_string(bytes)}, {"expected", std::to_string(expected_bytes)}});
   }
   if (info.token_bytes != token_bytes_for(info.vocab_size)) {
-    refuse(path, std::to_string(info.token_bytes) + " bytes per token for a vocabulary of " +
-                     std::to_string(info.vocab_size) + ", expected " +
-                     std::to_string(token_bytes_for(info.vocab_size)));
+    refuse(path, "token_bytes",
+           std::to_string(info.token_bytes) + " bytes per token for a vocabulary of " +
+               std::to_string(info.vocab_size) + ", expected " +
+               std::to_string(token_bytes_for(info.vocab_size)),
+           {{"value", std::to_string(info.token_bytes)},
+            {"expected", std::to_string(token_bytes_for(info.vocab_size))}});
   }
   if (expect.vocab_size && *expect.vocab_size != info.vocab_size) {
-    refuse(path, "a vocabulary of " + std::to_string(info.vocab_size) + ", expected " +
-                     std::to_string(*expect.vocab_size));
+    refuse(path, "vocab_size",
+           "a vocabulary of " + std::to_string(info.vocab_size) + ", expected " +
+               std::to_string(*expect.vocab_size),
+           {{"value", std::to_string(info.vocab_size)},
+            {"expected", std::to_string(*expect.vocab_size)}});
   }
   if (expect.fingerprint && *expect.fingerprint != info.fingerprint) {
-    refuse(path, "written with tokenizer " + fingerprint_hex(info.fingerprint) +
-                     ", expected tokenizer " + fingerprint_hex(*expect.fingerprint));
+    refuse(path, "tokenizer",
+           "written with tokenizer " + fingerprint_hex(info.fingerprint) + ", expected tokenizer " +
+               fingerprint_hex(*expect.fingerprint),
+           {{"value", fingerprint_hex(info.fingerprint)},
+            {"expected", fingerprint_hex(*expect.fingerprint)}});
   }
   // Every id below the vocabulary (the tokenizer's, checked above where expected, and so the
   // model's): checked once here rather than per batch.
@@ -175,7 +200,7 @@ TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
     const int64_t at = info.token_bytes == 2
                            ? first_outside<uint16_t>(tokens, info.tokens, info.vocab_size)
                            : first_outside<uint32_t>(tokens, info.tokens, info.vocab_size);
-    refuse(path,
+    refuse(path, "token_id",
            "holds token id " + std::to_string(shard.max_token_) + ", outside the vocabulary of " +
                std::to_string(info.vocab_size) + " (the first id outside it is token " +
                std::to_string(at) + "): written for another vocabulary, or damaged",

@@ -47,6 +47,7 @@ TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint
                           std::to_string(s.info().vocab_size) + ", but '" + shards_.front().path() +
                           "' has " + std::to_string(vocab_size()),
                       {{"path", s.path()},
+                       {"problem", "vocab_size"},
                        {"vocab_size", std::to_string(s.info().vocab_size)},
                        {"expected", std::to_string(vocab_size())}});
     }
@@ -61,11 +62,11 @@ std::vector<std::string> TokenWindows::shard_paths(const std::string& dir,
   if (!std::filesystem::is_directory(dir)) {
     throw DataError("token data folder '" + dir +
                         "' does not exist or is not a directory (make one with loom data tokenize)",
-                    {{"path", dir}});
+                    {{"path", dir}, {"problem", "missing"}});
   }
   if (!std::filesystem::exists(dir + "/tokenizer.model")) {
     throw DataError("token data '" + dir + "': no tokenizer.model (made by loom data tokenize)",
-                    {{"path", dir}});
+                    {{"path", dir}, {"problem", "tokenizer"}});
   }
   std::vector<std::string> paths;
   const std::string prefix = split + "-";
@@ -77,7 +78,7 @@ std::vector<std::string> TokenWindows::shard_paths(const std::string& dir,
   }
   if (paths.empty()) {
     throw DataError("token data '" + dir + "': no " + split + "-NNNNN.tokens shards",
-                    {{"path", dir}});
+                    {{"path", dir}, {"problem", "no_shards"}, {"split", split}});
   }
   std::sort(paths.begin(), paths.end());
   return paths;

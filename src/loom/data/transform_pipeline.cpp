@@ -139,7 +139,8 @@ TransformPipeline::TransformPipeline(const std::vector<TransformConfig>& list, i
     }
     // normalize, the one entry without a step: the feeder applies it while converting.
     if (i + 1 != list.size()) {
-      throw ConfigError("config key '" + where + "': normalize must be the last transform");
+      throw ConfigError::at_key(where, "normalize must be the last transform",
+                                {{"problem", "not_last"}, {"value", t.name}});
     }
     ChannelStats stats{t.params.at("mean"), t.params.at("std")};
     if (stats.mean.size() == 1) {
@@ -147,8 +148,12 @@ TransformPipeline::TransformPipeline(const std::vector<TransformConfig>& list, i
       stats.stddev.resize(static_cast<size_t>(channels), stats.stddev[0]);
     }
     if (stats.mean.size() != static_cast<size_t>(channels)) {
-      throw ConfigError("config key '" + where + "': " + std::to_string(stats.mean.size()) +
-                        " means for images with " + std::to_string(channels) + " channels");
+      throw ConfigError::at_key(where,
+                                std::to_string(stats.mean.size()) + " means for images with " +
+                                    std::to_string(channels) + " channels",
+                                {{"problem", "channels"},
+                                 {"value", std::to_string(stats.mean.size())},
+                                 {"expected", std::to_string(channels)}});
     }
     normalize_ = stats;
   }
@@ -167,15 +172,19 @@ TransformPipeline::TransformPipeline(const std::vector<TransformConfig>& list, i
       std::tie(h, w) = std::pair{s.height, s.width};
     } else if (s.kernel_height > 0 && h > 0 &&
                (s.kernel_height / 2 >= h || s.kernel_width / 2 >= w)) {
-      throw ConfigError("config key '" + key + "': a " + std::to_string(s.kernel_height) + "x" +
-                        std::to_string(s.kernel_width) + " kernel is too large for " +
-                        std::to_string(h) + "x" + std::to_string(w) + " images");
+      const std::string kernel =
+          std::to_string(s.kernel_height) + "x" + std::to_string(s.kernel_width);
+      const std::string size = std::to_string(h) + "x" + std::to_string(w);
+      throw ConfigError::at_key(
+          key, "a " + kernel + " kernel is too large for " + size + " images",
+          {{"problem", "kernel_too_large"}, {"value", kernel}, {"image_size", size}});
     }
   }
   if (h <= 0 || w <= 0) {
-    throw ConfigError("config key '" + key +
-                      "': the images' size would vary; end the list with a fixed size "
-                      "(random_resized_crop, center_crop, random_crop or resize: [h, w])");
+    throw ConfigError::at_key(key,
+                              "the images' size would vary; end the list with a fixed size "
+                              "(random_resized_crop, center_crop, random_crop or resize: [h, w])",
+                              {{"problem", "size_varies"}});
   }
   height_ = h;
   width_ = w;

@@ -201,9 +201,14 @@ void complete(TransformConfig& t, const std::string& key) {
     std::vector<std::string> names;
     for (const auto& s : transform_registry()) names.push_back(s.name);
     const std::string hint = closest_match(t.name, names);
-    throw ConfigError("config key '" + key + "': unknown transform '" + t.name + "'" +
-                      (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
-                      " (known: " + join_alternatives(names) + ")");
+    ErrorFields fields = {
+        {"problem", "unknown_transform"}, {"value", t.name}, {"allowed", join_alternatives(names)}};
+    if (!hint.empty()) fields["suggestion"] = hint;
+    throw ConfigError::at_key(key,
+                              "unknown transform '" + t.name + "'" +
+                                  (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                                  " (known: " + join_alternatives(names) + ")",
+                              std::move(fields));
   }
   if (!t.value.empty()) {  // `name: VALUE` sets the first parameter
     t.params[spec->params.front().name] = std::move(t.value);
@@ -214,8 +219,14 @@ void complete(TransformConfig& t, const std::string& key) {
   for (const auto& [name, values] : t.params) {
     if (std::find(param_names.begin(), param_names.end(), name) == param_names.end()) {
       const std::string hint = closest_match(name, param_names);
-      throw ConfigError("config key '" + key + "': " + t.name + " has no parameter '" + name + "'" +
-                        (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+      ErrorFields fields = {{"problem", "unknown_parameter"},
+                            {"value", name},
+                            {"allowed", join_alternatives(param_names)}};
+      if (!hint.empty()) fields["suggestion"] = hint;
+      throw ConfigError::at_key(key,
+                                t.name + " has no parameter '" + name + "'" +
+                                    (hint.empty() ? "" : "; did you mean '" + hint + "'?"),
+                                std::move(fields));
     }
   }
   for (const auto& p : spec->params) {

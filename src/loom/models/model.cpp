@@ -50,7 +50,8 @@ void check_owned_once(const std::string& model, const char* what, const NamedTen
   for (const auto& item : all) {
     if (!owner.count(item.first)) {
       throw ConfigError("model '" + model + "': " + what + " '" + item.first +
-                        "' belongs to no block (it is used outside the chain of blocks)");
+                            "' belongs to no block (it is used outside the chain of blocks)",
+                        {{"problem", "outside_blocks"}, {"tensor", item.first}});
     }
   }
 }
@@ -160,8 +161,9 @@ void check_blocks(Model& model, const at::Tensor& probe) {
   model.train(true);
   if (!chained.sizes().equals(whole.sizes()) || !at::allclose(chained, whole, 1e-5, 1e-6)) {
     throw ConfigError("model '" + model.name() +
-                      "': its forward pass is not the chain of its blocks (outputs differ), so it "
-                      "cannot be split into stages");
+                          "': its forward pass is not the chain of its blocks (outputs differ), so "
+                          "it cannot be split into stages",
+                      {{"problem", "not_a_chain"}});
   }
 }
 

@@ -339,17 +339,22 @@ void DataParallel::finish() {
     // Some gradients never came. With no backward at all (every sample of the batch was bad)
     // the zero gradients still take part, so that the ranks' collectives stay in step.
     if (gradients_seen_ > 0 && !options_.find_unused_parameters) {
-      std::string missing;
+      std::string missing, all;
       int count = 0;
       for (std::size_t p = 0; p < parameters_.size(); ++p) {
         if (ready_[p]) continue;
         if (count++ < 8) missing += (missing.empty() ? "" : ", ") + parameters_[p].first;
+        all += (all.empty() ? "" : ",") + parameters_[p].first;
       }
       if (count > 8) missing += ", ... (" + std::to_string(count) + " in all)";
       throw Error(
           "DataParallel: parameters got no gradient in this backward: " + missing + " (rank " +
-          std::to_string(comm_.rank()) + " of " + std::to_string(comm_.world()) +
-          "); if the model skips them on purpose, set parallel.find_unused_parameters: true");
+              std::to_string(comm_.rank()) + " of " + std::to_string(comm_.world()) +
+              "); if the model skips them on purpose, set parallel.find_unused_parameters: true",
+          {{"problem", "no_gradient"},
+           {"key", "parallel.find_unused_parameters"},
+           {"parameters", all},
+           {"rank", std::to_string(comm_.rank())}});
     }
     for (std::size_t p = 0; p < parameters_.size(); ++p) {
       if (!ready_[p]) zero_gradient(static_cast<int>(p));

@@ -69,18 +69,26 @@ void check_same_tensors(const std::vector<std::pair<std::string, at::Tensor>>& t
   const std::string here = "rank " + std::to_string(comm.rank());
   if (prints[comm.rank()] == prints[0]) {
     throw Error(what + ": rank(s) " + differing + " of " + std::to_string(comm.world()) +
-                " hold a model that differs from rank 0's (their errors name the first "
-                "difference)");
+                    " hold a model that differs from rank 0's (their errors name the first "
+                    "difference)",
+                {{"problem", "models_differ"}, {"ranks", differing}});
   }
   for (std::size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
     const std::string a = i < theirs.size() ? theirs[i] : "missing";
     const std::string b = i < mine.size() ? mine[i] : "missing";
     if (a == b) continue;
     throw Error(what + ": the model differs between ranks: tensor " + std::to_string(i) + " is " +
-                a + " on rank 0 and " + b + " on " + here + " (" + std::to_string(theirs.size()) +
-                " tensors on rank 0, " + std::to_string(mine.size()) + " here)");
+                    a + " on rank 0 and " + b + " on " + here + " (" +
+                    std::to_string(theirs.size()) + " tensors on rank 0, " +
+                    std::to_string(mine.size()) + " here)",
+                {{"problem", "models_differ"},
+                 {"rank", std::to_string(comm.rank())},
+                 {"index", std::to_string(i)},
+                 {"rank0_tensor", a},
+                 {"tensor", b}});
   }
-  throw Error(what + ": the model differs between rank 0 and " + here);
+  throw Error(what + ": the model differs between rank 0 and " + here,
+              {{"problem", "models_differ"}, {"rank", std::to_string(comm.rank())}});
 }
 
 }  // namespace loom::parallel

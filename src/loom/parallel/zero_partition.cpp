@@ -270,7 +270,8 @@ NamedTensors ZeroPartition::shard_state(const NamedTensors& named) const {
         const auto& [name, param] = parameters_[p];
         auto it = saved.find(name + "." + field);
         if (it == saved.end()) {
-          throw Error("checkpoint: optimizer state '" + name + "." + field + "' is missing");
+          throw Error("checkpoint: optimizer state '" + name + "." + field + "' is missing",
+                      {{"tensor", name + "." + field}, {"problem", "missing"}});
         }
         if (it->second.sizes() != param.sizes()) {
           throw Error("checkpoint: optimizer state '" + name + "." + field + "' has shape " +

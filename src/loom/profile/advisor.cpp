@@ -7,12 +7,11 @@
 #include "loom/core/blas_library.h"
 #include "loom/core/text.h"
 #include "loom/profile/memory_advice.h"
+#include "loom/profile/phase_finding.h"
 #include "loom/profile/tensor_advice.h"
 
 namespace loom::profile {
 namespace {
-
-double gain_bound(double share) { return share < 1 ? 1 / (1 - share) : 0; }
 
 std::string rate(double samples_per_second) {
   char buf[32];
@@ -68,7 +67,7 @@ std::string cores(double n) {
 // the step it did not wait), over one worker's throughput — measured when the run had workers,
 // else estimated as a worker with this host's cores at this run's cost per sample. "" when
 // neither is known.
-std::string workers_needed(const RunProfile& run, double waiting, int* count = nullptr) {
+std::string workers_needed(const RunProfile& run, double waiting, Finding* f = nullptr) {
   if (run.samples_per_second <= 0 || waiting >= 1) return "";
   const double consumption = run.samples_per_second / (1 - waiting);
   double per_worker = 0;
@@ -84,7 +83,11 @@ std::string workers_needed(const RunProfile& run, double waiting, int* count = n
     return "";
   }
   const int n = static_cast<int>(std::ceil(consumption / per_worker - 1e-9));
-  if (count) *count = n;
+  if (f) {
+    f->measured["consumed_samples_per_second"] = consumption;
+    f->measured["worker_samples_per_second"] = per_worker;
+    f->measured["workers_needed"] = n;
+  }
   std::string out = "the model would consume " + rate(consumption) +
                     " and one data worker supplies " + rate(per_worker) + " (" + basis + "), so " +
                     std::to_string(n) + " remote data worker" + (n == 1 ? "" : "s") +
@@ -104,13 +107,20 @@ void add_straggler(const RunProfile& run, std::vector<Finding>& out) {
   const auto slowest = std::max_element(compute.begin(), compute.end());
   if (median <= 0 || *slowest < 1.2 * median) return;
   const double slower = *slowest / median - 1;
-  out.push_back({"straggler", slower >= 0.5 ? "high" : "moderate",
-                 "worker rank " + std::to_string(slowest - compute.begin()) + " computed for " +
-                     milliseconds(*slowest) + ", the median worker " + milliseconds(median) + " (" +
-                     percent(slower) + " slower)",
-                 "every step waits for it: look for other load, throttling or fewer usable "
-                 "cores on its host, or move it to another",
-                 "", 1 + slower});
+  const auto rank = slowest - compute.begin();
+  Finding f{"straggler",
+            slower >= 0.5 ? "high" : "moderate",
+            "worker rank " + std::to_string(rank) + " computed for " + milliseconds(*slowest) +
+                ", the median worker " + milliseconds(median) + " (" + percent(slower) + " slower)",
+            "every step waits for it: look for other load, throttling or fewer usable cores on "
+            "its host, or move it to another",
+            "",
+            1 + slower};
+  f.measured = {{"rank", static_cast<double>(rank)},
+                {"compute_seconds", *slowest},
+                {"median_compute_seconds", median},
+                {"slower", slower}};
+  out.push_back(f);
 }
 
 // Parameter servers whose busy time differs by more than 10% of the mean: the busiest one
@@ -122,15 +132,24 @@ void add_server_imbalance(const RunProfile& run, std::vector<Finding>& out) {
   double mean = 0;
   for (double a : busy) mean += a / static_cast<double>(busy.size());
   if (mean <= 0 || (*busiest - *idlest) / mean <= 0.10) return;
-  out.push_back({"server_imbalance", "moderate",
-                 "parameter server " + std::to_string(busiest - busy.begin()) +
-                     " was busy (CPU) for " + milliseconds(*busiest) + ", server " +
-                     std::to_string(idlest - busy.begin()) + " for " + milliseconds(*idlest) +
-                     " (spread " + percent((*busiest - *idlest) / mean) + " of the mean)",
-                 "the plan gives them the same bytes within one part (mostly within one "
-                 "element): the busier server's host is likely slower (its link or CPU), or "
-                 "smaller parts would spread the bytes more evenly",
-                 "parallel.ps.part_mb", 0});
+  const auto busiest_server = busiest - busy.begin(), idlest_server = idlest - busy.begin();
+  Finding f{"server_imbalance",
+            "moderate",
+            "parameter server " + std::to_string(busiest_server) + " was busy (CPU) for " +
+                milliseconds(*busiest) + ", server " + std::to_string(idlest_server) + " for " +
+                milliseconds(*idlest) + " (spread " + percent((*busiest - *idlest) / mean) +
+                " of the mean)",
+            "the plan gives them the same bytes within one part (mostly within one element): the "
+            "busier server's host is likely slower (its link or CPU), or smaller parts would "
+            "spread the bytes more evenly",
+            "parallel.ps.part_mb",
+            0};
+  f.measured = {{"busiest_server", static_cast<double>(busiest_server)},
+                {"busiest_seconds", *busiest},
+                {"idlest_server", static_cast<double>(idlest_server)},
+                {"idlest_seconds", *idlest},
+                {"spread", (*busiest - *idlest) / mean}};
+  out.push_back(f);
 }
 
 // With data held in memory the loader needs little CPU: compute should have this rank's cores,
@@ -160,6 +179,7 @@ void add_threads(const RunProfile& run, std::vector<Finding>& out) {
             0};
   // A script's "auto" is the host's usable cores, whatever else runs there.
   f.suggested = run.python ? std::to_string(share) : "auto";
+  f.measured = {{"compute_threads", run.compute_threads}, {"rank_cores", share}};
   out.push_back(f);
 }
 
@@ -169,9 +189,10 @@ void add_threads(const RunProfile& run, std::vector<Finding>& out) {
 constexpr double kSharedHostCores = 0.25;
 
 // Why the steps' time varied, from what the run measured: data waits that grow with the step
-// time, or other processes on its cores; else what to check. Sets `key` where a setting helps.
+// time, or other processes on its cores; else what to check. Sets the finding's `key` where a
+// setting helps, and its measured other_cores and stolen_cores where they were measured.
 std::string unsteady_cause(const RunProfile& run, double fast_wall, double slow_wall,
-                           double fast_wait, double slow_wait, std::string& key) {
+                           double fast_wait, double slow_wait, Finding& f) {
   std::vector<std::string> causes;
   const double longer = slow_wall - fast_wall;
   const double waited = slow_wait - fast_wait;
@@ -184,7 +205,7 @@ std::string unsteady_cause(const RunProfile& run, double fast_wall, double slow_
         "storage or remote data workers that stall); more loader threads or batches prepared "
         "ahead (data.workers, data.prefetch_batches" +
         (run.python ? " in the loom.data.Loader's configuration" : "") + ") even it out");
-    key = "data.workers";
+    f.key = "data.workers";
   }
   if (run.other_cores >= 0) {
     // The job's other ranks on the host run on these cores too: count them as using what this
@@ -192,6 +213,8 @@ std::string unsteady_cause(const RunProfile& run, double fast_wall, double slow_
     const double own = run.cpu_utilisation * rank_cores(run);
     const int siblings = std::max(0, run.ranks_on_host - 1);
     const double outside = std::max(0.0, run.other_cores - siblings * own);
+    f.measured["other_cores"] = outside;
+    f.measured["stolen_cores"] = run.stolen_cores;
     if (outside + run.stolen_cores >= kSharedHostCores) {
       std::string text = "a shared host: other processes kept " + cores(outside) +
                          " of this process's cores busy on average";
@@ -273,10 +296,12 @@ void add_unsteady_throughput(const RunProfile& run, std::vector<Finding>& out) {
     evidence += ": " + rate(per_step / p90) + " at p90 against " + rate(per_step / p10) +
                 " at p10 (" + rate(run.samples_per_second) + " overall)";
   }
-  std::string key;
-  const std::string advice = unsteady_cause(run, fast_wall, slow_wall, fast_wait, slow_wait, key);
-  out.push_back({"unsteady_throughput", spread >= 3 ? "high" : "moderate", evidence, advice, key,
-                 mean / p10});
+  Finding f{"unsteady_throughput", spread >= 3 ? "high" : "moderate", evidence, "", "", mean / p10};
+  f.measured = {
+      {"p10_seconds", p10}, {"median_seconds", median},       {"p90_seconds", p90},
+      {"spread", spread},   {"fast_wait_seconds", fast_wait}, {"slow_wait_seconds", slow_wait}};
+  f.advice = unsteady_cause(run, fast_wall, slow_wall, fast_wait, slow_wait, f);
+  out.push_back(f);
 }
 
 // Overfitting: the validation loss rose at each of the last kOverfitRises evaluations. There is
@@ -333,6 +358,7 @@ void add_overfitting(const RunProfile& run, std::vector<Finding>& out) {
                 std::to_string(best_step),
             "", "checkpoint.keep_best"};
   f.step = best_step;
+  f.measured = {{"best_loss", best_loss}, {"last_loss", last.eval_loss}, {"rise", rise}};
   if (run.best_checkpoint_step == best_step) {
     f.advice = "checkpoint.keep_best kept step " + std::to_string(best_step) + "'s checkpoint (" +
                run.best_checkpoint + "): use it rather than the last";
@@ -359,29 +385,21 @@ void add_overfitting(const RunProfile& run, std::vector<Finding>& out) {
 
 std::vector<Finding> advise(const RunProfile& run) {
   std::vector<Finding> out;
-  const double wall = run.step_times.wall;
-  const double per_step = run.steps > 0 ? wall / static_cast<double>(run.steps) : 0;
   auto share = [&](Phase p) { return run.step_times.share(p); };
-  auto time_evidence = [&](Phase p) {
-    return std::string(phase_name(p)) + " is " + percent(share(p)) + " of the step (" +
-           milliseconds(share(p) * per_step) + " of " + milliseconds(per_step) + ")";
-  };
 
   const double waiting = share(Phase::kDataWait);
   if (waiting >= 0.05) {
-    Finding f{"input_bound",
-              waiting >= 0.20 ? "high" : "moderate",
-              time_evidence(Phase::kDataWait),
-              "",
-              "data.workers",
-              gain_bound(waiting)};
-    int count = 0;
-    const std::string workers = workers_needed(run, waiting, &count);
+    Finding f = phase_finding(run, Phase::kDataWait, "input_bound", 0.20, "data.workers");
+    f.measured["loader_threads"] = run.loader_threads;
+    f.measured["rank_cores"] = rank_cores(run);
+    const std::string workers = workers_needed(run, waiting, &f);
     if (run.remote_workers > 0 && !workers.empty()) {
       f.advice = workers;
       f.key = "data.remote.workers";
-      f.suggested = std::to_string(count);
+      f.suggested = std::to_string(static_cast<int>(f.measured.at("workers_needed")));
     } else if (run.threads_tuned) {
+      // The autotuner measured the split of the cores, which beats any rule about it.
+      f.measured["compute_threads"] = run.compute_threads;
       f.advice = "the autotuner already chose the split of the cores (data.workers " +
                  std::to_string(run.loader_threads) + ", runtime.threads " +
                  std::to_string(run.compute_threads) +
@@ -403,37 +421,36 @@ std::vector<Finding> advise(const RunProfile& run) {
     out.push_back(f);
   }
 
-  const double exposed = share(Phase::kCommExposed);
-  if (exposed >= 0.10 && run.pipeline_ranks > 0) {
-    out.push_back({"exposed_comm", exposed >= 0.30 ? "high" : "moderate",
-                   time_evidence(Phase::kCommExposed),
-                   "stages wait for activations and gradients in transfer: fewer, larger "
-                   "micro-batches send fewer messages (" +
-                       named(run, "parallel.pipeline.microbatches") + " is " +
-                       std::to_string(run.pipeline_microbatches) +
-                       "), and stages on one host exchange over shared memory",
-                   "parallel.pipeline.microbatches", gain_bound(exposed)});
-  } else if (exposed >= 0.10) {
-    out.push_back(
-        {"exposed_comm", exposed >= 0.30 ? "high" : "moderate", time_evidence(Phase::kCommExposed),
-         "gradient exchange is not hidden behind backward: raise " + named(run, "data.batch_size") +
-             " so each step computes longer per byte exchanged",
-         "data.batch_size", gain_bound(exposed)});
+  if (share(Phase::kCommExposed) >= 0.10 && run.pipeline_ranks > 0) {
+    Finding f = phase_finding(run, Phase::kCommExposed, "exposed_comm", 0.30,
+                              "parallel.pipeline.microbatches");
+    f.advice =
+        "stages wait for activations and gradients in transfer: fewer, larger micro-batches "
+        "send fewer messages (" +
+        named(run, "parallel.pipeline.microbatches") + " is " +
+        std::to_string(run.pipeline_microbatches) +
+        "), and stages on one host exchange over shared memory";
+    f.measured["microbatches"] = static_cast<double>(run.pipeline_microbatches);
+    out.push_back(f);
+  } else if (share(Phase::kCommExposed) >= 0.10) {
+    Finding f = phase_finding(run, Phase::kCommExposed, "exposed_comm", 0.30, "data.batch_size");
+    f.advice = "gradient exchange is not hidden behind backward: raise " +
+               named(run, "data.batch_size") + " so each step computes longer per byte exchanged";
+    out.push_back(f);
   }
 
-  const double bubble = share(Phase::kBubble);
-  if (bubble >= 0.10) {
-    Finding f{"pipeline_bubble",
-              bubble >= 0.30 ? "high" : "moderate",
-              time_evidence(Phase::kBubble),
-              "",
-              "parallel.pipeline.microbatches",
-              gain_bound(bubble)};
+  if (share(Phase::kBubble) >= 0.10) {
+    Finding f = phase_finding(run, Phase::kBubble, "pipeline_bubble", 0.30,
+                              "parallel.pipeline.microbatches");
     const std::string microbatches = named(run, "parallel.pipeline.microbatches");
+    if (run.pipeline_microbatches > 0) {
+      f.measured["microbatches"] = static_cast<double>(run.pipeline_microbatches);
+    }
     if (run.better_microbatches > 0) {
       f.advice = "raise " + microbatches + " to " + std::to_string(run.better_microbatches) +
                  " (predicted bubble " + percent(run.better_bubble) + ")";
       f.suggested = std::to_string(run.better_microbatches);
+      f.measured["predicted_share"] = run.better_bubble;
     } else {
       // A script's run does not say its count.
       const std::string now =
@@ -452,15 +469,19 @@ std::vector<Finding> advise(const RunProfile& run) {
     const double compute = share(Phase::kForward) + share(Phase::kBackward);
     char rate[64];
     std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", run.fp32_matmul_flops_per_second / 1e9);
-    out.push_back({"reference_blas", "high",
-                   std::string("fp32 matrix products ran on netlib's reference BLAS (") +
-                       run.blas_path + "): " + rate + " measured",
-                   std::string("install Debian's OpenBLAS for OpenMP (apt-get install ") +
-                       kFastBlasPackage +
-                       "), which LibTorch then uses for fp32 matrix products, 16-30x faster; "
-                       "or compute in bf16 (" +
-                       bf16_setting(run) + ") where the CPU has it natively",
-                   "runtime.precision", gain_bound(compute)});
+    Finding f{"reference_blas",
+              "high",
+              std::string("fp32 matrix products ran on netlib's reference BLAS (") + run.blas_path +
+                  "): " + rate + " measured",
+              std::string("install Debian's OpenBLAS for OpenMP (apt-get install ") +
+                  kFastBlasPackage +
+                  "), which LibTorch then uses for fp32 matrix products, 16-30x faster; or "
+                  "compute in bf16 (" +
+                  bf16_setting(run) + ") where the CPU has it natively",
+              "runtime.precision",
+              compute < 1 ? 1 / (1 - compute) : 0};
+    f.measured = {{"fp32_matmul_flops_per_second", run.fp32_matmul_flops_per_second}};
+    out.push_back(f);
   }
   if (run.precision == "fp32" && run.native_bf16) {
     Finding f{"precision",
@@ -489,23 +510,33 @@ std::vector<Finding> advise(const RunProfile& run) {
     out.push_back(f);
   }
   if (run.cpu_utilisation > 0 && run.cpu_utilisation < 0.5 && run.batch_size < 64) {
-    out.push_back({"low_utilisation", "moderate",
-                   "the process used " + percent(run.cpu_utilisation) + " of " +
-                       std::to_string(rank_cores(run)) + " cores with batches of " +
-                       std::to_string(run.batch_size),
-                   "raise " + named(run, "data.batch_size") +
-                       " so each operation has more work to split across threads",
-                   "data.batch_size", 0});
+    Finding f{"low_utilisation",
+              "moderate",
+              "the process used " + percent(run.cpu_utilisation) + " of " +
+                  std::to_string(rank_cores(run)) + " cores with batches of " +
+                  std::to_string(run.batch_size),
+              "raise " + named(run, "data.batch_size") +
+                  " so each operation has more work to split across threads",
+              "data.batch_size",
+              0};
+    f.measured = {{"cpu_utilisation", run.cpu_utilisation},
+                  {"rank_cores", rank_cores(run)},
+                  {"batch_size", static_cast<double>(run.batch_size)}};
+    out.push_back(f);
   }
   add_straggler(run, out);
   add_server_imbalance(run, out);
   add_memory_savings(run, out);
   if (run.memory_fraction >= 0.90) {
-    out.push_back({"memory", "high",
-                   "peak resident memory was " + percent(run.memory_fraction) + " of the machine's",
-                   "lower " + named(run, "data.batch_size") + " or " +
-                       named(run, "data.prefetch_bytes") + " before the system starts swapping",
-                   "data.batch_size", 0});
+    Finding f{"memory",
+              "high",
+              "peak resident memory was " + percent(run.memory_fraction) + " of the machine's",
+              "lower " + named(run, "data.batch_size") + " or " +
+                  named(run, "data.prefetch_bytes") + " before the system starts swapping",
+              "data.batch_size",
+              0};
+    f.measured = {{"memory_share", run.memory_fraction}};
+    out.push_back(f);
   }
   add_unsteady_throughput(run, out);
   add_overfitting(run, out);

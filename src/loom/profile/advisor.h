@@ -40,6 +40,7 @@
 // "max gain" of the time-based findings.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,9 @@ struct Finding {
   // The value the advice gives `key` ("2", "bf16", "channels_last", "test_loss"), as a
   // configuration would write it; "" where it names none (raise, lower, look for).
   std::string suggested;
+  // The numbers the evidence and advice state, by name, in base units (seconds, bytes, shares of
+  // 1, counts): what a program reads instead of the sentences ("share": 0.5, "saved_bytes": ...).
+  std::map<std::string, double> measured;
 };
 
 std::vector<Finding> advise(const RunProfile& run);

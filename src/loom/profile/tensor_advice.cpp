@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "loom/core/text.h"
+#include "loom/profile/phase_finding.h"
 
 namespace loom::profile {
 namespace {
@@ -21,15 +22,6 @@ std::string what_it_costs(int t) {
          std::to_string(t) + " ranks (put them on one host: they exchange over shared memory)";
 }
 
-std::string time_evidence(const RunProfile& run, Phase phase) {
-  const double per_step = run.steps > 0 ? run.step_times.wall / static_cast<double>(run.steps) : 0;
-  const double share = run.step_times.share(phase);
-  return std::string(phase_name(phase)) + " is " + percent(share) + " of the step (" +
-         milliseconds(share * per_step) + " of " + milliseconds(per_step) + ")";
-}
-
-double gain_bound(double share) { return share < 1 ? 1 / (1 - share) : 0; }
-
 void add_bubble_tensor(const RunProfile& run, std::vector<Finding>& out) {
   const double bubble = run.step_times.share(Phase::kBubble);
   const int t = run.pipeline_ranks;
@@ -37,19 +29,15 @@ void add_bubble_tensor(const RunProfile& run, std::vector<Finding>& out) {
   if (run.better_microbatches > 0 && run.better_bubble < 0.10) return;  // the cheaper fix
   if (run.tensor_heads < t || run.tensor_heads % t != 0) return;
   const std::string n = std::to_string(t);
-  Finding f{"bubble_tensor",
-            bubble >= 0.30 ? "high" : "moderate",
-            time_evidence(run, Phase::kBubble),
-            "parallel.tensor: " + n + " in place of the pipeline's " + n +
-                " stages (parallel.pipeline.stages: 1): each rank holds 1/" + n +
-                " of every layer's matrices (the " + std::to_string(run.tensor_heads) +
-                " heads split " + n + " ways) instead of 1/" + n +
-                " of the layers, about as much memory, and waits for no neighbouring "
-                "stage, " +
-                what_it_costs(t),
-            "parallel.tensor",
-            gain_bound(bubble)};
+  Finding f = phase_finding(run, Phase::kBubble, "bubble_tensor", 0.30, "parallel.tensor");
+  f.advice = "parallel.tensor: " + n + " in place of the pipeline's " + n +
+             " stages (parallel.pipeline.stages: 1): each rank holds 1/" + n +
+             " of every layer's matrices (the " + std::to_string(run.tensor_heads) +
+             " heads split " + n + " ways) instead of 1/" + n +
+             " of the layers, about as much memory, and waits for no neighbouring stage, " +
+             what_it_costs(t);
   f.suggested = n;
+  f.measured["heads"] = static_cast<double>(run.tensor_heads);
   out.push_back(f);
 }
 
@@ -63,25 +51,23 @@ void add_tensor_comm(const RunProfile& run, std::vector<Finding>& out) {
                       " halves the group (the freed ranks as data-parallel replicas)"
                 : "parallel.tensor: 1 trains the same ranks as data-parallel replicas, where the "
                   "whole model fits a rank";
-  Finding f{"tensor_comm",
-            comm >= 0.30 ? "high" : "moderate",
-            time_evidence(run, Phase::kTensorComm),
-            "the tensor group's collectives (2 a layer in forward and 2 in backward, over " +
-                std::to_string(t) +
-                " ranks: all-reduces, or all-gathers and reduce-scatters with "
-                "parallel.tensor_sequence) are not hidden behind compute: " +
-                smaller +
-                "; or raise data.batch_size, so that each collective's fixed cost is paid "
-                "for more samples",
-            "parallel.tensor",
-            gain_bound(comm)};
+  Finding f = phase_finding(run, Phase::kTensorComm, "tensor_comm", 0.30, "parallel.tensor");
+  f.advice =
+      "the tensor group's collectives (2 a layer in forward and 2 in backward, over " +
+      std::to_string(t) +
+      " ranks: all-reduces, or all-gathers and reduce-scatters with parallel.tensor_sequence) "
+      "are not hidden behind compute: " +
+      smaller +
+      "; or raise data.batch_size, so that each collective's fixed cost is paid for more "
+      "samples";
   f.suggested = std::to_string(fewer);
+  f.measured["tensor_ranks"] = t;
   out.push_back(f);
 }
 
 }  // namespace
 
-void add_tensor_memory(const RunProfile& run, const std::string& evidence, double model_state,
+void add_tensor_memory(const RunProfile& run, const Finding& near_cap, double model_state,
                        std::vector<Finding>& out) {
   if (run.tensor_ranks > 1 || run.peak_tensor_bytes <= 0) return;
   const int t = smallest_split(run.tensor_heads);
@@ -108,8 +94,16 @@ void add_tensor_memory(const RunProfile& run, const std::string& evidence, doubl
   } else if (run.data_parallel_ranks > 1) {
     advice += "; the job's ranks then form 1/" + n + " as many data-parallel replicas";
   }
-  Finding f{"memory_tensor", "moderate", evidence, advice, "parallel.tensor", 0};
+  Finding f = near_cap;
+  f.id = "memory_tensor";
+  f.advice = advice;
+  f.key = "parallel.tensor";
   f.suggested = n;
+  f.measured["heads"] = static_cast<double>(run.tensor_heads);
+  f.measured["saved_state_bytes"] = off * split_state;
+  f.measured["activation_bytes"] = activations;
+  f.measured["saved_activation_bytes"] = off * activations;
+  if (run.pipeline_ranks > 1) f.measured["ranks_a_pipeline"] = t * run.pipeline_ranks;
   out.push_back(f);
 }
 

@@ -19,17 +19,16 @@
 // subject.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "loom/profile/advisor.h"
 
 namespace loom::profile {
 
-// memory_tensor, for a run near the memory cap (memory_advice.cpp decides): `evidence` is the
-// memory findings' and `model_state` what this rank holds of the parameters, their gradients and
-// the optimizer state at the peak.
-void add_tensor_memory(const RunProfile& run, const std::string& evidence, double model_state,
+// memory_tensor, for a run near the memory cap (memory_advice.cpp decides): `near_cap` is the
+// memory findings' evidence and measurements, and `model_state` what this rank holds of the
+// parameters, their gradients and the optimizer state at the peak.
+void add_tensor_memory(const RunProfile& run, const Finding& near_cap, double model_state,
                        std::vector<Finding>& out);
 
 // bubble_tensor and tensor_comm, from the step's phases.

@@ -39,8 +39,11 @@ at::Tensor AsyncCheckpointWriter::copy_into_buffer(const std::string& key, const
 void AsyncCheckpointWriter::start(CheckpointData data) {
   if (thread_.joinable()) {
     throw Error("checkpoint of step " + std::to_string(data.position.step) +
-                ": the checkpoint of step " + std::to_string(result_.step) +
-                " is still being written or its outcome was not taken; wait for it first");
+                    ": the checkpoint of step " + std::to_string(result_.step) +
+                    " is still being written or its outcome was not taken; wait for it first",
+                {{"problem", "in_flight"},
+                 {"step", std::to_string(data.position.step)},
+                 {"in_flight_step", std::to_string(result_.step)}});
   }
   at::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> used;

@@ -145,9 +145,13 @@ void Job::check_trains(const Config& config) const {
   };
   if (servers_of(wanted) == servers_of(plan)) return;
   throw ConfigError("config key 'parallel.mode': rank " + std::to_string(world.rank) +
-                    " joined its job as " + plan.describe() +
-                    ", but this configuration lays the job out as " + wanted.describe() +
-                    "; train with the configuration the job was joined with");
+                        " joined its job as " + plan.describe() +
+                        ", but this configuration lays the job out as " + wanted.describe() +
+                        "; train with the configuration the job was joined with",
+                    {{"key", "parallel.mode"},
+                     {"rank", std::to_string(world.rank)},
+                     {"joined", plan.describe()},
+                     {"configured", wanted.describe()}});
 }
 
 c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "loom/core/error.h"
 #include "loom/core/durable_file.h"
+#include "loom/core/error.h"
 
 namespace loom::train {
 namespace {
@@ -101,10 +101,16 @@ void write_safetensors(const std::string& path, const std::vector<TensorToFetch>
   for (const TensorToFetch& entry : tensors) {
     const at::Tensor t = entry.fetch().detach().to(at::kCPU).contiguous();
     if (t.scalar_type() != entry.dtype || t.sizes().vec() != entry.sizes) {
-      throw Error("safetensors: tensor '" + entry.name + "' came as " +
-                  std::string(c10::toString(t.scalar_type())) + " " + shape_text(t.sizes().vec()) +
-                  ", announced as " + std::string(c10::toString(entry.dtype)) + " " +
-                  shape_text(entry.sizes));
+      throw Error(
+          "safetensors: tensor '" + entry.name + "' came as " +
+              std::string(c10::toString(t.scalar_type())) + " " + shape_text(t.sizes().vec()) +
+              ", announced as " + std::string(c10::toString(entry.dtype)) + " " +
+              shape_text(entry.sizes),
+          {{"tensor", entry.name},
+           {"problem", "not_as_announced"},
+           {"value",
+            std::string(c10::toString(t.scalar_type())) + " " + shape_text(t.sizes().vec())},
+           {"expected", std::string(c10::toString(entry.dtype)) + " " + shape_text(entry.sizes)}});
     }
     writer.write(t.data_ptr(), t.nbytes());
   }

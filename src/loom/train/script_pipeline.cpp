@@ -49,7 +49,11 @@ std::vector<int> stage_split(int blocks, int stages, const std::vector<int>& spl
   }
   if (blocks < stages) {
     throw ConfigError("split: " + std::to_string(blocks) + " blocks cannot fill " +
-                      std::to_string(stages) + " stages (pipeline ranks x chunks)");
+                          std::to_string(stages) + " stages (pipeline ranks x chunks)",
+                      {{"key", "split"},
+                       {"problem", "too_few_blocks"},
+                       {"value", std::to_string(blocks)},
+                       {"stages", std::to_string(stages)}});
   }
   std::vector<int> even(static_cast<size_t>(stages), blocks / stages);
   for (int s = 0; s < blocks % stages; ++s) ++even[static_cast<size_t>(s)];

@@ -52,7 +52,8 @@ nlohmann::ordered_json findings_json(const std::vector<profile::Finding>& findin
                    {"suggested", f.suggested.empty() ? nlohmann::ordered_json(nullptr)
                                                      : nlohmann::ordered_json(f.suggested)},
                    {"max_gain", f.max_gain > 0 ? nlohmann::ordered_json(f.max_gain) : nullptr},
-                   {"step", f.step >= 0 ? nlohmann::ordered_json(f.step) : nullptr}});
+                   {"step", f.step >= 0 ? nlohmann::ordered_json(f.step) : nullptr},
+                   {"measured", f.measured}});
   }
   return out;
 }

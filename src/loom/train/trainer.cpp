@@ -165,11 +165,15 @@ void TrainingRun::forward_ends(int64_t samples) {
 void TrainingRun::loss_computed(double value) {
   if (std::isfinite(value)) return;
   throw Error("training: loss is " + std::to_string(value) + " at step " +
-              std::to_string(position_.step + 1) + " (epoch " +
-              std::to_string(position_.epoch + 1) +
-              (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
-              "); stopped. Last good checkpoint: " +
-              (checkpoints_->last().empty() ? std::string("none") : checkpoints_->last()));
+                  std::to_string(position_.step + 1) + " (epoch " +
+                  std::to_string(position_.epoch + 1) +
+                  (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
+                  "); stopped. Last good checkpoint: " +
+                  (checkpoints_->last().empty() ? std::string("none") : checkpoints_->last()),
+              {{"problem", "non_finite_loss"},
+               {"step", std::to_string(position_.step + 1)},
+               {"rank", std::to_string(rank_)},
+               {"checkpoint", checkpoints_->last()}});
 }
 
 void TrainingRun::save_checkpoint() {

@@ -182,4 +182,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from script_errors import run_reporting_errors
+    run_reporting_errors(main)

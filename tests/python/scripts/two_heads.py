@@ -79,7 +79,7 @@ def main():
     first_step = 0
     if "--resume" in sys.argv or job.attempt > 0:
         first_step = loom.checkpoint.load(checkpoints, model=model, optimizer=optimizer)["step"]
-        print(f"rank {job.rank}: resumed from step {first_step}", flush=True)
+        print(f"rank {job.rank}: resumed_from={first_step}", flush=True)
     stop_after = int(argument("--stop-after") or STEPS)
     steps = None
     if argument("--steps"):
@@ -145,4 +145,5 @@ def loss_of(model, x, y, z, weight):
 
 
 if __name__ == "__main__":
-    main()
+    from script_errors import run_reporting_errors
+    run_reporting_errors(main)

@@ -154,9 +154,12 @@ TEST(Loader, TooManyBadSamplesFailTheRunWithTheCountsByReason) {
     loader.batch(0, 1);
     FAIL() << "expected the bad fraction to stop the run";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("of 220 samples were bad (unreadable 0, truncated 20"),
-              std::string::npos)
-        << e.what();
+    EXPECT_EQ(e.field("problem"), "too_many_bad") << e.what();
+    EXPECT_EQ(e.field("key"), "data.max_bad_fraction");
+    EXPECT_EQ(e.field("samples"), "220");
+    EXPECT_EQ(e.field("value"), "20");
+    EXPECT_EQ(e.field("unreadable"), "0");
+    EXPECT_EQ(e.field("truncated"), "20");
   }
 }
 
@@ -277,10 +280,10 @@ TEST(Loader, EveryStepHasTheSameSamplesOnAnyNumberOfRanks) {
     check_same_sequence(bigger, identity[1], "ckpt");
     FAIL() << "a global batch of 16 continued one of 8";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("the global batch was 16 (2 x 8) when it was written and "
-                                         "is 8 (1 x 8) now"),
-              std::string::npos)
-        << e.what();
+    EXPECT_EQ(e.field("problem"), "global_batch") << e.what();
+    EXPECT_EQ(e.field("path"), "ckpt");
+    EXPECT_EQ(e.field("value"), "16");    // 2 x 8 when it was written
+    EXPECT_EQ(e.field("expected"), "8");  // 1 x 8 now
   }
 }
 
@@ -306,7 +309,7 @@ TEST(Loader, PrefetchIsCappedByBytes) {
 // prepared past the epoch limit.
 TEST(Loader, PrefetchRunsOnIntoTheNextEpoch) {
   test::TempDir dir;
-  auto folder = make_folder(dir, 40);  // 5 batches of 8 an epoch
+  auto folder = make_folder(dir, 40);                          // 5 batches of 8 an epoch
   Loader loader(folder, EpochOrder(40, 9), small_options(2));  // 3 batches ahead
   std::mutex mutex;
   std::set<std::pair<int64_t, int64_t>> built;
@@ -349,8 +352,7 @@ TEST(Loader, PinnedBatchesNeedACudaBuild) {
     Loader loader(make_folder(dir, 8), EpochOrder(8, 1), options);
     FAIL() << "pinned batches on a CPU-only LibTorch";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pinned batches need a CUDA build"), std::string::npos)
-        << e.what();
+    EXPECT_EQ(e.field("problem"), "no_cuda") << e.what();
   }
 }
 

@@ -161,9 +161,7 @@ TEST(RemoteBatchSource, AWrongTokenIsRefusedAndTheRunGoesOnLocally) {
     RemoteBatchSource source(local_loader(config), options);
     const auto stats = source.worker_stats();
     EXPECT_EQ(stats[0].state, "refused");
-    EXPECT_NE(
-        stats[0].last_error.find(token.empty() ? "requires a token" : "wrong or missing token"),
-        std::string::npos)
+    EXPECT_EQ(source.refusal_fields(0)["problem"], token.empty() ? "token_required" : "token")
         << stats[0].last_error;
     expect_same_batches(source, *local_loader(config), 1);
     EXPECT_EQ(source.local_batches(), source.steps_per_epoch());
@@ -189,8 +187,10 @@ TEST(RemoteBatchSource, DataOutsideTheWorkersRootsIsRefused) {
   RemoteBatchSource source(std::move(local), source_options(config, worker.port(), 0));
   const auto stats = source.worker_stats();
   EXPECT_EQ(stats[0].state, "refused");
-  EXPECT_NE(stats[0].last_error.find("outside this worker's data roots"), std::string::npos)
-      << stats[0].last_error;
+  // The worker's refusal keeps its fields across the wire.
+  ErrorFields refusal = source.refusal_fields(0);
+  EXPECT_EQ(refusal["problem"], "outside_roots") << stats[0].last_error;
+  EXPECT_EQ(refusal["key"], "data.path");
 }
 
 TEST(RemoteBatchSource, AWorkerWithOtherDataIsRefused) {
@@ -203,7 +203,10 @@ TEST(RemoteBatchSource, AWorkerWithOtherDataIsRefused) {
   options.connection.config = remote_config_text(other, other.data.batch_size);
   RemoteBatchSource source(local_loader(config), options);
   EXPECT_EQ(source.worker_stats()[0].state, "refused");
-  EXPECT_NE(source.worker_stats()[0].last_error.find("its data differs"), std::string::npos);
+  ErrorFields refusal = source.refusal_fields(0);
+  EXPECT_EQ(refusal["problem"], "data_differs") << source.worker_stats()[0].last_error;
+  EXPECT_EQ(refusal["samples"], "104");
+  EXPECT_EQ(refusal["expected_samples"], std::to_string(config.data.train_samples));
 }
 
 }  // namespace

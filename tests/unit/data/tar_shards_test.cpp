@@ -100,8 +100,8 @@ TEST(TarShards, MissingShardsAndLabelsAreNamed) {
     TarShards empty(dir.path());
     FAIL();
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("not a .tar file or a directory holding some"),
-              std::string::npos);
+    EXPECT_EQ(e.field("problem"), "no_shards") << e.what();
+    EXPECT_EQ(e.field("path"), dir.path());
   }
 }
 

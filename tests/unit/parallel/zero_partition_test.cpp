@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 
+#include "loom/core/error.h"
+
 namespace loom::parallel {
 namespace {
 
@@ -179,8 +181,9 @@ TEST(ZeroPartition, OptimizerStateGoesIntoShardsAndBackUnderTheParametersNames) 
   try {
     last->shard_state(named);
     FAIL() << "a missing field was accepted";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find(".exp_avg_sq' is missing"), std::string::npos) << e.what();
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.field("problem"), "missing");
+    EXPECT_NE(e.field("tensor").find(".exp_avg_sq"), std::string::npos) << e.what();
   }
 }
 

@@ -24,7 +24,13 @@ TEST(ScriptPipeline, SplitsBlocksAsEvenlyAsTheyGo) {
   EXPECT_EQ(stage_split(10, 3, {}), (std::vector<int>{4, 3, 3}));
   EXPECT_EQ(stage_split(10, 4, {}), (std::vector<int>{3, 3, 2, 2}));
   EXPECT_EQ(stage_split(10, 2, {3, 7}), (std::vector<int>{3, 7}));
-  EXPECT_EQ(split_error(3, 4, {}).rfind("split: 3 blocks cannot fill 4 stages", 0), 0u);
+  try {
+    stage_split(3, 4, {});
+    ADD_FAILURE() << "3 blocks filled 4 stages";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "split");
+    EXPECT_EQ(e.field("problem"), "too_few_blocks");
+  }
   EXPECT_EQ(split_error(10, 2, {3, 6}).rfind("split:", 0), 0u);     // 9 of 10 blocks
   EXPECT_EQ(split_error(10, 3, {5, 5}).rfind("split:", 0), 0u);     // 2 of 3 stages
   EXPECT_EQ(split_error(10, 3, {5, 5, 0}).rfind("split:", 0), 0u);  // an empty stage

@@ -33,9 +33,16 @@ at::Tensor int64_tensor(const std::string& bytes, at::IntArrayRef sizes) {
   return out;
 }
 
-[[noreturn]] void corrupt(const BatchShape& e, const std::string& what) {
+// `problem` names the failed check for the error's fields (malformed, position, input_type,
+// input_shape, target_shape, sizes, counts, lz4, crc).
+[[noreturn]] void corrupt(const BatchShape& e, const std::string& problem, const std::string& what,
+                          ErrorFields fields = {}) {
+  fields["problem"] = problem;
+  fields["epoch"] = std::to_string(e.epoch);
+  fields["step"] = std::to_string(e.step);
   throw CorruptBatch("remote batch " + std::to_string(e.step) + " of epoch " +
-                     std::to_string(e.epoch + 1) + ": " + what);
+                         std::to_string(e.epoch + 1) + ": " + what,
+                     std::move(fields));
 }
 
 // Reads the protobuf wire format across a received buffer's slices, never past their end.
@@ -56,18 +63,18 @@ class SliceReader {
   uint64_t varint() {
     uint64_t value = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-      if (at_end()) corrupt(e_, "the reply ends in the middle of a field");
+      if (at_end()) corrupt(e_, "malformed", "the reply ends in the middle of a field");
       const uint8_t b = slices_[slice_].begin()[offset_++];
       ++position_;
       value |= static_cast<uint64_t>(b & 0x7F) << shift;
       if (!(b & 0x80)) return value;
     }
-    corrupt(e_, "a malformed varint");
+    corrupt(e_, "malformed", "a malformed varint");
   }
   // Copies the next n bytes to `to`, or skips them when `to` is null.
   void take(char* to, uint64_t n) {
     while (n > 0) {
-      if (at_end()) corrupt(e_, "a field runs past the end of the reply");
+      if (at_end()) corrupt(e_, "malformed", "a field runs past the end of the reply");
       const size_t chunk = std::min<uint64_t>(n, slices_[slice_].size() - offset_);
       if (to) {
         std::memcpy(to, slices_[slice_].begin() + offset_, chunk);
@@ -110,7 +117,7 @@ constexpr uint64_t kMaxSmallField = 64 << 20;
 
 ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
   ReceivedReply r;
-  if (!buffer.Dump(&r.slices).ok()) corrupt(e, "the reply could not be read");
+  if (!buffer.Dump(&r.slices).ok()) corrupt(e, "malformed", "the reply could not be read");
   SliceReader reader(r.slices, e);
   std::string small;  // the other fields, re-encoded for protobuf's parser
   bool have_inputs = false;
@@ -118,7 +125,7 @@ ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
     const uint64_t tag = reader.varint();
     const auto type = static_cast<uint32_t>(tag & 7);
     if (tag >> 3 == kInputsField && type == 2) {
-      if (have_inputs) corrupt(e, "the inputs field comes twice");
+      if (have_inputs) corrupt(e, "malformed", "the inputs field comes twice");
       have_inputs = true;
       r.input_bytes = reader.varint();
       r.input_start = reader.position();
@@ -135,16 +142,16 @@ ReceivedReply split_reply(const grpc::ByteBuffer& buffer, const BatchShape& e) {
       small.append(value, width);
     } else if (type == 2) {
       const uint64_t n = reader.varint();
-      if (n > kMaxSmallField) corrupt(e, "a field of " + std::to_string(n) + " bytes");
+      if (n > kMaxSmallField) corrupt(e, "malformed", "a field of " + std::to_string(n) + " bytes");
       append_varint(small, n);
       const size_t at = small.size();
       small.resize(at + n);
       reader.take(small.data() + at, n);
     } else {
-      corrupt(e, "a field of wire type " + std::to_string(type));
+      corrupt(e, "malformed", "a field of wire type " + std::to_string(type));
     }
   }
-  if (!r.fields.ParseFromString(small)) corrupt(e, "its fields do not parse");
+  if (!r.fields.ParseFromString(small)) corrupt(e, "malformed", "its fields do not parse");
   return r;
 }
 
@@ -222,7 +229,8 @@ grpc::ByteBuffer pack_batch(const Batch& batch, int64_t epoch, int64_t step,
 
 namespace {
 
-std::string dims_text(const google::protobuf::RepeatedField<int64_t>& dims) {
+template <typename Dims>
+std::string dims_text(const Dims& dims) {
   std::string out;
   for (int64_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
   return "[" + out + "]";
@@ -237,9 +245,7 @@ bool shaped_as(const google::protobuf::RepeatedField<int64_t>& dims,
 }
 
 std::string expected_text(const std::vector<int64_t>& sample, int64_t max_samples) {
-  std::string out = "at most " + std::to_string(max_samples) + " of [";
-  for (size_t i = 0; i < sample.size(); ++i) out += (i ? ", " : "") + std::to_string(sample[i]);
-  return out + "]";
+  return "at most " + std::to_string(max_samples) + " of " + dims_text(sample);
 }
 
 }  // namespace
@@ -250,28 +256,36 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
   const remote::BatchReply& fields = received.fields;
   const BatchLayout& layout = e.layout;
   if (fields.epoch() != e.epoch || fields.step() != e.step) {
-    corrupt(e, "the reply is for batch " + std::to_string(fields.step()) + " of epoch " +
-                   std::to_string(fields.epoch() + 1));
+    corrupt(e, "position",
+            "the reply is for batch " + std::to_string(fields.step()) + " of epoch " +
+                std::to_string(fields.epoch() + 1));
   }
   const remote::InputType expected_type =
       layout.input_dtype == at::kByte ? remote::UINT8 : remote::INT64;
   if (fields.input_type() != expected_type) {
     const int got = fields.input_type();
-    corrupt(e, "inputs are of type " +
-                   (remote::InputType_IsValid(got) ? remote::InputType_Name(got)
-                                                   : "number " + std::to_string(got)) +
-                   ", expected " + remote::InputType_Name(expected_type));
+    corrupt(e, "input_type",
+            "inputs are of type " +
+                (remote::InputType_IsValid(got) ? remote::InputType_Name(got)
+                                                : "number " + std::to_string(got)) +
+                ", expected " + remote::InputType_Name(expected_type));
   }
   if (!shaped_as(fields.shape(), layout.input_dims, layout.batch_size)) {
-    corrupt(e, "inputs are " + dims_text(fields.shape()) + ", expected " +
-                   expected_text(layout.input_dims, layout.batch_size));
+    corrupt(e, "input_shape",
+            "inputs are " + dims_text(fields.shape()) + ", expected " +
+                expected_text(layout.input_dims, layout.batch_size),
+            {{"value", dims_text(fields.shape())},
+             {"expected", dims_text(layout.input_dims)},
+             {"max_samples", std::to_string(layout.batch_size)}});
   }
   const int64_t count = fields.shape(0);
   if (!shaped_as(fields.target_shape(), layout.target_dims, layout.batch_size) ||
       fields.target_shape(0) != count) {
-    corrupt(e, "targets are " + dims_text(fields.target_shape()) + ", expected " +
-                   std::to_string(count) + " of the inputs' " +
-                   expected_text(layout.target_dims, layout.batch_size));
+    corrupt(
+        e, "target_shape",
+        "targets are " + dims_text(fields.target_shape()) + ", expected " + std::to_string(count) +
+            " of the inputs' " + expected_text(layout.target_dims, layout.batch_size),
+        {{"value", dims_text(fields.target_shape())}, {"expected", dims_text(layout.target_dims)}});
   }
   std::vector<int64_t> input_sizes(fields.shape().begin(), fields.shape().end());
   std::vector<int64_t> target_sizes(fields.target_shape().begin(), fields.target_shape().end());
@@ -280,12 +294,15 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
   const size_t target_bytes = c10::multiply_integers(target_sizes) * sizeof(int64_t);
   if (fields.targets().size() != target_bytes ||
       fields.indices().size() != static_cast<size_t>(count) * sizeof(int64_t)) {
-    corrupt(e, "targets or indices are not the int64 values their shapes say");
+    corrupt(e, "sizes", "targets or indices are not the int64 values their shapes say");
   }
-  if (fields.bad_size() != 4 || fields.samples() < count) corrupt(e, "malformed sample counts");
+  if (fields.bad_size() != 4 || fields.samples() < count) {
+    corrupt(e, "counts", "malformed sample counts");
+  }
   if (!lz4 && received.input_bytes != raw_bytes) {
-    corrupt(e, "inputs are " + std::to_string(received.input_bytes) + " bytes, expected " +
-                   std::to_string(raw_bytes));
+    corrupt(e, "sizes",
+            "inputs are " + std::to_string(received.input_bytes) + " bytes, expected " +
+                std::to_string(raw_bytes));
   }
 
   // One copy, from the received slices into a tensor from the batch pool (reused memory rather
@@ -296,7 +313,8 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
   if (lz4) {
     if (raw_bytes > LZ4_MAX_INPUT_SIZE ||
         received.input_bytes > static_cast<uint64_t>(LZ4_COMPRESSBOUND(raw_bytes))) {
-      corrupt(e, "LZ4 inputs are larger than " + std::to_string(raw_bytes) + " bytes could be");
+      corrupt(e, "lz4",
+              "LZ4 inputs are larger than " + std::to_string(raw_bytes) + " bytes could be");
     }
     std::string packed(received.input_bytes, '\0');
     received.copy_inputs(packed.data(), e);
@@ -305,13 +323,13 @@ Batch unpack_batch(const grpc::ByteBuffer& reply, bool lz4, const BatchShape& e,
                          : LZ4_decompress_safe(packed.data(), out, static_cast<int>(packed.size()),
                                                static_cast<int>(raw_bytes));
     if (size != static_cast<int>(raw_bytes)) {
-      corrupt(e, "LZ4 inputs do not decode to " + std::to_string(raw_bytes) + " bytes");
+      corrupt(e, "lz4", "LZ4 inputs do not decode to " + std::to_string(raw_bytes) + " bytes");
     }
   } else {
     received.copy_inputs(out, e);
   }
   if (batch_crc(out, raw_bytes, fields.targets(), fields.indices()) != fields.crc32c()) {
-    corrupt(e, "CRC-32C does not match its contents");
+    corrupt(e, "crc", "CRC-32C does not match its contents");
   }
   batch.targets = int64_tensor(fields.targets(), target_sizes);
   batch.indices = int64_tensor(fields.indices(), {count});

@@ -28,6 +28,15 @@ constexpr size_t kMaxChallenges = 4096;  // outstanding at once; the oldest go f
 constexpr int kMaxRequestBytes = 1 << 20;
 constexpr const char* kLog = "data-worker";
 
+// A failed call's status, the error's fields in its details (remote::ErrorDetails) so that the
+// trainer can raise an error with the same fields.
+grpc::Status error_status(grpc::StatusCode code, const std::string& message,
+                          const ErrorFields& fields) {
+  remote::ErrorDetails details;
+  details.mutable_fields()->insert(fields.begin(), fields.end());
+  return {code, message, details.SerializeAsString()};
+}
+
 // Challenge and Open run on gRPC's handler threads. GetBatch is a raw callback method: its
 // handler only queues the request, and the worker's own build threads take the queue fairly
 // between sessions, build the batch and answer with a buffer over the batch's own memory.
@@ -77,26 +86,33 @@ class Service final
     if (request->protocol() != kDataProtocolVersion) {
       return refuse(grpc::StatusCode::FAILED_PRECONDITION, peer,
                     "protocol version " + std::to_string(request->protocol()) +
-                        ", this worker speaks " + std::to_string(kDataProtocolVersion));
+                        ", this worker speaks " + std::to_string(kDataProtocolVersion),
+                    {{"problem", "protocol"},
+                     {"value", std::to_string(request->protocol())},
+                     {"expected", std::to_string(kDataProtocolVersion)}});
     }
     if (!options_.token.empty() && !proves_token(*request)) {
-      return refuse(grpc::StatusCode::UNAUTHENTICATED, peer, "wrong or missing token");
+      return refuse(grpc::StatusCode::UNAUTHENTICATED, peer, "wrong or missing token",
+                    {{"problem", "token"}});
     }
     if (request->world() < 1 || request->rank() < 0 || request->rank() >= request->world()) {
       return refuse(grpc::StatusCode::INVALID_ARGUMENT, peer,
                     "rank " + std::to_string(request->rank()) + " of world " +
-                        std::to_string(request->world()));
+                        std::to_string(request->world()),
+                    {{"problem", "rank"},
+                     {"rank", std::to_string(request->rank())},
+                     {"world", std::to_string(request->world())}});
     }
     Config config;
     try {
       config = parse_remote_config(request->config());
     } catch (const ConfigError& e) {
-      return refuse(grpc::StatusCode::INVALID_ARGUMENT, peer, e.what());
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT, peer, e.what(), e.fields());
     }
     try {
       check_under_roots(config, options_.data_roots);
     } catch (const DataError& e) {
-      return refuse(grpc::StatusCode::PERMISSION_DENIED, peer, e.what());
+      return refuse(grpc::StatusCode::PERMISSION_DENIED, peer, e.what(), e.fields());
     }
     WorkerSession session;
     session.id = random_bytes(16);
@@ -112,7 +128,7 @@ class Service final
             config, config.data.batch_size, request->rank(), request->world()));
       });
     } catch (const Error& e) {
-      return refuse(grpc::StatusCode::FAILED_PRECONDITION, peer, e.what());
+      return refuse(grpc::StatusCode::FAILED_PRECONDITION, peer, e.what(), e.fields());
     }
     const LocalBatchSource& loader = *opened->loader;
     LOOM_LOG(kInfo, kLog) << "opened a session for " << describe(*opened) << ": "
@@ -187,7 +203,7 @@ class Service final
     } catch (const Error& e) {  // the data itself (the trainer would fail the same way)
       LOOM_LOG(kWarn, kLog) << describe(session) << ": batch " << request.step() << " of epoch "
                             << request.epoch() + 1 << " failed: " << e.what();
-      return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
+      return error_status(grpc::StatusCode::FAILED_PRECONDITION, e.what(), e.fields());
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
     const bool corrupt = options_.corrupt_every > 0 && ++replies_ % options_.corrupt_every == 0;
@@ -209,10 +225,10 @@ class Service final
                                   hmac_sha256(options_.token, request.challenge()));
   }
 
-  static grpc::Status refuse(grpc::StatusCode code, const std::string& peer,
-                             const std::string& why) {
+  static grpc::Status refuse(grpc::StatusCode code, const std::string& peer, const std::string& why,
+                             const ErrorFields& fields = {}) {
     LOOM_LOG(kWarn, kLog) << "refused a client from " << peer << ": " << why;
-    return {code, why};
+    return error_status(code, why, fields);
   }
 
   const DataWorkerOptions& options_;
@@ -275,7 +291,8 @@ DataWorker::DataWorker(DataWorkerOptions options) : impl_(std::make_unique<Impl>
   m.server = builder.BuildAndStart();
   if (!m.server || m.port == 0) {
     throw Error("data-worker: cannot listen on " + m.options.listen +
-                " (address not local, port in use, or malformed)");
+                    " (address not local, port in use, or malformed)",
+                {{"problem", "cannot_listen"}, {"value", m.options.listen}});
   }
   m.reporter = std::thread([&m] { m.report_loop(); });
 }

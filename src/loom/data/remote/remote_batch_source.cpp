@@ -108,6 +108,13 @@ double RemoteBatchSource::receive_cpu_seconds() const {
       [](const std::string& name) { return kReceiving.count(name) > 0; });
 }
 
+ErrorFields RemoteBatchSource::refusal_fields(int w) const {
+  return window_.with_lock([&] {
+    const Remote& r = remotes_.at(static_cast<size_t>(w));
+    return r.state == WorkerState::kRefused ? r.refusal : ErrorFields{};
+  });
+}
+
 std::vector<RemoteWorkerStats> RemoteBatchSource::worker_stats() const {
   return window_.with_lock([&] {
     std::vector<RemoteWorkerStats> out;
@@ -260,11 +267,13 @@ void RemoteBatchSource::try_connect(int w) {
   Remote& r = remotes_[static_cast<size_t>(w)];
   WorkerState state = WorkerState::kUp;
   std::string why;
+  ErrorFields refusal;
   try {
     r.connection->open();
   } catch (const WorkerRefused& e) {
     state = WorkerState::kRefused;
     why = std::string("refused this trainer: ") + e.what();
+    refusal = e.fields();
   } catch (const WorkerUnavailable& e) {
     state = WorkerState::kDown;
     why = e.what();
@@ -292,6 +301,7 @@ void RemoteBatchSource::try_connect(int w) {
     }
     r.state = state;
     r.stats.last_error = why;
+    r.refusal = std::move(refusal);
     return false;
   });
   if (up) window_.wake();  // its lanes may take steps now

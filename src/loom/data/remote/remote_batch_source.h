@@ -61,6 +61,9 @@ class RemoteBatchSource : public BatchSource {
 
   std::string describe_producers() const override;
   std::vector<RemoteWorkerStats> worker_stats() const override;
+  // The fields of worker `w`'s refusal ("problem", "key", ...) while it refuses this trainer
+  // (state "refused"), else none: what its last_error says, for programs.
+  ErrorFields refusal_fields(int w) const;
   // CPU seconds this process spent receiving and checking workers' batches so far (the planner's
   // cost of a remote sample on the trainer). Counted by thread name, while the threads live.
   double receive_cpu_seconds() const override;
@@ -78,6 +81,7 @@ class RemoteBatchSource : public BatchSource {
     std::chrono::steady_clock::time_point up_since;  // while kUp
     std::chrono::steady_clock::time_point next_try;
     RemoteWorkerStats stats;
+    ErrorFields refusal;  // while kRefused
   };
   static constexpr int kLocal = -1;
   static constexpr const char* kFetchThreadName = "loom-fetch";

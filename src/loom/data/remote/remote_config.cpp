@@ -41,23 +41,29 @@ Config parse_remote_config(const std::string& text) {
   try {
     node = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(std::string("data configuration ") + kOrigin + " is not YAML: " + e.what());
+    throw ConfigError(std::string("data configuration ") + kOrigin + " is not YAML: " + e.what(),
+                      {{"problem", "not_yaml"}});
   }
-  if (!node.IsMap())
-    throw ConfigError(std::string("data configuration ") + kOrigin + " is not a mapping of keys");
+  if (!node.IsMap()) {
+    throw ConfigError(std::string("data configuration ") + kOrigin + " is not a mapping of keys",
+                      {{"problem", "not_mapping"}});
+  }
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) {
       throw ConfigError(std::string("data configuration ") + kOrigin +
-                        ": a key must be a name, not a list or a mapping");
+                            ": a key must be a name, not a list or a mapping",
+                        {{"problem", "key_not_name"}});
     }
     const std::string key = entry.first.Scalar();
     if (key != "seed" && key != "data") {
-      throw ConfigError("config key '" + key + "' (" + kOrigin +
-                        "): a data worker accepts only seed and data");
+      throw ConfigError(
+          "config key '" + key + "' (" + kOrigin + "): a data worker accepts only seed and data",
+          {{"problem", "not_accepted"}, {"allowed", "seed, data"}});
     }
     if (key == "data" && entry.second.IsMap() && entry.second["remote"]) {
       throw ConfigError(std::string("config key 'data.remote' (") + kOrigin +
-                        "): a data worker does not forward to other workers");
+                            "): a data worker does not forward to other workers",
+                        {{"problem", "not_forwarded"}});
     }
   }
   return complete_transforms(parse_config(text, kOrigin, {}));
@@ -76,8 +82,12 @@ void check_under_roots(const Config& config, const std::vector<std::string>& roo
   }
   std::string listed;
   for (const auto& root : roots) listed += (listed.empty() ? "" : ", ") + root;
-  throw DataError("data.path '" + config.data.path + "' is outside this worker's data roots (" +
-                  listed + ")");
+  throw DataError(
+      "data.path '" + config.data.path + "' is outside this worker's data roots (" + listed + ")",
+      {{"key", "data.path"},
+       {"path", config.data.path},
+       {"problem", "outside_roots"},
+       {"allowed", listed}});
 }
 
 }  // namespace loom::data

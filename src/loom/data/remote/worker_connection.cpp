@@ -56,6 +56,13 @@ std::string describe(const grpc::Status& status) {
   }
 }
 
+// The worker's error fields, sent in the status details (data_worker.cpp's error_status).
+ErrorFields fields_of(const grpc::Status& status) {
+  remote::ErrorDetails details;
+  if (status.error_details().empty() || !details.ParseFromString(status.error_details())) return {};
+  return ErrorFields(details.fields().begin(), details.fields().end());
+}
+
 }  // namespace
 
 WorkerConnection::Tracked::Tracked(WorkerConnection& owner, grpc::ClientContext& context)
@@ -105,7 +112,8 @@ void WorkerConnection::open() {
   }
   if (!status.ok()) throw WorkerUnavailable(describe(status));
   if (challenge.token_required() && options_.token.empty()) {
-    throw WorkerRefused("it requires a token and data.remote.token_file is not set");
+    throw WorkerRefused("it requires a token and data.remote.token_file is not set",
+                        {{"key", "data.remote.token_file"}, {"problem", "token_required"}});
   }
 
   remote::OpenRequest request;
@@ -127,14 +135,21 @@ void WorkerConnection::open() {
     status = stub->Open(&open_context, request, &reply);
   }
   if (!status.ok()) {
-    if (is_refusal(status.error_code())) throw WorkerRefused(status.error_message());
+    if (is_refusal(status.error_code())) {
+      throw WorkerRefused(status.error_message(), fields_of(status));
+    }
     throw WorkerUnavailable(describe(status));
   }
   if (reply.steps_per_epoch() != options_.steps_per_epoch || reply.samples() != options_.samples) {
-    throw WorkerRefused("its data differs: " + std::to_string(reply.samples()) + " samples in " +
-                        std::to_string(reply.steps_per_epoch()) +
-                        " batches per epoch, this rank has " + std::to_string(options_.samples) +
-                        " in " + std::to_string(options_.steps_per_epoch));
+    throw WorkerRefused(
+        "its data differs: " + std::to_string(reply.samples()) + " samples in " +
+            std::to_string(reply.steps_per_epoch()) + " batches per epoch, this rank has " +
+            std::to_string(options_.samples) + " in " + std::to_string(options_.steps_per_epoch),
+        {{"problem", "data_differs"},
+         {"samples", std::to_string(reply.samples())},
+         {"steps_per_epoch", std::to_string(reply.steps_per_epoch())},
+         {"expected_samples", std::to_string(options_.samples)},
+         {"expected_steps_per_epoch", std::to_string(options_.steps_per_epoch)}});
   }
   std::lock_guard<std::mutex> lock(mutex_);
   session_ = reply.session();
@@ -181,7 +196,10 @@ Batch WorkerConnection::fetch(const BatchShape& shape, LoaderStats& tally, int64
     const grpc::Status status = completion->status;
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-        throw DataError("data worker " + address_ + ": " + status.error_message());
+        ErrorFields fields = fields_of(status);
+        fields["worker"] = address_;
+        throw DataError("data worker " + address_ + ": " + status.error_message(),
+                        std::move(fields));
       }
       throw WorkerUnavailable(describe(status));
     }

@@ -190,12 +190,14 @@ Partition partition_blocks(const std::vector<BlockProfile>& blocks,
   }
   if (best[rows - 1][cols - 1] == kInfinity) {
     throw OverMemoryCap("config key 'parallel.pipeline.memory_cap_mb': no split of the model's " +
-                      std::to_string(n) + " blocks into " + std::to_string(stages) +
-                      " stages fits " + megabytes(options.memory_cap_bytes) +
-                      " per stage; the best split needs " +
-                      megabytes(least_peak_memory(coster, n, stages)) +
-                      ": raise the cap to that, or use more stages or micro-batches that hold "
-                      "fewer activations");
+                            std::to_string(n) + " blocks into " + std::to_string(stages) +
+                            " stages fits " + megabytes(options.memory_cap_bytes) +
+                            " per stage; the best split needs " +
+                            megabytes(least_peak_memory(coster, n, stages)) +
+                            ": raise the cap to that, or use more stages or micro-batches that "
+                            "hold fewer activations",
+                        {{"value", std::to_string(options.memory_cap_bytes)},
+                         {"needed_bytes", std::to_string(least_peak_memory(coster, n, stages))}});
   }
   std::vector<int> split(static_cast<size_t>(stages));
   for (int k = stages, j = n; k > 0; --k) {

@@ -318,6 +318,7 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
     if (may_recompute && may_shard) candidates.push_back({1, 1});
     if (candidates.empty()) throw;
     std::string last;
+    ErrorFields last_fields;
     for (const MemoryChoice& choice : candidates) {
       try {
         PipelinePlan plan = plan_for(choice);
@@ -326,12 +327,18 @@ PipelinePlan plan_pipeline(const Config& config, int64_t step_batch, const Topol
         return plan;
       } catch (const ConfigError& e) {
         last = e.what();
+        last_fields = e.fields();
       }
     }
-    throw ConfigError(last + " (with " + (may_recompute ? "every block recomputed" : "") +
-                      (may_recompute && may_shard ? " and " : "") +
-                      (may_shard ? "ZeRO-1 over " + std::to_string(replicas) + " pipelines" : "") +
-                      "; as configured: " + as_configured.what() + ")");
+    // The last try's fields (its key), and what it tried beyond the configuration.
+    last_fields["recompute_tried"] = may_recompute ? "every_block" : "none";
+    last_fields["zero_tried"] = may_shard ? "1" : "0";
+    throw ConfigError(
+        last + " (with " + (may_recompute ? "every block recomputed" : "") +
+            (may_recompute && may_shard ? " and " : "") +
+            (may_shard ? "ZeRO-1 over " + std::to_string(replicas) + " pipelines" : "") +
+            "; as configured: " + as_configured.what() + ")",
+        last_fields);
   }
 }
 
