@@ -221,7 +221,8 @@ TEST(PipelineTrain, AShapeMismatchBetweenStagesNamesBothShapes) {
 // checkpoint (gathered from both ranks) holds finite values.
 TEST(PipelineTrain, ANonFiniteLossStopsTheStepOnEveryRank) {
   TempDir dir;
-  // Each rank reports its error to its own file; the last stage's saw the loss.
+  // Each rank reports its error to its own file. Every stage stops at the step; rank 0, which
+  // writes the checkpoints, names the last good one.
   const auto r =
       run_loom(pipeline(2, tiny_synthetic_args()) +
                    " --set model=mlp --set optimizer.lr=1e30 "
@@ -229,9 +230,13 @@ TEST(PipelineTrain, ANonFiniteLossStopsTheStepOnEveryRank) {
                    dir.path(),
                "LOOM_ERROR_FILE=" + dir.path() + "/error-{rank}.json");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  const auto error = test::json_file(dir.path() + "/error-1.json");
-  EXPECT_EQ(error["fields"]["problem"], "non_finite_loss") << error.dump();
-  EXPECT_EQ(error["fields"]["checkpoint"], latest_checkpoint(dir.path())) << error.dump();
+  for (const char* rank : {"0", "1"}) {
+    const auto error = test::json_file(dir.path() + "/error-" + rank + ".json");
+    EXPECT_EQ(error["fields"]["problem"], "non_finite_loss") << error.dump();
+    EXPECT_EQ(error["fields"]["step"], "2") << error.dump();
+  }
+  const auto first = test::json_file(dir.path() + "/error-0.json");
+  EXPECT_EQ(first["fields"]["checkpoint"], latest_checkpoint(dir.path())) << first.dump();
   const auto model = model_of(dir.path());
   EXPECT_EQ(model.size(), 6u);  // three linear layers' weights and biases, from both stages
   for (const auto& [name, t] : model) EXPECT_TRUE(t.isfinite().all().item<bool>()) << name;
