@@ -29,7 +29,7 @@ import warnings
 
 import torch
 
-from . import _loom, _native, distributed, parallel, pipeline, tensor_parallel
+from . import _loom, _placement, distributed
 
 __all__ = ["PendingSave", "load", "save"]
 
@@ -39,14 +39,6 @@ __all__ = ["PendingSave", "load", "save"]
 _writers = {}
 _pending = {}
 _waits_at_exit = False
-
-
-def _module_of(model):
-    # The module whose own names the checkpoint holds, inside every wrapper (a DataParallel
-    # around a TensorParallel around it).
-    while isinstance(model, (parallel.DataParallel, tensor_parallel.TensorParallel)):
-        model = model.module
-    return model
 
 
 def _kind_of(optimizer):
@@ -59,13 +51,6 @@ def _kind_of(optimizer):
     raise _loom.ConfigError(f"optimizer: loom.checkpoint keeps the state of torch.optim's "
                             f"{kinds}, not {type(optimizer).__module__}.{name}",
                             key="optimizer", value=name, allowed=kinds)
-
-
-def _sharded(model):
-    # Loom's DataParallel under ZeRO: its ReplicaSync, which gathers what the ranks shard.
-    if isinstance(model, parallel.DataParallel) and model.zero_stage:
-        return _native.of(model)
-    return None
 
 
 def _parameter_states(optimizer, named_parameters):
@@ -91,13 +76,6 @@ def _parameter_states(optimizer, named_parameters):
 def _optimizer_state(optimizer, kind, named_parameters):
     state = _parameter_states(optimizer, named_parameters)
     return _loom.name_optimizer_state(kind, [(name, fields) for name, _, fields in state])
-
-
-def _cut_like(field, value):
-    # torch's optimizers keep a parameter's per-element state (momentum_buffer, exp_avg,
-    # exp_avg_sq, max_exp_avg_sq) in its shape, cut as the parameter is; the rest (Adam's step)
-    # is a scalar, whole on every rank.
-    return field != "step" and value.dim() > 0
 
 
 def save(directory, step, *, model, optimizer=None, loader=None, extra=None, epoch=None,
@@ -219,85 +197,31 @@ class PendingSave:
 
 def _written(step, model, optimizer, loader, extra, epoch, samples, job):
     # The checkpoint's fields on the rank that writes it (for save_checkpoint and
-    # CheckpointWriter.start, after the directory); None on the others.
-    staged = isinstance(model, pipeline.Pipeline)
-    sharded = _sharded(model)
-    module = _module_of(model)
-    split = tensor_parallel.split_by(module)
-    if job is not None and job.rank != 0 and not staged and not sharded and split is None:
+    # CheckpointWriter.start, after the directory); None on the others. The parts `model` was
+    # parted by are undone outermost first (as they were applied innermost first): data's ZeRO
+    # shards back under the parameters' names on each slice's first replica, the tensor group's
+    # slices put together there, a pipeline's stages gathered on its first rank. Collective where
+    # a part is: ZeRO-3's parameters whole on every rank for the read, every rank's optimizer
+    # shards to its first replica, each cut tensor from its group's slices, one at a time.
+    parts, module = _placement.parts_of(model)
+    writes = job is None or job.rank == 0
+    if not writes and not any(part.collective for part in parts):
         return None
     kind = "" if optimizer is None else _kind_of(optimizer)  # before any collective
-    if sharded or split is not None:
-        gathered = _gather(model, sharded, split, module, optimizer, kind, job)
-        if gathered is None:
-            return None
-        tensors, state = gathered
-    else:
-        tensors = [(name, t.detach()) for name, t in
-                   list(module.named_parameters()) + list(module.named_buffers())]
-        state = ([] if optimizer is None else
-                 _optimizer_state(optimizer, kind, module.named_parameters()))
-    layout = _loom.layout_manifest(job.layout if job is not None else None)
-    if staged:
-        # Every stage's tensors go to the first pipeline's rank 0, which writes them as one
-        # model; the other pipelines hold the same stages and write nothing.
-        stages = _native.of(model)
-        if not stages.takes_part_in_checkpoints:
-            return None
-        gathered = stages.gather(tensors, state)
-        if gathered is None:
-            return None
-        tensors, state = gathered
-        layout = stages.manifest_json()
+    with torch.no_grad():
+        tensors, state = _placement.read(module, optimizer, kind, parts, writes, _optimizer_state)
+        gathered = _placement.gather(parts, tensors, state, kind, writes)
+    if gathered is None or not writes:
+        return None
+    tensors, state = gathered
+    layout = next((p.manifest() for p in parts if p.manifest()), None) or \
+        _loom.layout_manifest(job.layout if job is not None else None)
     position = None if loader is None else loader.state_dict()
     step_in_epoch = 0 if position is None else position["step"]
     if epoch is None:
         epoch = 0 if position is None else position["epoch"]
     return (int(step), int(epoch), int(step_in_epoch), int(samples), tensors, state, kind,
             position, "" if extra is None else json.dumps(extra), layout)
-
-
-def _gather(model, sync, split, module, optimizer, kind, job):
-    # The dimensions `model` was parted by, undone outermost first (as they were applied
-    # innermost first): data's ZeRO shards back under the parameters' names on each slice's first
-    # replica, then the tensor group's slices put together there. Returns rank 0's (model,
-    # optimizer state) whole under the module's names; None on the others. Collective: ZeRO-3's
-    # parameters are gathered whole on every rank, every rank's optimizer shards go to its first
-    # replica, and there every cut tensor (and the state shaped as a cut parameter) is gathered
-    # from the tensor group's slices, in the module's order, one at a time.
-    writes = job is None or job.rank == 0
-    first_replica = split is None or split.layout.replica == 0
-    held = split is not None and first_replica or writes  # whose tensors are read
-    freed = sync is not None and model.zero_stage == 3  # outside _whole_parameters
-    with _whole_parameters(sync):
-        tensors = [(name, t.detach().clone() if freed else t.detach()) for name, t in
-                   list(module.named_parameters()) + list(module.named_buffers())] \
-            if held else None
-    if optimizer is None:
-        state = []
-    elif sync:
-        state = sync.gather_optimizer_state(
-            _optimizer_state(optimizer, kind, model.named_optimizer_parameters()))
-    else:
-        state = _optimizer_state(optimizer, kind, module.named_parameters())
-    if not held or state is None:
-        return None
-    if split is not None:
-        # Each cut tensor whole in turn; the ranks that do not write let it go at once.
-        with torch.no_grad():
-            mine, tensors = tensors, []
-            for name, t in mine:
-                whole = split.whole_of(name, t)
-                if writes:
-                    tensors.append((name, whole))
-            fields = []
-            for name, values in _loom.split_optimizer_state(kind, state):
-                values = [(field, split.whole_of(name, value) if _cut_like(field, value)
-                           else value) for field, value in values]
-                if writes:
-                    fields.append((name, values))
-            state = _loom.name_optimizer_state(kind, fields)
-    return (tensors, state) if writes else None
 
 
 def _agree(job, step, failed_here):
@@ -346,21 +270,21 @@ def load(directory, *, model, optimizer=None, loader=None):
     if pending is not None:
         pending._finish_here()  # no collective: load may be called on some ranks only
     data = _loom.load_checkpoint(str(directory))
-    module = _module_of(model)
+    parts, module = _placement.parts_of(model)
     saved = data["model"]
-    sharded = _sharded(model)
-    split = tensor_parallel.split_by(module)
     shapes = {}  # the parameters' shapes as this rank holds them (ZeRO-3's whole)
-    with torch.no_grad(), _whole_parameters(sharded):
+    with torch.no_grad(), contextlib.ExitStack() as holding:
+        for part in parts:
+            holding.enter_context(part.whole_parameters())
         for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
             if name not in saved:
                 raise _loom.DataError(f"checkpoint '{data['path']}': no tensor '{name}'",
                                       path=data["path"], tensor=name, problem="missing")
             shapes[name] = list(tensor.shape)
-            _check_shape(data, name, saved[name], shapes[name], name, split)
-            tensor.copy_(saved[name] if split is None else split.slice_of(name, saved[name]))
+            _check_shape(data, name, saved[name], shapes[name], name, parts)
+            tensor.copy_(_placement.cut(parts, name, saved[name]))
     if optimizer is not None:
-        _restore_optimizer(optimizer, model, sharded, split, shapes, data)
+        _restore_optimizer(optimizer, module, parts, shapes, data)
     if loader is not None and data["loader"] is not None:
         loader.load_state_dict(data["loader"])
     torch.set_rng_state(data["rng"])
@@ -369,24 +293,11 @@ def load(directory, *, model, optimizer=None, loader=None):
             "samples": data["samples"], "extra": extra}
 
 
-@contextlib.contextmanager
-def _whole_parameters(sync):
-    # ZeRO-3: the parameters whole on every rank inside, each rank's shards taken from them after.
-    if sync is None:
-        yield
-        return
-    sync.gather_whole()
-    try:
-        yield
-    finally:
-        sync.shard_again()
-
-
-def _check_shape(data, tensor, value, held, name, split, what="tensor"):
+def _check_shape(data, tensor, value, held, name, parts, what="tensor"):
     # `value` (read), the checkpoint's `tensor`, fits a tensor of shape `held` (the model's): that
-    # shape, or under TensorParallel the shape of the whole of which `held` is this rank's slice.
+    # shape, or the shape of the whole of which `held` is this rank's part.
     what = f"{what} '{tensor}'"
-    shape = held if split is None else split.whole_shape(name, held)
+    shape = _placement.whole_shape(parts, name, held)
     if list(value.shape) == shape:
         return
     slice_ = "" if shape == held else f" (whole; this rank holds {held})"
@@ -395,9 +306,9 @@ def _check_shape(data, tensor, value, held, name, split, what="tensor"):
                           problem="shape", value=list(value.shape), expected=shape)
 
 
-def _restore_optimizer(optimizer, model, sharded, split, shapes, data):
-    # The state cut as the dimensions were applied, innermost first: the tensor group's slices
-    # of the cut parameters' state, then data's ZeRO shards of those.
+def _restore_optimizer(optimizer, module, parts, shapes, data):
+    # The state cut as the parts were applied, innermost first: the tensor group's slices of the
+    # cut parameters' state, then data's ZeRO shards of those.
     kind = _kind_of(optimizer)
     if data["optimizer_kind"] != kind:
         raise _loom.ConfigError(f"optimizer: the checkpoint '{data['path']}' holds "
@@ -406,18 +317,12 @@ def _restore_optimizer(optimizer, model, sharded, split, shapes, data):
     fields = _loom.split_optimizer_state(kind, list(data["optimizer"].items()))
     for name, values in fields:
         for field, value in values:
-            if name in shapes and _cut_like(field, value):
-                _check_shape(data, f"{name}.{field}", value, shapes[name], name, split,
+            if name in shapes and _placement.cut_like_parameter(field, value):
+                _check_shape(data, f"{name}.{field}", value, shapes[name], name, parts,
                              what="optimizer state")
-    if split is not None:
-        fields = [(name, [(field, split.slice_of(name, value) if _cut_like(field, value)
-                           else value) for field, value in values]) for name, values in fields]
-    named = _module_of(model).named_parameters()
-    if sharded:  # this rank's shards of the state, under the shards' names
-        fields = _loom.split_optimizer_state(kind, sharded.own_optimizer_state(
-            _loom.name_optimizer_state(kind, fields)))
-        named = model.named_optimizer_parameters()
-    fields = dict(fields)
+    fields = dict(_placement.cut_state(parts, fields, kind))
+    named = next((n for n in (p.optimizer_names(module) for p in parts) if n is not None),
+                 None) or module.named_parameters()
     for name, p in named:
         if name not in fields:
             continue

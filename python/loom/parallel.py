@@ -66,7 +66,7 @@ import contextlib
 
 import torch
 
-from . import _loom, _native, distributed, tensor_parallel
+from . import _loom, _native, _placement, distributed, tensor_parallel
 from .tensor_parallel import ColwiseParallel, RowwiseParallel, TensorParallel
 
 __all__ = ["ColwiseParallel", "DataParallel", "ParameterServers", "RowwiseParallel",
@@ -132,6 +132,13 @@ class DataParallel(torch.nn.Module):
                     lambda _m, _inputs, b=b: self._sync.before_block(b)))
                 self._hooks.append(m.register_forward_hook(
                     lambda _m, _inputs, output, b=b: self._sync.after_block(b, output)))
+
+    def _placement(self):
+        # loom.checkpoint's view of the shards (loom/_placement.py); without ZeRO every rank
+        # holds the whole module.
+        if self._sync.zero_stage:
+            return _placement.ZeroShards(self, self._sync)
+        return _placement.Part()
 
     @property
     def zero_stage(self):

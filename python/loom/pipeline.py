@@ -19,7 +19,7 @@ own stages' tensors.
 
 import torch
 
-from . import _loom, _native, distributed
+from . import _loom, _native, _placement, distributed
 
 __all__ = ["Pipeline"]
 
@@ -122,6 +122,10 @@ class Pipeline:
         """Scales the gradients so that their norm over every stage of the pipeline is at most
         `max_norm`, as torch.nn.utils.clip_grad_norm_ does in one process (collective)."""
         self._impl.clip_gradients(float(max_norm))
+
+    def _placement(self):
+        # loom.checkpoint's view of the stages (loom/_placement.py).
+        return _placement.Stages(self._impl)
 
     @property
     def stages(self):

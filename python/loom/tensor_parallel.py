@@ -18,7 +18,7 @@ import itertools
 
 import torch
 
-from . import _loom, _native, distributed
+from . import _loom, _native, _placement, distributed
 
 __all__ = ["ColwiseParallel", "RowwiseParallel", "TensorParallel"]
 
@@ -37,7 +37,7 @@ def next_group_index():
 # handed the module itself still saves whole tensors rather than this rank's slices, even when the
 # script kept only the module (the split is in place). Set past nn.Module's __setattr__, so that
 # it is no submodule (state_dict() is unchanged); the cycle it makes is the garbage collector's.
-_SPLIT_BY = "_loom_tensor_parallel"
+_SPLIT_BY = _placement.SPLIT_BY
 
 
 def split_by(model):
@@ -248,6 +248,10 @@ class TensorParallel(torch.nn.Module):
                                             value=list(t.shape)) from None
                 slices.append((t, piece))
         return slices
+
+    def _placement(self):
+        # loom.checkpoint's view of the cut (loom/_placement.py).
+        return _placement.TensorSlices(self)
 
     @property
     def plan(self):
