@@ -4,9 +4,13 @@
 // bounds that wait with its timeout.
 //
 // Every connection opens with a handshake (version 1):
-//   server -> client  kChallenge {"loom-store/1", server nonce (32 bytes), "1" | "0" token
-//   required} client -> server  kAuth {client proof, client nonce (32 bytes)} server -> client  kOk
-//   {server proof}  |  kFailed {reason}, then the server closes
+//   server -> client:  kChallenge {"loom-store/1", server nonce (32 bytes),
+//                                  "1" | "0" (token required)}
+//   client -> server:  kAuth {client proof, client nonce (32 bytes)}
+//   server -> client:  kOk {server proof}
+//                      | kFailed {reason, problem}, then the server closes; `problem` (wrong_token,
+//                        no_token, handshake_timeout, ...) names the refusal for programs, and a
+//                        client that reads only the reason still works
 // client proof = HMAC-SHA256(token, "loom-store client" + server nonce), server proof the same
 // with "loom-store server" + client nonce; empty proofs when the store has no token. Neither the
 // token nor a reusable answer crosses the wire, and a client learns that the store it reached
