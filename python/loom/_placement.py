@@ -28,7 +28,8 @@ class Part:
 
     def whole_parameters(self):
         """A context inside which this rank holds its parameters (ZeRO-3 frees them between
-        steps); collective where the part is."""
+        steps); collective where the part is. It yields True where the parameters are freed
+        again after it, so that a read must copy them."""
         return contextlib.nullcontext()
 
     def needs_tensors(self, writes):
@@ -105,10 +106,17 @@ def read(module, optimizer, kind, parts, writes, name_state):
                        list(module.named_parameters()) + list(module.named_buffers())]
     state = []
     if optimizer is not None:
-        named = next((n for n in (p.optimizer_names(module) for p in parts) if n is not None),
-                     None)
-        state = name_state(optimizer, kind, named or module.named_parameters())
+        state = name_state(optimizer, kind, optimizer_names(parts, module))
     return tensors, state
+
+
+def optimizer_names(parts, module):
+    """(name, parameter) for what the optimizer steps: a part's shards, else the module's."""
+    for part in parts:
+        named = part.optimizer_names(module)
+        if named:
+            return named
+    return module.named_parameters()
 
 
 def gather(parts, tensors, state, kind, writes):

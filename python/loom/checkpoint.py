@@ -321,9 +321,7 @@ def _restore_optimizer(optimizer, module, parts, shapes, data):
                 _check_shape(data, f"{name}.{field}", value, shapes[name], name, parts,
                              what="optimizer state")
     fields = dict(_placement.cut_state(parts, fields, kind))
-    named = next((n for n in (p.optimizer_names(module) for p in parts) if n is not None),
-                 None) or module.named_parameters()
-    for name, p in named:
+    for name, p in _placement.optimizer_names(parts, module):
         if name not in fields:
             continue
         state = {}

@@ -3,6 +3,7 @@ build tree's python/ folder and LOOM_BINARY to the `loom` command)."""
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -48,9 +49,8 @@ def loom_errors(stderr):
     """The Loom errors the test scripts ended on, from their `loom-error` lines on `stderr`
     (scripts/script_errors.py): [{"kind": "ConfigError", "fields": {...}}], one a rank that got
     to say it (`loom launch` prefixes each line with "[rank N] " and stops the others)."""
-    lead = "loom-error "
-    return [json.loads(line[line.index(lead) + len(lead):]) for line in stderr.splitlines()
-            if lead in line and line.lstrip("[rank0123456789] ").startswith(lead)]
+    lines = (re.match(r"(?:\[rank \d+\] )?loom-error (.*)$", line) for line in stderr.splitlines())
+    return [json.loads(m.group(1)) for m in lines if m]
 
 
 def two_heads_model():

@@ -59,8 +59,12 @@ std::vector<std::string> known_keys() {
                               const std::vector<std::string>& known) {
   std::string message = "unknown config key '" + key + "' (" + origin + ")";
   std::string hint = closest_match(key, known);
-  if (!hint.empty()) message += "; did you mean '" + hint + "'?";
-  throw ConfigError(message);
+  ErrorFields fields{{"key", key}, {"problem", "unknown_key"}};
+  if (!hint.empty()) {
+    message += "; did you mean '" + hint + "'?";
+    fields["suggestion"] = hint;
+  }
+  throw ConfigError(message, std::move(fields));
 }
 
 bool is_section(const std::string& key, const std::vector<std::string>& known) {

@@ -167,7 +167,9 @@ TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
            std::to_string(bytes) + " bytes, but its header says " + std::to_string(info.tokens) +
                " tokens of " + std::to_string(info.token_bytes) + " bytes (" +
                std::to_string(expected_bytes) + " bytes): truncated or damaged",
-           {{"value", std::to_string(bytes)}, {"expected", std::to_string(expected_bytes)}});
+           {{"value", std::to_string(bytes)},
+            {"expected", std::to_string(expected_bytes)},
+            {"tokens", std::to_string(info.tokens)}});
   }
   if (info.token_bytes != token_bytes_for(info.vocab_size)) {
     refuse(path, "token_bytes",
