@@ -13,7 +13,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
   libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev
   # the remote data workers' service: gRPC, protobuf, OpenSSL (challenge-response), LZ4
-  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libssl-dev liblz4-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libssl-dev liblz4-dev
   # the multi-host test bed: network namespaces, veth links, tc; certificates for the TLS test
   iproute2 openssl
   # the engines users launch ranks with, tested against the real thing: a one-node Slurm that the
