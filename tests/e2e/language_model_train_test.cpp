@@ -9,11 +9,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "e2e/json_output.h"
 #include "e2e/language_model_fixture.h"
 #include "loom/core/durable_file.h"
+#include "loom/models/hf_model.h"
+#include "loom/train/pretrained.h"
+#include "loom/train/safetensors.h"
+#include "tools/build_paths.h"
 #include "tools/run_compare.h"
 #include "tools/test_support.h"
 
@@ -335,6 +340,113 @@ TEST_F(LanguageModelTrain, TwoPipelinesOfTwoStagesTrainLikeOneProcess) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(summary_of(part)["resumed_from_step"], 4);
   expect_same_model(part, dir / "one", 1e-5);
+}
+
+// `args` with the GPT of gpt_args() replaced by `model` (--set flags).
+std::string with_model(std::string args, const std::string& model) {
+  const std::string gpt =
+      " --set model=gpt --set model.gpt.n_layer=2 --set model.gpt.n_embd=64"
+      " --set model.gpt.n_head=4";
+  const size_t at = args.find(gpt);
+  EXPECT_NE(at, std::string::npos);
+  return at == std::string::npos ? args : args.replace(at, gpt.size(), model);
+}
+
+// Every tensor of two safetensors files, by name, bit for bit.
+void expect_same_tensors(const std::string& a, const std::string& b) {
+  const models::NamedTensors x = train::read_safetensors(a), y = train::read_safetensors(b);
+  std::map<std::string, at::Tensor> by_name(y.begin(), y.end());
+  EXPECT_EQ(x.size(), y.size());
+  for (const auto& [name, t] : x) {
+    const auto it = by_name.find(name);
+    ASSERT_NE(it, by_name.end()) << name;
+    EXPECT_TRUE(t.dtype() == it->second.dtype() && at::equal(t, it->second)) << name;
+  }
+}
+
+// A Llama (grouped-query attention, rotary positions, RMSNorm, SwiGLU; its head tied to the
+// token embedding) trains like one process split over a tensor group, in a pipeline of two
+// stages (the tied matrix on both ends) and with its parameters sharded (ZeRO-3).
+TEST_F(LanguageModelTrain, ALlamaTrainsLikeOneProcessInEveryLayout) {
+  TempDir dir;
+  const std::string args =
+      with_model(gpt_args(),
+                 " --set model=llama --set model.llama.n_layer=2 --set model.llama.n_embd=64"
+                 " --set model.llama.n_head=4 --set model.llama.n_kv_head=2"
+                 " --set model.llama.hidden=128");
+  const auto one = run_loom("train" + args + " --set data.batch_size=8 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(summary_of(dir / "one")["model"], "llama");
+  const std::vector<std::pair<std::string, std::string>> layouts = {
+      {"tensor", " --set data.batch_size=8 --set parallel.tensor=2"},
+      {"pipeline", pipelined(2, 4, "1f1b")},
+      {"zero3", " --set data.global_batch=8 --set parallel.zero=3"}};
+  for (const auto& [name, layout] : layouts) {
+    SCOPED_TRACE(name);
+    const auto run = run_loom(launch(2, args + layout + " --out " + (dir / name)));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_like(dir / name, dir / "one");
+  }
+}
+
+// Hugging Face folders in and out. A Llama transformers made starts a run (model.pretrained):
+// with a learning rate of 0, the run's export (`loom export --format hf`) holds the folder's
+// tensors bit for bit. A run from it trained on in a tensor group, and a Llama and a GPT trained
+// from scratch (whose config.json Loom writes), export folders that transformers loads with the
+// logits Loom computes from them.
+TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
+  const std::string python = torch_python();
+  if (python.empty() || run_command(python + " -c 'import transformers'").exit_code != 0) {
+    GTEST_SKIP() << "no Python with transformers (LOOM_PYTHON, scripts/requirements.txt)";
+  }
+  TempDir dir;
+  const std::string script = source_dir() + "/tests/unit/train/make_hf_folders.py";
+  const auto made = run_command(python + " " + script + " " + (dir / "hf") + " --vocab 1000");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string llama = with_model(gpt_args(), " --set model=llama");
+  const std::string pretrained = llama + " --set model.pretrained=" + (dir / "hf/llama");
+
+  auto run = run_loom("train" + pretrained +
+                      " --set optimizer.lr=0 --set train.max_steps=1 --out " + (dir / "still"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_loom("export " + (dir / "still") + " --format hf --out " + (dir / "still_hf"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_same_tensors(dir / "still_hf/model.safetensors", dir / "hf/llama/model.safetensors");
+  // A folder that holds a model is not written over.
+  EXPECT_EQ(run_loom("export " + (dir / "still") + " --out " + (dir / "still_hf")).exit_code, 2);
+
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"tensor", launch(2, pretrained + " --set parallel.tensor=2 --set train.max_steps=4")},
+      {"llama", "train" + llama + " --set train.max_steps=2"},
+      {"gpt", "train" + gpt_args() + " --set train.max_steps=2"}};
+  std::string folders;
+  for (const auto& [name, command] : runs) {
+    run = run_loom(command + " --out " + (dir / name));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    run = run_loom("export " + (dir / name) + " --out " + (dir / (name + "_hf")));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    folders += " " + (dir / (name + "_hf")) + " " + (dir / (name + ".logits"));
+  }
+  const auto logits = run_command(python + " " + script + " --logits" + folders);
+  ASSERT_EQ(logits.exit_code, 0) << logits.output;
+  for (const auto& [name, command] : runs) {
+    SCOPED_TRACE(name);
+    const std::string folder = dir / (name + "_hf");
+    const models::NamedTensors reference = train::read_safetensors(dir / (name + ".logits"));
+    ModelConfig config;
+    config.name = models::read_hf_config(folder).family;
+    config.pretrained = folder;
+    models::InputSpec input;
+    input.task = models::Task::kLanguageModel;
+    input.classes = 1000;
+    input.seq_len = 32;
+    const auto model = models::make_model(config, input);
+    train::load_pretrained(folder, *model);
+    model->train(false);
+    at::NoGradGuard no_grad;
+    const at::Tensor loom = model->forward(reference[0].second);
+    EXPECT_LT((loom - reference[1].second).abs().max().item<double>(), 1e-5);
+  }
 }
 
 TEST_F(LanguageModelTrain, SynchronousParameterServersTrainLikeOneProcess) {

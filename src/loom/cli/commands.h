@@ -45,6 +45,7 @@ Command add_plan_command(CLI::App& app);
 Command add_pipeline_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
 // `loom bench pipeline`, registered under `bench`.
 Command add_bench_pipeline_command(CLI::App& bench);
 // `loom bench ps`, registered under `bench`.

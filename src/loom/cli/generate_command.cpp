@@ -1,20 +1,24 @@
 // `loom generate RUN_DIR --prompt TEXT --tokens N [--temperature T --top-k K --seed S
-// --ignore-eos --json]`: text from a language model that `loom train` trained, continued from a
-// prompt. The model is rebuilt from the run's config.yaml, its tensors come from the run's last
-// committed checkpoint (whatever layout wrote it), and the prompt is encoded with the run's own
-// tokenizer (the copy in RUN_DIR, else the one beside its token data). Tokens are drawn one at a
-// time with a KV cache; the draws are a pure function of --seed. Past the model's context the
+// --ignore-eos --no-cache --json]`: text from a language model that `loom train` trained, continued
+// from a prompt. The model is rebuilt from the run's config.yaml, its tensors come from the run's
+// last committed checkpoint (whatever layout wrote it), and the prompt is encoded with the run's
+// own tokenizer (the copy in RUN_DIR, else the one beside its token data). Tokens are drawn one at
+// a time with a KV cache (--no-cache: the whole window run again for every token, the baseline a
+// cache is measured against); the draws are a pure function of --seed. Past the model's context the
 // window slides: each token is drawn from the last `context` ones.
 #include <ATen/Parallel.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/data/tokenizer.h"
-#include "loom/models/gpt.h"
+#include "loom/models/decoding.h"
+#include "loom/models/model.h"
 #include "loom/models/module_model.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/train_data.h"
@@ -29,52 +33,19 @@ struct GenerateArgs {
   int64_t top_k = 40;
   uint64_t seed = 0;
   bool ignore_eos = false;
+  bool no_cache = false;
   bool json = false;
 };
 
-std::string tokenizer_of(const std::string& run_dir, const Config& config) {
-  for (const std::string& path :
-       {run_dir + "/tokenizer.model", config.data.path + "/tokenizer.model"}) {
-    if (std::filesystem::exists(path)) return path;
-  }
-  if (!std::filesystem::is_directory(config.data.path)) {
-    throw DataError("generate: '" + run_dir + "' has no tokenizer.model and its token folder " +
-                    "(data.path '" + config.data.path + "') is missing");
-  }
-  throw DataError("generate: no tokenizer.model in '" + run_dir + "' or in its data.path '" +
-                  config.data.path + "'");
-}
-
 int run_generate(const GenerateArgs& a) {
-  if (!std::filesystem::exists(a.run_dir + "/config.yaml")) {
-    throw ConfigError("RUN_DIR: no config.yaml in '" + a.run_dir +
-                      "' (is it the output directory of `loom train`?)");
-  }
   if (a.temperature < 0) throw ConfigError("--temperature: must be >= 0 (0: the likeliest token)");
   if (a.top_k < 0) throw ConfigError("--top-k: must be >= 0 (0: every token)");
-  const Config config = load_run_config({a.run_dir + "/config.yaml"}, {});
-  if (config.model.name != "gpt") {
-    throw ConfigError("RUN_DIR: '" + a.run_dir + "' trained " + config.model.name +
-                      ", not a language model (model.name: gpt)");
-  }
-  // (A store would make the folder where there is none: look first, change nothing.)
-  const std::string checkpoints = a.run_dir + "/checkpoints";
-  const std::optional<std::string> checkpoint =
-      std::filesystem::is_directory(checkpoints)
-          ? train::CheckpointStore(checkpoints, 1, 0).latest()
-          : std::nullopt;
-  if (!checkpoint) throw DataError("generate: '" + a.run_dir + "' has no committed checkpoint");
-  const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_of(a.run_dir, config));
-
-  models::InputSpec input;
-  input.task = models::Task::kLanguageModel;
-  input.classes = tokenizer.vocab_size();
-  input.seq_len = train::token_seq_len(config);
-  std::unique_ptr<models::Model> model = models::make_model(config.model, input);
-  train::restore_model(train::CheckpointStore::load(*checkpoint), *checkpoint,
-                       model->named_parameters(), model->named_buffers());
-  auto* gpt = dynamic_cast<models::ModuleModel*>(model.get());
-  if (!gpt) throw Error("generate: model '" + model->name() + "' is not the zoo's gpt");
+  const TrainedRun run = load_trained_run(a.run_dir, "generate");
+  const std::string& checkpoint = run.checkpoint;
+  const data::Tokenizer tokenizer = data::Tokenizer::load(run.tokenizer);
+  models::Model* model = run.model.get();
+  auto* zoo = dynamic_cast<models::ModuleModel*>(model);
+  if (!zoo) throw Error("generate: model '" + model->name() + "' is not one of the zoo's");
 
   // An empty prompt starts a new document, as the end-of-text id does in the shards.
   std::vector<int64_t> prompt;
@@ -85,8 +56,11 @@ int run_generate(const GenerateArgs& a) {
   sampling.top_k = a.top_k;
   sampling.seed = a.seed;
   sampling.stop_id = a.ignore_eos ? -1 : tokenizer.eos_id();
-  const std::vector<int64_t> drawn =
-      models::gpt_generate(gpt->module(), prompt, a.tokens, sampling);
+  sampling.use_cache = !a.no_cache;
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<int64_t> drawn = models::generate(zoo->module(), prompt, a.tokens, sampling);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // SentencePiece marks a word's leading space on the word itself, so the continuation reads
   // right only when decoded together with the prompt ("software;" not "software ;"): decode
   // both, and the continuation is what follows the prompt's own decoding.
@@ -105,11 +79,13 @@ int run_generate(const GenerateArgs& a) {
           ? whole.substr(prompt_text.size())
           : tokenizer.decode({all_ids.begin() + prompt_ids.size(), all_ids.end()});
   if (a.json) {
-    std::printf("%s\n", nlohmann::ordered_json{{"checkpoint", *checkpoint},
+    std::printf("%s\n", nlohmann::ordered_json{{"checkpoint", checkpoint},
                                                {"prompt", a.prompt},
                                                {"text", text},
                                                {"output", whole},
                                                {"tokens", drawn},
+                                               {"kv_cache", !a.no_cache},
+                                               {"decode_seconds", seconds},
                                                {"seed", a.seed}}
                             .dump()
                             .c_str());
@@ -125,7 +101,7 @@ Command add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand(
       "generate", "Continue a prompt with a language model trained by `loom train` (KV cache)");
-  sub->add_option("run_dir", a->run_dir, "Output directory of a `loom train` run of a gpt")
+  sub->add_option("run_dir", a->run_dir, "Output directory of a `loom train` run of a gpt or llama")
       ->required();
   sub->add_option("--prompt", a->prompt, "Text to continue (default: a new paragraph)");
   sub->add_option("--tokens", a->tokens, "Tokens to draw at most (stops early at end of text)")
@@ -138,7 +114,11 @@ Command add_generate_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos,
                 "Draw all --tokens, going on past an end of text (whose id the text leaves out)");
-  sub->add_flag("--json", a->json, "One JSON line: checkpoint, prompt, text, token ids");
+  sub->add_flag("--no-cache", a->no_cache,
+                "Run the whole window again for every token instead of caching keys and values "
+                "(the same tokens, slower: what the cache saves)");
+  sub->add_flag("--json", a->json,
+                "One JSON line: checkpoint, prompt, text, token ids, decode_seconds");
   return {sub, [a] { return run_generate(*a); }};
 }
 

@@ -67,7 +67,8 @@ extern "C" __attribute__((visibility("default"))) int loom_cli_main(int argc, ch
       loom::cli::add_bench_command(app),       loom::cli::add_plan_command(app),
       loom::cli::add_report_command(app),      loom::cli::add_pipeline_command(app),
       loom::cli::add_data_worker_command(app), loom::cli::add_ps_server_command(app),
-      loom::cli::add_generate_command(app),    loom::cli::add_version_command(app)};
+      loom::cli::add_generate_command(app),    loom::cli::add_export_command(app),
+      loom::cli::add_version_command(app)};
 
   try {
     app.parse(argc, argv);

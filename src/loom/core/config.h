@@ -21,14 +21,29 @@ struct GptModelConfig {
   double dropout = 0.0;
 };
 
+// The Llama family's shape (model.name: llama): a preset, and any of its sizes replaced.
+struct LlamaModelConfig {
+  std::string preset = "llama_tiny";  // llama_tiny | llama3.2_1b | llama3.2_3b | llama3.1_8b
+  int64_t n_layer = 0;                // 0 = the preset's
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t n_embd = 0;
+  int64_t hidden = 0;
+  double rope_theta = 0;
+  std::string embeddings = "preset";  // preset | tied | untied: the head and the token embedding
+};
+
 struct ModelConfig {
-  std::string name = "cnn";  // mlp | cnn | resnet18 | resnet50 | vit_tiny | gpt | torchscript
-  std::string torchscript;   // path of a TorchScript module, when name is torchscript
-  int64_t width = 32;        // cnn: channels of the first stage
-  int64_t depth = 1;         // cnn: convolutions per stage
+  // mlp | cnn | resnet18 | resnet50 | vit_tiny | gpt | llama | torchscript
+  std::string name = "cnn";
+  std::string torchscript;  // path of a TorchScript module, when name is torchscript
+  std::string pretrained;   // gpt, llama: a Hugging Face model folder to start from
+  int64_t width = 32;       // cnn: channels of the first stage
+  int64_t depth = 1;        // cnn: convolutions per stage
   double dropout = 0.25;
   int64_t patch_size = 16;  // vit_tiny
   GptModelConfig gpt;
+  LlamaModelConfig llama;
 };
 
 // Remote data workers (`loom data-worker`) that build training batches for this trainer.

@@ -9,10 +9,15 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.integer("seed", c.seed, 0, "Seed for initialisation, data order and augmentation.");
 
   v.choice("model.name", c.model.name,
-           {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "gpt", "torchscript"},
+           {"mlp", "cnn", "resnet18", "resnet50", "vit_tiny", "gpt", "llama", "torchscript"},
            "Model architecture. `model: NAME` is shorthand for this key.");
   v.text("model.torchscript", c.model.torchscript,
          "Path of a TorchScript module to train (`model: {torchscript: PATH}`).");
+  v.text("model.pretrained", c.model.pretrained,
+         "gpt, llama: a Hugging Face model folder (config.json and model.safetensors, or a "
+         "sharded model.safetensors.index.json) to start from: its config.json gives the shape "
+         "(the preset and size keys must be left unset) and its tensors the weights, at any "
+         "layout. model.name must be its family (gpt2: gpt; llama: llama).");
   v.integer("model.width", c.model.width, 1,
             "cnn: channels of the first stage (x2 in the second).");
   v.integer("model.depth", c.model.depth, 1, "cnn: convolutions per stage.");
@@ -30,6 +35,28 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "gpt: dropout after the embeddings, on attention weights and after each residual "
            "branch.");
 
+  v.choice("model.llama.preset", c.model.llama.preset,
+           {"llama_tiny", "llama3.2_1b", "llama3.2_3b", "llama3.1_8b"},
+           "llama: the shape to start from: llama_tiny (4 layers, 4 heads, 2 key/value heads, "
+           "128 wide, MLP 384, context 64), llama3.2_1b (16, 32, 8, 2048, 8192), llama3.2_3b "
+           "(28, 24, 8, 3072, 8192) or llama3.1_8b (32, 32, 8, 4096, 14336, untied head); the "
+           "last three with theta 500,000, Llama 3.1's frequency scaling and a context of 8,192. "
+           "The vocabulary is always the token data's.");
+  v.integer("model.llama.n_layer", c.model.llama.n_layer, 0, "llama: layers (0 = the preset's).");
+  v.integer("model.llama.n_head", c.model.llama.n_head, 0,
+            "llama: query heads; must divide n_embd (0 = the preset's).");
+  v.integer("model.llama.n_kv_head", c.model.llama.n_kv_head, 0,
+            "llama: key/value heads, each shared by n_head / n_kv_head query heads; must divide "
+            "n_head (0 = the preset's).");
+  v.integer("model.llama.n_embd", c.model.llama.n_embd, 0, "llama: width (0 = the preset's).");
+  v.integer("model.llama.hidden", c.model.llama.hidden, 0,
+            "llama: the SwiGLU MLP's width (0 = the preset's).");
+  v.number("model.llama.rope_theta", c.model.llama.rope_theta, 0.0,
+           "llama: the rotary positions' base (0 = the preset's).");
+  v.choice("model.llama.embeddings", c.model.llama.embeddings, {"preset", "tied", "untied"},
+           "llama: whether the output head is the token embedding's matrix (tied) or a matrix of "
+           "its own (untied); preset = the preset's.");
+
   v.choice("data.source", c.data.source,
            {"fashion_mnist", "idx", "synthetic", "image_folder", "tar_shards", "tokens"},
            "Where samples come from. `data: SOURCE` is shorthand for this key.");
@@ -40,7 +67,7 @@ void visit_config(Config& c, ConfigVisitor& v) {
          "train-*.tokens, val-*.tokens and tokenizer.model).");
   v.integer("data.seq_len", c.data.seq_len, 0,
             "tokens: tokens per training window (the model sees seq_len and predicts the next "
-            "token at each); it is also a gpt's context. 0 = the model preset's context.");
+            "token at each); it is also a gpt's or llama's context. 0 = the model preset's context.");
   v.text("data.val_path", c.data.val_path,
          "image_folder, tar_shards: the validation data; empty = no evaluation.");
   v.integer("data.batch_size", c.data.batch_size, 1,

@@ -1,10 +1,8 @@
 #include "loom/models/gpt.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/modules/container/modulelist.h>
 
 #include <cmath>
-#include <limits>
 
 #include "loom/core/error.h"
 #include "loom/models/gpt_layers.h"
@@ -15,7 +13,7 @@ namespace {
 using gpt::CausalMask;
 using gpt::GptBlock;
 
-class Gpt : public ZooNetwork {
+class Gpt : public ZooNetwork, public CachedDecoder {
  public:
   explicit Gpt(const GptConfig& c) : config_(c), seq_len_(c.seq_len) {
     wte_ = register_module("wte", std::make_shared<Embedding>(c.vocab, c.n_embd));
@@ -48,7 +46,7 @@ class Gpt : public ZooNetwork {
   }
 
   // The forward pass of the positions after the cached ones (never split by the sequence).
-  at::Tensor forward_cached(const at::Tensor& ids, KvCache& cache) {
+  at::Tensor forward_cached(const at::Tensor& ids, KvCache& cache) override {
     const WholeSequenceGuard whole;
     cache.layers.resize(layers_.size());
     at::Tensor x = embed(ids, cache.length());
@@ -56,7 +54,7 @@ class Gpt : public ZooNetwork {
     return head(x);
   }
 
-  int64_t seq_len() const { return seq_len_; }
+  int64_t context() const override { return seq_len_; }
 
   // Tensor parallelism (Megatron-LM's, as torchtitan plans a transformer): attention by heads,
   // the MLP by its hidden width; the token embedding, with its tied head, by the vocabulary where
@@ -141,9 +139,9 @@ void require(bool ok, const char* key, const std::string& why) {
 }  // namespace
 
 GptConfig gpt_preset(const std::string& name, int64_t vocab) {
-  if (name == "gpt2") return {12, 12, 768, 1024, 50257, 0.0};
-  if (name == "gpt_mini") return {6, 6, 384, 256, vocab, 0.2};
-  if (name == "gpt_tiny") return {4, 4, 128, 64, vocab, 0.0};
+  if (name == "gpt2") return {12, 12, 768, 1024, 50257, 0.0, false};
+  if (name == "gpt_mini") return {6, 6, 384, 256, vocab, 0.2, false};
+  if (name == "gpt_tiny") return {4, 4, 128, 64, vocab, 0.0, false};
   throw ConfigError("config key 'model.gpt.preset': unknown GPT preset '" + name +
                     "' (gpt2, gpt_mini, gpt_tiny)");
 }
@@ -168,63 +166,6 @@ std::shared_ptr<ZooNetwork> make_gpt(const GptConfig& c) {
   require(c.vocab >= 2, "data.path", "a vocabulary of at least two tokens");
   require(c.dropout >= 0 && c.dropout < 1, "model.gpt.dropout", "in [0, 1)");
   return std::make_shared<Gpt>(c);
-}
-
-at::Tensor gpt_forward_cached(ZooNetwork& gpt, const at::Tensor& ids, KvCache& cache) {
-  auto* model = dynamic_cast<Gpt*>(&gpt);
-  if (!model) throw Error("gpt: cached decoding needs a model made by make_gpt");
-  return model->forward_cached(ids, cache);
-}
-
-std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& prompt,
-                                  int64_t tokens, const Sampling& sampling) {
-  auto* model = dynamic_cast<Gpt*>(&gpt);
-  if (!model) throw Error("gpt: generation needs a model made by make_gpt");
-  if (prompt.empty()) throw ConfigError("--prompt: generation starts from at least one token");
-  if (tokens < 0) throw ConfigError("--tokens: " + std::to_string(tokens) + ", at least 0");
-  const int64_t context = model->seq_len();
-  const bool was_training = model->is_training();
-  model->eval();
-  at::NoGradGuard no_grad;
-  at::Generator draws = at::make_generator<at::CPUGeneratorImpl>(sampling.seed);
-  // The model sees at most its context: the last `context` ids of the sequence so far.
-  std::vector<int64_t> sequence(
-      prompt.end() - std::min<int64_t>(context, static_cast<int64_t>(prompt.size())), prompt.end());
-  const auto window = [&] {
-    const auto kept = std::min<int64_t>(context, static_cast<int64_t>(sequence.size()));
-    return at::tensor(std::vector<int64_t>(sequence.end() - kept, sequence.end()), at::kLong)
-        .unsqueeze(0);
-  };
-  KvCache cache;
-  std::vector<int64_t> out;
-  at::Tensor next = window();
-  for (int64_t i = 0; i < tokens; ++i) {
-    at::Tensor logits = model->forward_cached(next, cache).select(1, -1).squeeze(0).to(at::kFloat);
-    int64_t id = 0;
-    if (sampling.temperature <= 0) {
-      id = logits.argmax().item<int64_t>();
-    } else {
-      logits = logits / sampling.temperature;
-      if (sampling.top_k > 0 && sampling.top_k < logits.size(0)) {
-        const at::Tensor kth = std::get<0>(logits.topk(sampling.top_k)).select(0, -1);
-        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
-      }
-      id = at::multinomial(logits.softmax(-1), 1, false, draws).item<int64_t>();
-    }
-    out.push_back(id);
-    if (id == sampling.stop_id) break;
-    sequence.push_back(id);
-    if (cache.length() < context) {
-      next = at::full({1, 1}, id, at::kLong);
-    } else {
-      // The context is full, and positions are absolute: the cached keys were computed at
-      // positions the window has moved past. Slide it: run its last `context` ids afresh.
-      cache = KvCache();
-      next = window();
-    }
-  }
-  model->train(was_training);
-  return out;
 }
 
 int64_t gpt_parameter_count(const GptConfig& c) {

@@ -11,7 +11,8 @@
 // with sequence parallelism the activations between the layers' split products, [B, T / ranks,
 // C], are each rank's positions.
 //
-// forward: token ids int64 [B, T] (T <= seq_len) -> logits [B, T, vocab]. Blocks (pipeline
+// forward: token ids int64 [B, T] (T <= seq_len) -> logits [B, T, vocab]; it decodes with a KV
+// cache too (decoding.h). Blocks (pipeline
 // stages are made of them): "embedding", "h.0" .. "h.<n_layer-1>", "head"; the head's matrix
 // belongs to the embedding block.
 #pragma once
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "loom/core/config.h"
+#include "loom/models/decoding.h"
 #include "loom/models/module_model.h"
 
 namespace loom::models {
@@ -33,6 +35,9 @@ struct GptConfig {
   int64_t seq_len = 64;  // the longest context (learned positions)
   int64_t vocab = 4000;
   double dropout = 0.0;
+  // GELU's tanh approximation, as GPT-2 itself computed it (Hugging Face's "gelu_new"), for a
+  // checkpoint trained so; nanoGPT's exact GELU otherwise.
+  bool tanh_gelu = false;
 };
 
 // Named shapes: "gpt2" (GPT-2 small: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
@@ -55,37 +60,5 @@ double gpt_training_flops_per_token(const GptConfig& config);
 // The shape model.gpt describes: its preset with the sizes it sets, the token data's
 // vocabulary, and a context of `seq_len` (0: the preset's).
 GptConfig gpt_config(const GptModelConfig& model, int64_t vocab, int64_t seq_len);
-
-// The keys and values every layer computed for the positions decoded so far, so that a new
-// position attends to them without running the earlier positions again.
-struct KvCache {
-  struct Layer {
-    at::Tensor keys, values;  // [B, heads, positions, head width]
-  };
-  std::vector<Layer> layers;
-  int64_t length() const {
-    return layers.empty() || !layers.front().keys.defined() ? 0 : layers.front().keys.size(2);
-  }
-};
-
-// Logits [B, n, vocab] of `ids` [B, n], the positions that follow those in `cache`, whose keys
-// and values join it; the same logits a full forward pass gives those positions. `gpt` is what
-// make_gpt made. Throws Error past the context.
-at::Tensor gpt_forward_cached(ZooNetwork& gpt, const at::Tensor& ids, KvCache& cache);
-
-struct Sampling {
-  double temperature = 1.0;  // 0: always the likeliest token
-  int64_t top_k = 0;         // draw from the k likeliest only; 0: from all
-  uint64_t seed = 0;         // the draws are a pure function of it
-  int64_t stop_id = -1;      // end early after this token (end-of-text); -1: never
-};
-
-// Up to `tokens` ids drawn one at a time after `prompt` (at least one id), with a KV cache, in
-// evaluation mode and without gradients (the model's mode is restored). Past the context the
-// window slides: each id is drawn from the last `seq_len` ids (a longer prompt keeps its last
-// `seq_len`), each such step running the whole window again. Throws ConfigError naming --tokens
-// when `tokens` is negative.
-std::vector<int64_t> gpt_generate(ZooNetwork& gpt, const std::vector<int64_t>& prompt,
-                                  int64_t tokens, const Sampling& sampling);
 
 }  // namespace loom::models

@@ -86,14 +86,14 @@ at::Tensor CausalSelfAttention::weights_dropout(const at::Tensor& w, int64_t b, 
   return w * mask.narrow(1, rank * heads, heads).reshape(w.sizes());
 }
 
-Mlp::Mlp(const GptConfig& c) {
+Mlp::Mlp(const GptConfig& c) : approximate_(c.tanh_gelu ? "tanh" : "none") {
   c_fc_ = register_module("c_fc", std::make_shared<Linear>(c.n_embd, 4 * c.n_embd));
   c_proj_ = register_module("c_proj", std::make_shared<Linear>(4 * c.n_embd, c.n_embd));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(c.dropout));
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x) {
-  return dropout_->forward(c_proj_->forward(at::gelu(c_fc_->forward(x))));
+  return dropout_->forward(c_proj_->forward(at::gelu(c_fc_->forward(x), approximate_)));
 }
 
 GptBlock::GptBlock(const GptConfig& c, std::shared_ptr<CausalMask> mask) {

@@ -66,6 +66,7 @@ class Mlp : public torch::nn::Module {
 
  private:
   std::shared_ptr<Dropout> dropout_;
+  const char* approximate_;  // GELU's: "none" or "tanh"
 };
 
 // One pre-LayerNorm transformer layer: attention, then the MLP, each added back to its input.

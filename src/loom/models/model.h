@@ -98,8 +98,11 @@ class Model {
 // do not fit (e.g. a ViT patch size that does not divide the image).
 std::unique_ptr<Model> make_model(const ModelConfig& config, const InputSpec& input);
 
+// Whether the zoo's model `name` is a language model (it trains on tokens: gpt, llama).
+bool is_language_model(const std::string& name);
+
 // The context, in tokens, that a language model's configuration gives it without data.seq_len
-// (a GPT preset's); 0 where it gives none.
+// (a GPT or Llama preset's); 0 where it gives none.
 int64_t configured_context(const ModelConfig& config);
 
 // Checks that the model's blocks, run in order on `probe`, give its forward pass (in eval mode,

@@ -139,6 +139,20 @@ at::Tensor LayerNorm::forward(const at::Tensor& x) {
   return at::layer_norm(x, {dim_}, weight, bias, eps_);
 }
 
+RmsNorm::RmsNorm(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+bool RmsNorm::takes(const TensorStyle& style) const { return style.kind == Kind::kSequence; }
+
+at::Tensor RmsNorm::forward(const at::Tensor& x) {
+  const at::Tensor wide = x.to(at::kFloat);
+  const at::Tensor normed =
+      (wide * at::rsqrt(wide.pow(2).mean(-1, true) + eps_)).to(x.scalar_type());
+  // By the sequence, x is this rank's positions: the scale's gradient is summed over the group.
+  return (by_sequence() ? enter_split(weight, *group_) : weight) * normed;
+}
+
 bool Dropout::takes(const TensorStyle& style) const { return style.kind == Kind::kSequence; }
 
 at::Tensor Dropout::forward(const at::Tensor& x) {

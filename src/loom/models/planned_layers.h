@@ -1,8 +1,8 @@
-// The layers a tensor plan (tensor_plan.h) can split: a linear, an embedding table, a LayerNorm
-// and a dropout. Each runs as torch's own module does (the same parameters under the same names,
-// drawn as torch::nn's are) until a plan hands it a style and a group; from then on its forward
-// runs that style's collectives (tensor_parallel.h), so a model written with them reads as one
-// process's and is split from outside. A style decides, per forward, between plain tensor
+// The layers a tensor plan (tensor_plan.h) can split: a linear, an embedding table, a LayerNorm,
+// an RMSNorm and a dropout. Each runs as torch's own module does (the same parameters under the
+// same names, drawn as torch::nn's are) until a plan hands it a style and a group; from then on its
+// forward runs that style's collectives (tensor_parallel.h), so a model written with them reads as
+// one process's and is split from outside. A style decides, per forward, between plain tensor
 // parallelism (inputs and outputs whole on every rank) and, where the group splits the sequence
 // (splits_sequence_now), this rank's positions in and out of the regions between split products.
 //
@@ -23,7 +23,7 @@ namespace loom::models {
 class PlannedLayer : public torch::nn::Module {
  public:
   // Whether the layer takes `style` (a linear: colwise and rowwise; an embedding: vocabulary and
-  // sequence; a LayerNorm and a dropout: sequence).
+  // sequence; a LayerNorm, an RMSNorm and a dropout: sequence).
   virtual bool takes(const TensorStyle& style) const = 0;
   // How `style` cuts this layer's parameters over `ranks` ranks, by their own names ("weight").
   virtual TensorSplits cuts(const TensorStyle& style, int64_t ranks) const = 0;
@@ -90,6 +90,22 @@ class LayerNorm : public PlannedLayer {
 
  private:
   int64_t dim_;
+  double eps_;
+};
+
+// Root-mean-square normalisation over the last dimension with a learned scale (Zhang & Sennrich,
+// 2019; the Llama's): x / sqrt(mean(x^2) + eps) computed in fp32 whatever x's type, cast back to
+// it, then scaled, as Hugging Face's LlamaRMSNorm computes it.
+class RmsNorm : public PlannedLayer {
+ public:
+  explicit RmsNorm(int64_t dim, double eps = 1e-5);
+  at::Tensor forward(const at::Tensor& x);
+  bool takes(const TensorStyle& style) const override;
+  TensorSplits cuts(const TensorStyle&, int64_t) const override { return {}; }
+
+  at::Tensor weight;
+
+ private:
   double eps_;
 };
 

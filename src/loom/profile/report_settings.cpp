@@ -37,6 +37,8 @@ const std::vector<KeyScope>& key_scopes() {
         {"model.dropout", "model.name", {"mlp", "cnn"}},
         {"model.patch_size", "model.name", {"vit_tiny"}},
         {"model.gpt", "model.name", {"gpt"}},
+        {"model.llama", "model.name", {"llama"}},
+        {"model.pretrained", "model.name", {"gpt", "llama"}},
         {"data.path", "data.source", files},
         {"data.seq_len", "data.source", {"tokens"}},
         {"data.val_path", "data.source", kEncoded},

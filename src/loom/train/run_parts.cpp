@@ -12,6 +12,7 @@
 #include "loom/parallel/model_state.h"
 #include "loom/profile/flops.h"
 #include "loom/train/optimizer.h"
+#include "loom/train/pretrained.h"
 #include "loom/train/summary.h"
 
 namespace loom::train {
@@ -28,6 +29,8 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   parts.data.train->set_epoch_limit(config.train.epochs);
   parts.model = models::make_model(config.model, parts.data.input);
   models::Model& model = *parts.model;
+  // Whole on every rank, before the layout cuts it (a resume's checkpoint replaces it after).
+  if (!config.model.pretrained.empty()) load_pretrained(config.model.pretrained, model);
   model.set_recompute_every(layouts.plan().recompute_every);
   info.runtime =
       choose_runtime(config.runtime, options.topology, model.is_convolutional(), at::hasMKLDNN());

@@ -19,7 +19,7 @@
 namespace loom::models {
 namespace {
 
-GptConfig tiny() { return {2, 2, 16, 8, 50, 0.0}; }
+GptConfig tiny() { return {2, 2, 16, 8, 50, 0.0, false}; }
 
 // GPT-2's forward, one head and one position at a time, from the tensors by name.
 at::Tensor reference_forward(const std::map<std::string, at::Tensor>& p, const GptConfig& c,
@@ -63,7 +63,7 @@ void expect_forward_matches_reference(const GptConfig& c);
 
 TEST(Gpt, ForwardMatchesAPlainOpsReference) {
   // A context of 8 attends in one block; one of 520 in 4 blocks of query rows.
-  for (const GptConfig& c : {tiny(), GptConfig{2, 2, 16, 520, 50, 0.0}}) {
+  for (const GptConfig& c : {tiny(), GptConfig{2, 2, 16, 520, 50, 0.0, false}}) {
     SCOPED_TRACE("context " + std::to_string(c.seq_len));
     expect_forward_matches_reference(c);
   }
@@ -90,7 +90,7 @@ void expect_forward_matches_reference(const GptConfig& c) {
 // Without dropout the layers' attention is torch's fused kernel (scaled_dot_product_attention):
 // its gradients are the plain-ops reference's, at a context of one block and of three.
 TEST(Gpt, GradientsMatchThePlainOpsReference) {
-  for (const GptConfig& c : {tiny(), GptConfig{2, 2, 16, 300, 50, 0.0}}) {
+  for (const GptConfig& c : {tiny(), GptConfig{2, 2, 16, 300, 50, 0.0, false}}) {
     SCOPED_TRACE("context " + std::to_string(c.seq_len));
     at::manual_seed(7);
     ModuleModel model("gpt", make_gpt(c), false);
@@ -245,35 +245,35 @@ TEST(Gpt, CachedDecodingGivesTheFullForwardsLogits) {
   const at::Tensor full = model.forward(ids);
   KvCache cache;
   // A prompt of three, then one position at a time.
-  const at::Tensor first = gpt_forward_cached(*net, ids.narrow(1, 0, 3), cache);
+  const at::Tensor first = forward_cached(*net, ids.narrow(1, 0, 3), cache);
   EXPECT_TRUE(at::allclose(first, full.narrow(1, 0, 3), 1e-5, 1e-5));
   for (int64_t p = 3; p < 7; ++p) {
-    const at::Tensor step = gpt_forward_cached(*net, ids.narrow(1, p, 1), cache);
+    const at::Tensor step = forward_cached(*net, ids.narrow(1, p, 1), cache);
     EXPECT_LT((step - full.narrow(1, p, 1)).abs().max().item<double>(), 1e-5) << "position " << p;
   }
   EXPECT_EQ(cache.length(), 7);
-  EXPECT_THROW(gpt_forward_cached(*net, ids.narrow(1, 0, 2), cache), Error);  // past 8
+  EXPECT_THROW(forward_cached(*net, ids.narrow(1, 0, 2), cache), Error);  // past 8
 }
 
 TEST(Gpt, GenerationIsAPureFunctionOfTheSeed) {
   at::manual_seed(5);
-  const GptConfig c{2, 2, 16, 16, 50, 0.1};
+  const GptConfig c{2, 2, 16, 16, 50, 0.1, false};
   auto net = make_gpt(c);
   ModuleModel model("gpt", net, false);
   const std::vector<int64_t> prompt = {4, 8, 15};
   Sampling s;
   s.seed = 42;
   s.top_k = 10;
-  const auto a = gpt_generate(*net, prompt, 10, s);
+  const auto a = generate(*net, prompt, 10, s);
   ASSERT_EQ(a.size(), 10u);
   at::rand({3});  // the global generator moved: no matter
-  EXPECT_EQ(gpt_generate(*net, prompt, 10, s), a);
+  EXPECT_EQ(generate(*net, prompt, 10, s), a);
   s.seed = 43;
-  EXPECT_NE(gpt_generate(*net, prompt, 10, s), a);
+  EXPECT_NE(generate(*net, prompt, 10, s), a);
   EXPECT_TRUE(net->is_training());  // the mode it had
   // Greedy: each id is the full forward pass's likeliest next token.
   s.temperature = 0;
-  const auto greedy = gpt_generate(*net, prompt, 5, s);
+  const auto greedy = generate(*net, prompt, 5, s);
   std::vector<int64_t> sequence = prompt;
   net->eval();
   at::NoGradGuard no_grad;
@@ -283,7 +283,7 @@ TEST(Gpt, GenerationIsAPureFunctionOfTheSeed) {
     sequence.push_back(id);
   }
   // Past the context of 16 the window slides: each id is the likeliest after the last 16.
-  const auto slid = gpt_generate(*net, prompt, 30, s);
+  const auto slid = generate(*net, prompt, 30, s);
   ASSERT_EQ(slid.size(), 30u);
   sequence = prompt;
   for (const int64_t id : slid) {
@@ -295,8 +295,8 @@ TEST(Gpt, GenerationIsAPureFunctionOfTheSeed) {
   }
   // A prompt longer than the context keeps its last 16 ids.
   const std::vector<int64_t> last(sequence.end() - 16, sequence.end());
-  EXPECT_EQ(gpt_generate(*net, sequence, 3, s), gpt_generate(*net, last, 3, s));
-  EXPECT_THROW(gpt_generate(*net, prompt, -1, s), ConfigError);
+  EXPECT_EQ(generate(*net, sequence, 3, s), generate(*net, last, 3, s));
+  EXPECT_THROW(generate(*net, prompt, -1, s), ConfigError);
 }
 
 TEST(TokenCrossEntropyLoss, IsTheMeanOverEveryToken) {

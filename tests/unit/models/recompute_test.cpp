@@ -28,7 +28,7 @@ std::vector<at::Tensor> gradients(ModuleModel& model, const std::vector<Block>& 
 
 TEST(Recompute, GivesThePlainBlocksGradientsDropoutIncluded) {
   at::manual_seed(0);
-  const GptConfig c{2, 2, 16, 8, 50, 0.2};
+  const GptConfig c{2, 2, 16, 8, 50, 0.2, false};
   ModuleModel model("gpt", make_gpt(c), false);
   const at::Tensor ids = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong);
   const at::Tensor targets = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong);
@@ -61,7 +61,7 @@ TEST(Recompute, GivesThePlainBlocksGradientsDropoutIncluded) {
 
 TEST(Recompute, TheGraphKeepsTheForwardAndTheBlocksOwnParametersTrain) {
   at::manual_seed(2);
-  const GptConfig c{1, 2, 8, 4, 20, 0.0};
+  const GptConfig c{1, 2, 8, 4, 20, 0.0, false};
   ModuleModel model("gpt", make_gpt(c), false);
   const std::vector<Block> plain = model.blocks();
   const at::Tensor ids = at::randint(0, c.vocab, {2, 4}, at::kLong);
@@ -81,7 +81,7 @@ TEST(Recompute, TheGraphKeepsTheForwardAndTheBlocksOwnParametersTrain) {
 
 TEST(Recompute, RunsAsItIsWithoutGradients) {
   at::manual_seed(1);
-  const GptConfig c{1, 2, 8, 4, 20, 0.0};
+  const GptConfig c{1, 2, 8, 4, 20, 0.0, false};
   ModuleModel model("gpt", make_gpt(c), false);
   std::vector<at::Tensor> weights;
   for (auto& [name, p] : model.named_parameters()) weights.push_back(p);

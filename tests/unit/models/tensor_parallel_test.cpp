@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
 #include "loom/models/gpt.h"
+#include "loom/models/llama.h"
 #include "loom/models/module_model.h"
 #include "loom/models/token_cross_entropy_loss.h"
 #include "loom/models/vocab_parallel_loss.h"
@@ -247,23 +249,19 @@ TEST(TensorParallel, SequenceDropoutIsOneProcesssDropoutOfTheRanksPositions) {
   EXPECT_THROW(own_positions(x, of_four), Error);
 }
 
-// A GPT split over two ranks as threads (by heads, hidden width and, where it divides, the
-// vocabulary; with `sequence`, the sequence too) computes one process's logits, and each
-// rank's gradients are its slices of one process's (every whole parameter's whole). The loss
-// is sum(logits x r), r fixed: each rank's share of it where the logits are split.
-void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 16;
-  c.seq_len = 8;
-  c.vocab = vocab;
+// A language model (a GPT, a Llama) split over two ranks as threads (by heads, hidden width
+// and, where it divides, the vocabulary; with `sequence`, the sequence too) computes one
+// process's logits, and each rank's gradients are its slices of one process's (every whole
+// parameter's whole). The loss is sum(logits x r), r fixed: each rank's share of it where the
+// logits are split. `network` makes the model, 8 positions of `vocab` tokens.
+void expect_split_like_one(const std::function<std::shared_ptr<ZooNetwork>()>& network,
+                           int64_t vocab, bool sequence, bool vocabulary_splits) {
   at::manual_seed(5);
   const at::Tensor ids = torch::randint(0, vocab, {3, 8}, torch::kLong);
   const at::Tensor r = torch::randn({3, 8, vocab});
   auto make = [&] {
     at::manual_seed(7);
-    return ModuleModel("gpt", make_gpt(c), false);
+    return ModuleModel("decoder", network(), false);
   };
   ModuleModel one = make();
   const at::Tensor want = one.forward(ids);
@@ -286,15 +284,15 @@ void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
       evaluated[k] = split[k].forward(ids);
       // Cached decoding, of 5 positions then 1, splits no sequence.
       KvCache cache;
-      gpt_forward_cached(split[k].module(), ids.narrow(1, 0, 5), cache);
-      decoded[k] = gpt_forward_cached(split[k].module(), ids.narrow(1, 5, 1), cache);
+      forward_cached(split[k].module(), ids.narrow(1, 0, 5), cache);
+      decoded[k] = forward_cached(split[k].module(), ids.narrow(1, 5, 1), cache);
     });
   }
   for (auto& rank : ranks) rank.join();
   const NamedTensors whole = one.named_parameters();
   for (int k = 0; k < 2; ++k) {
     SCOPED_TRACE("rank " + std::to_string(k));
-    EXPECT_EQ(applied[k].output_split, vocab % 2 == 0);  // by the vocabulary where it divides
+    EXPECT_EQ(applied[k].output_split, vocabulary_splits);
     const int64_t share = logits[k].size(2);
     const at::Tensor mine = want.narrow(2, applied[k].output_split ? k * share : 0, share);
     EXPECT_TRUE(torch::allclose(logits[k], mine, 1e-4, 1e-5));
@@ -314,14 +312,68 @@ void expect_split_gpt_like_one(int64_t vocab, bool sequence) {
   }
 }
 
+std::function<std::shared_ptr<ZooNetwork>()> gpt(int64_t vocab) {
+  GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 16;
+  c.seq_len = 8;
+  c.vocab = vocab;
+  return [c] { return make_gpt(c); };
+}
+
+// 4 query heads over 2 key/value heads: each rank keeps 2 of one and 1 of the other.
+std::function<std::shared_ptr<ZooNetwork>()> llama(int64_t vocab, bool tied) {
+  LlamaConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 16;
+  c.hidden = 24;
+  c.seq_len = 8;
+  c.vocab = vocab;
+  c.tie_embeddings = tied;
+  return [c] { return make_llama(c); };
+}
+
 TEST(TensorParallel, GptSplitByTheSequenceComputesOneProcesssGradients) {
-  expect_split_gpt_like_one(40, true);  // the vocabulary split too
-  expect_split_gpt_like_one(33, true);  // the embedding whole
+  expect_split_like_one(gpt(40), 40, true, true);   // the vocabulary split too
+  expect_split_like_one(gpt(33), 33, true, false);  // the embedding whole
 }
 
 TEST(TensorParallel, GptSplitWithoutTheSequenceComputesOneProcesssGradients) {
-  expect_split_gpt_like_one(40, false);
-  expect_split_gpt_like_one(33, false);
+  expect_split_like_one(gpt(40), 40, false, true);
+  expect_split_like_one(gpt(33), 33, false, false);
+}
+
+TEST(TensorParallel, LlamaSplitComputesOneProcesssGradients) {
+  for (const bool sequence : {false, true}) {
+    SCOPED_TRACE(sequence ? "by the sequence too" : "by heads and width");
+    expect_split_like_one(llama(40, true), 40, sequence, true);   // tied, the vocabulary split
+    expect_split_like_one(llama(33, true), 33, sequence, false);  // tied, the embedding whole
+    expect_split_like_one(llama(40, false), 40, sequence, true);  // its own head, split
+  }
+}
+
+// A group larger than the key/value heads is refused under parallel.tensor, naming both.
+TEST(TensorParallel, LlamaKeyValueHeadsMustDivideTheGroup) {
+  LlamaConfig c;
+  c.n_head = 4;
+  c.n_kv_head = 1;
+  c.n_embd = 16;
+  c.hidden = 24;
+  ThreadGroups pair(2);
+  ThreadGroups::Group group(pair, 0);
+  ModuleModel model("llama", make_llama(c), false);
+  try {
+    apply_tensor_plan(model, group);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "parallel.tensor");
+    EXPECT_EQ(e.field("value"), "2");
+    EXPECT_EQ(e.field("allowed"), "1");
+    EXPECT_NE(std::string(e.what()).find("model.llama.n_kv_head"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TensorParallel, GptSequenceSplitNeedsTheContextToDivide) {

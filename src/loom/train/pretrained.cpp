@@ -1,0 +1,119 @@
+#include "loom/train/pretrained.h"
+
+#include <c10/core/GradMode.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "loom/core/error.h"
+#include "loom/models/hf_model.h"
+#include "loom/train/safetensors.h"
+
+namespace loom::train {
+namespace {
+
+std::string shape_text(at::IntArrayRef sizes) { return c10::str(sizes); }
+
+// The folder's weight files: one, or the shards its index lists, in the order first listed.
+std::vector<std::string> weight_files(const std::string& dir) {
+  const std::string single = dir + "/model.safetensors";
+  if (std::filesystem::exists(single)) return {single};
+  const std::string index = dir + "/model.safetensors.index.json";
+  std::ifstream in(index);
+  if (!in) {
+    throw ConfigError::at_key(
+        "model.pretrained", "no model.safetensors or model.safetensors.index.json in '" + dir + "'",
+        {{"path", dir}, {"problem", "no_weights"}});
+  }
+  std::vector<std::string> files;
+  try {
+    std::set<std::string> seen;
+    const nlohmann::json parsed = nlohmann::json::parse(in);  // outlives the loop over it
+    for (const auto& [name, file] : parsed.at("weight_map").items()) {
+      const std::string path = dir + "/" + file.get<std::string>();
+      if (seen.insert(path).second) files.push_back(path);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(
+        "pretrained: '" + index + "' has no weight_map of tensor names to files: " + e.what(),
+        {{"path", index}, {"problem", "bad_index"}});
+  }
+  return files;
+}
+
+}  // namespace
+
+void load_pretrained(const std::string& dir, models::Model& model) {
+  const models::HfModel hf = models::read_hf_config(dir);
+  std::map<std::string, at::Tensor> targets;
+  for (const auto& [name, t] : model.named_parameters()) targets[name] = t;
+  std::set<std::string> loaded;
+  at::NoGradGuard no_grad;
+  for (const std::string& file : weight_files(dir)) {
+    for (const auto& [hf_name, stored] : read_safetensors(file)) {
+      const std::optional<std::string> name = models::loom_tensor_name(hf, hf_name);
+      if (name && name->empty()) continue;  // not kept
+      const auto target = name ? targets.find(*name) : targets.end();
+      if (target == targets.end()) {
+        throw DataError("pretrained: '" + file + "' holds '" + hf_name + "', which a " + hf.family +
+                            " of this shape does not have",
+                        {{"path", file}, {"tensor", hf_name}, {"problem", "unexpected"}});
+      }
+      const at::Tensor value = models::stored_transposed(hf, *name) ? stored.t() : stored;
+      if (value.sizes() != target->second.sizes()) {
+        throw DataError("pretrained: '" + file + "' holds '" + hf_name + "' of shape " +
+                            shape_text(value.sizes()) + ", the model's '" + *name + "' is " +
+                            shape_text(target->second.sizes()),
+                        {{"path", file},
+                         {"tensor", hf_name},
+                         {"problem", "shape"},
+                         {"value", shape_text(value.sizes())},
+                         {"expected", shape_text(target->second.sizes())}});
+      }
+      target->second.copy_(value);
+      loaded.insert(*name);
+    }
+  }
+  for (const auto& [name, t] : targets) {
+    if (!loaded.count(name)) {
+      throw DataError("pretrained: '" + dir + "' has no tensor for the model's '" + name + "'",
+                      {{"path", dir}, {"tensor", name}, {"problem", "missing"}});
+    }
+  }
+}
+
+void save_hf_folder(const std::string& dir, const models::HfModel& shape,
+                    const models::NamedTensors& tensors) {
+  namespace fs = std::filesystem;
+  for (const char* file : {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
+    if (fs::exists(dir + "/" + file)) {
+      throw ConfigError::at_key("--out", "'" + dir + "' holds a model already (" + file + ")",
+                                {{"path", dir}, {"problem", "exists"}});
+    }
+  }
+  fs::create_directories(dir);
+  models::NamedTensors named;
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor whole = models::stored_transposed(shape, name) ? t.t().contiguous() : t;
+    named.emplace_back(models::hf_tensor_name(shape, name), whole);
+  }
+  // The weights first and config.json last: a folder with a config.json is a whole one.
+  write_safetensors(dir + "/model.safetensors", named, {{"format", "pt"}});
+  if (!shape.dir.empty()) {
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+                             "special_tokens_map.json", "generation_config.json"}) {
+      if (fs::exists(shape.dir + "/" + file)) {
+        fs::copy_file(shape.dir + "/" + file, dir + "/" + file,
+                      fs::copy_options::overwrite_existing);
+      }
+    }
+    fs::copy_file(shape.dir + "/config.json", dir + "/config.json");
+  } else {
+    std::ofstream(dir + "/config.json") << models::hf_config_json(shape);
+  }
+}
+
+}  // namespace loom::train
