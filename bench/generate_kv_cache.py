@@ -33,7 +33,8 @@ def trained(loom, data, model, out):
     subprocess.run([loom, "train", "--out", out, "--set", "data=tokens", "--set",
                     f"data.path={data}", "--set", "data.seq_len=256", "--set",
                     "data.batch_size=2", "--set", "train.max_steps=2", "--set", "train.eval=false",
-                    "--set", "runtime.precision=fp32", *MODELS[model]],
+                    "--set", "schedule.warmup_steps=0", "--set", "runtime.precision=fp32",
+                    *MODELS[model]],
                    check=True, stdout=subprocess.DEVNULL)
 
 
