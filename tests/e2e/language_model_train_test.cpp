@@ -390,9 +390,10 @@ TEST_F(LanguageModelTrain, ALlamaTrainsLikeOneProcessInEveryLayout) {
 }
 
 // Hugging Face folders in and out. A Llama transformers made starts a run (model.pretrained):
-// with a learning rate of 0, the run's export (`loom export --format hf`) holds the folder's
-// tensors bit for bit. A run from it trained on in a tensor group, and a Llama and a GPT trained
-// from scratch (whose config.json Loom writes), export folders that transformers loads with the
+// with a learning rate of 0, in one process, a tensor group, a pipeline and under ZeRO-3, the
+// runs evaluate it alike and their exports (`loom export --format hf`) hold the folder's tensors
+// bit for bit. A run from it trained on in a tensor group, and a Llama and a GPT trained from
+// scratch (whose config.json Loom writes), export folders that transformers loads with the
 // logits Loom computes from them.
 TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
   const std::string python = torch_python();
@@ -406,14 +407,32 @@ TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
   const std::string llama = with_model(gpt_args(), " --set model=llama");
   const std::string pretrained = llama + " --set model.pretrained=" + (dir / "hf/llama");
 
-  auto run = run_loom("train" + pretrained +
-                      " --set optimizer.lr=0 --set train.max_steps=1 --out " + (dir / "still"));
+  // At a learning rate of 0, every layout loads the same tensors and gives them back whole.
+  const std::string still = pretrained + " --set optimizer.lr=0 --set train.max_steps=1";
+  auto run = run_loom("train" + still + " --out " + (dir / "still"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  run = run_loom("export " + (dir / "still") + " --format hf --out " + (dir / "still_hf"));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  expect_same_tensors(dir / "still_hf/model.safetensors", dir / "hf/llama/model.safetensors");
+  const double test_loss = summary_of(dir / "still")["test_loss"].get<double>();
+  for (const auto& [name, layout] : std::vector<std::pair<std::string, std::string>>{
+           {"one", ""},
+           {"tensor", " --set parallel.tensor=2"},
+           {"pipeline", pipelined(2, 4, "1f1b")},
+           {"zero3", " --set data.global_batch=8 --set parallel.zero=3"}}) {
+    SCOPED_TRACE(name);
+    const std::string out = dir / ("still_" + name);
+    if (name != "one") {
+      run = run_loom(launch(2, still + layout + " --out " + out));
+      ASSERT_EQ(run.exit_code, 0) << run.output;
+      // The pretrained model's validation loss, whichever layout evaluated it.
+      EXPECT_NEAR(summary_of(out)["test_loss"].get<double>(), test_loss, 1e-5 * test_loss);
+    }
+    run = run_loom("export " + (name == "one" ? dir / "still" : out) + " --format hf --out " +
+                   (out + "_hf"));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_same_tensors(out + "_hf/model.safetensors", dir / "hf/llama/model.safetensors");
+  }
   // A folder that holds a model is not written over.
-  EXPECT_EQ(run_loom("export " + (dir / "still") + " --out " + (dir / "still_hf")).exit_code, 2);
+  EXPECT_EQ(run_loom("export " + (dir / "still") + " --out " + (dir / "still_one_hf")).exit_code,
+            2);
 
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"tensor", launch(2, pretrained + " --set parallel.tensor=2 --set train.max_steps=4")},

@@ -4,7 +4,8 @@ MLP linears, end with the parameters of one process on the same batches; the who
 moves from one process into the slices and back; loom.checkpoint writes what one process writes
 and resumes across the two layouts; with 4 ranks, two data-parallel replicas of a tensor group of
 2 (loom.parallel.DataParallel around the TensorParallel, under ZeRO) do the same; a plan that
-cannot be done names its entry."""
+cannot be done names its entry. Hugging Face's own LlamaForCausalLM, split by a plan kept outside
+it, trains like one process too."""
 import collections
 import os
 import subprocess
@@ -279,3 +280,20 @@ def test_a_checkpoint_tensor_that_does_not_fit_is_named(tmp_path):
         loom.checkpoint.load(tmp_path / "momentum", model=model.module, optimizer=optimizer)
     assert raised.value.fields["tensor"] == "blocks.1.attn.qkv.weight.momentum_buffer"
     assert raised.value.fields["value"] == "[3, 16]"
+
+
+HF_LLAMA = os.path.join(os.path.dirname(__file__), "scripts", "hf_llama_tp.py")
+
+
+def test_hugging_faces_llama_split_by_a_plan_trains_like_one_process(tmp_path):
+    pytest.importorskip("transformers")
+    runs = {}
+    for name, command in (("one", [sys.executable, HF_LLAMA, str(tmp_path / "one.pt"), "--plain"]),
+                          ("two", [loom_binary(), "launch", "--nproc-per-node", "2", "--",
+                                   sys.executable, HF_LLAMA, str(tmp_path / "two.pt")])):
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+        assert result.returncode == 0, result.stdout + result.stderr
+        runs[name] = torch.load(tmp_path / f"{name}.pt")
+    assert_close(runs["two"]["state"], runs["one"]["state"], atol=1e-5)
+    assert (runs["two"]["logits"] - runs["one"]["logits"]).abs().max().item() <= 1e-5
