@@ -468,6 +468,71 @@ TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
   }
 }
 
+// LoRA on a Llama transformers made (model.pretrained): adapters on q, v and down, dropout on
+// their input, the rest frozen. It trains like one process in a tensor group, under ZeRO-1 and
+// in a pipeline; its optimizer state is at most 2% of a full fine-tune's; its adapters, exported
+// in PEFT's format, load onto transformers' model with peft to the logits of its merged export.
+TEST_F(LanguageModelTrain, LoraFineTunesAPretrainedLlamaInEveryLayoutAndPeftLoadsIt) {
+  const std::string python = torch_python();
+  if (python.empty() || run_command(python + " -c 'import peft'").exit_code != 0) {
+    GTEST_SKIP() << "no Python with transformers and peft (scripts/requirements.txt)";
+  }
+  TempDir dir;
+  const std::string script = source_dir() + "/tests/unit/train/make_hf_folders.py";
+  const auto made = run_command(python + " " + script + " " + (dir / "hf") + " --vocab 1000");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string base = with_model(gpt_args(), " --set model=llama") +
+                           " --set model.pretrained=" + (dir / "hf/llama");
+  const std::string lora =
+      base +
+      " --set model.lora.rank=4 --set model.lora.alpha=8 --set model.lora.dropout=0.1"
+      " --set model.lora.targets=layers.*.self_attn.q_proj,layers.*.self_attn.v_proj,"
+      "layers.*.mlp.down_proj";
+  auto run = run_loom("train" + lora + " --set data.batch_size=8 --out " + (dir / "one"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const auto& [name, layout] : std::vector<std::pair<std::string, std::string>>{
+           {"tensor", " --set data.batch_size=8 --set parallel.tensor=2"},
+           {"zero1", " --set data.global_batch=8 --set parallel.zero=1"},
+           {"pipeline", pipelined(2, 4, "1f1b")}}) {
+    SCOPED_TRACE(name);
+    run = run_loom(launch(2, lora + layout + " --out " + (dir / name)));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_like(dir / name, dir / "one");
+  }
+  // Adam's two moments of every parameter, against those of the adapters alone.
+  const std::string adam = " --set optimizer.name=adamw --set train.max_steps=2";
+  run = run_loom("train" + base + adam + " --out " + (dir / "full"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_loom("train" + lora + adam + " --out " + (dir / "adam"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const double full = summary_of(dir / "full")["memory"]["optimizer_state_bytes"].get<double>();
+  const double adapters = summary_of(dir / "adam")["memory"]["optimizer_state_bytes"].get<double>();
+  EXPECT_GT(adapters, 0);
+  EXPECT_LE(adapters, 0.02 * full) << adapters << " of " << full;
+
+  run = run_loom("export " + (dir / "one") + " --format peft --out " + (dir / "adapter"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_loom("export " + (dir / "one") + " --out " + (dir / "merged_hf"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;  // adapters need --merge-lora or --format peft
+  run = run_loom("export " + (dir / "one") + " --merge-lora --out " + (dir / "merged"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto logits =
+      run_command(python + " " + script + " --peft " + (dir / "hf/llama") + " " +
+                  (dir / "adapter") + " " + (dir / "merged") + " " + (dir / "peft.logits"));
+  ASSERT_EQ(logits.exit_code, 0) << logits.output;
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& [name, t] : train::read_safetensors(dir / "peft.logits")) by_name[name] = t;
+  const at::Tensor adapted = by_name.at("peft"), merged = by_name.at("merged");
+  EXPECT_LT((adapted - merged).abs().max().item<double>(), 1e-5);
+  // The adapters learned: the merged model is not the base one.
+  const models::NamedTensors trained = train::read_safetensors(dir / "merged/model.safetensors");
+  const models::NamedTensors original = train::read_safetensors(dir / "hf/llama/model.safetensors");
+  std::map<std::string, at::Tensor> before(original.begin(), original.end());
+  int changed = 0;
+  for (const auto& [name, t] : trained) changed += !at::equal(t, before.at(name));
+  EXPECT_EQ(changed, 6);  // q, v and down of each of the 2 layers
+}
+
 TEST_F(LanguageModelTrain, SynchronousParameterServersTrainLikeOneProcess) {
   TempDir dir;
   const auto one =

@@ -5,6 +5,7 @@
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
 #include "loom/data/tokenizer.h"
+#include "loom/models/lora.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/train_data.h"
 
@@ -53,6 +54,7 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& comma
   input.classes = run.vocab;
   input.seq_len = train::token_seq_len(run.config);
   run.model = models::make_model(run.config.model, input);
+  if (run.config.model.lora.rank > 0) models::apply_lora(*run.model, run.config.model.lora);
   train::restore_model(train::CheckpointStore::load(run.checkpoint), run.checkpoint,
                        run.model->named_parameters(), run.model->named_buffers());
   return run;

@@ -33,6 +33,14 @@ struct LlamaModelConfig {
   std::string embeddings = "preset";  // preset | tied | untied: the head and the token embedding
 };
 
+// LoRA adapters on a model's linears (model.lora); rank 0: none.
+struct LoraModelConfig {
+  int64_t rank = 0;
+  double alpha = 16;
+  double dropout = 0.0;
+  std::vector<std::string> targets;  // fnmatch patterns over the linears' names
+};
+
 struct ModelConfig {
   // mlp | cnn | resnet18 | resnet50 | vit_tiny | gpt | llama | torchscript
   std::string name = "cnn";
@@ -44,6 +52,7 @@ struct ModelConfig {
   int64_t patch_size = 16;  // vit_tiny
   GptModelConfig gpt;
   LlamaModelConfig llama;
+  LoraModelConfig lora;
 };
 
 // Remote data workers (`loom data-worker`) that build training batches for this trainer.

@@ -57,6 +57,18 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "llama: whether the output head is the token embedding's matrix (tied) or a matrix of "
            "its own (untied); preset = the preset's.");
 
+  v.integer("model.lora.rank", c.model.lora.rank, 0,
+            "gpt, llama: LoRA adapters of this rank on the linears model.lora.targets names, the "
+            "rest of the model frozen (no gradients, no optimizer state); 0 = none.");
+  v.number("model.lora.alpha", c.model.lora.alpha, 0.0,
+           "LoRA: the adapters' output is scaled by alpha / rank.");
+  v.number("model.lora.dropout", c.model.lora.dropout, 0.0,
+           "LoRA: dropout on the adapters' input.");
+  v.text_list(
+      "model.lora.targets", c.model.lora.targets,
+      "LoRA: fnmatch patterns over the model's linear names (\"layers.*.self_attn.q_proj\", "
+      "\"*.v_proj\", \"h.*.attn.c_attn\"); each must name at least one linear.");
+
   v.choice("data.source", c.data.source,
            {"fashion_mnist", "idx", "synthetic", "image_folder", "tar_shards", "tokens"},
            "Where samples come from. `data: SOURCE` is shorthand for this key.");
@@ -65,9 +77,10 @@ void visit_config(Config& c, ConfigVisitor& v) {
          "(image_folder: one subfolder per class); a .tar shard or a folder of them "
          "(tar_shards: key.jpg + key.cls members); a `loom data tokenize` folder (tokens: "
          "train-*.tokens, val-*.tokens and tokenizer.model).");
-  v.integer("data.seq_len", c.data.seq_len, 0,
-            "tokens: tokens per training window (the model sees seq_len and predicts the next "
-            "token at each); it is also a gpt's or llama's context. 0 = the model preset's context.");
+  v.integer(
+      "data.seq_len", c.data.seq_len, 0,
+      "tokens: tokens per training window (the model sees seq_len and predicts the next "
+      "token at each); it is also a gpt's or llama's context. 0 = the model preset's context.");
   v.text("data.val_path", c.data.val_path,
          "image_folder, tar_shards: the validation data; empty = no evaluation.");
   v.integer("data.batch_size", c.data.batch_size, 1,

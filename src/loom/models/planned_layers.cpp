@@ -3,6 +3,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include "loom/core/error.h"
 #include "loom/models/draw_key.h"
 
 namespace loom::models {
@@ -12,7 +13,7 @@ using Kind = TensorStyle::Kind;
 TensorSplits PlannedLayer::take(const TensorStyle& style, TensorGroup& group) {
   TensorSplits splits = cuts(style, group.size());
   for (auto& [name, split] : splits) {
-    at::Tensor parameter = named_parameters(/*recurse=*/false)[name];
+    at::Tensor parameter = named_parameters()[name];  // its own, or its adapter's
     keep_slice(parameter, split, group);
   }
   style_ = style;
@@ -34,11 +35,58 @@ bool Linear::takes(const TensorStyle& style) const {
 }
 
 TensorSplits Linear::cuts(const TensorStyle& style, int64_t /*ranks*/) const {
-  if (style.kind == Kind::kRowwise) return {{"weight", kByInputs}};  // the bias stays whole
+  if (style.kind == Kind::kRowwise) {
+    // The bias stays whole, and so does the adapter's B (after the sum of its A's parts).
+    TensorSplits splits{{"weight", kByInputs}};
+    if (lora_a_) splits["lora_A.weight"] = kByInputs;
+    return splits;
+  }
   const TensorSplit by_outputs{0, style.sections};
   TensorSplits splits{{"weight", by_outputs}};
   if (bias.defined()) splits["bias"] = by_outputs;
+  if (lora_b_) splits["lora_B.weight"] = by_outputs;
   return splits;
+}
+
+void Linear::add_adapter(int64_t rank, double alpha, double dropout) {
+  const int64_t in = weight.size(1), out = weight.size(0);
+  lora_a_ = register_module("lora_A", std::make_shared<torch::nn::Module>());
+  lora_b_ = register_module("lora_B", std::make_shared<torch::nn::Module>());
+  const torch::nn::Linear drawn(torch::nn::LinearOptions(in, rank).bias(false));
+  // The same tensors as the registered ones (a plan's cut sets their data in place).
+  lora_a_weight_ = lora_a_->register_parameter("weight", drawn->weight.detach());
+  lora_b_weight_ = lora_b_->register_parameter("weight", at::zeros({out, rank}));
+  lora_scale_ = alpha / static_cast<double>(rank);
+  lora_dropout_ = dropout;
+  weight.requires_grad_(false);
+  if (bias.defined()) bias.requires_grad_(false);
+}
+
+at::Tensor Linear::adapter(const at::Tensor& x) {
+  const at::Tensor& a = lora_a_weight_;
+  const at::Tensor& b = lora_b_weight_;
+  if (!group_)
+    return at::linear(at::linear(keyed_dropout(x, lora_dropout_, is_training()), a), b) *
+           lora_scale_;
+  if (style_.kind == Kind::kColwise) {
+    // `x` entered the split already (forward's); A is whole on every rank but each rank's B
+    // sees only its outputs: A's gradient is the sum over the group.
+    const at::Tensor low =
+        at::linear(keyed_dropout(x, lora_dropout_, is_training()), enter_split(a, *group_));
+    return at::linear(low, b) * lora_scale_;
+  }
+  // Rowwise: `x` holds this rank's inputs; the dropout mask is the whole input's, this rank's
+  // columns of it, so that every layout drops what one process drops. The parts of A's product
+  // are summed, then B (whole, with the same gradient on every rank) makes the outputs.
+  at::Tensor dropped = x;
+  if (is_training() && lora_dropout_ > 0) {
+    std::vector<int64_t> whole = x.sizes().vec();
+    const int64_t width = whole.back();
+    whole.back() = width * group_->size();
+    dropped = x * dropout_mask(whole, lora_dropout_, x.options().requires_grad(false))
+                      .narrow(-1, group_->rank() * width, width);
+  }
+  return at::linear(leave_split(at::linear(dropped, a), *group_), b) * lora_scale_;
 }
 
 int64_t Linear::part() const {
@@ -50,23 +98,33 @@ int64_t Linear::parts() const {
 }
 
 at::Tensor Linear::forward(const at::Tensor& x) {
-  if (!group_) return at::linear(x, weight, bias);
+  if (!group_) {
+    const at::Tensor y = at::linear(x, weight, bias);
+    return lora_a_ ? y + adapter(x) : y;
+  }
   if (style_.kind == Kind::kColwise) {
     // x whole on every rank (its gradient summed over the group), or this rank's positions,
     // gathered for the product.
-    if (by_sequence()) return gathered_linear(x, weight, bias, *group_);
-    return at::linear(enter_split(x, *group_), weight, bias);
+    if (by_sequence()) {
+      if (lora_a_) throw Error("linear: LoRA adapters do not split the sequence (issue 53)");
+      return gathered_linear(x, weight, bias, *group_);
+    }
+    const at::Tensor entered = enter_split(x, *group_);
+    const at::Tensor y = at::linear(entered, weight, bias);
+    return lora_a_ ? y + adapter(entered) : y;
   }
   // This rank's partial sums, summed over the group (kept by this rank's positions by the
   // sequence); the whole bias added after the sum (used on those positions only: its gradient
   // summed over the group).
   const at::Tensor partial = at::linear(x, weight);
   if (by_sequence()) {
+    if (lora_a_) throw Error("linear: LoRA adapters do not split the sequence (issue 53)");
     const at::Tensor y = scatter_sequence(partial, *group_);
     return bias.defined() ? y + enter_split(bias, *group_) : y;
   }
   const at::Tensor y = leave_split(partial, *group_);
-  return bias.defined() ? y + bias : y;
+  const at::Tensor out = bias.defined() ? y + bias : y;
+  return lora_a_ ? out + adapter(x) : out;
 }
 
 Embedding::Embedding(int64_t rows, int64_t dim) {

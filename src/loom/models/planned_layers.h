@@ -56,7 +56,24 @@ class Linear : public PlannedLayer {
   int64_t part() const;
   int64_t parts() const;
 
+  // LoRA (Hu et al., 2021): adds (alpha / rank) B A dropout(x) to the output, A [rank, in]
+  // drawn as a linear's weight is, B [out, rank] zero (so the output starts unchanged), as the
+  // child modules "lora_A" and "lora_B" (PEFT's names: "<linear>.lora_A.weight"). The weight and
+  // bias stop learning. Under a plan, B is cut as the weight's outputs (colwise) or A as its
+  // inputs (rowwise), the other whole with its gradient summed over the group where each rank
+  // sees only its part of the product.
+  void add_adapter(int64_t rank, double alpha, double dropout);
+  bool has_adapter() const { return static_cast<bool>(lora_a_); }
+
   at::Tensor weight, bias;  // [out, in], [out] (undefined without a bias)
+
+ private:
+  // The adapter's term for `x` as this layer's style sees it (see forward).
+  at::Tensor adapter(const at::Tensor& x);
+
+  std::shared_ptr<torch::nn::Module> lora_a_, lora_b_;
+  at::Tensor lora_a_weight_, lora_b_weight_;  // their "weight"s
+  double lora_scale_ = 0, lora_dropout_ = 0;
 };
 
 // A lookup table of `rows` vectors; attend() is its transpose product, for an output head tied

@@ -15,9 +15,13 @@
 namespace loom::train {
 namespace {
 
+// The tensors the optimizer steps: those that learn (a frozen one, the base of a LoRA fine-tune,
+// gets no state).
 std::vector<at::Tensor> values(const models::NamedTensors& named) {
   std::vector<at::Tensor> out;
-  for (const auto& [name, t] : named) out.push_back(t);
+  for (const auto& [name, t] : named) {
+    if (t.requires_grad()) out.push_back(t);
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "loom/core/error.h"
 #include "loom/models/hf_model.h"
+#include "loom/models/lora.h"
 #include "loom/train/safetensors.h"
 
 namespace loom::train {
@@ -114,6 +116,47 @@ void save_hf_folder(const std::string& dir, const models::HfModel& shape,
   } else {
     std::ofstream(dir + "/config.json") << models::hf_config_json(shape);
   }
+}
+
+void save_peft_adapter(const std::string& dir, const models::HfModel& shape,
+                       const models::NamedTensors& tensors, const LoraModelConfig& lora) {
+  namespace fs = std::filesystem;
+  for (const char* file : {"adapter_config.json", "adapter_model.safetensors"}) {
+    if (fs::exists(dir + "/" + file)) {
+      throw ConfigError::at_key("--out", "'" + dir + "' holds an adapter already (" + file + ")",
+                                {{"path", dir}, {"problem", "exists"}});
+    }
+  }
+  fs::create_directories(dir);
+  models::NamedTensors adapters;
+  std::vector<std::string> linears;
+  for (const auto& [name, t] : tensors) {
+    if (!models::is_lora_parameter(name)) continue;
+    // "<linear>.lora_A.weight": PEFT names it under its wrapper of the whole model.
+    adapters.emplace_back("base_model.model." + models::hf_tensor_name(shape, name), t);
+    const std::string linear = models::hf_tensor_name(shape, name.substr(0, name.size() - 14));
+    if (std::find(linears.begin(), linears.end(), linear) == linears.end()) {
+      linears.push_back(linear);
+    }
+  }
+  write_safetensors(dir + "/adapter_model.safetensors", adapters, {{"format", "pt"}});
+  const nlohmann::json config = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", shape.dir},
+      {"r", lora.rank},
+      {"lora_alpha", lora.alpha},
+      {"lora_dropout", lora.dropout},
+      {"target_modules", linears},
+      {"bias", "none"},
+      // GPT-2's Conv1D keeps its weight as [in, out]; the adapters are as any linear's.
+      {"fan_in_fan_out", shape.family == "gpt"},
+      {"inference_mode", true},
+      {"init_lora_weights", true},
+      {"use_rslora", false},
+      {"use_dora", false},
+      {"modules_to_save", nullptr}};
+  std::ofstream(dir + "/adapter_config.json") << config.dump(2) << "\n";
 }
 
 }  // namespace loom::train

@@ -27,4 +27,12 @@ void load_pretrained(const std::string& dir, models::Model& model);
 void save_hf_folder(const std::string& dir, const models::HfModel& shape,
                     const models::NamedTensors& tensors);
 
+// Writes the LoRA adapters among `tensors` as a PEFT adapter folder `dir` for the base model of
+// the shape `shape` (adapter_config.json: r, lora_alpha, lora_dropout and the adapted linears'
+// names; adapter_model.safetensors: "base_model.model.<linear>.lora_A.weight", ...), which
+// peft's PeftModel.from_pretrained loads onto transformers' model. Throws ConfigError naming
+// --out where `dir` holds an adapter already.
+void save_peft_adapter(const std::string& dir, const models::HfModel& shape,
+                       const models::NamedTensors& tensors, const LoraModelConfig& lora);
+
 }  // namespace loom::train

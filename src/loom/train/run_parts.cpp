@@ -7,10 +7,12 @@
 
 #include "loom/core/blas_library.h"
 #include "loom/core/caching_allocator.h"
+#include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/data/remote/remote_batch_source.h"
 #include "loom/parallel/model_state.h"
 #include "loom/profile/flops.h"
+#include "loom/models/lora.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/pretrained.h"
 #include "loom/train/summary.h"
@@ -31,6 +33,19 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   models::Model& model = *parts.model;
   // Whole on every rank, before the layout cuts it (a resume's checkpoint replaces it after).
   if (!config.model.pretrained.empty()) load_pretrained(config.model.pretrained, model);
+  if (config.model.lora.rank > 0) {
+    if (config.parallel.tensor_sequence) {
+      throw ConfigError::at_key("model.lora.rank",
+                                "LoRA adapters with parallel.tensor_sequence are not there yet "
+                                "(issue 53): the sequence splits stay off",
+                                {{"problem", "with_tensor_sequence"}});
+    }
+    const std::vector<std::string> adapted = models::apply_lora(model, config.model.lora);
+    if (leader) {
+      LOOM_LOG(kInfo, "lora") << "rank-" << config.model.lora.rank << " adapters on "
+                              << adapted.size() << " linears; the rest of the model is frozen";
+    }
+  }
   model.set_recompute_every(layouts.plan().recompute_every);
   info.runtime =
       choose_runtime(config.runtime, options.topology, model.is_convolutional(), at::hasMKLDNN());

@@ -3,6 +3,7 @@ and gives transformers' logits of a folder Loom wrote.
 
     make_hf_folders.py OUT [--vocab N]
     make_hf_folders.py --logits FOLDER OUT.safetensors [FOLDER OUT.safetensors ...]
+    make_hf_folders.py --peft BASE ADAPTER MERGED OUT.safetensors
 
 OUT/<name>/ is a folder save_pretrained wrote, OUT/<name>.logits.safetensors the token ids it
 was run on ("ids", int64 [2, 12]) and the logits transformers computed ("logits", fp32, in
@@ -14,7 +15,9 @@ the check sees them:
                form the published Llama 3 folders have (rope_theta and rope_scaling);
   gpt2         a GPT-2 of 2 layers (its Conv1D weights stored transposed, GELU's tanh form).
 --vocab sets the Llamas' vocabulary (64 by default; the GPT-2's is 50). --logits loads FOLDER with
-transformers' Auto classes and writes the logits of ids drawn from seed 0 the same way.
+transformers' Auto classes and writes the logits of ids drawn from seed 0 the same way. --peft
+writes the logits of BASE with the PEFT adapter ADAPTER loaded onto it by peft ("peft") and of
+the folder MERGED ("merged"), on the same ids.
 """
 
 import argparse
@@ -87,8 +90,16 @@ def main():
     p.add_argument("paths", nargs="+")
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--logits", action="store_true")
+    p.add_argument("--peft", action="store_true")
     a = p.parse_args()
-    if a.logits:
+    if a.peft:
+        from peft import PeftModel
+        base, adapter, merged, out = a.paths
+        ids, adapted = logits_of(PeftModel.from_pretrained(
+            AutoModelForCausalLM.from_pretrained(base), adapter))
+        _, whole = logits_of(AutoModelForCausalLM.from_pretrained(merged))
+        save_file({"ids": ids, "peft": adapted, "merged": whole}, out)
+    elif a.logits:
         for folder, out in zip(a.paths[::2], a.paths[1::2]):
             ids, logits = logits_of(AutoModelForCausalLM.from_pretrained(folder))
             save_file({"ids": ids, "logits": logits}, out)
