@@ -15,13 +15,12 @@
 namespace loom::train {
 namespace {
 
-// The tensors the optimizer steps: those that learn (a frozen one, the base of a LoRA fine-tune,
-// gets no state).
+// The tensors the optimizer steps. A frozen one (the base of a LoRA fine-tune) stays in its
+// groups but never has a gradient, so no state is made for it: the optimizers step and keep
+// state only for tensors with a gradient.
 std::vector<at::Tensor> values(const models::NamedTensors& named) {
   std::vector<at::Tensor> out;
-  for (const auto& [name, t] : named) {
-    if (t.requires_grad()) out.push_back(t);
-  }
+  for (const auto& [name, t] : named) out.push_back(t);
   return out;
 }
 

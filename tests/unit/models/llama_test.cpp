@@ -14,24 +14,12 @@
 #include "loom/models/module_model.h"
 #include "loom/models/rotary.h"
 #include "loom/models/token_cross_entropy_loss.h"
+#include "unit/models/small_llama.h"
 
 namespace loom::models {
 namespace {
 
-// 2 layers, 4 query heads sharing 2 key/value heads, 16 wide (heads of 4), MLP 24.
-LlamaConfig tiny(bool tied) {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_embd = 16;
-  c.hidden = 24;
-  c.seq_len = 8;
-  c.vocab = 50;
-  c.rope_theta = 10000;
-  c.tie_embeddings = tied;
-  return c;
-}
+LlamaConfig tiny(bool tied) { return small_llama(tied); }
 
 using Tensors = std::map<std::string, at::Tensor>;
 

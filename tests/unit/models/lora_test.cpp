@@ -10,21 +10,10 @@
 #include "loom/models/gpt.h"
 #include "loom/models/llama.h"
 #include "loom/models/module_model.h"
+#include "unit/models/small_llama.h"
 
 namespace loom::models {
 namespace {
-
-LlamaConfig small_llama() {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_embd = 16;
-  c.hidden = 24;
-  c.seq_len = 8;
-  c.vocab = 50;
-  return c;
-}
 
 LoraModelConfig adapters(std::vector<std::string> targets) {
   LoraModelConfig lora;

@@ -21,6 +21,7 @@
 #include "loom/models/module_model.h"
 #include "loom/models/token_cross_entropy_loss.h"
 #include "loom/models/vocab_parallel_loss.h"
+#include "unit/models/small_llama.h"
 #include "unit/models/thread_tensor_groups.h"
 
 namespace loom::models {
@@ -327,17 +328,9 @@ std::function<std::shared_ptr<ZooNetwork>()> gpt(int64_t vocab) {
   return [c] { return make_gpt(c); };
 }
 
-// 4 query heads over 2 key/value heads: each rank keeps 2 of one and 1 of the other.
+// 4 query heads over 2 key/value heads: each rank keeps 2 query heads and the one they share.
 std::function<std::shared_ptr<ZooNetwork>()> llama(int64_t vocab, bool tied) {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_embd = 16;
-  c.hidden = 24;
-  c.seq_len = 8;
-  c.vocab = vocab;
-  c.tie_embeddings = tied;
+  const LlamaConfig c = small_llama(tied, vocab);
   return [c] { return make_llama(c); };
 }
 
