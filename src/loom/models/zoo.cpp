@@ -60,7 +60,7 @@ std::unique_ptr<Model> make_pretrained_shape(const ModelConfig& config, const In
   if (input.seq_len > hf.context()) {
     throw ConfigError::at_key(
         "data.seq_len",
-        std::to_string(input.seq_len) + " positions, more than the " + "pretrained model's " +
+        std::to_string(input.seq_len) + " positions, more than the pretrained model's " +
             std::to_string(hf.context()),
         {{"value", std::to_string(input.seq_len)}, {"expected", std::to_string(hf.context())}});
   }
