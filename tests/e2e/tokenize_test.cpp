@@ -84,6 +84,22 @@ TEST(Tokenize, TheJargonFileBecomesShardsOfATrainedTokenizer) {
   EXPECT_EQ(file_bytes(dir / "again/train-00000.tokens"),
             file_bytes(dir / "tok/train-00000.tokens"));
   EXPECT_EQ(file_bytes(dir / "again/val-00000.tokens"), file_bytes(dir / "tok/val-00000.tokens"));
+  // A model folder that holds it (a Hugging Face folder's tokenizer.model) gives them too; one
+  // with only Hugging Face's tokenizer.json is refused, saying so.
+  const auto folder =
+      test::run_loom("data tokenize " + std::string(kJargon) + " --out " + (dir / "folder") +
+                     " --tokenizer " + (dir / "tok") + " --val-fraction 0.1 --json");
+  ASSERT_EQ(folder.exit_code, 0) << folder.output;
+  EXPECT_EQ(file_bytes(dir / "folder/train-00000.tokens"),
+            file_bytes(dir / "tok/train-00000.tokens"));
+  std::filesystem::create_directories(dir / "hf");
+  std::ofstream(dir / "hf/tokenizer.json") << "{}";
+  const auto json_only =
+      test::run_loom_reporting("data tokenize " + std::string(kJargon) + " --out " +
+                               (dir / "json_only") + " --tokenizer " + (dir / "hf"));
+  EXPECT_EQ(json_only.result.exit_code, 2) << json_only.result.output;
+  EXPECT_EQ(json_only.error["fields"]["problem"], "tokenizer_json") << json_only.error;
+  EXPECT_EQ(json_only.error["fields"]["key"], "--tokenizer") << json_only.error;
 }
 
 TEST(Tokenize, BadInputIsNamed) {

@@ -1,5 +1,6 @@
 // `loom data tokenize CORPUS... --out DIR`: the text of a language model as token shards. Trains a
-// SentencePiece BPE tokenizer on the corpus (or takes --tokenizer MODEL), then encodes it
+// SentencePiece BPE tokenizer on the corpus (or takes --tokenizer MODEL, or a model folder's
+// tokenizer.model), then encodes it
 // paragraph by paragraph, each ended by the end-of-text id, into DIR/train-NNNNN.tokens and, for
 // the last --val-fraction of the paragraphs, DIR/val-NNNNN.tokens (data/token_shard.h), beside
 // DIR/tokenizer.model. A progress bar shows the encoding (plain lines when not on a terminal).
@@ -97,6 +98,20 @@ class ShardSink {
   int64_t tokens_ = 0;
 };
 
+// --tokenizer's SentencePiece model: the file, or a model folder's tokenizer.model (a Hugging
+// Face folder of the Llama 2 family has one).
+std::string tokenizer_file(const std::string& given) {
+  if (!std::filesystem::is_directory(given)) return given;
+  if (std::filesystem::exists(given + "/tokenizer.model")) return given + "/tokenizer.model";
+  const bool hugging_face = std::filesystem::exists(given + "/tokenizer.json");
+  throw ConfigError(
+      "--tokenizer: no tokenizer.model in '" + given + "'" +
+          (hugging_face ? " (its tokenizer.json, Hugging Face's format, is not read yet)" : ""),
+      {{"key", "--tokenizer"},
+       {"path", given},
+       {"problem", hugging_face ? "tokenizer_json" : "no_tokenizer"}});
+}
+
 int run_tokenize(const TokenizeArgs& a) {
   if (a.val_fraction < 0 || a.val_fraction >= 1) {
     throw ConfigError("--val-fraction: " + std::to_string(a.val_fraction) + " is not in [0, 1)");
@@ -121,7 +136,7 @@ int run_tokenize(const TokenizeArgs& a) {
   const auto training_started = std::chrono::steady_clock::now();
   // The tokenizer: given, or trained on the corpus's lines.
   data::Tokenizer tokenizer = [&] {
-    if (!a.tokenizer.empty()) return data::Tokenizer::load(a.tokenizer);
+    if (!a.tokenizer.empty()) return data::Tokenizer::load(tokenizer_file(a.tokenizer));
     if (!a.json) {
       std::fprintf(stderr, "training a BPE tokenizer of %d pieces on %zu file(s)\n", a.vocab_size,
                    a.corpus.size());
@@ -195,7 +210,8 @@ Command add_data_tokenize_command(CLI::App& data) {
   sub->add_option("corpus", args->corpus, "Text files, plain or gzip-compressed")->required();
   sub->add_option("--out", args->out, "Folder for tokenizer.model and the shards")->required();
   sub->add_option("--tokenizer", args->tokenizer,
-                  "A SentencePiece .model to use instead of training one");
+                  "A SentencePiece .model to use instead of training one, or a model folder "
+                  "holding one (tokenizer.model: a Hugging Face folder of the Llama 2 family)");
   sub->add_option("--vocab-size", args->vocab_size, "Pieces of the tokenizer to train")
       ->capture_default_str();
   sub->add_option("--val-fraction", args->val_fraction,
