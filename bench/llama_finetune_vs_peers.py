@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Fine-tuning a pretrained Llama with `loom train` (model.pretrained, and model.lora) against
+the same fine-tune in a transformers (+ peft) loop (bench/peers/hf_finetune.py: SDPA, fused
+AdamW), side by side in one run: the same folder (a random Llama transformers makes here, at the
+llama_tiny shape and the corpus's vocabulary of 4000), the same windows of the Jargon File,
+batch, steps, fp32 and threads. Prints median tokens/s, Loom's ratio (target >= 1.3 on CPUs,
+issue 53) and the optimizer state's bytes (target: LoRA's <= 2% of a full fine-tune's).
+
+Usage: bench/llama_finetune_vs_peers.py [--loom build/bin/loom] [--repeats R] [--steps N]
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from jargon_tokens import jargon_tokens
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "peers", "hf_finetune.py")
+SEQ, BATCH, RANK = 128, 8, 8
+
+
+def make_folder(out):
+    """A random LlamaForCausalLM of llama_tiny's shape (4 layers, 128 wide, 4 query heads over 2
+    key/value heads, MLP 384) with a vocabulary of 4000, saved as a Hugging Face folder."""
+    code = ("import sys, torch\n"
+            "from transformers import LlamaConfig, LlamaForCausalLM\n"
+            "torch.manual_seed(0)\n"
+            "LlamaForCausalLM(LlamaConfig(vocab_size=4000, hidden_size=128, "
+            "intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, "
+            "num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True))"
+            ".save_pretrained(sys.argv[1])\n")
+    subprocess.run([sys.executable, "-c", code, out], check=True, capture_output=True)
+
+
+def run_loom(loom, folder, data, lora, steps):
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [loom, "train", "--out", out, "--set", "data=tokens", "--set", f"data.path={data}",
+               "--set", "model=llama", "--set", f"model.pretrained={folder}",
+               "--set", f"data.seq_len={SEQ}", "--set", f"data.batch_size={BATCH}",
+               "--set", f"train.max_steps={steps}", "--set", "train.eval=false",
+               "--set", "checkpoint.enabled=false", "--set", "optimizer.name=adamw",
+               "--set", "optimizer.lr=0.001", "--set", "optimizer.weight_decay=0",
+               "--set", "schedule.warmup_steps=0", "--set", "train.grad_clip=1",
+               "--set", "runtime.precision=fp32", "--set", "runtime.threads=2"]
+        if lora:
+            cmd += ["--set", f"model.lora.rank={RANK}", "--set", "model.lora.alpha=16",
+                    "--set", "model.lora.targets=layers.*.self_attn.q_proj,"
+                                 "layers.*.self_attn.v_proj"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+    return s["tokens_per_second"], s["memory"]["optimizer_state_bytes"]
+
+
+def run_peer(folder, data, lora, steps):
+    cmd = [sys.executable, PEER, "--model", folder, "--data", data, "--seq-len", str(SEQ),
+           "--batch", str(BATCH), "--steps", str(steps), "--threads", "2"]
+    if lora:
+        cmd += ["--lora", str(RANK)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    s = json.loads(out.strip().splitlines()[-1])
+    return s["tokens_per_second"], s["optimizer_state_bytes"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    a = p.parse_args()
+    with jargon_tokens(a.loom) as data, tempfile.TemporaryDirectory() as tmp:
+        if data is None:
+            return 0
+        folder = os.path.join(tmp, "llama")
+        make_folder(folder)
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+              f"llama_tiny shape, vocabulary 4000, {SEQ} tokens x {BATCH}, {a.steps} steps, fp32; "
+              f"medians of {a.repeats} interleaved runs")
+        print(f"{'fine-tune':10} {'loom tok/s':>11} {'peer tok/s':>11} {'ratio':>6} "
+              f"{'loom state B':>13} {'peer state B':>13}")
+        for lora in (False, True):
+            loom_rates, peer_rates = [], []
+            for _ in range(a.repeats):
+                rate, loom_state = run_loom(a.loom, folder, data, lora, a.steps)
+                loom_rates.append(rate)
+                rate, peer_state = run_peer(folder, data, lora, a.steps)
+                peer_rates.append(rate)
+            lm, pm = statistics.median(loom_rates), statistics.median(peer_rates)
+            print(f"{'lora' if lora else 'full':10} {lm:11.0f} {pm:11.0f} {lm / pm:6.2f} "
+                  f"{loom_state:13.0f} {peer_state:13.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
