@@ -1,4 +1,4 @@
-// Small text helpers shared by error messages.
+// Small text helpers shared by error messages and names.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,14 @@
 #include <vector>
 
 namespace loom {
+
+// Whether `text` begins / ends with `part` (std::string's own from C++20).
+inline bool starts_with(std::string_view text, std::string_view part) {
+  return text.substr(0, part.size()) == part;
+}
+inline bool ends_with(std::string_view text, std::string_view part) {
+  return text.size() >= part.size() && text.substr(text.size() - part.size()) == part;
+}
 
 // Levenshtein edit distance (insertions, deletions, substitutions all cost 1).
 size_t edit_distance(std::string_view a, std::string_view b);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 
 namespace loom::models {
 namespace {
@@ -125,15 +126,6 @@ LlamaConfig llama_of(const HfSettings& s) {
     throw s.refused("rope_type", "\"" + type + "\"", "\"default\" or \"llama3\"", "unsupported");
   }
   return c;
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace

@@ -6,18 +6,11 @@
 #include <map>
 
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 #include "loom/models/planned_layers.h"
 #include "loom/models/tensor_plan.h"
 
 namespace loom::models {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 std::vector<std::string> apply_lora(Model& model, const LoraModelConfig& config) {
   torch::nn::Module* root = model.modules();

@@ -11,6 +11,7 @@
 #include "loom/comm/comm_benchmark.h"
 #include "loom/core/caching_allocator.h"
 #include "loom/core/error.h"
+#include "loom/core/text.h"
 #include "loom/models/loss.h"
 #include "loom/models/model.h"
 #include "loom/models/recompute.h"
@@ -24,11 +25,6 @@
 
 namespace loom::parallel::pipeline {
 namespace {
-
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() &&
-         text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 double ms(double seconds) { return seconds * 1e3; }
 double mb(double bytes) { return bytes / (1 << 20); }
