@@ -74,13 +74,13 @@ class Gpt : public ZooNetwork, public CachedDecoder {
                    {"h.*.attn.resid_dropout", sequence()},
                    {"h.*.mlp.dropout", sequence()},
                    {"ln_f", sequence()}};
-    plan.divisors = {
-        {config_.n_head,
-         "the GPT's " + std::to_string(config_.n_head) + " heads (model.gpt.n_head)", false},
-        {config_.seq_len,
-         "a context of " + std::to_string(config_.seq_len) +
-             " positions (data.seq_len) under sequence parallelism",
-         true}};
+    plan.divisors = {{config_.n_head,
+                      "the GPT's " + std::to_string(config_.n_head) + " heads (model.gpt.n_head)",
+                      false, "model.gpt.n_head"},
+                     {config_.seq_len,
+                      "a context of " + std::to_string(config_.seq_len) +
+                          " positions (data.seq_len) under sequence parallelism",
+                      true, "data.seq_len"}};
     plan.output = "wte";
     return plan;
   }

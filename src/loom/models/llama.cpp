@@ -79,22 +79,23 @@ class Llama : public ZooNetwork, public CachedDecoder {
         {"layers.*.mlp.down_proj", rowwise()},    {"embed_tokens", vocabulary()},
         {"layers.*.*_layernorm", sequence()},     {"norm", sequence()}};
     plan.divisors = {
-        {c.n_head, "the Llama's " + std::to_string(c.n_head) + " heads (model.llama.n_head)",
-         false},
+        {c.n_head, "the Llama's " + std::to_string(c.n_head) + " heads (model.llama.n_head)", false,
+         "model.llama.n_head"},
         {c.n_kv_head,
-         "its " + std::to_string(c.n_kv_head) + " key/value heads (model.llama.n_kv_head)", false},
+         "its " + std::to_string(c.n_kv_head) + " key/value heads (model.llama.n_kv_head)", false,
+         "model.llama.n_kv_head"},
         {c.hidden, "its MLP's width of " + std::to_string(c.hidden) + " (model.llama.hidden)",
-         false},
+         false, "model.llama.hidden"},
         {c.seq_len,
          "a context of " + std::to_string(c.seq_len) +
              " positions (data.seq_len) under sequence parallelism",
-         true}};
+         true, "data.seq_len"}};
     plan.output = "embed_tokens";
     if (lm_head_) {
       plan.styles.push_back({"lm_head", colwise()});
       plan.divisors.push_back(
           {c.vocab, "its vocabulary of " + std::to_string(c.vocab) + " (the untied lm_head's)",
-           false});
+           false, "data.path"});
       plan.output = "lm_head";
     }
     return plan;

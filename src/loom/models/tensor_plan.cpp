@@ -68,10 +68,12 @@ void check_divisors(const TensorPlan& plan, int64_t ranks, bool sequence) {
       if (d.with_sequence != with_sequence || (with_sequence && !sequence)) continue;
       if (d.count % ranks == 0) continue;
       const std::string may = divisors_in_words(allowed);
+      ErrorFields fields = {{"value", std::to_string(ranks)}, {"allowed", may}};
+      if (!d.count_key.empty()) fields["count_key"] = d.count_key;
       throw ConfigError::at_key(with_sequence ? "parallel.tensor_sequence" : "parallel.tensor",
                                 std::to_string(ranks) + " ranks (parallel.tensor) do not split " +
                                     d.what + "; parallel.tensor may be " + may,
-                                {{"value", std::to_string(ranks)}, {"allowed", may}});
+                                std::move(fields));
     }
   }
 }

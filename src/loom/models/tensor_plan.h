@@ -55,6 +55,9 @@ struct TensorDivisor {
   // Checked only where the group splits the sequence (a context's positions), refused under
   // parallel.tensor_sequence; otherwise under parallel.tensor.
   bool with_sequence = false;
+  // The configuration key that sets the count ("model.llama.n_kv_head"), for the refusal's
+  // fields (count_key); "" for a count no key sets.
+  std::string count_key;
 };
 
 struct TensorPlan {

@@ -114,7 +114,7 @@ class VitTiny : public ZooNetwork {
                    {"blocks.*.proj", rowwise()},
                    {"blocks.*.fc1", colwise()},
                    {"blocks.*.fc2", rowwise()}};
-    plan.divisors = {{kHeads, "the ViT's " + std::to_string(kHeads) + " heads", false}};
+    plan.divisors = {{kHeads, "the ViT's " + std::to_string(kHeads) + " heads", false, ""}};
     return plan;
   }
 

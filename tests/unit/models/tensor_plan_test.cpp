@@ -43,7 +43,7 @@ class PlannedMlp : public ZooNetwork {
 TensorPlan megatron_mlp() {
   TensorPlan plan;
   plan.styles = {{"up", colwise()}, {"down", rowwise()}};
-  plan.divisors = {{8, "the 8 hidden features", false}};
+  plan.divisors = {{8, "the 8 hidden features", false, ""}};
   return plan;
 }
 
