@@ -13,13 +13,16 @@
 #include <cstring>
 #include <vector>
 
+#include "loom/core/cpu_capability.h"
+
 namespace loom::models::rows {
 
 // e^x in float within 2 ulp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 split in two for
 // exactness), e^r by Cephes' degree-6 polynomial, 2^n built in the exponent bits. n is rounded by
-// adding 1.5 x 2^23, which leaves it in the low mantissa bits. Inputs below -87.3 give e^-87.3.
+// adding 1.5 x 2^23, which leaves it in the low mantissa bits. Inputs below -87.3 give e^-87.3,
+// inputs above 88 e^88 (n stays within the exponent field's 2^-126 .. 2^127).
 inline float exp(float x) {
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
   constexpr float kRound = 12582912.0f;  // 1.5 x 2^23
   const float shifted = x * 1.44269504088896341f + kRound;
   const float n = shifted - kRound;
@@ -43,7 +46,9 @@ inline float exp(float x) {
 // max_j x[j] (-inf for n = 0).
 float max(const float* x, std::int64_t n);
 // out[j] = e^(scale x[j] - shift) × factor; returns Σ_j of out[j] / factor. `out` may be `x`.
-float exp_into(const float* x, float* out, std::int64_t n, float scale, float shift, float factor);
+// The AVX2 path is written in intrinsics (the compiler leaves the loop scalar there).
+float exp_into(const float* x, float* out, std::int64_t n, float scale, float shift, float factor,
+               CpuCapability capability = cpu_capability());
 
 // bf16 bits to float and back (rounded to nearest even, as c10's conversion, without its NaN
 // case: these rows hold none).
