@@ -27,8 +27,9 @@ packages=(
   # tests (GoogleTest; the benchmarks in bench/ are Python scripts timing whole commands)
   libgtest-dev
   # data: Fashion-MNIST for the demo and tests; the Jargon File (public domain English text,
-  # /usr/share/doc/jargon-text/jargon.txt.gz) for language models, and SentencePiece to tokenize it
-  dataset-fashion-mnist jargon-text libsentencepiece-dev
+  # /usr/share/doc/jargon-text/jargon.txt.gz) for language models, and SentencePiece to tokenize it;
+  # PCRE2 for the expressions Hugging Face's byte-level BPE tokenizers (tokenizer.json) split by
+  dataset-fashion-mnist jargon-text libsentencepiece-dev libpcre2-dev
   # the HTML report's test renders it in a headless browser
   chromium
 )

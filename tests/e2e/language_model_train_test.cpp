@@ -11,10 +11,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "e2e/json_output.h"
 #include "e2e/language_model_fixture.h"
 #include "loom/core/durable_file.h"
+#include "loom/data/text_corpus.h"
 #include "loom/models/hf_model.h"
 #include "loom/train/pretrained.h"
 #include "loom/train/safetensors.h"
@@ -679,6 +681,64 @@ TEST_F(LanguageModelTrain, CheckpointsMoveBetweenAPipelineAndOneProcess) {
   ASSERT_EQ(part.exit_code, 0) << part.output;
   EXPECT_EQ(summary_of(dir / "moved")["resumed_from_step"], 4);
   expect_same_model(dir / "moved", dir / "one", 1e-5);
+}
+
+// Fine-tuning pairs: JSON Lines of prompts and responses, tokenized with the model's tokenizer
+// into shards whose loss mask leaves the prompts out (a malformed line is counted and skipped).
+// The step's loss is the mean over the targets that count in the whole step, so one process,
+// accumulated micro-batches, data-parallel replicas (which count different numbers of
+// targets), a tensor group (the vocabulary-parallel loss) and a pipeline train alike.
+TEST_F(LanguageModelTrain, PromptResponsePairsTrainOnTheResponsesAloneInEveryLayout) {
+  TempDir dir;
+  {
+    std::ofstream pairs(dir / "pairs.jsonl");
+    data::TextCorpus jargon({kJargon});
+    for (int k = 0; k < 800; ++k) {
+      const std::optional<std::string> paragraph = jargon.next_paragraph();
+      ASSERT_TRUE(paragraph);
+      const size_t cut = paragraph->find(' ', paragraph->size() / 3);
+      if (cut == std::string::npos) continue;
+      pairs << nlohmann::json{{"prompt", "Explain: " + paragraph->substr(0, cut)},
+                              {"response", paragraph->substr(cut)}}
+                   .dump()
+            << "\n";
+      if (k == 10) pairs << "{\"prompt\": \"no response\"}\n\n";
+    }
+  }
+  const auto tokenized = run_loom("data tokenize " + (dir / "pairs.jsonl") + " --tokenizer " +
+                                  (*data_ / "tok/tokenizer.model") + " --out " + (dir / "pairs") +
+                                  " --val-fraction 0.05 --json");
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.output;
+  const auto made = json_line(tokenized.output);
+  EXPECT_EQ(made["pairs"], true);
+  EXPECT_EQ(made["skipped_lines"], 1);
+  EXPECT_GT(made["train_counted_tokens"].get<int64_t>(), made["train_tokens"].get<int64_t>() / 3);
+  EXPECT_LT(made["train_counted_tokens"].get<int64_t>(), made["train_tokens"].get<int64_t>());
+
+  std::string args = gpt_args();
+  const std::string data = "data.path=" + (*data_ / "tok");
+  args.replace(args.find(data), data.size(), "data.path=" + (dir / "pairs"));
+  const auto one = run_loom("train" + args + " --set data.batch_size=8 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  // The loss is per counted target: an untrained model's first is about ln(vocabulary) = 6.9,
+  // not that times the counted share of the positions (about 0.6).
+  const std::vector<nlohmann::json> steps = metrics_records(dir / "one", "step");
+  ASSERT_FALSE(steps.empty());
+  EXPECT_NEAR(steps.front()["loss"].get<double>(), std::log(1000.0), 0.4);
+  const auto accumulated =
+      run_loom("train" + args + accumulating(4, 2) + " --out " + (dir / "acc"));
+  ASSERT_EQ(accumulated.exit_code, 0) << accumulated.output;
+  expect_like(dir / "acc", dir / "one");
+  const std::vector<std::pair<std::string, std::string>> layouts = {
+      {"data", " --set data.global_batch=8"},
+      {"tensor", " --set data.batch_size=8 --set parallel.tensor=2"},
+      {"pipeline", pipelined(2, 4, "1f1b")}};
+  for (const auto& [name, layout] : layouts) {
+    SCOPED_TRACE(name);
+    const auto run = run_loom(launch(2, args + layout + " --out " + (dir / name)));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    expect_like(dir / name, dir / "one");
+  }
 }
 
 TEST_F(LanguageModelTrain, InspectCountsTheTokensOfEachSplit) {

@@ -84,8 +84,9 @@ TEST(Tokenize, TheJargonFileBecomesShardsOfATrainedTokenizer) {
   EXPECT_EQ(file_bytes(dir / "again/train-00000.tokens"),
             file_bytes(dir / "tok/train-00000.tokens"));
   EXPECT_EQ(file_bytes(dir / "again/val-00000.tokens"), file_bytes(dir / "tok/val-00000.tokens"));
-  // A model folder that holds it (a Hugging Face folder's tokenizer.model) gives them too; one
-  // with only Hugging Face's tokenizer.json is refused, saying so.
+  // A model folder that holds it (a Hugging Face folder's tokenizer.model) gives them too. A
+  // tokenizer.json of a kind Loom does not read (WordPiece) is refused naming its key, a folder
+  // with no tokenizer naming --tokenizer (tests/python/test_tokens.py reads those it does).
   const auto folder =
       test::run_loom("data tokenize " + std::string(kJargon) + " --out " + (dir / "folder") +
                      " --tokenizer " + (dir / "tok") + " --val-fraction 0.1 --json");
@@ -93,13 +94,20 @@ TEST(Tokenize, TheJargonFileBecomesShardsOfATrainedTokenizer) {
   EXPECT_EQ(file_bytes(dir / "folder/train-00000.tokens"),
             file_bytes(dir / "tok/train-00000.tokens"));
   std::filesystem::create_directories(dir / "hf");
-  std::ofstream(dir / "hf/tokenizer.json") << "{}";
-  const auto json_only =
+  std::ofstream(dir / "hf/tokenizer.json")
+      << R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "WordPiece"}})";
+  const auto word_piece =
       test::run_loom_reporting("data tokenize " + std::string(kJargon) + " --out " +
-                               (dir / "json_only") + " --tokenizer " + (dir / "hf"));
-  EXPECT_EQ(json_only.result.exit_code, 2) << json_only.result.output;
-  EXPECT_EQ(json_only.error["fields"]["problem"], "tokenizer_json") << json_only.error;
-  EXPECT_EQ(json_only.error["fields"]["key"], "--tokenizer") << json_only.error;
+                               (dir / "word_piece") + " --tokenizer " + (dir / "hf"));
+  EXPECT_EQ(word_piece.result.exit_code, 2) << word_piece.result.output;
+  EXPECT_EQ(word_piece.error["fields"]["problem"], "unsupported") << word_piece.error;
+  EXPECT_EQ(word_piece.error["fields"]["key"], "model.type") << word_piece.error;
+  std::filesystem::create_directories(dir / "empty");
+  const auto none = test::run_loom_reporting("data tokenize " + std::string(kJargon) + " --out " +
+                                             (dir / "none") + " --tokenizer " + (dir / "empty"));
+  EXPECT_EQ(none.result.exit_code, 2) << none.result.output;
+  EXPECT_EQ(none.error["fields"]["problem"], "no_tokenizer") << none.error;
+  EXPECT_EQ(none.error["fields"]["key"], "--tokenizer") << none.error;
 }
 
 TEST(Tokenize, BadInputIsNamed) {

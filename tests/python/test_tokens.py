@@ -109,3 +109,74 @@ def test_steps_count_the_tokens_of_a_token_loader(tmp_path, folder):
     assert summary["tokens_per_second"] == pytest.approx(16 * summary["samples_per_second"])
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert any("tokens_per_second" in r for r in records if r["type"] == "step")
+
+
+# Llama 3's pre-tokenizer expression (its tokenizer.json's Split pattern).
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Text a byte-level BPE must split as the tokenizers library does: contractions in both cases,
+# runs of spaces, tabs and line breaks, digits (Llama 3 takes three at a time), accents, CJK, an
+# emoji (four UTF-8 bytes), an added token inside text, and the empty text.
+HARD_TEXTS = [
+    "Hello  world\n\n  tabs\tand  spaces ", "don't you'll I'M THEY'RE we'Ve", "café naïve Ünïcödé",
+    "日本語のテキスト", "robot 🤖 says hi", "12345 3.14159 1,000,000", "a<|endoftext|>b <|end_of_text|>",
+    "trailing   ", "   leading", "\n", "", "x\r\ny", "!!!??? ... --- ***",
+]
+
+
+def hugging_face_tokenizer(out, jargon_lines, llama3):
+    """A byte-level BPE tokenizer trained on the Jargon File with the tokenizers library, GPT-2's
+    pre-tokenizer or Llama 3's (a Split expression, ignore_merges), saved by transformers."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    if llama3:
+        specials = ["<|begin_of_text|>", "<|end_of_text|>"]
+        tok = Tokenizer(models.BPE(ignore_merges=True))
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        specials = ["<|endoftext|>"]
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(jargon_lines, trainer)
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=specials[-1]).save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("llama3", [False, True], ids=["gpt2", "llama3"])
+def test_hugging_face_tokenizer_json_gives_transformers_ids(tmp_path, llama3):
+    pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    if not os.path.exists(JARGON):
+        pytest.skip(f"{JARGON} missing (jargon-text)")
+    import gzip
+    with gzip.open(JARGON, "rt", encoding="utf-8", errors="replace") as f:
+        lines = [line.rstrip("\n") for line in f][:6000]
+    model = hugging_face_tokenizer(tmp_path / "model", lines, llama3)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(model))
+    ours = loom.data.Tokenizer(str(model / "tokenizer.json"))
+    assert ours.vocab_size == len(theirs)
+    assert ours.eos_id == theirs.eos_token_id
+    for text in HARD_TEXTS + lines[::7]:
+        ids = theirs.encode(text, add_special_tokens=False)
+        assert ours.encode(text) == ids, repr(text)
+        assert ours.decode(ids) == text, repr(text)
+        assert theirs.decode(ids, clean_up_tokenization_spaces=False) == text, repr(text)
+
+    # `loom data tokenize --tokenizer DIR` writes each paragraph's ids and the end-of-text.
+    paragraphs = [" ".join(lines[i:i + 3]).strip() for i in range(0, 600, 3)]
+    paragraphs = [p for p in paragraphs if p]
+    (tmp_path / "corpus.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    run_loom("data", "tokenize", str(tmp_path / "corpus.txt"), "--tokenizer", str(model),
+             "--out", str(tmp_path / "tok"), "--val-fraction", "0")
+    vocab, fingerprint, tokens = read_shard(tmp_path / "tok" / "train-00000.tokens")
+    expected = []
+    for paragraph in paragraphs:
+        expected += theirs.encode(paragraph, add_special_tokens=False) + [theirs.eos_token_id]
+    assert vocab == len(theirs) and tokens.tolist() == expected
+    assert (tmp_path / "tok" / "tokenizer.json").exists()

@@ -139,7 +139,9 @@ TokenSplit inspect_token_split(const std::string& dir, const std::string& split,
 int inspect_tokens(const Config& config, bool json) {
   const std::string& dir = config.data.path;
   const int64_t seq_len = train::token_seq_len(config);
-  const data::Tokenizer tokenizer = data::Tokenizer::load(dir + "/tokenizer.model");
+  const std::string tokenizer_file = data::tokenizer_file_in(dir);
+  if (tokenizer_file.empty()) data::TokenWindows::shard_paths(dir, "train");  // says what lacks
+  const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_file);
   nlohmann::ordered_json out = {{"path", dir},
                                 {"vocab_size", tokenizer.vocab_size()},
                                 {"fingerprint", data::fingerprint_hex(tokenizer.fingerprint())}};

@@ -14,16 +14,15 @@ namespace {
 
 std::string tokenizer_of(const std::string& run_dir, const Config& config,
                          const std::string& command) {
-  for (const std::string& path :
-       {run_dir + "/tokenizer.model", config.data.path + "/tokenizer.model"}) {
-    if (std::filesystem::exists(path)) return path;
+  for (const std::string& dir : {run_dir, config.data.path}) {
+    if (std::string path = data::tokenizer_file_in(dir); !path.empty()) return path;
   }
   if (!std::filesystem::is_directory(config.data.path)) {
-    throw DataError(command + ": '" + run_dir + "' has no tokenizer.model and its token folder " +
+    throw DataError(command + ": '" + run_dir + "' has no tokenizer and its token folder " +
                     "(data.path '" + config.data.path + "') is missing");
   }
-  throw DataError(command + ": no tokenizer.model in '" + run_dir + "' or in its data.path '" +
-                  config.data.path + "'");
+  throw DataError(command + ": no tokenizer.model or tokenizer.json in '" + run_dir +
+                  "' or in its data.path '" + config.data.path + "'");
 }
 
 }  // namespace

@@ -187,6 +187,7 @@ ConfiguredTokens make_token_batches(const Config& config, int64_t seq_len, int64
       TokenWindows::open(dir, "train", seq_len, seed, rank, world));
   ConfiguredTokens out;
   out.vocab_size = train->vocab_size();
+  out.loss_masked = train->loss_masked();
   out.train = std::make_unique<TokenBatchSource>(train, batch_size);
   if (with_test && has_token_split(dir, "val")) {
     auto val = std::make_shared<const TokenWindows>(

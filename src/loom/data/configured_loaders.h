@@ -48,6 +48,7 @@ struct ConfiguredTokens {
   std::unique_ptr<TokenBatchSource> train;
   std::unique_ptr<TokenBatchSource> test;  // null: no validation split
   int64_t vocab_size = 0;
+  bool loss_masked = false;  // the training shards have loss masks (fine-tuning pairs)
 };
 ConfiguredTokens make_token_batches(const Config& config, int64_t seq_len, int64_t batch_size,
                                     int rank = 0, int world = 1, bool with_test = true);

@@ -4,13 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "loom/core/error.h"
+#include "loom/core/ignored_target.h"
 
 namespace loom::data {
 
-TokenBatchSource::TokenBatchSource(std::shared_ptr<const TokenWindows> windows,
-                                   int64_t batch_size, bool drop_last)
+TokenBatchSource::TokenBatchSource(std::shared_ptr<const TokenWindows> windows, int64_t batch_size,
+                                   bool drop_last)
     : windows_(std::move(windows)),
       batch_size_(batch_size),
       steps_(batches_per_epoch(windows_->size(), batch_size, drop_last)) {}
@@ -37,13 +39,24 @@ Batch TokenBatchSource::build_batch(int64_t epoch, int64_t step, LoaderStats* ta
   at::Tensor indices = at::empty({count}, at::kLong);
   int64_t* out = rows.data_ptr<int64_t>();
   int64_t* index = indices.data_ptr<int64_t>();
+  const bool masked = windows_->loss_masked();
+  std::vector<uint8_t> counted(masked ? static_cast<size_t>(count * span) : 0);
   for (int64_t b = 0; b < count; ++b) {
-    windows_->window(epoch, first + b, out + b * span);
+    windows_->window(epoch, first + b, out + b * span, masked ? &counted[b * span] : nullptr);
     index[b] = windows_->index_at(epoch, first + b);
   }
   Batch batch;
   batch.inputs = rows.narrow(1, 0, span - 1).contiguous();
   batch.targets = rows.narrow(1, 1, span - 1).contiguous();
+  if (masked) {
+    // A target that does not count (a prompt's next token) is kIgnoredTarget; its input stays.
+    int64_t* target = batch.targets.data_ptr<int64_t>();
+    for (int64_t b = 0; b < count; ++b) {
+      for (int64_t t = 0; t + 1 < span; ++t) {
+        if (!counted[b * span + t + 1]) target[b * (span - 1) + t] = kIgnoredTarget;
+      }
+    }
+  }
   batch.indices = indices;
   if (tally) tally->samples += count;
   return batch;

@@ -73,11 +73,17 @@ struct TokenShard::Mapping {
 int token_bytes_for(int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
 void write_token_shard(const std::string& path, const std::vector<int32_t>& tokens,
-                       int64_t vocab_size, uint64_t fingerprint) {
+                       int64_t vocab_size, uint64_t fingerprint,
+                       const std::vector<uint8_t>* counted) {
+  if (counted && counted->size() != tokens.size()) {
+    throw Error("token shard '" + path + "': a loss mask of " + std::to_string(counted->size()) +
+                " flags for " + std::to_string(tokens.size()) + " tokens");
+  }
   const int width = token_bytes_for(vocab_size);
-  std::string bytes(static_cast<size_t>(kTokenShardHeaderBytes) + tokens.size() * width, '\0');
+  const size_t body = tokens.size() * width + (counted ? tokens.size() : 0);
+  std::string bytes(static_cast<size_t>(kTokenShardHeaderBytes) + body, '\0');
   std::memcpy(bytes.data(), kMagic, sizeof(kMagic));
-  put<uint32_t>(bytes, 8, kTokenShardVersion);
+  put<uint32_t>(bytes, 8, counted ? kMaskedTokenShardVersion : kTokenShardVersion);
   put<uint32_t>(bytes, 12, static_cast<uint32_t>(width));
   put<uint64_t>(bytes, 16, static_cast<uint64_t>(vocab_size));
   put<uint64_t>(bytes, 24, tokens.size());
@@ -100,6 +106,10 @@ void write_token_shard(const std::string& path, const std::vector<int32_t>& toke
       const auto v = static_cast<uint32_t>(t);
       std::memcpy(out + i * 4, &v, 4);
     }
+  }
+  if (counted) {
+    char* mask = out + tokens.size() * width;
+    for (size_t i = 0; i < tokens.size(); ++i) mask[i] = (*counted)[i] ? 1 : 0;
   }
   replace_file_atomically(path, bytes);
 }
@@ -136,13 +146,16 @@ TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
   shard.path_ = path;
   TokenShardInfo& info = shard.info_;
   info.version = static_cast<int>(get<uint32_t>(h, 8));
-  if (info.version != kTokenShardVersion) {
-    refuse(path, "version",
-           "format version " + std::to_string(info.version) + ", this Loom reads " +
-               std::to_string(kTokenShardVersion),
-           {{"value", std::to_string(info.version)},
-            {"expected", std::to_string(kTokenShardVersion)}});
+  if (info.version != kTokenShardVersion && info.version != kMaskedTokenShardVersion) {
+    refuse(
+        path, "version",
+        "format version " + std::to_string(info.version) + ", this Loom reads " +
+            std::to_string(kTokenShardVersion) + " and " + std::to_string(kMaskedTokenShardVersion),
+        {{"value", std::to_string(info.version)},
+         {"expected",
+          std::to_string(kTokenShardVersion) + " or " + std::to_string(kMaskedTokenShardVersion)}});
   }
+  info.loss_mask = info.version == kMaskedTokenShardVersion;
   info.token_bytes = static_cast<int>(get<uint32_t>(h, 12));
   if (info.token_bytes != 2 && info.token_bytes != 4) {
     refuse(path, "token_bytes",
@@ -159,14 +172,15 @@ TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
   info.fingerprint = get<uint64_t>(h, 32);
   // Compared by division: a damaged count times the width could wrap around.
   const uint64_t body = bytes - static_cast<uint64_t>(kTokenShardHeaderBytes);
-  const auto width = static_cast<uint64_t>(info.token_bytes);
+  // A token takes its id's bytes, and one more for its loss-mask flag in version 2.
+  const auto width = static_cast<uint64_t>(info.token_bytes) + (info.loss_mask ? 1 : 0);
   if (info.tokens < 0 || body % width != 0 || body / width != static_cast<uint64_t>(info.tokens)) {
     const uint64_t expected_bytes =
         static_cast<uint64_t>(kTokenShardHeaderBytes) + static_cast<uint64_t>(info.tokens) * width;
     refuse(path, "length",
            std::to_string(bytes) + " bytes, but its header says " + std::to_string(info.tokens) +
-               " tokens of " + std::to_string(info.token_bytes) + " bytes (" +
-               std::to_string(expected_bytes) + " bytes): truncated or damaged",
+               " tokens of " + std::to_string(width) + " bytes (" + std::to_string(expected_bytes) +
+               " bytes): truncated or damaged",
            {{"value", std::to_string(bytes)},
             {"expected", std::to_string(expected_bytes)},
             {"tokens", std::to_string(info.tokens)}});
@@ -220,11 +234,26 @@ int64_t TokenShard::at(int64_t index) const {
   return value;
 }
 
-void TokenShard::read(int64_t begin, int64_t count, int64_t* out) const {
+void TokenShard::check_range(int64_t begin, int64_t count) const {
   if (begin < 0 || count < 0 || begin + count > info_.tokens) {
     throw DataError("token shard '" + path_ + "': tokens [" + std::to_string(begin) + ", " +
                     std::to_string(begin + count) + ") of " + std::to_string(info_.tokens));
   }
+}
+
+void TokenShard::read_counted(int64_t begin, int64_t count, uint8_t* out) const {
+  check_range(begin, count);
+  if (!info_.loss_mask) {
+    std::memset(out, 1, static_cast<size_t>(count));
+    return;
+  }
+  const unsigned char* mask = mapping_->data + kTokenShardHeaderBytes +
+                              static_cast<size_t>(info_.tokens) * info_.token_bytes;
+  for (int64_t i = 0; i < count; ++i) out[i] = mask[begin + i] != 0;
+}
+
+void TokenShard::read(int64_t begin, int64_t count, int64_t* out) const {
+  check_range(begin, count);
   const unsigned char* tokens = mapping_->data + kTokenShardHeaderBytes;
   if (info_.token_bytes == 2) {
     for (int64_t i = 0; i < count; ++i) out[i] = get<uint16_t>(tokens, (begin + i) * 2);

@@ -54,6 +54,7 @@ TokenWindows::TokenWindows(std::vector<TokenShard> shards, int64_t seq_len, uint
     first_window_.push_back(first);
     first += windows_in(s.size(), seq_len_);
     tokens_ += s.size();
+    loss_masked_ = loss_masked_ || s.info().loss_mask;
   }
 }
 
@@ -64,8 +65,9 @@ std::vector<std::string> TokenWindows::shard_paths(const std::string& dir,
                         "' does not exist or is not a directory (make one with loom data tokenize)",
                     {{"path", dir}, {"problem", "missing"}});
   }
-  if (!std::filesystem::exists(dir + "/tokenizer.model")) {
-    throw DataError("token data '" + dir + "': no tokenizer.model (made by loom data tokenize)",
+  if (tokenizer_file_in(dir).empty()) {
+    throw DataError("token data '" + dir +
+                        "': no tokenizer.model or tokenizer.json (made by loom data tokenize)",
                     {{"path", dir}, {"problem", "tokenizer"}});
   }
   std::vector<std::string> paths;
@@ -87,7 +89,7 @@ std::vector<std::string> TokenWindows::shard_paths(const std::string& dir,
 TokenWindows TokenWindows::open(const std::string& dir, const std::string& split, int64_t seq_len,
                                 uint64_t seed, int rank, int world, EpochOrder::ShardMode mode) {
   const std::vector<std::string> paths = shard_paths(dir, split);
-  const Tokenizer tokenizer = Tokenizer::load(dir + "/tokenizer.model");
+  const Tokenizer tokenizer = Tokenizer::load(tokenizer_file_in(dir));
   std::vector<TokenShard> shards;
   const TokenShard::Expect expect{tokenizer.vocab_size(), tokenizer.fingerprint()};
   for (const std::string& path : paths) shards.push_back(TokenShard::open(path, expect));
@@ -104,9 +106,10 @@ std::pair<int, int64_t> TokenWindows::start_of(int64_t epoch, int64_t index) con
   return {shard, offset + (index - first_window_[static_cast<size_t>(shard)]) * seq_len_};
 }
 
-void TokenWindows::window(int64_t epoch, int64_t position, int64_t* out) const {
+void TokenWindows::window(int64_t epoch, int64_t position, int64_t* out, uint8_t* counted) const {
   const auto [shard, start] = start_of(epoch, order_.index_at(epoch, position));
   shards_[static_cast<size_t>(shard)].read(start, seq_len_ + 1, out);
+  if (counted) shards_[static_cast<size_t>(shard)].read_counted(start, seq_len_ + 1, counted);
 }
 
 at::Tensor TokenWindows::batch(int64_t epoch, int64_t step, int64_t batch) const {

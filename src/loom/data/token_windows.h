@@ -59,8 +59,11 @@ class TokenWindows {
   int64_t index_at(int64_t epoch, int64_t position) const {
     return order_.index_at(epoch, position);
   }
-  // Window `position` of this rank's share of `epoch`: seq_len + 1 tokens into `out`.
-  void window(int64_t epoch, int64_t position, int64_t* out) const;
+  // Window `position` of this rank's share of `epoch`: seq_len + 1 tokens into `out`, and
+  // whether each counts as a target into `counted` where given (token_shard.h's loss mask).
+  void window(int64_t epoch, int64_t position, int64_t* out, uint8_t* counted = nullptr) const;
+  // Whether any shard has a loss mask (fine-tuning pairs): some targets then count in no loss.
+  bool loss_masked() const { return loss_masked_; }
   // Windows [step x batch, (step + 1) x batch) of this rank's share, as int64 [batch, seq_len+1].
   at::Tensor batch(int64_t epoch, int64_t step, int64_t batch) const;
   // Where window `index` (of all ranks' windows) starts in `epoch`: its shard and first token.
@@ -72,6 +75,7 @@ class TokenWindows {
   int64_t seq_len_;
   uint64_t seed_;
   int64_t tokens_ = 0;
+  bool loss_masked_ = false;
   EpochOrder order_;
 };
 

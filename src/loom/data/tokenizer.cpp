@@ -7,10 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
+#include "loom/core/text.h"
+#include "loom/data/byte_level_bpe.h"
 #include "loom/data/sentencepiece_module.h"
 
 namespace loom::data {
@@ -112,6 +115,21 @@ struct LineFeed {
   }
 };
 
+// The end-of-text token the tokenizer_config.json beside a tokenizer.json names ("" where none
+// does): a string, or an added token's object with its "content".
+std::string configured_eos_token(const std::string& tokenizer_json) {
+  const std::filesystem::path config =
+      std::filesystem::path(tokenizer_json).parent_path() / "tokenizer_config.json";
+  std::ifstream in(config);
+  if (!in) return "";
+  const nlohmann::json settings = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!settings.is_object() || !settings.contains("eos_token")) return "";
+  const nlohmann::json& eos = settings["eos_token"];
+  if (eos.is_string()) return eos.get<std::string>();
+  if (eos.is_object() && eos.contains("content")) return eos["content"].get<std::string>();
+  return "";
+}
+
 }  // namespace
 
 struct Tokenizer::Model {
@@ -139,12 +157,26 @@ Tokenizer::Tokenizer(std::string serialized, const std::string& origin)
   }
 }
 
+Tokenizer::Tokenizer(std::shared_ptr<const ByteLevelBpe> bpe, std::string serialized)
+    : bpe_(std::move(bpe)),
+      serialized_(std::move(serialized)),
+      fingerprint_(fnv1a64(serialized_)) {}
+
+std::string tokenizer_file_in(const std::string& dir) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const std::string path = dir + "/" + name;
+    if (std::filesystem::exists(path)) return path;
+  }
+  return "";
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("tokenizer '" + path + "': cannot be read");
+  if (!in) throw DataError("tokenizer '" + path + "': cannot be read", {{"path", path}});
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  return Tokenizer(bytes.str(), path);
+  if (!ends_with(path, ".json")) return Tokenizer(bytes.str(), path);
+  return Tokenizer(ByteLevelBpe::parse(bytes.str(), path, configured_eos_token(path)), bytes.str());
 }
 
 Tokenizer Tokenizer::train(const std::function<std::optional<std::string>()>& next_line,
@@ -185,10 +217,13 @@ Tokenizer Tokenizer::train(const std::function<std::optional<std::string>()>& ne
   return Tokenizer(std::move(serialized), "trained");
 }
 
-int Tokenizer::vocab_size() const { return model_->module.piece_size(model_->spm); }
-int Tokenizer::eos_id() const { return model_->module.eos_id(model_->spm); }
+int Tokenizer::vocab_size() const {
+  return bpe_ ? bpe_->vocab_size() : model_->module.piece_size(model_->spm);
+}
+int Tokenizer::eos_id() const { return bpe_ ? bpe_->eos_id() : model_->module.eos_id(model_->spm); }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  if (bpe_) return bpe_->encode(text);
   int* ids = nullptr;
   size_t count = 0;
   char error[kErrorBytes] = "";
@@ -202,6 +237,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  if (bpe_) return bpe_->decode(ids);
   char* text = nullptr;
   size_t size = 0;
   char error[kErrorBytes] = "";
@@ -215,6 +251,14 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-void Tokenizer::save(const std::string& path) const { replace_file_atomically(path, serialized_); }
+std::string Tokenizer::save_in(const std::string& dir) const {
+  const std::string path = dir + "/" + file_name();
+  replace_file_atomically(path, serialized_);
+  if (bpe_ && !bpe_->eos_token().empty()) {
+    replace_file_atomically(dir + "/tokenizer_config.json",
+                            nlohmann::json{{"eos_token", bpe_->eos_token()}}.dump(2) + "\n");
+  }
+  return path;
+}
 
 }  // namespace loom::data

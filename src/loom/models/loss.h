@@ -6,10 +6,15 @@
 
 #include <memory>
 
+#include "loom/core/ignored_target.h"
 #include "loom/models/model.h"
 
 namespace loom::models {
 
+// Language-model losses skip targets of kIgnoredTarget (core/ignored_target.h). Their mean still
+// divides by every position, counted or not, so that each micro-batch weighs the same whatever
+// the layout; the trainer then rescales the step's gradients to a mean over the counted targets
+// of the whole step (train/trainer.cpp).
 enum class Reduction { kMean, kSum };
 
 class Loss {

@@ -37,6 +37,11 @@ class FusedTokenCrossEntropy : public torch::autograd::Function<FusedTokenCrossE
         std::vector<float> widened, exps(static_cast<size_t>(vocab));
         for (int64_t r = begin; r < end; ++r) {
           const int64_t t = target[r];
+          if (t == kIgnoredTarget) {
+            l[r] = 0;
+            loss[r] = 0;
+            continue;
+          }
           if (t < 0 || t >= vocab) {
             throw Error("token cross-entropy: target " + std::to_string(t) + " of row " +
                         std::to_string(r) + " is outside the vocabulary of " +
@@ -72,11 +77,15 @@ class FusedTokenCrossEntropy : public torch::autograd::Function<FusedTokenCrossE
       at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
         std::vector<float> widened, gradient;
         for (int64_t r = begin; r < end; ++r) {
+          const int64_t t = target[r];
+          if (t == kIgnoredTarget) {
+            std::fill_n(g + r * vocab, vocab, scalar_t(0));
+            continue;
+          }
           const float* row = rows::as_floats(x + r * vocab, vocab, widened);
           float* out = rows::float_target(g + r * vocab, vocab, gradient);
           rows::exp_into(row, out, vocab, 1.0f, lse[r], scale);  // scale × softmax
           // The target's softmax less one, before any rounding to the logits' type.
-          const int64_t t = target[r];
           out[t] = (rows::exp(row[t] - lse[r]) - 1.0f) * scale;
           rows::store(out, g + r * vocab, vocab);
         }

@@ -32,8 +32,12 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     // (Forward alone uses the group: backward is each rank's own share's.)
     TensorGroup& group = *group_ptr;
     const int64_t rows = logits.size(0), share = logits.size(1);
+    // Ignored targets (kIgnoredTarget) count nowhere: no rank's share holds them.
+    const at::Tensor counted = targets.ne(kIgnoredTarget);
     if (rows > 0) {
-      const int64_t low = targets.min().item<int64_t>(), high = targets.max().item<int64_t>();
+      const at::Tensor checked = targets.masked_select(counted);
+      const int64_t low = checked.numel() ? checked.min().item<int64_t>() : 0,
+                    high = checked.numel() ? checked.max().item<int64_t>() : 0;
       if (low < 0 || high >= share * group.size()) {
         throw Error("vocabulary-parallel cross-entropy: target " +
                     std::to_string(low < 0 ? low : high) + " is outside the vocabulary of " +
@@ -69,14 +73,16 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     const double scale = mean ? 1.0 / static_cast<double>(std::max<int64_t>(rows, 1)) : 1.0;
     // The logits themselves (alive anyway) and each row's log-sum-exp: backward makes the
     // softmax again rather than keep it.
-    ctx->save_for_backward({logits, lse, index, mine});
+    ctx->save_for_backward({logits, lse, index, mine, counted});
     ctx->saved_data["scale"] = scale;
-    return ((lse - picked).to(at::kDouble).sum() * scale).to(at::kFloat);
+    return ((lse - picked).masked_fill(counted.logical_not(), 0).to(at::kDouble).sum() * scale)
+        .to(at::kFloat);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &logits = saved[0], &lse = saved[1], &index = saved[2], &mine = saved[3];
+    const at::Tensor &logits = saved[0], &lse = saved[1], &index = saved[2], &mine = saved[3],
+                     &counted = saved[4];
     const double scale = grad_outputs[0].item<double>() * ctx->saved_data["scale"].toDouble();
     at::Tensor grad = at::empty_like(logits);
     // Softmax minus one-hot on this rank's share, a chunk of rows at a time.
@@ -85,7 +91,8 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
           at::exp(logits.narrow(0, first, n).to(at::kFloat) - lse.narrow(0, first, n).unsqueeze(1));
       g.scatter_add_(1, index.narrow(0, first, n).unsqueeze(1),
                      -mine.narrow(0, first, n).to(at::kFloat).unsqueeze(1));
-      grad.narrow(0, first, n).copy_(g.mul_(scale));
+      g.mul_(counted.narrow(0, first, n).to(at::kFloat).unsqueeze(1) * scale);
+      grad.narrow(0, first, n).copy_(g);
     });
     return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
   }

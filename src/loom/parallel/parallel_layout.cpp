@@ -45,23 +45,36 @@ void ParallelLayout::clip_gradients(double max_norm) {
     torch::nn::utils::clip_grad_norm_(tensors, max_norm);
     return;
   }
-  std::vector<at::Tensor> counted, scaled;
+  std::vector<at::Tensor> counted;
   if (const ZeroPartition* zero = parts_.data ? parts_.data->partition() : nullptr) {
     // Each rank holds its shards of the mean gradients: every piece of a parameter in them is
     // counted where its parameter is.
     for (const auto& [p, piece] : zero->gradient_pieces()) {
       if (counted_here(zero->parameters()[p].first)) counted.push_back(piece);
     }
-    for (std::size_t b = 0; b < zero->bucket_count(); ++b)
-      scaled.push_back(zero->gradient_shard(b));
   } else {
     for (const auto& [name, p] : parameters_) {
-      if (!p.grad().defined()) continue;
-      if (counted_here(name)) counted.push_back(p.grad());
-      scaled.push_back(p.grad());
+      if (p.grad().defined() && counted_here(name)) counted.push_back(p.grad());
     }
   }
-  clip_gradients_across(counted, scaled, max_norm, *parts_.trainers);
+  clip_gradients_across(counted, held_gradients(), max_norm, *parts_.trainers);
+}
+
+std::vector<at::Tensor> ParallelLayout::held_gradients() const {
+  std::vector<at::Tensor> held;
+  if (const ZeroPartition* zero = parts_.data ? parts_.data->partition() : nullptr) {
+    for (std::size_t b = 0; b < zero->bucket_count(); ++b) held.push_back(zero->gradient_shard(b));
+    return held;
+  }
+  for (const auto& [name, p] : parameters_) {
+    if (p.grad().defined()) held.push_back(p.grad());
+  }
+  return held;
+}
+
+void ParallelLayout::scale_gradients(double factor) {
+  if (factor == 1.0) return;
+  for (at::Tensor& gradient : held_gradients()) gradient.mul_(factor);
 }
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }

@@ -127,6 +127,9 @@ class ParallelLayout {
   // summed over every training rank, each element counted on one rank only (Placement::
   // counted_at: a replicated one by its group's first rank, a tied copy by its owner's stage).
   void clip_gradients(double max_norm);
+  // Multiplies every gradient this rank holds for the optimizer (its parameters', or its ZeRO
+  // shards of them) by `factor`: the same on every rank, so the whole model's are scaled.
+  void scale_gradients(double factor);
 
   // The run-wide reductions, written once over the groups each layout names (parts_).
   // The mean of `value` over the training ranks (a loss each rank saw on its share).
@@ -197,6 +200,9 @@ class ParallelLayout {
   // What the pieces make of the loss (the one that trains the model for `loss`) and of an
   // evaluation's output (made whole where a piece splits it), in the order applied.
   const models::Loss& training_loss(const models::Loss& loss) const;
+  // The gradients the optimizer steps from on this rank: its ZeRO gradient shards, or its
+  // parameters' gradients.
+  std::vector<at::Tensor> held_gradients() const;
   at::Tensor whole_output(at::Tensor output);
 
   LayoutParts parts_;

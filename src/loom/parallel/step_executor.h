@@ -29,6 +29,9 @@ using MicroBatchSource = std::function<MicroBatch(int64_t k)>;
 struct StepOutcome {
   double loss_sum = 0;  // each micro-batch's mean loss, summed
   int64_t samples = 0;
+  // Target positions the losses saw, and those of them that count (not kIgnoredTarget): the
+  // trainer's mean over counted targets when some do not (models/loss.h).
+  int64_t targets = 0, counted_targets = 0;
 };
 
 // What the trainer sees of a running step: phase boundaries for its accounting, each forward
@@ -43,6 +46,9 @@ class StepObserver : public PhaseSink {
   // every layout draws alike; none: masks from the generator as it stands.
   virtual std::optional<models::SampleKeys> draw_keys(int64_t k) const { return std::nullopt; }
 };
+
+// Adds a micro-batch's targets to `outcome`'s counts of targets and of those that count.
+void add_targets(const at::Tensor& targets, StepOutcome& outcome);
 
 class StepExecutor {
  public:

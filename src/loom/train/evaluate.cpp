@@ -2,14 +2,16 @@
 
 #include <cmath>
 
+#include "loom/core/ignored_target.h"
+
 namespace loom::train {
 
-void EvalTally::add(const at::Tensor& logits, const at::Tensor& targets,
-                    const models::Loss& loss) {
+void EvalTally::add(const at::Tensor& logits, const at::Tensor& targets, const models::Loss& loss) {
   const at::Tensor scores = logits.to(at::kFloat);
   loss_sum_ += loss(scores, targets, models::Reduction::kSum).item<double>();
   correct_ += scores.argmax(-1).eq(targets).sum().item<int64_t>();
-  seen_ += targets.numel();
+  // Targets that count in no loss (kIgnoredTarget: fine-tuning prompts) are not seen either.
+  seen_ += targets.ne(kIgnoredTarget).sum().item<int64_t>();
 }
 
 double EvalResult::perplexity() const { return std::exp(loss); }

@@ -73,6 +73,7 @@ TrainData load_token_data(const Config& config, int64_t batch_size, int rank, in
   // embedding that it has no row for.
   out.input.classes = tokens.vocab_size;
   out.input.seq_len = seq_len;
+  out.loss_masked = tokens.loss_masked;
   return out;
 }
 

@@ -19,6 +19,9 @@ struct TrainData {
   models::InputSpec input;
   int loader_threads = 1;
   bool decoded = false;  // encoded images decoded by the loader (not pixels held in memory)
+  // Some training targets count in no loss (token shards with loss masks: fine-tuning pairs);
+  // the trainer then takes the step's mean over the targets that count.
+  bool loss_masked = false;
 };
 
 // See data::make_loaders (training batches of `batch_size`); with data.remote.workers the

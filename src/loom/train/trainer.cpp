@@ -9,6 +9,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
+#include "loom/data/tokenizer.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/optimizer_on_servers.h"
 #include "loom/train/resume_check.h"
@@ -78,8 +79,7 @@ void TrainingRun::open_run_files(bool resumed) {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
     // The run's own tokenizer, for `loom generate RUN_DIR` wherever the token data goes later.
     if (parts_.data.input.task == models::Task::kLanguageModel) {
-      replace_file_atomically(options_.out_dir + "/tokenizer.model",
-                              read_file(config_.data.path + "/tokenizer.model"));
+      data::Tokenizer::load(data::tokenizer_file_in(config_.data.path)).save_in(options_.out_dir);
     }
   }
   RunAccountingOptions accounting;
@@ -114,6 +114,12 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
       parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * plan_.data.replicas;
   accounting_->enter(Phase::kOptimizer);
+  double loss = outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches());
+  if (parts_.data.loss_masked) {
+    const double factor = counted_targets_factor(outcome);
+    parts_.layout->scale_gradients(factor);
+    loss *= factor;
+  }
   if (config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
   // for, around the optimizer's own work.
@@ -124,7 +130,19 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
     accounting_->enter(Phase::kCommExposed);
   });
   accounting_->enter(Phase::kOptimizer);
-  return outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches());
+  return loss;
+}
+
+double TrainingRun::counted_targets_factor(const parallel::StepOutcome& outcome) {
+  // Each micro-batch's loss summed its counted targets over all its positions, so that every
+  // layout weighs micro-batches alike; this turns the step's mean into one over the counted
+  // targets of every replica (as torchtune and Megatron normalise by tokens that count).
+  // Every rank of a replica saw the same targets, so the mean over training ranks is the
+  // replicas' mean; ranks out of lockstep (asynchronous parameter servers) use their own.
+  const auto counted = static_cast<double>(outcome.counted_targets);
+  const double mean_counted =
+      plan_.lockstep() ? parts_.layout->mean_over_trainers(counted) : counted;
+  return mean_counted > 0 ? static_cast<double>(outcome.targets) / mean_counted : 1.0;
 }
 
 std::optional<models::SampleKeys> TrainingRun::draw_keys(int64_t k) const {

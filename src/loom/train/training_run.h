@@ -59,6 +59,9 @@ class TrainingRun : private parallel::StepObserver {
   void open_run_files(bool resumed);
   void train_epoch(int64_t epoch, int64_t first_step);
   double optimizer_step(int64_t epoch, int64_t step_in_epoch);
+  // What the step's gradients and loss are multiplied by when some targets count in no loss
+  // (token shards with loss masks): the step's positions over its counted targets.
+  double counted_targets_factor(const parallel::StepOutcome& outcome);
   // Commits a checkpoint of the run as it stands (RunCheckpoints), unless this step has one.
   void save_checkpoint();
   // After each step: whether SIGTERM asks to stop here. Ranks that step together agree (any

@@ -1,8 +1,10 @@
-#include <gtest/gtest.h>
+#include "loom/models/loss.h"
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
-#include "loom/models/loss.h"
+#include <string>
+#include <vector>
 
 namespace loom::models {
 namespace {
@@ -37,6 +39,36 @@ TEST(CrossEntropyLoss, WidensBf16LogitsToFloat) {
   at::Tensor value = CrossEntropyLoss()(logits, at::tensor({0, 1, 2, 0}, at::kLong));
   EXPECT_EQ(value.scalar_type(), at::kFloat);
   EXPECT_EQ(value.dim(), 0);
+}
+
+// A language model's targets of kIgnoredTarget (fine-tuning prompts) add nothing to the loss,
+// whose mean still divides by every position, and their logits get no gradient: the sum is
+// torch's cross-entropy that ignores them, in float and bf16.
+TEST(TokenCrossEntropyLoss, IgnoredTargetsAddNothingAndGetNoGradient) {
+  at::manual_seed(5);
+  const at::Tensor targets =
+      at::tensor(std::vector<int64_t>{3, kIgnoredTarget, 0, 6, kIgnoredTarget, kIgnoredTarget})
+          .view({2, 3});
+  const at::Tensor ignored = targets.eq(kIgnoredTarget).view({-1});
+  for (at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(std::string(c10::toString(type)));
+    const at::Tensor logits = at::randn({2, 3, 7}).to(type).requires_grad_(true);
+    const at::Tensor loss = make_task_loss(Task::kLanguageModel)->operator()(logits, targets);
+    const at::Tensor expected =
+        at::cross_entropy_loss(logits.detach().to(at::kFloat).view({6, 7}), targets.view({-1}), {},
+                               at::Reduction::Sum, kIgnoredTarget) /
+        6.0;
+    EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-5);
+    loss.backward();
+    const at::Tensor grad = logits.grad().view({6, 7}).to(at::kFloat);
+    EXPECT_TRUE(at::equal(grad.index({ignored}), at::zeros({3, 7})));
+    // The counted rows: softmax less one-hot, over the six positions.
+    const at::Tensor counted = ignored.logical_not();
+    const at::Tensor softmax = logits.detach().to(at::kFloat).view({6, 7}).softmax(1);
+    const at::Tensor one_hot = at::one_hot(targets.view({-1}).clamp_min(0), 7).to(at::kFloat);
+    EXPECT_TRUE(at::allclose(grad.index({counted}), ((softmax - one_hot) / 6).index({counted}),
+                             type == at::kFloat ? 1e-5 : 1e-2, type == at::kFloat ? 1e-6 : 1e-2));
+  }
 }
 
 }  // namespace

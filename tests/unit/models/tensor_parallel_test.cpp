@@ -97,11 +97,13 @@ TEST(TensorParallel, SlicesOfAWholeTensorPutTogetherAreIt) {
 }
 
 // Megatron's vocabulary-parallel cross-entropy on two ranks' halves of the logits is the
-// cross-entropy of the whole logits, and each rank's gradient is its half of the whole one.
+// cross-entropy of the whole logits, and each rank's gradient is its half of the whole one;
+// ignored targets (fine-tuning prompts) count on neither rank.
 TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
   at::manual_seed(3);
   const at::Tensor logits = torch::randn({2, 300, 10}) * 3;  // 600 rows: several chunks
-  const at::Tensor targets = torch::randint(0, 10, {2, 300});
+  const at::Tensor targets =
+      torch::randint(0, 10, {2, 300}).masked_fill(torch::rand({2, 300}) < 0.3, kIgnoredTarget);
   const at::Tensor whole = logits.clone().requires_grad_(true);
   const at::Tensor want = TokenCrossEntropyLoss()(whole, targets);
   want.backward();

@@ -172,6 +172,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     at::Tensor loss = loss_(y, s.targets);
     outcome.loss_sum += loss.item<double>();
     outcome.samples += samples;
+    add_targets(s.targets, outcome);
     s.output = loss / static_cast<double>(schedule_.microbatches);
   } else {
     s.output = y;
@@ -319,11 +320,16 @@ at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload pa
 }
 
 void PipelineExecutor::share_outcome(StepOutcome& outcome) {
-  at::Tensor shared =
-      at::tensor({outcome.loss_sum, static_cast<double>(outcome.samples)}, at::kDouble);
+  at::Tensor shared = at::tensor(
+      {outcome.loss_sum, static_cast<double>(outcome.samples), static_cast<double>(outcome.targets),
+       static_cast<double>(outcome.counted_targets)},
+      at::kDouble);
   comm_.broadcast(shared, rank_of(schedule_.stages - 1))->wait(comm_.options().timeout);
-  outcome.loss_sum = shared[0].item<double>();
-  outcome.samples = static_cast<int64_t>(shared[1].item<double>());
+  const double* values = shared.data_ptr<double>();
+  outcome.loss_sum = values[0];
+  outcome.samples = static_cast<int64_t>(values[1]);
+  outcome.targets = static_cast<int64_t>(values[2]);
+  outcome.counted_targets = static_cast<int64_t>(values[3]);
 }
 
 void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& batch,
