@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Fine-tuning a pretrained Llama with `loom train` (model.pretrained, and model.lora) against
 the same fine-tune in a transformers (+ peft) loop (bench/peers/hf_finetune.py: SDPA, fused
-AdamW), side by side in one run: the same folder (a random Llama transformers makes here, at the
-llama_tiny shape and the corpus's vocabulary of 4000), the same windows of the Jargon File,
-batch, steps, fp32 and threads. Prints median tokens/s, Loom's ratio (target >= 1.3 on CPUs,
-issue 53) and the optimizer state's bytes (target: LoRA's <= 2% of a full fine-tune's).
+AdamW) and in torchtune's own single-device recipes (bench/peers/torchtune_finetune.py), side
+by side in one run: the same folder (a random Llama transformers makes here, at the llama_tiny
+shape and the corpus's vocabulary of 4000), the Jargon File in the same tokens (Loom's
+tokenizer of it, which torchtune reads as a Llama 2 SentencePiece model), windows of the same
+length, batch, steps, fp32 and threads. Prints median tokens/s, Loom's ratio to each peer
+(target >= 1.3 on CPUs, issue 53) and the optimizer state's bytes (target: LoRA's <= 2% of a
+full fine-tune's).
 
 Usage: bench/llama_finetune_vs_peers.py [--loom build/bin/loom] [--repeats R] [--steps N]
 """
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -17,10 +21,11 @@ import subprocess
 import sys
 import tempfile
 
-from jargon_tokens import jargon_tokens
+from jargon_tokens import JARGON, jargon_tokens
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "peers", "hf_finetune.py")
+TORCHTUNE = os.path.join(HERE, "peers", "torchtune_finetune.py")
 SEQ, BATCH, RANK = 128, 8, 8
 
 
@@ -67,6 +72,16 @@ def run_peer(folder, data, lora, steps):
     return s["tokens_per_second"], s["optimizer_state_bytes"]
 
 
+def run_torchtune(folder, data, text, lora, steps):
+    cmd = [sys.executable, TORCHTUNE, "--model", folder, "--tokenizer",
+           os.path.join(data, "tokenizer.model"), "--text", text, "--seq-len", str(SEQ),
+           "--batch", str(BATCH), "--steps", str(steps), "--threads", "2"]
+    if lora:
+        cmd += ["--lora", str(RANK)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["tokens_per_second"]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
@@ -78,21 +93,25 @@ def main():
             return 0
         folder = os.path.join(tmp, "llama")
         make_folder(folder)
+        text = os.path.join(tmp, "jargon.txt")
+        with gzip.open(JARGON, "rb") as src, open(text, "wb") as dst:
+            dst.write(src.read())
         print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
               f"llama_tiny shape, vocabulary 4000, {SEQ} tokens x {BATCH}, {a.steps} steps, fp32; "
               f"medians of {a.repeats} interleaved runs")
-        print(f"{'fine-tune':10} {'loom tok/s':>11} {'peer tok/s':>11} {'ratio':>6} "
-              f"{'loom state B':>13} {'peer state B':>13}")
+        print(f"{'fine-tune':10} {'loom tok/s':>11} {'hf tok/s':>9} {'ratio':>6} "
+              f"{'tune tok/s':>10} {'ratio':>6} {'loom state B':>13} {'hf state B':>11}")
         for lora in (False, True):
-            loom_rates, peer_rates = [], []
+            loom_rates, peer_rates, tune_rates = [], [], []
             for _ in range(a.repeats):
                 rate, loom_state = run_loom(a.loom, folder, data, lora, a.steps)
                 loom_rates.append(rate)
                 rate, peer_state = run_peer(folder, data, lora, a.steps)
                 peer_rates.append(rate)
-            lm, pm = statistics.median(loom_rates), statistics.median(peer_rates)
-            print(f"{'lora' if lora else 'full':10} {lm:11.0f} {pm:11.0f} {lm / pm:6.2f} "
-                  f"{loom_state:13.0f} {peer_state:13.0f}", flush=True)
+                tune_rates.append(run_torchtune(folder, data, text, lora, a.steps))
+            lm, pm, tm = (statistics.median(r) for r in (loom_rates, peer_rates, tune_rates))
+            print(f"{'lora' if lora else 'full':10} {lm:11.0f} {pm:9.0f} {lm / pm:6.2f} "
+                  f"{tm:10.0f} {lm / tm:6.2f} {loom_state:13.0f} {peer_state:11.0f}", flush=True)
     return 0
 
 

@@ -79,8 +79,14 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
 requirements="$root/scripts/requirements.txt"
+# torchtune 0.6.1 (a benchmark's peer) imports what torchao 0.15 and older have (0.16 renamed
+# int4_weight_only), and peft refuses a torchao older than 0.16 anywhere on its path: torchtune's
+# goes into a folder of its own, which bench/peers/torchtune_finetune.py alone puts on its path.
+# (0.14.1: 0.12 reaches for an inductor module torch 2.11 dropped.)
+torchtune_torchao="torchao==0.14.1"
 stamp="$venv/.requirements"
-if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
+wanted() { cat "$requirements"; echo "$torchtune_torchao"; }
+if [ -x "$venv/bin/python" ] && cmp -s <(wanted) "$stamp"; then
   echo "install-deps: $venv has scripts/requirements.txt"
   exit 0
 fi
@@ -90,4 +96,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 echo "install-deps: installing scripts/requirements.txt into $venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
-cp "$requirements" "$stamp"
+"$venv/bin/python" -m pip uninstall --quiet --yes torchao 2> /dev/null || true
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+  --target "$venv/torchtune-torchao" "$torchtune_torchao"
+wanted > "$stamp"
