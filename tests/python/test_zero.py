@@ -154,3 +154,30 @@ def test_zero_refuses_compression_alike_on_one_rank():
     with pytest.raises(ValueError, match="blocks"):
         layer = torch.nn.Linear(2, 2)
         loom.parallel.DataParallel(torch.nn.Sequential(layer), zero=2, blocks=[layer])
+
+
+PEFT_LORA = os.path.join(os.path.dirname(__file__), "scripts", "peft_lora_dp.py")
+
+
+@pytest.mark.parametrize("zero", [0, 2])
+def test_peft_lora_adapters_train_through_data_parallel_like_one_process(tmp_path, zero):
+    """LoRA on a user's model is peft's: its frozen base has no gradient, so DataParallel (and
+    ZeRO's shards) exchange and step the adapters alone, and two ranks end with one process's
+    adapters; the base is where it started."""
+    pytest.importorskip("peft")
+    runs = {}
+    for name, command in (
+            ("one", [sys.executable, PEFT_LORA, str(tmp_path / "one.pt"), "--plain"]),
+            ("two", [loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable,
+                     PEFT_LORA, str(tmp_path / "two.pt"), "--zero", str(zero)])):
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+        assert result.returncode == 0, result.stdout + result.stderr
+        runs[name] = torch.load(tmp_path / f"{name}.pt")
+    one, two = runs["one"], runs["two"]
+    assert one["adapters"].keys() == two["adapters"].keys() and len(one["adapters"]) == 8
+    for name, tensor in one["adapters"].items():
+        assert torch.allclose(two["adapters"][name], tensor, atol=1e-5), name
+        assert (tensor - one["start"][name]).abs().max() > 1e-4, name  # they trained
+    for name, tensor in one["base"].items():
+        assert torch.equal(two["base"][name], tensor), name

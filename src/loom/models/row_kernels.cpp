@@ -29,6 +29,21 @@ LOOM_ALWAYS_INLINE float max_body(const float* __restrict x, std::int64_t n) {
   return top;
 }
 
+// exp_into's end, for every build: the partial lanes summed in order, then the elements past the
+// last whole group of kLanes one at a time.
+LOOM_ALWAYS_INLINE float exp_into_tail(const float* lane, const float* x, float* out,
+                                       std::int64_t whole, std::int64_t n, float scale,
+                                       float shift, float factor) {
+  float total = 0;
+  for (std::int64_t k = 0; k < kLanes; ++k) total += lane[k];
+  for (std::int64_t j = whole; j < n; ++j) {
+    const float e = exp(scale * x[j] - shift);
+    total += e;
+    out[j] = e * factor;
+  }
+  return total;
+}
+
 LOOM_ALWAYS_INLINE float exp_into_body(const float* x, float* out, std::int64_t n, float scale,
                                        float shift, float factor) {
   float lane[kLanes] = {};
@@ -40,14 +55,7 @@ LOOM_ALWAYS_INLINE float exp_into_body(const float* x, float* out, std::int64_t 
       out[j + k] = e * factor;
     }
   }
-  float total = 0;
-  for (std::int64_t k = 0; k < kLanes; ++k) total += lane[k];
-  for (std::int64_t j = whole; j < n; ++j) {
-    const float e = exp(scale * x[j] - shift);
-    total += e;
-    out[j] = e * factor;
-  }
-  return total;
+  return exp_into_tail(lane, x, out, whole, n, scale, shift, factor);
 }
 
 #if defined(__x86_64__)
@@ -95,14 +103,7 @@ LOOM_TARGET_AVX2 float exp_into_avx2(const float* x, float* out, std::int64_t n,
   float lane[kLanes];
   _mm256_storeu_ps(lane, low);
   _mm256_storeu_ps(lane + 8, high);
-  float total = 0;
-  for (std::int64_t k = 0; k < kLanes; ++k) total += lane[k];
-  for (std::int64_t j = whole; j < n; ++j) {
-    const float e = exp(scale * x[j] - shift);
-    total += e;
-    out[j] = e * factor;
-  }
-  return total;
+  return exp_into_tail(lane, x, out, whole, n, scale, shift, factor);
 }
 #endif
 
