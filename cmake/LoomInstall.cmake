@@ -24,6 +24,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/core/cpu_capability.h
   loom/core/durable_file.h
   loom/core/error.h
+  loom/core/ignored_target.h
   loom/core/log.h
   loom/core/rng.h
   loom/core/settings.h
