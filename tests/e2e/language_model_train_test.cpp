@@ -435,6 +435,16 @@ TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
   // A folder that holds a model is not written over.
   EXPECT_EQ(run_loom("export " + (dir / "still") + " --out " + (dir / "still_one_hf")).exit_code,
             2);
+  // A folder in bf16 (as most published ones are) comes back in bf16, bit for bit.
+  const auto bf16 =
+      run_command(python + " " + script + " --bf16 " + (dir / "hf/llama") + " " + (dir / "bf16"));
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  run = run_loom("train" + llama + " --set model.pretrained=" + (dir / "bf16") +
+                 " --set optimizer.lr=0 --set train.max_steps=1 --out " + (dir / "still_bf16"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = run_loom("export " + (dir / "still_bf16") + " --out " + (dir / "still_bf16_hf"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_same_tensors(dir / "still_bf16_hf/model.safetensors", dir / "bf16/model.safetensors");
 
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"tensor", launch(2, pretrained + " --set parallel.tensor=2 --set train.max_steps=4")},

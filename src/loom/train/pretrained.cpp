@@ -96,11 +96,23 @@ void save_hf_folder(const std::string& dir, const models::HfModel& shape,
                                 {{"path", dir}, {"problem", "exists"}});
     }
   }
+  // Each tensor in the type the source folder stored it in (bf16, most published ones), so that
+  // a round trip gives its bits back; Loom's own fp32 where there is no source folder.
+  std::map<std::string, at::ScalarType> source_types;
+  if (!shape.dir.empty()) {
+    for (const std::string& file : weight_files(shape.dir)) {
+      source_types.merge(read_safetensors_dtypes(file));
+    }
+  }
   fs::create_directories(dir);
   models::NamedTensors named;
   for (const auto& [name, t] : tensors) {
-    const at::Tensor whole = models::stored_transposed(shape, name) ? t.t().contiguous() : t;
-    named.emplace_back(models::hf_tensor_name(shape, name), whole);
+    at::Tensor whole = models::stored_transposed(shape, name) ? t.t().contiguous() : t;
+    const std::string hf_name = models::hf_tensor_name(shape, name);
+    if (const auto type = source_types.find(hf_name); type != source_types.end()) {
+      whole = whole.to(type->second);
+    }
+    named.emplace_back(hf_name, whole);
   }
   // The weights first and config.json last: a folder with a config.json is a whole one.
   write_safetensors(dir + "/model.safetensors", named, {{"format", "pt"}});

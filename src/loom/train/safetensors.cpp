@@ -1,6 +1,8 @@
 #include "loom/train/safetensors.h"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "loom/core/durable_file.h"
@@ -167,6 +169,35 @@ models::NamedTensors decode_safetensors(const std::string& bytes, const std::str
 
 models::NamedTensors read_safetensors(const std::string& path) {
   return decode_safetensors(read_file(path), path);
+}
+
+std::map<std::string, at::ScalarType> read_safetensors_dtypes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length_bytes[8] = {};
+  if (!in.read(reinterpret_cast<char*>(length_bytes), sizeof(length_bytes))) {
+    throw DataError("safetensors file '" + path + "': cannot read its header length",
+                    {{"path", path}});
+  }
+  uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
+  // Read as far as the file goes: a length past its end is a short read, named below.
+  std::string header(static_cast<size_t>(std::min<uint64_t>(header_length, 1ull << 30)), '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(header.size()))) {
+    throw DataError("safetensors file '" + path + "': header length " +
+                        std::to_string(header_length) + " exceeds the file",
+                    {{"path", path}});
+  }
+  const nlohmann::json parsed = nlohmann::json::parse(header, nullptr, false);
+  if (!parsed.is_object()) {
+    throw DataError("safetensors file '" + path + "': header is not a JSON object",
+                    {{"path", path}});
+  }
+  std::map<std::string, at::ScalarType> types;
+  for (const auto& [name, entry] : parsed.items()) {
+    if (name == "__metadata__" || !entry.is_object() || !entry.contains("dtype")) continue;
+    types[name] = parse_dtype(entry["dtype"].get<std::string>(), name, path);
+  }
+  return types;
 }
 
 }  // namespace loom::train

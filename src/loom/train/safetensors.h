@@ -30,6 +30,8 @@ std::string encode_safetensors(const models::NamedTensors& tensors,
 // Reads every tensor (in file order). Throws DataError naming the path for anything malformed:
 // short file, bad header, unknown dtype, ranges outside the data or not matching the shape.
 models::NamedTensors read_safetensors(const std::string& path);
+// The type of each tensor in the file at `path`, from its header alone (the data is not read).
+std::map<std::string, at::ScalarType> read_safetensors_dtypes(const std::string& path);
 models::NamedTensors decode_safetensors(const std::string& bytes, const std::string& origin);
 
 }  // namespace loom::train

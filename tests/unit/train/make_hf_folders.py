@@ -4,6 +4,7 @@ and gives transformers' logits of a folder Loom wrote.
     make_hf_folders.py OUT [--vocab N]
     make_hf_folders.py --logits FOLDER OUT.safetensors [FOLDER OUT.safetensors ...]
     make_hf_folders.py --peft BASE ADAPTER MERGED OUT.safetensors
+    make_hf_folders.py --bf16 FOLDER COPY
 
 OUT/<name>/ is a folder save_pretrained wrote, OUT/<name>.logits.safetensors the token ids it
 was run on ("ids", int64 [2, 12]) and the logits transformers computed ("logits", fp32, in
@@ -17,7 +18,8 @@ the check sees them:
 --vocab sets the Llamas' vocabulary (64 by default; the GPT-2's is 50). --logits loads FOLDER with
 transformers' Auto classes and writes the logits of ids drawn from seed 0 the same way. --peft
 writes the logits of BASE with the PEFT adapter ADAPTER loaded onto it by peft ("peft") and of
-the folder MERGED ("merged"), on the same ids.
+the folder MERGED ("merged"), on the same ids. --bf16 copies FOLDER (one model.safetensors) to
+COPY with its weights in bf16, as most published folders hold them.
 """
 
 import argparse
@@ -91,8 +93,22 @@ def main():
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--logits", action="store_true")
     p.add_argument("--peft", action="store_true")
+    p.add_argument("--bf16", action="store_true")
     a = p.parse_args()
-    if a.peft:
+    if a.bf16:
+        import shutil
+        from safetensors.torch import load_file
+        folder, copy = a.paths
+        shutil.copytree(folder, copy)
+        weights = load_file(os.path.join(folder, "model.safetensors"))
+        save_file({k: v.to(torch.bfloat16) for k, v in weights.items()},
+                  os.path.join(copy, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(copy, "config.json")) as f:
+            config = json.load(f)
+        config["dtype"] = "bfloat16"
+        with open(os.path.join(copy, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+    elif a.peft:
         from peft import PeftModel
         base, adapter, merged, out = a.paths
         ids, adapted = logits_of(PeftModel.from_pretrained(
