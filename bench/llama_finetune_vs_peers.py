@@ -2,14 +2,16 @@
 """Fine-tuning a pretrained Llama with `loom train` (model.pretrained, and model.lora) against
 the same fine-tune in a transformers (+ peft) loop (bench/peers/hf_finetune.py: SDPA, fused
 AdamW) and in torchtune's own single-device recipes (bench/peers/torchtune_finetune.py), side
-by side in one run: the same folder (a random Llama transformers makes here, at the llama_tiny
-shape and the corpus's vocabulary of 4000), the Jargon File in the same tokens (Loom's
+by side in one run: the same folder (a random Llama transformers makes here, at llama_tiny's
+shape or with --shape 1b Llama 3.2 1B's layers, and the corpus's vocabulary of 4000), the Jargon
+File in the same tokens (Loom's
 tokenizer of it, which torchtune reads as a Llama 2 SentencePiece model), windows of the same
 length, batch, steps, fp32 and threads. Prints median tokens/s, Loom's ratio to each peer
 (target >= 1.3 on CPUs, issue 53) and the optimizer state's bytes (target: LoRA's <= 2% of a
 full fine-tune's).
 
 Usage: bench/llama_finetune_vs_peers.py [--loom build/bin/loom] [--repeats R] [--steps N]
+                                        [--shape tiny|1b] [--layers L]
 """
 import argparse
 import gzip
@@ -29,15 +31,22 @@ TORCHTUNE = os.path.join(HERE, "peers", "torchtune_finetune.py")
 SEQ, BATCH, RANK = 128, 8, 8
 
 
-def make_folder(out):
-    """A random LlamaForCausalLM of llama_tiny's shape (4 layers, 128 wide, 4 query heads over 2
-    key/value heads, MLP 384) with a vocabulary of 4000, saved as a Hugging Face folder."""
+# (hidden, MLP, layers, query heads, key/value heads): llama_tiny's, and Llama 3.2 1B's layer
+# (its 16 layers cut to --layers: a CPU step of all 16 takes minutes).
+SHAPES = {"tiny": (128, 384, 4, 4, 2), "1b": (2048, 8192, 16, 32, 8)}
+
+
+def make_folder(out, shape, layers):
+    """A random LlamaForCausalLM of `shape` with a vocabulary of 4000 (the corpus's tokenizer's),
+    tied, saved as a Hugging Face folder."""
+    hidden, mlp, depth, heads, kv_heads = SHAPES[shape]
     code = ("import sys, torch\n"
             "from transformers import LlamaConfig, LlamaForCausalLM\n"
             "torch.manual_seed(0)\n"
-            "LlamaForCausalLM(LlamaConfig(vocab_size=4000, hidden_size=128, "
-            "intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, "
-            "num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True))"
+            f"LlamaForCausalLM(LlamaConfig(vocab_size=4000, hidden_size={hidden}, "
+            f"intermediate_size={mlp}, num_hidden_layers={layers or depth}, "
+            f"num_attention_heads={heads}, num_key_value_heads={kv_heads}, "
+            "max_position_embeddings=512, tie_word_embeddings=True))"
             ".save_pretrained(sys.argv[1])\n")
     subprocess.run([sys.executable, "-c", code, out], check=True, capture_output=True)
 
@@ -87,17 +96,20 @@ def main():
     p.add_argument("--loom", default=os.path.join(HERE, "..", "build", "bin", "loom"))
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    p.add_argument("--layers", type=int, default=0, help="layers of the shape to keep (0: all)")
     a = p.parse_args()
     with jargon_tokens(a.loom) as data, tempfile.TemporaryDirectory() as tmp:
         if data is None:
             return 0
         folder = os.path.join(tmp, "llama")
-        make_folder(folder)
+        make_folder(folder, a.shape, a.layers)
         text = os.path.join(tmp, "jargon.txt")
         with gzip.open(JARGON, "rb") as src, open(text, "wb") as dst:
             dst.write(src.read())
         print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-              f"llama_tiny shape, vocabulary 4000, {SEQ} tokens x {BATCH}, {a.steps} steps, fp32; "
+              f"shape {a.shape} ({SHAPES[a.shape]}, layers {a.layers or SHAPES[a.shape][2]}), "
+              f"vocabulary 4000, {SEQ} tokens x {BATCH}, {a.steps} steps, fp32; "
               f"medians of {a.repeats} interleaved runs")
         print(f"{'fine-tune':10} {'loom tok/s':>11} {'hf tok/s':>9} {'ratio':>6} "
               f"{'tune tok/s':>10} {'ratio':>6} {'loom state B':>13} {'hf state B':>11}")

@@ -481,9 +481,10 @@ TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
 }
 
 // LoRA on a Llama transformers made (model.pretrained): adapters on q, v and down, dropout on
-// their input, the rest frozen. It trains like one process in a tensor group, under ZeRO-1 and
-// in a pipeline; its optimizer state is at most 2% of a full fine-tune's; its adapters, exported
-// in PEFT's format, load onto transformers' model with peft to the logits of its merged export.
+// their input, the rest frozen. It trains like one process in a tensor group (with the sequence
+// split too), under ZeRO-1 and in a pipeline; its optimizer state is at most 2% of a full
+// fine-tune's; its adapters, exported in PEFT's format, load onto transformers' model with peft to
+// the logits of its merged export.
 TEST_F(LanguageModelTrain, LoraFineTunesAPretrainedLlamaInEveryLayoutAndPeftLoadsIt) {
   const std::string python = torch_python();
   if (python.empty() || run_command(python + " -c 'import peft'").exit_code != 0) {
@@ -504,6 +505,8 @@ TEST_F(LanguageModelTrain, LoraFineTunesAPretrainedLlamaInEveryLayoutAndPeftLoad
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const auto& [name, layout] : std::vector<std::pair<std::string, std::string>>{
            {"tensor", " --set data.batch_size=8 --set parallel.tensor=2"},
+           {"sequence",
+            " --set data.batch_size=8 --set parallel.tensor=2 --set parallel.tensor_sequence=true"},
            {"zero1", " --set data.global_batch=8 --set parallel.zero=1"},
            {"pipeline", pipelined(2, 4, "1f1b")}}) {
     SCOPED_TRACE(name);

@@ -70,7 +70,14 @@ at::Tensor Linear::adapter(const at::Tensor& x) {
            lora_scale_;
   if (style_.kind == Kind::kColwise) {
     // `x` entered the split already (forward's); A is whole on every rank but each rank's B
-    // sees only its outputs: A's gradient is the sum over the group.
+    // sees only its outputs: A's gradient is the sum over the group. By the sequence, `x` is
+    // this rank's positions: A's rank-sized products of them are gathered (not the input, which
+    // is wider), their dropout mask the whole sequence's.
+    if (by_sequence()) {
+      const at::Tensor dropped = sequence_dropout(x, lora_dropout_, is_training(), *group_);
+      const at::Tensor low = gather_sequence(at::linear(dropped, enter_split(a, *group_)), *group_);
+      return at::linear(low, b) * lora_scale_;
+    }
     const at::Tensor low =
         at::linear(keyed_dropout(x, lora_dropout_, is_training()), enter_split(a, *group_));
     return at::linear(low, b) * lora_scale_;
@@ -85,6 +92,12 @@ at::Tensor Linear::adapter(const at::Tensor& x) {
     whole.back() = width * group_->size();
     dropped = x * dropout_mask(whole, lora_dropout_, x.options().requires_grad(false))
                       .narrow(-1, group_->rank() * width, width);
+  }
+  // By the sequence, the sum keeps this rank's positions, and B, whole, sees only those: its
+  // gradient is the sum over the group.
+  if (by_sequence()) {
+    return at::linear(scatter_sequence(at::linear(dropped, a), *group_), enter_split(b, *group_)) *
+           lora_scale_;
   }
   return at::linear(leave_split(at::linear(dropped, a), *group_), b) * lora_scale_;
 }
@@ -106,8 +119,8 @@ at::Tensor Linear::forward(const at::Tensor& x) {
     // x whole on every rank (its gradient summed over the group), or this rank's positions,
     // gathered for the product.
     if (by_sequence()) {
-      if (lora_a_) throw Error("linear: LoRA adapters do not split the sequence (issue 53)");
-      return gathered_linear(x, weight, bias, *group_);
+      const at::Tensor y = gathered_linear(x, weight, bias, *group_);
+      return lora_a_ ? y + adapter(x) : y;
     }
     const at::Tensor entered = enter_split(x, *group_);
     const at::Tensor y = at::linear(entered, weight, bias);
@@ -118,9 +131,9 @@ at::Tensor Linear::forward(const at::Tensor& x) {
   // summed over the group).
   const at::Tensor partial = at::linear(x, weight);
   if (by_sequence()) {
-    if (lora_a_) throw Error("linear: LoRA adapters do not split the sequence (issue 53)");
     const at::Tensor y = scatter_sequence(partial, *group_);
-    return bias.defined() ? y + enter_split(bias, *group_) : y;
+    const at::Tensor out = bias.defined() ? y + enter_split(bias, *group_) : y;
+    return lora_a_ ? out + adapter(x) : out;
   }
   const at::Tensor y = leave_split(partial, *group_);
   const at::Tensor out = bias.defined() ? y + bias : y;

@@ -10,9 +10,9 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/data/remote/remote_batch_source.h"
+#include "loom/models/lora.h"
 #include "loom/parallel/model_state.h"
 #include "loom/profile/flops.h"
-#include "loom/models/lora.h"
 #include "loom/train/optimizer.h"
 #include "loom/train/pretrained.h"
 #include "loom/train/summary.h"
@@ -34,12 +34,6 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   // Whole on every rank, before the layout cuts it (a resume's checkpoint replaces it after).
   if (!config.model.pretrained.empty()) load_pretrained(config.model.pretrained, model);
   if (config.model.lora.rank > 0) {
-    if (config.parallel.tensor_sequence) {
-      throw ConfigError::at_key("model.lora.rank",
-                                "LoRA adapters with parallel.tensor_sequence are not there yet "
-                                "(issue 53): the sequence splits stay off",
-                                {{"problem", "with_tensor_sequence"}});
-    }
     const std::vector<std::string> adapted = models::apply_lora(model, config.model.lora);
     if (leader) {
       LOOM_LOG(kInfo, "lora") << "rank-" << config.model.lora.rank << " adapters on "

@@ -357,7 +357,9 @@ TEST(TensorParallel, LlamaSplitComputesOneProcesssGradients) {
 
 // LoRA adapters on q, v (column-parallel: B cut, A whole) and o, down (row-parallel: A cut, B
 // whole), their B drawn at random so that every gradient is not zero: the split model computes
-// one process's logits and adapter gradients, and the frozen base gets none.
+// one process's logits and adapter gradients, and the frozen base gets none; with the sequence
+// split too (A's products gathered into the column-parallel ones, scattered out of the
+// row-parallel ones).
 TEST(TensorParallel, LlamaWithLoraAdaptersSplitComputesOneProcesssGradients) {
   for (const bool tied : {true, false}) {
     SCOPED_TRACE(tied ? "tied" : "untied");
@@ -376,7 +378,10 @@ TEST(TensorParallel, LlamaWithLoraAdaptersSplitComputesOneProcesssGradients) {
       }
       return net;
     };
-    expect_split_like_one(adapted, 40, /*sequence=*/false, /*vocabulary_splits=*/true);
+    for (const bool sequence : {false, true}) {
+      SCOPED_TRACE(sequence ? "by the sequence too" : "by heads and width");
+      expect_split_like_one(adapted, 40, sequence, /*vocabulary_splits=*/true);
+    }
   }
 }
 
