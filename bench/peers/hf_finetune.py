@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
+from finetune_args import add_finetune_arguments, warmup_steps
 from nanogpt_train import read_shard
 
 
@@ -26,15 +27,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--lora", type=int, default=0, help="LoRA rank; 0: a full fine-tune")
-    p.add_argument("--alpha", type=float, default=16)
-    p.add_argument("--targets", default="q_proj,v_proj")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--compile", action="store_true")
+    add_finetune_arguments(p)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -50,7 +43,7 @@ def main():
     step_model = torch.compile(model) if a.compile else model
     tokens, _ = read_shard(sorted(glob.glob(os.path.join(a.data, "train-*.tokens")))[0])
     rng = np.random.default_rng(0)
-    warmup = max(3, min(5, a.steps // 10)) if a.compile else min(5, a.steps // 10)
+    warmup = warmup_steps(a.steps, a.compile)
     start = None
     for step in range(a.steps):
         if step == warmup:

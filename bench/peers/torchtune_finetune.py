@@ -23,6 +23,8 @@ import tempfile
 
 import torch
 
+from finetune_args import add_finetune_arguments, warmup_steps
+
 # The torchao torchtune 0.6.1 imports, kept out of the environment's own path (peft refuses it):
 # scripts/install-deps.sh installs it here.
 sys.path.insert(0, os.path.join(sys.prefix, "torchtune-torchao"))
@@ -92,15 +94,7 @@ def main():
     p.add_argument("--model", required=True, help="a Hugging Face Llama folder")
     p.add_argument("--tokenizer", required=True, help="a SentencePiece .model of the corpus")
     p.add_argument("--text", required=True, help="the corpus, plain text")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--lora", type=int, default=0, help="LoRA rank; 0: a full fine-tune")
-    p.add_argument("--alpha", type=float, default=16)
-    p.add_argument("--targets", default="q_proj,v_proj")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--compile", action="store_true")
+    add_finetune_arguments(p)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     import yaml
@@ -126,7 +120,7 @@ def main():
         with open(os.path.join(out, "logs", "log.txt")) as f:
             rates = [float(m) for m in re.findall(r"tokens_per_second_per_gpu:([0-9.e+-]+)",
                                                   f.read())]
-    warmup = max(3, min(5, a.steps // 10)) if a.compile else min(5, a.steps // 10)
+    warmup = warmup_steps(a.steps, a.compile)
     print(json.dumps({"tokens_per_second": statistics.median(rates[warmup:]),
                       "steps": len(rates), "lora": a.lora, "compiled": a.compile,
                       "threads": torch.get_num_threads(), "torch": torch.__version__}))
