@@ -190,6 +190,9 @@ std::shared_ptr<const ByteLevelBpe> ByteLevelBpe::parse(const std::string& json,
   // Longest first, so that one added token that begins another does not cut it.
   std::stable_sort(t->added_tokens_.begin(), t->added_tokens_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  for (const auto& [content, id] : t->added_tokens_) {
+    if (!content.empty()) t->starts_added_[static_cast<uint8_t>(content.front())] = true;
+  }
   t->vocab_size_ = static_cast<int>(largest + 1);
   t->token_of_id_.resize(static_cast<size_t>(t->vocab_size_));
   t->added_.assign(static_cast<size_t>(t->vocab_size_), false);
@@ -232,6 +235,10 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text) const {
   size_t plain_from = 0;
   for (size_t i = 0; i < text.size();) {
     const std::pair<std::string, int32_t>* found = nullptr;
+    if (!starts_added_[static_cast<uint8_t>(text[i])]) {  // most bytes begin none (Llama 3: '<')
+      ++i;
+      continue;
+    }
     for (const auto& added : added_tokens_) {
       if (!added.first.empty() && text.compare(i, added.first.size(), added.first) == 0) {
         found = &added;

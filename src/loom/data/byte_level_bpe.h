@@ -18,6 +18,7 @@
 // Threading: encode() and decode() may be called from several threads at once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,6 +57,7 @@ class ByteLevelBpe {
   // Merge ranks by the pair "left right" (a space cannot be in a byte-level token).
   std::unordered_map<std::string, int32_t> merge_rank_;
   std::vector<std::pair<std::string, int32_t>> added_tokens_;  // longest content first
+  std::array<bool, 256> starts_added_{};  // the bytes some added token's content begins with
   bool ignore_merges_ = false;
   bool add_prefix_space_ = false;
   struct Pattern;  // the compiled pre-tokenizer expression (PCRE2)
