@@ -170,6 +170,20 @@ std::string tokenizer_file_in(const std::string& dir) {
   return "";
 }
 
+void copy_tokenizer(const std::string& from_dir, const std::string& to_dir) {
+  const std::string file = tokenizer_file_in(from_dir);
+  if (file.empty()) {
+    throw DataError("token data '" + from_dir + "': no tokenizer.model or tokenizer.json",
+                    {{"path", from_dir}, {"problem", "tokenizer"}});
+  }
+  const std::filesystem::path name = std::filesystem::path(file).filename();
+  replace_file_atomically(to_dir + "/" + name.string(), read_file(file));
+  const std::string config = from_dir + "/tokenizer_config.json";
+  if (name == "tokenizer.json" && std::filesystem::exists(config)) {
+    replace_file_atomically(to_dir + "/tokenizer_config.json", read_file(config));
+  }
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError("tokenizer '" + path + "': cannot be read", {{"path", path}});

@@ -33,6 +33,9 @@ struct TokenizerTraining {
 // The tokenizer a folder holds (a `loom data tokenize` output, a run, a Hugging Face model):
 // its tokenizer.model, else its tokenizer.json; "" where it has neither.
 std::string tokenizer_file_in(const std::string& dir);
+// Copies the tokenizer `from_dir` holds (its tokenizer_file_in, and a tokenizer.json's
+// tokenizer_config.json) into `to_dir`, atomically, as bytes: nothing is loaded.
+void copy_tokenizer(const std::string& from_dir, const std::string& to_dir);
 
 class Tokenizer {
  public:

@@ -79,7 +79,7 @@ void TrainingRun::open_run_files(bool resumed) {
     replace_file_atomically(options_.out_dir + "/config.yaml", config_to_yaml(config_));
     // The run's own tokenizer, for `loom generate RUN_DIR` wherever the token data goes later.
     if (parts_.data.input.task == models::Task::kLanguageModel) {
-      data::Tokenizer::load(data::tokenizer_file_in(config_.data.path)).save_in(options_.out_dir);
+      data::copy_tokenizer(config_.data.path, options_.out_dir);
     }
   }
   RunAccountingOptions accounting;
