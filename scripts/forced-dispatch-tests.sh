@@ -10,7 +10,7 @@ jobs=${JOBS:-$(nproc)}
 # Kernel tests (every kernel's own tests run each path they can; these run the rest of each
 # suite, the fused optimizers and the losses under the forced path) and the end-to-end subset.
 tests='^(CpuCapability|GaussianBlur|BilinearResize|Transforms|TransformPipeline|ReduceKernels'
-tests+='|FusedSgd|FusedAdam|CrossEntropyLoss|TokenCrossEntropyLoss|RuntimeChoice)\.'
+tests+='|FusedSgd|FusedAdam|CrossEntropyLoss|TokenCrossEntropyLoss|RowKernels|RuntimeChoice)\.'
 tests+='|^TrainRun\.FashionMnistWritesConfigMetricsSummaryAndCheckpoints$'
 tests+='|^ImageFolderRun\.TrainsThroughCorruptFiles$'
 tests+='|^LanguageModelTrain\.RecomputedBlocksTrainAsKeptOnes$'

@@ -14,7 +14,8 @@ namespace loom::parallel {
 
 struct AccumulatingOptions {
   int64_t micro_batches = 1;
-  bool bf16 = false;  // forward under CPU bf16 autocast
+  bool bf16 = false;           // forward under CPU bf16 autocast
+  bool count_targets = false;  // StartOptions::count_targets
 };
 
 class AccumulatingExecutor : public StepExecutor {

@@ -51,7 +51,10 @@ struct StartOptions {
   const models::Loss* loss = nullptr;  // the training loss
   StepObserver* observer = nullptr;    // hears phases, forward passes and losses
   bool bf16 = false;                   // forward under CPU bf16 autocast
-  int64_t first_step = 0;              // the step the run starts from (after a resume)
+  // Count each step's targets and those that count (StepOutcome): the training data has loss
+  // masks. Off, nothing scans the targets.
+  bool count_targets = false;
+  int64_t first_step = 0;  // the step the run starts from (after a resume)
   // Servers that keep the optimizer state take rank 0's (its resumed state), as flat fields
   // over the parameters; the local optimizer's state is then dropped (release_optimizer_state).
   std::function<std::optional<HeldOptimizerState>()> optimizer_state;

@@ -84,6 +84,7 @@ void ReplicatedLayout::start(const StartOptions& options) {
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
   step.bf16 = options.bf16;
+  step.count_targets = options.count_targets;
   executor_ = std::make_unique<AccumulatingExecutor>(running_model(), training_loss(*options.loss),
                                                      *grad_sync_, *options.observer, step);
 }

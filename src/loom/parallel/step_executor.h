@@ -30,7 +30,8 @@ struct StepOutcome {
   double loss_sum = 0;  // each micro-batch's mean loss, summed
   int64_t samples = 0;
   // Target positions the losses saw, and those of them that count (not kIgnoredTarget): the
-  // trainer's mean over counted targets when some do not (models/loss.h).
+  // trainer's mean over counted targets when some do not (models/loss.h). Counted only where
+  // the executor is asked to (StartOptions::count_targets); zero otherwise.
   int64_t targets = 0, counted_targets = 0;
 };
 

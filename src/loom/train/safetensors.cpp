@@ -11,6 +11,15 @@
 namespace loom::train {
 namespace {
 
+// The header's length: the file's first 8 bytes, little-endian.
+uint64_t header_length_of(const char* bytes) {
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) {
+    length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  }
+  return length;
+}
+
 const std::vector<std::pair<at::ScalarType, const char*>>& dtype_names() {
   static const std::vector<std::pair<at::ScalarType, const char*>> names = {
       {at::kFloat, "F32"}, {at::kDouble, "F64"}, {at::kHalf, "F16"},  {at::kBFloat16, "BF16"},
@@ -124,10 +133,7 @@ models::NamedTensors decode_safetensors(const std::string& bytes, const std::str
     return DataError("safetensors file '" + origin + "': " + what);
   };
   if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
-  uint64_t header_length = 0;
-  for (int i = 0; i < 8; ++i) {
-    header_length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  }
+  const uint64_t header_length = header_length_of(bytes.data());
   if (header_length > bytes.size() - 8) {
     throw bad("header length " + std::to_string(header_length) + " exceeds the file size " +
               std::to_string(bytes.size()));
@@ -173,13 +179,12 @@ models::NamedTensors read_safetensors(const std::string& path) {
 
 std::map<std::string, at::ScalarType> read_safetensors_dtypes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  unsigned char length_bytes[8] = {};
-  if (!in.read(reinterpret_cast<char*>(length_bytes), sizeof(length_bytes))) {
+  char length_bytes[8] = {};
+  if (!in.read(length_bytes, sizeof(length_bytes))) {
     throw DataError("safetensors file '" + path + "': cannot read its header length",
                     {{"path", path}});
   }
-  uint64_t header_length = 0;
-  for (int i = 0; i < 8; ++i) header_length |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
+  const uint64_t header_length = header_length_of(length_bytes);
   // Read as far as the file goes: a length past its end is a short read, named below.
   std::string header(static_cast<size_t>(std::min<uint64_t>(header_length, 1ull << 30)), '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(header.size()))) {

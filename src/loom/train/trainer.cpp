@@ -293,6 +293,7 @@ void TrainingRun::start_layout() {
   start.loss = parts_.loss.get();
   start.observer = this;
   start.bf16 = info_.runtime.bf16();
+  start.count_targets = parts_.data.loss_masked;
   start.first_step = position_.step;
   start.optimizer_state = [this] {
     return flat_optimizer_state(config_.optimizer, parts_.layout->parameters(),

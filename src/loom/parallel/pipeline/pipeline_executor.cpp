@@ -172,7 +172,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     at::Tensor loss = loss_(y, s.targets);
     outcome.loss_sum += loss.item<double>();
     outcome.samples += samples;
-    add_targets(s.targets, outcome);
+    if (options_.count_targets) add_targets(s.targets, outcome);
     s.output = loss / static_cast<double>(schedule_.microbatches);
   } else {
     s.output = y;

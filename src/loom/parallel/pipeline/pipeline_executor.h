@@ -45,7 +45,8 @@ std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::B
                                                      const std::vector<int>& split);
 
 struct PipelineExecutorOptions {
-  bool bf16 = false;  // forward under CPU bf16 autocast
+  bool bf16 = false;           // forward under CPU bf16 autocast
+  bool count_targets = false;  // StartOptions::count_targets
 };
 
 class PipelineExecutor : public StepExecutor {

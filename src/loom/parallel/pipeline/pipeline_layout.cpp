@@ -89,6 +89,7 @@ void PipelineLayout::start(const StartOptions& options) {
   grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);
   PipelineExecutorOptions executor;
   executor.bf16 = options.bf16;
+  executor.count_targets = options.count_targets;
   const models::Loss& loss = training_loss(*options.loss);
   if (tensor_) tensor_->set_phase_sink(options.observer);
   auto pipelined = std::make_unique<PipelineExecutor>(options_.schedule, stages_, loss, *grad_sync_,
