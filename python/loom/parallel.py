@@ -131,7 +131,8 @@ class DataParallel(torch.nn.Module):
                 self._hooks.append(m.register_forward_pre_hook(
                     lambda _m, _inputs, b=b: self._sync.before_block(b)))
                 self._hooks.append(m.register_forward_hook(
-                    lambda _m, _inputs, output, b=b: self._sync.after_block(b, output)))
+                    lambda _m, _inputs, output, b=b: self._sync.after_block(
+                        b, _tensors_in(output))))
 
     def _placement(self):
         # loom.checkpoint's view of the shards (loom/_placement.py); without ZeRO every rank
@@ -163,7 +164,7 @@ class DataParallel(torch.nn.Module):
             return self.module(*args, **kwargs)
         self._sync.before_block(0)
         output = self.module(*args, **kwargs)
-        self._sync.after_block(0, output)
+        self._sync.after_block(0, _tensors_in(output))
         return output
 
     @contextlib.contextmanager
@@ -211,6 +212,18 @@ class DataParallel(torch.nn.Module):
 
     def extra_repr(self):
         return self._sync.describe()
+
+
+def _tensors_in(output):
+    """The tensors of a module's output: itself, or those inside its tuples, lists and mappings
+    (a transformers ModelOutput is one), in order."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        output = list(output.values())
+    if isinstance(output, (tuple, list)):
+        return [t for item in output for t in _tensors_in(item)]
+    return []
 
 
 def _own_module(module):

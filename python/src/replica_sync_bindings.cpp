@@ -6,7 +6,6 @@
 // Python side calls before_block() and after_block() from forward hooks on the block modules.
 // loom.parallel.DataParallel wraps it.
 #include <pybind11/stl.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <map>
@@ -35,7 +34,7 @@ struct BlockTensors {
 
 // The script's blocks as a models::Model whose blocks() name each block's parameters, as
 // ShardedModel needs them. A parameter belongs to the first block that holds it and is tied in
-// the later ones (torch modules share one tensor); the trainable parameters in no block make
+// the later ones (torch modules share one tensor); the parameters in no block make
 // one more block, first ("outside blocks": the module's forward runs it around the others).
 // The blocks' forwards are the modules' own, run by the script, never by this model.
 std::unique_ptr<models::Model> block_model(const NamedTensors& parameters,
@@ -53,21 +52,20 @@ std::unique_ptr<models::Model> block_model(const NamedTensors& parameters,
       if (it == name_of.end()) {
         throw ConfigError("blocks: block '" + b.name + "' has a parameter the module does not");
       }
-      if (!t.requires_grad()) continue;
+      // Frozen ones too: ZeRO-3 shards them (a LoRA fine-tune's base), so a block gathers them.
       auto& list = owned[t.unsafeGetTensorImpl()] ? block.tied : block.parameters;
       list.emplace_back(it->second, t);
       owned[t.unsafeGetTensorImpl()] = true;
     }
     if (block.parameters.empty() && block.tied.empty()) {
-      throw ConfigError("blocks: block '" + b.name + "' has no parameters that train");
+      throw ConfigError("blocks: block '" + b.name + "' has no parameters");
     }
     chain.push_back(std::move(block));
   }
   models::Block outer;
   outer.name = "outside blocks";
   for (const auto& [name, t] : parameters) {
-    if (t.requires_grad() && !owned[t.unsafeGetTensorImpl()])
-      outer.parameters.emplace_back(name, t);
+    if (!owned[t.unsafeGetTensorImpl()]) outer.parameters.emplace_back(name, t);
   }
   has_outer = !outer.parameters.empty();
   if (has_outer) chain.insert(chain.begin(), std::move(outer));
@@ -300,25 +298,20 @@ void bind_replica_sync(py::module_& m) {
       .def_property_readonly("layout", &ReplicaSync::layout,
                              "The job's layout with the ZeRO stage in force.")
       .def_property_readonly("has_outer_block", &ReplicaSync::has_outer_block,
-                             "ZeRO-3: block 0 is the trainable parameters in no block.")
+                             "ZeRO-3: block 0 is the parameters in no block.")
       .def(
           "before_block", [](ReplicaSync& s, std::size_t b) { s.sharded().before_block(b); },
           py::arg("block"), py::call_guard<py::gil_scoped_release>(),
           "ZeRO-3: gathers block `block`'s parameters (and starts the next block's).")
       .def(
           "after_block",
-          [](ReplicaSync& s, std::size_t b, const py::object& output) {
-            if (!THPVariable_Check(output.ptr())) {
-              throw Error("ZeRO-3: block " + std::to_string(b) + " returned " +
-                          std::string(py::str(py::type::of(output).attr("__name__"))) +
-                          ", expected one tensor (its backward gathers the block again)");
-            }
-            const at::Tensor tensor = THPVariable_Unpack(output.ptr());
+          [](ReplicaSync& s, std::size_t b, const std::vector<at::Tensor>& outputs) {
             py::gil_scoped_release release;
-            s.sharded().after_block(b, tensor);
+            s.sharded().after_block(b, outputs);
           },
-          py::arg("block"), py::arg("output"),
-          "ZeRO-3: hooks the block's backward onto `output` and frees its parameters.")
+          py::arg("block"), py::arg("outputs"),
+          "ZeRO-3: hooks the block's backward onto its output tensors (backward gathers the "
+          "block again when it reaches the first of them) and frees its parameters.")
       .def("gather_whole", &ReplicaSync::gather_whole, py::call_guard<py::gil_scoped_release>(),
            "ZeRO-3: every parameter whole on every rank (collective), until shard_again().")
       .def("shard_again", &ReplicaSync::shard_again, py::call_guard<py::gil_scoped_release>(),

@@ -162,7 +162,8 @@ TEST_F(LanguageModelTrain, HuggingFaceFoldersGoInAndOut) {
 
 // LoRA on a Llama transformers made (model.pretrained): adapters on q, v and down, dropout on
 // their input, the rest frozen. It trains like one process in a tensor group (with the sequence
-// split too), under ZeRO-1 and in a pipeline; its optimizer state is at most 2% of a full
+// split too), under ZeRO-3 (which shards the frozen base too) and in a pipeline; its optimizer
+// state is at most 2% of a full
 // fine-tune's; its adapters, exported in PEFT's format, load onto transformers' model with peft to
 // the logits of its merged export.
 TEST_F(LanguageModelTrain, LoraFineTunesAPretrainedLlamaInEveryLayoutAndPeftLoadsIt) {
@@ -187,13 +188,18 @@ TEST_F(LanguageModelTrain, LoraFineTunesAPretrainedLlamaInEveryLayoutAndPeftLoad
            {"tensor", " --set data.batch_size=8 --set parallel.tensor=2"},
            {"sequence",
             " --set data.batch_size=8 --set parallel.tensor=2 --set parallel.tensor_sequence=true"},
-           {"zero1", " --set data.global_batch=8 --set parallel.zero=1"},
+           {"zero3", " --set data.global_batch=8 --set parallel.zero=3"},
            {"pipeline", pipelined(2, 4, "1f1b")}}) {
     SCOPED_TRACE(name);
     run = run_loom(launch(2, lora + layout + " --out " + (dir / name)));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     expect_like(dir / name, dir / "one");
   }
+  // Between steps a ZeRO-3 rank holds half of the base (and of the adapters), padding aside.
+  const auto parameter_bytes = [&](const std::string& run_dir) {
+    return summary_of(run_dir)["memory"]["parameter_bytes"].get<double>();
+  };
+  EXPECT_LT(parameter_bytes(dir / "zero3"), 0.51 * parameter_bytes(dir / "one"));
   // Adam's two moments of every parameter, against those of the adapters alone.
   const std::string adam = " --set optimizer.name=adamw --set train.max_steps=2";
   run = run_loom("train" + base + adam + " --out " + (dir / "full"));

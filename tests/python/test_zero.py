@@ -159,11 +159,11 @@ def test_zero_refuses_compression_alike_on_one_rank():
 PEFT_LORA = os.path.join(os.path.dirname(__file__), "scripts", "peft_lora_dp.py")
 
 
-@pytest.mark.parametrize("zero", [0, 2])
+@pytest.mark.parametrize("zero", [0, 2, 3])
 def test_peft_lora_adapters_train_through_data_parallel_like_one_process(tmp_path, zero):
     """LoRA on a user's model is peft's: its frozen base has no gradient, so DataParallel (and
     ZeRO's shards) exchange and step the adapters alone, and two ranks end with one process's
-    adapters; the base is where it started."""
+    adapters; the base is where it started (ZeRO-3 shards it between the layers' runs)."""
     pytest.importorskip("peft")
     runs = {}
     for name, command in (
@@ -181,3 +181,4 @@ def test_peft_lora_adapters_train_through_data_parallel_like_one_process(tmp_pat
         assert (tensor - one["start"][name]).abs().max() > 1e-4, name  # they trained
     for name, tensor in one["base"].items():
         assert torch.equal(two["base"][name], tensor), name
+    assert two["base_freed"] == [zero == 3] * 3

@@ -87,9 +87,9 @@ DataParallel::DataParallel(NamedTensors parameters, NamedTensors buffers, comm::
   for (auto& named : parameters) {
     if (named.second.requires_grad()) parameters_.push_back(std::move(named));
   }
-  if (options_.zero && options_.zero->parameter_count() != parameters_.size()) {
+  if (options_.zero && options_.zero->trained_parameter_count() != parameters_.size()) {
     throw Error("DataParallel: the ZeRO partition holds " +
-                std::to_string(options_.zero->parameter_count()) + " parameters, " +
+                std::to_string(options_.zero->trained_parameter_count()) + " parameters, " +
                 std::to_string(parameters_.size()) + " train");
   }
   rebuilt_ = options_.zero != nullptr;  // the partition's buckets stay

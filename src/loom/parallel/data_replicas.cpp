@@ -94,14 +94,18 @@ std::optional<CheckpointTensors> DataReplicas::gather(CheckpointTensors mine) {
 }
 
 std::int64_t DataReplicas::parameter_bytes_between_steps(const NamedTensors& held) const {
+  const bool sharded = zero_ && zero_->shards_parameters();
+  std::set<std::string> in_shards;
+  if (sharded) {
+    for (const auto& [name, p] : zero_->parameters()) in_shards.insert(name);
+  }
   std::int64_t bytes = 0;
   for (const auto& [name, t] : held) {
-    if (!zero_ || !zero_->shards_parameters() || !t.requires_grad()) {
-      bytes += static_cast<std::int64_t>(t.numel() * t.element_size());
-    }
+    if (!in_shards.count(name)) bytes += static_cast<std::int64_t>(t.numel() * t.element_size());
   }
-  if (zero_ && zero_->shards_parameters()) {
-    for (const auto& [name, shard] : zero_->shards()) {
+  if (sharded) {
+    for (std::size_t b = 0; b < zero_->bucket_count(); ++b) {
+      const at::Tensor& shard = zero_->parameter_shard(b);
       bytes += static_cast<std::int64_t>(shard.numel() * shard.element_size());
     }
   }

@@ -79,7 +79,7 @@ class DataReplicas : public LayoutPiece {
   // Every parameter is replicated, its gradient and optimizer state ZeRO's shards where the
   // partition is.
   Placement placement(const std::string& /*name*/) const override {
-    return {zero_ ? Placement::Kind::kZeroShard : Placement::Kind::kReplicate};
+    return {zero_ ? Placement::Kind::kZeroShard : Placement::Kind::kReplicate, {}};
   }
   int coordinate() const override { return group_ ? group_->rank() : 0; }
   // The replicas add their shares of the test set's sums.

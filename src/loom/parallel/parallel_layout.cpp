@@ -63,7 +63,9 @@ void ParallelLayout::clip_gradients(double max_norm) {
 std::vector<at::Tensor> ParallelLayout::held_gradients() const {
   std::vector<at::Tensor> held;
   if (const ZeroPartition* zero = parts_.data ? parts_.data->partition() : nullptr) {
-    for (std::size_t b = 0; b < zero->bucket_count(); ++b) held.push_back(zero->gradient_shard(b));
+    for (std::size_t b = 0; b < zero->trained_bucket_count(); ++b) {
+      held.push_back(zero->gradient_shard(b));
+    }
     return held;
   }
   for (const auto& [name, p] : parameters_) {

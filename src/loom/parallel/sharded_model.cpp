@@ -49,8 +49,9 @@ ShardedModel::ShardedModel(models::Model& inner, ZeroPartition& partition,
     needs_.push_back(std::move(buckets));
   }
   landed_.assign(partition.bucket_count(), 0);
+  // The trained parameters' gradients tell when their buckets may go (frozen ones have none).
   const NamedTensors& parameters = partition.parameters();
-  for (std::size_t p = 0; p < parameters.size(); ++p) {
+  for (std::size_t p = 0; p < partition.trained_parameter_count(); ++p) {
     auto accumulator = torch::autograd::impl::grad_accumulator(parameters[p].second);
     if (!accumulator) {
       throw Error("ZeRO-3: parameter '" + parameters[p].first + "' is not a leaf tensor");
@@ -89,9 +90,20 @@ void ShardedModel::before_block(std::size_t b) {
 }
 
 void ShardedModel::after_block(std::size_t b, const at::Tensor& output) {
+  after_block(b, std::vector<at::Tensor>{output});
+}
+
+void ShardedModel::after_block(std::size_t b, const std::vector<at::Tensor>& outputs) {
   const bool last = b + 1 == blocks_.size();
-  const bool training = at::GradMode::is_enabled() && output.defined() && output.requires_grad();
-  if (training) output.register_hook([this, b](const at::Tensor&) { backward_reaches(b); });
+  bool training = false;
+  if (at::GradMode::is_enabled()) {
+    for (const at::Tensor& output : outputs) {
+      if (!output.defined() || !output.requires_grad()) continue;
+      // The first of them that backward reaches gathers the block; the others find it whole.
+      output.register_hook([this, b](const at::Tensor&) { backward_reaches(b); });
+      training = true;
+    }
+  }
   const bool keep =
       training && (keep_ == KeepAfterForward::kAll || (keep_ == KeepAfterForward::kLast && last));
   if (!keep) release(b);
@@ -194,9 +206,23 @@ void ShardedModel::backward_reaches(std::size_t b) {
     std::fill(landed_.begin(), landed_.end(), 0);
     torch::autograd::Engine::get_default_engine().queue_callback([this] { end_backward(); });
   }
+  if (b + 1 < blocks_.size()) release_frozen_after_backward(b + 1);
   gather(b);
   if (b > 0) gather(b - 1);  // the block whose backward comes next
   wait_whole(b, Phase::kBackward);
+}
+
+void ShardedModel::release_frozen_after_backward(std::size_t done) {
+  // Block `done` has given the gradient of its input (this hook's tensor), so nothing of its
+  // backward reads its frozen parameters any more; those that train wait for their gradients.
+  const auto needed_by = [&](std::size_t b, std::size_t bucket) {
+    return std::find(needs_[b].begin(), needs_[b].end(), bucket) != needs_[b].end();
+  };
+  for (std::size_t bucket : needs_[done]) {
+    if (partition_.trains(bucket) || held_) continue;
+    if (needed_by(done - 1, bucket) || (done >= 2 && needed_by(done - 2, bucket))) continue;
+    partition_.release_bucket(bucket);
+  }
 }
 
 void ShardedModel::gradient_landed(std::size_t bucket) {

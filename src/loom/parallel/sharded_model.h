@@ -1,11 +1,13 @@
-// A model whose trainable parameters live as ZeRO-3 shards (zero_partition.h, one bucket a
-// block): its forward runs the model's chain of blocks and gathers each block's parameters (and
-// the tied ones it reads) just before the block runs, the next block's gather started before
-// this one computes so that it overlaps that compute, and frees them once the block has run. In
-// backward a hook on each block's output gathers them again just before the block's backward (and
-// starts the previous block's), and they are freed as soon as every gradient of theirs has landed
-// (its reduce-scatter is DataParallel's). So a rank holds 1/ranks of the parameters between uses,
-// and about two blocks' whole ones at a time, as DeepSpeed's ZeRO-3 and FSDP do. Under bf16
+// A model whose parameters live as ZeRO-3 shards (zero_partition.h, one bucket a block, and one
+// for its frozen parameters): its forward runs the model's chain of blocks and gathers each
+// block's parameters (and the tied ones it reads) just before the block runs, the next block's
+// gather started before this one computes so that it overlaps that compute, and frees them once
+// the block has run. In backward a hook on each block's output gathers them again just before the
+// block's backward (and starts the previous block's). Parameters that train are freed as soon as
+// every gradient of theirs has landed (its reduce-scatter is DataParallel's); frozen ones (a LoRA
+// fine-tune's base), which get no gradient, once backward has passed their block (the gradient of
+// the block's input is complete). So a rank holds 1/ranks of the parameters between uses, and
+// about two blocks' whole ones at a time, as DeepSpeed's ZeRO-3 and FSDP do. Under bf16
 // autocast, though, the bf16 copies of the weights that autocast makes (and autograd keeps for
 // backward) live from a block's forward to its backward: about half the fp32 parameters' bytes
 // that no gather frees (FSDP gathers in bf16 to avoid them; Loom does not yet).
@@ -76,6 +78,9 @@ class ShardedModel : public models::Model {
   // next block's); after_block() hooks its backward onto `output` and frees what it may.
   void before_block(std::size_t b);
   void after_block(std::size_t b, const at::Tensor& output);
+  // The same for a block that returns several tensors (a module's output structure): backward
+  // gathers the block when it reaches the first of them.
+  void after_block(std::size_t b, const std::vector<at::Tensor>& outputs);
 
   // Where a gather the block waits for is charged: comm_exposed, then back to forward or
   // backward (null: not reported).
@@ -91,6 +96,9 @@ class ShardedModel : public models::Model {
   // (evaluation's forward, without gradients, is not a step's).
   void wait_whole(std::size_t b, Phase running);
   void backward_reaches(std::size_t b);
+  // Frees block `done`'s frozen buckets once backward has passed it (those blocks done - 1 and
+  // done - 2 read stay: they are wanted next).
+  void release_frozen_after_backward(std::size_t done);
   void gradient_landed(std::size_t bucket);
   void end_backward();
 

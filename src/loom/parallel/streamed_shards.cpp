@@ -42,6 +42,7 @@ std::vector<Piece> pieces_of(const ZeroPartition& partition, const NamedTensors&
   }
   const std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   for (std::size_t b : order) {
+    if (!partition.trains(b)) continue;  // a frozen bucket has no optimizer state
     const std::string prefix = partition.shards()[b].first + ".";
     for (auto it = by_name.lower_bound(prefix);
          it != by_name.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {

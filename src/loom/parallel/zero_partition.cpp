@@ -41,14 +41,23 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
                              const std::set<std::string>& alone,
                              const std::vector<std::vector<std::string>>& units)
     : rank_(rank), ranks_(ranks), stage_(stage) {
-  for (const auto& named : parameters) {
-    if (named.second.requires_grad()) parameters_.push_back(named);
-  }
   if (stage < 1 || stage > 3) {
     throw ConfigError("config key 'parallel.zero': stage " + std::to_string(stage) +
                       " is not 1, 2 or 3");
   }
-  const std::vector<std::vector<int>> plan = plan_buckets_of(limits, alone, units);
+  for (const auto& named : parameters) {
+    if (named.second.requires_grad()) parameters_.push_back(named);
+  }
+  trained_parameters_ = parameters_.size();
+  if (shards_parameters()) {
+    for (const auto& named : parameters) {
+      if (!named.second.requires_grad()) parameters_.push_back(named);
+    }
+  }
+  // The trained buckets first: their indices are the gradient buckets' and the shards'.
+  std::vector<std::vector<int>> plan = plan_buckets_of(limits, alone, units, true);
+  trained_buckets_ = plan.size();
+  for (auto& frozen : plan_buckets_of(limits, {}, units, false)) plan.push_back(std::move(frozen));
   at::NoGradGuard no_grad;
   offsets_.assign(parameters_.size(), 0);
   bucket_of_.assign(parameters_.size(), 0);
@@ -60,7 +69,6 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
     bucket.numel = (used + ranks_ - 1) / ranks_ * ranks_;
     const auto options = parameters_[bucket.parameters[0]].second.options().requires_grad(false);
     bucket.values = at::zeros({bucket.numel}, options);
-    bucket.grad = at::zeros({bucket.numel / ranks_}, options);
     for (int p : bucket.parameters) {
       // The parameter's memory moves into the bucket; every holder of the tensor sees it there.
       at::Tensor& param = parameters_[p].second;
@@ -72,11 +80,14 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
     const std::size_t b = buckets_.size();
     at::Tensor shard = bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket));
     // Stage 3's shard outlives the bucket's whole memory; the others' are a part of it.
-    at::Tensor leaf = shards_parameters()
-                          ? shard.clone()
-                          : alias_into(bucket.values, rank_ * shard_numel(bucket), shard);
-    leaf.requires_grad_(true);
-    shards_.emplace_back(shard_name(b, rank_), leaf);
+    bucket.shard = shards_parameters()
+                       ? shard.clone()
+                       : alias_into(bucket.values, rank_ * shard_numel(bucket), shard);
+    if (b < trained_buckets_) {
+      bucket.grad = at::zeros({bucket.numel / ranks_}, options);
+      bucket.shard.requires_grad_(true);
+      shards_.emplace_back(shard_name(b, rank_), bucket.shard);
+    }
     buckets_.push_back(std::move(bucket));
   }
   attach_gradients();
@@ -84,7 +95,10 @@ ZeroPartition::ZeroPartition(const NamedTensors& parameters, int rank, int ranks
 
 std::vector<std::vector<int>> ZeroPartition::plan_buckets_of(
     const BucketLimits& limits, const std::set<std::string>& alone,
-    const std::vector<std::vector<std::string>>& units) {
+    const std::vector<std::vector<std::string>>& units, bool trained) {
+  const int first = trained ? 0 : static_cast<int>(trained_parameters_);
+  const int end =
+      trained ? static_cast<int>(trained_parameters_) : static_cast<int>(parameters_.size());
   std::vector<std::vector<int>> plan;
   std::vector<char> planned(parameters_.size(), 0);
   // A unit's parameters, in the model's order, as one bucket; the last unit first.
@@ -92,7 +106,7 @@ std::vector<std::vector<int>> ZeroPartition::plan_buckets_of(
     std::vector<int> members;
     for (const std::string& name : *unit) {
       const int p = index_of(name);
-      if (p >= 0 && !planned[p]) members.push_back(p), planned[p] = 1;
+      if (p >= first && p < end && !planned[p]) members.push_back(p), planned[p] = 1;
     }
     std::sort(members.begin(), members.end());
     if (!members.empty()) plan.push_back(std::move(members));
@@ -108,7 +122,7 @@ std::vector<std::vector<int>> ZeroPartition::plan_buckets_of(
     for (auto& bucket : plan_buckets(gradients, run, limits)) plan.push_back(std::move(bucket));
     run.clear();
   };
-  for (int p = static_cast<int>(parameters_.size()) - 1; p >= 0; --p) {
+  for (int p = end - 1; p >= first; --p) {
     if (planned[p]) continue;
     if (!alone.count(parameters_[p].first)) {
       run.push_back(p);
@@ -134,13 +148,14 @@ std::string ZeroPartition::shard_name(std::size_t bucket, int rank) const {
 
 std::vector<std::vector<int>> ZeroPartition::bucket_plan() const {
   std::vector<std::vector<int>> plan;
-  for (const Bucket& bucket : buckets_) plan.push_back(bucket.parameters);
+  for (std::size_t b = 0; b < trained_buckets_; ++b) plan.push_back(buckets_[b].parameters);
   return plan;
 }
 
 std::vector<std::pair<int, at::Tensor>> ZeroPartition::gradient_pieces() const {
   std::vector<std::pair<int, at::Tensor>> out;
-  for (const Bucket& bucket : buckets_) {
+  for (std::size_t b = 0; b < trained_buckets_; ++b) {
+    const Bucket& bucket = buckets_[b];
     const std::int64_t begin = rank_ * shard_numel(bucket), end = begin + shard_numel(bucket);
     for (int p : bucket.parameters) {
       const std::int64_t first = std::max(begin, offsets_[p]);
@@ -152,7 +167,7 @@ std::vector<std::pair<int, at::Tensor>> ZeroPartition::gradient_pieces() const {
 }
 
 void ZeroPartition::attach_gradients() {
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+  for (std::size_t b = 0; b < trained_buckets_; ++b) {
     shards_[b].second.mutable_grad() = buckets_[b].grad;
   }
 }
@@ -183,8 +198,7 @@ void ZeroPartition::shard_parameters() {
   at::NoGradGuard no_grad;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& bucket = buckets_[b];
-    shards_[b].second.copy_(
-        bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)));
+    bucket.shard.copy_(bucket.values.narrow(0, rank_ * shard_numel(bucket), shard_numel(bucket)));
     release_bucket(b);
   }
 }
@@ -198,7 +212,7 @@ void ZeroPartition::gather_bucket(std::size_t index, comm::Communicator& comm) {
   const auto bytes = static_cast<std::size_t>(values_bytes(bucket));
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
-  bucket.gathering = comm.allgather(shards_[index].second.detach(), bucket.values);
+  bucket.gathering = comm.allgather(bucket.shard.detach(), bucket.values);
 }
 
 ZeroPartition::~ZeroPartition() {
@@ -239,7 +253,8 @@ void ZeroPartition::release_bucket(std::size_t index) {
 }
 
 const at::Tensor& ZeroPartition::gradient_shard_of(const std::string& name) const {
-  for (const Bucket& bucket : buckets_) {
+  for (std::size_t b = 0; b < trained_buckets_; ++b) {
+    const Bucket& bucket = buckets_[b];
     if (bucket.parameters.size() == 1 && parameters_[bucket.parameters[0]].first == name) {
       return bucket.grad;
     }
@@ -251,13 +266,14 @@ NamedTensors ZeroPartition::shard_state(const NamedTensors& named) const {
   const std::map<std::string, at::Tensor> saved(named.begin(), named.end());
   // Any parameter's field is every parameter's: one without it is named below.
   std::map<std::string, at::Tensor> samples;
-  for (const auto& [name, param] : parameters_) {
+  for (std::size_t p = 0; p < trained_parameters_; ++p) {
+    const std::string& name = parameters_[p].first;
     for (const std::string& field : fields_of(saved, name)) {
       samples.emplace(field, saved.at(name + "." + field));
     }
   }
   NamedTensors out;
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+  for (std::size_t b = 0; b < trained_buckets_; ++b) {
     const Bucket& bucket = buckets_[b];
     for (const auto& [field, sample] : samples) {
       const std::string shard = shard_name(b, rank_) + "." + field;
@@ -289,7 +305,7 @@ NamedTensors ZeroPartition::shard_state(const NamedTensors& named) const {
 NamedTensors ZeroPartition::named_state(const NamedTensors& every_rank) const {
   const std::map<std::string, at::Tensor> saved(every_rank.begin(), every_rank.end());
   NamedTensors out;
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+  for (std::size_t b = 0; b < trained_buckets_; ++b) {
     const Bucket& bucket = buckets_[b];
     for (const std::string& field : fields_of(saved, shard_name(b, 0))) {
       std::vector<at::Tensor> shards;

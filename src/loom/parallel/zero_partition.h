@@ -18,6 +18,10 @@
 // gathers a block's just before it runs). Their memory is freed and allocated again under the
 // same tensors, so that autograd's saved references to them see the gathered values in
 // backward, as FSDP does. The buckets then follow the model's blocks (`units`), one a block.
+// Frozen parameters (requires_grad off: a LoRA fine-tune's base) are sharded too, in buckets of
+// their own after the trained ones (a block's frozen ones make one), which have no gradient and
+// no optimizer state: a rank holds 1/ranks of the base model between uses, as FSDP does with
+// LoRA. Below stage 3 the frozen parameters stay whole and outside the partition.
 //
 // Checkpoints stay layout-independent: named_state() turns every rank's shard state into state
 // under the parameters' names, and shard_state() cuts such state into this rank's shards.
@@ -43,9 +47,9 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 class ZeroPartition {
  public:
-  // `parameters` in the model's order; those that train (requires_grad) are partitioned, their
-  // values moved into the flat buckets (the tensors stay the same objects, so the model sees no
-  // change).
+  // `parameters` in the model's order; those that train (requires_grad) are partitioned (at
+  // stage 3 the frozen ones too), their values moved into the flat buckets (the tensors stay the
+  // same objects, so the model sees no change).
   // `stage` is 1, 2 or 3. Each parameter named in `alone` gets a bucket of its own, so that its
   // shards cover the same elements wherever it is partitioned alike (a tied parameter's copies
   // on several pipeline stages: their gradient shards can then be summed). The trainable
@@ -60,9 +64,15 @@ class ZeroPartition {
   int stage() const { return stage_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
-  std::size_t parameter_count() const { return parameters_.size(); }
+  // The partitioned parameters that train: the first trained_parameter_count() of parameters().
+  std::size_t trained_parameter_count() const { return trained_parameters_; }
+  // Every bucket (stage 3: the frozen ones after those that train), and those that train: the
+  // first trained_bucket_count(), which have gradient shards and optimizer shards.
   std::size_t bucket_count() const { return buckets_.size(); }
-  // Indices into `parameters` per bucket, in bucket order; one bucket's.
+  std::size_t trained_bucket_count() const { return trained_buckets_; }
+  bool trains(std::size_t bucket) const { return bucket < trained_buckets_; }
+  // Indices into `parameters` per bucket that trains, in bucket order (gradient buckets); any
+  // bucket's.
   std::vector<std::vector<int>> bucket_plan() const;
   const std::vector<int>& parameters_in(std::size_t bucket) const {
     return buckets_[bucket].parameters;
@@ -71,15 +81,18 @@ class ZeroPartition {
   // starts in its bucket.
   std::int64_t bucket_numel(std::size_t bucket) const { return buckets_[bucket].numel; }
   std::int64_t offset_of(int parameter) const { return offsets_[parameter]; }
-  // The partitioned parameters, in the model's order, and their buckets.
+  // The partitioned parameters, those that train in the model's order and then (stage 3) the
+  // frozen ones in the model's order; and their buckets.
   const NamedTensors& parameters() const { return parameters_; }
   std::size_t bucket_of(int parameter) const { return bucket_of_[parameter]; }
-  // The index of the partitioned parameter of that name; -1 for none (a frozen one).
+  // The index of the partitioned parameter of that name; -1 for none (a frozen one below
+  // stage 3).
   int index_of(const std::string& name) const;
 
-  // What the optimizer steps: this rank's shard of each bucket, named "zero.bucket<b>.rank<r>".
+  // What the optimizer steps: this rank's shard of each bucket that trains, named
+  // "zero.bucket<b>.rank<r>".
   const NamedTensors& shards() const { return shards_; }
-  // Where a bucket's reduce-scatter leaves this rank's mean gradient.
+  // Where a trained bucket's reduce-scatter leaves this rank's mean gradient.
   const at::Tensor& gradient_shard(std::size_t bucket) const { return buckets_[bucket].grad; }
   // The gradient shard of a parameter named in `alone`; and its elements there for any
   // parameter of `numel` elements over `ranks`.
@@ -112,7 +125,7 @@ class ZeroPartition {
   void release_bucket(std::size_t bucket);
   bool whole(std::size_t bucket) const { return buckets_[bucket].whole; }
   // This rank's shard of a bucket's parameters (stage 3: its own memory; else in the bucket).
-  const at::Tensor& parameter_shard(std::size_t bucket) const { return shards_[bucket].second; }
+  const at::Tensor& parameter_shard(std::size_t bucket) const { return buckets_[bucket].shard; }
 
   // State under the parameters' names ("<param>.<field>", as export_optimizer_state writes it)
   // cut into this rank's shards' ("zero.bucket<b>.rank<r>.<field>"). Throws Error naming a
@@ -126,19 +139,24 @@ class ZeroPartition {
     std::vector<int> parameters;
     std::int64_t numel = 0;   // padded
     at::Tensor values;        // the parameters, back to back (stage 3: while whole)
-    at::Tensor grad;          // this rank's shard of the mean gradient
+    at::Tensor shard;         // this rank's part of them (trained: the optimizer's leaf)
+    at::Tensor grad;          // this rank's shard of the mean gradient (trained buckets)
     bool whole = true;        // stage 3: `values` holds memory
     comm::WorkPtr gathering;  // stage 3: the gather into `values` under way
   };
+  // The buckets of the parameters that train, or of the frozen ones.
   std::vector<std::vector<int>> plan_buckets_of(const BucketLimits& limits,
                                                 const std::set<std::string>& alone,
-                                                const std::vector<std::vector<std::string>>& units);
+                                                const std::vector<std::vector<std::string>>& units,
+                                                bool trained);
   std::int64_t values_bytes(const Bucket& bucket) const;
   std::int64_t shard_numel(const Bucket& bucket) const { return bucket.numel / ranks_; }
   std::string shard_name(std::size_t bucket, int rank) const;
 
   int rank_, ranks_, stage_;
   NamedTensors parameters_;
+  std::size_t trained_parameters_ = 0;
+  std::size_t trained_buckets_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<std::int64_t> offsets_;
   std::vector<std::size_t> bucket_of_;

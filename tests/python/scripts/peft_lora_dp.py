@@ -1,7 +1,9 @@
 """LoRA from Hugging Face's peft on a user's model, trained through loom.parallel.DataParallel
 (run by test_zero.py): transformers' LlamaForCausalLM with peft's adapters on q_proj and v_proj,
-its base frozen; every rank reads its half of each global batch; 3 SGD steps over what trains; rank 0 saves {"adapters": peft's adapter state dict, "start": the same before training,
-"base": the frozen base's} to OUT.
+its base frozen (ZeRO-3: sharded between the layers' runs); every rank reads its half of each
+global batch; 3 SGD steps over what trains; rank 0 saves {"adapters": peft's adapter state dict,
+"start": the same before training, "base": the frozen base's, "base_freed": whether a layer's
+frozen weight held no memory after each step} to OUT.
 
     peft_lora_dp.py OUT [--plain] [--zero N]
 
@@ -29,7 +31,10 @@ def main(out, plain, zero):
                    init_lora_weights=False))  # random B: the adapters change the output at once
     start = {n: t.clone() for n, t in get_peft_model_state_dict(model).items()}
     job = None if plain else loom.distributed.init()
-    wrapped = model if plain else loom.parallel.DataParallel(model, zero=zero)
+    # ZeRO-3 gathers a decoder layer's parameters (the frozen base's among them) just before it
+    # runs.
+    blocks = list(model.base_model.model.model.layers) if zero == 3 else None
+    wrapped = model if plain else loom.parallel.DataParallel(model, zero=zero, blocks=blocks)
     trained = (wrapped.optimizer_parameters() if zero else
                [p for p in model.parameters() if p.requires_grad])
     # SGD: Adam steps an element whose gradient is a rounding error from zero by the whole
@@ -38,6 +43,8 @@ def main(out, plain, zero):
     data = torch.Generator().manual_seed(1)
     rank, world = (0, 1) if plain else (job.rank, job.world)
     share = GLOBAL_BATCH // world
+    layer_base = model.base_model.model.model.layers[0].mlp.up_proj.weight  # frozen, no adapter
+    base_freed = []  # ZeRO-3: between steps a rank holds its shard of the frozen base alone
     for _ in range(3):
         ids = torch.randint(0, 96, (GLOBAL_BATCH, 16), generator=data)
         mine = ids[rank * share:(rank + 1) * share]
@@ -48,12 +55,13 @@ def main(out, plain, zero):
             optimizer.step()
         else:
             wrapped.step(optimizer)
+        base_freed.append(layer_base.untyped_storage().nbytes() == 0)
     if not plain:
         wrapped.close()
     if rank == 0:
         base = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
-        torch.save({"adapters": get_peft_model_state_dict(model), "start": start, "base": base},
-                   out)
+        torch.save({"adapters": get_peft_model_state_dict(model), "start": start, "base": base,
+                    "base_freed": base_freed}, out)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ class PipelineStages : public LayoutPiece {
   }
 
   Placement placement(const std::string& name) const override {
-    return {tied_copies_.count(name) ? Placement::Kind::kTiedCopy : Placement::Kind::kStage};
+    return {tied_copies_.count(name) ? Placement::Kind::kTiedCopy : Placement::Kind::kStage, {}};
   }
   int coordinate() const override { return pipeline_.rank(); }
 
