@@ -1,16 +1,11 @@
 #include "loom/data/token_shard.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <string_view>
 
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
+#include "loom/core/mapped_file.h"
 #include "loom/data/tokenizer.h"
 
 namespace loom::data {
@@ -62,14 +57,6 @@ int64_t first_outside(const unsigned char* tokens, int64_t count, int64_t vocab_
 
 }  // namespace
 
-struct TokenShard::Mapping {
-  const unsigned char* data = nullptr;
-  size_t bytes = 0;
-  ~Mapping() {
-    if (data) ::munmap(const_cast<unsigned char*>(data), bytes);
-  }
-};
-
 int token_bytes_for(int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
 void write_token_shard(const std::string& path, const std::vector<int32_t>& tokens,
@@ -115,29 +102,14 @@ void write_token_shard(const std::string& path, const std::vector<int32_t>& toke
 }
 
 TokenShard TokenShard::open(const std::string& path, const Expect& expect) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) refuse(path, "unopenable", std::string("cannot be opened: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    refuse(path, "unopenable", std::string("cannot be read: ") + std::strerror(errno));
-  }
-  const auto bytes = static_cast<size_t>(st.st_size);
+  std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);  // unopenable: its error
+  const auto bytes = mapping->size();
   if (bytes < static_cast<size_t>(kTokenShardHeaderBytes)) {
-    ::close(fd);
     refuse(
         path, "short", std::to_string(bytes) + " bytes, shorter than the 64-byte header",
         {{"value", std::to_string(bytes)}, {"expected", std::to_string(kTokenShardHeaderBytes)}});
   }
-  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (mapped == MAP_FAILED) {
-    refuse(path, "unopenable", std::string("cannot be mapped: ") + std::strerror(errno));
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->data = static_cast<const unsigned char*>(mapped);
-  mapping->bytes = bytes;
-  const unsigned char* h = mapping->data;
+  const unsigned char* h = mapping->data();
 
   if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
     refuse(path, "magic", "not a token shard (its first bytes are not LOOMTOKS)");
@@ -247,14 +219,14 @@ void TokenShard::read_counted(int64_t begin, int64_t count, uint8_t* out) const 
     std::memset(out, 1, static_cast<size_t>(count));
     return;
   }
-  const unsigned char* mask = mapping_->data + kTokenShardHeaderBytes +
+  const unsigned char* mask = mapping_->data() + kTokenShardHeaderBytes +
                               static_cast<size_t>(info_.tokens) * info_.token_bytes;
   for (int64_t i = 0; i < count; ++i) out[i] = mask[begin + i] != 0;
 }
 
 void TokenShard::read(int64_t begin, int64_t count, int64_t* out) const {
   check_range(begin, count);
-  const unsigned char* tokens = mapping_->data + kTokenShardHeaderBytes;
+  const unsigned char* tokens = mapping_->data() + kTokenShardHeaderBytes;
   if (info_.token_bytes == 2) {
     for (int64_t i = 0; i < count; ++i) out[i] = get<uint16_t>(tokens, (begin + i) * 2);
   } else {

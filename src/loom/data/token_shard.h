@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/mapped_file.h"
+
 namespace loom::data {
 
 constexpr int kTokenShardVersion = 1;
@@ -79,11 +81,10 @@ class TokenShard {
  private:
   void check_range(int64_t begin, int64_t count) const;  // throws DataError outside the shard
 
-  struct Mapping;
   std::string path_;
   TokenShardInfo info_;
   int64_t max_token_ = -1;
-  std::shared_ptr<const Mapping> mapping_;  // shared by copies, unmapped with the last
+  std::shared_ptr<const MappedFile> mapping_;  // shared by copies, unmapped with the last
 };
 
 }  // namespace loom::data

@@ -1,5 +1,7 @@
 #include "loom/train/safetensors.h"
 
+#include <c10/util/safe_numerics.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -7,6 +9,7 @@
 
 #include "loom/core/durable_file.h"
 #include "loom/core/error.h"
+#include "loom/core/mapped_file.h"
 
 namespace loom::train {
 namespace {
@@ -128,24 +131,30 @@ void write_safetensors(const std::string& path, const std::vector<TensorToFetch>
   writer.close();
 }
 
-models::NamedTensors decode_safetensors(const std::string& bytes, const std::string& origin) {
+namespace {
+
+// The tensors of the safetensors bytes [bytes, bytes + size). With `mapped` (whose memory the
+// bytes are), each is a tensor over its bytes there, holding the mapping, unless they are not
+// aligned to its element size (then a copy); without, copies.
+models::NamedTensors decode(const char* bytes, std::size_t size, const std::string& origin,
+                            const std::shared_ptr<const MappedFile>& mapped) {
   auto bad = [&](const std::string& what) {
     return DataError("safetensors file '" + origin + "': " + what);
   };
-  if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
-  const uint64_t header_length = header_length_of(bytes.data());
-  if (header_length > bytes.size() - 8) {
+  if (size < 8) throw bad("shorter than its 8-byte header length");
+  const uint64_t header_length = header_length_of(bytes);
+  if (header_length > size - 8) {
     throw bad("header length " + std::to_string(header_length) + " exceeds the file size " +
-              std::to_string(bytes.size()));
+              std::to_string(size));
   }
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, header_length));
+    header = nlohmann::ordered_json::parse(bytes + 8, bytes + 8 + header_length);
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("header is not valid JSON: ") + e.what());
   }
   const size_t data_start = 8 + header_length;
-  const size_t data_size = bytes.size() - data_start;
+  const size_t data_size = size - data_start;
   models::NamedTensors out;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
@@ -156,15 +165,35 @@ models::NamedTensors decode_safetensors(const std::string& bytes, const std::str
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
         throw bad("tensor '" + name + "' has data_offsets outside the data section");
       }
-      at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
-      if (t.nbytes() != offsets[1] - offsets[0]) {
-        throw bad("tensor '" + name + "' covers " + std::to_string(offsets[1] - offsets[0]) +
-                  " bytes but its shape and dtype need " + std::to_string(t.nbytes()));
+      const auto options = at::TensorOptions().dtype(type);
+      int64_t numel = 1;
+      for (int64_t extent : shape) {
+        int64_t product = 0;
+        if (extent < 0 || c10::mul_overflows(numel, extent, &product)) {
+          throw bad("tensor '" + name + "' has an impossible shape " + shape_text(shape));
+        }
+        numel = product;
       }
+      const uint64_t covered = offsets[1] - offsets[0];
+      const std::size_t element = c10::elementSize(type);
+      if (covered % element != 0 || static_cast<uint64_t>(numel) != covered / element) {
+        throw bad("tensor '" + name + "' covers " + std::to_string(covered) +
+                  " bytes but its shape holds " + std::to_string(numel) + " elements of " +
+                  std::to_string(element) + " bytes");
+      }
+      const uint64_t need = covered;
+      const char* at = bytes + data_start + offsets[0];
+      const bool aligned = reinterpret_cast<std::uintptr_t>(at) % element == 0;
+      if (mapped && aligned && need > 0) {
+        // The mapping is a private copy: a tensor written in place changes this process's
+        // pages, never the file.
+        out.emplace_back(name, at::from_blob(
+                                   const_cast<char*>(at), shape, [mapped](void*) {}, options));
+        continue;
+      }
+      at::Tensor t = at::empty(shape, options);
       // An empty tensor has no storage (a null data pointer), which memcpy may not be given.
-      if (t.nbytes() > 0) {
-        std::memcpy(t.data_ptr(), bytes.data() + data_start + offsets[0], t.nbytes());
-      }
+      if (need > 0) std::memcpy(t.data_ptr(), at, need);
       out.emplace_back(name, t);
     } catch (const nlohmann::json::exception& e) {
       throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
@@ -173,8 +202,16 @@ models::NamedTensors decode_safetensors(const std::string& bytes, const std::str
   return out;
 }
 
+}  // namespace
+
+models::NamedTensors decode_safetensors(const std::string& bytes, const std::string& origin) {
+  return decode(bytes.data(), bytes.size(), origin, nullptr);
+}
+
 models::NamedTensors read_safetensors(const std::string& path) {
-  return decode_safetensors(read_file(path), path);
+  const std::shared_ptr<const MappedFile> file =
+      MappedFile::open(path, MappedFile::Access::kPrivateCopy);
+  return decode(reinterpret_cast<const char*>(file->data()), file->size(), path, file);
 }
 
 std::map<std::string, at::ScalarType> read_safetensors_dtypes(const std::string& path) {

@@ -29,9 +29,13 @@ std::string encode_safetensors(const models::NamedTensors& tensors,
 
 // Reads every tensor (in file order). Throws DataError naming the path for anything malformed:
 // short file, bad header, unknown dtype, ranges outside the data or not matching the shape.
+// The tensors are over the file mapped into memory (a private copy-on-write mapping, held until
+// the last of them goes; one whose bytes are not aligned to its element size is a copy), so
+// loading a model from them holds the model's bytes once, not the file's bytes as well.
 models::NamedTensors read_safetensors(const std::string& path);
 // The type of each tensor in the file at `path`, from its header alone (the data is not read).
 std::map<std::string, at::ScalarType> read_safetensors_dtypes(const std::string& path);
+// The same from bytes in memory (copies of them).
 models::NamedTensors decode_safetensors(const std::string& bytes, const std::string& origin);
 
 }  // namespace loom::train

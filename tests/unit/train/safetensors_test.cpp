@@ -44,6 +44,29 @@ TEST(Safetensors, RoundTripsEveryDtypeShapeAndOrder) {
 
 // Tensors fetched one at a time as the writer reaches them (a pipeline's other ranks' shares)
 // make the same file as tensors held in memory; at most one is fetched before it is written.
+// read_safetensors maps the file: tensors over its pages where their bytes are aligned (a copy
+// where not, as the float after three bf16 values is), and a private mapping, so writing into a
+// tensor read does not write the file.
+TEST(Safetensors, ReadTensorsMapTheFileAndWritingThemLeavesItAlone) {
+  test::TempDir dir;
+  const models::NamedTensors tensors = {{"first", at::arange(6, at::kFloat)},
+                                        {"odd", at::randn({3}).to(at::kBFloat16)},
+                                        {"after_odd", at::randn({2, 2})}};
+  write_safetensors(dir / "t.safetensors", tensors);
+  models::NamedTensors back = read_safetensors(dir / "t.safetensors");
+  ASSERT_EQ(back.size(), 3u);
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    EXPECT_TRUE(at::equal(back[i].second, tensors[i].second)) << back[i].first;
+  }
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(back[2].second.data_ptr()) % 4, 0u);
+  back[0].second.add_(1);
+  back[2].second.mul_(2);
+  const models::NamedTensors again = read_safetensors(dir / "t.safetensors");
+  EXPECT_TRUE(at::equal(again[0].second, tensors[0].second));
+  EXPECT_TRUE(at::equal(again[2].second, tensors[2].second));
+  EXPECT_TRUE(at::equal(back[0].second, tensors[0].second + 1));
+}
+
 TEST(Safetensors, TensorsFetchedOneAtATimeMakeTheSameFile) {
   test::TempDir dir;
   const models::NamedTensors tensors = {{"w", at::randn({4, 3})},
