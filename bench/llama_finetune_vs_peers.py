@@ -8,10 +8,11 @@ File in the same tokens (Loom's
 tokenizer of it, which torchtune reads as a Llama 2 SentencePiece model), windows of the same
 length, batch, steps, fp32 and threads. Prints median tokens/s, Loom's ratio to each peer
 (target >= 1.3 on CPUs, issue 53) and the optimizer state's bytes (target: LoRA's <= 2% of a
-full fine-tune's).
+full fine-tune's). With --compile, each peer runs a second time with torch.compile (inductor;
+its compiling steps are not timed), and Loom's ratio to its better run is printed.
 
 Usage: bench/llama_finetune_vs_peers.py [--loom build/bin/loom] [--repeats R] [--steps N]
-                                        [--shape tiny|1b] [--layers L]
+                                        [--shape tiny|1b] [--layers L] [--compile]
 """
 import argparse
 import gzip
@@ -71,22 +72,26 @@ def run_loom(loom, folder, data, lora, steps):
     return s["tokens_per_second"], s["memory"]["optimizer_state_bytes"]
 
 
-def run_peer(folder, data, lora, steps):
+def run_peer(folder, data, lora, steps, compiled):
     cmd = [sys.executable, PEER, "--model", folder, "--data", data, "--seq-len", str(SEQ),
            "--batch", str(BATCH), "--steps", str(steps), "--threads", "2"]
     if lora:
         cmd += ["--lora", str(RANK)]
+    if compiled:
+        cmd.append("--compile")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     s = json.loads(out.strip().splitlines()[-1])
     return s["tokens_per_second"], s["optimizer_state_bytes"]
 
 
-def run_torchtune(folder, data, text, lora, steps):
+def run_torchtune(folder, data, text, lora, steps, compiled):
     cmd = [sys.executable, TORCHTUNE, "--model", folder, "--tokenizer",
            os.path.join(data, "tokenizer.model"), "--text", text, "--seq-len", str(SEQ),
            "--batch", str(BATCH), "--steps", str(steps), "--threads", "2"]
     if lora:
         cmd += ["--lora", str(RANK)]
+    if compiled:
+        cmd.append("--compile")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["tokens_per_second"]
 
@@ -98,7 +103,10 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     p.add_argument("--layers", type=int, default=0, help="layers of the shape to keep (0: all)")
+    p.add_argument("--compile", action="store_true",
+                   help="also run each peer with torch.compile (inductor)")
     a = p.parse_args()
+    modes = (False, True) if a.compile else (False,)
     with jargon_tokens(a.loom) as data, tempfile.TemporaryDirectory() as tmp:
         if data is None:
             return 0
@@ -111,19 +119,28 @@ def main():
               f"shape {a.shape} ({SHAPES[a.shape]}, layers {a.layers or SHAPES[a.shape][2]}), "
               f"vocabulary 4000, {SEQ} tokens x {BATCH}, {a.steps} steps, fp32; "
               f"medians of {a.repeats} interleaved runs")
-        print(f"{'fine-tune':10} {'loom tok/s':>11} {'hf tok/s':>9} {'ratio':>6} "
-              f"{'tune tok/s':>10} {'ratio':>6} {'loom state B':>13} {'hf state B':>11}")
+        peers = [("hf", run_peer), ("tune", run_torchtune)]
+        columns = [f"{name}{'+c' if compiled else ''}" for name, _ in peers for compiled in modes]
+        print(f"{'fine-tune':10} {'loom tok/s':>11} "
+              + " ".join(f"{c + ' tok/s':>11} {'ratio':>6}" for c in columns)
+              + f" {'best':>6} {'loom state B':>13} {'hf state B':>11}")
         for lora in (False, True):
-            loom_rates, peer_rates, tune_rates = [], [], []
+            loom_rates, peer_rates = [], {c: [] for c in columns}
             for _ in range(a.repeats):
                 rate, loom_state = run_loom(a.loom, folder, data, lora, a.steps)
                 loom_rates.append(rate)
-                rate, peer_state = run_peer(folder, data, lora, a.steps)
-                peer_rates.append(rate)
-                tune_rates.append(run_torchtune(folder, data, text, lora, a.steps))
-            lm, pm, tm = (statistics.median(r) for r in (loom_rates, peer_rates, tune_rates))
-            print(f"{'lora' if lora else 'full':10} {lm:11.0f} {pm:9.0f} {lm / pm:6.2f} "
-                  f"{tm:10.0f} {lm / tm:6.2f} {loom_state:13.0f} {peer_state:11.0f}", flush=True)
+                for compiled in modes:
+                    suffix = "+c" if compiled else ""
+                    rate, peer_state = run_peer(folder, data, lora, a.steps, compiled)
+                    peer_rates["hf" + suffix].append(rate)
+                    peer_rates["tune" + suffix].append(
+                        run_torchtune(folder, data, text, lora, a.steps, compiled))
+            lm = statistics.median(loom_rates)
+            medians = {c: statistics.median(r) for c, r in peer_rates.items()}
+            print(f"{'lora' if lora else 'full':10} {lm:11.0f} "
+                  + " ".join(f"{medians[c]:11.0f} {lm / medians[c]:6.2f}" for c in columns)
+                  + f" {lm / max(medians.values()):6.2f} {loom_state:13.0f} {peer_state:11.0f}",
+                  flush=True)
     return 0
 
 
