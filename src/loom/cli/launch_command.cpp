@@ -1,6 +1,5 @@
 // `loom launch --nproc-per-node N [--servers K] [--nnodes M --node-rank R --master ADDR:PORT]
 // -- COMMAND...`
-#include <torch/cuda.h>
 
 #include <cstdlib>
 #include <optional>
@@ -11,6 +10,7 @@
 #include "loom/cli/commands.h"
 #include "loom/cli/launch.h"
 #include "loom/cli/launch_roles.h"
+#include "loom/core/device.h"
 #include "loom/core/error.h"
 #include "loom/core/keyed_hash.h"
 #include "loom/core/topology.h"
@@ -45,7 +45,7 @@ std::optional<int> whole_number(const std::string& text, long min) {
 // its ranks may use.
 int parse_nproc(const std::string& text, const std::string& source) {
   if (text == "cpu" || text == "gpu" || text == "auto") {
-    const int devices = static_cast<int>(torch::cuda::device_count());
+    const int devices = cuda_availability().devices;
     if (text == "gpu" && devices == 0) {
       throw ConfigError(source + "=gpu: this host has no CUDA device; give a number of ranks");
     }

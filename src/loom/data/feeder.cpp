@@ -11,16 +11,17 @@
 
 #include "loom/core/batch_memory.h"
 #include "loom/core/cpu_capability.h"
+#include "loom/core/device.h"
 #include "loom/core/error.h"
 
 namespace loom::data {
 
 Feeder::Feeder(const ChannelStats& stats, at::MemoryFormat format, at::Device device)
     : format_(format), device_(device) {
-  if (device.is_cuda() && !at::hasCUDA()) {
-    throw Error("feeder: device '" + device.str() +
-                    "' needs a CUDA build of LibTorch (this one is CPU-only)",
-                {{"problem", "no_cuda"}, {"value", device.str()}});
+  if (device.is_cuda() && cuda_availability().devices == 0) {
+    throw Error(
+        "feeder: device '" + device.str() + "' needs a GPU, and " + cuda_availability().why_not,
+        {{"problem", "no_cuda"}, {"value", device.str()}});
   }
   if (!device.is_cpu() && !device.is_cuda()) {
     throw Error("feeder: device '" + device.str() + "' is not supported (cpu or cuda)",
@@ -53,10 +54,8 @@ at::Device parse_feed_device(const std::string& text, const std::string& option)
                        {"value", text},
                        {"allowed", "cpu, cuda, cuda:N"}});
   }
-  if (device->is_cuda() && !at::hasCUDA()) {
-    throw ConfigError(option + ": '" + text +
-                          "' needs a CUDA build of LibTorch; this process has none (libloom "
-                          "links LibTorch's CPU libraries)",
+  if (device->is_cuda() && cuda_availability().devices == 0) {
+    throw ConfigError(option + ": '" + text + "' needs a GPU, and " + cuda_availability().why_not,
                       {{"key", option}, {"problem", "no_cuda"}, {"value", text}});
   }
   return *device;

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "loom/core/batch_memory.h"
+#include "loom/core/device.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
@@ -37,8 +38,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, EpochOrder order, LoaderO
                 " samples, data set has " + std::to_string(dataset_->size()));
   }
   if (!options_.transforms) throw Error("loader: no transform pipeline given");
-  if (options_.pin_memory && !at::hasCUDA()) {
-    throw Error("loader: pinned batches need a CUDA build of LibTorch (this one is CPU-only)",
+  if (options_.pin_memory && cuda_availability().devices == 0) {
+    // Pinned memory is CUDA's: its allocator is torch's CUDA library's.
+    throw Error("loader: pinned batches need a GPU, and " + cuda_availability().why_not,
                 {{"problem", "no_cuda"}});
   }
   if (options_.threads < 1) throw ConfigError("config key 'data.workers': must be >= 1");

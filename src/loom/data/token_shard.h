@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/mapped_file.h"
+namespace loom {
+class MappedFile;  // loom/core/mapped_file.h: internal, as only the shard's source reads it
+}  // namespace loom
 
 namespace loom::data {
 

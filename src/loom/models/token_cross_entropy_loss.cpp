@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loom/core/error.h"
+#include "loom/core/ignored_target.h"
 #include "loom/models/row_kernels.h"
 
 namespace loom::models {
@@ -97,8 +98,19 @@ class FusedTokenCrossEntropy : public torch::autograd::Function<FusedTokenCrossE
 
 }  // namespace
 
+at::Tensor TokenCrossEntropyLoss::with_torch_kernels(const at::Tensor& logits,
+                                                     const at::Tensor& targets,
+                                                     Reduction reduction) {
+  const int64_t vocab = logits.size(-1);
+  const at::Tensor rows = logits.reshape({-1, vocab}).to(at::kFloat);
+  const at::Tensor sum = at::cross_entropy_loss(rows, targets.reshape({-1}).to(at::kLong), {},
+                                                at::Reduction::Sum, kIgnoredTarget);
+  return reduction == Reduction::kMean ? sum / static_cast<double>(rows.size(0)) : sum;
+}
+
 at::Tensor TokenCrossEntropyLoss::operator()(const at::Tensor& logits, const at::Tensor& targets,
                                              Reduction reduction) const {
+  if (!logits.is_cpu()) return with_torch_kernels(logits, targets, reduction);
   const int64_t vocab = logits.size(-1);
   at::Tensor rows = logits.reshape({-1, vocab});
   if (rows.scalar_type() != at::kBFloat16) rows = rows.to(at::kFloat);

@@ -46,7 +46,8 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
       }
     }
     // The rows' maxima over the whole vocabulary: each rank's put in its place and summed.
-    at::Tensor maxima = at::zeros({group.size(), rows}, at::kFloat);
+    const auto floats = logits.options().dtype(at::kFloat);  // on the logits' device
+    at::Tensor maxima = at::zeros({group.size(), rows}, floats);
     by_chunks(rows, [&](int64_t first, int64_t n) {
       maxima.select(0, group.rank())
           .narrow(0, first, n)
@@ -58,8 +59,8 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     const at::Tensor local = targets - group.rank() * share;
     const at::Tensor mine = local.ge(0).logical_and(local.lt(share));
     const at::Tensor index = local.clamp(0, share - 1);
-    at::Tensor sums = at::empty({rows}, at::kFloat);
-    at::Tensor picked = at::empty({rows}, at::kFloat);
+    at::Tensor sums = at::empty({rows}, floats);
+    at::Tensor picked = at::empty({rows}, floats);
     by_chunks(rows, [&](int64_t first, int64_t n) {
       const at::Tensor x = logits.narrow(0, first, n).to(at::kFloat);
       sums.narrow(0, first, n).copy_(at::exp(x - top.narrow(0, first, n).unsqueeze(1)).sum(1));

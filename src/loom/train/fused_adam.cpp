@@ -51,6 +51,10 @@ bool fused_step(
       steps.push_back(at::scalar_tensor(static_cast<double>(state.step())));
     }
     if (params.empty()) continue;
+    if (!params.front().is_cpu()) {
+      // Where the parameters are (torch's CUDA kernel reads them there): one copy for the group.
+      steps = at::stack(steps).to(params.front().device()).unbind(0);
+    }
     const auto [beta1, beta2] = o.betas();
     if (decoupled) {
       at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), beta1, beta2,

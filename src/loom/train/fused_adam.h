@@ -9,8 +9,9 @@
 // torch::optim::Adam and AdamW, so checkpoints and LibTorch's own code see an ordinary Adam or
 // AdamW.
 //
-// amsgrad, and parameters that are not dense float tensors laid out like their gradient, take
-// LibTorch's step for the whole optimizer.
+// The kernels are torch's for every device: on CUDA its fused CUDA kernels, with the steps
+// copied to the device once a group. amsgrad, and parameters that are not dense float tensors
+// laid out like their gradient, take LibTorch's step for the whole optimizer.
 #pragma once
 
 #include <torch/optim/adam.h>

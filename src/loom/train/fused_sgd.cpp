@@ -1,6 +1,12 @@
 #include "loom/train/fused_sgd.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "loom/core/cpu_capability.h"
 
@@ -42,6 +48,21 @@ bool fusable(const at::Tensor& p, const at::Tensor& g, const at::Tensor& buf) {
          (!buf.defined() || same_layout(buf));
 }
 
+// The parameters (of one group) that torch's fused kernel steps, by device and by whether their
+// momentum buffer is new (the kernel's is_first_step holds for a whole call).
+struct TorchKernelCall {
+  std::vector<at::Tensor> params, grads, buffers;
+};
+
+void run_torch_kernel(std::map<std::pair<std::string, bool>, TorchKernelCall>& calls,
+                      const torch::optim::SGDOptions& o) {
+  for (auto& [key, call] : calls) {
+    at::_fused_sgd_(call.params, call.grads, call.buffers, o.weight_decay(), o.momentum(), o.lr(),
+                    o.dampening(), o.nesterov(), /*maximize=*/false, /*is_first_step=*/key.second);
+  }
+  calls.clear();
+}
+
 }  // namespace
 
 torch::Tensor FusedSGD::step(LossClosure closure) {
@@ -51,6 +72,7 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
     at::AutoGradMode enable(true);
     loss = closure();
   }
+  std::map<std::pair<std::string, bool>, TorchKernelCall> torch_calls;
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -87,6 +109,13 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
         state->momentum_buffer(buf);
         state_[key] = std::move(state);
       }
+      if (!p.is_cpu() || torch_kernel_on_cpu_) {
+        TorchKernelCall& call = torch_calls[{p.device().str(), first}];
+        call.params.push_back(p);
+        call.grads.push_back(g);
+        if (buf.defined()) call.buffers.push_back(buf);
+        continue;
+      }
       const Coefficients c{static_cast<float>(o.lr()),
                            static_cast<float>(o.momentum()),
                            static_cast<float>(o.dampening()),
@@ -100,6 +129,7 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
         update(pp + begin, gp + begin, bp ? bp + begin : nullptr, end - begin, c);
       });
     }
+    run_torch_kernel(torch_calls, o);
   }
   return loss;
 }

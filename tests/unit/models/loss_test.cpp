@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/models/token_cross_entropy_loss.h"
+
 namespace loom::models {
 namespace {
 
@@ -68,6 +70,31 @@ TEST(TokenCrossEntropyLoss, IgnoredTargetsAddNothingAndGetNoGradient) {
     const at::Tensor one_hot = at::one_hot(targets.view({-1}).clamp_min(0), 7).to(at::kFloat);
     EXPECT_TRUE(at::allclose(grad.index({counted}), ((softmax - one_hot) / 6).index({counted}),
                              type == at::kFloat ? 1e-5 : 1e-2, type == at::kFloat ? 1e-6 : 1e-2));
+  }
+}
+
+// Logits on a GPU take torch's cross-entropy instead of the fused kernel (which reads them on the
+// host): on CPU logits, both give the same loss and the same gradient, ignored targets included.
+TEST(TokenCrossEntropyLoss, TorchsKernelsForOtherDevicesMatchTheFusedKernel) {
+  at::manual_seed(9);
+  const at::Tensor targets =
+      at::tensor(std::vector<int64_t>{3, kIgnoredTarget, 0, 6, 2, kIgnoredTarget}).view({2, 3});
+  for (at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+    for (Reduction reduction : {Reduction::kMean, Reduction::kSum}) {
+      SCOPED_TRACE(std::string(c10::toString(type)) + (reduction == Reduction::kSum ? " sum" : ""));
+      const at::Tensor start = at::randn({2, 3, 7}).to(type);
+      const at::Tensor fused_in = start.clone().requires_grad_(true);
+      const at::Tensor torch_in = start.clone().requires_grad_(true);
+      const at::Tensor fused = TokenCrossEntropyLoss()(fused_in, targets, reduction);
+      const at::Tensor reference =
+          TokenCrossEntropyLoss::with_torch_kernels(torch_in, targets, reduction);
+      EXPECT_NEAR(fused.item<double>(), reference.item<double>(), 1e-5);
+      fused.backward();
+      reference.backward();
+      EXPECT_EQ(torch_in.grad().scalar_type(), type);
+      EXPECT_TRUE(at::allclose(fused_in.grad().to(at::kFloat), torch_in.grad().to(at::kFloat),
+                               type == at::kFloat ? 1e-5 : 1e-2, type == at::kFloat ? 1e-6 : 1e-2));
+    }
   }
 }
 

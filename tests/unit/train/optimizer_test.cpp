@@ -174,6 +174,17 @@ double fused_vs_libtorch(const Options& options, at::MemoryFormat format, const 
   return worst;
 }
 
+// FusedSGD sending CPU parameters to torch's fused kernel, as it sends CUDA ones.
+class FusedSgdThroughTorchsKernel : public FusedSGD {
+ public:
+  FusedSgdThroughTorchsKernel(const std::vector<at::Tensor>& params,
+                              const torch::optim::SGDOptions& options)
+      : FusedSGD(params, options) {
+    use_torch_kernel_on_cpu(true);
+  }
+};
+
+// Loom's loop, and torch's fused kernel (the path of parameters on a GPU), step as LibTorch's SGD.
 TEST(FusedSgd, MatchesLibTorchSgd) {
   using torch::optim::SGDOptions;
   const SGDOptions cases[] = {SGDOptions(0.1),
@@ -183,6 +194,9 @@ TEST(FusedSgd, MatchesLibTorchSgd) {
   for (const auto& options : cases) {
     for (auto format : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
       EXPECT_LT((fused_vs_libtorch<torch::optim::SGD, FusedSGD>(options, format, "sgd")), 1e-6);
+      EXPECT_LT((fused_vs_libtorch<torch::optim::SGD, FusedSgdThroughTorchsKernel>(options, format,
+                                                                                   "sgd")),
+                1e-6);
     }
   }
 }
