@@ -184,11 +184,12 @@ Command add_data_command(CLI::App& app) {
   b->add_flag("--loader-only", bench->loader_only,
               "Leave out the feeder's conversion to float: the loader's own rate and memory");
   b->add_option("--device", bench->device,
-                "Where the feeder puts batches: cpu, or cuda[:N] with a CUDA build of LibTorch "
-                "(pinned batches, asynchronous copies, normalised on the device)");
+                "Where the feeder puts batches: cpu, cuda[:N] (pinned batches, asynchronous "
+                "copies, normalised on the device) or auto (cuda where a GPU can be used)");
   b->add_option("--save", bench->save,
                 "Also write the batches read (the warm-up one too) to this safetensors file: "
-                "batch<step>.inputs (uint8 NHWC images or token ids), .targets, .indices; the trainer sees the same");
+                "batch<step>.inputs (uint8 NHWC images or token ids), .targets, .indices; the "
+                "trainer sees the same");
   const Command inspect = add_data_inspect_command(*sub);
   const Command tokenize = add_data_tokenize_command(*sub);
   return {sub, [synth, s, bench, b, inspect, tokenize] {

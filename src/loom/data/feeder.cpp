@@ -42,23 +42,7 @@ Feeder::Feeder(const ChannelStats& stats, at::MemoryFormat format, at::Device de
 }
 
 at::Device parse_feed_device(const std::string& text, const std::string& option) {
-  std::optional<at::Device> device;
-  try {
-    device = at::Device(text);
-  } catch (const c10::Error&) {  // not a device name at all: reported below
-  }
-  if (!device || !(device->is_cpu() || device->is_cuda())) {
-    throw ConfigError(option + ": expected cpu, cuda or cuda:N, got '" + text + "'",
-                      {{"key", option},
-                       {"problem", "device"},
-                       {"value", text},
-                       {"allowed", "cpu, cuda, cuda:N"}});
-  }
-  if (device->is_cuda() && cuda_availability().devices == 0) {
-    throw ConfigError(option + ": '" + text + "' needs a GPU, and " + cuda_availability().why_not,
-                      {{"key", option}, {"problem", "no_cuda"}, {"value", text}});
-  }
-  return *device;
+  return resolve_device(text, /*local_rank=*/0, option);
 }
 
 namespace {

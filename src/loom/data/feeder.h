@@ -45,8 +45,9 @@ class Feeder {
   std::optional<c10::Stream> copy_stream_;  // CUDA: the side stream host-to-device copies use
 };
 
-// Parses "cpu", "cuda" or "cuda:N" and checks that this LibTorch can use it; throws
-// ConfigError naming `key` otherwise.
+// Parses "auto", "cpu", "cuda" or "cuda:N" (resolve_device, core/device.h: "cuda" and "auto" mean
+// CUDA device 0) and checks that this process can use it; throws ConfigError naming `key`
+// otherwise.
 at::Device parse_feed_device(const std::string& text, const std::string& key);
 
 }  // namespace loom::data

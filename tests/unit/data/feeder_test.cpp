@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "loom/core/device.h"
 #include "loom/core/error.h"
 
 namespace loom::data {
@@ -42,10 +43,11 @@ TEST(Feeder, DeviceIsCheckedAtConstruction) {
   EXPECT_TRUE(parse_feed_device("cpu", "--device").is_cpu());
   EXPECT_THROW(parse_feed_device("mps", "--device"), ConfigError);
   EXPECT_THROW(parse_feed_device("gpu", "--device"), ConfigError);
-  if (at::hasCUDA()) GTEST_SKIP() << "a CUDA build: the CPU-only errors do not apply";
+  if (cuda_availability().devices > 0) GTEST_SKIP() << "a GPU is here: the errors do not apply";
+  EXPECT_TRUE(parse_feed_device("auto", "--device").is_cpu());
   try {
     Feeder(stats, at::MemoryFormat::ChannelsLast, at::Device("cuda:0"));
-    FAIL() << "a CUDA feeder on a CPU-only LibTorch";
+    FAIL() << "a CUDA feeder where no GPU can be used";
   } catch (const Error& e) {
     EXPECT_EQ(e.field("problem"), "no_cuda") << e.what();
     EXPECT_EQ(e.field("value"), "cuda:0");
