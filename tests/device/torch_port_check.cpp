@@ -1,6 +1,7 @@
 // Checks, on a lent GPU machine, what the move to torch 2.11 changed in Loom's use of torch's
 // API, and whether CUDA can join a process that links only torch's CPU libraries (as libloom
-// does) by loading libtorch_cuda.so when a CUDA device is asked for. Prints one JSON object per
+// does) by loading libtorch_cuda.so when a CUDA device is asked for (Loom's own loading,
+// core/device.cpp), and whether Loom's optimizer steps parameters on the GPU as on the CPU. Prints one JSON object per
 // check ({"check": NAME, "ok": BOOL, ...}); exits 1 when any check fails. Built and run by
 // scripts/device-check.sh; also runs on a machine without a GPU (the CUDA checks then report
 // "skipped" with the reason).
@@ -19,7 +20,9 @@
 
 #include "loom/core/autocast_scope.h"
 #include "loom/core/caching_allocator.h"
+#include "loom/core/device.h"
 #include "loom/core/torch_build.h"
+#include "loom/train/fused_sgd.h"
 
 namespace {
 
@@ -90,21 +93,44 @@ void check_cpu_parts() {
 // libloom links libtorch_cpu only; CUDA comes from libtorch_cuda.so, whose static initialisers
 // register torch's CUDA hooks and kernels once it is loaded. It must be loaded before anything
 // asks torch about CUDA: the first question (at::hasCUDA()) fixes the hooks for the process.
+// Loom's cuda_availability() loads it where a driver is: what loom itself does.
 bool load_cuda() {
   const std::string library = std::string(LOOM_TORCH_LIBRARY_DIR) + "/libtorch_cuda.so";
   report("cuda_absent_before_load", ::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
   const auto start = std::chrono::steady_clock::now();
-  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  const loom::CudaAvailability& cuda = loom::cuda_availability();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!handle) {
-    report("cuda_load", false, text("error", ::dlerror()));
-    return false;
+  const bool loaded = ::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;
+  report("cuda_load", loaded || cuda.devices == 0,
+         number("seconds", seconds) + ", " + number("loaded", loaded) + ", " +
+             number("devices", cuda.devices) + ", " + text("why_not", cuda.why_not));
+  return cuda.devices > 0;
+}
+
+// Three SGD steps with momentum, Nesterov and weight decay through Loom's FusedSGD: torch's
+// fused kernel on the GPU, Loom's loop on the CPU; the parameters must agree.
+double fused_sgd_gpu_against_cpu() {
+  auto run = [](const at::Device& device) {
+    at::manual_seed(2);
+    std::vector<at::Tensor> params = {at::randn({1 << 16}).to(device).requires_grad_(true),
+                                      at::randn({64, 33}).to(device).requires_grad_(true)};
+    loom::train::FusedSGD sgd(
+        params, torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
+    for (int step = 0; step < 3; ++step) {
+      for (auto& p : params) p.mutable_grad() = at::randn(p.sizes()).to(device);
+      sgd.step();
+    }
+    std::vector<at::Tensor> out;
+    for (auto& p : params) out.push_back(p.detach().cpu());
+    return out;
+  };
+  const auto gpu = run(at::Device(at::kCUDA)), cpu = run(at::Device(at::kCPU));
+  double worst = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    worst = std::max(worst, (gpu[i] - cpu[i]).abs().max().item<double>());
   }
-  const bool has = at::hasCUDA();
-  report("cuda_load", true, number("seconds", seconds) + ", " + number("has_cuda", has) + ", " +
-                                number("devices", has ? torch::cuda::device_count() : 0));
-  return has && torch::cuda::device_count() > 0;
+  return worst;
 }
 
 void check_cuda_parts() {
@@ -159,6 +185,9 @@ void check_cuda_parts() {
   const double adamw_error =
       (adamw_step(at::Device(at::kCUDA)) - adamw_step(at::Device(at::kCPU))).abs().max().item<double>();
   report("cuda_fused_adamw_equals_cpu", adamw_error < 1e-6, number("max_abs_error", adamw_error));
+
+  const double sgd_error = fused_sgd_gpu_against_cpu();
+  report("loom_fused_sgd_gpu_equals_cpu", sgd_error < 1e-5, number("max_abs_error", sgd_error));
 }
 
 }  // namespace
