@@ -2,8 +2,9 @@
 // the last holder lets go. Readers of large files (token shards, safetensors weights) hand out
 // tensors and views over it instead of copies: the file's pages are the page cache's, read on
 // first touch and dropped under memory pressure, so reading a checkpoint does not hold its bytes
-// twice. The file may be replaced or unlinked while mapped (Loom's files are written whole and
-// renamed into place), never truncated.
+// twice. The file may be replaced or unlinked while mapped, never truncated or written in place:
+// a mapped page past a new end of file faults. Loom writes checkpoints into a new folder renamed
+// into place, and `loom export` refuses a folder that holds a model.
 //
 // Threading: immutable once made; share it across threads freely.
 #pragma once

@@ -181,10 +181,9 @@ models::NamedTensors decode(const char* bytes, std::size_t size, const std::stri
                   " bytes but its shape holds " + std::to_string(numel) + " elements of " +
                   std::to_string(element) + " bytes");
       }
-      const uint64_t need = covered;
       const char* at = bytes + data_start + offsets[0];
       const bool aligned = reinterpret_cast<std::uintptr_t>(at) % element == 0;
-      if (mapped && aligned && need > 0) {
+      if (mapped && aligned && covered > 0) {
         // The mapping is a private copy: a tensor written in place changes this process's
         // pages, never the file.
         out.emplace_back(name, at::from_blob(
@@ -193,7 +192,7 @@ models::NamedTensors decode(const char* bytes, std::size_t size, const std::stri
       }
       at::Tensor t = at::empty(shape, options);
       // An empty tensor has no storage (a null data pointer), which memcpy may not be given.
-      if (need > 0) std::memcpy(t.data_ptr(), at, need);
+      if (covered > 0) std::memcpy(t.data_ptr(), at, covered);
       out.emplace_back(name, t);
     } catch (const nlohmann::json::exception& e) {
       throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
