@@ -29,9 +29,8 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  // Page-aligned.
+  // Page-aligned. With kPrivateCopy the bytes may be written (the process's own copy of a page).
   const unsigned char* data() const { return data_; }
-  unsigned char* writable_data() const { return data_; }  // kPrivateCopy only
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
