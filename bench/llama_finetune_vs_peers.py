@@ -72,28 +72,28 @@ def run_loom(loom, folder, data, lora, steps):
     return s["tokens_per_second"], s["memory"]["optimizer_state_bytes"]
 
 
-def run_peer(folder, data, lora, steps, compiled):
-    cmd = [sys.executable, PEER, "--model", folder, "--data", data, "--seq-len", str(SEQ),
-           "--batch", str(BATCH), "--steps", str(steps), "--threads", "2"]
+def run_script(script, args, lora, steps, compiled):
+    """One peer's run: its script with the shared window, batch, steps and threads; the JSON
+    object it prints last."""
+    cmd = [sys.executable, script, *args, "--seq-len", str(SEQ), "--batch", str(BATCH),
+           "--steps", str(steps), "--threads", "2"]
     if lora:
         cmd += ["--lora", str(RANK)]
     if compiled:
         cmd.append("--compile")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    s = json.loads(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_peer(folder, data, lora, steps, compiled):
+    s = run_script(PEER, ["--model", folder, "--data", data], lora, steps, compiled)
     return s["tokens_per_second"], s["optimizer_state_bytes"]
 
 
 def run_torchtune(folder, data, text, lora, steps, compiled):
-    cmd = [sys.executable, TORCHTUNE, "--model", folder, "--tokenizer",
-           os.path.join(data, "tokenizer.model"), "--text", text, "--seq-len", str(SEQ),
-           "--batch", str(BATCH), "--steps", str(steps), "--threads", "2"]
-    if lora:
-        cmd += ["--lora", str(RANK)]
-    if compiled:
-        cmd.append("--compile")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["tokens_per_second"]
+    args = ["--model", folder, "--tokenizer", os.path.join(data, "tokenizer.model"),
+            "--text", text]
+    return run_script(TORCHTUNE, args, lora, steps, compiled)["tokens_per_second"]
 
 
 def main():

@@ -218,8 +218,9 @@ void ShardedModel::release_frozen_after_backward(std::size_t done) {
   const auto needed_by = [&](std::size_t b, std::size_t bucket) {
     return std::find(needs_[b].begin(), needs_[b].end(), bucket) != needs_[b].end();
   };
+  if (held_) return;
   for (std::size_t bucket : needs_[done]) {
-    if (partition_.trains(bucket) || held_) continue;
+    if (partition_.trains(bucket)) continue;
     if (needed_by(done - 1, bucket) || (done >= 2 && needed_by(done - 2, bucket))) continue;
     partition_.release_bucket(bucket);
   }
