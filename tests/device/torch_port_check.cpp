@@ -1,7 +1,7 @@
 // Checks, on a lent GPU machine, what the move to torch 2.11 changed in Loom's use of torch's
 // API, and whether CUDA can join a process that links only torch's CPU libraries (as libloom
 // does) by loading libtorch_cuda.so when a CUDA device is asked for (Loom's own loading,
-// core/device.cpp), and whether Loom's optimizer steps parameters on the GPU as on the CPU. Prints one JSON object per
+// core/device.cpp), and whether Loom's optimizers step parameters on the GPU as on the CPU. Prints one JSON object per
 // check ({"check": NAME, "ok": BOOL, ...}); exits 1 when any check fails. Built and run by
 // scripts/device-check.sh; also runs on a machine without a GPU (the CUDA checks then report
 // "skipped" with the reason).
@@ -22,6 +22,7 @@
 #include "loom/core/caching_allocator.h"
 #include "loom/core/device.h"
 #include "loom/core/torch_build.h"
+#include "loom/train/fused_adam.h"
 #include "loom/train/fused_sgd.h"
 
 namespace {
@@ -108,18 +109,19 @@ bool load_cuda() {
   return cuda.devices > 0;
 }
 
-// Three SGD steps with momentum, Nesterov and weight decay through Loom's FusedSGD: torch's
-// fused kernel on the GPU, Loom's loop on the CPU; the parameters must agree.
-double fused_sgd_gpu_against_cpu() {
-  auto run = [](const at::Device& device) {
+// Three steps of one of Loom's optimizers (torch's fused kernels on the GPU; on the CPU Loom's
+// loop for SGD, torch's kernel for AdamW) from the same start on each device; the largest
+// difference of the parameters.
+template <typename Optimizer, typename Options>
+double optimizer_gpu_against_cpu(const Options& options) {
+  auto run = [&](const at::Device& device) {
     at::manual_seed(2);
     std::vector<at::Tensor> params = {at::randn({1 << 16}).to(device).requires_grad_(true),
                                       at::randn({64, 33}).to(device).requires_grad_(true)};
-    loom::train::FusedSGD sgd(
-        params, torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
+    Optimizer optimizer(params, options);
     for (int step = 0; step < 3; ++step) {
       for (auto& p : params) p.mutable_grad() = at::randn(p.sizes()).to(device);
-      sgd.step();
+      optimizer.step();
     }
     std::vector<at::Tensor> out;
     for (auto& p : params) out.push_back(p.detach().cpu());
@@ -128,7 +130,7 @@ double fused_sgd_gpu_against_cpu() {
   const auto gpu = run(at::Device(at::kCUDA)), cpu = run(at::Device(at::kCPU));
   double worst = 0;
   for (std::size_t i = 0; i < gpu.size(); ++i) {
-    worst = std::max(worst, (gpu[i] - cpu[i]).abs().max().item<double>());
+    worst = std::max(worst, (gpu[i] - cpu[i]).abs().max().item().toDouble());
   }
   return worst;
 }
@@ -186,8 +188,14 @@ void check_cuda_parts() {
       (adamw_step(at::Device(at::kCUDA)) - adamw_step(at::Device(at::kCPU))).abs().max().item<double>();
   report("cuda_fused_adamw_equals_cpu", adamw_error < 1e-6, number("max_abs_error", adamw_error));
 
-  const double sgd_error = fused_sgd_gpu_against_cpu();
+  const double sgd_error = optimizer_gpu_against_cpu<loom::train::FusedSGD>(
+      torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
   report("loom_fused_sgd_gpu_equals_cpu", sgd_error < 1e-5, number("max_abs_error", sgd_error));
+  // Its steps counted on the host and copied to the parameters' device, once a group.
+  const double adamw_loom_error = optimizer_gpu_against_cpu<loom::train::FusedAdamW>(
+      torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1));
+  report("loom_fused_adamw_gpu_equals_cpu", adamw_loom_error < 1e-5,
+         number("max_abs_error", adamw_loom_error));
 }
 
 }  // namespace
