@@ -29,6 +29,7 @@ void Progress::on_start(const train::RunInfo& info) {
                static_cast<long long>(info.train_samples),
                static_cast<long long>(info.test_samples));
   std::fprintf(out_, "  machine        %s\n", info.machine.c_str());
+  std::fprintf(out_, "  device         %s (%s)\n", r.device.c_str(), r.device_reason.c_str());
   std::fprintf(out_, "  precision      %s (%s)\n", r.precision.c_str(), r.precision_reason.c_str());
   std::fprintf(out_, "  memory_format  %s (%s)\n", r.memory_format.c_str(),
                r.memory_format_reason.c_str());

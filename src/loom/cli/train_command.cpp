@@ -237,10 +237,12 @@ int run_train(const TrainArgs& args) {
                   100 * s.test_accuracy, s.test_loss);
   }
   const bool tokens = s.tokens_per_sample > 0;
-  std::printf("\nsummary: %s  %lld steps in %s  %.0f %s/s (%s, %s, %d threads)\n", result,
+  std::printf("\nsummary: %s  %lld steps in %s  %.0f %s/s (%s%s%s, %s, %d threads)\n", result,
               static_cast<long long>(s.steps), format_duration(s.wall_seconds).c_str(),
               tokens ? s.tokens_per_second() : s.samples_per_second, tokens ? "tokens" : "samples",
-              s.runtime.precision.c_str(), s.runtime.memory_format.c_str(), s.runtime.threads);
+              s.runtime.device == "cpu" ? "" : s.runtime.device.c_str(),
+              s.runtime.device == "cpu" ? "" : ", ", s.runtime.precision.c_str(),
+              s.runtime.memory_format.c_str(), s.runtime.threads);
   print_step_time(s);
   for (const auto& r : s.restarts) {
     std::printf("restarted after: %s", r.cause.c_str());

@@ -3,20 +3,46 @@
 #include <ATen/autocast_mode.h>
 
 namespace loom {
+namespace {
 
-AutocastScope::AutocastScope(bool bf16) : active_(bf16) {
-  if (!active_) return;
-  was_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
-  at::autocast::set_autocast_enabled(at::kCPU, true);
-  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+AutocastState::Of state_of(at::DeviceType type) {
+  return {at::autocast::is_autocast_enabled(type), at::autocast::get_autocast_dtype(type)};
+}
+
+void make_current(at::DeviceType type, const AutocastState::Of& of) {
+  at::autocast::set_autocast_enabled(type, of.enabled);
+  at::autocast::set_autocast_dtype(type, of.dtype);
+}
+
+}  // namespace
+
+AutocastState AutocastState::current() { return {state_of(at::kCPU), state_of(at::kCUDA)}; }
+
+AutocastState AutocastState::bf16() {
+  AutocastState s;
+  s.cpu = s.cuda = {true, at::kBFloat16};
+  return s;
+}
+
+AutocastScope::AutocastScope(bool bf16) {
+  if (bf16) enter(AutocastState::bf16());
+}
+
+AutocastScope::AutocastScope(const AutocastState& state) { enter(state); }
+
+void AutocastScope::enter(const AutocastState& state) {
+  active_ = true;
+  previous_ = AutocastState::current();
+  make_current(at::kCPU, state.cpu);
+  make_current(at::kCUDA, state.cuda);
   at::autocast::increment_nesting();
 }
 
 AutocastScope::~AutocastScope() {
   if (!active_) return;
-  // The weight-cast cache lives as long as the outermost autocast region, as in PyTorch.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
+  make_current(at::kCPU, previous_.cpu);
+  make_current(at::kCUDA, previous_.cuda);
 }
 
 }  // namespace loom

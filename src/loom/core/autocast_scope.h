@@ -1,19 +1,45 @@
-// CPU bf16 autocast as a scope, for every layer that runs a model's forward pass.
+// Autocast as a scope, for every layer that runs a model's forward pass, on the device types Loom
+// computes on: the CPU and CUDA devices. bf16 autocast is turned on for both at once, so that the
+// layers that run a forward pass need not know where the model lives (ATen applies a device
+// type's autocast only to tensors of that type).
 #pragma once
+
+#include <c10/core/ScalarType.h>
 
 namespace loom {
 
-// Enables CPU bf16 autocast for its lifetime when asked to; restores the previous state.
+// Autocast's per-thread state for the CPU and for CUDA devices.
+struct AutocastState {
+  struct Of {
+    bool enabled = false;
+    at::ScalarType dtype = at::kBFloat16;
+  };
+  Of cpu, cuda;
+
+  // The calling thread's.
+  static AutocastState current();
+  // bf16 on both device types.
+  static AutocastState bf16();
+};
+
+// Sets a state for its lifetime and restores the previous one after; the weight-cast cache lives
+// as long as the outermost scope, as in PyTorch.
 class AutocastScope {
  public:
+  // bf16 autocast when asked to; otherwise it leaves the state alone.
   explicit AutocastScope(bool bf16);
+  // Exactly `state` (all off: autocast disabled, as a block whose forward must run in fp32; a
+  // recomputed block's first forward's: as it ran then).
+  explicit AutocastScope(const AutocastState& state);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool active_;
-  bool was_enabled_ = false;
+  void enter(const AutocastState& state);
+
+  bool active_ = false;
+  AutocastState previous_;
 };
 
 }  // namespace loom

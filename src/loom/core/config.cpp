@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "loom/core/device.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
 #include "loom/core/text.h"
@@ -431,6 +432,7 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
     throw ConfigError("config key 'train.label_smoothing': applies to image classification");
   }
   check_keep_best(c);
+  check_device_text(c.runtime.device, "runtime.device");
   for (const auto& worker : c.data.remote.workers) {
     const auto colon = worker.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == worker.size() ||

@@ -130,6 +130,7 @@ struct ScheduleConfig {
 };
 
 struct RuntimeConfig {
+  std::string device = "cpu";          // auto | cpu | cuda | cuda:N
   std::string precision = "auto";      // auto | fp32 | bf16
   std::string memory_format = "auto";  // auto | contiguous | channels_last
   int64_t threads = 0;                 // 0 = auto (usable cores)

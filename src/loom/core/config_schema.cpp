@@ -206,8 +206,12 @@ void visit_config(Config& c, ConfigVisitor& v) {
   v.number("schedule.gamma", c.schedule.gamma, 0.0, "step: decay factor.");
   v.number("schedule.min_lr", c.schedule.min_lr, 0.0, "cosine: final learning rate.");
 
+  v.text("runtime.device", c.runtime.device,
+         "Where the model trains: cpu, cuda (each rank takes the GPU of its local rank), cuda:N, "
+         "or auto (cuda where this process can use a GPU, else cpu). docs/gpu.md says what runs "
+         "on a GPU so far.");
   v.choice("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16"},
-           "auto = bf16 autocast when the CPU has AVX-512 BF16 or AMX, else fp32.");
+           "auto = bf16 autocast on a GPU, and on a CPU with AVX-512 BF16 or AMX; else fp32.");
   v.choice("runtime.memory_format", c.runtime.memory_format,
            {"auto", "contiguous", "channels_last"},
            "auto = channels_last for convolutional models.");

@@ -68,27 +68,29 @@ const CudaAvailability& cuda_availability() {
   return availability;
 }
 
-c10::Device resolve_device(const std::string& text, int local_rank, const std::string& key) {
-  if (text == "cpu") return c10::Device(c10::kCPU);
-  const CudaAvailability& cuda = cuda_availability();
-  if (text == "auto") {
-    if (cuda.devices == 0) return c10::Device(c10::kCPU);
-  } else if (text != "cuda" && text.rfind("cuda:", 0) != 0) {
+void check_device_text(const std::string& text, const std::string& key) {
+  if (text == "auto" || text == "cpu" || text == "cuda") return;
+  if (text.rfind("cuda:", 0) != 0) {
     throw ConfigError(key + ": expected auto, cpu, cuda or cuda:N, got '" + text + "'",
                       {{"key", key},
                        {"problem", "device"},
                        {"value", text},
                        {"allowed", "auto, cpu, cuda, cuda:N"}});
   }
-  int index = local_rank;
-  if (text.rfind("cuda:", 0) == 0) {
-    try {
-      index = c10::Device(text).index();
-    } catch (const c10::Error&) {
-      throw ConfigError(key + ": '" + text + "' is not a CUDA device (cuda:N)",
-                        {{"key", key}, {"problem", "device"}, {"value", text}});
-    }
+  try {
+    (void)c10::Device(text);
+  } catch (const c10::Error&) {
+    throw ConfigError(key + ": '" + text + "' is not a CUDA device (cuda:N)",
+                      {{"key", key}, {"problem", "device"}, {"value", text}});
   }
+}
+
+c10::Device resolve_device(const std::string& text, int local_rank, const std::string& key) {
+  check_device_text(text, key);
+  if (text == "cpu") return c10::Device(c10::kCPU);
+  const CudaAvailability& cuda = cuda_availability();
+  if (text == "auto" && cuda.devices == 0) return c10::Device(c10::kCPU);
+  const int index = text.rfind("cuda:", 0) == 0 ? c10::Device(text).index() : local_rank;
   if (cuda.devices == 0) {
     throw ConfigError(key + ": '" + text + "' asks for a GPU, and " + cuda.why_not,
                       {{"key", key}, {"problem", "no_cuda"}, {"value", text}});

@@ -31,6 +31,10 @@ const CudaAvailability& cuda_availability();
 // question to ask otherwise.
 bool load_torch_cuda_library(std::string* why_not = nullptr);
 
+// Checks that `text` is one of runtime.device's values (auto, cpu, cuda, cuda:N) without asking
+// whether CUDA can be used; throws ConfigError naming `key` (problem device) otherwise.
+void check_device_text(const std::string& text, const std::string& key);
+
 // A device of runtime.device's values: auto (CUDA device `local_rank` where this process can use
 // CUDA, else the CPU), cpu, cuda (device `local_rank`), cuda:N. Throws ConfigError naming `key`
 // with problem device (none of these), no_cuda (CUDA asked for where none can be used; why_not

@@ -134,10 +134,12 @@ void normalize_nhwc_to_nchw(const uint8_t* in, float* out, int64_t images, int64
 
 at::Tensor Feeder::to_input(const at::Tensor& inputs) const {
   // Token ids (and any input that is not pixels) go to the model as they are.
-  if (inputs.scalar_type() != at::kByte || inputs.dim() != 4) {
-    return device_.is_cpu() ? inputs : inputs.to(device_, /*non_blocking=*/true);
-  }
+  if (inputs.scalar_type() != at::kByte || inputs.dim() != 4) return to_device(inputs);
   return device_.is_cpu() ? on_cpu(inputs) : on_device(inputs);
+}
+
+at::Tensor Feeder::to_device(const at::Tensor& t) const {
+  return !t.defined() || t.device() == device_ ? t : t.to(device_, /*non_blocking=*/true);
 }
 
 at::Tensor Feeder::on_cpu(const at::Tensor& images_nhwc) const {

@@ -32,6 +32,9 @@ class Feeder {
   // Images (uint8 [B, H, W, C]) normalised as above; other inputs (token ids) moved to the
   // device as they are.
   at::Tensor to_input(const at::Tensor& inputs) const;
+  // Another tensor of a batch (its targets) on the device as it is, copied without the host
+  // waiting where the device allows.
+  at::Tensor to_device(const at::Tensor& t) const;
   at::Device device() const { return device_; }
 
  private:

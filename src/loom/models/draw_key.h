@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "loom/core/rng.h"
 
@@ -75,8 +76,16 @@ inline void start_block_draws(int64_t index) {
 // A dropout mask for a tensor of `sizes` whose dimension 0 holds the micro-batch's samples: 0, or
 // 1 / (1 - p) with probability 1 - p (torch's dropout scaling), in `options`' type. Keyed, each
 // sample's part is a SplitMix64 stream from its key (a pure function of the key and the element,
-// filled by every thread); unkeyed, torch's dropout of ones, from the default generator.
+// filled by every thread on the CPU, by tensor operations on another device); unkeyed, torch's
+// dropout of ones, from the default generator.
 at::Tensor dropout_mask(at::IntArrayRef sizes, double p, const at::TensorOptions& options);
+
+// The keyed mask of rows that draw from `streams`, `per_row` elements each, by tensor operations
+// on `device`: 1 / (1 - p) = `kept` where the top 24 bits of an element's draw fall below
+// `kept_below`, else 0, as float [rows, per_row]. What dropout_mask runs off the CPU, so that a
+// GPU draws its masks without a copy from the host; the same values as the CPU's loop.
+at::Tensor keyed_mask_with_tensor_ops(const std::vector<uint64_t>& streams, int64_t per_row,
+                                      uint64_t kept_below, float kept, at::Device device);
 
 // Dropout of `x` [samples, ...] with dropout_mask's mask; `x` itself when not training or p is 0.
 inline at::Tensor keyed_dropout(const at::Tensor& x, double p, bool train) {

@@ -8,14 +8,16 @@
 
 namespace loom::models::gpt {
 
-at::Tensor CausalMask::first(int64_t n, at::ScalarType dtype) {
-  if (n > length_) {
+at::Tensor CausalMask::first(int64_t n, at::ScalarType dtype, at::Device device) {
+  if (n > length_ || (!masks_.empty() && masks_.begin()->second.device() != device)) {
     masks_.clear();
     length_ = n;
   }
   at::Tensor& mask = masks_[dtype];
   if (!mask.defined()) {
-    mask = at::full({length_, length_}, -std::numeric_limits<float>::infinity()).triu(1).to(dtype);
+    mask = at::full({length_, length_}, -std::numeric_limits<float>::infinity())
+               .triu(1)
+               .to(device, dtype);
   }
   return mask.narrow(0, 0, n).narrow(1, 0, n);
 }
@@ -61,8 +63,8 @@ at::Tensor CausalSelfAttention::forward(const at::Tensor& x, KvCache::Layer* cac
     const int64_t keys = past + t;
     y = causal_attention(
             q.reshape({b * heads, t, head}), k.reshape({b * heads, keys, head}),
-            v.reshape({b * heads, keys, head}), mask_->first(keys, q.scalar_type()), past,
-            causal_query_blocks(t),
+            v.reshape({b * heads, keys, head}), mask_->first(keys, q.scalar_type(), q.device()),
+            past, causal_query_blocks(t),
             [this, b, heads](const at::Tensor& w) { return weights_dropout(w, b, heads); })
             .view({b, heads, t, head});
   }

@@ -21,13 +21,14 @@ namespace loom::models::gpt {
 
 // The mask every layer's attention adds to its scores: [n, n], 0 where a query may see a key,
 // -inf after it. One per model and dtype (fp32, and bf16 under autocast), made at the model's
-// context on first use and kept (not a buffer: nothing to train or save). A forward takes a view
+// context on first use, on the scores' device, and kept (not a buffer: nothing to train or save;
+// a model moved to another device makes its masks again there). A forward takes a view
 // of its first n positions, so it neither builds nor converts a mask; a longer one (which the
 // embedding refuses) would rebuild them.
 class CausalMask {
  public:
   explicit CausalMask(int64_t context) : length_(context) {}
-  at::Tensor first(int64_t n, at::ScalarType dtype);
+  at::Tensor first(int64_t n, at::ScalarType dtype, at::Device device);
 
  private:
   int64_t length_;

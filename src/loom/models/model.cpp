@@ -70,6 +70,15 @@ void Model::set_memory_format(at::MemoryFormat format) {
   }
 }
 
+void Model::to(at::Device device) {
+  for (auto& [name, p] : named_parameters()) {
+    if (p.device() != device) p.set_data(p.detach().to(device));
+  }
+  for (auto& [name, b] : named_buffers()) {
+    if (b.device() != device) b.set_data(b.detach().to(device));
+  }
+}
+
 std::function<at::Tensor(const at::Tensor&)> run_children(torch::nn::Sequential sequential,
                                                           size_t begin, size_t end) {
   return [sequential, begin, end](const at::Tensor& input) mutable {

@@ -92,6 +92,10 @@ class Model {
   int64_t parameter_count();
   // Re-lays out 4-d parameters (conv weights) in `format`; values are unchanged.
   void set_memory_format(at::MemoryFormat format);
+  // Moves every parameter and buffer to `device` in place, as torch's Module::to does: the
+  // tensors keep their identity (the blocks, ties and what is made of the model later see them
+  // there). What a model keeps that is neither (a causal mask, rotary tables) follows its input.
+  void to(at::Device device);
 };
 
 // Builds a model of the configured architecture for the input; throws ConfigError when the two

@@ -1,7 +1,6 @@
 #include "loom/models/recompute.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/custom_class.h>
@@ -9,6 +8,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "loom/core/autocast_scope.h"
 #include "loom/models/draw_key.h"
 
 namespace loom::models {
@@ -25,29 +25,6 @@ struct ForwardHolder : torch::CustomClassHolder {
   std::shared_ptr<const Forward> run;
 };
 
-// CPU autocast as the first pass found it, enabled or not and in which type, for the recompute.
-class AutocastAsSaved {
- public:
-  AutocastAsSaved(bool enabled, at::ScalarType dtype)
-      : was_enabled_(at::autocast::is_autocast_enabled(at::kCPU)),
-        was_dtype_(at::autocast::get_autocast_dtype(at::kCPU)) {
-    at::autocast::set_autocast_enabled(at::kCPU, enabled);
-    at::autocast::set_autocast_dtype(at::kCPU, dtype);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastAsSaved() {
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
-    at::autocast::set_autocast_dtype(at::kCPU, was_dtype_);
-  }
-  AutocastAsSaved(const AutocastAsSaved&) = delete;
-  AutocastAsSaved& operator=(const AutocastAsSaved&) = delete;
-
- private:
-  bool was_enabled_;
-  at::ScalarType was_dtype_;
-};
-
 // The block's forward under no_grad, and again with gradients in backward.
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
@@ -62,8 +39,11 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     ctx->saved_data["forward"] =
         c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(replay));
     ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
-    ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(at::kCPU);
-    ctx->saved_data["autocast_dtype"] = at::autocast::get_autocast_dtype(at::kCPU);
+    const AutocastState autocast = AutocastState::current();
+    ctx->saved_data["autocast_cpu"] = autocast.cpu.enabled;
+    ctx->saved_data["autocast_cpu_dtype"] = autocast.cpu.dtype;
+    ctx->saved_data["autocast_cuda"] = autocast.cuda.enabled;
+    ctx->saved_data["autocast_cuda_dtype"] = autocast.cuda.dtype;
     ctx->saved_data["weights"] = c10::List<at::Tensor>(weights.vec());
     ctx->save_for_backward({input});
     at::NoGradGuard no_grad;
@@ -85,8 +65,12 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     at::Tensor y;
     {
       at::AutoGradMode enable(true);
-      AutocastAsSaved autocast(ctx->saved_data["autocast"].toBool(),
-                               ctx->saved_data["autocast_dtype"].toScalarType());
+      AutocastState as_saved;
+      as_saved.cpu = {ctx->saved_data["autocast_cpu"].toBool(),
+                      ctx->saved_data["autocast_cpu_dtype"].toScalarType()};
+      as_saved.cuda = {ctx->saved_data["autocast_cuda"].toBool(),
+                       ctx->saved_data["autocast_cuda_dtype"].toScalarType()};
+      const AutocastScope autocast(as_saved);
       y = (*holder->run)(x);
     }
     generator.set_state(now);

@@ -33,24 +33,24 @@ at::Tensor rotary_inverse_frequencies(int64_t head_dim, double theta, const Rope
 Rotary::Rotary(int64_t head_dim, double theta, const RopeScaling& scaling)
     : inverse_frequencies_(rotary_inverse_frequencies(head_dim, theta, scaling)) {}
 
-const Rotary::Table& Rotary::table(int64_t positions, at::ScalarType dtype) {
+const Rotary::Table& Rotary::table(int64_t positions, at::ScalarType dtype, at::Device device) {
   Table& t = tables_[dtype];
-  if (!t.cos.defined() || t.cos.size(0) < positions) {
+  if (!t.cos.defined() || t.cos.size(0) < positions || t.cos.device() != device) {
     // At least twice what was held, so a decoder growing by one position rebuilds rarely.
-    const int64_t held = t.cos.defined() ? t.cos.size(0) : 0;
+    const int64_t held = t.cos.defined() && t.cos.device() == device ? t.cos.size(0) : 0;
     const int64_t length = std::max(positions, 2 * held);
     const at::Tensor angles =
         at::outer(at::arange(length, at::TensorOptions().dtype(at::kFloat)), inverse_frequencies_);
     const at::Tensor both = at::cat({angles, angles}, -1);
-    t.cos = both.cos().to(dtype);
-    t.sin = both.sin().to(dtype);
+    t.cos = both.cos().to(device, dtype);
+    t.sin = both.sin().to(device, dtype);
   }
   return t;
 }
 
 at::Tensor Rotary::apply(const at::Tensor& x, int64_t first) {
   const int64_t n = x.size(2), half = x.size(3) / 2;
-  const Table& t = table(first + n, x.scalar_type());
+  const Table& t = table(first + n, x.scalar_type(), x.device());
   const at::Tensor cos = t.cos.narrow(0, first, n), sin = t.sin.narrow(0, first, n);
   // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): x cos + (-x2, x1) sin.
   const at::Tensor turned = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);

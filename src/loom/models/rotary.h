@@ -34,8 +34,9 @@ struct RopeScaling {
 at::Tensor rotary_inverse_frequencies(int64_t head_dim, double theta, const RopeScaling& scaling);
 
 // Turns heads by their positions. Holds the cosines and sines of the positions seen so far, per
-// dtype, computed in fp32 and kept (not a buffer: nothing to train or save). Not thread-safe: as
-// a module's forward.
+// dtype, computed in fp32 on the CPU (the same angles on every device) and kept on the heads'
+// device (not a buffer: nothing to train or save; a model moved to another device makes them
+// again there). Not thread-safe: as a module's forward.
 class Rotary {
  public:
   Rotary(int64_t head_dim, double theta, const RopeScaling& scaling);
@@ -47,7 +48,7 @@ class Rotary {
   struct Table {
     at::Tensor cos, sin;  // [positions, head_dim]: each frequency's twice (both halves)
   };
-  const Table& table(int64_t positions, at::ScalarType dtype);
+  const Table& table(int64_t positions, at::ScalarType dtype, at::Device device);
 
   at::Tensor inverse_frequencies_;
   std::map<at::ScalarType, Table> tables_;

@@ -1,6 +1,5 @@
 #include "loom/parallel/sharded_model.h"
 
-#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/engine.h>
@@ -10,6 +9,7 @@
 
 #include <algorithm>
 
+#include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
 
 namespace loom::parallel {
@@ -139,24 +139,6 @@ at::Tensor ShardedModel::run_block(std::size_t b, const at::Tensor& input) {
   return output;
 }
 
-namespace {
-
-// CPU autocast off for its lifetime, as it was after.
-class AutocastOff {
- public:
-  AutocastOff() : was_(at::autocast::is_autocast_enabled(at::kCPU)) {
-    at::autocast::set_autocast_enabled(at::kCPU, false);
-  }
-  ~AutocastOff() { at::autocast::set_autocast_enabled(at::kCPU, was_); }
-  AutocastOff(const AutocastOff&) = delete;
-  AutocastOff& operator=(const AutocastOff&) = delete;
-
- private:
-  bool was_;
-};
-
-}  // namespace
-
 void ShardedModel::check_chain(const at::Tensor& probe) {
   // Every block gathered at once, as the model was before it was sharded.
   const bool was_held = held_;
@@ -167,7 +149,7 @@ void ShardedModel::check_chain(const at::Tensor& probe) {
     // out of autocast, whose cache would keep the weights' bf16 copies made here without
     // gradients for the step's forward to reuse.
     at::DisableRecordFunctionGuard unwatched;
-    AutocastOff no_autocast;
+    const AutocastScope no_autocast{AutocastState{}};
     models::check_blocks(inner_, probe);
   } catch (const ConfigError& e) {
     failure = e.what();

@@ -25,8 +25,11 @@ class FlopCounter {
   at::CallbackHandle handle_;
 };
 
-// FLOP/s of a square matrix product of `dtype` (float or bfloat16) on the current threads,
-// the best of repeated runs for about `seconds`.
-double measure_peak_flops(at::ScalarType dtype, double seconds = 0.3);
+// FLOP/s of a square matrix product of `dtype` (float or bfloat16) on `device` (the CPU: on the
+// current threads), the best of repeated runs for about `seconds`. A GPU's products are larger
+// and timed in groups between waits for the device, so that launching them is not what is
+// measured.
+double measure_peak_flops(at::ScalarType dtype, double seconds = 0.3,
+                          at::Device device = at::kCPU);
 
 }  // namespace loom::profile

@@ -15,19 +15,20 @@ struct EvalResult {
   double perplexity() const;
 };
 
-// Sums over the batches of an evaluation.
+// Sums over the batches of an evaluation, kept on the logits' device and read once at the end:
+// a GPU's evaluation waits for no batch on the host.
 class EvalTally {
  public:
   // One batch's logits (any floating type; classes along the last dimension) and targets.
   void add(const at::Tensor& logits, const at::Tensor& targets, const models::Loss& loss);
   EvalResult result() const;
-  // loss sum, correct, samples: what ranks that evaluate parts of the test split combine.
+  // loss sum, correct, samples (double, on the CPU): what ranks that evaluate parts of the test
+  // split combine.
   at::Tensor sums() const;
   static EvalResult from_sums(const at::Tensor& sums);
 
  private:
-  double loss_sum_ = 0.0;
-  int64_t correct_ = 0, seen_ = 0;
+  at::Tensor sums_;  // as sums(), on the logits' device; undefined before the first batch
 };
 
 }  // namespace loom::train

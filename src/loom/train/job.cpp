@@ -121,6 +121,7 @@ int Job::ranks_on_host() const {
 
 void Job::fill(TrainOptions& options) {
   options.ranks_on_host = ranks_on_host();
+  options.local_rank = world.local_rank;
   options.groups.trainers = trainers();
   options.heartbeat_store = heartbeat_store(world);
   if (termination) options.termination = termination;

@@ -1,6 +1,7 @@
 #include "loom/train/run_parts.h"
 
 #include <ATen/Context.h>
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/Parallel.h>
 
 #include <set>
@@ -19,15 +20,34 @@
 
 namespace loom::train {
 
+namespace {
+
+// What trains on a GPU so far is one process: collectives over GPU tensors (NCCL, or the host's
+// collectives staging through host memory) are issue 52's next part. A layout of several ranks
+// on a GPU is refused before anything is built, naming the key.
+void refuse_layouts_off_the_cpu(const DeviceChoice& device, const parallel::LayoutPlan& plan) {
+  if (device.device.is_cpu() || plan.world <= 1) return;
+  throw ConfigError::at_key("runtime.device",
+                            "'" + device.device.str() + "': " + std::to_string(plan.world) +
+                                " ranks (" + plan.describe() +
+                                ") cannot train on GPUs yet: one process can (docs/gpu.md)",
+                            {{"problem", "device_layout"}, {"value", device.device.str()}});
+}
+
+}  // namespace
+
 RunParts build_run_parts(const Config& config, const TrainOptions& options,
                          const LayoutFactory& layouts, int replica, int replicas, bool leader,
                          RunInfo& info) {
   const parallel::LayoutPlan& plan = layouts.plan().layout;
   use_configured_allocator(config.runtime.allocator, options.topology.memory_bytes);
+  const DeviceChoice device = choose_device(config.runtime, options.local_rank);
+  refuse_layouts_off_the_cpu(device, plan);
   at::manual_seed(static_cast<uint64_t>(config.seed));
   RunParts parts;
+  // Batches bound for a GPU are pinned, so that their copies run beside the step.
   parts.data = load_train_data(config, plan.step.micro_batch, options.topology.usable_cores,
-                               replica, replicas);
+                               replica, replicas, /*pin_memory=*/device.device.is_cuda());
   parts.data.train->set_epoch_limit(config.train.epochs);
   parts.model = models::make_model(config.model, parts.data.input);
   models::Model& model = *parts.model;
@@ -41,9 +61,14 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
     }
   }
   model.set_recompute_every(layouts.plan().recompute_every);
-  info.runtime =
-      choose_runtime(config.runtime, options.topology, model.is_convolutional(), at::hasMKLDNN());
+  info.runtime = choose_runtime(config.runtime, options.topology, model.is_convolutional(),
+                                at::hasMKLDNN(), device);
   at::set_num_threads(info.runtime.threads);
+  // fp32 means fp32 on a GPU too: cuDNN's convolutions would otherwise take TF32 (10-bit
+  // mantissas), as torch lets them by default; cuBLAS's products already do not.
+  if (device.device.is_cuda() && !info.runtime.bf16()) {
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
   if (const BlasLibrary blas = loaded_blas_library();
       blas.reference() && !info.runtime.bf16() && leader) {
     LOOM_LOG(kWarn, "runtime") << "fp32 matrix products run on netlib's reference BLAS ("
@@ -52,6 +77,9 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   }
   const auto format = info.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
                                                                     : at::MemoryFormat::Contiguous;
+  // The whole model goes to the device before a layout cuts, shards or hooks it: every tensor
+  // made of it after (slices, buckets, optimizer state) is made there.
+  model.to(device.device);
   model.set_memory_format(format);
   model.train(true);
   info.model = model.name();
@@ -78,7 +106,7 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   const models::Task task = parts.data.input.task;
   parts.loss = models::make_task_loss(task, config.train.label_smoothing);
   parts.eval_loss = models::make_task_loss(task);
-  parts.feeder = std::make_unique<data::Feeder>(parts.data.stats, format);
+  parts.feeder = std::make_unique<data::Feeder>(parts.data.stats, format, device.device);
   return parts;
 }
 
@@ -123,14 +151,23 @@ void fill_parts_summary(const RunParts& parts, const RunInfo& info, const Config
   s.layout.worker_compute_seconds = parts.layout->by_trainer(steady[profile::Phase::kForward] +
                                                              steady[profile::Phase::kBackward] +
                                                              steady[profile::Phase::kOptimizer]);
+  // The run's device memory, read before the calibration below allocates its own.
+  const at::Device device = info.runtime.torch_device();
+  if (!device.is_cpu()) {
+    const auto stats = at::accelerator::getDeviceStats(device.index());
+    constexpr size_t kAll = 0;  // the statistics' aggregate over pool kinds
+    s.device_peak_allocated_bytes = stats.allocated_bytes[kAll].peak;
+    s.device_peak_reserved_bytes = stats.reserved_bytes[kAll].peak;
+  }
   s.peak_dtype = info.runtime.bf16() ? "bf16" : "fp32";
-  // Every rank calibrates its own cores at the same time; the job's peak is their sum.
+  // Every rank calibrates its own device (its cores) at the same time; the job's peak is their
+  // sum.
   const double rank_peak =
-      profile::measure_peak_flops(info.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1);
+      profile::measure_peak_flops(info.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1, device);
   s.peak_flops_per_second = world * rank_peak;
   s.blas = loaded_blas_library();
   s.fp32_matmul_flops_per_second =
-      info.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1) : rank_peak;
+      info.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1, device) : rank_peak;
   s.optimizer_state_bytes = parts.optimizer_state_bytes(config.optimizer.name);
   s.gradient_bytes = parts.gradient_bytes();
   s.parameter_bytes = parts.layout->parameter_bytes_between_steps();

@@ -1,16 +1,35 @@
 #include "loom/train/runtime_choice.h"
 
+#include "loom/core/device.h"
+
 namespace loom::train {
 
+DeviceChoice choose_device(const RuntimeConfig& config, int local_rank) {
+  DeviceChoice choice;
+  choice.device = resolve_device(config.device, local_rank, "runtime.device");
+  if (config.device == "auto") {
+    choice.reason = choice.device.is_cuda() ? "auto: this process can use a GPU"
+                                            : "auto: " + cuda_availability().why_not;
+  }
+  return choice;
+}
+
 RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topology,
-                             bool convolutional_model, bool onednn_available) {
+                             bool convolutional_model, bool onednn_available,
+                             const DeviceChoice& device) {
   RuntimeChoice c;
+  c.device = device.device.str();
+  c.device_reason = device.reason;
   // LOOM_CPU_CAPABILITY below avx512 stands in for a host without AVX-512, bf16 included, so
   // that a forced run makes the choices such a host would.
   const bool lowered = topology.kernels != CpuCapability::kAvx512;
   if (config.precision != "auto") {
     c.precision = config.precision;
     c.precision_reason = "set in runtime.precision";
+  } else if (device.device.is_cuda()) {
+    // Tensor cores multiply bf16 at many times fp32's rate; autocast keeps fp32 weights.
+    c.precision = "bf16";
+    c.precision_reason = "GPU";
   } else if (topology.cpu.native_bf16() && !lowered && onednn_available) {
     c.precision = "bf16";
     c.precision_reason = topology.cpu.amx_bf16 ? "CPU has AMX-BF16" : "CPU has AVX-512 BF16";

@@ -1,9 +1,13 @@
-// Precision, memory layout and thread count chosen for the hardware, each with the reason, so
-// the choice can be printed and recorded. `auto` resolves as:
-//   precision     bf16 autocast when the CPU has AVX-512 BF16 or AMX and LibTorch has oneDNN
+// Device, precision, memory layout and thread count chosen for the hardware, each with the
+// reason, so the choice can be printed and recorded. `auto` resolves as:
+//   device        CUDA device LOCAL_RANK where this process can use a GPU, else the CPU
+//   precision     bf16 autocast on a GPU, and on a CPU with AVX-512 BF16 or AMX where LibTorch
+//                 has oneDNN
 //   memory_format channels_last for convolutional models
 //   threads       the cores this process may run on (affinity and cgroup quota)
 #pragma once
+
+#include <c10/core/Device.h>
 
 #include <string>
 
@@ -13,17 +17,32 @@
 
 namespace loom::train {
 
+// Where a rank trains (runtime.device), and why there.
+struct DeviceChoice {
+  c10::Device device = c10::kCPU;
+  std::string reason = "set in runtime.device";
+};
+
+// runtime.device for the rank of local rank `local_rank` (its GPU under `cuda` and `auto`).
+// Throws ConfigError naming runtime.device: a value that is none of its own, a GPU asked for
+// where this process can use none, or a device index past the GPUs there are.
+DeviceChoice choose_device(const RuntimeConfig& config, int local_rank);
+
 struct RuntimeChoice {
-  std::string precision;      // fp32 | bf16
+  std::string device = "cpu";  // cpu | cuda:N (the script's, for a user's own loop)
+  std::string precision;       // fp32 | bf16
   std::string memory_format;  // contiguous | channels_last
   int threads = 1;
+  std::string device_reason = "set in runtime.device";
   std::string precision_reason, memory_format_reason, threads_reason;
 
   bool bf16() const { return precision == "bf16"; }
+  c10::Device torch_device() const { return c10::Device(device); }
 };
 
 RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topology,
-                             bool convolutional_model, bool onednn_available);
+                             bool convolutional_model, bool onednn_available,
+                             const DeviceChoice& device = {});
 
 // AutocastScope lives in core/autocast_scope.h: every layer that runs a forward pass uses it.
 using loom::AutocastScope;

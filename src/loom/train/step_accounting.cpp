@@ -134,10 +134,10 @@ TrainSummary StepAccounting::State::finish() {
   s.final_train_loss = last_loss_;
   s.samples = samples_;
   s.runtime.precision = options_.precision;
-  s.runtime.memory_format = "as the script left it";
+  s.runtime.device = s.runtime.memory_format = "as the script left it";
   s.runtime.threads = at::get_num_threads();
-  s.runtime.precision_reason = s.runtime.memory_format_reason = s.runtime.threads_reason =
-      "the script's";
+  s.runtime.device_reason = s.runtime.precision_reason = s.runtime.memory_format_reason =
+      s.runtime.threads_reason = "the script's";
   if (options_.source) s.data = options_.source->stats();
   s.loader_threads = options_.loader_threads;
   s.plan = options_.plan;

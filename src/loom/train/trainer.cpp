@@ -166,7 +166,7 @@ parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epo
   data::Batch batch = parts_.data.train->batch(epoch, index);
   if (batch.size() == 0) return {at::Tensor(), batch.targets};  // every sample was bad
   accounting_->enter(profile::Phase::kH2D);
-  return {parts_.feeder->to_input(batch.inputs), batch.targets};
+  return {parts_.feeder->to_input(batch.inputs), parts_.feeder->to_device(batch.targets)};
 }
 
 void TrainingRun::forward_begins() {

@@ -128,6 +128,8 @@ struct TrainSummary {
   std::vector<RestartRecord> restarts;  // of this job before this attempt, oldest first
   std::string allocator;                // caching | system
   size_t peak_cached_bytes_in_use = 0;  // caching allocator: peak of blocks >= 64 KiB in use
+  // A GPU run's device memory (its caching allocator's), peaks over the run; 0 on the CPU.
+  int64_t device_peak_allocated_bytes = 0, device_peak_reserved_bytes = 0;
   // Bytes of the optimizer state this rank (rank 0) holds at the end: all of it, or its shard
   // under parallel.zero.
   int64_t optimizer_state_bytes = 0;
@@ -209,6 +211,8 @@ struct TrainOptions {
   Topology topology;                  // what the process may run on
   // The job's ranks that share this host's cores, parameter servers included (Job::fill).
   int ranks_on_host = 1;
+  // This rank's place among them (LOCAL_RANK): the GPU it takes under runtime.device cuda/auto.
+  int local_rank = 0;
 };
 
 // Trains as configured. Throws ConfigError for a config that does not fit the data or model,

@@ -13,7 +13,8 @@ EvalResult TrainingRun::evaluate_test() {
         watchdog_->progress();
         data::Batch batch = parts_.data.test->batch(0, b);
         if (batch.size() == 0) return parallel::MicroBatch{at::Tensor(), batch.targets};
-        return parallel::MicroBatch{parts_.feeder->to_input(batch.inputs), batch.targets};
+        return parallel::MicroBatch{parts_.feeder->to_input(batch.inputs),
+                                    parts_.feeder->to_device(batch.targets)};
       },
       [&](const at::Tensor& logits, const at::Tensor& labels) {
         tally.add(logits, labels, *parts_.eval_loss);

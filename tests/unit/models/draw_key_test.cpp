@@ -80,5 +80,28 @@ TEST(DrawKey, WithoutAScopeMasksComeFromTheDefaultGenerator) {
   EXPECT_FALSE(DrawKeyScope::state().samples.has_value());
 }
 
+// What a GPU runs: the mask by tensor operations, here on the CPU, against SplitMix64 element by
+// element (streams with the top bit set and clear: int64 arithmetic must act as uint64's).
+TEST(DrawKey, TensorOperationsDrawTheSameMaskAsTheLoop) {
+  const std::vector<uint64_t> streams = {hash_key({1}), hash_key({2}), 0xfedcba9876543210ULL, 0,
+                                         ~uint64_t{0}};
+  constexpr int64_t kPerRow = 777;
+  const double p = 0.3;
+  const auto kept_below = static_cast<uint64_t>((1.0 - p) * (1 << 24));
+  const auto kept = static_cast<float>(1.0 / (1.0 - p));
+  const at::Tensor mask = keyed_mask_with_tensor_ops(streams, kPerRow, kept_below, kept, at::kCPU);
+  ASSERT_EQ(mask.sizes(), (at::IntArrayRef{5, kPerRow}));
+  at::Tensor expected = at::empty({5, kPerRow});
+  for (int64_t r = 0; r < 5; ++r) {
+    for (int64_t j = 0; j < kPerRow; ++j) {
+      const uint64_t bits = mix64(streams[r] + static_cast<uint64_t>(j) * 0x9e3779b97f4a7c15ULL);
+      expected[r][j] = (bits >> 40) < kept_below ? kept : 0.0f;
+    }
+  }
+  EXPECT_TRUE(at::equal(mask, expected));
+  // About 1 - p of the elements kept.
+  EXPECT_NEAR(mask.ne(0).to(at::kDouble).mean().item<double>(), 1 - p, 0.03);
+}
+
 }  // namespace
 }  // namespace loom::models

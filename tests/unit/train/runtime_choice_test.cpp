@@ -3,6 +3,9 @@
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
+#include "loom/core/device.h"
+#include "loom/core/error.h"
+
 namespace loom::train {
 namespace {
 
@@ -59,6 +62,55 @@ TEST(AutocastScope, RunsMatmulInBf16AndRestores) {
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
   AutocastScope off(false);
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
+}
+
+TEST(AutocastScope, TurnsOnBothDeviceTypesAndAStateScopeRestoresExactly) {
+  {
+    AutocastScope bf16(true);
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCUDA));
+    EXPECT_EQ(at::autocast::get_autocast_dtype(at::kCUDA), at::kBFloat16);
+    // A block that must run in fp32 inside it, then bf16 again.
+    {
+      AutocastScope off{AutocastState{}};
+      EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+      EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCUDA));
+    }
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCPU));
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCUDA));
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCUDA));
+}
+
+TEST(RuntimeChoice, AGpuComputesInBf16UnlessTold) {
+  RuntimeConfig cfg;
+  DeviceChoice gpu;
+  gpu.device = c10::Device(c10::kCUDA, 1);
+  const RuntimeChoice on_gpu = choose_runtime(cfg, machine(false, false, 2), true, true, gpu);
+  EXPECT_EQ(on_gpu.device, "cuda:1");
+  EXPECT_EQ(on_gpu.torch_device(), gpu.device);
+  EXPECT_EQ(on_gpu.precision, "bf16");
+  EXPECT_EQ(on_gpu.precision_reason, "GPU");
+  cfg.precision = "fp32";
+  EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true, gpu).precision, "fp32");
+  EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).device, "cpu");
+}
+
+TEST(RuntimeChoice, TheDeviceComesWithItsReason) {
+  RuntimeConfig cfg;
+  EXPECT_EQ(choose_device(cfg, 0).device, c10::Device(c10::kCPU));
+  EXPECT_EQ(choose_device(cfg, 0).reason, "set in runtime.device");
+  cfg.device = "auto";
+  const DeviceChoice chosen = choose_device(cfg, 0);
+  EXPECT_EQ(chosen.reason.rfind("auto: ", 0), 0u) << chosen.reason;
+  EXPECT_EQ(chosen.device.is_cuda(), cuda_availability().devices > 0);
+  cfg.device = "tpu";
+  try {
+    choose_device(cfg, 0);
+    ADD_FAILURE() << "tpu was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "runtime.device");
+    EXPECT_EQ(e.field("problem"), "device");
+  }
 }
 
 }  // namespace

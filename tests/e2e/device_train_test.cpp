@@ -1,0 +1,103 @@
+// `loom train`'s runtime.device: where a run trains, chosen and recorded with its reason, and
+// refused with the key where it cannot be. Where a GPU is present: the same training as the
+// CPU's (fp32, 1e-4 apart), checkpoints that move between the two, and a resume on the GPU;
+// elsewhere those tests skip, saying why.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <string>
+
+#include "e2e/json_output.h"
+#include "e2e/language_model_fixture.h"
+#include "loom/core/device.h"
+#include "tools/run_compare.h"
+#include "tools/test_support.h"
+
+namespace loom::test {
+namespace {
+
+// A small CNN on synthetic images, eight steps of SGD in fp32 with an evaluation and a
+// checkpoint at step 4 and at the end. Without dropout: the CNN draws torch's, whose masks come
+// from each device's own generator.
+std::string cnn_args() {
+  return " " + tiny_synthetic_args() +
+         " --set runtime.precision=fp32 --set model.dropout=0 --set train.max_steps=8"
+         " --set checkpoint.every_steps=4";
+}
+
+bool have_gpu() { return cuda_availability().devices > 0; }
+
+TEST(DeviceTrain, AValueThatIsNoDeviceExitsTwoNamingTheKey) {
+  TempDir dir;
+  const auto run =
+      run_loom_reporting("train --out " + (dir / "run") + cnn_args() + " --set runtime.device=gpu");
+  EXPECT_EQ(run.result.exit_code, 2) << run.result.output;
+  EXPECT_EQ(run.error["fields"]["key"], "runtime.device") << run.error;
+  EXPECT_EQ(run.error["fields"]["problem"], "device") << run.error;
+  EXPECT_FALSE(std::filesystem::exists((dir / "run") + "/summary.json"));
+}
+
+TEST(DeviceTrain, WithoutAGpuCudaExitsTwoAndAutoTrainsOnTheCpu) {
+  if (have_gpu()) GTEST_SKIP() << "this host has a GPU";
+  TempDir dir;
+  const auto cuda = run_loom_reporting("train --out " + (dir / "cuda") + cnn_args() +
+                                       " --set runtime.device=cuda");
+  EXPECT_EQ(cuda.result.exit_code, 2) << cuda.result.output;
+  EXPECT_EQ(cuda.error["fields"]["key"], "runtime.device") << cuda.error;
+  EXPECT_EQ(cuda.error["fields"]["problem"], "no_cuda") << cuda.error;
+
+  const auto autos =
+      run_loom("train --out " + (dir / "auto") + cnn_args() + " --set runtime.device=auto");
+  ASSERT_EQ(autos.exit_code, 0) << autos.output;
+  const auto summary = summary_of(dir / "auto");
+  EXPECT_EQ(summary["device"], "cpu");
+  EXPECT_EQ(summary["choices"]["device"].get<std::string>().rfind("auto: ", 0), 0u) << summary;
+  EXPECT_EQ(summary["memory"]["device_peak_allocated_bytes"], 0);
+  // The same run as the CPU's by default.
+  const auto cpu = run_loom("train --out " + (dir / "cpu") + cnn_args());
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  EXPECT_EQ(summary_of(dir / "cpu")["choices"]["device"], "set in runtime.device");
+  expect_same_model(dir / "auto", dir / "cpu", 0);
+}
+
+// The GPU's run against the CPU's, and a checkpoint carried from one to the other halfway.
+void expect_gpu_trains_as_the_cpu(const std::string& args, const TempDir& dir) {
+  const auto cpu = run_loom("train --out " + (dir / "cpu") + args);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  const auto gpu = run_loom("train --out " + (dir / "gpu") + args + " --set runtime.device=cuda");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  const auto summary = summary_of(dir / "gpu");
+  EXPECT_EQ(summary["device"], "cuda:0");
+  EXPECT_GT(summary["memory"]["device_peak_allocated_bytes"].get<int64_t>(), 0);
+  expect_same_model(dir / "gpu", dir / "cpu", 1e-4);
+
+  // Written on the GPU at step 4, resumed on the CPU; and the other way.
+  const std::string on_gpu = " --set runtime.device=cuda";
+  for (const auto& [first, then] :
+       {std::pair{on_gpu, std::string()}, std::pair{std::string(), on_gpu}}) {
+    SCOPED_TRACE(first.empty() ? "cpu -> gpu" : "gpu -> cpu");
+    const std::string folder = dir / (first.empty() ? "to_gpu" : "to_cpu");
+    auto run = run_loom("train --out " + folder + args + first, "LOOM_FAULT_STOP_AFTER_STEP=4");
+    ASSERT_EQ(run.signal, SIGKILL) << run.output;
+    run = run_loom("train --out " + folder + args + then + " --resume");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(summary_of(folder)["resumed_from_step"], 4);
+    expect_same_model(folder, dir / "cpu", 1e-4);
+  }
+}
+
+TEST(DeviceTrain, OnAGpuACnnTrainsAsOnTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  TempDir dir;
+  expect_gpu_trains_as_the_cpu(cnn_args(), dir);
+}
+
+TEST_F(LanguageModelTrain, OnAGpuAGptTrainsAsOnTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  TempDir dir;
+  expect_gpu_trains_as_the_cpu(gpt_args() + " --set checkpoint.every_steps=4", dir);
+}
+
+}  // namespace
+}  // namespace loom::test
