@@ -2,12 +2,14 @@
 """The PyTorch peer of `loom train` on a GPT: nanoGPT's model and training loop as a user writes
 them in Python with torch 2.x's best practice (the project environment's torch, whose LibTorch
 Loom links), on the same token shards: attention through F.scaled_dot_product_attention
-(is_causal, torch's fused CPU kernel), AdamW with fused=True, and with --compile the model
-through torch.compile (inductor; the first steps compile and are not timed).
+(is_causal: torch's fused kernels, flash attention on a GPU), AdamW with fused=True, and with
+--compile the model through torch.compile (inductor; the first steps compile and are not timed).
+--device cuda trains on the GPU as nanoGPT does there: batches pinned and copied without
+waiting, the loss read only after the timed steps.
 
 The loop: a batch of random windows from the memory-mapped shard (nanoGPT's get_batch), the
-forward pass and loss under CPU autocast when bf16, backward, gradient clipping at 1, AdamW,
-zero_grad(set_to_none). Prints one JSON object: tokens_per_second over the steady steps (the
+forward pass and loss under the device's autocast when bf16, backward, gradient clipping at 1,
+AdamW, zero_grad(set_to_none). Prints one JSON object: tokens_per_second over the steady steps (the
 first min(5, steps / 10) are warm-up and not timed, as in Loom's summary; with --compile at
 least 3, so that compilation is never timed) and the settings.
 """
@@ -19,7 +21,6 @@ import math
 import os
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -70,7 +71,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         t = idx.size(1)
-        x = self.wte(idx) + self.wpe(torch.arange(t))
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for block in self.h:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied, as GPT-2
@@ -78,13 +79,16 @@ class GPT(nn.Module):
 
 
 def read_shard(path):
-    """A Loom token shard: a 64-byte header (docs/formats.md), then the tokens."""
+    """A Loom token shard (docs/formats.md): a 64-byte header, then the tokens, as int64. Read
+    with torch alone: a lent GPU machine's environment has torch and nothing else."""
     with open(path, "rb") as f:
-        header = f.read(64)
-    assert header[:8] == b"LOOMTOKS", path
-    dtype = np.uint16 if int.from_bytes(header[12:16], "little") == 2 else np.uint32
-    vocab = int.from_bytes(header[16:24], "little")
-    return np.memmap(path, dtype=dtype, mode="r", offset=64), vocab
+        data = f.read()
+    assert data[:8] == b"LOOMTOKS", path
+    width = int.from_bytes(data[12:16], "little")
+    vocab = int.from_bytes(data[16:24], "little")
+    stored = torch.int16 if width == 2 else torch.int32  # torch's uint16/32 cannot widen
+    signed = torch.frombuffer(bytearray(data[64:]), dtype=stored)
+    return signed.to(torch.int64) & ((1 << (8 * width)) - 1), vocab
 
 
 def main():
@@ -100,28 +104,37 @@ def main():
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--compile", action="store_true", help="torch.compile the model (inductor)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    device = torch.device(a.device)
+    gpu = device.type == "cuda"
     tokens, vocab = read_shard(sorted(glob.glob(os.path.join(a.data, "train-*.tokens")))[0])
-    model = GPT(vocab, a.seq_len, a.n_layer, a.n_head, a.n_embd)
+    model = GPT(vocab, a.seq_len, a.n_layer, a.n_head, a.n_embd).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.1, fused=True)
     step_model = torch.compile(model) if a.compile else model
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if a.precision == "bf16"
                 else contextlib.nullcontext())
-    rng = np.random.default_rng(0)
+    rng = torch.Generator().manual_seed(0)
 
     def get_batch():
-        starts = rng.integers(0, len(tokens) - a.seq_len - 1, a.batch)
-        rows = np.stack([tokens[s:s + a.seq_len + 1].astype(np.int64) for s in starts])
-        rows = torch.from_numpy(rows)
+        starts = torch.randint(0, len(tokens) - a.seq_len - 1, (a.batch,), generator=rng)
+        rows = torch.stack([tokens[s:s + a.seq_len + 1] for s in starts.tolist()])
+        if gpu:
+            rows = rows.pin_memory().to(device, non_blocking=True)
         return rows[:, :-1], rows[:, 1:]
+
+    def drained():
+        if gpu:
+            torch.cuda.synchronize()
+        return time.perf_counter()
 
     warmup = max(3, min(5, a.steps // 10)) if a.compile else min(5, a.steps // 10)
     start = None
     for step in range(a.steps):
         if step == warmup:
-            start = time.perf_counter()
+            start = drained()
         x, y = get_batch()
         with autocast:
             loss = step_model(x, y)
@@ -129,13 +142,14 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    seconds = time.perf_counter() - start
+    seconds = drained() - start
     timed = a.steps - warmup
     print(json.dumps({"tokens_per_second": timed * a.batch * a.seq_len / seconds,
                       "step_seconds": seconds / timed, "final_loss": loss.item(),
                       "parameters": sum(p.numel() for p in model.parameters()),
                       "precision": a.precision, "threads": torch.get_num_threads(),
-                      "compiled": a.compile, "torch": torch.__version__}))
+                      "compiled": a.compile, "device": a.device, "torch": torch.__version__,
+                      "peak_memory_bytes": torch.cuda.max_memory_allocated() if gpu else 0}))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 // Checks, on a lent GPU machine, what the move to torch 2.11 changed in Loom's use of torch's
 // API, and whether CUDA can join a process that links only torch's CPU libraries (as libloom
 // does) by loading libtorch_cuda.so when a CUDA device is asked for (Loom's own loading,
-// core/device.cpp), and whether Loom's optimizers step parameters on the GPU as on the CPU. Prints one JSON object per
-// check ({"check": NAME, "ok": BOOL, ...}); exits 1 when any check fails. Built and run by
-// scripts/device-check.sh; also runs on a machine without a GPU (the CUDA checks then report
-// "skipped" with the reason).
+// core/device.cpp), whether Loom's optimizers step parameters on the GPU as on the CPU, and
+// whether the parts of Loom's models that make tensors of their own compute there as on the
+// CPU. Prints one JSON object per check ({"check": NAME, "ok": BOOL, ...}); exits 1 when any
+// check fails. Built and run by scripts/device-check.sh; also runs on a machine without a GPU
+// (the CUDA checks then report "skipped" with the reason).
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <dlfcn.h>
@@ -22,6 +23,10 @@
 #include "loom/core/caching_allocator.h"
 #include "loom/core/device.h"
 #include "loom/core/torch_build.h"
+#include "loom/models/causal_attention.h"
+#include "loom/models/draw_key.h"
+#include "loom/models/rotary.h"
+#include "loom/models/token_cross_entropy_loss.h"
 #include "loom/train/fused_adam.h"
 #include "loom/train/fused_sgd.h"
 
@@ -58,7 +63,8 @@ double median_ms(int runs, const std::function<void()>& work) {
     work();
     torch::cuda::synchronize();
     times.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -86,8 +92,8 @@ void check_cpu_parts() {
     bf16_inside = at::matmul(a, a).scalar_type() == at::kBFloat16 &&
                   at::autocast::is_autocast_enabled(at::kCPU);
   }
-  const bool restored = !at::autocast::is_autocast_enabled(at::kCPU) &&
-                        at::matmul(a, a).scalar_type() == at::kFloat;
+  const bool restored =
+      !at::autocast::is_autocast_enabled(at::kCPU) && at::matmul(a, a).scalar_type() == at::kFloat;
   report("cpu_autocast_scope", bf16_inside && restored);
 }
 
@@ -141,7 +147,10 @@ void check_cuda_parts() {
   const at::Tensor a = at::randn({512, 512});
   const at::Tensor b = at::randn({512, 512});
   const double product_error =
-      (at::matmul(a.to(at::kCUDA), b.to(at::kCUDA)).cpu() - at::matmul(a, b)).abs().max().item<double>();
+      (at::matmul(a.to(at::kCUDA), b.to(at::kCUDA)).cpu() - at::matmul(a, b))
+          .abs()
+          .max()
+          .item<double>();
   report("cuda_matmul_equals_cpu", product_error < 1e-3, number("max_abs_error", product_error));
 
   const int n = 8192;
@@ -166,8 +175,8 @@ void check_cuda_parts() {
   const at::Tensor fused = at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
   const at::Tensor mask = at::ones({1024, 1024}, cuda.dtype(at::kBool)).tril();
   const at::Tensor scores = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-2, -1)) / 8.0;
-  const at::Tensor reference =
-      at::matmul(at::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1), v.to(at::kFloat));
+  const at::Tensor reference = at::matmul(
+      at::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1), v.to(at::kFloat));
   const double attention_error = (fused.to(at::kFloat) - reference).abs().max().item<double>();
   const double attention_ms =
       median_ms(10, [&] { (void)at::scaled_dot_product_attention(q, k, v, {}, 0.0, true); });
@@ -184,8 +193,10 @@ void check_cuda_parts() {
     at::_fused_adamw_({p}, {g}, {m}, {v2}, {}, {step}, 1e-3, 0.9, 0.95, 0.1, 1e-8, false, false);
     return p.cpu();
   };
-  const double adamw_error =
-      (adamw_step(at::Device(at::kCUDA)) - adamw_step(at::Device(at::kCPU))).abs().max().item<double>();
+  const double adamw_error = (adamw_step(at::Device(at::kCUDA)) - adamw_step(at::Device(at::kCPU)))
+                                 .abs()
+                                 .max()
+                                 .item<double>();
   report("cuda_fused_adamw_equals_cpu", adamw_error < 1e-6, number("max_abs_error", adamw_error));
 
   const double sgd_error = optimizer_gpu_against_cpu<loom::train::FusedSGD>(
@@ -198,6 +209,60 @@ void check_cuda_parts() {
          number("max_abs_error", adamw_loom_error));
 }
 
+double largest_difference(const at::Tensor& on_gpu, const at::Tensor& on_cpu) {
+  return (on_gpu.cpu().to(at::kDouble) - on_cpu.to(at::kDouble)).abs().max().item<double>();
+}
+
+// The pieces of Loom's models that make tensors of their own in a pass, on the GPU against the
+// CPU: keyed dropout masks (drawn there by tensor operations), rotary tables, the blocked causal
+// attention, and the token loss (torch's kernel on the GPU, Loom's fused one on the CPU).
+void check_model_parts_on_cuda() {
+  const at::Device gpu(at::kCUDA), cpu(at::kCPU);
+  loom::models::SampleKeys keys;
+  keys.key = 42;
+  keys.first = 3;
+  const auto mask_on = [&](const at::Device& device) {
+    const loom::models::DrawKeyScope keyed(keys);
+    loom::models::start_block_draws(2);
+    return loom::models::dropout_mask({8, 12, 130}, 0.1,
+                                      at::TensorOptions().dtype(at::kFloat).device(device));
+  };
+  const at::Tensor gpu_mask = mask_on(gpu);
+  report("loom_keyed_dropout_mask_gpu_equals_cpu",
+         gpu_mask.device().is_cuda() && at::equal(gpu_mask.cpu(), mask_on(cpu)));
+
+  loom::models::Rotary rotary(64, 500000, loom::models::RopeScaling{});
+  const at::Tensor heads = at::randn({2, 4, 300, 64});
+  const double rotary_error =
+      largest_difference(rotary.apply(heads.to(gpu), 7), rotary.apply(heads, 7));
+  report("loom_rotary_gpu_equals_cpu", rotary_error < 1e-4, number("max_abs_error", rotary_error));
+
+  const at::Tensor q = at::randn({6, 200, 32}), k = at::randn({6, 200, 32}),
+                   v = at::randn({6, 200, 32});
+  const at::Tensor bias = at::full({200, 200}, -INFINITY).triu(1);
+  const auto attend = [&](const at::Device& device) {
+    return loom::models::causal_attention(q.to(device), k.to(device), v.to(device), bias.to(device),
+                                          0, 2, [](const at::Tensor& w) { return w; });
+  };
+  const double attention_error = largest_difference(attend(gpu), attend(cpu));
+  report("loom_causal_attention_gpu_equals_cpu", attention_error < 1e-4,
+         number("max_abs_error", attention_error));
+
+  const at::Tensor logits = at::randn({4, 64, 1000}), targets = at::randint(1000, {4, 64});
+  const auto loss_and_gradient = [&](const at::Device& device) {
+    const at::Tensor x = logits.to(device).requires_grad_(true);
+    const at::Tensor loss = loom::models::TokenCrossEntropyLoss()(x, targets.to(device));
+    loss.backward();
+    return std::pair{loss.detach(), x.grad()};
+  };
+  const auto [gpu_loss, gpu_grad] = loss_and_gradient(gpu);
+  const auto [cpu_loss, cpu_grad] = loss_and_gradient(cpu);
+  const double loss_error = largest_difference(gpu_loss, cpu_loss);
+  const double gradient_error = largest_difference(gpu_grad, cpu_grad);
+  report("loom_token_loss_gpu_equals_cpu", loss_error < 1e-4 && gradient_error < 1e-6,
+         number("loss_error", loss_error) + ", " + number("gradient_error", gradient_error));
+}
+
 }  // namespace
 
 int main() {
@@ -205,6 +270,7 @@ int main() {
     check_cpu_parts();
     if (load_cuda()) {
       check_cuda_parts();
+      check_model_parts_on_cuda();
     } else {
       report("cuda_parts", true, text("skipped", "no CUDA device"));
     }
