@@ -1,12 +1,15 @@
 #include "loom/models/recompute.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/custom_class.h>
 
 #include <memory>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "loom/core/autocast_scope.h"
 #include "loom/models/draw_key.h"
@@ -39,6 +42,11 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     ctx->saved_data["forward"] =
         c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(replay));
     ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
+    // torch's own dropout on a GPU draws from that device's generator: its state too.
+    if (input.is_cuda()) {
+      ctx->saved_data["device_rng"] =
+          at::globalContext().defaultGenerator(input.device()).get_state();
+    }
     const AutocastState autocast = AutocastState::current();
     ctx->saved_data["autocast_cpu"] = autocast.cpu.enabled;
     ctx->saved_data["autocast_cpu_dtype"] = autocast.cpu.dtype;
@@ -57,11 +65,17 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     const bool input_grad = saved.is_floating_point();
     at::Tensor x = saved.detach();
     if (input_grad) x.requires_grad_(true);
-    // The forward again, drawing what it drew the first time; the generator then goes on from
-    // where backward found it.
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    const at::Tensor now = generator.get_state();
-    generator.set_state(ctx->saved_data["rng"].toTensor());
+    // The forward again, drawing what it drew the first time; the generators then go on from
+    // where backward found them.
+    std::vector<std::pair<at::Generator, at::Tensor>> found;  // each generator, its state now
+    const auto replay_from = [&found](at::Generator generator, const at::Tensor& state) {
+      found.emplace_back(generator, generator.get_state());
+      generator.set_state(state);
+    };
+    replay_from(at::detail::getDefaultCPUGenerator(), ctx->saved_data["rng"].toTensor());
+    if (const auto it = ctx->saved_data.find("device_rng"); it != ctx->saved_data.end()) {
+      replay_from(at::globalContext().defaultGenerator(saved.device()), it->second.toTensor());
+    }
     at::Tensor y;
     {
       at::AutoGradMode enable(true);
@@ -73,7 +87,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
       const AutocastScope autocast(as_saved);
       y = (*holder->run)(x);
     }
-    generator.set_state(now);
+    for (auto& [generator, state] : found) generator.set_state(state);
 
     // Gradients for the input and every weight (undefined where the forward did not read it).
     variable_list wrt;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "loom/core/device.h"
 #include "loom/models/gpt.h"
 #include "loom/models/token_cross_entropy_loss.h"
 
@@ -26,12 +27,15 @@ std::vector<at::Tensor> gradients(ModuleModel& model, const std::vector<Block>& 
   return grads;
 }
 
-TEST(Recompute, GivesThePlainBlocksGradientsDropoutIncluded) {
+// torch's dropout draws from the generator of the device it runs on: a recomputed block there
+// replays that generator's draws.
+void expect_plain_gradients_dropout_included(const at::Device& device) {
   at::manual_seed(0);
   const GptConfig c{2, 2, 16, 8, 50, 0.2, false};
   ModuleModel model("gpt", make_gpt(c), false);
-  const at::Tensor ids = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong);
-  const at::Tensor targets = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong);
+  model.to(device);
+  const at::Tensor ids = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong).to(device);
+  const at::Tensor targets = at::randint(0, c.vocab, {3, c.seq_len}, at::kLong).to(device);
   std::vector<at::Tensor> weights;
   for (auto& [name, p] : model.named_parameters()) weights.push_back(p);
   std::vector<Block> plain = model.blocks(), again;
@@ -47,16 +51,28 @@ TEST(Recompute, GivesThePlainBlocksGradientsDropoutIncluded) {
     EXPECT_GT(expected[i].abs().sum().item<double>(), 0) << named[i].first;
   }
   // The generator goes on as without recompute: the next draw is the same.
+  const auto on_device = at::TensorOptions().device(device);
   at::manual_seed(7);
   at::Tensor x = ids;
   for (const Block& b : plain) x = b.forward(x);
   TokenCrossEntropyLoss()(x, targets).backward();
-  const at::Tensor after_plain = at::rand({4});
+  const at::Tensor after_plain = at::rand({4}, on_device);
   at::manual_seed(7);
   x = ids;
   for (const Block& b : again) x = b.forward(x);
   TokenCrossEntropyLoss()(x, targets).backward();
-  EXPECT_TRUE(at::equal(at::rand({4}), after_plain));
+  EXPECT_TRUE(at::equal(at::rand({4}, on_device), after_plain));
+}
+
+TEST(Recompute, GivesThePlainBlocksGradientsDropoutIncluded) {
+  expect_plain_gradients_dropout_included(at::kCPU);
+}
+
+TEST(Recompute, OnAGpuReplaysItsGeneratorsDropout) {
+  if (cuda_availability().devices == 0) {
+    GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  }
+  expect_plain_gradients_dropout_included(at::Device(at::kCUDA, 0));
 }
 
 TEST(Recompute, TheGraphKeepsTheForwardAndTheBlocksOwnParametersTrain) {
