@@ -1,7 +1,7 @@
 // `loom train`'s runtime.device: where a run trains, chosen and recorded with its reason, and
 // refused with the key where it cannot be. Where a GPU is present: the same training as the
-// CPU's (fp32, 1e-4 apart), checkpoints that move between the two, and a resume on the GPU;
-// elsewhere those tests skip, saying why.
+// CPU's (fp32, 1e-4 apart), and checkpoints that move between the two (a run killed on one
+// resumed on the other, both ways); elsewhere those tests skip, saying why.
 #include <gtest/gtest.h>
 
 #include <csignal>
