@@ -93,8 +93,24 @@ TEST(DeviceTrain, OnAGpuACnnTrainsAsOnTheCpu) {
   expect_gpu_trains_as_the_cpu(cnn_args(), dir);
 }
 
-TEST_F(LanguageModelTrain, OnAGpuAGptTrainsAsOnTheCpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+// The language-model fixture where there is a GPU; elsewhere it tokenizes nothing (every test
+// process of the suite would pay for it) and its tests skip.
+class GpuLanguageModelTrain : public LanguageModelTrain {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_gpu()) {
+      skip_ = "no CUDA device: " + cuda_availability().why_not;
+      return;
+    }
+    LanguageModelTrain::SetUpTestSuite();
+  }
+  static void TearDownTestSuite() {
+    LanguageModelTrain::TearDownTestSuite();
+    skip_.clear();  // shared with the other language-model suites of this process
+  }
+};
+
+TEST_F(GpuLanguageModelTrain, OnAGpuAGptTrainsAsOnTheCpu) {
   TempDir dir;
   expect_gpu_trains_as_the_cpu(gpt_args() + " --set checkpoint.every_steps=4", dir);
 }

@@ -29,9 +29,9 @@ struct DeviceChoice {
 DeviceChoice choose_device(const RuntimeConfig& config, int local_rank);
 
 struct RuntimeChoice {
-  std::string device = "cpu";  // cpu | cuda:N (the script's, for a user's own loop)
+  std::string device = "cpu";  // cpu | cuda:N ("as the script left it" for a user's own loop)
   std::string precision;       // fp32 | bf16
-  std::string memory_format;  // contiguous | channels_last
+  std::string memory_format;   // contiguous | channels_last
   int threads = 1;
   std::string device_reason = "set in runtime.device";
   std::string precision_reason, memory_format_reason, threads_reason;
