@@ -20,7 +20,7 @@ cp -a "$build/bin/loom" "$bundle/build/bin/"
 cp -a "$build"/src/libloom*.so* "$bundle/build/src/"
 cp -a "$build"/lib/*.so "$bundle/build/lib/"
 # The test programs with GPU tests (they skip, saying why, where there is no GPU).
-for program in models_test e2e_test; do cp -a "$build/tests/$program" "$bundle/build/tests/"; done
+for program in models_test dist_test e2e_test; do cp -a "$build/tests/$program" "$bundle/build/tests/"; done
 find "$bundle/build" -type f -exec strip --strip-unneeded {} +
 
 # Every library the programs load that is neither torch's (the lent machine has its own, the same

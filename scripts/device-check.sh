@@ -65,6 +65,8 @@ run_bundle_tests() {
   export LD_LIBRARY_PATH="$bundle/lib"
   "$build/tests/models_test" --gtest_filter='ModelDevice.*:DrawKey.*:Recompute.*' 2>&1 |
     tee "$out/models_test.txt" || return 1
+  "$build/tests/dist_test" --gtest_filter='*OnAGpu*:*Nccl*' 2>&1 |
+    tee "$out/dist_test.txt" || return 1
   "$build/tests/e2e_test" --gtest_filter='DeviceTrain.*:*OnAGpu*' 2>&1 |
     tee "$out/e2e_test.txt" || return 1
   "$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" || return 0

@@ -19,6 +19,12 @@
 //   ps-held      servers that keep the parameters, in SSP with no slack and asynchronously
 //   ps-stall     the ps exchange with the last rank (a server) asleep past the timeout: the
 //                workers must fail naming the server
+//   staged       collectives, every tensor staged through a copy in host memory as a GPU's
+//                tensors are over comm.backend's cuda:host (comm/staging_communicator.h)
+//
+// `device` other than cpu (collectives only): the communicator is made for that device, and the
+// checks' tensors are copied there, so that its device backend (NCCL, or staging through the
+// host) moves them.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +42,7 @@ struct ScenarioOptions {
   comm::CommOptions comm;
   // collectives: the largest all-reduce; the other collectives stop at 4 M elements.
   std::int64_t max_elements = 16 << 20;
+  std::string device = "cpu";
 };
 
 struct ScenarioResult {

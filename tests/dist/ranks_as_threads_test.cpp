@@ -10,12 +10,14 @@
 
 #include "dist/comm_scenarios.h"
 #include "loom/comm/store_server.h"
+#include "loom/core/device.h"
 
 namespace loom::test {
 namespace {
 
 std::vector<ScenarioResult> run_ranks(int world, const std::string& scenario,
-                                      const std::string& backend, int timeout_ms = 30000) {
+                                      const std::string& backend, int timeout_ms = 30000,
+                                      const std::string& device = "cpu") {
   const std::string token = "ranks-as-threads";
   comm::StoreServer store("127.0.0.1", 0, comm::StoreServerOptions{token});
   ScenarioOptions options;
@@ -23,6 +25,7 @@ std::vector<ScenarioResult> run_ranks(int world, const std::string& scenario,
   options.backend = backend;
   options.comm.timeout = std::chrono::milliseconds(timeout_ms);
   options.max_elements = 70001;  // the processes' test goes up to 64 MB
+  options.device = device;
   std::vector<ScenarioResult> results(static_cast<size_t>(world));
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) {
@@ -68,6 +71,43 @@ TEST(RanksAsThreads, EveryCollectiveMatchesTheReference) {
       SCOPED_TRACE(backend + " x " + std::to_string(world));
       expect_all_passed(run_ranks(world, "collectives", backend), backend);
     }
+  }
+}
+
+// Through copies in host memory, as a GPU's tensors go over comm.backend's cuda:host; here the
+// staging copies CPU tensors, which then take the GPU's path.
+TEST(RanksAsThreads, CollectivesStagedThroughHostMemoryMatchTheReference) {
+  for (const std::string backend : {"shm", "tcp"}) {
+    SCOPED_TRACE(backend);
+    expect_all_passed(run_ranks(2, "staged", backend), backend + " via host");
+  }
+}
+
+bool have_gpu() { return cuda_availability().devices > 0; }
+
+// Two ranks sharing one GPU: NCCL drives one GPU per rank, so comm.backend's cuda:auto moves
+// the GPU's tensors through host memory.
+TEST(RanksAsThreads, OnAGpuTwoRanksSharingItMoveItsTensorsThroughTheHost) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  for (const std::string backend : {"shm", "tcp"}) {
+    SCOPED_TRACE(backend);
+    expect_all_passed(run_ranks(2, "collectives", backend, 30000, "cuda:0"),
+                      "cpu:" + backend + ",cuda:" + backend + " via host");
+  }
+}
+
+// NCCL at a world of one, through every collective. Without a GPU the NCCL module still loads,
+// registers itself and refuses by name: the CUDA path compiles, links and loads on every host.
+TEST(RanksAsThreads, NcclAtAWorldOfOne) {
+  const auto results = run_ranks(1, "collectives", "cpu:tcp,cuda:nccl", 30000, "cuda:0");
+  if (have_gpu()) {
+    expect_all_passed(results, "cpu:tcp,cuda:nccl");
+  } else if (LOOM_HAVE_NCCL_MODULE) {
+    EXPECT_EQ(fact(results[0], "kind"), "comm") << results[0].message;
+    EXPECT_EQ(fact(results[0], "problem"), "no_cuda") << results[0].message;
+  } else {
+    EXPECT_EQ(fact(results[0], "kind"), "config") << results[0].message;
+    EXPECT_EQ(fact(results[0], "problem"), "unusable") << results[0].message;
   }
 }
 

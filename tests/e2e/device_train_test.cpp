@@ -1,7 +1,8 @@
 // `loom train`'s runtime.device: where a run trains, chosen and recorded with its reason, and
 // refused with the key where it cannot be. Where a GPU is present: the same training as the
-// CPU's (fp32, 1e-4 apart), and checkpoints that move between the two (a run killed on one
-// resumed on the other, both ways); elsewhere those tests skip, saying why.
+// CPU's (fp32, 1e-4 apart), checkpoints that move between the two (a run killed on one resumed
+// on the other, both ways), and data parallelism on GPUs equal to one rank (two ranks sharing a
+// GPU; NCCL where there are two GPUs); elsewhere those tests skip, saying why.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -91,6 +92,44 @@ TEST(DeviceTrain, OnAGpuACnnTrainsAsOnTheCpu) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
   TempDir dir;
   expect_gpu_trains_as_the_cpu(cnn_args(), dir);
+}
+
+// Data parallelism on GPUs against one rank on a GPU with the same global batch (fp32, no
+// dropout: only the split of the batch differs), as on the CPU (data_parallel_train_test).
+void expect_two_ranks_train_as_one(const std::string& devices, const std::string& backend,
+                                   const TempDir& dir) {
+  const std::string args = tiny_synthetic_args() +
+                           " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32"
+                           " --set train.max_steps=8 --set checkpoint.enabled=false";
+  const auto one = run_loom("train " + args + " --set runtime.device=cuda:0" +
+                            " --set data.batch_size=32 --out " + (dir / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto two = run_loom("launch --nproc-per-node 2 -- " + loom_binary() + " train " + args +
+                            " --set runtime.device=" + devices +
+                            " --set data.global_batch=32 --out " + (dir / "two"));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto summary = summary_of(dir / "two");
+  EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
+  EXPECT_EQ(summary["data_parallel"]["backend"], backend);
+  expect_same_model(dir / "two", dir / "one", 1e-4);
+}
+
+// Two ranks sharing one GPU (cuda:0 for both): NCCL drives one GPU per rank, so the gradient
+// buckets go through host memory over shm.
+TEST(DeviceTrain, OnAGpuTwoRanksSharingItTrainAsOne) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  TempDir dir;
+  expect_two_ranks_train_as_one("cuda:0", "cpu:shm,cuda:shm via host", dir);
+}
+
+// Each rank on its own GPU (cuda: the local rank's), over NCCL.
+TEST(DeviceTrain, OnTwoGpusNcclTrainsAsOne) {
+  if (cuda_availability().devices < 2) {
+    GTEST_SKIP() << "needs two CUDA devices; this host has " << cuda_availability().devices
+                 << (have_gpu() ? "" : ": " + cuda_availability().why_not);
+  }
+  TempDir dir;
+  expect_two_ranks_train_as_one("cuda", "cpu:shm,cuda:nccl", dir);
 }
 
 // The language-model fixture where there is a GPU; elsewhere it tokenizes nothing (every test

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "loom/core/backend_spec.h"
 #include "loom/core/device.h"
 #include "loom/core/error.h"
 #include "loom/core/settings.h"
@@ -433,6 +434,7 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
   }
   check_keep_best(c);
   check_device_text(c.runtime.device, "runtime.device");
+  parse_backend_spec(c.comm.backend, "comm.backend");
   for (const auto& worker : c.data.remote.workers) {
     const auto colon = worker.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == worker.size() ||

@@ -272,10 +272,12 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "Share of the run's steps the tuning may take at most; it stops there with the best "
            "values measured so far.");
 
-  v.choice("comm.backend", c.comm.backend, {"auto", "shm", "tcp"},
-           "How ranks exchange gradients: shm = Loom's shared-memory collectives (ranks of one "
-           "host), tcp = Loom's collectives over TCP (any hosts), auto = shm inside each host and "
-           "tcp between hosts.");
+  v.text("comm.backend", c.comm.backend,
+         "How ranks exchange tensors: shm = Loom's shared-memory collectives (ranks of one host), "
+         "tcp = Loom's collectives over TCP (any hosts), auto = shm inside each host and tcp "
+         "between hosts. A GPU run's tensors: cuda:nccl, cuda:host (through host memory over the "
+         "CPU's backend: ranks sharing a GPU) or cuda:auto (nccl where each rank of a host has a "
+         "GPU of its own), written beside the CPU's as c10d does: cpu:shm,cuda:nccl.");
   v.number("comm.timeout_s", c.comm.timeout_s, 1.0,
            "Longest wait for another rank; the error names the rank that did not arrive.");
   v.boolean("comm.check_calls", c.comm.check_calls,

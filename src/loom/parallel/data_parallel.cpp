@@ -187,7 +187,8 @@ void DataParallel::build_buckets(const std::vector<int>& order) {
     // ZeRO pads a bucket to a multiple of the ranks.
     bucket.numel = options_.zero ? options_.zero->bucket_numel(b) : offset;
     if (options_.compression) {
-      bucket.wire = at::empty({bucket.numel}, at::TensorOptions().dtype(*options_.compression));
+      bucket.wire = at::empty(
+          {bucket.numel}, parameters_[plan[b][0]].second.options().dtype(*options_.compression));
     }
   }
   buckets_ = std::move(buckets);
@@ -278,8 +279,8 @@ void DataParallel::ensure_bucket_memory(std::size_t index) {
   Bucket& bucket = buckets_[index];
   if (bucket.flat.defined()) return;
   at::NoGradGuard no_grad;
-  const auto type = parameters_[bucket.parameters[0]].second.scalar_type();
-  bucket.flat = at::empty({bucket.numel}, at::TensorOptions().dtype(type));
+  // On the parameters' device, in their type.
+  bucket.flat = at::empty({bucket.numel}, parameters_[bucket.parameters[0]].second.options());
   std::int64_t used = 0;
   for (int p : bucket.parameters) {
     at::Tensor& param = parameters_[p].second;

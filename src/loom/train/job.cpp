@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "loom/comm/make_communicator.h"
+#include "loom/core/device.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/termination.h"
@@ -43,8 +44,8 @@ parallel::ps::ServerHooks trace_hooks(const Config& config, const std::string& o
 // servers their description and the workers' own group.
 void connect(Job& job, const Config& config) {
   job.rendezvous = comm::Rendezvous::connect(job.world, comm_options(config).timeout);
-  job.communicator =
-      comm::make_communicator(config.comm.backend, job.rendezvous, comm_options(config));
+  job.communicator = comm::make_communicator(config.comm.backend, job.rendezvous,
+                                             comm_options(config), job.device);
   if (!job.plan.servers) return;
   job.ps = parallel::ps::describe_servers(*job.rendezvous, job.plan);
   if (job.plan.serves()) return;
@@ -52,8 +53,9 @@ void connect(Job& job, const Config& config) {
   // the whole job's communicator.
   std::vector<int> worker_ranks;
   for (int r = 0; r < job.plan.trainers; ++r) worker_ranks.push_back(r);
-  job.workers = comm::make_group_communicator(config.comm.backend, job.rendezvous, worker_ranks,
-                                              "ps-workers", job.communicator->options());
+  job.workers =
+      comm::make_group_communicator(config.comm.backend, job.rendezvous, worker_ranks, "ps-workers",
+                                    job.communicator->options(), job.device);
 }
 
 // A tensor group sums activations several times a layer: its ranks belong on one host, whose
@@ -96,6 +98,10 @@ JobEntry enter_job(const Config& config, const comm::WorldInfo& world,
   job.preempt_grace_s_ = config.train.preempt_grace_s;
   // Checked before anyone connects: a layout that cannot be fails on every rank alike.
   job.plan = parallel::plan_layout(config, world.world, world.rank);
+  // A server (which keeps no model on a device) and a trainer on the CPU move CPU tensors only.
+  if (!job.plan.serves()) {
+    job.device = resolve_device(config.runtime.device, world.local_rank, "runtime.device");
+  }
   if (world.world > 1) connect(job, config);
   warn_of_tensor_groups_across_hosts(job);
   if (!job.plan.serves()) return entry;
@@ -168,9 +174,9 @@ c10::intrusive_ptr<c10d::Store> heartbeat_store(const comm::WorldInfo& world) {
 
 comm::MakeGroup Job::group_maker() const {
   if (!communicator) return nullptr;
-  return [backend = backend, rendezvous = rendezvous, group_options = communicator->options()](
-             const std::vector<int>& ranks, const std::string& name) {
-    return comm::make_group_communicator(backend, rendezvous, ranks, name, group_options);
+  return [backend = backend, rendezvous = rendezvous, group_options = communicator->options(),
+          device = device](const std::vector<int>& ranks, const std::string& name) {
+    return comm::make_group_communicator(backend, rendezvous, ranks, name, group_options, device);
   };
 }
 

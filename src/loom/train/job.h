@@ -35,7 +35,9 @@ comm::CommOptions comm_options(const Config& config);
 
 struct Job {
   comm::WorldInfo world;
-  std::string backend;        // comm.backend, for groups
+  std::string backend;  // comm.backend, for groups
+  // runtime.device for this rank: the communicators move its tensors too (comm.backend's cuda:).
+  c10::Device device = c10::kCPU;
   parallel::LayoutPlan plan;  // this rank's
   std::shared_ptr<comm::Rendezvous> rendezvous;
   std::unique_ptr<comm::Communicator> communicator;  // every rank, servers included

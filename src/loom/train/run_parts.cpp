@@ -22,15 +22,20 @@ namespace loom::train {
 
 namespace {
 
-// What trains on a GPU so far is one process: collectives over GPU tensors (NCCL, or the host's
-// collectives staging through host memory) are issue 52's next part. A layout of several ranks
-// on a GPU is refused before anything is built, naming the key.
+// On GPUs so far: one process, or plain data parallelism (gradient buckets all-reduced by NCCL,
+// or through host memory where ranks share a GPU). ZeRO's shards, tensor and pipeline parallelism
+// and parameter servers still make or move CPU tensors of their own (issue 52's next part): such
+// a layout on a GPU is refused before anything is built, naming the key.
 void refuse_layouts_off_the_cpu(const DeviceChoice& device, const parallel::LayoutPlan& plan) {
   if (device.device.is_cpu() || plan.world <= 1) return;
+  const bool data_parallel_only =
+      !plan.pipeline && !plan.tensor && !plan.servers && plan.data.zero_stage == 0;
+  if (data_parallel_only) return;
   throw ConfigError::at_key("runtime.device",
                             "'" + device.device.str() + "': " + std::to_string(plan.world) +
                                 " ranks (" + plan.describe() +
-                                ") cannot train on GPUs yet: one process can (docs/gpu.md)",
+                                ") cannot train on GPUs yet: one process or plain data "
+                                "parallelism can (docs/gpu.md)",
                             {{"problem", "device_layout"}, {"value", device.device.str()}});
 }
 

@@ -1,0 +1,180 @@
+// The NCCL backend for CUDA tensors, in a module of its own (libloom_nccl.so) beside libloom: it
+// links torch's CUDA libraries, which CPU hosts never load, and libloom (comm/device_backends.cpp)
+// loads it at the first request for a CUDA backend. Loading registers "nccl" for CUDA.
+//
+// Over c10d's ProcessGroupNCCL from the torch wheel, with NCCL from the wheel's nvidia-nccl
+// package: its collectives run on NCCL's own streams, ordered after the work the caller's stream
+// queued before the call. Loom's Work::wait() makes the caller's stream wait for the collective
+// (the host thread does not block), so reading the result on the device needs nothing more, and
+// a host read of it (a copy to the CPU) waits on the stream as every such read does. A collective
+// that does not finish within the timeout is reported by ProcessGroupNCCL's watchdog, which names
+// it and ends the process.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <set>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include "loom/comm/device_backends.h"
+#include "loom/core/error.h"
+
+namespace loom::comm {
+namespace {
+
+// A c10d work as Loom's: waited for on the caller's stream.
+class NcclWork : public Work {
+ public:
+  NcclWork(std::string what, c10::intrusive_ptr<c10d::Work> work)
+      : Work(std::move(what)), work_(std::move(work)) {}
+
+  void wait(std::chrono::milliseconds timeout) override {
+    try {
+      work_->wait(timeout);
+    } catch (const std::exception& e) {
+      throw CommError(what() + ": " + e.what());
+    }
+    waited_at_ = std::chrono::steady_clock::now();
+  }
+
+  bool completed() const override { return work_->isCompleted(); }
+
+  // When the host learnt of it: NCCL's own end is on the device's clock.
+  std::chrono::steady_clock::time_point finished_at() const override { return waited_at_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::chrono::steady_clock::time_point waited_at_ = std::chrono::steady_clock::now();
+};
+
+c10d::ReduceOp nccl_op(ReduceOp op) {
+  return op == ReduceOp::kAvg ? c10d::ReduceOp(c10d::ReduceOp::AVG)
+                              : c10d::ReduceOp(c10d::ReduceOp::SUM);
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  explicit NcclCommunicator(const DeviceBackendRequest& request)
+      : Communicator(request.options),
+        rank_(request.group_rank()),
+        world_(static_cast<int>(request.ranks.size())),
+        device_(request.device) {
+    if (at::detail::getCUDAHooks().getNumGPUs() == 0) {
+      throw CommError("nccl: this process sees no CUDA device (rank " + std::to_string(rank_) +
+                          " of " + std::to_string(world_) + ")",
+                      {{"problem", "no_cuda"}});
+    }
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = request.options.timeout;
+    // The group's own key space in the job's store, where rank 0 publishes NCCL's unique id.
+    auto store =
+        c10::make_intrusive<c10d::PrefixStore>("nccl/" + request.name, request.rendezvous->store());
+    const c10::DeviceGuard guard(device_);
+    try {
+      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, world_, options);
+      // Binds the communicator to this rank's GPU and connects now, not at the first collective.
+      group_->setBoundDeviceId(device_);
+      group_->eagerConnectSingleDevice(device_);
+    } catch (const std::exception& e) {
+      throw CommError("nccl: cannot connect rank " + std::to_string(rank_) + " of " +
+                          std::to_string(world_) + " on " + device_.str() + ": " + e.what(),
+                      {{"problem", "nccl_connect"}});
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string backend() const override { return "nccl"; }
+
+  WorkPtr allreduce(at::Tensor tensor, ReduceOp op) override {
+    check(tensor, "allreduce");
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    options.reduceOp = nccl_op(op);
+    return started("allreduce", tensor, group_->allreduce(tensors, options));
+  }
+
+  WorkPtr broadcast(at::Tensor tensor, int root) override {
+    check(tensor, "broadcast");
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return started("broadcast", tensor, group_->broadcast(tensors, options));
+  }
+
+  WorkPtr allgather(at::Tensor input, at::Tensor output) override {
+    check(input, "allgather");
+    check(output, "allgather");
+    return started("allgather", input, group_->_allgather_base(output, input));
+  }
+
+  WorkPtr reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) override {
+    check(input, "reduce_scatter");
+    check(output, "reduce_scatter");
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = nccl_op(op);
+    return started("reduce_scatter", input, group_->_reduce_scatter_base(output, input, options));
+  }
+
+  WorkPtr send(at::Tensor tensor, int peer) override {
+    check(tensor, "send");
+    std::vector<at::Tensor> tensors{tensor};
+    return started("send", tensor, group_->send(tensors, peer, 0));
+  }
+
+  WorkPtr recv(at::Tensor tensor, int peer) override {
+    check(tensor, "recv");
+    std::vector<at::Tensor> tensors{tensor};
+    return started("recv", tensor, group_->recv(tensors, peer, 0));
+  }
+
+  WorkPtr barrier() override { return started("barrier", {}, group_->barrier()); }
+
+ private:
+  void check(const at::Tensor& tensor, const char* operation) const {
+    if (!tensor.defined() || tensor.device() != device_ || !tensor.is_contiguous()) {
+      throw CommError(std::string(operation) + ": nccl moves contiguous tensors on " +
+                          device_.str() + ", this one is " +
+                          (tensor.defined() ? tensor.device().str() : std::string("undefined")) +
+                          " (rank " + std::to_string(rank_) + " of " + std::to_string(world_) + ")",
+                      {{"problem", "device"}});
+    }
+  }
+
+  WorkPtr started(const char* operation, const at::Tensor& tensor,
+                  c10::intrusive_ptr<c10d::Work> work) {
+    return std::make_shared<NcclWork>(describe_call(operation, sequence_++, tensor),
+                                      std::move(work));
+  }
+
+  int rank_, world_;
+  c10::Device device_;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group_;
+  std::uint64_t sequence_ = 0;
+};
+
+// NCCL drives one GPU per rank: two ranks of one host on one GPU is an error to NCCL.
+std::string why_not_nccl(const DeviceBackendRequest& request) {
+  std::set<std::string> seen;
+  for (const std::string& device : request.devices) {
+    if (!seen.insert(device).second) {
+      return "two ranks share " + device.substr(0, device.find('@')) +
+             " on one host, and NCCL drives one GPU per rank";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+}  // namespace loom::comm
+
+extern "C" __attribute__((visibility("default"))) void loom_register_nccl_backend() {
+  loom::comm::DeviceBackend backend;
+  backend.name = "nccl";
+  backend.why_not = loom::comm::why_not_nccl;
+  backend.make = [](const loom::comm::DeviceBackendRequest& request) {
+    return std::unique_ptr<loom::comm::Communicator>(
+        std::make_unique<loom::comm::NcclCommunicator>(request));
+  };
+  loom::comm::register_device_backend(c10::kCUDA, std::move(backend));
+}
