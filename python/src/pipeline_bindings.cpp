@@ -129,7 +129,7 @@ void bind_pipeline(py::module_& m) {
               outcome = p.step(inputs.value_or(at::Tensor()), targets.value_or(at::Tensor()));
             }
             const auto microbatches = static_cast<double>(p.plan().step.micro_batches);
-            return py::make_tuple(outcome.loss_sum / microbatches, outcome.samples);
+            return py::make_tuple(outcome.loss_sum_value() / microbatches, outcome.samples);
           },
           py::arg("inputs"), py::arg("targets"),
           "One step of the schedule; returns (mean loss, samples) of this pipeline's step.")

@@ -93,8 +93,7 @@ int main(int argc, char** argv) {
     parallel::AccumulatingExecutor one_process(*reference, loss, reference_sync, quiet,
                                                {microbatches, false});
     torch::optim::SGD optimizer(mine_tensors, torch::optim::SGDOptions(0.1).momentum(0.9));
-    torch::optim::SGD reference_optimizer(all_tensors,
-                                          torch::optim::SGDOptions(0.1).momentum(0.9));
+    torch::optim::SGD reference_optimizer(all_tensors, torch::optim::SGDOptions(0.1).momentum(0.9));
     double worst_loss = 0;
     for (int step = 0; step < kSteps; ++step) {
       at::manual_seed(1000 + step);
@@ -102,16 +101,17 @@ int main(int argc, char** argv) {
       const at::Tensor images = at::randn({batch, kInput.channels, kInput.height, kInput.width});
       const at::Tensor labels = at::randint(0, kInput.classes, {batch}, at::kLong);
       const auto micro = [&](int64_t k) {
-        return parallel::MicroBatch{images.narrow(0, k * kSamplesPerMicroBatch, kSamplesPerMicroBatch),
-                                    labels.narrow(0, k * kSamplesPerMicroBatch, kSamplesPerMicroBatch)};
+        return parallel::MicroBatch{
+            images.narrow(0, k * kSamplesPerMicroBatch, kSamplesPerMicroBatch),
+            labels.narrow(0, k * kSamplesPerMicroBatch, kSamplesPerMicroBatch)};
       };
       if (stall && rank == 1 && step == 1) std::this_thread::sleep_for(std::chrono::seconds(30));
       const parallel::StepOutcome got = pipeline.run(micro);
       optimizer.step();
       const parallel::StepOutcome expected = one_process.run(micro);
       reference_optimizer.step();
-      worst_loss = std::max(worst_loss, std::abs(got.loss_sum - expected.loss_sum) /
-                                            std::abs(expected.loss_sum));
+      worst_loss = std::max(worst_loss, std::abs(got.loss_sum_value() - expected.loss_sum_value()) /
+                                            std::abs(expected.loss_sum_value()));
       if (got.samples != expected.samples) {
         std::fprintf(stderr, "rank %d: %lld samples, expected %lld\n", rank,
                      static_cast<long long>(got.samples), static_cast<long long>(expected.samples));
@@ -125,10 +125,11 @@ int main(int argc, char** argv) {
         if (other_name == name) worst = std::max(worst, relative_error(p, q));
       }
     }
-    std::printf("rank %d: %s P=%d chunks=%d M=%d on %s, %zu parameters, max relative error %.2e, "
-                "loss %.2e\n",
-                rank, schedule_name.c_str(), world, chunks, microbatches, backend.c_str(),
-                mine.size(), worst, worst_loss);
+    std::printf(
+        "rank %d: %s P=%d chunks=%d M=%d on %s, %zu parameters, max relative error %.2e, "
+        "loss %.2e\n",
+        rank, schedule_name.c_str(), world, chunks, microbatches, backend.c_str(), mine.size(),
+        worst, worst_loss);
     if (stall) {
       std::fprintf(stderr, "rank %d: the stalled rank was not noticed\n", rank);
       return 1;

@@ -149,7 +149,8 @@ double run_case(const pp::Schedule& schedule, const Subject& subject, comm::Comm
     throw Error(std::to_string(got.samples) + " samples, expected " +
                 std::to_string(expected.samples));
   }
-  double worst = std::abs(got.loss_sum - expected.loss_sum) / std::abs(expected.loss_sum);
+  double worst = std::abs(got.loss_sum_value() - expected.loss_sum_value()) /
+                 std::abs(expected.loss_sum_value());
   const auto reference_parameters = reference->named_parameters();
   for (const auto& [name, p] : mine) {
     for (const auto& [other_name, q] : reference_parameters) {

@@ -33,7 +33,7 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
     const MicroBatch batch = micro_batch(k);
     if (batch.targets.size(0) > 0) {
       const models::DrawKeyScope keyed(observer_.draw_keys(k));
-      outcome.loss_sum += forward_backward(batch);
+      outcome.add_loss(forward_backward(batch));
       outcome.samples += batch.targets.size(0);
       if (options_.count_targets) add_targets(batch.targets, outcome);
       if (model_.forward_is_collective()) last_ = batch;
@@ -49,7 +49,7 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
   return outcome;
 }
 
-double AccumulatingExecutor::forward_backward(const MicroBatch& batch, double weight) {
+at::Tensor AccumulatingExecutor::forward_backward(const MicroBatch& batch, double weight) {
   const bool counted = weight != 0.0;
   observer_.enter(Phase::kForward);
   at::Tensor logits;
@@ -60,15 +60,13 @@ double AccumulatingExecutor::forward_backward(const MicroBatch& batch, double we
     if (counted) observer_.forward_ends(batch.input.size(0));
   }
   at::Tensor loss = loss_(logits, batch.targets);
-  const double value = loss.item<double>();
-  if (counted) observer_.loss_computed(value);
   observer_.enter(Phase::kBackward);
   const int64_t count = options_.micro_batches;
   at::Tensor scaled = count > 1 ? loss / static_cast<double>(count) : loss;
   if (weight != 1.0) scaled = scaled * weight;
   scaled.backward();
   observer_.enter(Phase::kOther);
-  return value;
+  return loss;
 }
 
 }  // namespace loom::parallel

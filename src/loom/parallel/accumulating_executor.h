@@ -28,10 +28,10 @@ class AccumulatingExecutor : public StepExecutor {
   StepOutcome run(const MicroBatchSource& micro_batch) override;
 
  private:
-  // Forward, loss and backward of one micro-batch; returns its loss. `weight` scales what
-  // backward starts from; 0: the same calls and no gradient (a stand-in for a micro-batch this
-  // rank could not read, not reported to the observer).
-  double forward_backward(const MicroBatch& batch, double weight = 1.0);
+  // Forward, loss and backward of one micro-batch; returns its loss, unread. `weight` scales
+  // what backward starts from; 0: the same calls and no gradient (a stand-in for a micro-batch
+  // this rank could not read, not counted).
+  at::Tensor forward_backward(const MicroBatch& batch, double weight = 1.0);
 
   models::Model& model_;
   const models::Loss& loss_;

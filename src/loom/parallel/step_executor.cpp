@@ -6,6 +6,15 @@
 
 namespace loom::parallel {
 
+void StepOutcome::add_loss(const at::Tensor& loss) {
+  const at::Tensor value = loss.detach().to(at::kDouble);
+  loss_sum = loss_sum.defined() ? loss_sum + value : value;
+}
+
+double StepOutcome::loss_sum_value() const {
+  return loss_sum.defined() ? loss_sum.item<double>() : 0.0;
+}
+
 void add_targets(const at::Tensor& targets, StepOutcome& outcome) {
   outcome.targets += targets.numel();
   outcome.counted_targets += targets.ne(kIgnoredTarget).sum().item<int64_t>();

@@ -27,22 +27,29 @@ using MicroBatchSource = std::function<MicroBatch(int64_t k)>;
 
 // What one step's forward and backward work gave, on this rank.
 struct StepOutcome {
-  double loss_sum = 0;  // each micro-batch's mean loss, summed
+  // Each micro-batch's mean loss, summed in double where the losses were computed: the step does
+  // not read it on the host (on a GPU, a read waits for the device and leaves it idle while the
+  // host queues the rest). Undefined while no micro-batch counted.
+  at::Tensor loss_sum;
   int64_t samples = 0;
   // Target positions the losses saw, and those of them that count (not kIgnoredTarget): the
   // trainer's mean over counted targets when some do not (models/loss.h). Counted only where
   // the executor is asked to (StartOptions::count_targets); zero otherwise.
   int64_t targets = 0, counted_targets = 0;
+
+  // Adds a micro-batch's mean loss to loss_sum, without reading it.
+  void add_loss(const at::Tensor& loss);
+  // loss_sum read on the host (0 while none): for those that need the number now.
+  double loss_sum_value() const;
 };
 
-// What the trainer sees of a running step: phase boundaries for its accounting, each forward
-// pass (for the FLOP count), and each loss before its backward. Called on the training thread.
+// What the trainer sees of a running step: phase boundaries for its accounting and each forward
+// pass (for the FLOP count). The losses come with the step's outcome, unread; the trainer reads
+// them at its log lines and checkpoints. Called on the training thread.
 class StepObserver : public PhaseSink {
  public:
   virtual void forward_begins() {}
   virtual void forward_ends(int64_t samples) {}
-  // May throw to stop the step before backward (e.g. a non-finite loss).
-  virtual void loss_computed(double value) {}
   // The samples micro-batch k holds, which key its dropout masks (models/draw_key.h) so that
   // every layout draws alike; none: masks from the generator as it stands.
   virtual std::optional<models::SampleKeys> draw_keys(int64_t k) const { return std::nullopt; }

@@ -77,6 +77,11 @@ class RunAccounting : public PhaseSink {
   double end_step(int64_t step, int64_t samples, double loss, const parallel::SyncStats& sync,
                   bool may_be_steady = true);
 
+  // A step's loss, read after its end_step (the run reads losses at log lines): into the window.
+  void add_loss(double loss) {
+    window_loss_ += loss;
+    ++window_losses_;
+  }
   // The window since the last log line: its mean loss (over the steps that had one) and rate.
   double window_loss() const;
   double window_samples_per_second() const;

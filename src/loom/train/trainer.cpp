@@ -3,6 +3,8 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <limits>
+#include <optional>
 
 #include "loom/comm/rendezvous.h"
 #include "loom/core/durable_file.h"
@@ -100,7 +102,7 @@ void TrainingRun::open_run_files(bool resumed) {
   }
 }
 
-double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
+at::Tensor TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   using profile::Phase;
   accounting_->enter(Phase::kOptimizer);
   // optimizer.lr_scaling: linear scales the whole schedule (its warm-up and min_lr too) with
@@ -114,11 +116,16 @@ double TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
       parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * plan_.data.replicas;
   accounting_->enter(Phase::kOptimizer);
-  double loss = outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches());
+  // A step whose every micro-batch was empty (all samples bad) has the loss 0, as its gradients.
+  at::Tensor loss =
+      outcome.loss_sum.defined()
+          ? outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches())
+          : at::zeros({},
+                      at::TensorOptions().dtype(at::kDouble).device(info_.runtime.torch_device()));
   if (parts_.data.loss_masked) {
     const double factor = counted_targets_factor(outcome);
     parts_.layout->scale_gradients(factor);
-    loss *= factor;
+    loss = loss * factor;
   }
   if (config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
@@ -180,21 +187,44 @@ void TrainingRun::forward_ends(int64_t samples) {
   flop_counter_.reset();
 }
 
-void TrainingRun::loss_computed(double value) {
-  if (std::isfinite(value)) return;
-  throw Error("training: loss is " + std::to_string(value) + " at step " +
-                  std::to_string(position_.step + 1) + " (epoch " +
-                  std::to_string(position_.epoch + 1) +
-                  (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
-                  "); stopped. Last good checkpoint: " +
-                  (checkpoints_->last().empty() ? std::string("none") : checkpoints_->last()),
-              {{"problem", "non_finite_loss"},
-               {"step", std::to_string(position_.step + 1)},
-               {"rank", std::to_string(rank_)},
-               {"checkpoint", checkpoints_->last()}});
+void TrainingRun::settle_losses() {
+  // Every rank that steps with this one has as many unread losses: all read, or none.
+  if (unread_losses_.empty()) return;
+  std::vector<at::Tensor> losses;
+  for (const auto& [step, loss] : unread_losses_) losses.push_back(loss.to(at::kDouble));
+  const at::Tensor read = at::stack(losses).to(at::kCPU);  // the one wait for the device
+  const double* values = read.data_ptr<double>();
+  std::optional<std::pair<int64_t, double>> bad;  // the first non-finite: step, value
+  for (std::size_t i = 0; i < unread_losses_.size() && !bad; ++i) {
+    if (!std::isfinite(values[i])) bad.emplace(unread_losses_[i].first, values[i]);
+  }
+  const int64_t first_unread = unread_losses_.front().first;
+  // Ranks stop together: a rank whose losses were finite stops too (the others' gradients
+  // reached its parameters), naming the first step it had not read.
+  if (parts_.layout->any_rank(bad.has_value())) {
+    const int64_t step = bad ? bad->first : first_unread;
+    const std::string value = bad ? std::to_string(bad->second) : "non-finite on another rank";
+    throw Error("training: loss is " + value + " at step " + std::to_string(step) + " (epoch " +
+                    std::to_string(position_.epoch + 1) +
+                    (world_ > 1 ? ", rank " + std::to_string(rank_) : std::string()) +
+                    "); stopped. Last good checkpoint: " +
+                    (checkpoints_->last().empty() ? std::string("none") : checkpoints_->last()),
+                {{"problem", "non_finite_loss"},
+                 {"step", std::to_string(step)},
+                 {"rank", std::to_string(rank_)},
+                 {"checkpoint", checkpoints_->last()}});
+  }
+  for (std::size_t i = 0; i < unread_losses_.size(); ++i) {
+    accounting_->add_loss(values[i]);
+    epoch_loss_ += values[i];
+    ++epoch_steps_;
+  }
+  unread_losses_.clear();
 }
 
 void TrainingRun::save_checkpoint() {
+  // No checkpoint holds a step whose loss was not finite.
+  settle_losses();
   const std::string autotune = autotune_ ? autotune_->checkpoint_json() : "";  // resuming keeps it
   const auto progress = [this] { watchdog_->progress(); };
   if (!checkpoints_->save(position_, autotune, progress)) return;
@@ -213,17 +243,19 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
     watchdog_->begin_step(position_.step + 1);
     accounting_->begin_step();
     const int64_t samples_before = position_.samples;
-    const double loss = optimizer_step(epoch, s);
+    at::Tensor loss = optimizer_step(epoch, s);
     faults_.slow_down();
     // Steps run while the autotuner tries settings are not the run's steady state.
     const bool tuning = autotune_ && autotune_->tuning();
     const int64_t samples = position_.samples - samples_before;
-    const double dt = accounting_->end_step(position_.step + 1, samples, loss,
-                                            parts_.layout->exchange_stats(), !tuning);
+    // The loss reaches the window when it is read (settle_losses).
+    const double dt =
+        accounting_->end_step(position_.step + 1, samples, std::numeric_limits<double>::quiet_NaN(),
+                              parts_.layout->exchange_stats(), !tuning);
     ++position_.step;
     position_.step_in_epoch = s + 1;
     if (tuning) autotune_->after_step(position_.step, samples, dt);
-    report_step(loss);
+    report_step(std::move(loss));
     if (every > 0 && position_.step % every == 0) save_checkpoint();
     checkpoints_->poll();  // a background write that has committed is reported
     faults_.strike_after(position_.step);
@@ -234,6 +266,7 @@ void TrainingRun::train_epoch(int64_t epoch, int64_t first_step) {
       break;
     }
   }
+  settle_losses();
   // Each rank saw its own share: the epoch's loss is the mean over all of them.
   epoch_loss_ = parts_.layout->mean_over_trainers(epoch_loss_);
   EpochReport r;

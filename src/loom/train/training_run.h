@@ -9,9 +9,12 @@
 #pragma once
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "loom/parallel/layout_plan.h"
 #include "loom/parallel/step_executor.h"
@@ -32,8 +35,10 @@ namespace loom::train {
 using Clock = std::chrono::steady_clock;
 
 // The run observes its own steps (parallel::StepObserver, handed to the layout's start()): the
-// layout's step executor reports phases (to RunAccounting), forward passes (the first is counted
-// for the FLOPs) and losses (a non-finite one stops the run). It holds one ParallelLayout and
+// layout's step executor reports phases (to RunAccounting) and forward passes (the first is
+// counted for the FLOPs). Each step's loss stays where it was computed until the run reads the
+// steps' losses together (settle_losses: log lines, checkpoints, the end of an epoch), and a
+// non-finite one stops the run there. It holds one ParallelLayout and
 // never asks which it is: the layout says what this rank trains and saves (the whole model, or
 // its pipeline stages), runs the steps, and combines losses, evaluations and checkpoints over
 // the ranks.
@@ -58,7 +63,8 @@ class TrainingRun : private parallel::StepObserver {
   // `resumed`), and the accounting that writes them.
   void open_run_files(bool resumed);
   void train_epoch(int64_t epoch, int64_t first_step);
-  double optimizer_step(int64_t epoch, int64_t step_in_epoch);
+  // Returns the step's loss, unread, where it was computed.
+  at::Tensor optimizer_step(int64_t epoch, int64_t step_in_epoch);
   // What the step's gradients and loss are multiplied by when some targets count in no loss
   // (token shards with loss masks): the step's positions over its counted targets.
   double counted_targets_factor(const parallel::StepOutcome& outcome);
@@ -71,15 +77,18 @@ class TrainingRun : private parallel::StepObserver {
   void start_watchdog();
   // Starts the layout's gradient exchange and step executor from the parameters as they stand.
   void start_layout();
-  void report_step(double loss);
+  void report_step(at::Tensor loss);
+  // Reads the losses of the steps since the last reading at once (one wait for the device), adds
+  // them to the log window and the epoch, and stops the run on a non-finite one, on every rank
+  // that steps with this one (a collective then: called at the same steps by all of them).
+  void settle_losses();
   // Rank 0 writes the run's files and reports; the other ranks of a data-parallel run do not.
   bool leader() const { return rank_ == 0; }
-  // StepObserver: the executor's phases go to the run's accounting, the first forward pass is
-  // counted for the FLOPs, and a non-finite loss stops the run.
+  // StepObserver: the executor's phases go to the run's accounting, and the first forward pass
+  // is counted for the FLOPs.
   void enter(profile::Phase phase) override { accounting_->enter(phase); }
   void forward_begins() override;
   void forward_ends(int64_t samples) override;
-  void loss_computed(double value) override;
   // Micro-batch k's samples in the epoch under way: the same sample gets the same dropout
   // masks in every layout.
   std::optional<models::SampleKeys> draw_keys(int64_t k) const override;
@@ -110,6 +119,9 @@ class TrainingRun : private parallel::StepObserver {
 
   double epoch_loss_ = 0.0;
   int64_t epoch_steps_ = 0;
+  // Steps whose loss is not read yet: (step number, loss where it was computed).
+  std::vector<std::pair<int64_t, at::Tensor>> unread_losses_;
+  double reported_loss_ = std::numeric_limits<double>::quiet_NaN();  // the last log line's
   double last_lr_ = 0.0;
   int64_t stepping_epoch_ = 0, stepping_step_ = 0;  // the optimizer step under way
   EvalResult last_eval_;

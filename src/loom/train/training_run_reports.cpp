@@ -22,19 +22,23 @@ EvalResult TrainingRun::evaluate_test() {
   return EvalTally::from_sums(parts_.layout->combine_eval_sums(tally.sums()));
 }
 
-void TrainingRun::report_step(double loss) {
-  epoch_loss_ += loss;
-  ++epoch_steps_;
+void TrainingRun::report_step(at::Tensor loss) {
+  unread_losses_.emplace_back(position_.step, std::move(loss));
   const bool log_line = log_line_due(position_.step, total_steps_, config_.train.log_every);
   StepReport r;
   r.step = position_.step;
   r.total_steps = total_steps_;
   r.epoch = position_.epoch;
   r.epochs = config_.train.epochs;
-  r.loss = accounting_->window_loss();
-  // Async and SSP workers do not meet mid-epoch: a collective here would hold the fast ones
-  // back to the slowest every log line. Their log shows rank 0's loss.
-  if (log_line && plan_.lockstep()) r.loss = parts_.layout->mean_over_trainers(r.loss);
+  if (log_line) {
+    settle_losses();
+    reported_loss_ = accounting_->window_loss();
+    // Async and SSP workers do not meet mid-epoch: a collective here would hold the fast ones
+    // back to the slowest every log line. Their log shows rank 0's loss.
+    if (plan_.lockstep()) reported_loss_ = parts_.layout->mean_over_trainers(reported_loss_);
+  }
+  // Between log lines the last line's loss (a progress bar shows it).
+  r.loss = reported_loss_;
   r.learning_rate = last_lr_;
   r.samples_per_second = accounting_->window_samples_per_second();
   r.tokens_per_second = r.samples_per_second * static_cast<double>(info_.tokens_per_sample);

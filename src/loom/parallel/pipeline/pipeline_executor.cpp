@@ -137,9 +137,9 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
   sends_.wait_all(comm_.options().timeout);
   slots_.clear();
   observer_.enter(Phase::kBubble);  // the last stage's rank may still be computing
+  // Every rank, not only the last stage, learns the loss: the trainer of each stops alike at a
+  // non-finite one.
   share_outcome(outcome);
-  // Every rank, not only the last stage, so that all of them stop at the same step.
-  observer_.loss_computed(outcome.loss_sum / static_cast<double>(schedule_.microbatches));
   observer_.enter(Phase::kCommExposed);
   if (!prepared) sync_.prepare();  // no stage of this rank computed weight gradients
   sync_.finish();
@@ -170,7 +170,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
   observer_.forward_ends(samples);
   if (is_last(a.stage)) {
     at::Tensor loss = loss_(y, s.targets);
-    outcome.loss_sum += loss.item<double>();
+    outcome.add_loss(loss);
     outcome.samples += samples;
     if (options_.count_targets) add_targets(s.targets, outcome);
     s.output = loss / static_cast<double>(schedule_.microbatches);
@@ -321,12 +321,12 @@ at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload pa
 
 void PipelineExecutor::share_outcome(StepOutcome& outcome) {
   at::Tensor shared = at::tensor(
-      {outcome.loss_sum, static_cast<double>(outcome.samples), static_cast<double>(outcome.targets),
-       static_cast<double>(outcome.counted_targets)},
+      {outcome.loss_sum_value(), static_cast<double>(outcome.samples),
+       static_cast<double>(outcome.targets), static_cast<double>(outcome.counted_targets)},
       at::kDouble);
   comm_.broadcast(shared, rank_of(schedule_.stages - 1))->wait(comm_.options().timeout);
   const double* values = shared.data_ptr<double>();
-  outcome.loss_sum = values[0];
+  outcome.loss_sum = at::scalar_tensor(values[0], at::kDouble);
   outcome.samples = static_cast<int64_t>(values[1]);
   outcome.targets = static_cast<int64_t>(values[2]);
   outcome.counted_targets = static_cast<int64_t>(values[3]);
