@@ -6,6 +6,7 @@
 
 #include "loom/core/blas_library.h"
 #include "loom/core/text.h"
+#include "loom/profile/gpu_advice.h"
 #include "loom/profile/memory_advice.h"
 #include "loom/profile/phase_finding.h"
 #include "loom/profile/tensor_advice.h"
@@ -381,6 +382,73 @@ void add_overfitting(const RunProfile& run, std::vector<Finding>& out) {
   out.push_back(f);
 }
 
+// The rules about the host's CPU doing the step's compute: none applies to a GPU's step.
+void add_cpu_findings(const RunProfile& run, std::vector<Finding>& out) {
+  if (run.on_gpu()) return;
+  auto share = [&](Phase p) { return run.step_times.share(p); };
+  add_threads(run, out);
+
+  if (run.precision == "fp32" && run.blas == "reference") {
+    const double compute = share(Phase::kForward) + share(Phase::kBackward);
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", run.fp32_matmul_flops_per_second / 1e9);
+    Finding f{"reference_blas",
+              "high",
+              std::string("fp32 matrix products ran on netlib's reference BLAS (") + run.blas_path +
+                  "): " + rate + " measured",
+              std::string("install Debian's OpenBLAS for OpenMP (apt-get install ") +
+                  kFastBlasPackage +
+                  "), which LibTorch then uses for fp32 matrix products, 16-30x faster; or "
+                  "compute in bf16 (" +
+                  bf16_setting(run) + ") where the CPU has it natively",
+              "runtime.precision",
+              compute < 1 ? 1 / (1 - compute) : 0};
+    f.measured = {{"fp32_matmul_flops_per_second", run.fp32_matmul_flops_per_second}};
+    out.push_back(f);
+  }
+  if (run.precision == "fp32" && run.native_bf16) {
+    Finding f{"precision",
+              "moderate",
+              "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",
+              run.python ? "compute under " + bf16_setting(run) + " (it keeps fp32 weights)"
+                         : "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 "
+                           "weights)",
+              "runtime.precision",
+              0};
+    f.suggested = "bf16";
+    out.push_back(f);
+  }
+  if (run.convolutional && run.memory_format == "contiguous") {
+    Finding f{"memory_format",
+              "moderate",
+              "a convolutional model ran in the contiguous (NCHW) layout",
+              std::string(run.python ? "put the model and its batches in channels_last "
+                                       "(model.to(memory_format=torch.channels_last), "
+                                       "loom.data.Loader(channels_last=True))"
+                                     : "set runtime.memory_format to auto or channels_last") +
+                  ", which oneDNN's CPU convolutions prefer",
+              "runtime.memory_format",
+              0};
+    f.suggested = "channels_last";
+    out.push_back(f);
+  }
+  if (run.cpu_utilisation > 0 && run.cpu_utilisation < 0.5 && run.batch_size < 64) {
+    Finding f{"low_utilisation",
+              "moderate",
+              "the process used " + percent(run.cpu_utilisation) + " of " +
+                  std::to_string(rank_cores(run)) + " cores with batches of " +
+                  std::to_string(run.batch_size),
+              "raise " + named(run, "data.batch_size") +
+                  " so each operation has more work to split across threads",
+              "data.batch_size",
+              0};
+    f.measured = {{"cpu_utilisation", run.cpu_utilisation},
+                  {"rank_cores", rank_cores(run)},
+                  {"batch_size", static_cast<double>(run.batch_size)}};
+    out.push_back(f);
+  }
+}
+
 }  // namespace
 
 std::vector<Finding> advise(const RunProfile& run) {
@@ -463,67 +531,8 @@ std::vector<Finding> advise(const RunProfile& run) {
   }
 
   add_tensor_time(run, out);
-  add_threads(run, out);
-
-  if (run.precision == "fp32" && run.blas == "reference") {
-    const double compute = share(Phase::kForward) + share(Phase::kBackward);
-    char rate[64];
-    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", run.fp32_matmul_flops_per_second / 1e9);
-    Finding f{"reference_blas",
-              "high",
-              std::string("fp32 matrix products ran on netlib's reference BLAS (") + run.blas_path +
-                  "): " + rate + " measured",
-              std::string("install Debian's OpenBLAS for OpenMP (apt-get install ") +
-                  kFastBlasPackage +
-                  "), which LibTorch then uses for fp32 matrix products, 16-30x faster; or "
-                  "compute in bf16 (" +
-                  bf16_setting(run) + ") where the CPU has it natively",
-              "runtime.precision",
-              compute < 1 ? 1 / (1 - compute) : 0};
-    f.measured = {{"fp32_matmul_flops_per_second", run.fp32_matmul_flops_per_second}};
-    out.push_back(f);
-  }
-  if (run.precision == "fp32" && run.native_bf16) {
-    Finding f{"precision",
-              "moderate",
-              "the run computed in fp32 on a CPU with native bf16 (AVX-512 BF16 or AMX)",
-              run.python ? "compute under " + bf16_setting(run) + " (it keeps fp32 weights)"
-                         : "set runtime.precision to auto or bf16 (bf16 autocast keeps fp32 "
-                           "weights)",
-              "runtime.precision",
-              0};
-    f.suggested = "bf16";
-    out.push_back(f);
-  }
-  if (run.convolutional && run.memory_format == "contiguous") {
-    Finding f{"memory_format",
-              "moderate",
-              "a convolutional model ran in the contiguous (NCHW) layout",
-              std::string(run.python ? "put the model and its batches in channels_last "
-                                       "(model.to(memory_format=torch.channels_last), "
-                                       "loom.data.Loader(channels_last=True))"
-                                     : "set runtime.memory_format to auto or channels_last") +
-                  ", which oneDNN's CPU convolutions prefer",
-              "runtime.memory_format",
-              0};
-    f.suggested = "channels_last";
-    out.push_back(f);
-  }
-  if (run.cpu_utilisation > 0 && run.cpu_utilisation < 0.5 && run.batch_size < 64) {
-    Finding f{"low_utilisation",
-              "moderate",
-              "the process used " + percent(run.cpu_utilisation) + " of " +
-                  std::to_string(rank_cores(run)) + " cores with batches of " +
-                  std::to_string(run.batch_size),
-              "raise " + named(run, "data.batch_size") +
-                  " so each operation has more work to split across threads",
-              "data.batch_size",
-              0};
-    f.measured = {{"cpu_utilisation", run.cpu_utilisation},
-                  {"rank_cores", rank_cores(run)},
-                  {"batch_size", static_cast<double>(run.batch_size)}};
-    out.push_back(f);
-  }
+  add_gpu_findings(run, out);
+  add_cpu_findings(run, out);
   add_straggler(run, out);
   add_server_imbalance(run, out);
   add_memory_savings(run, out);

@@ -31,6 +31,9 @@
 //                    waits that grow with the step (the input), other processes on this
 //                    process's cores or a hypervisor's steal (a shared host), or else what to
 //                    check
+//   precision, memory_format, low_mfu, device_memory  on a GPU, in place of the CPU's rules
+//                    (threads, reference_blas, precision, memory_format, low_utilisation):
+//                    profile/gpu_advice.h
 //   overfitting      the validation loss rose at each of the last kOverfitRises evaluations
 //                    while the train loss fell: names the best evaluation's step (Finding::step)
 //                    and checkpoint.keep_best, which keeps its checkpoint
@@ -72,6 +75,15 @@ struct RunProfile {
   bool loader_decodes = false;  // encoded images (the loader does real work per sample)
   std::string precision;        // fp32 | bf16
   bool native_bf16 = false;     // the CPU has AVX-512 BF16 or AMX
+  // Where the model computed: "cpu", or a GPU ("cuda:0"), where the GPU's rules apply in place
+  // of the CPU's (gpu_advice.h). Model FLOP utilisation against the peak calibrated on the
+  // device (0: not measured), and a GPU's caching allocator's peak reservation against its
+  // memory (0: not known).
+  std::string device = "cpu";
+  double mfu = 0;
+  double device_peak_reserved_bytes = 0;
+  double device_memory_bytes = 0;
+  bool on_gpu() const { return device.rfind("cuda", 0) == 0; }
   // The BLAS fp32 matrix products ran on (BlasLibrary::name), the file, and their measured rate.
   std::string blas;
   std::string blas_path;
@@ -130,8 +142,8 @@ struct RunProfile {
   double better_bubble = 0;
   // Tensor parallelism: the ranks of this rank's tensor group (1: none); the heads a group could
   // split the model's attention by (what its tensor plan's sizes must divide: the GPT's n_head,
-  // the ViT's 3; 0 where the model has no plan or the layout cannot take parallel.tensor); and the share of the parameters a group would split (the layers'
-  // attention and MLP matrices), 0..1.
+  // the ViT's 3; 0 where the model has no plan or the layout cannot take parallel.tensor); and the
+  // share of the parameters a group would split (the layers' attention and MLP matrices), 0..1.
   int tensor_ranks = 1;
   int64_t tensor_heads = 0;
   double tensor_split_share = 0;

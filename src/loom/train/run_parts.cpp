@@ -200,6 +200,13 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
   p.loader_decodes = parts.data.decoded;
   p.precision = info.runtime.precision;
   p.memory_format = info.runtime.memory_format;
+  p.device = info.runtime.device;
+  p.mfu = s.mfu();
+  p.device_peak_reserved_bytes = static_cast<double>(s.device_peak_reserved_bytes);
+  if (const at::Device device = info.runtime.torch_device(); !device.is_cpu()) {
+    p.device_memory_bytes =
+        static_cast<double>(at::accelerator::getMemoryInfo(device.index()).second);
+  }
   p.convolutional = parts.model->is_convolutional();
   p.batch_size = layout.step.micro_batch;
   const data::BatchSource& train = *parts.data.train;

@@ -1,0 +1,123 @@
+#include "loom/profile/gpu_advice.h"
+
+#include <string>
+
+#include "loom/core/text.h"
+
+namespace loom::profile {
+namespace {
+
+constexpr double kLowMfu = 0.25, kVeryLowMfu = 0.10;
+constexpr double kInputShare = 0.20;    // input_bound's high threshold
+constexpr int64_t kSmallGpuBatch = 32;  // samples a micro-batch
+constexpr double kDeviceMemoryShare = 0.90;
+
+// In a script: torch's autocast, which is what Loom's bf16 is (fp32 weights).
+std::string gpu_bf16_setting(const RunProfile& run) {
+  return run.python ? "torch.autocast(\"cuda\", dtype=torch.bfloat16)"
+                    : "runtime.precision: auto or bf16";
+}
+
+void add_precision(const RunProfile& run, std::vector<Finding>& out) {
+  if (run.precision != "fp32") return;
+  Finding f{"precision",
+            "high",
+            "the run computed in fp32 on " + run.device +
+                ", whose tensor cores compute bf16 at many times fp32's rate",
+            "compute in bf16 (" + gpu_bf16_setting(run) + "; autocast keeps fp32 weights)",
+            "runtime.precision",
+            0};
+  f.suggested = "bf16";
+  out.push_back(f);
+}
+
+void add_memory_format(const RunProfile& run, std::vector<Finding>& out) {
+  if (!run.convolutional || run.memory_format != "contiguous") return;
+  Finding f{"memory_format",
+            "moderate",
+            "a convolutional model ran in the contiguous (NCHW) layout on " + run.device,
+            std::string(run.python ? "put the model and its batches in channels_last "
+                                     "(model.to(memory_format=torch.channels_last))"
+                                   : "set runtime.memory_format to auto or channels_last") +
+                ", which cuDNN's convolutions run fastest in",
+            "runtime.memory_format",
+            0};
+  f.suggested = "channels_last";
+  out.push_back(f);
+}
+
+void add_low_mfu(const RunProfile& run, std::vector<Finding>& out) {
+  if (run.mfu <= 0 || run.mfu >= kLowMfu) return;
+  const double waiting = run.step_times.share(Phase::kDataWait);
+  Finding f{"low_mfu",
+            run.mfu < kVeryLowMfu ? "high" : "moderate",
+            "the model used " + percent(run.mfu) + " of " + run.device +
+                "'s peak (calibrated with a matrix product in the run's precision)",
+            "",
+            "",
+            0};
+  if (run.precision == "fp32") {
+    f.advice = "the likely cause is fp32 (the precision finding): compute in bf16 (" +
+               gpu_bf16_setting(run) + ")";
+    f.key = "runtime.precision";
+    f.suggested = "bf16";
+  } else if (waiting >= kInputShare) {
+    f.advice = "the likely cause is the input: the step waited " + percent(waiting) +
+               " of its time for data (the input_bound finding says what feeds it faster)";
+    f.key = "data.workers";
+  } else if (run.batch_size < kSmallGpuBatch) {
+    f.advice = "the likely cause is the micro-batch of " + std::to_string(run.batch_size) +
+               " samples, small for a GPU: raise " +
+               std::string(run.python ? "the batch size" : "data.batch_size") +
+               " (or train.grad_accum's micro-batches' size) so each kernel has more to do";
+    f.key = "data.batch_size";
+  } else {
+    f.advice =
+        "the step is likely made of many small kernels, each waiting on its launch from "
+        "the host: a larger batch gives each more work (CUDA graphs, which launch a "
+        "step's kernels at once, are not in Loom yet)";
+    f.key = "data.batch_size";
+  }
+  f.measured = {{"mfu", run.mfu}, {"batch_size", static_cast<double>(run.batch_size)}};
+  out.push_back(f);
+}
+
+void add_device_memory(const RunProfile& run, std::vector<Finding>& out) {
+  if (run.device_memory_bytes <= 0) return;
+  const double share = run.device_peak_reserved_bytes / run.device_memory_bytes;
+  if (share < kDeviceMemoryShare) return;
+  Finding f{
+      "device_memory",
+      "high",
+      "the caching allocator reserved up to " + percent(share) + " of " + run.device + "'s memory",
+      "",
+      "",
+      0};
+  if (!run.recompute) {
+    f.advice =
+        "recompute activations in backward (train.activation_checkpointing) or lower "
+        "data.batch_size before an allocation runs out";
+    f.key = "train.activation_checkpointing";
+  } else {
+    f.advice =
+        "lower data.batch_size (and raise train.grad_accum to keep the batch) before an "
+        "allocation runs out";
+    f.key = "data.batch_size";
+  }
+  f.measured = {{"device_memory_share", share},
+                {"device_peak_reserved_bytes", run.device_peak_reserved_bytes},
+                {"device_memory_bytes", run.device_memory_bytes}};
+  out.push_back(f);
+}
+
+}  // namespace
+
+void add_gpu_findings(const RunProfile& run, std::vector<Finding>& out) {
+  if (!run.on_gpu()) return;
+  add_precision(run, out);
+  add_memory_format(run, out);
+  add_low_mfu(run, out);
+  add_device_memory(run, out);
+}
+
+}  // namespace loom::profile
