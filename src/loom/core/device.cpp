@@ -68,6 +68,22 @@ const CudaAvailability& cuda_availability() {
   return availability;
 }
 
+int cuda_compute_capability(int index) {
+  if (cuda_availability().devices <= index || index < 0) return 0;
+  // The CUDA runtime's C entry point, from the libcudart that libtorch_cuda.so brought into the
+  // process's global scope: Loom links none of CUDA itself.
+  using GetAttribute = int (*)(int* value, int attribute, int device);
+  static const auto get_attribute =
+      reinterpret_cast<GetAttribute>(::dlsym(RTLD_DEFAULT, "cudaDeviceGetAttribute"));
+  if (!get_attribute) return 0;
+  constexpr int kMajor = 75, kMinor = 76;  // cudaDevAttrComputeCapabilityMajor, ...Minor
+  int major = 0, minor = 0;
+  if (get_attribute(&major, kMajor, index) != 0 || get_attribute(&minor, kMinor, index) != 0) {
+    return 0;
+  }
+  return major * 10 + minor;
+}
+
 void check_device_text(const std::string& text, const std::string& key) {
   if (text == "auto" || text == "cpu" || text == "cuda") return;
   if (text.rfind("cuda:", 0) != 0) {

@@ -31,6 +31,11 @@ const CudaAvailability& cuda_availability();
 // question to ask otherwise.
 bool load_torch_cuda_library(std::string* why_not = nullptr);
 
+// CUDA device `index`'s compute capability as major * 10 + minor (90 for an H100, 75 for a T4),
+// asked of the CUDA runtime that torch's CUDA library loaded; 0 when it cannot be asked (no
+// such library or device). Tensor cores compute bf16 from 80 (Ampere) on.
+int cuda_compute_capability(int index);
+
 // Checks that `text` is one of runtime.device's values (auto, cpu, cuda, cuda:N) without asking
 // whether CUDA can be used; throws ConfigError naming `key` (problem device) otherwise.
 void check_device_text(const std::string& text, const std::string& key);

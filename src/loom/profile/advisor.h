@@ -74,7 +74,8 @@ struct RunProfile {
   int loader_threads = 1;
   bool loader_decodes = false;  // encoded images (the loader does real work per sample)
   std::string precision;        // fp32 | bf16
-  bool native_bf16 = false;     // the CPU has AVX-512 BF16 or AMX
+  // The compute device has native bf16: the CPU AVX-512 BF16 or AMX, a GPU bf16 tensor cores.
+  bool native_bf16 = false;
   // Where the model computed: "cpu", or a GPU ("cuda:0"), where the GPU's rules apply in place
   // of the CPU's (gpu_advice.h). Model FLOP utilisation against the peak calibrated on the
   // device (0: not measured), and a GPU's caching allocator's peak reservation against its

@@ -19,7 +19,7 @@ std::string gpu_bf16_setting(const RunProfile& run) {
 }
 
 void add_precision(const RunProfile& run, std::vector<Finding>& out) {
-  if (run.precision != "fp32") return;
+  if (run.precision != "fp32" || !run.native_bf16) return;
   Finding f{"precision",
             "high",
             "the run computed in fp32 on " + run.device +
@@ -56,7 +56,7 @@ void add_low_mfu(const RunProfile& run, std::vector<Finding>& out) {
             "",
             "",
             0};
-  if (run.precision == "fp32") {
+  if (run.precision == "fp32" && run.native_bf16) {
     f.advice = "the likely cause is fp32 (the precision finding): compute in bf16 (" +
                gpu_bf16_setting(run) + ")";
     f.key = "runtime.precision";

@@ -2,12 +2,14 @@
 // BLAS and bf16, CPU utilisation: advisor.h) say nothing of a GPU's step and are not applied
 // there; the phase rules (input_bound, exposed_comm, pipeline_bubble) and the memory savings
 // apply on either. On a GPU:
-//   precision      fp32: tensor cores compute bf16 at many times fp32's rate (an H100's dense
-//                  bf16 is 989 TFLOP/s against 67 for fp32)
+//   precision      fp32 on a GPU with bf16 tensor cores (compute capability 8.0 on), which
+//                  compute bf16 at many times fp32's rate (an H100's dense bf16 is 989 TFLOP/s
+//                  against 67 for fp32)
 //   memory_format  a convolutional model in the contiguous layout: cuDNN's convolutions run
 //                  fastest in channels_last
 //   low_mfu        model FLOP utilisation below 25% of the peak calibrated on the device
-//                  (moderate), below 10% (high), with the likely cause, in this order: fp32, the
+//                  (moderate), below 10% (high), with the likely cause, in this order: fp32 (on a
+//                  GPU with bf16), the
 //                  input (data waits >= 20% of the step), a small micro-batch (< 32 samples), or
 //                  else many small kernels, each waiting on its launch (a larger batch). torch
 //                  eager trains GPT-2 124M at 26% MFU on an H100 and torch.compile at 39%

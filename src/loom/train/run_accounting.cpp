@@ -153,7 +153,6 @@ void RunAccounting::finish(TrainSummary& s, profile::RunProfile p) const {
   p.usable_cores = usable_cores(host.affinity_cores, host.quota_cores);
   p.ranks_on_host = options_.ranks_on_host;
   p.python = options_.python;
-  p.native_bf16 = host.cpu.native_bf16();
   p.step_seconds = telemetry_.steady_series().wall_seconds();
   p.step_data_wait_seconds = telemetry_.steady_series().data_wait_seconds();
   if (const auto others = telemetry_.host_load().share()) {

@@ -201,6 +201,7 @@ profile::RunProfile parts_profile(const RunParts& parts, const Config& config, c
   p.precision = info.runtime.precision;
   p.memory_format = info.runtime.memory_format;
   p.device = info.runtime.device;
+  p.native_bf16 = info.runtime.native_bf16;
   p.mfu = s.mfu();
   p.device_peak_reserved_bytes = static_cast<double>(s.device_peak_reserved_bytes);
   if (const at::Device device = info.runtime.torch_device(); !device.is_cpu()) {

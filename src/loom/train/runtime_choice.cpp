@@ -7,6 +7,9 @@ namespace loom::train {
 DeviceChoice choose_device(const RuntimeConfig& config, int local_rank) {
   DeviceChoice choice;
   choice.device = resolve_device(config.device, local_rank, "runtime.device");
+  if (choice.device.is_cuda()) {
+    choice.compute_capability = cuda_compute_capability(choice.device.index());
+  }
   if (config.device == "auto") {
     choice.reason = choice.device.is_cuda() ? "auto: this process can use a GPU"
                                             : "auto: " + cuda_availability().why_not;
@@ -20,16 +23,26 @@ RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topolo
   RuntimeChoice c;
   c.device = device.device.str();
   c.device_reason = device.reason;
+  c.native_bf16 = device.device.is_cuda() ? device.gpu_bf16() : topology.cpu.native_bf16();
   // LOOM_CPU_CAPABILITY below avx512 stands in for a host without AVX-512, bf16 included, so
   // that a forced run makes the choices such a host would.
   const bool lowered = topology.kernels != CpuCapability::kAvx512;
   if (config.precision != "auto") {
     c.precision = config.precision;
     c.precision_reason = "set in runtime.precision";
-  } else if (device.device.is_cuda()) {
+  } else if (device.device.is_cuda() && device.gpu_bf16()) {
     // Tensor cores multiply bf16 at many times fp32's rate; autocast keeps fp32 weights.
     c.precision = "bf16";
     c.precision_reason = "GPU";
+  } else if (device.device.is_cuda()) {
+    // Before Ampere cuDNN has no bf16 convolutions and cuBLAS's bf16 products are slow.
+    c.precision = "fp32";
+    c.precision_reason = device.compute_capability > 0
+                             ? "GPU of compute capability " +
+                                   std::to_string(device.compute_capability / 10) + "." +
+                                   std::to_string(device.compute_capability % 10) +
+                                   " has no bf16 tensor cores (8.0 on)"
+                             : "GPU whose compute capability could not be read";
   } else if (topology.cpu.native_bf16() && !lowered && onednn_available) {
     c.precision = "bf16";
     c.precision_reason = topology.cpu.amx_bf16 ? "CPU has AMX-BF16" : "CPU has AVX-512 BF16";

@@ -1,8 +1,9 @@
 // Device, precision, memory layout and thread count chosen for the hardware, each with the
 // reason, so the choice can be printed and recorded. `auto` resolves as:
 //   device        CUDA device LOCAL_RANK where this process can use a GPU, else the CPU
-//   precision     bf16 autocast on a GPU, and on a CPU with AVX-512 BF16 or AMX where LibTorch
-//                 has oneDNN
+//   precision     bf16 autocast on a GPU with bf16 tensor cores (compute capability 8.0 on; an
+//                 older one, or one whose capability cannot be read, computes in fp32), and on a
+//                 CPU with AVX-512 BF16 or AMX where LibTorch has oneDNN
 //   memory_format channels_last for convolutional models
 //   threads       the cores this process may run on (affinity and cgroup quota)
 #pragma once
@@ -21,6 +22,10 @@ namespace loom::train {
 struct DeviceChoice {
   c10::Device device = c10::kCPU;
   std::string reason = "set in runtime.device";
+  // A GPU's compute capability, major * 10 + minor (0: the CPU, or not known); its tensor cores
+  // compute bf16 from 80 on.
+  int compute_capability = 0;
+  bool gpu_bf16() const { return compute_capability >= 80; }
 };
 
 // runtime.device for the rank of local rank `local_rank` (its GPU under `cuda` and `auto`).
@@ -35,6 +40,7 @@ struct RuntimeChoice {
   int threads = 1;
   std::string device_reason = "set in runtime.device";
   std::string precision_reason, memory_format_reason, threads_reason;
+  bool native_bf16 = false;  // the device computes bf16 natively (the GPU's or the CPU's units)
 
   bool bf16() const { return precision == "bf16"; }
   c10::Device torch_device() const { return c10::Device(device); }

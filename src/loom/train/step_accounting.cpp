@@ -162,6 +162,7 @@ TrainSummary StepAccounting::State::finish() {
   p.loader_threads = options_.loader_threads;
   p.loader_decodes = options_.loader_decodes;
   p.precision = options_.precision;
+  p.native_bf16 = host_.cpu.native_bf16();  // a script's own loop is profiled on the CPU
   p.batch_size = steps > 0 ? samples_ / steps : 0;
   if (s.data.samples > 0) p.loader_cpu_seconds_per_sample = s.data.cpu_seconds / s.data.samples;
   accounting_.finish(s, p);

@@ -153,7 +153,7 @@ RunProfile run_on_gpu(double mfu) {
   RunProfile r = run_waiting(0);
   r.device = "cuda:0";
   r.mfu = mfu;
-  r.native_bf16 = false;  // the host's CPU says nothing of the GPU's step
+  r.native_bf16 = true;  // bf16 tensor cores (compute capability 8.0 on)
   return r;
 }
 
@@ -187,6 +187,8 @@ TEST(Advisor, OnAGpuFp32AndNchwAreNamedForTheGpu) {
   ASSERT_NE(layout, nullptr);
   EXPECT_EQ(layout->suggested, "channels_last");
   EXPECT_EQ(find(findings, "reference_blas"), nullptr);
+  r.native_bf16 = false;  // a GPU without bf16 tensor cores (a T4, a V100): fp32 is right
+  EXPECT_EQ(find(advise(r), "precision"), nullptr);
 }
 
 // Low MFU with its likely cause, the first that holds of: fp32, the input, a small batch, else
@@ -217,6 +219,8 @@ TEST(Advisor, OnAGpuLowMfuNamesItsLikelyCause) {
   RunProfile fp32 = starved;
   fp32.precision = "fp32";
   EXPECT_EQ(find(advise(fp32), "low_mfu")->key, "runtime.precision");
+  fp32.native_bf16 = false;  // nothing faster to compute in: the input it is
+  EXPECT_EQ(find(advise(fp32), "low_mfu")->key, "data.workers");
 }
 
 TEST(Advisor, OnAGpuNearlyFullMemoryIsNamed) {

@@ -85,14 +85,34 @@ TEST(RuntimeChoice, AGpuComputesInBf16UnlessTold) {
   RuntimeConfig cfg;
   DeviceChoice gpu;
   gpu.device = c10::Device(c10::kCUDA, 1);
+  gpu.compute_capability = 90;  // an H100
   const RuntimeChoice on_gpu = choose_runtime(cfg, machine(false, false, 2), true, true, gpu);
   EXPECT_EQ(on_gpu.device, "cuda:1");
   EXPECT_EQ(on_gpu.torch_device(), gpu.device);
   EXPECT_EQ(on_gpu.precision, "bf16");
   EXPECT_EQ(on_gpu.precision_reason, "GPU");
+  EXPECT_TRUE(on_gpu.native_bf16);
   cfg.precision = "fp32";
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true, gpu).precision, "fp32");
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).device, "cpu");
+}
+
+// Before Ampere (8.0) a GPU has no bf16 tensor cores (cuDNN no bf16 convolutions): auto is fp32
+// there, and where the capability could not be read.
+TEST(RuntimeChoice, AGpuWithoutBf16TensorCoresComputesInFp32) {
+  RuntimeConfig cfg;
+  DeviceChoice gpu;
+  gpu.device = c10::Device(c10::kCUDA, 0);
+  for (int capability : {75, 70, 0}) {
+    SCOPED_TRACE(capability);
+    gpu.compute_capability = capability;
+    // A host CPU with native bf16 changes nothing: the GPU computes.
+    const RuntimeChoice c = choose_runtime(cfg, machine(true, true, 2), true, true, gpu);
+    EXPECT_EQ(c.precision, "fp32");
+    EXPECT_FALSE(c.native_bf16);
+  }
+  gpu.compute_capability = 80;
+  EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true, gpu).precision, "bf16");
 }
 
 TEST(RuntimeChoice, TheDeviceComesWithItsReason) {
