@@ -61,6 +61,9 @@ void AsyncCheckpointWriter::start(CheckpointData data) {
   for (auto& [rank, rng] : data.rank_rng_states) {
     rng = copy_into_buffer("rng/cpu/rank" + std::to_string(rank), rng, used);
   }
+  if (data.device_rng_state.defined()) {
+    data.device_rng_state = copy_into_buffer("rng/cuda", data.device_rng_state, used);
+  }
   buffers_ = std::move(used);  // those this checkpoint has no use for go
 
   result_ = AsyncWriteResult{};

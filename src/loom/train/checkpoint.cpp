@@ -26,6 +26,7 @@ namespace {
 constexpr int kFormatVersion = 1;
 constexpr const char* kPrefix = "step-";
 const std::string kRankRngPrefix = "rng/cpu/rank";
+const std::string kDeviceRng = "rng/cuda";
 // checkpoint.keep_best's record: {"checkpoint": "step-N", "step", "metric", "value"}.
 constexpr const char* kBestRecord = "best.json";
 
@@ -161,6 +162,7 @@ std::string CheckpointStore::commit(const CheckpointData& data, const std::strin
   for (const auto& [rank, rng] : data.rank_rng_states) {
     if (rank != 0) rngs.emplace_back(kRankRngPrefix + std::to_string(rank), rng);
   }
+  if (data.device_rng_state.defined()) rngs.emplace_back(kDeviceRng, data.device_rng_state);
   for (TensorToFetch& t : held(rngs)) state.push_back(std::move(t));
   write_safetensors((tmp_dir / "state.safetensors").string(), state);
 
@@ -307,6 +309,8 @@ CheckpointData CheckpointStore::load(const std::string& path) {
   for (auto& [name, t] : read_safetensors((dir / "state.safetensors").string())) {
     if (name == "rng/cpu") {
       data.rng_state = t;
+    } else if (name == kDeviceRng) {
+      data.device_rng_state = t;
     } else if (name.rfind(kRankRngPrefix, 0) == 0) {
       try {
         data.rank_rng_states[std::stoi(name.substr(kRankRngPrefix.size()))] = t;

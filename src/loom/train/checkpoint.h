@@ -48,7 +48,10 @@ struct CheckpointData {
   std::string optimizer_kind;  // sgd | adam | adamw
   at::Tensor rng_state;        // CPU generator state (of rank 0)
   std::map<int, at::Tensor>
-      rank_rng_states;      // a pipeline's ranks' own generators, by pipeline rank
+      rank_rng_states;  // a pipeline's ranks' own generators, by pipeline rank
+  // A GPU run's generator state (rank 0's GPU's), "rng/cuda"; undefined for a CPU run and in
+  // checkpoints from before it was saved.
+  at::Tensor device_rng_state;
   std::string layout_json;  // how the writing run was laid out; "" if unknown
   std::string config_json;
   std::string autotune_json;  // a finished autotune result (autotune_json), "" when none

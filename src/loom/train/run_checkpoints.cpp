@@ -1,6 +1,7 @@
 #include "loom/train/run_checkpoints.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 
 #include <chrono>
 
@@ -66,6 +67,13 @@ CheckpointData RunCheckpoints::resume_from(const std::string& path) {
   saved.rng = ckpt.rng_state;
   saved.rank_rngs = ckpt.rank_rng_states;
   generator.set_state(layout.own_rng(saved));
+  // A GPU's generator continues where the checkpoint's left off; one written on the CPU (or
+  // before GPU generators were saved) leaves it as seeded, and a GPU's state means nothing to a
+  // run on the CPU.
+  if (ckpt.device_rng_state.defined() && parts_.device.is_cuda()) {
+    at::Generator device_generator = at::globalContext().defaultGenerator(parts_.device);
+    device_generator.set_state(ckpt.device_rng_state);
+  }
   if (ckpt.loader) {
     // The batches are a pure function of (epoch, step): the same identity and position give the
     // same samples, for any number of loader threads. Rank 0 wrote the checkpoint; every rank
@@ -131,6 +139,9 @@ bool RunCheckpoints::save(const TrainPosition& position, const std::string& auto
   ckpt.optimizer_to_fetch = std::move(whole->optimizer_to_fetch);
   ckpt.rng_state = whole->rng;
   ckpt.rank_rng_states = std::move(whole->rank_rngs);
+  if (parts_.device.is_cuda()) {
+    ckpt.device_rng_state = at::globalContext().defaultGenerator(parts_.device).get_state();
+  }
   ckpt.position = position;
   ckpt.loader = loader_state(position);
   ckpt.optimizer_kind = config_.optimizer.name;

@@ -49,6 +49,9 @@ class RunCheckpoints {
     data::BatchSource* train = nullptr;  // the training loader, whose place is saved
     int replica = 0;                     // this rank's share of the data
     int64_t micro_batches = 1;           // loader batches per optimizer step
+    // Where the model computes: a GPU's generator (torch's own dropout draws from it) is saved
+    // and restored with the CPU's.
+    c10::Device device = c10::kCPU;
   };
 
   // `leader`: this rank writes the checkpoints (and clears what a killed save left).

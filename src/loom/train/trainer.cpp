@@ -47,7 +47,8 @@ void TrainingRun::set_up() {
   checkpoints_ = std::make_unique<RunCheckpoints>(
       config_, options_.out_dir, leader(),
       RunCheckpoints::Parts{parts_.layout.get(), parts_.optimizer.get(), parts_.data.train.get(),
-                            plan_.data.replica, plan_.step.micro_batches});
+                            plan_.data.replica, plan_.step.micro_batches,
+                            info_.runtime.torch_device()});
   checkpoints_->on_commit([this](const std::string& path, const nlohmann::ordered_json& record) {
     accounting_->write(record);
     if (options_.observer) options_.observer->on_checkpoint(path);

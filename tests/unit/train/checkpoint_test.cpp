@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loom/core/error.h"
+#include "loom/train/async_checkpoint_writer.h"
 #include "tools/test_support.h"
 
 namespace loom::train {
@@ -56,6 +57,28 @@ TEST(Checkpoint, SaveLoadAndKeepTheLastN) {
   CheckpointData tuned = make_checkpoint(40);
   tuned.autotune_json = R"({"start":{"data.workers":1,"runtime.threads":2},"complete":true})";
   EXPECT_EQ(CheckpointStore::load(store.save(tuned)).autotune_json, tuned.autotune_json);
+}
+
+// A GPU run's generator state travels as "rng/cuda" beside the CPU's, through the background
+// writer too; a CPU run's checkpoint has none.
+TEST(Checkpoint, AGpuGeneratorStateComesBackWhereThereIsOne) {
+  test::TempDir dir;
+  CheckpointStore store(dir / "ckpt", /*keep=*/3);
+  EXPECT_FALSE(CheckpointStore::load(store.save(make_checkpoint(10))).device_rng_state.defined());
+  CheckpointData gpu = make_checkpoint(20);
+  gpu.device_rng_state = at::arange(16, at::kByte).flip(0);  // seed and offset, as torch's is
+  const CheckpointData back = CheckpointStore::load(store.save(gpu));
+  ASSERT_TRUE(back.device_rng_state.defined());
+  EXPECT_TRUE(back.device_rng_state.equal(gpu.device_rng_state));
+  EXPECT_TRUE(back.rng_state.equal(at::arange(16, at::kByte)));
+
+  AsyncCheckpointWriter writer(store);
+  CheckpointData later = make_checkpoint(30);
+  later.device_rng_state = gpu.device_rng_state.clone();
+  writer.start(std::move(later));
+  const std::optional<AsyncWriteResult> written = writer.wait();
+  ASSERT_TRUE(written && written->committed()) << (written ? written->error : "none started");
+  EXPECT_TRUE(CheckpointStore::load(written->path).device_rng_state.equal(gpu.device_rng_state));
 }
 
 // A process killed halfway through a save leaves the previous checkpoint as `latest`, intact.
