@@ -62,6 +62,40 @@ TEST(DeviceTrain, WithoutAGpuCudaExitsTwoAndAutoTrainsOnTheCpu) {
   expect_same_model(dir / "auto", dir / "cpu", 0);
 }
 
+// runtime.deterministic on the CPU, whose kernels here are deterministic already: the same
+// training, bit for bit, and the summary says it was asked for.
+TEST(DeviceTrain, DeterministicAlgorithmsTrainAsTheDefaultOnTheCpu) {
+  TempDir dir;
+  const auto plain = run_loom("train --out " + (dir / "plain") + cnn_args());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto strict = run_loom("train --out " + (dir / "strict") + cnn_args() +
+                               " --set runtime.deterministic=true");
+  ASSERT_EQ(strict.exit_code, 0) << strict.output;
+  EXPECT_EQ(summary_of(dir / "strict")["deterministic"], true);
+  EXPECT_EQ(summary_of(dir / "plain")["deterministic"], false);
+  expect_same_model(dir / "strict", dir / "plain", 0);
+}
+
+// On a GPU with deterministic algorithms, a run killed at step 4 and resumed ends with the
+// uninterrupted run's parameters, bit for bit: the checkpoint carries the GPU's generator, from
+// which the CNN's dropout draws.
+TEST(DeviceTrain, OnAGpuAResumedRunEqualsAnUninterruptedOne) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  TempDir dir;
+  const std::string args = " " + tiny_synthetic_args() +
+                           " --set runtime.precision=fp32 --set model.dropout=0.25"
+                           " --set train.max_steps=8 --set checkpoint.every_steps=4"
+                           " --set runtime.device=cuda --set runtime.deterministic=true";
+  const auto straight = run_loom("train --out " + (dir / "straight") + args);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  auto run = run_loom("train --out " + (dir / "resumed") + args, "LOOM_FAULT_STOP_AFTER_STEP=4");
+  ASSERT_EQ(run.signal, SIGKILL) << run.output;
+  run = run_loom("train --out " + (dir / "resumed") + args + " --resume");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(summary_of(dir / "resumed")["resumed_from_step"], 4);
+  expect_same_model(dir / "resumed", dir / "straight", 0);
+}
+
 // The GPU's run against the CPU's, and a checkpoint carried from one to the other halfway.
 void expect_gpu_trains_as_the_cpu(const std::string& args, const TempDir& dir) {
   const auto cpu = run_loom("train --out " + (dir / "cpu") + args);

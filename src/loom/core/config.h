@@ -135,6 +135,7 @@ struct RuntimeConfig {
   std::string memory_format = "auto";  // auto | contiguous | channels_last
   int64_t threads = 0;                 // 0 = auto (usable cores)
   std::string allocator = "caching";   // caching | system
+  bool deterministic = false;          // torch's deterministic algorithms (cuDNN's, cuBLAS's)
 };
 
 struct CheckpointConfig {

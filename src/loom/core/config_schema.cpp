@@ -222,6 +222,13 @@ void visit_config(Config& c, ConfigVisitor& v) {
            "large freed blocks (gRPC's, decoders'), instead of returning them to the OS every "
            "step.");
 
+  v.boolean("runtime.deterministic", c.runtime.deterministic,
+            "Only deterministic algorithms (torch.use_deterministic_algorithms; on a GPU "
+            "cuDNN's deterministic convolutions, no cuDNN benchmarking, and cuBLAS's fixed "
+            "workspace), so that a run, and a resumed run, repeat bit for bit; an operation "
+            "without a deterministic implementation stops the run naming it. Slower on a GPU. "
+            "false leaves torch's settings as they stand.");
+
   v.boolean("checkpoint.enabled", c.checkpoint.enabled, "Write checkpoints.");
   v.integer("checkpoint.every_steps", c.checkpoint.every_steps, 0,
             "Optimizer steps between checkpoints (0 = at the end of every epoch).");

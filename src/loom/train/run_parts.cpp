@@ -69,6 +69,7 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   info.runtime = choose_runtime(config.runtime, options.topology, model.is_convolutional(),
                                 at::hasMKLDNN(), device);
   at::set_num_threads(info.runtime.threads);
+  if (info.runtime.deterministic) use_deterministic_algorithms();
   // fp32 means fp32 on a GPU too: cuDNN's convolutions would otherwise take TF32 (10-bit
   // mantissas), as torch lets them by default; cuBLAS's products already do not.
   if (device.device.is_cuda() && !info.runtime.bf16()) {

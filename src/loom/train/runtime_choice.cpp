@@ -1,5 +1,9 @@
 #include "loom/train/runtime_choice.h"
 
+#include <ATen/Context.h>
+
+#include <cstdlib>
+
 #include "loom/core/device.h"
 
 namespace loom::train {
@@ -17,12 +21,21 @@ DeviceChoice choose_device(const RuntimeConfig& config, int local_rank) {
   return choice;
 }
 
+void use_deterministic_algorithms() {
+  // Before the first cuBLAS handle: cuBLAS reads it when it makes its workspace.
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
 RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topology,
                              bool convolutional_model, bool onednn_available,
                              const DeviceChoice& device) {
   RuntimeChoice c;
   c.device = device.device.str();
   c.device_reason = device.reason;
+  c.deterministic = config.deterministic;
   c.native_bf16 = device.device.is_cuda() ? device.gpu_bf16() : topology.cpu.native_bf16();
   // LOOM_CPU_CAPABILITY below avx512 stands in for a host without AVX-512, bf16 included, so
   // that a forced run makes the choices such a host would.

@@ -40,11 +40,18 @@ struct RuntimeChoice {
   int threads = 1;
   std::string device_reason = "set in runtime.device";
   std::string precision_reason, memory_format_reason, threads_reason;
-  bool native_bf16 = false;  // the device computes bf16 natively (the GPU's or the CPU's units)
+  bool native_bf16 = false;    // the device computes bf16 natively (the GPU's or the CPU's units)
+  bool deterministic = false;  // runtime.deterministic: only deterministic algorithms
 
   bool bf16() const { return precision == "bf16"; }
   c10::Device torch_device() const { return c10::Device(device); }
 };
+
+// Turns torch's deterministic algorithms on for this process (runtime.deterministic): ATen's
+// deterministic kernels or an error naming the operation that has none, cuDNN's deterministic
+// convolutions without benchmarking, and cuBLAS's fixed workspace (CUBLAS_WORKSPACE_CONFIG, set
+// unless the environment sets it, before cuBLAS starts).
+void use_deterministic_algorithms();
 
 RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topology,
                              bool convolutional_model, bool onednn_available,

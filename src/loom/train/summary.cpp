@@ -214,6 +214,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
       {"precision", s.runtime.precision},
       {"memory_format", s.runtime.memory_format},
       {"threads", s.runtime.threads},
+      {"deterministic", s.runtime.deterministic},
       {"choices",
        {{"device", s.runtime.device_reason},
         {"precision", s.runtime.precision_reason},
