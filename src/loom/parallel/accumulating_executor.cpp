@@ -35,7 +35,7 @@ StepOutcome AccumulatingExecutor::run(const MicroBatchSource& micro_batch) {
       const models::DrawKeyScope keyed(observer_.draw_keys(k));
       outcome.add_loss(forward_backward(batch));
       outcome.samples += batch.targets.size(0);
-      if (options_.count_targets) add_targets(batch.targets, outcome);
+      if (options_.count_targets) add_targets(batch, outcome);
       if (model_.forward_is_collective()) last_ = batch;
     } else if (model_.forward_is_collective() && last_.input.defined()) {
       // The others' passes make collectives this rank must make too, in the same order: the

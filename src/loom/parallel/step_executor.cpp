@@ -15,9 +15,14 @@ double StepOutcome::loss_sum_value() const {
   return loss_sum.defined() ? loss_sum.item<double>() : 0.0;
 }
 
-void add_targets(const at::Tensor& targets, StepOutcome& outcome) {
-  outcome.targets += targets.numel();
-  outcome.counted_targets += targets.ne(kIgnoredTarget).sum().item<int64_t>();
+int64_t counted_targets(const at::Tensor& targets) {
+  return targets.ne(kIgnoredTarget).sum().item<int64_t>();
+}
+
+void add_targets(const MicroBatch& batch, StepOutcome& outcome) {
+  outcome.targets += batch.targets.numel();
+  outcome.counted_targets +=
+      batch.counted_targets >= 0 ? batch.counted_targets : counted_targets(batch.targets);
 }
 
 }  // namespace loom::parallel

@@ -20,6 +20,9 @@ namespace loom::parallel {
 // loss compares the output with (labels [B], next tokens [B, T]); samples are along dim 0.
 struct MicroBatch {
   at::Tensor input, targets;
+  // The targets that count in the loss (not kIgnoredTarget), where the feeder counted them on the
+  // host before the copy to the device (-1: add_targets counts them, which on a GPU waits for it).
+  int64_t counted_targets = -1;
 };
 // Micro-batch k (0-based) of the step. An empty one (every sample of it was bad and skipped)
 // has no forward or backward, but still takes part in the gradient exchange.
@@ -56,7 +59,9 @@ class StepObserver : public PhaseSink {
 };
 
 // Adds a micro-batch's targets to `outcome`'s counts of targets and of those that count.
-void add_targets(const at::Tensor& targets, StepOutcome& outcome);
+void add_targets(const MicroBatch& batch, StepOutcome& outcome);
+// The targets of `targets` that count in the loss, read on the host.
+int64_t counted_targets(const at::Tensor& targets);
 
 class StepExecutor {
  public:

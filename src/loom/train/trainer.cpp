@@ -173,8 +173,10 @@ parallel::MicroBatch TrainingRun::micro_batch(int64_t epoch, int64_t step_in_epo
   accounting_->enter(profile::Phase::kDataWait);
   data::Batch batch = parts_.data.train->batch(epoch, index);
   if (batch.size() == 0) return {at::Tensor(), batch.targets};  // every sample was bad
+  // Counted here, on the host's copy, so that the step never waits for the device to count.
+  const int64_t counted = parts_.data.loss_masked ? parallel::counted_targets(batch.targets) : -1;
   accounting_->enter(profile::Phase::kH2D);
-  return {parts_.feeder->to_input(batch.inputs), parts_.feeder->to_device(batch.targets)};
+  return {parts_.feeder->to_input(batch.inputs), parts_.feeder->to_device(batch.targets), counted};
 }
 
 void TrainingRun::forward_begins() {

@@ -172,7 +172,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     at::Tensor loss = loss_(y, s.targets);
     outcome.add_loss(loss);
     outcome.samples += samples;
-    if (options_.count_targets) add_targets(s.targets, outcome);
+    if (options_.count_targets) add_targets(MicroBatch{at::Tensor(), s.targets}, outcome);
     s.output = loss / static_cast<double>(schedule_.microbatches);
   } else {
     s.output = y;
