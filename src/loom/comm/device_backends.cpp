@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <set>
 
 #include "loom/comm/staging_communicator.h"
 #include "loom/core/device.h"
@@ -96,16 +95,6 @@ void register_device_backend(c10::DeviceType type, DeviceBackend backend) {
     }
   }
   backends.push_back(std::move(backend));
-}
-
-std::vector<std::string> device_backend_names(c10::DeviceType type) {
-  load_modules(type);
-  std::vector<std::string> names;
-  for (const DeviceBackend& backend : registry()[type]) {
-    if (backend.name != "host") names.push_back(backend.name);
-  }
-  names.push_back("host");
-  return names;
 }
 
 std::unique_ptr<Communicator> make_device_backend(const std::string& name,

@@ -43,9 +43,6 @@ struct DeviceBackend {
 // Adds (or replaces, by name) a backend for `type`'s tensors.
 void register_device_backend(c10::DeviceType type, DeviceBackend backend);
 
-// The names registered for `type`, "host" last.
-std::vector<std::string> device_backend_names(c10::DeviceType type);
-
 // The backend `name` for the request's device: "auto" takes the first registered that can serve
 // it, and "host" when none can. Exchanges the ranks' devices through the rendezvous first (every
 // rank of the group calls this). Throws ConfigError naming comm.backend for an unknown
