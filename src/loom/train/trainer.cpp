@@ -194,7 +194,7 @@ void TrainingRun::settle_losses() {
   // Every rank that steps with this one has as many unread losses: all read, or none.
   if (unread_losses_.empty()) return;
   std::vector<at::Tensor> losses;
-  for (const auto& [step, loss] : unread_losses_) losses.push_back(loss.to(at::kDouble));
+  for (const auto& [step, loss] : unread_losses_) losses.push_back(loss);  // double
   const at::Tensor read = at::stack(losses).to(at::kCPU);  // the one wait for the device
   const double* values = read.data_ptr<double>();
   std::optional<std::pair<int64_t, double>> bad;  // the first non-finite: step, value
