@@ -88,7 +88,7 @@ void check_cpu_parts() {
   const at::Tensor a = at::randn({64, 64});
   bool bf16_inside = false;
   {
-    loom::AutocastScope scope(true);
+    loom::AutocastScope scope(at::kBFloat16);
     bf16_inside = at::matmul(a, a).scalar_type() == at::kBFloat16 &&
                   at::autocast::is_autocast_enabled(at::kCPU);
   }

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     parallel::LocalGradSync sync(mine), reference_sync(reference->named_parameters());
     pp::PipelineExecutor pipeline(schedule, stages, loss, sync, *communicator, quiet);
     parallel::AccumulatingExecutor one_process(*reference, loss, reference_sync, quiet,
-                                               {microbatches, false});
+                                               {microbatches});
     torch::optim::SGD optimizer(mine_tensors, torch::optim::SGDOptions(0.1).momentum(0.9));
     torch::optim::SGD reference_optimizer(all_tensors, torch::optim::SGDOptions(0.1).momentum(0.9));
     double worst_loss = 0;

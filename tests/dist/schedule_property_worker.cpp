@@ -136,7 +136,7 @@ double run_case(const pp::Schedule& schedule, const Subject& subject, comm::Comm
   parallel::LocalGradSync sync(mine), reference_sync(reference->named_parameters());
   pp::PipelineExecutor pipeline(schedule, stages, *subject.loss, sync, comm, quiet);
   parallel::AccumulatingExecutor one_process(*reference, *subject.loss, reference_sync, quiet,
-                                             {schedule.microbatches, false});
+                                             {schedule.microbatches});
   const auto [inputs, targets] = subject.batch(kSamples * schedule.microbatches);
   const auto micro = [&](int64_t k) {
     return parallel::MicroBatch{inputs.narrow(0, k * kSamples, kSamples),

@@ -159,22 +159,32 @@ def test_zero_refuses_compression_alike_on_one_rank():
 PEFT_LORA = os.path.join(os.path.dirname(__file__), "scripts", "peft_lora_dp.py")
 
 
+def run_peft_lora(command, out):
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return torch.load(out)
+
+
+@pytest.fixture(scope="module")
+def peft_lora_one_process(tmp_path_factory):
+    """The one-process run every ZeRO stage is compared with, trained once for the file (a
+    process that imports peft and transformers: several seconds of the suite each)."""
+    pytest.importorskip("peft")
+    out = tmp_path_factory.mktemp("peft") / "one.pt"
+    return run_peft_lora([sys.executable, PEFT_LORA, str(out), "--plain"], out)
+
+
 @pytest.mark.parametrize("zero", [0, 2, 3])
-def test_peft_lora_adapters_train_through_data_parallel_like_one_process(tmp_path, zero):
+def test_peft_lora_adapters_train_through_data_parallel_like_one_process(
+        tmp_path, zero, peft_lora_one_process):
     """LoRA on a user's model is peft's: its frozen base has no gradient, so DataParallel (and
     ZeRO's shards) exchange and step the adapters alone, and two ranks end with one process's
     adapters; the base is where it started (ZeRO-3 shards it between the layers' runs)."""
-    pytest.importorskip("peft")
-    runs = {}
-    for name, command in (
-            ("one", [sys.executable, PEFT_LORA, str(tmp_path / "one.pt"), "--plain"]),
-            ("two", [loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable,
-                     PEFT_LORA, str(tmp_path / "two.pt"), "--zero", str(zero)])):
-        result = subprocess.run(command, capture_output=True, text=True,
-                                env={**os.environ, "LOOM_LOG_LEVEL": "warn"})
-        assert result.returncode == 0, result.stdout + result.stderr
-        runs[name] = torch.load(tmp_path / f"{name}.pt")
-    one, two = runs["one"], runs["two"]
+    one = peft_lora_one_process
+    two = run_peft_lora([loom_binary(), "launch", "--nproc-per-node", "2", "--", sys.executable,
+                         PEFT_LORA, str(tmp_path / "two.pt"), "--zero", str(zero)],
+                        tmp_path / "two.pt")
     assert one["adapters"].keys() == two["adapters"].keys() and len(one["adapters"]) == 8
     for name, tensor in one["adapters"].items():
         assert torch.allclose(two["adapters"][name], tensor, atol=1e-5), name

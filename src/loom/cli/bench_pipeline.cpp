@@ -95,14 +95,14 @@ int run_pipeline_bench(const PipelineBenchArgs& args) {
     for (auto& [name, p] : owned) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(owned);
     pp::PipelineExecutorOptions options;
-    options.bf16 = setup.bf16;
+    options.autocast = setup.autocast;
     executor = std::make_unique<pp::PipelineExecutor>(schedule, stages, *loss, *sync, *comm, silent,
                                                       options);
   } else {
     for (auto& [name, p] : model->named_parameters()) mine.push_back(p);
     sync = std::make_unique<parallel::LocalGradSync>(model->named_parameters());
     executor = std::make_unique<parallel::AccumulatingExecutor>(
-        *model, *loss, *sync, silent, parallel::AccumulatingOptions{m, setup.bf16});
+        *model, *loss, *sync, silent, parallel::AccumulatingOptions{m, setup.autocast});
   }
   torch::optim::SGD optimizer(mine, torch::optim::SGDOptions(0.01).momentum(0.9));
 

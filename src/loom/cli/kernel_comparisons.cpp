@@ -77,7 +77,7 @@ std::vector<at::Tensor> forward_backward(const std::function<at::Tensor(const at
   fused.mutable_grad().reset();
   at::Tensor y;
   {
-    const AutocastScope autocast(bf16);
+    const AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
     y = f(fused);
   }
   y.backward(grad_out);

@@ -18,14 +18,14 @@ void make_current(at::DeviceType type, const AutocastState::Of& of) {
 
 AutocastState AutocastState::current() { return {state_of(at::kCPU), state_of(at::kCUDA)}; }
 
-AutocastState AutocastState::bf16() {
+AutocastState AutocastState::lowered(at::ScalarType lower) {
   AutocastState s;
-  s.cpu = s.cuda = {true, at::kBFloat16};
+  s.cpu = s.cuda = {true, lower};
   return s;
 }
 
-AutocastScope::AutocastScope(bool bf16) {
-  if (bf16) enter(AutocastState::bf16());
+AutocastScope::AutocastScope(at::ScalarType lower) {
+  if (lower != at::kFloat) enter(AutocastState::lowered(lower));
 }
 
 AutocastScope::AutocastScope(const AutocastState& state) { enter(state); }

@@ -1,7 +1,7 @@
 // Autocast as a scope, for every layer that runs a model's forward pass, on the device types Loom
-// computes on: the CPU and CUDA devices. bf16 autocast is turned on for both at once, so that the
-// layers that run a forward pass need not know where the model lives (ATen applies a device
-// type's autocast only to tensors of that type).
+// computes on: the CPU and CUDA devices. Autocast (bf16, or fp16 under loss scaling) is turned on
+// for both at once, so that the layers that run a forward pass need not know where the model
+// lives (ATen applies a device type's autocast only to tensors of that type).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -18,16 +18,17 @@ struct AutocastState {
 
   // The calling thread's.
   static AutocastState current();
-  // bf16 on both device types.
-  static AutocastState bf16();
+  // `lower` (kBFloat16 or kHalf) on both device types.
+  static AutocastState lowered(at::ScalarType lower);
 };
 
 // Sets a state for its lifetime and restores the previous one after; the weight-cast cache lives
 // as long as the outermost scope, as in PyTorch.
 class AutocastScope {
  public:
-  // bf16 autocast when asked to; otherwise it leaves the state alone.
-  explicit AutocastScope(bool bf16);
+  // Autocast to `lower` (kBFloat16 or kHalf: runtime.precision's bf16 or fp16); kFloat (fp32)
+  // leaves the state alone.
+  explicit AutocastScope(at::ScalarType lower);
   // Exactly `state` (all off: autocast disabled, as a block whose forward must run in fp32; a
   // recomputed block's first forward's: as it ran then).
   explicit AutocastScope(const AutocastState& state);

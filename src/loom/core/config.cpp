@@ -488,6 +488,13 @@ void check_consistency(Config& c, const std::set<std::string>& set_keys) {
         "config key 'parallel.mode': ps exchanges whole models' gradients; it does not combine "
         "with parallel.pipeline.stages > 1");
   }
+  if (c.runtime.precision == "fp16" && c.parallel.parameter_servers()) {
+    // A step whose gradients overflowed is skipped by every rank that steps together; servers
+    // apply pushes as they arrive (asynchronous workers each on their own).
+    throw ConfigError(
+        "config key 'runtime.precision': fp16's loss scaling skips the steps whose gradients "
+        "overflowed, which parameter servers (parallel.mode: ps) cannot; use bf16 or fp32");
+  }
   const PsConfig& ps = c.parallel.ps;
   if (!c.parallel.parameter_servers() && (ps.mode != "sync" || ps.optimizer_on != "worker")) {
     throw ConfigError(std::string("config key '") +

@@ -210,8 +210,10 @@ void visit_config(Config& c, ConfigVisitor& v) {
          "Where the model trains: cpu, cuda (each rank takes the GPU of its local rank), cuda:N, "
          "or auto (cuda where this process can use a GPU, else cpu). docs/gpu.md says what runs "
          "on a GPU so far.");
-  v.choice("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16"},
-           "auto = bf16 autocast on a GPU, and on a CPU with AVX-512 BF16 or AMX; else fp32.");
+  v.choice("runtime.precision", c.runtime.precision, {"auto", "fp32", "bf16", "fp16"},
+           "auto = bf16 autocast on a GPU with bf16 tensor cores (Ampere on) and on a CPU with "
+           "AVX-512 BF16 or AMX; fp16 autocast with dynamic loss scaling on an older GPU with "
+           "tensor cores (V100, T4); else fp32.");
   v.choice("runtime.memory_format", c.runtime.memory_format,
            {"auto", "contiguous", "channels_last"},
            "auto = channels_last for convolutional models.");

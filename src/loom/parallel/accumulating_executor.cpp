@@ -54,7 +54,7 @@ at::Tensor AccumulatingExecutor::forward_backward(const MicroBatch& batch, doubl
   observer_.enter(Phase::kForward);
   at::Tensor logits;
   {
-    AutocastScope autocast(options_.bf16);
+    AutocastScope autocast(options_.autocast);
     if (counted) observer_.forward_begins();
     logits = model_.forward(batch.input);
     if (counted) observer_.forward_ends(batch.input.size(0));
@@ -63,7 +63,9 @@ at::Tensor AccumulatingExecutor::forward_backward(const MicroBatch& batch, doubl
   observer_.enter(Phase::kBackward);
   const int64_t count = options_.micro_batches;
   at::Tensor scaled = count > 1 ? loss / static_cast<double>(count) : loss;
-  if (weight != 1.0) scaled = scaled * weight;
+  // A power of two (fp16's loss scale), or 0 or 1: exact.
+  const double factor = weight * loss_scale_;
+  if (factor != 1.0) scaled = scaled * factor;
   scaled.backward();
   observer_.enter(Phase::kOther);
   return loss;

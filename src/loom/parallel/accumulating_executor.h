@@ -14,8 +14,8 @@ namespace loom::parallel {
 
 struct AccumulatingOptions {
   int64_t micro_batches = 1;
-  bool bf16 = false;           // forward under CPU bf16 autocast
-  bool count_targets = false;  // StartOptions::count_targets
+  at::ScalarType autocast = at::kFloat;  // forward under autocast to it (kFloat: none)
+  bool count_targets = false;            // StartOptions::count_targets
 };
 
 class AccumulatingExecutor : public StepExecutor {

@@ -6,7 +6,9 @@
 #include <torch/nn/utils/clip_grad.h>
 // clang-format on
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "loom/comm/tensor_message.h"
 #include "loom/parallel/data_replicas.h"
@@ -77,6 +79,39 @@ std::vector<at::Tensor> ParallelLayout::held_gradients() const {
 void ParallelLayout::scale_gradients(double factor) {
   if (factor == 1.0) return;
   for (at::Tensor& gradient : held_gradients()) gradient.mul_(factor);
+}
+
+bool ParallelLayout::unscale_gradients(double factor) {
+  // torch's kernel checks and scales a list in one pass, each list on one device in one type,
+  // raising a flag on that device: the flags are read once, together.
+  struct Group {
+    c10::Device device;
+    at::ScalarType type;
+    std::vector<at::Tensor> gradients;
+  };
+  std::vector<Group> groups;
+  for (const at::Tensor& gradient : held_gradients()) {
+    auto same = [&](const Group& g) {
+      return g.device == gradient.device() && g.type == gradient.scalar_type();
+    };
+    auto group = std::find_if(groups.begin(), groups.end(), same);
+    if (group == groups.end()) {
+      groups.push_back(Group{gradient.device(), gradient.scalar_type(), {}});
+      group = std::prev(groups.end());
+    }
+    group->gradients.push_back(gradient);
+  }
+  std::vector<at::Tensor> flags;
+  for (Group& group : groups) {
+    const auto options = at::TensorOptions().dtype(at::kFloat).device(group.device);
+    at::Tensor found = at::zeros({1}, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(group.gradients, found,
+                                                   at::full({1}, factor, options));
+    flags.push_back(found.to(at::kCPU));
+  }
+  bool overflowed = false;
+  for (const at::Tensor& flag : flags) overflowed = overflowed || flag.item<float>() > 0;
+  return !any_rank(overflowed);
 }
 
 std::string ParallelLayout::manifest_json() const { return plan_.manifest_json(); }

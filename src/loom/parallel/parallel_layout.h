@@ -48,9 +48,9 @@ class DataReplicas;  // data_replicas.h
 
 // What start() needs from the loop.
 struct StartOptions {
-  const models::Loss* loss = nullptr;  // the training loss
-  StepObserver* observer = nullptr;    // hears phases, forward passes and losses
-  bool bf16 = false;                   // forward under CPU bf16 autocast
+  const models::Loss* loss = nullptr;    // the training loss
+  StepObserver* observer = nullptr;      // hears phases, forward passes and losses
+  at::ScalarType autocast = at::kFloat;  // forward under autocast to it (kFloat: none)
   // Count each step's targets and those that count (StepOutcome): the training data has loss
   // masks. Off, nothing scans the targets.
   bool count_targets = false;
@@ -133,6 +133,13 @@ class ParallelLayout {
   // Multiplies every gradient this rank holds for the optimizer (its parameters', or its ZeRO
   // shards of them) by `factor`: the same on every rank, so the whole model's are scaled.
   void scale_gradients(double factor);
+  // fp16's loss scaling (train/loss_scaler.h): backward starts from the loss times `scale` from
+  // the next step on (after start()).
+  void set_loss_scale(double scale) { executor_->set_loss_scale(scale); }
+  // scale_gradients(factor) (1 / the loss scale, times any other factor of the step) that also
+  // says whether every gradient of every rank that steps with this one is finite: collective
+  // (any_rank), and the one read on the host that a step under loss scaling makes.
+  bool unscale_gradients(double factor);
 
   // The run-wide reductions, written once over the groups each layout names (parts_).
   // The mean of `value` over the training ranks (a loss each rank saw on its share).

@@ -74,7 +74,7 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
 }
 
 void ReplicatedLayout::start(const StartOptions& options) {
-  bf16_ = options.bf16;
+  autocast_ = options.autocast;
   grad_sync_ = plan_.servers
                    ? make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options)
                    : data_->make_sync(parameters_, buffers_, options_.data_parallel);
@@ -83,7 +83,7 @@ void ReplicatedLayout::start(const StartOptions& options) {
   if (tensor_) tensor_->set_phase_sink(options.observer);
   AccumulatingOptions step;
   step.micro_batches = plan_.step.micro_batches;
-  step.bf16 = options.bf16;
+  step.autocast = options.autocast;
   step.count_targets = options.count_targets;
   executor_ = std::make_unique<AccumulatingExecutor>(running_model(), training_loss(*options.loss),
                                                      *grad_sync_, *options.observer, step);
@@ -104,7 +104,7 @@ void ReplicatedLayout::forward_only(int64_t batches, const MicroBatchSource& bat
     if (!input.input.defined()) continue;  // every sample of it was bad
     at::Tensor logits;
     {
-      AutocastScope autocast(bf16_);
+      AutocastScope autocast(autocast_);
       logits = running_model().forward(input.input);
     }
     output(whole_output(logits), input.targets);

@@ -65,7 +65,7 @@ class ReplicatedLayout : public ParallelLayout {
   models::Model& model_;
   comm::Communicator* trainers_;
   ReplicatedLayoutOptions options_;
-  bool bf16_ = false;  // forward under bf16 autocast (start())
+  at::ScalarType autocast_ = at::kFloat;  // forward under autocast to it (start())
   // The groups first, so that they go last: the pieces below hold work over them.
   std::unique_ptr<TensorRanks> tensor_;                // tensor parallelism
   std::unique_ptr<comm::Communicator> replica_group_;  // its replicas, where there are several

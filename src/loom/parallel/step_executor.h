@@ -71,6 +71,14 @@ class StepExecutor {
   // Clears the gradients, runs every micro-batch's forward and backward, and leaves the
   // synchronised gradients ready for the optimizer.
   virtual StepOutcome run(const MicroBatchSource& micro_batch) = 0;
+
+  // What backward starts from is the loss times `scale` from the next step on (fp16's loss
+  // scaling, train/loss_scaler.h): the gradients come out scaled by it, the losses reported do
+  // not. 1 by default.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+
+ protected:
+  double loss_scale_ = 1.0;
 };
 
 }  // namespace loom::parallel

@@ -19,12 +19,18 @@ std::string gpu_bf16_setting(const RunProfile& run) {
 }
 
 void add_precision(const RunProfile& run, std::vector<Finding>& out) {
-  if (run.precision != "fp32" || !run.native_bf16) return;
+  if (run.precision == "bf16" || !run.native_bf16) return;
+  const bool fp32 = run.precision == "fp32";
+  // fp16 is as fast on such tensor cores, but needs the loss scaled and skips the steps whose
+  // gradients overflow: bf16 has fp32's range.
   Finding f{"precision",
-            "high",
-            "the run computed in fp32 on " + run.device +
-                ", whose tensor cores compute bf16 at many times fp32's rate",
-            "compute in bf16 (" + gpu_bf16_setting(run) + "; autocast keeps fp32 weights)",
+            fp32 ? "high" : "low",
+            fp32 ? "the run computed in fp32 on " + run.device +
+                       ", whose tensor cores compute bf16 at many times fp32's rate"
+                 : "the run computed in fp16 with its loss scaled on " + run.device +
+                       ", whose tensor cores compute bf16 as fast",
+            "compute in bf16 (" + gpu_bf16_setting(run) + "; autocast keeps fp32 weights)" +
+                (fp32 ? "" : ", which has fp32's range: no loss scale, no skipped steps"),
             "runtime.precision",
             0};
   f.suggested = "bf16";

@@ -182,6 +182,11 @@ std::string CheckpointStore::commit(const CheckpointData& data, const std::strin
     manifest["autotune"] = nlohmann::ordered_json::parse(data.autotune_json);
   }
   if (!data.extra_json.empty()) manifest["extra"] = nlohmann::ordered_json::parse(data.extra_json);
+  if (data.loss_scale) {
+    manifest["loss_scale"] = {{"scale", data.loss_scale->scale},
+                              {"growth_tracker", data.loss_scale->growth_tracker},
+                              {"skipped_steps", data.loss_scale->skipped_steps}};
+  }
   write_synced((tmp_dir / "manifest.json").string(), manifest.dump(2) + "\n");
   fsync_directory(tmp_dir.string());
 
@@ -302,6 +307,12 @@ CheckpointData CheckpointStore::load(const std::string& path) {
     if (manifest.contains("autotune")) data.autotune_json = manifest.at("autotune").dump();
     if (manifest.contains("layout")) data.layout_json = manifest.at("layout").dump();
     if (manifest.contains("extra")) data.extra_json = manifest.at("extra").dump();
+    if (manifest.contains("loss_scale")) {
+      const auto& scale = manifest.at("loss_scale");
+      data.loss_scale =
+          LossScaleState{scale.at("scale").get<double>(), scale.at("growth_tracker").get<int64_t>(),
+                         scale.at("skipped_steps").get<int64_t>()};
+    }
   } catch (const nlohmann::json::exception& e) {
     throw DataError("checkpoint '" + manifest_path + "' is malformed: " + e.what());
   }

@@ -5,7 +5,7 @@
 //   manifest.json      format, position (step, epoch, step in epoch), the training loader's
 //                      state, optimizer kind, config, the layout that wrote it (ranks, data-
 //                      parallel replicas, pipeline stages and split), the autotuner's result,
-//                      a script's own values ("extra")
+//                      a script's own values ("extra"), fp16's loss scale ("loss_scale")
 // Tensors are under the model's own names whatever the layout, so any layout can resume it.
 // It is written into a hidden temporary directory, every file fsync'ed, renamed into place, the
 // parent fsync'ed, and only then is the `latest` pointer replaced. A crash at any point leaves
@@ -26,6 +26,7 @@
 #include "loom/data/loader_state.h"
 #include "loom/models/model.h"
 #include "loom/train/best_checkpoint.h"
+#include "loom/train/loss_scaler.h"
 
 namespace loom::train {
 
@@ -56,6 +57,7 @@ struct CheckpointData {
   std::string config_json;
   std::string autotune_json;  // a finished autotune result (autotune_json), "" when none
   std::string extra_json;     // a script's own values (loom.checkpoint.save), "" when none
+  std::optional<LossScaleState> loss_scale;  // fp16's loss scaler; none without loss scaling
 };
 
 class CheckpointStore {

@@ -24,7 +24,7 @@ parallel::pipeline::ModelOnBatch model_on_first_batch(const Config& config, int6
   out.model->set_recompute_every(recompute_every);
   const RuntimeChoice runtime =
       choose_runtime(config.runtime, topology, out.model->is_convolutional(), at::hasMKLDNN());
-  out.bf16 = runtime.bf16();
+  out.autocast = runtime.autocast_dtype();
   const auto format = runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast
                                                                : at::MemoryFormat::Contiguous;
   out.model->set_memory_format(format);

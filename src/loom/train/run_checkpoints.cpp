@@ -143,6 +143,7 @@ bool RunCheckpoints::save(const TrainPosition& position, const std::string& auto
     ckpt.device_rng_state = at::globalContext().defaultGenerator(parts_.device).get_state();
   }
   ckpt.position = position;
+  if (parts_.loss_scaler) ckpt.loss_scale = parts_.loss_scaler->state();
   ckpt.loader = loader_state(position);
   ckpt.optimizer_kind = config_.optimizer.name;
   ckpt.layout_json = layout.manifest_json();

@@ -52,6 +52,8 @@ class RunCheckpoints {
     // Where the model computes: a GPU's generator (torch's own dropout draws from it) is saved
     // and restored with the CPU's.
     c10::Device device = c10::kCPU;
+    // fp16's loss scaler, whose state a checkpoint keeps; null without loss scaling.
+    const LossScaler* loss_scaler = nullptr;
   };
 
   // `leader`: this rank writes the checkpoints (and clears what a killed save left).

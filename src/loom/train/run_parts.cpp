@@ -72,11 +72,11 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   if (info.runtime.deterministic) use_deterministic_algorithms();
   // fp32 means fp32 on a GPU too: cuDNN's convolutions would otherwise take TF32 (10-bit
   // mantissas), as torch lets them by default; cuBLAS's products already do not.
-  if (device.device.is_cuda() && !info.runtime.bf16()) {
+  if (device.device.is_cuda() && info.runtime.precision == "fp32") {
     at::globalContext().setAllowTF32CuDNN(false);
   }
   if (const BlasLibrary blas = loaded_blas_library();
-      blas.reference() && !info.runtime.bf16() && leader) {
+      blas.reference() && info.runtime.precision == "fp32" && leader) {
     LOOM_LOG(kWarn, "runtime") << "fp32 matrix products run on netlib's reference BLAS ("
                                << blas.path << "), 16-30x slower than OpenBLAS: install "
                                << kFastBlasPackage;
@@ -165,15 +165,16 @@ void fill_parts_summary(const RunParts& parts, const RunInfo& info, const Config
     s.device_peak_allocated_bytes = stats.allocated_bytes[kAll].peak;
     s.device_peak_reserved_bytes = stats.reserved_bytes[kAll].peak;
   }
-  s.peak_dtype = info.runtime.bf16() ? "bf16" : "fp32";
+  // The products' type: bf16, fp16 or fp32 (runtime.precision).
+  const at::ScalarType products = info.runtime.autocast_dtype();
+  s.peak_dtype = info.runtime.precision;
   // Every rank calibrates its own device (its cores) at the same time; the job's peak is their
   // sum.
-  const double rank_peak =
-      profile::measure_peak_flops(info.runtime.bf16() ? at::kBFloat16 : at::kFloat, 0.1, device);
+  const double rank_peak = profile::measure_peak_flops(products, 0.1, device);
   s.peak_flops_per_second = world * rank_peak;
   s.blas = loaded_blas_library();
   s.fp32_matmul_flops_per_second =
-      info.runtime.bf16() ? profile::measure_peak_flops(at::kFloat, 0.1, device) : rank_peak;
+      products != at::kFloat ? profile::measure_peak_flops(at::kFloat, 0.1, device) : rank_peak;
   s.optimizer_state_bytes = parts.optimizer_state_bytes(config.optimizer.name);
   s.gradient_bytes = parts.gradient_bytes();
   s.parameter_bytes = parts.layout->parameter_bytes_between_steps();

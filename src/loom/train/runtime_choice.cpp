@@ -7,6 +7,14 @@
 #include "loom/core/device.h"
 
 namespace loom::train {
+namespace {
+
+std::string capability(const DeviceChoice& device) {
+  return std::to_string(device.compute_capability / 10) + "." +
+         std::to_string(device.compute_capability % 10);
+}
+
+}  // namespace
 
 DeviceChoice choose_device(const RuntimeConfig& config, int local_rank) {
   DeviceChoice choice;
@@ -47,15 +55,19 @@ RuntimeChoice choose_runtime(const RuntimeConfig& config, const Topology& topolo
     // Tensor cores multiply bf16 at many times fp32's rate; autocast keeps fp32 weights.
     c.precision = "bf16";
     c.precision_reason = "GPU";
+  } else if (device.device.is_cuda() && device.gpu_fp16()) {
+    // Before Ampere cuDNN has no bf16 convolutions and cuBLAS's bf16 products are slow, but
+    // Volta's and Turing's tensor cores multiply fp16: what torch's autocast takes on CUDA, with
+    // the loss scaled.
+    c.precision = "fp16";
+    c.precision_reason = "GPU of compute capability " + capability(device) +
+                         " has fp16 tensor cores but no bf16 ones (8.0 on)";
   } else if (device.device.is_cuda()) {
-    // Before Ampere cuDNN has no bf16 convolutions and cuBLAS's bf16 products are slow.
     c.precision = "fp32";
-    c.precision_reason = device.compute_capability > 0
-                             ? "GPU of compute capability " +
-                                   std::to_string(device.compute_capability / 10) + "." +
-                                   std::to_string(device.compute_capability % 10) +
-                                   " has no bf16 tensor cores (8.0 on)"
-                             : "GPU whose compute capability could not be read";
+    c.precision_reason =
+        device.compute_capability > 0
+            ? "GPU of compute capability " + capability(device) + " has no tensor cores (7.0 on)"
+            : "GPU whose compute capability could not be read";
   } else if (topology.cpu.native_bf16() && !lowered && onednn_available) {
     c.precision = "bf16";
     c.precision_reason = topology.cpu.amx_bf16 ? "CPU has AMX-BF16" : "CPU has AVX-512 BF16";

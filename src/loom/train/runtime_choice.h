@@ -1,9 +1,10 @@
 // Device, precision, memory layout and thread count chosen for the hardware, each with the
 // reason, so the choice can be printed and recorded. `auto` resolves as:
 //   device        CUDA device LOCAL_RANK where this process can use a GPU, else the CPU
-//   precision     bf16 autocast on a GPU with bf16 tensor cores (compute capability 8.0 on; an
-//                 older one, or one whose capability cannot be read, computes in fp32), and on a
-//                 CPU with AVX-512 BF16 or AMX where LibTorch has oneDNN
+//   precision     bf16 autocast on a GPU with bf16 tensor cores (compute capability 8.0 on), fp16
+//                 autocast with dynamic loss scaling on one with fp16 tensor cores only (7.x:
+//                 V100, T4), fp32 on an older one or one whose capability cannot be read; bf16
+//                 on a CPU with AVX-512 BF16 or AMX where LibTorch has oneDNN
 //   memory_format channels_last for convolutional models
 //   threads       the cores this process may run on (affinity and cgroup quota)
 #pragma once
@@ -26,6 +27,8 @@ struct DeviceChoice {
   // compute bf16 from 80 on.
   int compute_capability = 0;
   bool gpu_bf16() const { return compute_capability >= 80; }
+  // Tensor cores that multiply fp16 (Volta on).
+  bool gpu_fp16() const { return compute_capability >= 70; }
 };
 
 // runtime.device for the rank of local rank `local_rank` (its GPU under `cuda` and `auto`).
@@ -35,7 +38,7 @@ DeviceChoice choose_device(const RuntimeConfig& config, int local_rank);
 
 struct RuntimeChoice {
   std::string device = "cpu";  // cpu | cuda:N ("as the script left it" for a user's own loop)
-  std::string precision;       // fp32 | bf16
+  std::string precision;       // fp32 | bf16 | fp16
   std::string memory_format;   // contiguous | channels_last
   int threads = 1;
   std::string device_reason = "set in runtime.device";
@@ -44,6 +47,13 @@ struct RuntimeChoice {
   bool deterministic = false;  // runtime.deterministic: only deterministic algorithms
 
   bool bf16() const { return precision == "bf16"; }
+  // fp16's products need the loss scaled so that small gradients do not flush to zero (and a
+  // step whose gradients overflowed skipped): train/loss_scaler.h.
+  bool loss_scaling() const { return precision == "fp16"; }
+  // The type autocast computes products in; kFloat: fp32, autocast off.
+  at::ScalarType autocast_dtype() const {
+    return precision == "bf16" ? at::kBFloat16 : precision == "fp16" ? at::kHalf : at::kFloat;
+  }
   c10::Device torch_device() const { return c10::Device(device); }
 };
 

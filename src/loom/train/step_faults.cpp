@@ -22,6 +22,10 @@ StepFaults StepFaults::for_rank(int rank, int attempt) {
       freeze && freeze->first == rank) {
     faults.freeze_after = freeze->second;
   }
+  if (const auto overflow = setting_rank_and_number("LOOM_FAULT_OVERFLOW_RANK_AT_STEP");
+      overflow && overflow->first == rank) {
+    faults.overflow_in = overflow->second;
+  }
   return faults;
 }
 

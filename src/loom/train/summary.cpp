@@ -215,6 +215,11 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
       {"memory_format", s.runtime.memory_format},
       {"threads", s.runtime.threads},
       {"deterministic", s.runtime.deterministic},
+      {"loss_scale", !s.loss_scale
+                         ? nlohmann::ordered_json(nullptr)
+                         : nlohmann::ordered_json{{"scale", s.loss_scale->scale},
+                                                  {"growth_tracker", s.loss_scale->growth_tracker},
+                                                  {"skipped_steps", s.loss_scale->skipped_steps}}},
       {"choices",
        {{"device", s.runtime.device_reason},
         {"precision", s.runtime.precision_reason},

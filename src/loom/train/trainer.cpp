@@ -44,11 +44,12 @@ void TrainingRun::set_up() {
   total_steps_ = steps_per_epoch_ * config_.train.epochs;
   if (config_.train.max_steps > 0) total_steps_ = std::min(total_steps_, config_.train.max_steps);
 
+  if (info_.runtime.loss_scaling()) loss_scaler_.emplace();
   checkpoints_ = std::make_unique<RunCheckpoints>(
       config_, options_.out_dir, leader(),
       RunCheckpoints::Parts{parts_.layout.get(), parts_.optimizer.get(), parts_.data.train.get(),
                             plan_.data.replica, plan_.step.micro_batches,
-                            info_.runtime.torch_device()});
+                            info_.runtime.torch_device(), loss_scaler_ ? &*loss_scaler_ : nullptr});
   checkpoints_->on_commit([this](const std::string& path, const nlohmann::ordered_json& record) {
     accounting_->write(record);
     if (options_.observer) options_.observer->on_checkpoint(path);
@@ -72,6 +73,8 @@ std::optional<std::string> TrainingRun::resume_if_asked() {
   const CheckpointData ckpt = checkpoints_->resume_from(*latest);
   position_ = ckpt.position;
   resumed_autotune_json_ = ckpt.autotune_json;
+  // A checkpoint written without loss scaling (fp32 or bf16 until then) starts it afresh.
+  if (loss_scaler_ && ckpt.loss_scale) loss_scaler_->restore(*ckpt.loss_scale);
   info_.resumed_from_step = position_.step;
   return latest;
 }
@@ -113,6 +116,13 @@ at::Tensor TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
   set_learning_rate(*parts_.optimizer, last_lr_);
   stepping_epoch_ = epoch;
   stepping_step_ = step_in_epoch;
+  const int64_t step = position_.step + 1;
+  if (loss_scaler_) {
+    // LOOM_FAULT_OVERFLOW_RANK_AT_STEP: this rank's gradients overflow in this step.
+    parts_.layout->set_loss_scale(faults_.overflows_in(step)
+                                      ? std::numeric_limits<double>::infinity()
+                                      : loss_scaler_->scale());
+  }
   const parallel::StepOutcome outcome =
       parts_.layout->run_step([&](int64_t k) { return micro_batch(epoch, step_in_epoch, k); });
   position_.samples += outcome.samples * plan_.data.replicas;
@@ -123,16 +133,27 @@ at::Tensor TrainingRun::optimizer_step(int64_t epoch, int64_t step_in_epoch) {
           ? outcome.loss_sum / static_cast<double>(parts_.layout->micro_batches())
           : at::zeros({},
                       at::TensorOptions().dtype(at::kDouble).device(info_.runtime.torch_device()));
+  double factor = 1.0;
   if (parts_.data.loss_masked) {
-    const double factor = counted_targets_factor(outcome);
-    parts_.layout->scale_gradients(factor);
+    factor = counted_targets_factor(outcome);
     loss = loss * factor;
   }
-  if (config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
+  // Under loss scaling, a step whose gradients overflowed on any rank is skipped by all of them
+  // (the scale halves for the next).
+  bool steps = true;
+  if (loss_scaler_) {
+    const bool finite = parts_.layout->unscale_gradients(factor / loss_scaler_->scale());
+    steps = loss_scaler_->update(finite, step);
+  } else {
+    parts_.layout->scale_gradients(factor);
+  }
+  if (steps && config_.train.grad_clip > 0) parts_.layout->clip_gradients(config_.train.grad_clip);
   // Servers that keep the parameters push and pull here: that is communication the step waits
-  // for, around the optimizer's own work.
+  // for, around the optimizer's own work. A skipped step still goes through the exchange's own
+  // part (ZeRO gathers its unchanged shards), in step with the others.
   accounting_->enter(Phase::kCommExposed);
   parts_.layout->step_optimizer(last_lr_, [&] {
+    if (!steps) return;
     accounting_->enter(Phase::kOptimizer);
     parts_.optimizer->step();
     accounting_->enter(Phase::kCommExposed);
@@ -328,7 +349,7 @@ void TrainingRun::start_layout() {
   parallel::StartOptions start;
   start.loss = parts_.loss.get();
   start.observer = this;
-  start.bf16 = info_.runtime.bf16();
+  start.autocast = info_.runtime.autocast_dtype();
   start.count_targets = parts_.data.loss_masked;
   start.first_step = position_.step;
   start.optimizer_state = [this] {

@@ -28,6 +28,7 @@
 #include "loom/profile/autotuner.h"
 #include "loom/profile/step_timer.h"
 #include "loom/train/best_checkpoint.h"
+#include "loom/train/loss_scaler.h"
 #include "loom/train/runtime_choice.h"
 
 namespace loom::train {
@@ -115,6 +116,9 @@ struct TrainSummary {
   double wall_seconds = 0.0;
   double cpu_seconds = 0.0;  // of the whole process, over the run
   RuntimeChoice runtime;
+  // fp16's loss scaler at the end: its scale, and the steps skipped for overflowing gradients
+  // over the whole run; none without loss scaling.
+  std::optional<LossScaleState> loss_scale;
   int64_t resumed_from_step = -1;
   std::string last_checkpoint;
   // SIGTERM stopped the run after step `steps`; `last_checkpoint` holds it when that checkpoint

@@ -21,6 +21,7 @@
 #include "loom/profile/flops.h"
 #include "loom/train/evaluate.h"
 #include "loom/train/layout_factory.h"
+#include "loom/train/loss_scaler.h"
 #include "loom/train/remote_worker_metrics.h"
 #include "loom/train/run_accounting.h"
 #include "loom/train/run_autotune.h"
@@ -113,6 +114,7 @@ class TrainingRun : private parallel::StepObserver {
   TrainPosition position_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   StepFaults faults_;                      // testing aids (LOOM_FAULT_*) meant for this rank
+  std::optional<LossScaler> loss_scaler_;  // fp16's (runtime.precision)
   std::vector<profile::Finding> notices_;  // said at the start, kept in the summary
   bool preempted_ = false;                 // SIGTERM: the loop stopped after the current step
   std::unique_ptr<StallWatchdog> watchdog_;

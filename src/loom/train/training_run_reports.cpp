@@ -67,6 +67,7 @@ TrainSummary TrainingRun::summarize() {
   if (s.tokens_per_sample > 0 && s.evaluated) s.test_perplexity = last_eval_.perplexity();
   s.final_train_loss = epoch_steps_ > 0 ? epoch_loss_ / static_cast<double>(epoch_steps_) : 0.0;
   s.runtime = info_.runtime;
+  if (loss_scaler_) s.loss_scale = loss_scaler_->state();
   s.resumed_from_step = info_.resumed_from_step;
   s.preempted = preempted_;
   checkpoints_->fill_summary(position_, preempted_, s);

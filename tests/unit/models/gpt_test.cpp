@@ -157,7 +157,7 @@ TEST(Gpt, Bf16ForwardMatchesFp32AtAnyLengthAndOrder) {
   at::NoGradGuard no_grad;
   const at::Tensor ids = at::randint(0, 50, {2, 8}, at::kLong);
   const auto bf16 = [&](int64_t t) {
-    AutocastScope autocast(true);
+    AutocastScope autocast(at::kBFloat16);
     const at::Tensor logits = model.forward(ids.narrow(1, 0, t));
     EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
     return logits.to(at::kFloat);

@@ -196,7 +196,7 @@ TEST(TensorParallel, GatheredLinearIsTheProductOfTheGatheredPositions) {
             at::Tensor ws = w[k].clone().requires_grad_(true);
             at::Tensor bs = bias ? b[k].clone().requires_grad_(true) : at::Tensor();
             {
-              AutocastScope autocast(bf16);
+              AutocastScope autocast(bf16 ? at::kBFloat16 : at::kFloat);
               out[k][way] = way == 0 ? at::linear(gather_sequence(xs, group), ws, bs)
                                      : gathered_linear(xs, ws, bs, group);
             }

@@ -44,13 +44,13 @@ TEST(AccumulatingExecutor, MicroBatchesGiveTheGradientOfTheWholeBatch) {
   auto reference = small_mlp();
   LocalGradSync reference_sync(reference->named_parameters());
   RecordingObserver reference_observer;
-  AccumulatingExecutor whole(*reference, loss, reference_sync, reference_observer, {1, false});
+  AccumulatingExecutor whole(*reference, loss, reference_sync, reference_observer, {1});
   const StepOutcome one = whole.run([&](int64_t) { return MicroBatch{images, labels}; });
 
   auto model = small_mlp();
   LocalGradSync sync(model->named_parameters());
   RecordingObserver observer;
-  AccumulatingExecutor accumulating(*model, loss, sync, observer, {3, false});
+  AccumulatingExecutor accumulating(*model, loss, sync, observer, {3});
   // Run twice: the second step must start from cleared gradients, not add to the first.
   for (int step = 0; step < 2; ++step) {
     const StepOutcome three = accumulating.run([&](int64_t k) {
@@ -71,12 +71,39 @@ TEST(AccumulatingExecutor, MicroBatchesGiveTheGradientOfTheWholeBatch) {
             observer.phases.end());
 }
 
+// fp16's loss scale: backward starts from the loss times the scale, so the gradients are the
+// unscaled run's times it exactly (a power of two), and the loss reported is the loss.
+TEST(AccumulatingExecutor, ALossScaleScalesTheGradientsAndNotTheLoss) {
+  at::manual_seed(6);
+  const at::Tensor images = at::randn({8, 1, 6, 6});
+  const at::Tensor labels = at::randint(0, 4, {8}, at::kLong);
+  models::CrossEntropyLoss loss;
+  const auto step = [&](models::Model& model, double scale) {
+    LocalGradSync sync(model.named_parameters());
+    RecordingObserver observer;
+    AccumulatingExecutor executor(model, loss, sync, observer, {2});
+    executor.set_loss_scale(scale);
+    return executor.run([&](int64_t k) {
+      return MicroBatch{images.narrow(0, 4 * k, 4), labels.narrow(0, 4 * k, 4)};
+    });
+  };
+  auto plain = small_mlp(), scaled = small_mlp();
+  const StepOutcome unscaled = step(*plain, 1.0);
+  const StepOutcome outcome = step(*scaled, 1024.0);
+  EXPECT_EQ(outcome.loss_sum_value(), unscaled.loss_sum_value());
+  const auto expected = gradients(*plain), got = gradients(*scaled);
+  ASSERT_EQ(expected.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i].equal(expected[i] * 1024.0)) << "parameter " << i;
+  }
+}
+
 TEST(AccumulatingExecutor, EmptyMicroBatchIsSkippedButCounted) {
   auto model = small_mlp();
   LocalGradSync sync(model->named_parameters());
   RecordingObserver observer;
   models::CrossEntropyLoss loss;
-  AccumulatingExecutor executor(*model, loss, sync, observer, {2, false});
+  AccumulatingExecutor executor(*model, loss, sync, observer, {2});
   int asked = 0;
   const StepOutcome outcome = executor.run([&](int64_t k) {
     ++asked;
@@ -110,7 +137,7 @@ TEST(AccumulatingExecutor, AStepReadsNothingOnTheHost) {
   LocalGradSync sync(model->named_parameters());
   RecordingObserver observer;
   models::CrossEntropyLoss loss;
-  AccumulatingExecutor executor(*model, loss, sync, observer, {2, false});
+  AccumulatingExecutor executor(*model, loss, sync, observer, {2});
   const at::TensorOptions meta = at::TensorOptions().device(c10::kMeta);
   const StepOutcome outcome = executor.run([&](int64_t) {
     return MicroBatch{at::empty({3, 1, 6, 6}, meta), at::empty({3}, meta.dtype(at::kLong))};
@@ -129,7 +156,7 @@ TEST(AccumulatingExecutor, NeedsAtLeastOneMicroBatch) {
   LocalGradSync sync(model->named_parameters());
   RecordingObserver observer;
   models::CrossEntropyLoss loss;
-  EXPECT_THROW(AccumulatingExecutor(*model, loss, sync, observer, {0, false}), Error);
+  EXPECT_THROW(AccumulatingExecutor(*model, loss, sync, observer, {0}), Error);
 }
 
 }  // namespace

@@ -50,7 +50,19 @@ TEST(Advisor, OnAGpuFp32AndNchwAreNamedForTheGpu) {
   ASSERT_NE(layout, nullptr);
   EXPECT_EQ(layout->suggested, "channels_last");
   EXPECT_EQ(find(findings, "reference_blas"), nullptr);
-  r.native_bf16 = false;  // a GPU without bf16 tensor cores (a T4, a V100): fp32 is right
+  r.native_bf16 = false;  // a GPU without bf16 tensor cores (a T4, a V100): no bf16 to suggest
+  EXPECT_EQ(find(advise(r), "precision"), nullptr);
+}
+
+// fp16 where the tensor cores compute bf16 as fast: bf16 needs no loss scale (a low finding).
+TEST(Advisor, OnAGpuWithBf16Fp16IsToldOfBf16) {
+  RunProfile r = run_on_gpu(0.4);
+  r.precision = "fp16";
+  const Finding* precision = find(advise(r), "precision");
+  ASSERT_NE(precision, nullptr);
+  EXPECT_EQ(precision->severity, "low");
+  EXPECT_EQ(precision->suggested, "bf16");
+  r.native_bf16 = false;  // a V100's fp16 is its fastest
   EXPECT_EQ(find(advise(r), "precision"), nullptr);
 }
 

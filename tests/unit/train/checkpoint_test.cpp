@@ -81,6 +81,25 @@ TEST(Checkpoint, AGpuGeneratorStateComesBackWhereThereIsOne) {
   EXPECT_TRUE(CheckpointStore::load(written->path).device_rng_state.equal(gpu.device_rng_state));
 }
 
+// fp16's loss scaler travels in the manifest, through the background writer too; a run without
+// loss scaling writes none.
+TEST(Checkpoint, TheLossScaleComesBackWhereThereIsOne) {
+  test::TempDir dir;
+  CheckpointStore store(dir / "ckpt", /*keep=*/3);
+  EXPECT_FALSE(CheckpointStore::load(store.save(make_checkpoint(10))).loss_scale.has_value());
+  CheckpointData scaled = make_checkpoint(20);
+  scaled.loss_scale = LossScaleState{8192.0, 17, 3};
+  EXPECT_EQ(CheckpointStore::load(store.save(scaled)).loss_scale, scaled.loss_scale);
+
+  AsyncCheckpointWriter writer(store);
+  CheckpointData later = make_checkpoint(30);
+  later.loss_scale = LossScaleState{4096.0, 0, 4};
+  writer.start(std::move(later));
+  const std::optional<AsyncWriteResult> written = writer.wait();
+  ASSERT_TRUE(written && written->committed()) << (written ? written->error : "none started");
+  EXPECT_EQ(CheckpointStore::load(written->path).loss_scale, (LossScaleState{4096.0, 0, 4}));
+}
+
 // A process killed halfway through a save leaves the previous checkpoint as `latest`, intact.
 TEST(Checkpoint, KilledSaveLeavesThePreviousCheckpointLoadable) {
   test::TempDir dir;

@@ -3,6 +3,10 @@
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "loom/core/device.h"
 #include "loom/core/error.h"
 
@@ -55,18 +59,18 @@ TEST(RuntimeChoice, AutoThreadsAreTheUsableCores) {
 TEST(AutocastScope, RunsMatmulInBf16AndRestores) {
   at::Tensor a = at::randn({4, 4}), b = at::randn({4, 4});
   {
-    AutocastScope scope(true);
+    AutocastScope scope(at::kBFloat16);
     EXPECT_EQ(at::mm(a, b).scalar_type(), at::kBFloat16);
   }
   EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
-  AutocastScope off(false);
+  AutocastScope off(at::kFloat);
   EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
 }
 
 TEST(AutocastScope, TurnsOnBothDeviceTypesAndAStateScopeRestoresExactly) {
   {
-    AutocastScope bf16(true);
+    AutocastScope bf16(at::kBFloat16);
     EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCUDA));
     EXPECT_EQ(at::autocast::get_autocast_dtype(at::kCUDA), at::kBFloat16);
     // A block that must run in fp32 inside it, then bf16 again.
@@ -97,22 +101,29 @@ TEST(RuntimeChoice, AGpuComputesInBf16UnlessTold) {
   EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true).device, "cpu");
 }
 
-// Before Ampere (8.0) a GPU has no bf16 tensor cores (cuDNN no bf16 convolutions): auto is fp32
-// there, and where the capability could not be read.
-TEST(RuntimeChoice, AGpuWithoutBf16TensorCoresComputesInFp32) {
+// Before Ampere (8.0) a GPU has no bf16 tensor cores (cuDNN no bf16 convolutions): auto is fp16
+// with loss scaling where it has fp16 ones (Volta, Turing), fp32 before them and where the
+// capability could not be read.
+TEST(RuntimeChoice, AGpuWithoutBf16TensorCoresComputesInFp16OrFp32) {
   RuntimeConfig cfg;
   DeviceChoice gpu;
   gpu.device = c10::Device(c10::kCUDA, 0);
-  for (int capability : {75, 70, 0}) {
+  for (const auto& [capability, precision] : std::vector<std::pair<int, std::string>>{
+           {75, "fp16"}, {70, "fp16"}, {61, "fp32"}, {0, "fp32"}}) {
     SCOPED_TRACE(capability);
     gpu.compute_capability = capability;
     // A host CPU with native bf16 changes nothing: the GPU computes.
     const RuntimeChoice c = choose_runtime(cfg, machine(true, true, 2), true, true, gpu);
-    EXPECT_EQ(c.precision, "fp32");
+    EXPECT_EQ(c.precision, precision);
+    EXPECT_EQ(c.loss_scaling(), precision == "fp16");
+    EXPECT_EQ(c.autocast_dtype(), precision == "fp16" ? at::kHalf : at::kFloat);
     EXPECT_FALSE(c.native_bf16);
   }
   gpu.compute_capability = 80;
-  EXPECT_EQ(choose_runtime(cfg, machine(false, false, 2), true, true, gpu).precision, "bf16");
+  const RuntimeChoice ampere = choose_runtime(cfg, machine(false, false, 2), true, true, gpu);
+  EXPECT_EQ(ampere.precision, "bf16");
+  EXPECT_EQ(ampere.autocast_dtype(), at::kBFloat16);
+  EXPECT_FALSE(ampere.loss_scaling());
 }
 
 TEST(RuntimeChoice, TheDeviceComesWithItsReason) {

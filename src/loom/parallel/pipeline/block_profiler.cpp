@@ -51,7 +51,7 @@ class BlockMeasurer {
       at::Tensor out, y;  // the block's output; y adds the loss for the last block
       const double moved_before = tensor_bytes_moved();
       const double f = seconds_of([&] {
-        AutocastScope autocast(options_.bf16);
+        AutocastScope autocast(options_.autocast);
         out = block_.forward(x);
         y = last ? loss_(out, labels_) : out;
       });

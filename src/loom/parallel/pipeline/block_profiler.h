@@ -21,7 +21,7 @@ namespace loom::parallel::pipeline {
 
 struct BlockProfileOptions {
   int repeats = 3;
-  bool bf16 = false;
+  at::ScalarType autocast = at::kFloat;  // as the run computes (runtime.precision)
   // The bytes a tensor group's collectives have moved so far (a model split over a
   // PlanningTensorGroup); null: none.
   std::function<double()> tensor_bytes_moved;

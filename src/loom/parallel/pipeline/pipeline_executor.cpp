@@ -174,6 +174,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     outcome.samples += samples;
     if (options_.count_targets) add_targets(MicroBatch{at::Tensor(), s.targets}, outcome);
     s.output = loss / static_cast<double>(schedule_.microbatches);
+    if (loss_scale_ != 1.0) s.output = s.output * loss_scale_;  // fp16's loss scale
   } else {
     s.output = y;
     hand_over(a, y);
@@ -182,7 +183,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
 }
 
 at::Tensor PipelineExecutor::run_stage(const Action& a, const at::Tensor& input) {
-  AutocastScope autocast(options_.bf16);
+  AutocastScope autocast(options_.autocast);
   at::Tensor y = input;
   try {
     for (const models::Block& block : stage_blocks_[static_cast<size_t>(a.stage)]) {

@@ -45,8 +45,8 @@ std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::B
                                                      const std::vector<int>& split);
 
 struct PipelineExecutorOptions {
-  bool bf16 = false;           // forward under CPU bf16 autocast
-  bool count_targets = false;  // StartOptions::count_targets
+  at::ScalarType autocast = at::kFloat;  // forward under autocast to it (kFloat: none)
+  bool count_targets = false;            // StartOptions::count_targets
 };
 
 class PipelineExecutor : public StepExecutor {

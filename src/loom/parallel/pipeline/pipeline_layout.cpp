@@ -88,7 +88,7 @@ void PipelineLayout::start(const StartOptions& options) {
   // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
   grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);
   PipelineExecutorOptions executor;
-  executor.bf16 = options.bf16;
+  executor.autocast = options.autocast;
   executor.count_targets = options.count_targets;
   const models::Loss& loss = training_loss(*options.loss);
   if (tensor_) tensor_->set_phase_sink(options.observer);

@@ -196,7 +196,7 @@ ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, 
   models::check_blocks(model, input);
 
   BlockProfileOptions profile_options;
-  profile_options.bf16 = setup.bf16;
+  profile_options.autocast = setup.autocast;
   std::unique_ptr<models::Loss> loss =
       models::make_task_loss(setup.task, config.train.label_smoothing);
   // Tensor groups in the stages: the blocks measured as a group's rank runs them (its slices),

@@ -61,7 +61,9 @@ struct PipelinePlan {
 // train mode), and the first training batch as the model takes it (float, normalised).
 struct ModelOnBatch {
   std::unique_ptr<models::Model> model;
-  bool bf16 = false;  // the run computes in bf16 (runtime.precision as chosen for this machine)
+  // The type autocast computes products in, runtime.precision as chosen for this machine (kFloat:
+  // fp32, no autocast).
+  at::ScalarType autocast = at::kFloat;
   at::Tensor input, targets;
   models::Task task = models::Task::kImageClassification;
   double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
