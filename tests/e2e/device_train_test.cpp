@@ -55,6 +55,7 @@ TEST(DeviceTrain, WithoutAGpuCudaExitsTwoAndAutoTrainsOnTheCpu) {
   EXPECT_EQ(summary["device"], "cpu");
   EXPECT_EQ(summary["choices"]["device"].get<std::string>().rfind("auto: ", 0), 0u) << summary;
   EXPECT_EQ(summary["memory"]["device_peak_allocated_bytes"], 0);
+  EXPECT_TRUE(summary["step_time"]["device"].is_null()) << summary["step_time"];
   // The same run as the CPU's by default.
   const auto cpu = run_loom("train --out " + (dir / "cpu") + cnn_args());
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
@@ -96,6 +97,20 @@ TEST(DeviceTrain, OnAGpuAResumedRunEqualsAnUninterruptedOne) {
   expect_same_model(dir / "resumed", dir / "straight", 0);
 }
 
+// A GPU run's steady steps on the GPU's clock too: the same steps as the host's, each phase's
+// share of them, forward and backward some of it.
+void expect_device_step_times(const nlohmann::json& summary) {
+  const auto& device = summary["step_time"]["device"];
+  ASSERT_TRUE(device.is_object()) << summary["step_time"];
+  EXPECT_EQ(device["steps"], summary["step_time"]["steps"]);
+  EXPECT_GT(device["seconds_per_step"].get<double>(), 0.0);
+  double shares = 0;
+  for (const auto& [phase, share] : device["share"].items()) shares += share.get<double>();
+  EXPECT_NEAR(shares, 1.0, 1e-6) << device;
+  EXPECT_GT(device["share"]["forward"].get<double>(), 0.0) << device;
+  EXPECT_GT(device["share"]["backward"].get<double>(), 0.0) << device;
+}
+
 // The GPU's run against the CPU's, and a checkpoint carried from one to the other halfway.
 void expect_gpu_trains_as_the_cpu(const std::string& args, const TempDir& dir) {
   const auto cpu = run_loom("train --out " + (dir / "cpu") + args);
@@ -105,6 +120,8 @@ void expect_gpu_trains_as_the_cpu(const std::string& args, const TempDir& dir) {
   const auto summary = summary_of(dir / "gpu");
   EXPECT_EQ(summary["device"], "cuda:0");
   EXPECT_GT(summary["memory"]["device_peak_allocated_bytes"].get<int64_t>(), 0);
+  expect_device_step_times(summary);
+  EXPECT_TRUE(summary_of(dir / "cpu")["step_time"]["device"].is_null());
   expect_same_model(dir / "gpu", dir / "cpu", 1e-4);
 
   // Written on the GPU at step 4, resumed on the CPU; and the other way.

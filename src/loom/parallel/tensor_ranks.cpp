@@ -121,7 +121,7 @@ const models::TensorSplit* TensorRanks::split_of(const std::string& name,
 
 Placement TensorRanks::placement(const std::string& name) const {
   const auto split = splits_.find(name);
-  if (split == splits_.end()) return {Placement::Kind::kReplicate};
+  if (split == splits_.end()) return {Placement::Kind::kReplicate, {}};
   return {Placement::Kind::kShard, split->second};
 }
 

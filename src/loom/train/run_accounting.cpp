@@ -20,7 +20,9 @@ RunAccounting::RunAccounting(const Config& config, RunAccountingOptions options)
       options_(std::move(options)),
       // Rank 0 writes the run's TensorBoard events; every rank traces (into its own file).
       telemetry_(config.profile, config.train.tensorboard && options_.rank == 0, options_.out_dir,
-                 options_.source, options_.rank, options_.what) {}
+                 options_.source, options_.rank, options_.what) {
+  telemetry_.time_on_device(options_.device);
+}
 
 void RunAccounting::open_metrics(bool append) {
   if (options_.rank == 0) {
@@ -136,6 +138,10 @@ void RunAccounting::fill_summary(TrainSummary& s) const {
   s.cpu_seconds = process_cpu_seconds() - options_.cpu_seconds_at_start;
   s.step_times = telemetry_.steady();
   s.steady_steps = telemetry_.steady_steps();
+  if (const profile::DeviceStepTimer* device = telemetry_.device_times()) {
+    s.device_step_times = device->steady();
+    s.device_steady_steps = device->steady_steps();
+  }
   if (comm_steps_ > 0) {
     const auto steps = static_cast<double>(comm_steps_);
     s.comm_bytes_per_step = comm_bytes_ / steps;

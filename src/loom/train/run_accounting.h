@@ -50,6 +50,8 @@ struct RunAccountingOptions {
   Topology topology;      // the host's (its usable cores, not this rank's share of them)
   int ranks_on_host = 1;  // the job's ranks on this host, parameter servers included
   bool python = false;    // a script's loop: the advisor speaks in Python terms
+  // Where the steps compute: off the CPU their phases are also timed on the device's clock.
+  c10::Device device = c10::kCPU;
   // When the run began, its set-up included, for its wall and CPU seconds.
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double cpu_seconds_at_start = process_cpu_seconds();
@@ -69,6 +71,8 @@ class RunAccounting : public PhaseSink {
   void set_watchdog(StallWatchdog* watchdog) { telemetry_.set_watchdog(watchdog); }
 
   void begin_step() { telemetry_.begin_step(steps_); }
+  // The run's end: the steps' device times are read, waiting for the device to pass the last.
+  void read_device_times() { telemetry_.read_device_times(); }
   void enter(profile::Phase phase) override { telemetry_.enter(phase); }
   // Ends this process's step, numbered `step` in the run (1-based), that trained on `samples`
   // samples (every rank's) with this loss (NaN: not known) and whose exchange reported `sync`.

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/core/thread_cpu_time.h"
 
@@ -47,10 +48,26 @@ void StepTelemetry::begin_step(int64_t index) {
   const int64_t first = profile_.trace_wait + profile_.trace_warmup;
   *tracing_ = trace_ && index >= first && index < first + profile_.trace_active;
   timer_.begin_step(*tracing_);
+  with_device_timer([](profile::DeviceStepTimer& t) { t.begin_step(); });
+}
+
+void StepTelemetry::device_timing_failed(const c10::Error& e) {
+  LOOM_LOG(kWarn, "profile") << "the steps' phases are no longer timed on the device: "
+                             << e.what_without_backtrace();
+  device_timer_.reset();
+}
+
+void StepTelemetry::time_on_device(c10::Device device) {
+  if (!device.is_cpu())
+    device_timer_ = std::make_unique<profile::DeviceStepTimer>(profile::device_event_marks(device));
 }
 
 profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
   const profile::StepTimes times = timer_.end_step();
+  with_device_timer([steady](profile::DeviceStepTimer& t) {
+    t.end_step(steady);
+    t.read(/*wait=*/false);  // the steps the device has passed: no waiting here
+  });
   if (*tracing_) trace_step(step);
   window_ += times;
   if (steady) {

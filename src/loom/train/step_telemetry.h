@@ -6,6 +6,8 @@
 // threads and only reads an atomic flag and writes to the (thread-safe) trace.
 #pragma once
 
+#include <c10/util/Exception.h>
+
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 
 #include "loom/core/config.h"
 #include "loom/data/batch_source.h"
+#include "loom/profile/device_step_timer.h"
 #include "loom/profile/host_load.h"
 #include "loom/profile/step_series.h"
 #include "loom/profile/step_timer.h"
@@ -41,7 +44,18 @@ class StepTelemetry {
   void begin_step(int64_t index);
   void enter(profile::Phase phase) {
     timer_.enter(phase);
+    with_device_timer([phase](profile::DeviceStepTimer& t) { t.enter(phase); });
     if (watchdog_) watchdog_->enter(phase);
+  }
+  // The steps compute on `device`: where it is not the CPU, their phases are also timed on its
+  // clock (profile/device_step_timer.h). Before the first step.
+  void time_on_device(c10::Device device);
+  // The steady steps' phases on the device's clock, once read_device_times() read them all; null
+  // on the CPU (and where the device's events failed).
+  const profile::DeviceStepTimer* device_times() const { return device_timer_.get(); }
+  // Reads every step's device times, waiting for the device to pass the last (the run's end).
+  void read_device_times() {
+    with_device_timer([](profile::DeviceStepTimer& t) { t.read(/*wait=*/true); });
   }
   // Phases also go to the stall watchdog from now on (not owned; null: none).
   void set_watchdog(StallWatchdog* watchdog) { watchdog_ = watchdog; }
@@ -65,11 +79,24 @@ class StepTelemetry {
 
  private:
   void trace_step(int64_t step);
+  // Runs `use` on the device timer, if there is one. Timing is not worth a run: an error from the
+  // device's events turns it off, with a warning, and the run goes on.
+  template <typename Use>
+  void with_device_timer(Use&& use) {
+    if (!device_timer_) return;
+    try {
+      use(*device_timer_);
+    } catch (const c10::Error& e) {
+      device_timing_failed(e);
+    }
+  }
+  void device_timing_failed(const c10::Error& e);
 
   const ProfileConfig profile_;
   StallWatchdog* watchdog_ = nullptr;
   data::BatchSource* train_;
   profile::StepTimer timer_;
+  std::unique_ptr<profile::DeviceStepTimer> device_timer_;  // null on the CPU
   profile::StepTimes window_, steady_;
   int64_t steady_steps_ = 0;
   profile::StepSeries series_;

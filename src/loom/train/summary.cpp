@@ -22,17 +22,23 @@ nlohmann::ordered_json mesh_json(const parallel::Mesh& mesh) {
 }
 
 // Mean seconds per step and each phase's share of it, over the steady-state steps.
-nlohmann::ordered_json step_time_json(const TrainSummary& s) {
+nlohmann::ordered_json step_times_json(const profile::StepTimes& times, int64_t steps) {
   nlohmann::ordered_json shares = nlohmann::ordered_json::object();
-  const double wall = s.step_times.wall;
   for (size_t i = 0; i < profile::kPhaseCount; ++i) {
     shares[profile::phase_name(static_cast<profile::Phase>(i))] =
-        s.step_times.share(static_cast<profile::Phase>(i));
+        times.share(static_cast<profile::Phase>(i));
   }
-  return {
-      {"steps", s.steady_steps},
-      {"seconds_per_step", s.steady_steps > 0 ? wall / static_cast<double>(s.steady_steps) : 0.0},
-      {"share", shares}};
+  return {{"steps", steps},
+          {"seconds_per_step", steps > 0 ? times.wall / static_cast<double>(steps) : 0.0},
+          {"share", shares}};
+}
+
+// The steady steps on the host's clock, and on the device's where the steps ran on one.
+nlohmann::ordered_json step_time_json(const TrainSummary& s) {
+  nlohmann::ordered_json out = step_times_json(s.step_times, s.steady_steps);
+  out["device"] = s.device_step_times ? step_times_json(*s.device_step_times, s.device_steady_steps)
+                                      : nlohmann::ordered_json(nullptr);
+  return out;
 }
 
 nlohmann::ordered_json peak_megabytes(const TrainSummary& s) {

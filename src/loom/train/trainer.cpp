@@ -98,6 +98,7 @@ void TrainingRun::open_run_files(bool resumed) {
   accounting.ranks_on_host = options_.ranks_on_host;
   accounting.start = start_;
   accounting.cpu_seconds_at_start = cpu_seconds_at_start_;
+  accounting.device = info_.runtime.torch_device();
   accounting_ = std::make_unique<RunAccounting>(config_, std::move(accounting));
   accounting_->set_warmup_steps(std::min<int64_t>(5, total_steps_ / 10));
   accounting_->open_metrics(resumed);
@@ -379,6 +380,7 @@ TrainSummary TrainingRun::run() {
     train_epoch(position_.epoch, position_.step_in_epoch);
   }
   parts_.layout->end_training();
+  accounting_->read_device_times();
   save_checkpoint();
   // The end of the run, preempted or not, waits for the checkpoint in flight to commit.
   checkpoints_->finish_writing([this] { watchdog_->progress(); });

@@ -153,6 +153,9 @@ struct TrainSummary {
   int64_t sample_bytes = 0;               // of one sample as batches carry it (uint8 pixels)
   profile::StepTimes step_times;          // summed over the steady-state steps
   int64_t steady_steps = 0;
+  // The same steps' phases on the device's clock (profile/device_step_timer.h); none on the CPU.
+  std::optional<profile::StepTimes> device_step_times;
+  int64_t device_steady_steps = 0;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
   std::vector<profile::Finding> notices;   // said at the start (start_notices.h)
   // How the ranks shared the work: the layout's plan and its own report, and the gradient

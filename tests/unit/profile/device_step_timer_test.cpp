@@ -1,0 +1,96 @@
+#include "loom/profile/device_step_timer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+namespace loom::profile {
+namespace {
+
+// A device of the test's own: a mark takes the clock's time when recorded, and the device passes
+// marks only as far as the test lets it.
+struct ScriptedMarks : StepMarks {
+  struct State {
+    double clock = 0;
+    size_t passed = 0;  // marks 0 .. passed-1 are passed
+    std::vector<double> times;
+    int waits = 0, released = 0;
+  };
+  explicit ScriptedMarks(State& s) : state(s) {}
+  size_t record() override {
+    state.times.push_back(state.clock);
+    return state.times.size() - 1;
+  }
+  bool reached(size_t mark) override { return mark < state.passed; }
+  void wait(size_t mark) override {
+    ++state.waits;
+    state.passed = std::max(state.passed, mark + 1);
+  }
+  double seconds(size_t from, size_t to) override { return state.times[to] - state.times[from]; }
+  void release(size_t) override { ++state.released; }
+  State& state;
+};
+
+// Each span between two marks goes to the phase entered at the first; a phase entered again is no
+// boundary; a step is read only once the device has passed its end, without waiting for it.
+TEST(DeviceStepTimer, ChargesEachSpanToItsPhaseOnceTheDeviceHasPassedIt) {
+  ScriptedMarks::State device;
+  DeviceStepTimer timer(std::make_unique<ScriptedMarks>(device));
+  timer.enter(Phase::kForward);  // outside a step: nothing
+  EXPECT_TRUE(device.times.empty());
+  timer.begin_step();  // at 0
+  device.clock = 1;
+  timer.enter(Phase::kForward);
+  device.clock = 3;
+  timer.enter(Phase::kBackward);
+  device.clock = 4;
+  timer.enter(Phase::kBackward);  // the same phase: no mark
+  device.clock = 6;
+  timer.enter(Phase::kOptimizer);
+  device.clock = 7;
+  timer.end_step(/*steady=*/true);
+  EXPECT_EQ(device.times.size(), 5u);
+
+  timer.read(false);  // the device is behind: nothing read, nothing waited for
+  EXPECT_EQ(timer.steady_steps(), 0);
+  EXPECT_EQ(timer.unread_steps(), 1u);
+  EXPECT_EQ(device.waits, 0);
+  device.passed = device.times.size();
+  timer.read(false);
+  EXPECT_EQ(timer.unread_steps(), 0u);
+  ASSERT_EQ(timer.steady_steps(), 1);
+  const StepTimes& t = timer.steady();
+  EXPECT_EQ(t[Phase::kOther], 1);
+  EXPECT_EQ(t[Phase::kForward], 2);
+  EXPECT_EQ(t[Phase::kBackward], 3);
+  EXPECT_EQ(t[Phase::kOptimizer], 1);
+  EXPECT_EQ(t.wall, 7);
+  EXPECT_EQ(device.released, 5);
+  EXPECT_EQ(device.waits, 0);
+}
+
+// Steps out of the steady state are read and left out; the run's end waits for the last ones.
+TEST(DeviceStepTimer, TheEndWaitsForTheStepsLeftAndOnlySteadyOnesCount) {
+  ScriptedMarks::State device;
+  DeviceStepTimer timer(std::make_unique<ScriptedMarks>(device));
+  for (const bool steady : {false, true, true}) {
+    timer.begin_step();
+    device.clock += 1;
+    timer.enter(Phase::kDataWait);
+    device.clock += 2;
+    timer.end_step(steady);
+  }
+  EXPECT_EQ(timer.unread_steps(), 3u);
+  timer.read(true);
+  EXPECT_EQ(device.waits, 1);  // the last step's end: the device passes marks in order
+  EXPECT_EQ(timer.unread_steps(), 0u);
+  EXPECT_EQ(timer.steady_steps(), 2);
+  EXPECT_EQ(timer.steady()[Phase::kDataWait], 4);
+  EXPECT_EQ(timer.steady().wall, 6);
+  EXPECT_EQ(device.released, static_cast<int>(device.times.size()));
+}
+
+}  // namespace
+}  // namespace loom::profile
