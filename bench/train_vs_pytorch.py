@@ -85,7 +85,13 @@ def run_loom(loom, args):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(os.path.join(out, "summary.json")) as f:
             s = json.load(f)
-    return s["samples_per_second"], f"{s['precision']}/{s['memory_format']}/{s['threads']}t"
+    mode = f"{s['precision']}/{s['memory_format']}/{s['threads']}t"
+    # The input target's other half: the step's share waiting for data, on the host's clock and,
+    # on a GPU, on the GPU's (its idle wait for the input).
+    waits = [f"data_wait {100 * s['step_time']['share']['data_wait']:.1f}%"]
+    if s["step_time"].get("device"):
+        waits.append(f"on the device {100 * s['step_time']['device']['share']['data_wait']:.1f}%")
+    return s["samples_per_second"], mode + " " + " ".join(waits)
 
 
 def run_peer(args):

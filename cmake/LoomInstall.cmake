@@ -100,6 +100,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/train/best_checkpoint.h
   loom/train/data_stream.h
   loom/train/job.h
+  loom/train/loss_scaler.h
   loom/train/step_faults.h
   loom/train/optimizer.h
   loom/train/runtime_choice.h

@@ -148,15 +148,16 @@ TEST(DeviceTrain, OnAGpuACnnTrainsAsOnTheCpu) {
 // Data parallelism on GPUs against one rank on a GPU with the same global batch (fp32, no
 // dropout: only the split of the batch differs), as on the CPU (data_parallel_train_test).
 void expect_two_ranks_train_as_one(const std::string& devices, const std::string& backend,
-                                   const TempDir& dir) {
+                                   const TempDir& dir, const std::string& layout = "") {
+  // Checkpoints at the end only: the comparison reads them.
   const std::string args = tiny_synthetic_args() +
                            " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32"
-                           " --set train.max_steps=8 --set checkpoint.enabled=false";
+                           " --set train.max_steps=8 --set checkpoint.every_steps=0";
   const auto one = run_loom("train " + args + " --set runtime.device=cuda:0" +
                             " --set data.batch_size=32 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const auto two = run_loom("launch --nproc-per-node 2 -- " + loom_binary() + " train " + args +
-                            " --set runtime.device=" + devices +
+                            layout + " --set runtime.device=" + devices +
                             " --set data.global_batch=32 --out " + (dir / "two"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const auto summary = summary_of(dir / "two");
@@ -171,6 +172,19 @@ TEST(DeviceTrain, OnAGpuTwoRanksSharingItTrainAsOne) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
   TempDir dir;
   expect_two_ranks_train_as_one("cuda:0", "cpu:shm,cuda:shm via host", dir);
+}
+
+// ZeRO's buckets and shards on the GPU, two ranks sharing it: each stage ends as one rank, its
+// checkpoint gathered from both ranks' shards (through host memory, where the writer takes them).
+TEST(DeviceTrain, OnAGpuTwoRanksSharingItTrainAsOneUnderEveryZeroStage) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  for (const int zero : {1, 2, 3}) {
+    SCOPED_TRACE("parallel.zero " + std::to_string(zero));
+    TempDir dir;
+    expect_two_ranks_train_as_one("cuda:0", "cpu:shm,cuda:shm via host", dir,
+                                  " --set parallel.zero=" + std::to_string(zero));
+    EXPECT_EQ(summary_of(dir / "two")["layout"]["zero"], zero);
+  }
 }
 
 // Each rank on its own GPU (cuda: the local rank's), over NCCL.

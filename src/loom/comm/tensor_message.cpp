@@ -39,7 +39,8 @@ void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, Pending
   std::copy(label.begin(), label.end(), h + kLabelAt);
   pending.add(comm.send(header, peer), header);
   if (tensor.numel() == 0) return;
-  at::Tensor data = tensor.detach().contiguous();
+  // In host memory, where the receiver makes its tensor (a device's tensor is copied there).
+  at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
   pending.add(comm.send(data, peer), data);
 }
 

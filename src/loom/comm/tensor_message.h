@@ -39,7 +39,8 @@ class PendingSends {
   std::vector<std::pair<WorkPtr, at::Tensor>> sends_;
 };
 
-// Starts sending `tensor` (any CPU tensor of up to 8 dimensions) to `peer`, labelled `label`.
+// Starts sending `tensor` (of up to 8 dimensions) to `peer`, labelled `label`. A message travels
+// in host memory: a device's tensor is copied there first, and recv_tensor makes a CPU tensor.
 void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending,
                  const MessageLabel& label = {});
 // Receives what send_tensor sent from `peer`, waiting up to the Communicator's timeout for each

@@ -258,12 +258,24 @@ void clip_gradients_across(const std::vector<at::Tensor>& counted,
                            const std::vector<at::Tensor>& scaled, double max_norm,
                            comm::Communicator& comm) {
   // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
-  // summed in double, so the sum over ranks is the same whichever rank adds first.
-  double squares = 0;
+  // summed in double, so the sum over ranks is the same whichever rank adds first. The norms are
+  // read together: on a GPU each read waits for it.
+  std::vector<at::Tensor> norms;
+  norms.reserve(counted.size());
+  bool one_device = true;
   for (const at::Tensor& g : counted) {
-    const double norm = g.norm().item<double>();
-    squares += norm * norm;
+    norms.push_back(g.norm().to(at::kDouble));
+    one_device = one_device && g.device() == counted.front().device();
   }
+  std::vector<double> read;
+  if (one_device && !norms.empty()) {
+    const at::Tensor host = at::stack(norms).to(at::kCPU);
+    read.assign(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+  } else {
+    for (const at::Tensor& norm : norms) read.push_back(norm.item<double>());
+  }
+  double squares = 0;
+  for (const double norm : read) squares += norm * norm;
   at::Tensor total = at::tensor({squares}, at::kDouble);
   comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
   const double norm = std::sqrt(total.item<double>());
@@ -280,7 +292,10 @@ models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::Nam
     sends.wait_all(comm.options().timeout);
     return {};
   }
-  models::NamedTensors all = mine;
+  // The others' arrive in host memory (tensor messages travel there): rank 0's own go there too,
+  // so that what is put together from them is on one device.
+  models::NamedTensors all;
+  for (const auto& [name, tensor] : mine) all.emplace_back(name, tensor.to(at::kCPU));
   for (int r = 1; r < comm.world(); ++r) {
     for (auto& named : comm::recv_named_tensors(comm, r)) all.push_back(std::move(named));
   }

@@ -76,7 +76,9 @@ class ArrivingPieces {
     }
     const at::Tensor& own = pieces_[index].own;
     const int64_t shard = own.numel();
-    whole_ = at::empty({shard * group_.world()}, own.options().requires_grad(false));
+    // In host memory, where the others' shards arrive and the writer copies to anyway.
+    whole_ =
+        at::empty({shard * group_.world()}, own.options().device(at::kCPU).requires_grad(false));
     whole_.narrow(0, 0, shard).copy_(own);
     for (int r = 1; r < group_.world(); ++r) {
       whole_.narrow(0, r * shard, shard).copy_(peers_[r - 1].take(index));

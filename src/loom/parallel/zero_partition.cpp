@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <map>
@@ -210,6 +211,9 @@ void ZeroPartition::gather_bucket(std::size_t index, comm::Communicator& comm) {
   // again; the gather fills it.
   c10::StorageImpl* storage = bucket.values.storage().unsafeGetStorageImpl();
   const auto bytes = static_cast<std::size_t>(values_bytes(bucket));
+  // A GPU's allocator allocates on the current device, which need not be the bucket's (autograd's
+  // threads, a rank other than the process's first GPU): at::empty guards itself, this does not.
+  const c10::DeviceGuard on_the_bucket_device(bucket.values.device());
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
   bucket.gathering = comm.allgather(bucket.shard.detach(), bucket.values);

@@ -62,6 +62,9 @@ struct Evaluation {
 struct RunProfile {
   StepTimes step_times;  // summed over the steady-state steps
   int64_t steps = 0;
+  // step_times are on the device's clock (a GPU's: profile/device_step_timer.h), where the
+  // time-based findings belong: the host only queues a GPU's work.
+  bool device_clock = false;
   // The host's cores this process may use (affinity, quota), and the job's ranks whose processes
   // share them: every rank on this host, parameter servers included (1 alone). A rank's share
   // is usable_cores / ranks_on_host.

@@ -68,8 +68,11 @@ void add_low_mfu(const RunProfile& run, std::vector<Finding>& out) {
     f.key = "runtime.precision";
     f.suggested = "bf16";
   } else if (waiting >= kInputShare) {
-    f.advice = "the likely cause is the input: the step waited " + percent(waiting) +
-               " of its time for data (the input_bound finding says what feeds it faster)";
+    f.advice = "the likely cause is the input: " +
+               std::string(run.device_clock ? "the GPU sat idle for data for "
+                                            : "the step waited for data for ") +
+               percent(waiting) +
+               " of the step (the input_bound finding says what feeds it faster)";
     f.key = "data.workers";
   } else if (run.batch_size < kSmallGpuBatch) {
     f.advice = "the likely cause is the micro-batch of " + std::to_string(run.batch_size) +

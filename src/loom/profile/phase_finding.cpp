@@ -12,7 +12,8 @@ Finding phase_finding(const RunProfile& run, Phase phase, const std::string& id,
   f.id = id;
   f.severity = share >= high_share ? "high" : "moderate";
   f.evidence = std::string(phase_name(phase)) + " is " + percent(share) + " of the step (" +
-               milliseconds(share * per_step) + " of " + milliseconds(per_step) + ")";
+               milliseconds(share * per_step) + " of " + milliseconds(per_step) +
+               (run.device_clock ? " on " + run.device + "'s clock)" : ")");
   f.key = key;
   f.max_gain = share < 1 ? 1 / (1 - share) : 0;
   f.measured = {{"share", share}, {"phase_seconds", share * per_step}, {"step_seconds", per_step}};

@@ -152,8 +152,11 @@ void RunAccounting::fill_summary(TrainSummary& s) const {
 
 void RunAccounting::finish(TrainSummary& s, profile::RunProfile p) const {
   const Topology& host = options_.topology;
-  p.step_times = s.step_times;
-  p.steps = s.steady_steps;
+  // On a GPU the findings that weigh phases read them on its clock: the host's charges a phase
+  // with its launches, and the GPU's work to wherever the host next waits.
+  p.device_clock = s.device_step_times.has_value() && s.device_steady_steps > 0;
+  p.step_times = p.device_clock ? *s.device_step_times : s.step_times;
+  p.steps = p.device_clock ? s.device_steady_steps : s.steady_steps;
   p.samples_per_second = s.samples_per_second;
   // The host's usable cores (a rank of several may have been given its share of them).
   p.usable_cores = usable_cores(host.affinity_cores, host.quota_cores);

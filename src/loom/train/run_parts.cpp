@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <set>
 
@@ -22,20 +23,18 @@ namespace loom::train {
 
 namespace {
 
-// On GPUs so far: one process, or plain data parallelism (gradient buckets all-reduced by NCCL,
-// or through host memory where ranks share a GPU). ZeRO's shards, tensor and pipeline parallelism
-// and parameter servers still make or move CPU tensors of their own (issue 52's next part): such
-// a layout on a GPU is refused before anything is built, naming the key.
+// On GPUs so far: one process, or data parallelism with or without ZeRO (gradient buckets and
+// shards exchanged by NCCL, or through host memory where ranks share a GPU). Tensor and pipeline
+// parallelism and parameter servers still make or move CPU tensors of their own (issue 52's next
+// part): such a layout on a GPU is refused before anything is built, naming the key.
 void refuse_layouts_off_the_cpu(const DeviceChoice& device, const parallel::LayoutPlan& plan) {
   if (device.device.is_cpu() || plan.world <= 1) return;
-  const bool data_parallel_only =
-      !plan.pipeline && !plan.tensor && !plan.servers && plan.data.zero_stage == 0;
-  if (data_parallel_only) return;
+  if (!plan.pipeline && !plan.tensor && !plan.servers) return;
   throw ConfigError::at_key("runtime.device",
                             "'" + device.device.str() + "': " + std::to_string(plan.world) +
                                 " ranks (" + plan.describe() +
-                                ") cannot train on GPUs yet: one process or plain data "
-                                "parallelism can (docs/gpu.md)",
+                                ") cannot train on GPUs yet: one process or data parallelism "
+                                "(ZeRO included) can (docs/gpu.md)",
                             {{"problem", "device_layout"}, {"value", device.device.str()}});
 }
 
@@ -86,6 +85,10 @@ RunParts build_run_parts(const Config& config, const TrainOptions& options,
   // The whole model goes to the device before a layout cuts, shards or hooks it: every tensor
   // made of it after (slices, buckets, optimizer state) is made there.
   model.to(device.device);
+  // This rank's GPU is the process's current device from here on (torch.cuda.set_device): what
+  // allocates or launches without naming a device (a raw allocation, a side stream) lands there.
+  if (device.device.is_cuda())
+    c10::impl::VirtualGuardImpl(device.device.type()).setDevice(device.device);
   model.set_memory_format(format);
   model.train(true);
   info.model = model.name();

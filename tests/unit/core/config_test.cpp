@@ -102,8 +102,8 @@ TEST(Config, WrongTypeNamesKeyExpectedTypeAndValue) {
   EXPECT_EQ(config_error("train: {eval: maybe}\n"),
             "config key 'train.eval' (in test.yaml): expected true or false, got 'maybe'");
   EXPECT_EQ(config_error("runtime: {precision: bf61}\n"),
-            "config key 'runtime.precision' (in test.yaml): expected one of auto, fp32 or bf16, "
-            "got 'bf61' (did you mean 'bf16'?)");
+            "config key 'runtime.precision' (in test.yaml): expected one of auto, fp32, bf16 or "
+            "fp16, got 'bf61' (did you mean 'bf16'?)");
   EXPECT_EQ(config_error("train: {epochs: [1, 2]}\n"),
             "config key 'train.epochs' (in test.yaml): expected an integer, got a list");
 }
@@ -189,6 +189,18 @@ TEST(Config, TransformListsReadAllThreeEntryFormsAndRoundTrip) {
   ASSERT_EQ(set.data.transforms.size(), 2u);
   EXPECT_EQ(set.data.transforms[1].value, (std::vector<double>{8, 9}));
   EXPECT_EQ(set.data.transforms[1].origin, "from --set");
+}
+
+// fp16's loss scaling skips steps every rank steps together; parameter servers step as pushes
+// arrive.
+TEST(Config, Fp16WithParameterServersIsRefusedNamingThePrecision) {
+  try {
+    parse_config("", "t", {"runtime.precision=fp16", "parallel.mode=ps"});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field("key"), "runtime.precision");
+  }
+  EXPECT_EQ(parse_config("", "t", {"runtime.precision=fp16"}).runtime.precision, "fp16");
 }
 
 TEST(Config, MalformedTransformListsNameTheKey) {
