@@ -219,5 +219,18 @@ TEST_F(GpuLanguageModelTrain, OnAGpuAGptTrainsAsOnTheCpu) {
   expect_gpu_trains_as_the_cpu(gpt_args() + " --set checkpoint.every_steps=4", dir);
 }
 
+// A tensor group of two ranks sharing the GPU (its activations and slices through host memory)
+// against one rank there; its checkpoint made whole from both ranks' slices.
+TEST_F(GpuLanguageModelTrain, OnAGpuATensorGroupSharingItTrainsAsOneRank) {
+  TempDir dir;
+  const std::string on_gpu = gpt_args() + " --set runtime.device=cuda:0";
+  const auto one = run_loom("train --out " + (dir / "one") + on_gpu);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto two = run_loom(launch(2, on_gpu + " --set parallel.tensor=2 --out " + (dir / "two")));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(summary_of(dir / "two")["tensor_parallel"]["ranks"], 2) << two.output;
+  expect_like(dir / "two", dir / "one");
+}
+
 }  // namespace
 }  // namespace loom::test

@@ -201,7 +201,8 @@ std::optional<CheckpointTensors> TensorRanks::gather(CheckpointTensors mine) {
       to_fetch->push_back({name, tensor.scalar_type(), sizes,
                            [arriving, index = sent++, own = tensor.detach(), split = *how] {
                              std::vector<at::Tensor> slices = arriving->take(index);
-                             slices.insert(slices.begin(), own);
+                             // The others' arrived in host memory: this rank's joins them there.
+                             slices.insert(slices.begin(), own.to(at::kCPU));
                              return models::whole_of(slices, split);
                            }});
     }

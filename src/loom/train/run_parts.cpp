@@ -23,18 +23,19 @@ namespace loom::train {
 
 namespace {
 
-// On GPUs so far: one process, or data parallelism with or without ZeRO (gradient buckets and
-// shards exchanged by NCCL, or through host memory where ranks share a GPU). Tensor and pipeline
-// parallelism and parameter servers still make or move CPU tensors of their own (issue 52's next
+// On GPUs so far: one process, data parallelism with or without ZeRO, and tensor groups inside
+// it (gradient buckets, shards and the groups' activations exchanged by NCCL, or through host
+// memory where ranks share a GPU). Pipelines (their stages' messages arrive in host memory and
+// stay there) and parameter servers still make or move CPU tensors of their own (issue 52's next
 // part): such a layout on a GPU is refused before anything is built, naming the key.
 void refuse_layouts_off_the_cpu(const DeviceChoice& device, const parallel::LayoutPlan& plan) {
   if (device.device.is_cpu() || plan.world <= 1) return;
-  if (!plan.pipeline && !plan.tensor && !plan.servers) return;
+  if (!plan.pipeline && !plan.servers) return;
   throw ConfigError::at_key("runtime.device",
                             "'" + device.device.str() + "': " + std::to_string(plan.world) +
                                 " ranks (" + plan.describe() +
-                                ") cannot train on GPUs yet: one process or data parallelism "
-                                "(ZeRO included) can (docs/gpu.md)",
+                                ") cannot train on GPUs yet: one process, data parallelism "
+                                "(ZeRO included) and tensor groups can (docs/gpu.md)",
                             {{"problem", "device_layout"}, {"value", device.device.str()}});
 }
 
