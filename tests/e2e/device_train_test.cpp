@@ -232,5 +232,20 @@ TEST_F(GpuLanguageModelTrain, OnAGpuATensorGroupSharingItTrainsAsOneRank) {
   expect_like(dir / "two", dir / "one");
 }
 
+// Two pipeline stages sharing the GPU (their activations and gradients through host memory, the
+// embedding tied across them) against one rank accumulating as many micro-batches; the
+// checkpoint made of both stages.
+TEST_F(GpuLanguageModelTrain, OnAGpuTwoPipelineStagesSharingItTrainAsOneRank) {
+  TempDir dir;
+  const std::string on_gpu = gpt_args() + " --set runtime.device=cuda:0";
+  const auto one = run_loom("train --out " + (dir / "one") + on_gpu + accumulating(2, 4));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto two =
+      run_loom(launch(2, on_gpu + pipelined(2, 4, "1f1b") + " --out " + (dir / "two")));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(summary_of(dir / "two")["pipeline"]["ranks"], 2) << two.output;
+  expect_like(dir / "two", dir / "one");
+}
+
 }  // namespace
 }  // namespace loom::test

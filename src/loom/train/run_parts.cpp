@@ -23,19 +23,18 @@ namespace loom::train {
 
 namespace {
 
-// On GPUs so far: one process, data parallelism with or without ZeRO, and tensor groups inside
-// it (gradient buckets, shards and the groups' activations exchanged by NCCL, or through host
-// memory where ranks share a GPU). Pipelines (their stages' messages arrive in host memory and
-// stay there) and parameter servers still make or move CPU tensors of their own (issue 52's next
-// part): such a layout on a GPU is refused before anything is built, naming the key.
+// On GPUs: one process, and every layout of all-reduce data parallelism, ZeRO, tensor groups and
+// pipelines (gradient buckets, shards and the groups' activations exchanged by NCCL, or through
+// host memory where ranks share a GPU; a pipeline's messages through host memory). Parameter
+// servers still keep and send CPU tensors of their own: with them a GPU run is refused before
+// anything is built, naming the key.
 void refuse_layouts_off_the_cpu(const DeviceChoice& device, const parallel::LayoutPlan& plan) {
-  if (device.device.is_cpu() || plan.world <= 1) return;
-  if (!plan.pipeline && !plan.servers) return;
+  if (device.device.is_cpu() || plan.world <= 1 || !plan.servers) return;
   throw ConfigError::at_key("runtime.device",
                             "'" + device.device.str() + "': " + std::to_string(plan.world) +
                                 " ranks (" + plan.describe() +
-                                ") cannot train on GPUs yet: one process, data parallelism "
-                                "(ZeRO included) and tensor groups can (docs/gpu.md)",
+                                ") cannot train on GPUs yet: parameter servers keep CPU "
+                                "tensors; all-reduce layouts can (docs/gpu.md)",
                             {{"problem", "device_layout"}, {"value", device.device.str()}});
 }
 

@@ -21,8 +21,8 @@ struct AgreedPipeline {
   // The plan recomputes every k-th block to fit the memory cap (1: every block; 0: as
   // configured).
   int64_t recompute_every = 0;
-  int zero = 0;            // the plan shards over the replicas (ZeRO stage) to fit it; 0: not
-  std::string plan_text;   // rank 0: the plan as `loom pipeline plan` prints it
+  int zero = 0;           // the plan shards over the replicas (ZeRO stage) to fit it; 0: not
+  std::string plan_text;  // rank 0: the plan as `loom pipeline plan` prints it
   // Rank 0: a micro-batch count the plan simulated with a smaller bubble (0: none), and that
   // bubble; for the advisor.
   int64_t better_microbatches = 0;

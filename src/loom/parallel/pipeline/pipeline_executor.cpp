@@ -123,13 +123,13 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         break;
       case ActionKind::kRecvForward: {
         Slot& s = slot(a);
-        s.input = receive(a, a.stage - 1, Payload::kActivations);
-        s.targets = receive(a, a.stage - 1, Payload::kLabels);
+        s.input = on_device(receive(a, a.stage - 1, Payload::kActivations));
+        receive_targets(a, s);
         if (!is_empty(s)) s.input.requires_grad_(true);
         break;
       }
       case ActionKind::kRecvBackward:
-        slot(a).output_grad = receive(a, a.stage + 1, Payload::kGradient);
+        slot(a).output_grad = on_device(receive(a, a.stage + 1, Payload::kGradient));
         break;
     }
   }
@@ -154,6 +154,7 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     MicroBatch batch = micro_batch(a.microbatch);
     s.input = batch.input;
     s.targets = batch.targets;
+    s.counted_targets = batch.counted_targets;
   }
   if (!s.targets.defined()) fail(a, "forward without its input");
   if (is_empty(s)) {  // every sample of it was bad: nothing to compute, but the stages go on
@@ -172,7 +173,9 @@ void PipelineExecutor::forward(const Action& a, const MicroBatchSource& micro_ba
     at::Tensor loss = loss_(y, s.targets);
     outcome.add_loss(loss);
     outcome.samples += samples;
-    if (options_.count_targets) add_targets(MicroBatch{at::Tensor(), s.targets}, outcome);
+    if (options_.count_targets) {
+      add_targets(MicroBatch{at::Tensor(), s.targets, s.counted_targets}, outcome);
+    }
     s.output = loss / static_cast<double>(schedule_.microbatches);
     if (loss_scale_ != 1.0) s.output = s.output * loss_scale_;  // fp16's loss scale
   } else {
@@ -201,6 +204,7 @@ void PipelineExecutor::hand_over(const Action& a, const at::Tensor& output) {
   if (is_last(a.stage) || rank_of(a.stage + 1) != rank_) return;
   Slot& next = slot({a.stage + 1, ActionKind::kForward, a.microbatch});
   next.targets = slot(a).targets;
+  next.counted_targets = slot(a).counted_targets;
   next.input = is_empty(next) ? output : output.detach().requires_grad_(true);
 }
 
@@ -294,6 +298,19 @@ void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_
   }
 }
 
+at::Tensor PipelineExecutor::on_device(const at::Tensor& received) const {
+  // An empty micro-batch's markers are never computed with: they stay where they arrived.
+  if (received.numel() == 0 || received.device() == options_.device) return received;
+  return received.to(options_.device);
+}
+
+void PipelineExecutor::receive_targets(const Action& a, Slot& s) {
+  const at::Tensor labels = receive(a, a.stage - 1, Payload::kLabels);
+  // Counted on the host copy, so that the last stage never waits for the device to count them.
+  if (options_.count_targets) s.counted_targets = parallel::counted_targets(labels);
+  s.targets = on_device(labels);
+}
+
 at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload payload) {
   // Until the header arrives the peer is still computing (the bubble); after it, the bytes are
   // in transfer.
@@ -350,8 +367,8 @@ void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& bat
         s = std::move(slots_[{stage, 0}]);
         slots_.erase({stage, 0});
       } else {
-        s.input = receive(a, stage - 1, Payload::kActivations);
-        s.targets = receive(a, stage - 1, Payload::kLabels);
+        s.input = on_device(receive(a, stage - 1, Payload::kActivations));
+        s.targets = on_device(receive(a, stage - 1, Payload::kLabels));
       }
       const at::Tensor y = is_empty(s) ? at::empty({0}) : run_stage(a, s.input);
       if (is_last(stage)) {

@@ -47,6 +47,9 @@ std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::B
 struct PipelineExecutorOptions {
   at::ScalarType autocast = at::kFloat;  // forward under autocast to it (kFloat: none)
   bool count_targets = false;            // StartOptions::count_targets
+  // Where this rank's stages compute: what another rank sends arrives in host memory and is
+  // moved here.
+  c10::Device device = c10::kCPU;
 };
 
 class PipelineExecutor : public StepExecutor {
@@ -76,7 +79,10 @@ class PipelineExecutor : public StepExecutor {
  private:
   // What one (stage, micro-batch) keeps between its actions.
   struct Slot {
-    at::Tensor targets;      // from the micro-batch, passed on with the activations
+    at::Tensor targets;  // from the micro-batch, passed on with the activations
+    // The targets that count in the loss, counted on the host (the feeder's count, or this
+    // rank's of the labels as they arrived): -1 where not counted.
+    int64_t counted_targets = -1;
     at::Tensor input;        // received activations (a leaf that wants its gradient)
     at::Tensor output;       // the stage's output, or the scaled loss on the last stage
     at::Tensor output_grad;  // received from the next stage
@@ -96,6 +102,11 @@ class PipelineExecutor : public StepExecutor {
   void send(const at::Tensor& tensor, const Action& a, int peer_stage, Payload payload);
   // Receives what `peer_stage` sends for `a`'s micro-batch, failing when something else comes.
   at::Tensor receive(const Action& a, int peer_stage, Payload payload);
+  // The labels of `a`'s micro-batch from the previous stage, counted on arrival (count_targets)
+  // and put on this rank's device.
+  void receive_targets(const Action& a, Slot& s);
+  // A received tensor on this rank's device (options().device).
+  at::Tensor on_device(const at::Tensor& received) const;
   // Where forward leaves a stage's output when the next stage runs on this rank too.
   void hand_over(const Action& a, const at::Tensor& output);
   bool is_empty(const Slot& s) const { return s.targets.defined() && s.targets.size(0) == 0; }

@@ -90,6 +90,8 @@ void PipelineLayout::start(const StartOptions& options) {
   PipelineExecutorOptions executor;
   executor.autocast = options.autocast;
   executor.count_targets = options.count_targets;
+  // The model was moved to the rank's device before the layout cut it.
+  if (!parameters_.empty()) executor.device = parameters_.front().second.device();
   const models::Loss& loss = training_loss(*options.loss);
   if (tensor_) tensor_->set_phase_sink(options.observer);
   auto pipelined = std::make_unique<PipelineExecutor>(options_.schedule, stages_, loss, *grad_sync_,

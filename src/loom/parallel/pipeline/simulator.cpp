@@ -97,7 +97,8 @@ Simulation simulate(const Schedule& schedule, const std::vector<StageCosts>& cos
   }
   for (size_t r = 0; r < ranks; ++r) sim.step_seconds = std::max(sim.step_seconds, clock[r]);
   for (size_t s = 0; s < sim.peak_in_flight.size(); ++s) {
-    sim.peak_activation_bytes[s] = sim.peak_in_flight[s] * cost_of(static_cast<int>(s)).activation_bytes;
+    sim.peak_activation_bytes[s] =
+        sim.peak_in_flight[s] * cost_of(static_cast<int>(s)).activation_bytes;
   }
   double busy = 0;
   for (double b : sim.busy_seconds) busy += b;

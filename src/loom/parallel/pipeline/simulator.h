@@ -29,8 +29,8 @@ struct TimedAction {
 };
 
 struct Simulation {
-  double step_seconds = 0;     // the last rank's finish
-  double bubble_fraction = 0;  // idle share of ranks x step time, 0..1
+  double step_seconds = 0;                    // the last rank's finish
+  double bubble_fraction = 0;                 // idle share of ranks x step time, 0..1
   std::vector<double> busy_seconds;           // per rank: computing
   std::vector<int> peak_in_flight;            // per stage: micro-batches whose activations are held
   std::vector<double> peak_activation_bytes;  // per stage

@@ -76,7 +76,9 @@ void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroParti
     if (gradients[i].defined()) {
       gradients[i].copy_(summed.view(gradients[i].sizes()));
     } else {
-      e.tensor.mutable_grad() = summed.view(e.tensor.sizes()).to(e.tensor.scalar_type()).clone();
+      // A copy in the parameter's type on its device (the sum is a float CPU tensor).
+      e.tensor.mutable_grad() =
+          summed.view(e.tensor.sizes()).to(e.tensor.options(), false, /*copy=*/true);
     }
   }
 }
