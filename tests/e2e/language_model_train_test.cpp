@@ -21,6 +21,12 @@
 namespace loom::test {
 namespace {
 
+// fp16 runs (relative to each tensor's largest element, as expect_same_model takes it): a pipeline
+// against one process 5.5e-5 apart here, fp16 against fp32 8.2e-4 (fp16's rounding). A scale
+// applied and not removed (or the other way) leaves the biases, which start at 0, at their start.
+constexpr double kFp16PipelineTolerance = 3e-4;
+constexpr double kFp16Fp32Tolerance = 5e-3;
+
 TEST_F(LanguageModelTrain, OneProcessLearnsAndReportsTokensPerplexityAndMfu) {
   TempDir dir;
   const auto r = run_loom("train" + gpt_args() +
@@ -291,6 +297,37 @@ TEST_F(LanguageModelTrain, PipelinesWithTheTiedEmbeddingOnBothEndsTrainLikeOnePr
     EXPECT_EQ(summary_of(out)["pipeline"]["ranks"], 2);
     expect_like(out, dir / "one");
   }
+}
+
+// fp16 with its loss scaled, through a pipeline whose embedding is tied across its ends: the scale
+// reaches the last stage's loss through the executor that sums the tied copies, an overflow on the
+// last stage's rank skips step 3 on both ranks, and the run ends as one process's fp16 run with
+// the same fault. Near the fp32 run too: the unscaled gradients are fp32's but for fp16's rounding
+// (a scale applied and not removed, or removed and not applied, is far from it).
+TEST_F(LanguageModelTrain, Fp16PipelinesWithATiedEmbeddingScaleTheirLossLikeOneProcess) {
+  TempDir dir;
+  const std::string fp16 = gpt_args() + " --set runtime.precision=fp16";
+  const auto one = run_loom("train" + fp16 + accumulating(2, 4) + " --out " + (dir / "one"),
+                            "LOOM_FAULT_OVERFLOW_RANK_AT_STEP=0:3");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto piped =
+      run_loom(launch(2, fp16 + pipelined(2, 4, "1f1b") + " --out " + (dir / "piped")),
+               "LOOM_FAULT_OVERFLOW_RANK_AT_STEP=1:3");
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  const auto summary = summary_of(dir / "piped");
+  EXPECT_EQ(summary["precision"], "fp16");
+  EXPECT_EQ(summary["loss_scale"]["skipped_steps"], 1) << summary["loss_scale"];
+  EXPECT_EQ(summary["loss_scale"], summary_of(dir / "one")["loss_scale"]);
+  expect_same_model(dir / "piped", dir / "one", kFp16PipelineTolerance);
+
+  // The fp32 run without the fault skips no step: fp16's without it, against fp32's.
+  const auto fp32 =
+      run_loom("train" + gpt_args() + accumulating(2, 4) + " --out " + (dir / "fp32"));
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  const auto plain = run_loom("train" + fp16 + accumulating(2, 4) + " --out " + (dir / "plain"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(summary_of(dir / "plain")["loss_scale"]["skipped_steps"], 0);
+  expect_same_model(dir / "plain", dir / "fp32", kFp16Fp32Tolerance);
 }
 
 // 2 pipelines x 2 stages, plain and with each stage's optimizer state (ZeRO-1) and gradients

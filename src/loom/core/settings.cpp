@@ -40,8 +40,8 @@ const std::vector<SettingInfo>& all_settings() {
        "rank for the stall watchdog to find (empty = never)."},
       {"LOOM_FAULT_OVERFLOW_RANK_AT_STEP", "",
        "Testing aid: RANK:STEP makes training rank RANK backpropagate that step (1-based) from "
-       "an infinite loss scale under runtime.precision fp16, gradients that overflow (empty = "
-       "never)."},
+       "an infinite loss scale under runtime.precision fp16, gradients that overflow (in a "
+       "pipeline, a rank of its last stage, where the loss is; empty = never)."},
       {"LOOM_FAULT_LAUNCH_LATE_LAYOUT_MS", "0",
        "Testing aid: the launcher of a node other than 0 waits this many milliseconds after "
        "joining before it reads the job's layout, so that node 0's ranks may end first (0 = "

@@ -63,7 +63,8 @@ at::Tensor AccumulatingExecutor::forward_backward(const MicroBatch& batch, doubl
   observer_.enter(Phase::kBackward);
   const int64_t count = options_.micro_batches;
   at::Tensor scaled = count > 1 ? loss / static_cast<double>(count) : loss;
-  // A power of two (fp16's loss scale), or 0 or 1: exact.
+  // The weight (1, or 0 for a stand-in) times fp16's loss scale (a power of two; 1 without):
+  // exact.
   const double factor = weight * loss_scale_;
   if (factor != 1.0) scaled = scaled * factor;
   scaled.backward();

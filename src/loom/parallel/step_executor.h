@@ -75,7 +75,8 @@ class StepExecutor {
   // What backward starts from is the loss times `scale` from the next step on (fp16's loss
   // scaling, train/loss_scaler.h): the gradients come out scaled by it, the losses reported do
   // not. 1 by default.
-  void set_loss_scale(double scale) { loss_scale_ = scale; }
+  // An executor that wraps another passes it on.
+  virtual void set_loss_scale(double scale) { loss_scale_ = scale; }
 
  protected:
   double loss_scale_ = 1.0;

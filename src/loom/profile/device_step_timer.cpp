@@ -47,6 +47,7 @@ std::unique_ptr<StepMarks> device_event_marks(c10::Device device) {
 }
 
 void DeviceStepTimer::begin_step() {
+  for (const auto& [phase, mark] : current_.marks) marks_->release(mark);  // a step never ended
   current_ = {};
   phase_ = Phase::kOther;
   current_.marks.emplace_back(Phase::kOther, marks_->record());

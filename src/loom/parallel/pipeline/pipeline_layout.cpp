@@ -30,6 +30,7 @@ class SumTiedAfterStep : public StepExecutor {
     tied_.sum_gradients(comm_, zero_);
     return outcome;
   }
+  void set_loss_scale(double scale) override { inner_->set_loss_scale(scale); }
 
  private:
   std::unique_ptr<StepExecutor> inner_;
