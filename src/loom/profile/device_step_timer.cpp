@@ -3,8 +3,6 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include <optional>
-
 namespace loom::profile {
 namespace {
 
@@ -49,13 +47,12 @@ std::unique_ptr<StepMarks> device_event_marks(c10::Device device) {
 void DeviceStepTimer::begin_step() {
   for (const auto& [phase, mark] : current_.marks) marks_->release(mark);  // a step never ended
   current_ = {};
-  phase_ = Phase::kOther;
   current_.marks.emplace_back(Phase::kOther, marks_->record());
 }
 
 void DeviceStepTimer::enter(Phase phase) {
-  if (current_.marks.empty() || phase == phase_) return;  // outside a step, or no boundary
-  phase_ = phase;
+  // Outside a step, or the phase it is in already: no boundary.
+  if (current_.marks.empty() || phase == current_.marks.back().first) return;
   current_.marks.emplace_back(phase, marks_->record());
 }
 

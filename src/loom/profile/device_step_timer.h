@@ -68,8 +68,7 @@ class DeviceStepTimer {
   void charge(const Step& step);
 
   std::unique_ptr<StepMarks> marks_;
-  Step current_;
-  Phase phase_ = Phase::kOther;
+  Step current_;  // its last mark's phase is the one it is in
   std::deque<Step> ended_;
   StepTimes steady_;
   int64_t steady_steps_ = 0;

@@ -46,7 +46,6 @@ struct RuntimeChoice {
   bool native_bf16 = false;    // the device computes bf16 natively (the GPU's or the CPU's units)
   bool deterministic = false;  // runtime.deterministic: only deterministic algorithms
 
-  bool bf16() const { return precision == "bf16"; }
   // fp16's products need the loss scaled so that small gradients do not flush to zero (and a
   // step whose gradients overflowed skipped): train/loss_scaler.h.
   bool loss_scaling() const { return precision == "fp16"; }
