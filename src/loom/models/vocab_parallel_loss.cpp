@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "loom/core/error.h"
@@ -17,6 +18,18 @@ using torch::autograd::variable_list;
 // Rows widened to float a chunk at a time: the whole share of a step's logits in float would be
 // twice its bf16 size again, at the step's peak (the end of forward).
 constexpr int64_t kRowsAtOnce = 256;
+
+// On the CPU, where reading them costs no wait, targets outside the vocabulary stop the step
+// with an error naming one of them (every rank of the group sees the same targets, so all stop).
+void refuse_targets_outside(const at::Tensor& targets, const at::Tensor& outside, int64_t vocab,
+                            const TensorGroup& group) {
+  if (!outside.any().item<bool>()) return;
+  const int64_t row = at::nonzero(outside)[0][0].item<int64_t>();
+  throw Error("vocabulary-parallel cross-entropy: target " +
+              std::to_string(targets[row].item<int64_t>()) + " of row " + std::to_string(row) +
+              " is outside the vocabulary of " + std::to_string(vocab) + " (tensor rank " +
+              std::to_string(group.rank()) + " of " + std::to_string(group.size()) + ")");
+}
 
 template <typename Each>
 void by_chunks(int64_t rows, const Each& each) {
@@ -34,17 +47,9 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     const int64_t rows = logits.size(0), share = logits.size(1);
     // Ignored targets (kIgnoredTarget) count nowhere: no rank's share holds them.
     const at::Tensor counted = targets.ne(kIgnoredTarget);
-    if (rows > 0) {
-      const at::Tensor checked = targets.masked_select(counted);
-      const int64_t low = checked.numel() ? checked.min().item<int64_t>() : 0,
-                    high = checked.numel() ? checked.max().item<int64_t>() : 0;
-      if (low < 0 || high >= share * group.size()) {
-        throw Error("vocabulary-parallel cross-entropy: target " +
-                    std::to_string(low < 0 ? low : high) + " is outside the vocabulary of " +
-                    std::to_string(share * group.size()) + " (tensor rank " +
-                    std::to_string(group.rank()) + " of " + std::to_string(group.size()) + ")");
-      }
-    }
+    const at::Tensor outside =
+        counted.logical_and(targets.lt(0).logical_or(targets.ge(share * group.size())));
+    if (targets.is_cpu()) refuse_targets_outside(targets, outside, share * group.size(), group);
     // The rows' maxima over the whole vocabulary: each rank's put in its place and summed.
     const auto floats = logits.options().dtype(at::kFloat);  // on the logits' device
     at::Tensor maxima = at::zeros({group.size(), rows}, floats);
@@ -76,15 +81,23 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     // softmax again rather than keep it.
     ctx->save_for_backward({logits, lse, index, mine, counted});
     ctx->saved_data["scale"] = scale;
-    return ((lse - picked).masked_fill(counted.logical_not(), 0).to(at::kDouble).sum() * scale)
-        .to(at::kFloat);
+    // On a device the targets are not read on the host (that would wait for the GPU each
+    // micro-batch): a target outside the vocabulary makes the loss NaN instead, which stops the
+    // run at the next log line naming the step. (The token shards' ids were checked against the
+    // model's vocabulary when they were opened.)
+    const at::Tensor per_row = (lse - picked)
+                                   .masked_fill(counted.logical_not(), 0)
+                                   .masked_fill(outside, std::numeric_limits<float>::quiet_NaN());
+    return (per_row.to(at::kDouble).sum() * scale).to(at::kFloat);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &logits = saved[0], &lse = saved[1], &index = saved[2], &mine = saved[3],
                      &counted = saved[4];
-    const double scale = grad_outputs[0].item<double>() * ctx->saved_data["scale"].toDouble();
+    // The incoming gradient stays a tensor: reading it on the host would wait for a GPU.
+    const at::Tensor scale =
+        grad_outputs[0].to(at::kFloat) * ctx->saved_data["scale"].toDouble();
     at::Tensor grad = at::empty_like(logits);
     // Softmax minus one-hot on this rank's share, a chunk of rows at a time.
     by_chunks(logits.size(0), [&](int64_t first, int64_t n) {

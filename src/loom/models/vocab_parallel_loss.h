@@ -3,7 +3,8 @@
 // vocabulary [B, T, vocab / ranks], and the loss is computed without putting the whole logits
 // together. Three small sums cross the group a step: every rank's row maxima, the rows' sums of
 // exponentials, and each row's target logit (from the rank whose share holds it). Backward is
-// softmax minus one-hot on each rank's share, with no communication.
+// softmax minus one-hot on each rank's share, with no communication. Nothing is read on the host
+// but CPU targets' range: on a GPU a micro-batch never waits for the device here.
 #pragma once
 
 #include "loom/models/loss.h"

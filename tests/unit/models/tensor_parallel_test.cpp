@@ -98,7 +98,8 @@ TEST(TensorParallel, SlicesOfAWholeTensorPutTogetherAreIt) {
 
 // Megatron's vocabulary-parallel cross-entropy on two ranks' halves of the logits is the
 // cross-entropy of the whole logits, and each rank's gradient is its half of the whole one;
-// ignored targets (fine-tuning prompts) count on neither rank.
+// ignored targets (fine-tuning prompts) count on neither rank. The gradient flowing in is scaled
+// (as a loss scale or a mean over micro-batches does) and reaches the logits so.
 TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
   at::manual_seed(3);
   const at::Tensor logits = torch::randn({2, 300, 10}) * 3;  // 600 rows: several chunks
@@ -106,7 +107,7 @@ TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
       torch::randint(0, 10, {2, 300}).masked_fill(torch::rand({2, 300}) < 0.3, kIgnoredTarget);
   const at::Tensor whole = logits.clone().requires_grad_(true);
   const at::Tensor want = TokenCrossEntropyLoss()(whole, targets);
-  want.backward();
+  (want * 3).backward();
   ThreadGroups pair(2);
   at::Tensor got[2], grads[2];
   std::vector<std::thread> ranks;
@@ -115,7 +116,7 @@ TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
       ThreadGroups::Group group(pair, r);
       at::Tensor half = logits.narrow(2, 5 * r, 5).clone().requires_grad_(true);
       got[r] = VocabParallelCrossEntropyLoss(group)(half, targets);
-      got[r].backward();
+      (got[r] * 3).backward();
       grads[r] = half.grad();
     });
   }
@@ -124,6 +125,21 @@ TEST(TensorParallel, VocabularyParallelLossIsTheWholeLogitsLoss) {
     EXPECT_NEAR(got[r].item<double>(), want.item<double>(), 1e-5);
     EXPECT_TRUE(torch::allclose(grads[r], whole.grad().narrow(2, 5 * r, 5), 1e-5, 1e-7)) << r;
   }
+}
+
+// A target outside the vocabulary (as the group's shares make it up) stops the loss with an
+// error, on the CPU before any sum crosses the group; an ignored target is not one.
+at::Tensor targets_of(std::vector<int64_t> ids) { return torch::tensor(ids); }
+
+TEST(TensorParallel, VocabularyParallelLossRefusesATargetOutsideTheVocabulary) {
+  RecordingGroup group;
+  const at::Tensor logits = torch::randn({4, 10});
+  const VocabParallelCrossEntropyLoss loss(group);
+  EXPECT_NO_THROW(loss(logits, targets_of({0, 9, kIgnoredTarget, 3})));
+  const size_t sums = group.passes.size();
+  EXPECT_THROW(loss(logits, targets_of({0, 10, 1, 2})), Error);
+  EXPECT_THROW(loss(logits, targets_of({0, 1, -1, 2})), Error);
+  EXPECT_EQ(group.passes.size(), sums);
 }
 
 // Sequence parallelism's operators on two ranks, forward and backward, against what the ranks'
