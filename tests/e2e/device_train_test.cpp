@@ -147,8 +147,10 @@ TEST(DeviceTrain, OnAGpuACnnTrainsAsOnTheCpu) {
 
 // Data parallelism on GPUs against one rank on a GPU with the same global batch (fp32, no
 // dropout: only the split of the batch differs), as on the CPU (data_parallel_train_test).
+// `servers`: parameter-server ranks launched beside the two (on the CPU), which `layout` uses.
 void expect_two_ranks_train_as_one(const std::string& devices, const std::string& backend,
-                                   const TempDir& dir, const std::string& layout = "") {
+                                   const TempDir& dir, const std::string& layout = "",
+                                   int servers = 0) {
   // Checkpoints at the end only: the comparison reads them.
   const std::string args = tiny_synthetic_args() +
                            " --set model=mlp --set model.dropout=0 --set runtime.precision=fp32"
@@ -156,13 +158,14 @@ void expect_two_ranks_train_as_one(const std::string& devices, const std::string
   const auto one = run_loom("train " + args + " --set runtime.device=cuda:0" +
                             " --set data.batch_size=32 --out " + (dir / "one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto two = run_loom("launch --nproc-per-node 2 -- " + loom_binary() + " train " + args +
-                            layout + " --set runtime.device=" + devices +
-                            " --set data.global_batch=32 --out " + (dir / "two"));
+  const auto two =
+      run_loom("launch --nproc-per-node 2 --servers " + std::to_string(servers) + " -- " +
+               loom_binary() + " train " + args + layout + " --set runtime.device=" + devices +
+               " --set data.global_batch=32 --out " + (dir / "two"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const auto summary = summary_of(dir / "two");
   EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
-  EXPECT_EQ(summary["data_parallel"]["backend"], backend);
+  if (!backend.empty()) EXPECT_EQ(summary["data_parallel"]["backend"], backend);
   expect_same_model(dir / "two", dir / "one", 1e-4);
 }
 
@@ -184,6 +187,24 @@ TEST(DeviceTrain, OnAGpuTwoRanksSharingItTrainAsOneUnderEveryZeroStage) {
     expect_two_ranks_train_as_one("cuda:0", "cpu:shm,cuda:shm via host", dir,
                                   " --set parallel.zero=" + std::to_string(zero));
     EXPECT_EQ(summary_of(dir / "two")["layout"]["zero"], zero);
+  }
+}
+
+// Parameter servers (on the CPU) for two workers sharing the GPU: synchronous (the buckets'
+// parts pushed from the GPU through host memory), and at a staleness of 0 with the optimizer on
+// the workers (their moves pushed) and on the servers (gradients pushed): each as one rank.
+TEST(DeviceTrain, OnAGpuTwoWorkersOfParameterServersTrainAsOne) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  const std::string ps = " --set parallel.mode=ps --set parallel.ps.servers=1";
+  for (const std::string& mode :
+       {std::string(), std::string(" --set parallel.ps.mode=ssp"),
+        std::string(" --set parallel.ps.mode=ssp --set parallel.ps.optimizer_on=server")}) {
+    SCOPED_TRACE(mode);
+    TempDir dir;
+    expect_two_ranks_train_as_one("cuda:0", "", dir, ps + mode, 1);
+    const auto summary = summary_of(dir / "two");
+    EXPECT_EQ(summary["parameter_servers"]["workers"], 2) << summary["parameter_servers"];
+    EXPECT_EQ(summary["device"], "cuda:0");
   }
 }
 

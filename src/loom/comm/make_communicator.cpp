@@ -5,6 +5,7 @@
 #include "loom/comm/hierarchical_communicator.h"
 #include "loom/comm/per_device_communicator.h"
 #include "loom/comm/shm_communicator.h"
+#include "loom/comm/staging_communicator.h"
 #include "loom/comm/tcp_communicator.h"
 #include "loom/core/backend_spec.h"
 #include "loom/core/error.h"
@@ -78,6 +79,23 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend,
   auto host = job_host_backend(spec.cpu, rendezvous, options);
   return finish(std::move(host), spec, std::move(rendezvous), std::move(ranks), "world", options,
                 device);
+}
+
+std::unique_ptr<Communicator> make_host_staged_communicator(const std::string& backend,
+                                                            std::shared_ptr<Rendezvous> rendezvous,
+                                                            CommOptions options,
+                                                            c10::Device device) {
+  const BackendSpec spec = parse_backend_spec(backend, kKey);
+  std::unique_ptr<Communicator> communicator = job_host_backend(spec.cpu, rendezvous, options);
+  if (!device.is_cpu()) {
+    auto staging = std::make_unique<StagingCommunicator>(*communicator);
+    communicator = std::make_unique<PerDeviceCommunicator>(std::move(communicator), device.type(),
+                                                           std::move(staging));
+  }
+  if (options.check_calls) {
+    communicator = std::make_unique<CheckedCommunicator>(std::move(communicator));
+  }
+  return communicator;
 }
 
 std::unique_ptr<Communicator> make_group_communicator(const std::string& backend,

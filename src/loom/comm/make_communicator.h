@@ -22,6 +22,15 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend,
                                                 CommOptions options,
                                                 c10::Device device = c10::kCPU);
 
+// The job's communicator where some ranks keep no device (parameter servers, whose tensors are
+// the CPU's): the CPU's backend alike on every rank, and where this rank computes on `device`,
+// that device's tensors staged through host memory over it. No device backend is agreed among
+// the ranks, as the servers could take no part in one.
+std::unique_ptr<Communicator> make_host_staged_communicator(const std::string& backend,
+                                                            std::shared_ptr<Rendezvous> rendezvous,
+                                                            CommOptions options,
+                                                            c10::Device device);
+
 // A communicator over some of the job's ranks (`ranks`, ascending job ranks; group rank i is
 // ranks[i]), e.g. the stages of one pipeline, or one stage's data-parallel replicas. Shared
 // memory when they share a host and `backend` allows it, else tcp; `device`'s tensors as for

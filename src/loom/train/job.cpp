@@ -44,9 +44,15 @@ parallel::ps::ServerHooks trace_hooks(const Config& config, const std::string& o
 // servers their description and the workers' own group.
 void connect(Job& job, const Config& config) {
   job.rendezvous = comm::Rendezvous::connect(job.world, comm_options(config).timeout);
-  job.communicator = comm::make_communicator(config.comm.backend, job.rendezvous,
-                                             comm_options(config), job.device);
-  if (!job.plan.servers) return;
+  if (!job.plan.servers) {
+    job.communicator = comm::make_communicator(config.comm.backend, job.rendezvous,
+                                               comm_options(config), job.device);
+    return;
+  }
+  // The servers keep CPU tensors: what a worker on a GPU sends them, or they send it, travels
+  // through host memory (the pushes and pulls are host copies of the parameters or gradients).
+  job.communicator = comm::make_host_staged_communicator(config.comm.backend, job.rendezvous,
+                                                         comm_options(config), job.device);
   job.ps = parallel::ps::describe_servers(*job.rendezvous, job.plan);
   if (job.plan.serves()) return;
   // The workers train as data-parallel ranks among themselves and send their gradients through

@@ -21,32 +21,12 @@
 
 namespace loom::train {
 
-namespace {
-
-// On GPUs: one process, and every layout of all-reduce data parallelism, ZeRO, tensor groups and
-// pipelines (gradient buckets, shards and the groups' activations exchanged by NCCL, or through
-// host memory where ranks share a GPU; a pipeline's messages through host memory). Parameter
-// servers still keep and send CPU tensors of their own: with them a GPU run is refused before
-// anything is built, naming the key.
-void refuse_layouts_off_the_cpu(const DeviceChoice& device, const parallel::LayoutPlan& plan) {
-  if (device.device.is_cpu() || plan.world <= 1 || !plan.servers) return;
-  throw ConfigError::at_key("runtime.device",
-                            "'" + device.device.str() + "': " + std::to_string(plan.world) +
-                                " ranks (" + plan.describe() +
-                                ") cannot train on GPUs yet: parameter servers keep CPU "
-                                "tensors; all-reduce layouts can (docs/gpu.md)",
-                            {{"problem", "device_layout"}, {"value", device.device.str()}});
-}
-
-}  // namespace
-
 RunParts build_run_parts(const Config& config, const TrainOptions& options,
                          const LayoutFactory& layouts, int replica, int replicas, bool leader,
                          RunInfo& info) {
   const parallel::LayoutPlan& plan = layouts.plan().layout;
   use_configured_allocator(config.runtime.allocator, options.topology.memory_bytes);
   const DeviceChoice device = choose_device(config.runtime, options.local_rank);
-  refuse_layouts_off_the_cpu(device, plan);
   at::manual_seed(static_cast<uint64_t>(config.seed));
   RunParts parts;
   // Batches bound for a GPU are pinned, so that their copies run beside the step.
