@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "e2e/json_output.h"
@@ -28,6 +29,17 @@ std::string cnn_args() {
 }
 
 bool have_gpu() { return cuda_availability().devices > 0; }
+
+// The step records of metrics.jsonl in `run` that split their steps on the device's clock.
+int device_step_records(const std::string& run) {
+  int records = 0;
+  std::istringstream lines(read_text(run + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] == "step" && record.contains("device_phase_seconds")) ++records;
+  }
+  return records;
+}
 
 TEST(DeviceTrain, AValueThatIsNoDeviceExitsTwoNamingTheKey) {
   TempDir dir;
@@ -56,6 +68,7 @@ TEST(DeviceTrain, WithoutAGpuCudaExitsTwoAndAutoTrainsOnTheCpu) {
   EXPECT_EQ(summary["choices"]["device"].get<std::string>().rfind("auto: ", 0), 0u) << summary;
   EXPECT_EQ(summary["memory"]["device_peak_allocated_bytes"], 0);
   EXPECT_TRUE(summary["step_time"]["device"].is_null()) << summary["step_time"];
+  EXPECT_EQ(device_step_records(dir / "auto"), 0);
   // The same run as the CPU's by default.
   const auto cpu = run_loom("train --out " + (dir / "cpu") + cnn_args());
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
@@ -122,6 +135,8 @@ void expect_gpu_trains_as_the_cpu(const std::string& args, const TempDir& dir) {
   EXPECT_GT(summary["memory"]["device_peak_allocated_bytes"].get<int64_t>(), 0);
   expect_device_step_times(summary);
   EXPECT_TRUE(summary_of(dir / "cpu")["step_time"]["device"].is_null());
+  EXPECT_GE(device_step_records(dir / "gpu"), 1);
+  EXPECT_EQ(device_step_records(dir / "cpu"), 0);
   expect_same_model(dir / "gpu", dir / "cpu", 1e-4);
 
   // Written on the GPU at step 4, resumed on the CPU; and the other way.

@@ -77,14 +77,22 @@ void DeviceStepTimer::read(bool wait) {
   }
 }
 
+DeviceStepTimer::Window DeviceStepTimer::take_window() {
+  Window taken = window_;
+  window_ = {};
+  return taken;
+}
+
 void DeviceStepTimer::charge(const Step& step) {
-  if (!step.steady) return;
   StepTimes times;
   for (size_t i = 0; i + 1 < step.marks.size(); ++i) {
     const auto& [phase, mark] = step.marks[i];
     times.seconds[static_cast<size_t>(phase)] += marks_->seconds(mark, step.marks[i + 1].second);
   }
   times.wall = marks_->seconds(step.marks.front().second, step.marks.back().second);
+  window_.times += times;
+  ++window_.steps;
+  if (!step.steady) return;
   steady_ += times;
   ++steady_steps_;
 }

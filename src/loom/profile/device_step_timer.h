@@ -56,6 +56,12 @@ class DeviceStepTimer {
 
   // The steady steps read so far, summed; `wall` is their device time from first mark to last.
   const StepTimes& steady() const { return steady_; }
+  // Every step read since the last call (steady or not), summed, and how many; then none.
+  struct Window {
+    StepTimes times;
+    int64_t steps = 0;
+  };
+  Window take_window();
   int64_t steady_steps() const { return steady_steps_; }
   // Steps ended but not read yet.
   size_t unread_steps() const { return ended_.size(); }
@@ -72,6 +78,7 @@ class DeviceStepTimer {
   std::deque<Step> ended_;
   StepTimes steady_;
   int64_t steady_steps_ = 0;
+  Window window_;
 };
 
 }  // namespace loom::profile

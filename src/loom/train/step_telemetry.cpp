@@ -121,7 +121,30 @@ nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, do
   }
   nlohmann::ordered_json out = {{"step_seconds", window_.wall / n}, {"phase_seconds", phases}};
   window_ = {};
+  log_device_window(step, out);
   return out;
+}
+
+void StepTelemetry::log_device_window(int64_t step, nlohmann::ordered_json& out) {
+  profile::DeviceStepTimer::Window window;
+  with_device_timer([&window](profile::DeviceStepTimer& t) {
+    t.read(/*wait=*/false);
+    window = t.take_window();
+  });
+  if (window.steps == 0) return;
+  const double n = static_cast<double>(window.steps);
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+    const auto phase = static_cast<Phase>(i);
+    phases[profile::phase_name(phase)] = window.times[phase] / n;
+    if (events_) {
+      events_->scalar(std::string("device_step_share/") + profile::phase_name(phase), step,
+                      window.times.share(phase));
+    }
+  }
+  out["device_steps"] = window.steps;
+  out["device_step_seconds"] = window.times.wall / n;
+  out["device_phase_seconds"] = phases;
 }
 
 void StepTelemetry::log_eval(int64_t step, double loss, double accuracy, double perplexity) {

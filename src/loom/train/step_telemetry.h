@@ -91,6 +91,9 @@ class StepTelemetry {
     }
   }
   void device_timing_failed(const c10::Error& e);
+  // The device's phases of the steps it has finished since the last log line, into `out`
+  // (metrics.jsonl's step record) and TensorBoard; nothing on the CPU.
+  void log_device_window(int64_t step, nlohmann::ordered_json& out);
 
   const ProfileConfig profile_;
   StallWatchdog* watchdog_ = nullptr;

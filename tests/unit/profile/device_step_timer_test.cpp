@@ -82,8 +82,9 @@ TEST(DeviceStepTimer, ChargesEachSpanToItsPhaseOnceTheDeviceHasPassedIt) {
   EXPECT_EQ(device.waits, 0);
 }
 
-// Steps out of the steady state are read and left out; the run's end waits for the last ones. A
-// step begun and never ended gives its marks back.
+// Steps out of the steady state are read and left out of the steady sums (a log line's window
+// has every step read since the last); the run's end waits for the last ones. A step begun and
+// never ended gives its marks back.
 TEST(DeviceStepTimer, TheEndWaitsForTheStepsLeftAndOnlySteadyOnesCount) {
   ScriptedMarks::State device;
   DeviceStepTimer timer(std::make_unique<ScriptedMarks>(device));
@@ -105,6 +106,12 @@ TEST(DeviceStepTimer, TheEndWaitsForTheStepsLeftAndOnlySteadyOnesCount) {
   EXPECT_EQ(timer.steady().wall, 6);
   EXPECT_EQ(device.times.size(), 9u);  // the abandoned step's mark was given out again
   EXPECT_EQ(device.released, 10);
+  const DeviceStepTimer::Window window = timer.take_window();
+  EXPECT_EQ(window.steps, 3);
+  EXPECT_EQ(window.times[Phase::kDataWait], 6);
+  EXPECT_EQ(window.times[Phase::kOther], 3);
+  EXPECT_EQ(window.times.wall, 9);
+  EXPECT_EQ(timer.take_window().steps, 0);
 }
 
 }  // namespace
