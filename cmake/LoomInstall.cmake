@@ -90,6 +90,7 @@ set(LOOM_PUBLIC_HEADERS
   loom/profile/autotuner.h
   loom/profile/cost_plan.h
   loom/profile/cost_planner.h
+  loom/profile/host_syncs.h
   loom/profile/report.h
   loom/profile/step_timer.h
   loom/profile/tfevents_writer.h

@@ -68,6 +68,7 @@ TEST(DeviceTrain, WithoutAGpuCudaExitsTwoAndAutoTrainsOnTheCpu) {
   EXPECT_EQ(summary["choices"]["device"].get<std::string>().rfind("auto: ", 0), 0u) << summary;
   EXPECT_EQ(summary["memory"]["device_peak_allocated_bytes"], 0);
   EXPECT_TRUE(summary["step_time"]["device"].is_null()) << summary["step_time"];
+  EXPECT_TRUE(summary["host_syncs"].is_null()) << summary["host_syncs"];
   EXPECT_EQ(device_step_records(dir / "auto"), 0);
   // The same run as the CPU's by default.
   const auto cpu = run_loom("train --out " + (dir / "cpu") + cnn_args());
@@ -137,6 +138,11 @@ void expect_gpu_trains_as_the_cpu(const std::string& args, const TempDir& dir) {
   EXPECT_TRUE(summary_of(dir / "cpu")["step_time"]["device"].is_null());
   EXPECT_GE(device_step_records(dir / "gpu"), 1);
   EXPECT_EQ(device_step_records(dir / "cpu"), 0);
+  // No step waits for the GPU on the host: torch's synchronisation warnings counted none.
+  ASSERT_TRUE(summary["host_syncs"].is_object()) << summary;
+  EXPECT_GT(summary["host_syncs"]["steps"].get<int64_t>(), 0);
+  EXPECT_EQ(summary["host_syncs"]["per_step"], 0.0) << summary["host_syncs"];
+  EXPECT_TRUE(summary_of(dir / "cpu")["host_syncs"].is_null());
   expect_same_model(dir / "gpu", dir / "cpu", 1e-4);
 
   // Written on the GPU at step 4, resumed on the CPU; and the other way.
@@ -181,6 +187,10 @@ void expect_two_ranks_train_as_one(const std::string& devices, const std::string
   const auto summary = summary_of(dir / "two");
   EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
   if (!backend.empty()) EXPECT_EQ(summary["data_parallel"]["backend"], backend);
+  // Through host memory, each bucket's copy to the host waits for the GPU: the counter sees it.
+  if (backend.find("via host") != std::string::npos) {
+    EXPECT_GT(summary["host_syncs"]["per_step"].get<double>(), 0.0) << summary["host_syncs"];
+  }
   expect_same_model(dir / "two", dir / "one", 1e-4);
 }
 

@@ -3,7 +3,6 @@
 // clip_grad.h uses torch::Tensor without including its declaration: types.h goes first.
 // clang-format off
 #include <torch/types.h>
-#include <torch/nn/utils/clip_grad.h>
 // clang-format on
 
 #include <algorithm>
@@ -42,9 +41,11 @@ void ParallelLayout::clip_gradients(double max_norm) {
   };
   if (!parts_.trainers || replicated()) {
     // This rank's gradients are the whole model's (replicas hold the same).
-    std::vector<at::Tensor> tensors;
-    for (const auto& [name, p] : parameters_) tensors.push_back(p);
-    torch::nn::utils::clip_grad_norm_(tensors, max_norm);
+    std::vector<at::Tensor> gradients;
+    for (const auto& [name, p] : parameters_) {
+      if (p.grad().defined()) gradients.push_back(p.grad());
+    }
+    clip_whole_gradients(gradients, max_norm);
     return;
   }
   std::vector<at::Tensor> counted;
@@ -252,6 +253,16 @@ LayoutReport ParallelLayout::report() {
   for (const LayoutPiece* piece : parts_.applied) piece->describe(r);
   for (const LayoutMetrics* piece : metrics()) piece->fill(r);
   return r;
+}
+
+void clip_whole_gradients(const std::vector<at::Tensor>& gradients, double max_norm) {
+  if (gradients.empty()) return;
+  std::vector<at::Tensor> norms;
+  for (const at::Tensor& g : gradients) norms.push_back(g.norm(2.0));
+  const at::Tensor norm = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2.0);
+  const at::Tensor coefficient = at::clamp(max_norm / (norm + 1e-6), std::nullopt, 1.0);
+  at::NoGradGuard no_grad;
+  for (at::Tensor g : gradients) g.mul_(coefficient);
 }
 
 void clip_gradients_across(const std::vector<at::Tensor>& counted,

@@ -61,6 +61,11 @@ struct StartOptions {
   std::function<void()> release_optimizer_state;
 };
 
+// Scales `gradients` (a whole model's) so that their norm is at most `max_norm`: torch's
+// clip_grad_norm_, bit for bit, without its read of the norm on the host (it returns it), which
+// on a GPU would wait for the step's queue to drain.
+void clip_whole_gradients(const std::vector<at::Tensor>& gradients, double max_norm);
+
 // Scales gradients so that their norm over every rank of `comm` is at most `max_norm` (as
 // torch's clip_grad_norm_ does for one process): the norm over every rank's `counted` (each
 // element counted on one rank only), then every tensor of `scaled` scaled by the same factor

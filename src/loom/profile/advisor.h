@@ -31,9 +31,9 @@
 //                    waits that grow with the step (the input), other processes on this
 //                    process's cores or a hypervisor's steal (a shared host), or else what to
 //                    check
-//   precision, memory_format, low_mfu, device_memory  on a GPU, in place of the CPU's rules
-//                    (threads, reference_blas, precision, memory_format, low_utilisation):
-//                    profile/gpu_advice.h
+//   precision, memory_format, low_mfu, device_memory, host_sync  on a GPU, in place of the
+//                    CPU's rules (threads, reference_blas, precision, memory_format,
+//                    low_utilisation): profile/gpu_advice.h
 //   overfitting      the validation loss rose at each of the last kOverfitRises evaluations
 //                    while the train loss fell: names the best evaluation's step (Finding::step)
 //                    and checkpoint.keep_best, which keeps its checkpoint
@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/profile/host_syncs.h"
 #include "loom/profile/step_timer.h"
 
 namespace loom::profile {
@@ -88,6 +89,8 @@ struct RunProfile {
   double device_peak_reserved_bytes = 0;
   double device_memory_bytes = 0;
   bool on_gpu() const { return device.rfind("cuda", 0) == 0; }
+  // A GPU's host synchronisations over its first steady steps (steps 0: not counted).
+  HostSyncs host_syncs;
   // The BLAS fp32 matrix products ran on (BlasLibrary::name), the file, and their measured rate.
   std::string blas;
   std::string blas_path;

@@ -1,6 +1,9 @@
 #include "loom/profile/gpu_advice.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "loom/core/text.h"
 
@@ -11,6 +14,8 @@ constexpr double kLowMfu = 0.25, kVeryLowMfu = 0.10;
 constexpr double kInputShare = 0.20;    // input_bound's high threshold
 constexpr int64_t kSmallGpuBatch = 32;  // samples a micro-batch
 constexpr double kDeviceMemoryShare = 0.90;
+// Host synchronisations a step (beyond fp16's one): a moderate finding from one, high from four.
+constexpr double kHostSyncsPerStep = 1.0, kManyHostSyncsPerStep = 4.0;
 
 // In a script: torch's autocast, which is what Loom's bf16 is (fp32 weights).
 std::string gpu_bf16_setting(const RunProfile& run) {
@@ -119,6 +124,58 @@ void add_device_memory(const RunProfile& run, std::vector<Finding>& out) {
   out.push_back(f);
 }
 
+// Where a step's host synchronisations were, most first: "backward 3, forward 1".
+std::string phases_of(const HostSyncs& syncs) {
+  std::vector<std::pair<double, Phase>> phases;
+  for (size_t i = 0; i < kPhaseCount; ++i) {
+    const auto phase = static_cast<Phase>(i);
+    if (syncs.by_phase[i] > 0) phases.emplace_back(syncs.per_step(phase), phase);
+  }
+  std::stable_sort(phases.begin(), phases.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text;
+  for (const auto& [count, phase] : phases) {
+    text +=
+        (text.empty() ? "" : ", ") + std::string(phase_name(phase)) + " " + format_number(count);
+  }
+  return text;
+}
+
+void add_host_sync(const RunProfile& run, std::vector<Finding>& out) {
+  const HostSyncs& syncs = run.host_syncs;
+  if (syncs.steps == 0) return;
+  // Under fp16 the loss scaler reads its overflow flag once a step: the price of skipping the
+  // steps that overflow, not something to find.
+  const bool fp16 = run.precision == "fp16";
+  const double found = syncs.per_step() - (fp16 ? 1.0 : 0.0);
+  if (found < kHostSyncsPerStep) return;
+  Finding f{
+      "host_sync",
+      found >= kManyHostSyncsPerStep ? "high" : "moderate",
+      "the host waited for " + run.device + " " + format_number(syncs.per_step()) +
+          " times a step (" + phases_of(syncs) + (fp16 ? "; one is fp16's loss-scale check" : "") +
+          "): each wait drains the GPU's queue, which then idles while the host queues more",
+      run.python ? "look in those phases of the step for reads of GPU values on the host: .item(), "
+                   ".cpu(), .tolist(), printing a tensor, nonzero or boolean-mask indexing, a "
+                   "Python condition on a tensor (torch.cuda.set_sync_debug_mode(\"warn\") names "
+                   "each line); read the loss every few steps, not every step"
+                 : "in backward or comm_exposed with ranks that share a GPU, the gradient exchange "
+                   "goes through host memory (comm.backend cuda:host): ranks on GPUs of their own "
+                   "exchange with NCCL without waiting; elsewhere, a TorchScript model's own reads "
+                   "(.item(), nonzero, boolean-mask indexing)",
+      "",
+      0};
+  f.measured = {{"syncs_per_step", syncs.per_step()},
+                {"counted_steps", static_cast<double>(syncs.steps)}};
+  for (size_t i = 0; i < kPhaseCount; ++i) {
+    const auto phase = static_cast<Phase>(i);
+    if (syncs.by_phase[i] > 0) {
+      f.measured[std::string(phase_name(phase)) + "_syncs_per_step"] = syncs.per_step(phase);
+    }
+  }
+  out.push_back(f);
+}
+
 }  // namespace
 
 void add_gpu_findings(const RunProfile& run, std::vector<Finding>& out) {
@@ -127,6 +184,7 @@ void add_gpu_findings(const RunProfile& run, std::vector<Finding>& out) {
   add_memory_format(run, out);
   add_low_mfu(run, out);
   add_device_memory(run, out);
+  add_host_sync(run, out);
 }
 
 }  // namespace loom::profile

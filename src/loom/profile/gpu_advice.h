@@ -16,6 +16,10 @@
 //                  (ANCHORS.md), so below 25% leaves a known gain on the table.
 //   device_memory  the caching allocator's peak reservation >= 90% of the GPU's memory: the next
 //                  larger batch or a fragmenting allocation runs out
+//   host_sync      the host waited for the GPU once a step or more (high from four), beyond the
+//                  fp16 loss scale's one check: torch's synchronisation warnings counted over the
+//                  first steady steps (host_sync_counter.h), by phase. Each wait drains the
+//                  GPU's queue, and the GPU idles while the host queues the next work
 // Apart from advisor.cpp: what slows a GPU's step is its own subject.
 #pragma once
 

@@ -142,6 +142,7 @@ void RunAccounting::fill_summary(TrainSummary& s) const {
     s.device_step_times = device->steady();
     s.device_steady_steps = device->steady_steps();
   }
+  s.host_syncs = telemetry_.host_syncs();
   if (comm_steps_ > 0) {
     const auto steps = static_cast<double>(comm_steps_);
     s.comm_bytes_per_step = comm_bytes_ / steps;
@@ -157,6 +158,7 @@ void RunAccounting::finish(TrainSummary& s, profile::RunProfile p) const {
   p.device_clock = s.device_step_times.has_value() && s.device_steady_steps > 0;
   p.step_times = p.device_clock ? *s.device_step_times : s.step_times;
   p.steps = p.device_clock ? s.device_steady_steps : s.steady_steps;
+  p.host_syncs = s.host_syncs;
   p.samples_per_second = s.samples_per_second;
   // The host's usable cores (a rank of several may have been given its share of them).
   p.usable_cores = usable_cores(host.affinity_cores, host.quota_cores);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "loom/core/cuda_sync_warnings.h"
 #include "loom/core/log.h"
 #include "loom/core/settings.h"
 #include "loom/core/thread_cpu_time.h"
@@ -49,6 +50,7 @@ void StepTelemetry::begin_step(int64_t index) {
   *tracing_ = trace_ && index >= first && index < first + profile_.trace_active;
   timer_.begin_step(*tracing_);
   with_device_timer([](profile::DeviceStepTimer& t) { t.begin_step(); });
+  if (sync_counter_) sync_counter_->begin_step();
 }
 
 void StepTelemetry::device_timing_failed(const c10::Error& e) {
@@ -58,8 +60,12 @@ void StepTelemetry::device_timing_failed(const c10::Error& e) {
 }
 
 void StepTelemetry::time_on_device(c10::Device device) {
-  if (!device.is_cpu())
-    device_timer_ = std::make_unique<profile::DeviceStepTimer>(profile::device_event_marks(device));
+  if (device.is_cpu()) return;
+  device_timer_ = std::make_unique<profile::DeviceStepTimer>(profile::device_event_marks(device));
+  if (!device.is_cuda()) return;
+  sync_counter_ = std::make_unique<profile::HostSyncCounter>(
+      [](bool on) { return set_cuda_sync_warnings(on); });
+  if (!sync_counter_->counting()) sync_counter_.reset();
 }
 
 profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
@@ -68,6 +74,11 @@ profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
     t.end_step(steady);
     t.read(/*wait=*/false);  // the steps the device has passed: no waiting here
   });
+  if (sync_counter_) {
+    sync_counter_->end_step(steady);
+    host_syncs_ = sync_counter_->totals();
+    if (host_syncs_.steps >= kSyncCountedSteps) sync_counter_.reset();  // warnings off again
+  }
   if (*tracing_) trace_step(step);
   window_ += times;
   if (steady) {

@@ -17,6 +17,7 @@
 #include "loom/data/batch_source.h"
 #include "loom/profile/device_step_timer.h"
 #include "loom/profile/host_load.h"
+#include "loom/profile/host_sync_counter.h"
 #include "loom/profile/step_series.h"
 #include "loom/profile/step_timer.h"
 #include "loom/profile/tfevents_writer.h"
@@ -45,17 +46,24 @@ class StepTelemetry {
   void enter(profile::Phase phase) {
     timer_.enter(phase);
     with_device_timer([phase](profile::DeviceStepTimer& t) { t.enter(phase); });
+    if (sync_counter_) sync_counter_->enter(phase);
     if (watchdog_) watchdog_->enter(phase);
   }
   // The steps compute on `device`: where it is not the CPU, their phases are also timed on its
-  // clock (profile/device_step_timer.h). Before the first step.
+  // clock (profile/device_step_timer.h), and on a GPU the first kSyncCountedSteps steady steps'
+  // host synchronisations are counted (profile/host_sync_counter.h). Before the first step, on
+  // the thread that runs the steps.
   void time_on_device(c10::Device device);
+  static constexpr int64_t kSyncCountedSteps = 20;
+  // What was counted (steps 0: nothing, as on the CPU). Counting stops at the run's end.
+  const profile::HostSyncs& host_syncs() const { return host_syncs_; }
   // The steady steps' phases on the device's clock, once read_device_times() read them all; null
   // on the CPU (and where the device's events failed).
   const profile::DeviceStepTimer* device_times() const { return device_timer_.get(); }
   // Reads every step's device times, waiting for the device to pass the last (the run's end).
   void read_device_times() {
     with_device_timer([](profile::DeviceStepTimer& t) { t.read(/*wait=*/true); });
+    sync_counter_.reset();
   }
   // Phases also go to the stall watchdog from now on (not owned; null: none).
   void set_watchdog(StallWatchdog* watchdog) { watchdog_ = watchdog; }
@@ -100,6 +108,9 @@ class StepTelemetry {
   data::BatchSource* train_;
   profile::StepTimer timer_;
   std::unique_ptr<profile::DeviceStepTimer> device_timer_;  // null on the CPU
+  // Null on the CPU, where torch's switch cannot be reached, and once enough steps are counted.
+  std::unique_ptr<profile::HostSyncCounter> sync_counter_;
+  profile::HostSyncs host_syncs_;
   profile::StepTimes window_, steady_;
   int64_t steady_steps_ = 0;
   profile::StepSeries series_;

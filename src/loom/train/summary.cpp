@@ -41,6 +41,17 @@ nlohmann::ordered_json step_time_json(const TrainSummary& s) {
   return out;
 }
 
+// A GPU's host synchronisations a step, by phase, over the steps counted; null where none were.
+nlohmann::ordered_json host_syncs_json(const profile::HostSyncs& syncs) {
+  if (syncs.steps == 0) return nullptr;
+  nlohmann::ordered_json by_phase = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < profile::kPhaseCount; ++i) {
+    const auto phase = static_cast<profile::Phase>(i);
+    by_phase[profile::phase_name(phase)] = syncs.per_step(phase);
+  }
+  return {{"steps", syncs.steps}, {"per_step", syncs.per_step()}, {"by_phase", by_phase}};
+}
+
 nlohmann::ordered_json peak_megabytes(const TrainSummary& s) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (double bytes : s.layout.peak_bytes) out.push_back(bytes / (1 << 20));
@@ -241,6 +252,7 @@ void write_summary(const std::string& path, const TrainSummary& s, const Topolog
         {"gradient_bytes", s.gradient_bytes},
         {"parameter_bytes", s.parameter_bytes}}},
       {"step_time", step_time_json(s)},
+      {"host_syncs", host_syncs_json(s.host_syncs)},
       {"findings", findings_json(s.findings)},
       {"notices", findings_json(s.notices)},
       {"mfu",

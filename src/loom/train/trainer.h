@@ -156,6 +156,8 @@ struct TrainSummary {
   // The same steps' phases on the device's clock (profile/device_step_timer.h); none on the CPU.
   std::optional<profile::StepTimes> device_step_times;
   int64_t device_steady_steps = 0;
+  // A GPU's host synchronisations over the first steady steps (steps 0: not counted).
+  profile::HostSyncs host_syncs;
   std::vector<profile::Finding> findings;  // the advisor's, most important first
   std::vector<profile::Finding> notices;   // said at the start (start_notices.h)
   // How the ranks shared the work: the layout's plan and its own report, and the gradient

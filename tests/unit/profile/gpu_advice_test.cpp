@@ -113,5 +113,32 @@ TEST(Advisor, OnAGpuNearlyFullMemoryIsNamed) {
   EXPECT_EQ(find(advise(r), "device_memory")->key, "data.batch_size");
 }
 
+// Host synchronisations a step: none counted (the CPU, or too few) is no finding; fp16's one
+// loss-scale check is left out; one more is moderate, four high, by phase.
+TEST(Advisor, OnAGpuHostSynchronisationsInTheStepAreNamedByPhase) {
+  RunProfile r = run_on_gpu(0.4);
+  EXPECT_EQ(find(advise(r), "host_sync"), nullptr);  // not counted
+  r.host_syncs.steps = 20;
+  r.host_syncs.by_phase[static_cast<size_t>(Phase::kOptimizer)] = 20;  // one a step
+  r.precision = "fp16";
+  EXPECT_EQ(find(advise(r), "host_sync"), nullptr);  // the loss scale's check
+  r.precision = "bf16";
+  const Finding* one = find(advise(r), "host_sync");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->severity, "moderate");
+  EXPECT_EQ(one->measured.at("syncs_per_step"), 1.0);
+  EXPECT_EQ(one->measured.at("optimizer_syncs_per_step"), 1.0);
+  r.host_syncs.by_phase[static_cast<size_t>(Phase::kBackward)] = 60;
+  const auto findings = advise(r);
+  const Finding* four = find(findings, "host_sync");
+  ASSERT_NE(four, nullptr);
+  EXPECT_EQ(four->severity, "high");
+  EXPECT_EQ(four->measured.at("backward_syncs_per_step"), 3.0);
+  EXPECT_EQ(four->measured.at("counted_steps"), 20.0);
+  EXPECT_EQ(four->measured.count("forward_syncs_per_step"), 0u);
+  r.device = "cpu";  // a GPU's rule
+  EXPECT_EQ(find(advise(r), "host_sync"), nullptr);
+}
+
 }  // namespace
 }  // namespace loom::profile
