@@ -95,9 +95,10 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &logits = saved[0], &lse = saved[1], &index = saved[2], &mine = saved[3],
                      &counted = saved[4];
-    // The incoming gradient stays a tensor: reading it on the host would wait for a GPU.
+    // The incoming gradient stays a tensor: reading it on the host would wait for a GPU. The
+    // product in double, rounded to float once.
     const at::Tensor scale =
-        grad_outputs[0].to(at::kFloat) * ctx->saved_data["scale"].toDouble();
+        (grad_outputs[0].to(at::kDouble) * ctx->saved_data["scale"].toDouble()).to(at::kFloat);
     at::Tensor grad = at::empty_like(logits);
     // Softmax minus one-hot on this rank's share, a chunk of rows at a time.
     by_chunks(logits.size(0), [&](int64_t first, int64_t n) {

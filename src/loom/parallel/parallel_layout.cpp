@@ -257,11 +257,11 @@ LayoutReport ParallelLayout::report() {
 
 void clip_whole_gradients(const std::vector<at::Tensor>& gradients, double max_norm) {
   if (gradients.empty()) return;
+  at::NoGradGuard no_grad;
   std::vector<at::Tensor> norms;
   for (const at::Tensor& g : gradients) norms.push_back(g.norm(2.0));
   const at::Tensor norm = norms.size() == 1 ? norms.front() : at::stack(norms).norm(2.0);
   const at::Tensor coefficient = at::clamp(max_norm / (norm + 1e-6), std::nullopt, 1.0);
-  at::NoGradGuard no_grad;
   for (at::Tensor g : gradients) g.mul_(coefficient);
 }
 

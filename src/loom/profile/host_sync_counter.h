@@ -6,7 +6,9 @@
 // are on. A synchronisation inside a step counts to the phase the step is in; one between steps
 // (a log line's loss read, a checkpoint's copy) is the run's own choice and is dropped; any other
 // warning goes on to the handler that was there before. Those raised on autograd's threads in
-// backward reach it too: autograd replays a backward's warnings on the thread that called it.
+// backward reach it too, when backward returns (autograd replays a backward's warnings on the
+// thread that called it): they count as backward, whichever of its phases (tensor_comm,
+// comm_exposed) raised them.
 //
 // Threading: the training thread only (c10's warning handlers are per thread); made and destroyed
 // there.

@@ -58,7 +58,8 @@ TEST(Advisor, OnAGpuFp32AndNchwAreNamedForTheGpu) {
 TEST(Advisor, OnAGpuWithBf16Fp16IsToldOfBf16) {
   RunProfile r = run_on_gpu(0.4);
   r.precision = "fp16";
-  const Finding* precision = find(advise(r), "precision");
+  const auto findings = advise(r);
+  const Finding* precision = find(findings, "precision");
   ASSERT_NE(precision, nullptr);
   EXPECT_EQ(precision->severity, "low");
   EXPECT_EQ(precision->suggested, "bf16");
@@ -123,7 +124,8 @@ TEST(Advisor, OnAGpuHostSynchronisationsInTheStepAreNamedByPhase) {
   r.precision = "fp16";
   EXPECT_EQ(find(advise(r), "host_sync"), nullptr);  // the loss scale's check
   r.precision = "bf16";
-  const Finding* one = find(advise(r), "host_sync");
+  const auto found = advise(r);
+  const Finding* one = find(found, "host_sync");
   ASSERT_NE(one, nullptr);
   EXPECT_EQ(one->severity, "moderate");
   EXPECT_EQ(one->measured.at("syncs_per_step"), 1.0);

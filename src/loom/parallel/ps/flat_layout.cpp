@@ -19,12 +19,27 @@ FlatLayout::FlatLayout(const models::NamedTensors& parameters) {
   }
 }
 
+namespace {
+
+// The device of the first defined tensor (the model's; the CPU when none is defined).
+c10::Device device_of(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (t.defined()) return t.device();
+  }
+  return c10::kCPU;
+}
+
+}  // namespace
+
 at::Tensor FlatLayout::flatten(const std::vector<at::Tensor>& tensors) const {
   if (tensors.size() != names_.size()) {
     throw Error("ps: " + std::to_string(tensors.size()) + " tensors for a layout of " +
                 std::to_string(names_.size()) + " parameters");
   }
-  at::Tensor flat = at::empty({elements_}, at::kFloat);
+  // Laid out on the tensors' device and copied to host memory once: one wait for a GPU a
+  // flatten, not one a tensor.
+  const c10::Device device = device_of(tensors);
+  at::Tensor flat = at::empty({elements_}, at::TensorOptions(at::kFloat).device(device));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     at::Tensor into = slice(flat, i);
     if (tensors[i].defined()) {
@@ -33,7 +48,7 @@ at::Tensor FlatLayout::flatten(const std::vector<at::Tensor>& tensors) const {
       into.zero_();
     }
   }
-  return flat;
+  return flat.to(at::kCPU);
 }
 
 at::Tensor FlatLayout::slice(const at::Tensor& flat, std::size_t i) const {
@@ -43,7 +58,9 @@ at::Tensor FlatLayout::slice(const at::Tensor& flat, std::size_t i) const {
 }
 
 void FlatLayout::scatter(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) const {
-  for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(slice(flat, i));
+  // Copied to the tensors' device once, then sliced there.
+  const at::Tensor there = flat.to(device_of(tensors));
+  for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(slice(there, i));
 }
 
 }  // namespace loom::parallel::ps

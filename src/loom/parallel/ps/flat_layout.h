@@ -23,7 +23,8 @@ class FlatLayout {
   std::size_t size() const { return names_.size(); }
   const std::string& name(std::size_t i) const { return names_[i]; }
 
-  // `tensors` (one per parameter, the parameters' shapes; undefined counts as zeros) end to end.
+  // `tensors` (one per parameter, the parameters' shapes; undefined counts as zeros) end to end,
+  // in host memory whichever device they are on.
   at::Tensor flatten(const std::vector<at::Tensor>& tensors) const;
   // Tensor i of `flat`, in the shape of parameter i (a view).
   at::Tensor slice(const at::Tensor& flat, std::size_t i) const;
