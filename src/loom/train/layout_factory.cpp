@@ -17,7 +17,8 @@ RunPlan plan_run(const Config& config, int world, int rank, const TrainOptions& 
   if (!plan.layout.pipeline) return plan;
   plan.pipeline = parallel::pipeline::agree_on_pipeline(
       config, plan.layout.step.replica_batch, options.topology,
-      model_on_first_batch_of(config, options.topology), *options.groups.trainers);
+      model_on_first_batch_of(config, options.topology, options.local_rank),
+      *options.groups.trainers);
   // The pipeline's plan may shard over the pipelines, or recompute, to fit the memory cap.
   plan.layout.data.zero_stage = std::max(plan.layout.data.zero_stage, plan.pipeline->zero);
   if (plan.pipeline->recompute_every > 0) plan.recompute_every = plan.pipeline->recompute_every;

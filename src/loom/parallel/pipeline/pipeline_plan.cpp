@@ -197,6 +197,7 @@ ProfiledBlocks profile_blocks_of(const Config& config, int64_t recompute_every, 
 
   BlockProfileOptions profile_options;
   profile_options.autocast = setup.autocast;
+  profile_options.device = setup.device;
   std::unique_ptr<models::Loss> loss =
       models::make_task_loss(setup.task, config.train.label_smoothing);
   // Tensor groups in the stages: the blocks measured as a group's rank runs them (its slices),

@@ -65,8 +65,10 @@ struct ModelOnBatch {
   // fp32, no autocast).
   at::ScalarType autocast = at::kFloat;
   at::Tensor input, targets;
+  c10::Device device = c10::kCPU;  // the model's and the batch's
   models::Task task = models::Task::kImageClassification;
-  double data_bytes = 0;  // the data set and loader buffers in memory (caching allocator)
+  double data_bytes =
+      0;  // the data set and loader buffers in memory (caching allocator; 0 on a GPU)
 };
 
 // Makes the model and the first batch of `batch_size` samples that the plan profiles, with
