@@ -1,6 +1,7 @@
 #include "loom/parallel/pipeline/pipeline_layout.h"
 
 #include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -93,6 +94,7 @@ void PipelineLayout::start(const StartOptions& options) {
   executor.count_targets = options.count_targets;
   // The model was moved to the rank's device before the layout cut it.
   if (!parameters_.empty()) executor.device = parameters_.front().second.device();
+  const c10::Device device = executor.device;
   const models::Loss& loss = training_loss(*options.loss);
   if (tensor_) tensor_->set_phase_sink(options.observer);
   auto pipelined = std::make_unique<PipelineExecutor>(options_.schedule, stages_, loss, *grad_sync_,
@@ -105,8 +107,9 @@ void PipelineLayout::start(const StartOptions& options) {
                                                    data_->partition());
   }
   // The ranks report the memory their stages take while training, not rank 0's planning of the
-  // whole model.
+  // whole model (on its GPU, where the run trains on one).
   if (const CachingCpuAllocator* a = installed_caching_cpu_allocator()) a->reset_peak();
+  if (!device.is_cpu()) at::accelerator::resetPeakStats(device.index());
 }
 
 void PipelineLayout::forward_only(int64_t batches, const MicroBatchSource& batch,
