@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
+
 #include "loom/core/device.h"
 
 namespace loom {
@@ -23,12 +25,17 @@ bool set_cuda_sync_warnings(bool on, std::string* why_not) {
     }
     return false;
   }
+  // Counted, for training loops on threads of one process (each turns them on for its run): the
+  // last to turn them off restores the mode the first found.
   constexpr int kWarn = 1;  // c10::cuda::SyncDebugMode::L_WARN
-  static int before = 0;    // L_DISABLED, unless someone had set it
+  static std::mutex mutex;
+  static int users = 0;
+  static int before = 0;  // L_DISABLED, unless someone had set it
+  const std::lock_guard<std::mutex> lock(mutex);
   if (on) {
-    before = *mode;
+    if (users++ == 0) before = *mode;
     *mode = kWarn;
-  } else {
+  } else if (users > 0 && --users == 0) {
     *mode = before;
   }
   return true;

@@ -17,9 +17,10 @@
 
 namespace loom {
 
-// Turns the warnings on, or off again: back to the mode torch had before they were turned on
-// (torch.cuda.set_sync_debug_mode's, where an embedding script set one). Returns false, with why,
-// where torch's CUDA library is not loaded or has no such switch (nothing changes then).
+// Turns the warnings on, or off again (each on with its off: the last off restores the mode torch
+// had before the first on, torch.cuda.set_sync_debug_mode's where an embedding script set one).
+// Returns false, with why, where torch's CUDA library is not loaded or has no such switch
+// (nothing changes then).
 bool set_cuda_sync_warnings(bool on, std::string* why_not = nullptr);
 
 // The message of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync).
