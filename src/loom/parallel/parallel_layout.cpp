@@ -60,7 +60,7 @@ void ParallelLayout::clip_gradients(double max_norm) {
       if (p.grad().defined() && counted_here(name)) counted.push_back(p.grad());
     }
   }
-  clip_gradients_across(counted, held_gradients(), max_norm, *parts_.trainers);
+  clip_gradients_across(counted, held_gradients(), max_norm, *parts_.trainers, device_);
 }
 
 std::vector<at::Tensor> ParallelLayout::held_gradients() const {
@@ -267,33 +267,25 @@ void clip_whole_gradients(const std::vector<at::Tensor>& gradients, double max_n
 
 void clip_gradients_across(const std::vector<at::Tensor>& counted,
                            const std::vector<at::Tensor>& scaled, double max_norm,
-                           comm::Communicator& comm) {
+                           comm::Communicator& comm, c10::Device device) {
   // The norm of the per-gradient norms, as clip_grad_norm_ computes it; their squares are
-  // summed in double, so the sum over ranks is the same whichever rank adds first. The norms are
-  // read together: on a GPU each read waits for it.
-  std::vector<at::Tensor> norms;
-  norms.reserve(counted.size());
-  bool one_device = true;
-  for (const at::Tensor& g : counted) {
-    norms.push_back(g.norm().to(at::kDouble));
-    one_device = one_device && g.device() == counted.front().device();
-  }
-  std::vector<double> read;
-  if (one_device && !norms.empty()) {
-    const at::Tensor host = at::stack(norms).to(at::kCPU);
-    read.assign(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
-  } else {
-    for (const at::Tensor& norm : norms) read.push_back(norm.item<double>());
-  }
-  double squares = 0;
-  for (const double norm : read) squares += norm * norm;
-  at::Tensor total = at::tensor({squares}, at::kDouble);
-  comm.allreduce(total, comm::ReduceOp::kSum)->wait(comm.options().timeout);
-  const double norm = std::sqrt(total.item<double>());
-  const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient >= 1.0) return;
+  // summed in double, in order (cumsum's last: on the CPU a running sum, as a loop on the host
+  // would add them), so the sum over ranks is the same whichever rank adds first.
   at::NoGradGuard no_grad;
-  for (at::Tensor g : scaled) g.mul_(coefficient);
+  const auto doubles = at::TensorOptions(at::kDouble).device(device);
+  at::Tensor squares = at::zeros({1}, doubles);
+  if (!counted.empty()) {
+    std::vector<at::Tensor> norms;
+    norms.reserve(counted.size());
+    for (const at::Tensor& g : counted) norms.push_back(g.norm().to(doubles));
+    const at::Tensor all = at::stack(norms);
+    squares = (all * all).cumsum(0).narrow(0, all.size(0) - 1, 1).contiguous();
+  }
+  comm.allreduce(squares, comm::ReduceOp::kSum)->wait(comm.options().timeout);
+  // max_norm / (norm + 1e-6), at most 1 (a true division, as the host's was).
+  const at::Tensor coefficient =
+      at::full_like(squares, max_norm).div(squares.sqrt() + 1e-6).clamp_max(1.0).squeeze(0);
+  for (at::Tensor g : scaled) g.mul_(coefficient.to(g.scalar_type()));
 }
 
 models::NamedTensors gather_on_rank0(comm::Communicator& comm, const models::NamedTensors& mine) {

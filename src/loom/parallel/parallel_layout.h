@@ -55,6 +55,9 @@ struct StartOptions {
   // masks. Off, nothing scans the targets.
   bool count_targets = false;
   int64_t first_step = 0;  // the step the run starts from (after a resume)
+  // Where the rank computes (every rank of a job alike: the CPU, or each its GPU): the ranks'
+  // scalars of a step (clipping's norm) are summed there, without a read on the host.
+  c10::Device device = c10::kCPU;
   // Servers that keep the optimizer state take rank 0's (its resumed state), as flat fields
   // over the parameters; the local optimizer's state is then dropped (release_optimizer_state).
   std::function<std::optional<HeldOptimizerState>()> optimizer_state;
@@ -69,10 +72,11 @@ void clip_whole_gradients(const std::vector<at::Tensor>& gradients, double max_n
 // Scales gradients so that their norm over every rank of `comm` is at most `max_norm` (as
 // torch's clip_grad_norm_ does for one process): the norm over every rank's `counted` (each
 // element counted on one rank only), then every tensor of `scaled` scaled by the same factor
-// where it passes `max_norm`.
+// where it passes `max_norm`. The squares of the norms are summed in double on `device` (every
+// rank's alike: the ranks' sum is a collective there), nothing read on the host.
 void clip_gradients_across(const std::vector<at::Tensor>& counted,
                            const std::vector<at::Tensor>& scaled, double max_norm,
-                           comm::Communicator& comm);
+                           comm::Communicator& comm, c10::Device device = c10::kCPU);
 
 // Every rank's named tensors, on rank 0 (its own first, then rank 1's, ...); the other ranks
 // send theirs and get nothing back.
@@ -222,7 +226,8 @@ class ParallelLayout {
 
   LayoutParts parts_;
   LayoutPlan plan_;
-  std::string plan_text_;  // see plan_text()
+  c10::Device device_ = c10::kCPU;  // StartOptions::device, kept by start()
+  std::string plan_text_;           // see plan_text()
   NamedTensors parameters_, buffers_;
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<StepExecutor> executor_;

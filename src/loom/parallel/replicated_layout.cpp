@@ -74,6 +74,7 @@ std::unique_ptr<GradSync> make_replica_sync(const LayoutPlan& plan, NamedTensors
 }
 
 void ReplicatedLayout::start(const StartOptions& options) {
+  device_ = options.device;
   autocast_ = options.autocast;
   grad_sync_ = plan_.servers
                    ? make_replica_sync(plan_, parameters_, buffers_, trainers_, options_, options)

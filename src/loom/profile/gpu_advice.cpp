@@ -149,21 +149,20 @@ void add_host_sync(const RunProfile& run, std::vector<Finding>& out) {
   const bool fp16 = run.precision == "fp16";
   const double found = syncs.per_step() - (fp16 ? 1.0 : 0.0);
   if (found < kHostSyncsPerStep) return;
-  Finding f{
-      "host_sync", found >= kManyHostSyncsPerStep ? "high" : "moderate",
-      "the host waited for " + run.device + " " + format_number(syncs.per_step()) +
-          " times a step (" + phases_of(syncs) + (fp16 ? "; one is fp16's loss-scale check" : "") +
-          "): each wait drains the GPU's queue, which then idles while the host queues more",
-      // Scripts' steps are not counted (loom.profile.Steps leaves the device to the script):
-      // the advice is `loom train`'s, Loom's own known waits first, then a model's.
-      "Loom itself waits where ranks that share a GPU exchange gradients, ZeRO shards or a "
-      "tensor group's sums through host memory (comm.backend cuda:host; on GPUs of their own "
-      "NCCL does not wait), where parameter-server workers push and pull, where pipeline "
-      "stages send, and where train.grad_clip sums the norms of ZeRO shards, tensor groups or "
-      "pipeline stages; anything else is the model's own (a TorchScript model's .item(), "
-      "nonzero or boolean-mask indexing). Waits inside backward count as backward, whichever "
-      "of its phases made them",
-      "", 0};
+  Finding f{"host_sync", found >= kManyHostSyncsPerStep ? "high" : "moderate",
+            "the host waited for " + run.device + " " + format_number(syncs.per_step()) +
+                " times a step (" + phases_of(syncs) +
+                (fp16 ? "; one is fp16's loss-scale check" : "") +
+                "): each wait drains the GPU's queue, which then idles while the host queues more",
+            // Scripts' steps are not counted (loom.profile.Steps leaves the device to the script):
+            // the advice is `loom train`'s, Loom's own known waits first, then a model's.
+            "Loom itself waits where ranks that share a GPU exchange gradients, ZeRO shards or a "
+            "tensor group's sums through host memory (comm.backend cuda:host; on GPUs of their own "
+            "NCCL does not wait), where parameter-server workers push and pull, and where pipeline "
+            "stages send; anything else is the model's own (a TorchScript model's .item(), "
+            "nonzero or boolean-mask indexing). Waits inside backward count as backward, whichever "
+            "of its phases made them",
+            "", 0};
   f.measured = {{"syncs_per_step", syncs.per_step()},
                 {"counted_steps", static_cast<double>(syncs.steps)}};
   for (size_t i = 0; i < kPhaseCount; ++i) {

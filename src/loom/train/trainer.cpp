@@ -353,6 +353,7 @@ void TrainingRun::start_layout() {
   start.autocast = info_.runtime.autocast_dtype();
   start.count_targets = parts_.data.loss_masked;
   start.first_step = position_.step;
+  start.device = info_.runtime.torch_device();
   start.optimizer_state = [this] {
     return flat_optimizer_state(config_.optimizer, parts_.layout->parameters(),
                                 export_optimizer_state(*parts_.optimizer, config_.optimizer.name,

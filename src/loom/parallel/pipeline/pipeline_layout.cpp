@@ -87,6 +87,7 @@ PipelineLayout::~PipelineLayout() {
 }
 
 void PipelineLayout::start(const StartOptions& options) {
+  device_ = options.device;
   // Each stage's gradients are summed over the pipelines (replicas), from its last backward.
   grad_sync_ = data_->make_sync(parameters_, buffers_, options_.data_parallel);
   PipelineExecutorOptions executor;
