@@ -44,6 +44,13 @@ std::unique_ptr<Communicator> job_host_backend(const std::string& name,
   return std::make_unique<ShmCommunicator>(std::move(rendezvous), options);
 }
 
+// The cross-rank check of every call around `communicator`, when asked for.
+std::unique_ptr<Communicator> with_call_check(std::unique_ptr<Communicator> communicator,
+                                              const CommOptions& options) {
+  if (!options.check_calls) return communicator;
+  return std::make_unique<CheckedCommunicator>(std::move(communicator));
+}
+
 // Adds the device's backend beside the host's when the ranks compute on a device, then the
 // cross-rank check of every call when asked for.
 std::unique_ptr<Communicator> finish(std::unique_ptr<Communicator> host, const BackendSpec& spec,
@@ -63,10 +70,7 @@ std::unique_ptr<Communicator> finish(std::unique_ptr<Communicator> host, const B
     communicator = std::make_unique<PerDeviceCommunicator>(std::move(communicator), device.type(),
                                                            std::move(on_device));
   }
-  if (options.check_calls) {
-    communicator = std::make_unique<CheckedCommunicator>(std::move(communicator));
-  }
-  return communicator;
+  return with_call_check(std::move(communicator), options);
 }
 
 }  // namespace
@@ -92,10 +96,7 @@ std::unique_ptr<Communicator> make_host_staged_communicator(const std::string& b
     communicator = std::make_unique<PerDeviceCommunicator>(std::move(communicator), device.type(),
                                                            std::move(staging));
   }
-  if (options.check_calls) {
-    communicator = std::make_unique<CheckedCommunicator>(std::move(communicator));
-  }
-  return communicator;
+  return with_call_check(std::move(communicator), options);
 }
 
 std::unique_ptr<Communicator> make_group_communicator(const std::string& backend,
