@@ -1,6 +1,7 @@
 #include "dist/comm_scenarios.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/accumulate.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "loom/comm/make_communicator.h"
 #include "loom/comm/staging_communicator.h"
+#include "loom/comm/tensor_message.h"
 #include "loom/parallel/ps/param_server.h"
 #include "loom/parallel/ps/ps_bucket_exchange.h"
 #include "loom/parallel/ps/ps_exchange.h"
@@ -149,6 +151,47 @@ void check_message_order(Communicator& comm, Checker& check) {
   auto sum = at::zeros({4097}, at::kFloat);
   for (int r = 0; r < world; ++r) sum += pattern(4097, r, at::kFloat);
   check.expect_close(between, sum, "allreduce between messages");
+}
+
+// A pipeline's messages: tensors of shapes the receiver learns from their headers (one empty),
+// sent to the next rank before the previous rank's are received, as 1F1B's ranks send before
+// they receive; bytes on the tensors' device, labels and notes in the headers.
+void check_tensor_messages(Communicator& comm, Checker& check, c10::Device device) {
+  const int rank = comm.rank(), world = comm.world();
+  const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+  comm.prepare_peers({next, previous});
+  const std::vector<std::vector<std::int64_t>> shapes = {{3, 5}, {0, 4}, {70001}, {2, 3, 4}};
+  const auto sent_by = [&](int sender, std::size_t i) {
+    return pattern(c10::multiply_integers(shapes[i]), sender, at::kFloat, static_cast<int>(i))
+        .reshape(shapes[i]);
+  };
+  const auto header_of = [](int sender, std::size_t i) {
+    const auto k = static_cast<std::int64_t>(i);
+    return MessageHeader{{sender, k, 1, 7}, 10 * k + sender};
+  };
+  PendingSends sends;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    send_tensor(comm, sent_by(rank, i).to(device), next, sends, header_of(rank, i),
+                Bytes::kOnTheirDevice);
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const std::string what =
+        "message " + std::to_string(i) + " from rank " + std::to_string(previous);
+    MessageHeader header;
+    const at::Tensor got = recv_tensor(
+        comm, previous, [&](const MessageHeader& h) { header = h; }, device);
+    const MessageHeader want = header_of(previous, i);
+    if (header.label != want.label || header.note != want.note) {
+      throw std::runtime_error(what + ": its header's label or note differs from the one sent");
+    }
+    const c10::Device lands_on = got.numel() == 0 ? c10::Device(c10::kCPU) : device;
+    if (got.sizes() != at::IntArrayRef(shapes[i]) || got.device() != lands_on) {
+      throw std::runtime_error(what + ": arrived as " + c10::str(got.sizes()) + " on " +
+                               got.device().str());
+    }
+    check.expect_close(got.cpu(), sent_by(previous, i), what);
+  }
+  sends.wait_all(kWait);
 }
 
 void check_collectives(Communicator& comm, Checker& check, std::int64_t max_elements) {
@@ -408,6 +451,8 @@ ScenarioResult run_scenario(const WorldInfo& world, const ScenarioOptions& optio
         check_collectives(on_device, check, options.max_elements);
       } else if (scenario == "collectives") {
         check_collectives(*comm, check, options.max_elements);
+      } else if (scenario == "messages") {
+        check_tensor_messages(*comm, check, device);
       } else if (scenario == "ps") {
         check_parameter_servers(*comm, check);
       } else if (scenario == "ps-held") {

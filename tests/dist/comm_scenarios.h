@@ -21,10 +21,13 @@
 //                workers must fail naming the server
 //   staged       collectives, every tensor staged through a copy in host memory as a GPU's
 //                tensors are over comm.backend's cuda:host (comm/staging_communicator.h)
+//   messages     a pipeline's messages (comm/tensor_message): each rank sends its neighbours
+//                tensors of shapes they do not know, with labels and notes, before it receives
+//                theirs (as 1F1B's ranks do), their bytes on the tensors' device
 //
-// `device` other than cpu (collectives only): the communicator is made for that device, and the
-// checks' tensors are copied there, so that its device backend (NCCL, or staging through the
-// host) moves them.
+// `device` other than cpu (collectives and messages): the communicator is made for that device,
+// and the checks' tensors are copied there, so that its device backend (NCCL, or staging through
+// the host) moves them.
 #pragma once
 
 #include <cstdint>

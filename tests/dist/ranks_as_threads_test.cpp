@@ -111,6 +111,22 @@ TEST(RanksAsThreads, NcclAtAWorldOfOne) {
   }
 }
 
+TEST(RanksAsThreads, PipelineMessagesArriveWithTheirHeaders) {
+  for (const std::string backend : {"shm", "tcp"}) {
+    for (int world : {2, 3}) {
+      SCOPED_TRACE(backend + " x " + std::to_string(world));
+      expect_all_passed(run_ranks(world, "messages", backend), backend);
+    }
+  }
+}
+
+// A pipeline's activations and gradients between two ranks sharing a GPU: the bytes are the
+// GPU's tensors, staged through host memory by comm.backend's cuda:host, and land on the GPU.
+TEST(RanksAsThreads, OnAGpuPipelineMessagesStayOnIt) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  expect_all_passed(run_ranks(2, "messages", "shm", 30000, "cuda:0"), "cpu:shm,cuda:shm via host");
+}
+
 TEST(RanksAsThreads, ShmAgreesWithTcp) {
   const auto results = run_ranks(2, "agree", "shm");
   for (const auto& r : results) {

@@ -26,6 +26,7 @@ class CheckedCommunicator : public Communicator {
   WorkPtr reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op) override;
   WorkPtr send(at::Tensor tensor, int peer) override { return inner_->send(tensor, peer); }
   WorkPtr recv(at::Tensor tensor, int peer) override { return inner_->recv(tensor, peer); }
+  void prepare_peers(const std::vector<int>& peers) override { inner_->prepare_peers(peers); }
   WorkPtr barrier() override;
 
  private:

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "loom/comm/work.h"
 
@@ -51,6 +52,14 @@ class Communicator {
   virtual WorkPtr send(at::Tensor tensor, int peer) = 0;
   virtual WorkPtr recv(at::Tensor tensor, int peer) = 0;
   virtual WorkPtr barrier() = 0;
+
+  // Before send/recv with `peers` (this group's ranks): a backend whose sends block for their
+  // receiver on the device (NCCL's) opens one channel per direction for each peer here, so that
+  // messages one way never queue behind messages the other way. Every rank calls it at the same
+  // point with the peers it will exchange messages with (if a names b, b names a); it returns
+  // when its channels are connected, or throws naming the peer. Backends that buffer their sends
+  // (every host backend) have nothing to do.
+  virtual void prepare_peers(const std::vector<int>& peers) {}
 
   const CommOptions& options() const { return options_; }
 

@@ -54,6 +54,11 @@ WorkPtr PerDeviceCommunicator::reduce_scatter(at::Tensor input, at::Tensor outpu
       .reduce_scatter(std::move(input), std::move(output), op);
 }
 
+void PerDeviceCommunicator::prepare_peers(const std::vector<int>& peers) {
+  host_->prepare_peers(peers);
+  device_->prepare_peers(peers);
+}
+
 WorkPtr PerDeviceCommunicator::send(at::Tensor tensor, int peer) {
   return backend_for("send", tensor).send(std::move(tensor), peer);
 }

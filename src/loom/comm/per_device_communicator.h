@@ -37,6 +37,7 @@ class PerDeviceCommunicator : public Communicator {
   WorkPtr send(at::Tensor tensor, int peer) override;
   WorkPtr recv(at::Tensor tensor, int peer) override;
   WorkPtr barrier() override { return host_->barrier(); }
+  void prepare_peers(const std::vector<int>& peers) override;
 
   Communicator& host() { return *host_; }
   Communicator& device() { return *device_; }

@@ -11,10 +11,13 @@
 namespace loom::comm {
 namespace {
 
-// A tensor's header: element type, dimension count, the sizes (up to kMaxDims), the label.
+// A tensor's header: element type, dimension count, the sizes (up to kMaxDims), the label, the
+// device type the bytes travel on (kCPU: host memory), the note.
 constexpr int64_t kMaxDims = 8;
 constexpr int64_t kLabelAt = 2 + kMaxDims;
-constexpr int64_t kHeaderLength = kLabelAt + std::tuple_size_v<MessageLabel>;
+constexpr int64_t kBytesDeviceAt = kLabelAt + std::tuple_size_v<MessageLabel>;
+constexpr int64_t kNoteAt = kBytesDeviceAt + 1;
+constexpr int64_t kHeaderLength = kNoteAt + 1;
 
 void wait(Communicator& comm, const WorkPtr& work) { work->wait(comm.options().timeout); }
 
@@ -26,7 +29,7 @@ void PendingSends::wait_all(std::chrono::milliseconds timeout) {
 }
 
 void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending,
-                 const MessageLabel& label) {
+                 const MessageHeader& message, Bytes bytes) {
   if (tensor.dim() > kMaxDims) {
     throw CommError("send to rank " + std::to_string(peer) + ": a tensor of " +
                     std::to_string(tensor.dim()) + " dimensions (at most 8 can be sent)");
@@ -36,34 +39,58 @@ void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, Pending
   h[0] = static_cast<int64_t>(tensor.scalar_type());
   h[1] = tensor.dim();
   for (int64_t d = 0; d < tensor.dim(); ++d) h[2 + d] = tensor.size(d);
-  std::copy(label.begin(), label.end(), h + kLabelAt);
+  std::copy(message.label.begin(), message.label.end(), h + kLabelAt);
+  const bool on_device = bytes == Bytes::kOnTheirDevice && !tensor.device().is_cpu();
+  h[kBytesDeviceAt] = static_cast<int64_t>(on_device ? tensor.device().type() : c10::kCPU);
+  h[kNoteAt] = message.note;
   pending.add(comm.send(header, peer), header);
   if (tensor.numel() == 0) return;
-  // In host memory, where the receiver makes its tensor (a device's tensor is copied there).
-  at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
+  // A device's tensor is queued on its backend as it stands (its values may still be computing:
+  // the backend orders the send after them); through the host it is copied there first.
+  at::Tensor data =
+      on_device ? tensor.detach().contiguous() : tensor.detach().to(at::kCPU).contiguous();
   pending.add(comm.send(data, peer), data);
 }
 
 at::Tensor recv_tensor(Communicator& comm, int peer,
-                       const std::function<void(const MessageLabel&)>& on_header) {
+                       const std::function<void(const MessageHeader&)>& on_header,
+                       c10::Device device) {
   at::Tensor header = at::empty({kHeaderLength}, at::kLong);
   wait(comm, comm.recv(header, peer));
   const auto* h = header.data_ptr<int64_t>();
   const bool known_type = h[0] >= 0 && h[0] < static_cast<int64_t>(at::ScalarType::NumOptions);
+  const bool known_device =
+      h[kBytesDeviceAt] >= 0 &&
+      h[kBytesDeviceAt] < static_cast<int64_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
   bool sizes_ok = h[1] >= 0 && h[1] <= kMaxDims;
   for (int64_t d = 0; sizes_ok && d < h[1]; ++d) sizes_ok = h[2 + d] >= 0;
-  if (!known_type || !sizes_ok) {
+  if (!known_type || !known_device || !sizes_ok) {
     throw CommError("malformed tensor header from rank " + std::to_string(peer) + " (rank " +
                     std::to_string(comm.rank()) + ")");
   }
   if (on_header) {
-    MessageLabel label;
-    std::copy(h + kLabelAt, h + kHeaderLength, label.begin());
-    on_header(label);
+    MessageHeader message;
+    std::copy(h + kLabelAt, h + kBytesDeviceAt, message.label.begin());
+    message.note = h[kNoteAt];
+    on_header(message);
   }
   const std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
-  at::Tensor data = at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])));
-  if (data.numel() > 0) wait(comm, comm.recv(data, peer));
+  const auto sent_on = static_cast<c10::DeviceType>(h[kBytesDeviceAt]);
+  const bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+  // Bytes that crossed the host land there; an empty tensor has none and stays there too.
+  c10::Device lands_on = c10::kCPU;
+  if (sent_on != c10::kCPU && !empty) {
+    if (device.type() != sent_on) {
+      throw CommError("rank " + std::to_string(peer) + " sends a tensor on its " +
+                          c10::DeviceTypeName(sent_on, true) + " device, and rank " +
+                          std::to_string(comm.rank()) + " receives on " + device.str(),
+                      {{"problem", "device"}});
+    }
+    lands_on = device;
+  }
+  at::Tensor data = at::empty(
+      sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])).device(lands_on));
+  if (!empty) wait(comm, comm.recv(data, peer));
   return data;
 }
 

@@ -1,6 +1,14 @@
 // Point-to-point tensors whose shape and type the receiver does not know beforehand: each goes
-// as a small header (element type, dimensions, sizes, the sender's label) and then its bytes.
-// Named tensors (a rank's share of a checkpoint) go as a count and then a name and a tensor each.
+// as a small header (element type, dimensions, sizes, the sender's label and note, where the
+// bytes travel) and then its bytes. Named tensors (a rank's share of a checkpoint) go as a count
+// and then a name and a tensor each.
+//
+// The header always crosses host memory (the communicator's CPU backend). The bytes of a device's
+// tensor do too unless the sender asks for Bytes::kOnTheirDevice: then they go over the
+// communicator's backend for that device (NCCL: GPU to GPU, on its stream), and neither the
+// sender nor the receiver waits for its GPU. The sender's host sends the header as soon as the
+// tensor's shape is known (its values may still be computing), the receiver's host allocates on
+// its device and posts the receive, and its stream waits for the bytes.
 //
 // The Communicator's rule holds: sends and receives pair up in call order per peer, so both
 // sides must agree on how many messages pass between them, not on their shapes. A tensor with
@@ -27,6 +35,18 @@ using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
 // anyway, so it costs no extra message; zeros when the sender gives none.
 using MessageLabel = std::array<int64_t, 4>;
 
+// What the receiver learns before the bytes: the label, and a number the sender attaches (-1:
+// none), such as how many of a micro-batch's targets count in its loss, counted on the sender's
+// host so that the receiver need not count them on its device.
+struct MessageHeader {
+  MessageLabel label{};
+  int64_t note = -1;
+};
+
+// Where a message's bytes travel: through host memory (where the receiver makes a CPU tensor),
+// or on the device the tensor is on (where the receiver makes it on its own device).
+enum class Bytes { kThroughHost, kOnTheirDevice };
+
 // Sends in flight and the tensors they read, which must outlive them.
 class PendingSends {
  public:
@@ -39,16 +59,19 @@ class PendingSends {
   std::vector<std::pair<WorkPtr, at::Tensor>> sends_;
 };
 
-// Starts sending `tensor` (of up to 8 dimensions) to `peer`, labelled `label`. A message travels
-// in host memory: a device's tensor is copied there first, and recv_tensor makes a CPU tensor.
+// Starts sending `tensor` (of up to 8 dimensions) to `peer`, with `header`'s label and note.
+// Through host memory, a device's tensor is copied there first (which waits for the device).
 void send_tensor(Communicator& comm, const at::Tensor& tensor, int peer, PendingSends& pending,
-                 const MessageLabel& label = {});
+                 const MessageHeader& header = {}, Bytes bytes = Bytes::kThroughHost);
 // Receives what send_tensor sent from `peer`, waiting up to the Communicator's timeout for each
-// part. `on_header` (optional) runs between them, with the sender's label: the sender has
-// produced the tensor and what is left is its transfer; it may throw to refuse the message
-// before its bytes are taken. Throws CommError for a malformed header, naming the peer.
+// part (bytes on a device: the stream waits, not the host). `on_header` (optional) runs between
+// them: the sender has produced the tensor, or queued it on its device, and what is left is its
+// transfer; it may throw to refuse the message before its bytes are taken. Bytes sent on a device
+// land on `device`, which must be of that device's type. Throws CommError for a malformed header
+// or a device that cannot take the bytes (problem "device"), naming the peer.
 at::Tensor recv_tensor(Communicator& comm, int peer,
-                       const std::function<void(const MessageLabel&)>& on_header = nullptr);
+                       const std::function<void(const MessageHeader&)>& on_header = nullptr,
+                       c10::Device device = c10::kCPU);
 
 // `count` tensors a peer sent in a row (send_tensor), as the receiver takes them in order:
 // taking the i-th takes in (and drops) any before it that the receiver skips; drain() takes in

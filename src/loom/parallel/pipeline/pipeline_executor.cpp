@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <optional>
+#include <set>
 
 #include "loom/core/autocast_scope.h"
 #include "loom/core/error.h"
@@ -74,6 +75,9 @@ PipelineExecutor::PipelineExecutor(Schedule schedule,
       }
     }
   }
+  // Every rank of the pipeline makes its executor at the same point (its layout's start), so
+  // each opens its channels to its neighbours (NCCL's per-direction ones) with them.
+  comm_.prepare_peers(neighbour_ranks());
 }
 
 void PipelineExecutor::fail(const Action& a, const std::string& what) const {
@@ -115,7 +119,7 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         break;
       case ActionKind::kSendForward:
         send(slot(a).output, a, a.stage + 1, Payload::kActivations);
-        send(slot(a).targets, a, a.stage + 1, Payload::kLabels);
+        send(slot(a).targets, a, a.stage + 1, Payload::kLabels, slot(a).counted_targets);
         break;
       case ActionKind::kSendBackward:
         send(slot(a).input_grad, a, a.stage - 1, Payload::kGradient);
@@ -123,13 +127,13 @@ StepOutcome PipelineExecutor::run(const MicroBatchSource& micro_batch) {
         break;
       case ActionKind::kRecvForward: {
         Slot& s = slot(a);
-        s.input = on_device(receive(a, a.stage - 1, Payload::kActivations));
+        s.input = receive(a, a.stage - 1, Payload::kActivations);
         receive_targets(a, s);
         if (!is_empty(s)) s.input.requires_grad_(true);
         break;
       }
       case ActionKind::kRecvBackward:
-        slot(a).output_grad = on_device(receive(a, a.stage + 1, Payload::kGradient));
+        slot(a).output_grad = receive(a, a.stage + 1, Payload::kGradient);
         break;
     }
   }
@@ -288,30 +292,39 @@ std::string describe(const comm::MessageLabel& label, const comm::MessageLabel& 
 }  // namespace
 
 void PipelineExecutor::send(const at::Tensor& tensor, const Action& a, int peer_stage,
-                            Payload payload) {
+                            Payload payload, int64_t note) {
   if (!tensor.defined()) fail(a, "nothing to send (its computation has not run)");
   try {
     comm::send_tensor(comm_, tensor, rank_of(peer_stage), sends_,
-                      label(a.stage, a.microbatch, payload));
+                      {label(a.stage, a.microbatch, payload), note}, comm::Bytes::kOnTheirDevice);
   } catch (const Error& e) {
     fail(a, e.what());
   }
 }
 
-at::Tensor PipelineExecutor::on_device(const at::Tensor& received) const {
-  // An empty micro-batch's markers are never computed with: they stay where they arrived.
-  if (received.numel() == 0 || received.device() == options_.device) return received;
-  return received.to(options_.device);
-}
-
 void PipelineExecutor::receive_targets(const Action& a, Slot& s) {
-  const at::Tensor labels = receive(a, a.stage - 1, Payload::kLabels);
-  // Counted on the host copy, so that the last stage never waits for the device to count them.
-  if (options_.count_targets) s.counted_targets = parallel::counted_targets(labels);
-  s.targets = on_device(labels);
+  int64_t counted = -1;
+  s.targets = receive(a, a.stage - 1, Payload::kLabels, &counted);
+  // The first stage's count, made on the host before its copy to the device; counted here only
+  // where its feeder did not (on a GPU that waits for the device).
+  if (options_.count_targets) {
+    s.counted_targets = counted >= 0 ? counted : parallel::counted_targets(s.targets);
+  }
 }
 
-at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload payload) {
+std::vector<int> PipelineExecutor::neighbour_ranks() const {
+  std::set<int> ranks;
+  for (int stage = 0; stage < schedule_.stages; ++stage) {
+    if (rank_of(stage) != rank_) continue;
+    if (stage > 0) ranks.insert(rank_of(stage - 1));
+    if (!is_last(stage)) ranks.insert(rank_of(stage + 1));
+  }
+  ranks.erase(rank_);
+  return {ranks.begin(), ranks.end()};
+}
+
+at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload payload,
+                                     int64_t* note) {
   // Until the header arrives the peer is still computing (the bubble); after it, the bytes are
   // in transfer.
   observer_.enter(Phase::kBubble);
@@ -320,34 +333,47 @@ at::Tensor PipelineExecutor::receive(const Action& a, int peer_stage, Payload pa
   std::string misrouted;
   at::Tensor data;
   try {
-    data = comm::recv_tensor(comm_, peer, [&](const comm::MessageLabel& got) {
+    const auto check = [&](const comm::MessageHeader& header) {
+      const comm::MessageLabel& got = header.label;
       if (got != expected) {
         misrouted = "expected " + describe(expected, got) + " from rank " + std::to_string(peer) +
                     ", but " + describe(got, expected) + " arrived";
         throw CommError(misrouted);
       }
+      if (note) *note = header.note;
       observer_.enter(Phase::kCommExposed);
-    });
+    };
+    data = comm::recv_tensor(comm_, peer, check, options_.device);
   } catch (const Error& e) {
     if (!misrouted.empty()) fail(a, misrouted);
     fail(a, "waiting for stage " + std::to_string(peer_stage) + " on rank " + std::to_string(peer) +
                 ": " + e.what());
   }
   observer_.enter(Phase::kOther);
-  return data;
+  // Bytes a sender kept in host memory (a CPU tensor of its own) are moved here; an empty
+  // micro-batch's markers are never computed with and stay where they arrived.
+  if (data.numel() == 0 || data.device() == options_.device) return data;
+  return data.to(options_.device);
 }
 
 void PipelineExecutor::share_outcome(StepOutcome& outcome) {
-  at::Tensor shared = at::tensor(
-      {outcome.loss_sum_value(), static_cast<double>(outcome.samples),
-       static_cast<double>(outcome.targets), static_cast<double>(outcome.counted_targets)},
-      at::kDouble);
-  comm_.broadcast(shared, rank_of(schedule_.stages - 1))->wait(comm_.options().timeout);
-  const double* values = shared.data_ptr<double>();
-  outcome.loss_sum = at::scalar_tensor(values[0], at::kDouble);
-  outcome.samples = static_cast<int64_t>(values[1]);
-  outcome.targets = static_cast<int64_t>(values[2]);
-  outcome.counted_targets = static_cast<int64_t>(values[3]);
+  const int last = rank_of(schedule_.stages - 1);
+  // The counts, known to the last stage's host, go between hosts; the loss stays where it was
+  // computed (on a GPU, read at the trainer's log lines), broadcast over the device's backend.
+  at::Tensor counts = at::tensor({outcome.samples, outcome.targets, outcome.counted_targets});
+  const auto on_device = at::TensorOptions().dtype(at::kDouble).device(options_.device);
+  at::Tensor loss = rank_ == last && outcome.loss_sum.defined()
+                        ? outcome.loss_sum.to(on_device).reshape({1})
+                        : at::zeros({1}, on_device);
+  const comm::WorkPtr counted = comm_.broadcast(counts, last);
+  const comm::WorkPtr summed = comm_.broadcast(loss, last);
+  counted->wait(comm_.options().timeout);
+  summed->wait(comm_.options().timeout);
+  const int64_t* values = counts.data_ptr<int64_t>();
+  outcome.samples = values[0];
+  outcome.targets = values[1];
+  outcome.counted_targets = values[2];
+  outcome.loss_sum = loss.reshape({});
 }
 
 void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& batch,
@@ -367,8 +393,8 @@ void PipelineExecutor::forward_only(int64_t batches, const MicroBatchSource& bat
         s = std::move(slots_[{stage, 0}]);
         slots_.erase({stage, 0});
       } else {
-        s.input = on_device(receive(a, stage - 1, Payload::kActivations));
-        s.targets = on_device(receive(a, stage - 1, Payload::kLabels));
+        s.input = receive(a, stage - 1, Payload::kActivations);
+        s.targets = receive(a, stage - 1, Payload::kLabels);
       }
       const at::Tensor y = is_empty(s) ? at::empty({0}) : run_stage(a, s.input);
       if (is_last(stage)) {

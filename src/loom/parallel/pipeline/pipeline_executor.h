@@ -10,8 +10,12 @@
 // Messages: comm/tensor_message (a header with type and shape, then the bytes), so stages need
 // no agreement on shapes beforehand and a short micro-batch (bad samples skipped) passes
 // through; a micro-batch with no samples left passes as empty tensors and has no forward or
-// backward. Sends are asynchronous and complete by the end of the step; receives block at their
-// place in the list. Send/recv pair up in call order per peer, which the validated schedule
+// backward. The headers cross host memory; the bytes stay on the stages' device (on GPUs over
+// the communicator's device backend: NCCL from GPU to GPU, one channel per direction and peer,
+// or through the host where ranks share a GPU), so no host waits for its GPU to send or receive.
+// The labels' header carries how many of them count in the loss, counted by the first stage's
+// feeder on the host. Sends are asynchronous and complete by the end of the step; receives block at
+// their place in the list. Send/recv pair up in call order per peer, which the validated schedule
 // guarantees; still, every message's header carries what it is (sending stage, micro-batch,
 // activations, labels or gradient, and the step), and a receive that gets anything else fails
 // naming both, rather than computing on a tensor of the right shape from the wrong place.
@@ -47,8 +51,7 @@ std::vector<std::vector<models::Block>> stage_blocks(const std::vector<models::B
 struct PipelineExecutorOptions {
   at::ScalarType autocast = at::kFloat;  // forward under autocast to it (kFloat: none)
   bool count_targets = false;            // StartOptions::count_targets
-  // Where this rank's stages compute: what another rank sends arrives in host memory and is
-  // moved here.
+  // Where this rank's stages compute, and what other ranks send arrives.
   c10::Device device = c10::kCPU;
 };
 
@@ -80,8 +83,8 @@ class PipelineExecutor : public StepExecutor {
   // What one (stage, micro-batch) keeps between its actions.
   struct Slot {
     at::Tensor targets;  // from the micro-batch, passed on with the activations
-    // The targets that count in the loss, counted on the host (the feeder's count, or this
-    // rank's of the labels as they arrived): -1 where not counted.
+    // The targets that count in the loss, counted on the host (the feeder's count, passed on in
+    // the labels' header): -1 where not counted.
     int64_t counted_targets = -1;
     at::Tensor input;        // received activations (a leaf that wants its gradient)
     at::Tensor output;       // the stage's output, or the scaled loss on the last stage
@@ -99,14 +102,16 @@ class PipelineExecutor : public StepExecutor {
   std::vector<at::Tensor> output_grad(const Action& a);
   // The label of what `stage` sends for `microbatch` in this step.
   comm::MessageLabel label(int stage, int microbatch, Payload payload) const;
-  void send(const at::Tensor& tensor, const Action& a, int peer_stage, Payload payload);
-  // Receives what `peer_stage` sends for `a`'s micro-batch, failing when something else comes.
-  at::Tensor receive(const Action& a, int peer_stage, Payload payload);
-  // The labels of `a`'s micro-batch from the previous stage, counted on arrival (count_targets)
-  // and put on this rank's device.
+  // `note`: what the labels' header says of them (Slot::counted_targets).
+  void send(const at::Tensor& tensor, const Action& a, int peer_stage, Payload payload,
+            int64_t note = -1);
+  // Receives what `peer_stage` sends for `a`'s micro-batch, failing when something else comes,
+  // on this rank's device; `note` (optional) takes its header's note.
+  at::Tensor receive(const Action& a, int peer_stage, Payload payload, int64_t* note = nullptr);
+  // The labels of `a`'s micro-batch from the previous stage, with their count (count_targets).
   void receive_targets(const Action& a, Slot& s);
-  // A received tensor on this rank's device (options().device).
-  at::Tensor on_device(const at::Tensor& received) const;
+  // The ranks this rank exchanges messages with: those of the stages next to its own.
+  std::vector<int> neighbour_ranks() const;
   // Where forward leaves a stage's output when the next stage runs on this rank too.
   void hand_over(const Action& a, const at::Tensor& output);
   bool is_empty(const Slot& s) const { return s.targets.defined() && s.targets.size(0) == 0; }
