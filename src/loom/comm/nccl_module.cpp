@@ -39,9 +39,12 @@ class NcclWork : public Work {
   NcclWork(std::string what, c10::intrusive_ptr<c10d::Work> work)
       : Work(std::move(what)), work_(std::move(work)) {}
 
-  void wait(std::chrono::milliseconds timeout) override {
+  // The caller's stream waits for the collective; the host goes on. (c10d's wait with a timeout
+  // would hold the host until the GPU finished: a wait for the device at every bucket and
+  // message.) The timeout is the process group's own, enforced by its watchdog.
+  void wait(std::chrono::milliseconds /*timeout*/) override {
     try {
-      work_->wait(timeout);
+      work_->wait();
     } catch (const std::exception& e) {
       throw CommError(what() + ": " + e.what());
     }
@@ -206,10 +209,12 @@ class NcclCommunicator : public Communicator {
     const std::string what = std::string(sends ? "sending to" : "receiving from") + " rank " +
                              std::to_string(peer) + " (rank " + std::to_string(rank_) + " of " +
                              std::to_string(world_) + " on " + device_.str() + ")";
+    const std::string channel_name =
+        "nccl/" + name_ + "/p2p/" + std::to_string(d.from) + ">" + std::to_string(d.to);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = this->options().timeout;
-    auto store = c10::make_intrusive<c10d::PrefixStore>(
-        "nccl/" + name_ + "/p2p/" + std::to_string(d.from) + ">" + std::to_string(d.to), store_);
+    options->group_name = channel_name;  // what the watchdog's reports name
+    auto store = c10::make_intrusive<c10d::PrefixStore>(channel_name, store_);
     const c10::DeviceGuard guard(device_);
     try {
       auto channel = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, sends ? 0 : 1, 2, options);

@@ -6,7 +6,9 @@
 // without a backend.
 //
 // Ordering: each backend runs its own calls in call order. Every rank makes the same calls in
-// the same order, so each backend's calls match across ranks too.
+// the same order, so each backend's calls match across ranks too. Sends and receives pair up per
+// peer within each backend: a receiver takes a message on the backend of the sender's tensor's
+// device type (comm/tensor_message's header says which).
 #pragma once
 
 #include <c10/core/DeviceType.h>

@@ -45,6 +45,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/profile/host_syncs.h"
@@ -165,6 +166,17 @@ struct RunProfile {
 };
 
 struct Finding {
+  Finding() = default;
+  // What every finding states; suggested, measured and step are set after, where they apply.
+  Finding(std::string id, std::string severity, std::string evidence, std::string advice,
+          std::string key = {}, double max_gain = 0)
+      : id(std::move(id)),
+        severity(std::move(severity)),
+        evidence(std::move(evidence)),
+        advice(std::move(advice)),
+        key(std::move(key)),
+        max_gain(max_gain) {}
+
   std::string id;        // input_bound, threads, ...
   std::string severity;  // high | moderate
   std::string evidence;  // what was measured

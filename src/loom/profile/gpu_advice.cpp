@@ -156,12 +156,12 @@ void add_host_sync(const RunProfile& run, std::vector<Finding>& out) {
                 "): each wait drains the GPU's queue, which then idles while the host queues more",
             // Scripts' steps are not counted (loom.profile.Steps leaves the device to the script):
             // the advice is `loom train`'s, Loom's own known waits first, then a model's.
-            "Loom itself waits where ranks that share a GPU exchange gradients, ZeRO shards or a "
-            "tensor group's sums through host memory (comm.backend cuda:host; on GPUs of their own "
-            "NCCL does not wait), where parameter-server workers push and pull, and where pipeline "
-            "stages send; anything else is the model's own (a TorchScript model's .item(), "
-            "nonzero or boolean-mask indexing). Waits inside backward count as backward, whichever "
-            "of its phases made them",
+            "Loom itself waits where ranks that share a GPU exchange gradients, ZeRO shards, a "
+            "tensor group's sums or a pipeline's messages through host memory (comm.backend "
+            "cuda:host; on GPUs of their own NCCL does not wait), and where parameter-server "
+            "workers push and pull; anything else is the model's own (a TorchScript model's "
+            ".item(), nonzero or boolean-mask indexing). Waits inside backward count as backward, "
+            "whichever of its phases made them",
             "", 0};
   f.measured = {{"syncs_per_step", syncs.per_step()},
                 {"counted_steps", static_cast<double>(syncs.steps)}};

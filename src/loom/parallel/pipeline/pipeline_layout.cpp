@@ -23,12 +23,12 @@ namespace {
 class SumTiedAfterStep : public StepExecutor {
  public:
   SumTiedAfterStep(std::unique_ptr<StepExecutor> inner, const TiedParameters& tied,
-                   comm::Communicator& comm, const ZeroPartition* zero)
-      : inner_(std::move(inner)), tied_(tied), comm_(comm), zero_(zero) {}
+                   comm::Communicator& comm, const ZeroPartition* zero, c10::Device device)
+      : inner_(std::move(inner)), tied_(tied), comm_(comm), zero_(zero), device_(device) {}
   int64_t micro_batches() const override { return inner_->micro_batches(); }
   StepOutcome run(const MicroBatchSource& micro_batch) override {
     const StepOutcome outcome = inner_->run(micro_batch);
-    tied_.sum_gradients(comm_, zero_);
+    tied_.sum_gradients(comm_, zero_, device_);
     return outcome;
   }
   void set_loss_scale(double scale) override { inner_->set_loss_scale(scale); }
@@ -38,6 +38,7 @@ class SumTiedAfterStep : public StepExecutor {
   const TiedParameters& tied_;
   comm::Communicator& comm_;
   const ZeroPartition* zero_;  // the copies' gradient shards are summed, under ZeRO
+  c10::Device device_;         // where they are summed
 };
 
 }  // namespace
@@ -93,8 +94,12 @@ void PipelineLayout::start(const StartOptions& options) {
   PipelineExecutorOptions executor;
   executor.autocast = options.autocast;
   executor.count_targets = options.count_targets;
-  // The model was moved to the rank's device before the layout cut it.
-  if (!parameters_.empty()) executor.device = parameters_.front().second.device();
+  // The run's device (one type on every rank: messages, the loss and the tied sums travel on it);
+  // where the caller gives none, the one the model was moved to before the layout cut it.
+  executor.device = options.device;
+  if (executor.device.is_cpu() && !parameters_.empty()) {
+    executor.device = parameters_.front().second.device();
+  }
   const c10::Device device = executor.device;
   const models::Loss& loss = training_loss(*options.loss);
   if (tensor_) tensor_->set_phase_sink(options.observer);
@@ -105,7 +110,7 @@ void PipelineLayout::start(const StartOptions& options) {
     executor_ = std::move(pipelined);
   } else {
     executor_ = std::make_unique<SumTiedAfterStep>(std::move(pipelined), tied_, pipeline(),
-                                                   data_->partition());
+                                                   data_->partition(), device);
   }
   // The ranks report the memory their stages take while training, not rank 0's planning of the
   // whole model (on its GPU, where the run trains on one).

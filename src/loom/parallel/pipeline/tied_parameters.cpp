@@ -45,7 +45,8 @@ std::set<std::string> TiedParameters::names() const {
   return out;
 }
 
-void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero) const {
+void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero,
+                                   c10::Device device) const {
   // What each entry adds: its whole gradient, or this data-parallel rank's shard of it (the
   // same element count on every rank of the pipeline; held or not).
   std::vector<int64_t> elements;
@@ -58,7 +59,7 @@ void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroParti
                                 : e.tensor.grad());
     total += elements.back();
   }
-  at::Tensor flat = at::zeros({total}, at::kFloat);
+  at::Tensor flat = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(device));
   int64_t offset = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (gradients[i].defined()) {
@@ -76,7 +77,7 @@ void TiedParameters::sum_gradients(comm::Communicator& pipeline, const ZeroParti
     if (gradients[i].defined()) {
       gradients[i].copy_(summed.view(gradients[i].sizes()));
     } else {
-      // A copy in the parameter's type on its device (the sum is a float CPU tensor).
+      // A copy in the parameter's type (the sum is a float tensor).
       e.tensor.mutable_grad() =
           summed.view(e.tensor.sizes()).to(e.tensor.options(), false, /*copy=*/true);
     }

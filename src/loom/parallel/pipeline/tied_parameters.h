@@ -37,8 +37,11 @@ class TiedParameters {
   // Adds every copy's gradient (collective over `pipeline`, the ranks of one pipeline). Under
   // ZeRO (`zero`, where each tied parameter has a bucket of its own) the copies' gradient shards
   // are added instead: the ranks of one pipeline have the same data-parallel rank, so their
-  // shards cover the same elements.
-  void sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero = nullptr) const;
+  // shards cover the same elements. The sum is made on `device`, the pipeline's compute device
+  // (of one type on every rank, holder or not), so that a GPU's gradients never wait for a copy
+  // to the host.
+  void sum_gradients(comm::Communicator& pipeline, const ZeroPartition* zero = nullptr,
+                     c10::Device device = c10::kCPU) const;
 
  private:
   struct Entry {
