@@ -7,6 +7,8 @@
 
 #include <csignal>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -166,6 +168,44 @@ TEST(DeviceTrain, OnAGpuACnnTrainsAsOnTheCpu) {
   expect_gpu_trains_as_the_cpu(cnn_args(), dir);
 }
 
+// A GPU run's trace draws each traced step's phases on the GPU's clock too, on a track of the
+// device's own: as many steps as the host's, each starting once the host's has (the GPU runs what
+// the host queued), with forward and backward in them.
+TEST(DeviceTrain, OnAGpuTheTraceDrawsTheDevicesPhasesOnItsOwnTrack) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: " << cuda_availability().why_not;
+  TempDir dir;
+  const auto run = run_loom("train --out " + (dir / "run") + cnn_args() +
+                            " --set runtime.device=cuda --trace --set profile.trace_wait=2"
+                            " --set profile.trace_warmup=1 --set profile.trace_active=3");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto events = nlohmann::json::parse(read_text(dir / "run/trace.json"))["traceEvents"];
+  int64_t device_track = -1;
+  for (const auto& e : events) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" &&
+        e["args"]["name"] == "cuda:0 (the device's clock)") {
+      device_track = e["tid"];
+    }
+  }
+  ASSERT_GE(device_track, 0);
+  std::map<std::string, int64_t> host_begins, device_begins;
+  std::set<std::string> device_phases;
+  for (const auto& e : events) {
+    if (e["ph"] != "X") continue;
+    const std::string name = e["name"];
+    if (e["cat"] == "step") host_begins[name] = e["ts"];
+    if (e["tid"] != device_track) continue;
+    if (e["cat"] == "device step") device_begins[name] = e["ts"];
+    if (e["cat"] == "device phase") device_phases.insert(name);
+  }
+  ASSERT_EQ(device_begins.size(), 3u);
+  for (const auto& [step, begin] : device_begins) {
+    ASSERT_TRUE(host_begins.count(step)) << step;
+    EXPECT_GE(begin, host_begins[step]) << step;
+  }
+  EXPECT_TRUE(device_phases.count("forward"));
+  EXPECT_TRUE(device_phases.count("backward"));
+}
+
 // Data parallelism on GPUs against one rank on a GPU with the same global batch (fp32, no
 // dropout: only the split of the batch differs), as on the CPU (data_parallel_train_test).
 // `servers`: parameter-server ranks launched beside the two (on the CPU), which `layout` uses.
@@ -186,7 +226,9 @@ void expect_two_ranks_train_as_one(const std::string& devices, const std::string
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const auto summary = summary_of(dir / "two");
   EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
-  if (!backend.empty()) EXPECT_EQ(summary["data_parallel"]["backend"], backend);
+  if (!backend.empty()) {
+    EXPECT_EQ(summary["data_parallel"]["backend"], backend);
+  }
   // Through host memory, each bucket's copy to the host waits for the GPU: the counter sees it.
   if (backend.find("via host") != std::string::npos) {
     EXPECT_GT(summary["host_syncs"]["per_step"].get<double>(), 0.0) << summary["host_syncs"];

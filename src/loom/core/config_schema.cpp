@@ -255,8 +255,8 @@ void visit_config(Config& c, ConfigVisitor& v) {
 
   v.boolean("profile.trace", c.profile.trace,
             "Write OUT/trace.json, a Chrome trace (Perfetto) of some steps: each step's phases on "
-            "the main thread, batch building on each loader thread, prefetch depth. `loom train "
-            "--trace` sets it.");
+            "the main thread (and on a GPU's clock, on the device's own track), batch building on "
+            "each loader thread, prefetch depth. `loom train --trace` sets it.");
   v.integer("profile.trace_wait", c.profile.trace_wait, 0,
             "Steps run before tracing starts (start-up is not typical).");
   v.integer("profile.trace_warmup", c.profile.trace_warmup, 0,

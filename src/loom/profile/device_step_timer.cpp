@@ -56,10 +56,11 @@ void DeviceStepTimer::enter(Phase phase) {
   current_.marks.emplace_back(phase, marks_->record());
 }
 
-void DeviceStepTimer::end_step(bool steady) {
+void DeviceStepTimer::end_step(bool steady, int64_t traced_step) {
   if (current_.marks.empty()) return;
   current_.marks.emplace_back(Phase::kOther, marks_->record());  // the step's end
   current_.steady = steady;
+  current_.traced_step = trace_sink_ ? traced_step : -1;
   ended_.push_back(std::move(current_));
   current_ = {};
 }
@@ -72,6 +73,7 @@ void DeviceStepTimer::read(bool wait) {
     const Step& step = ended_.front();
     if (!marks_->reached(step.marks.back().second)) return;
     charge(step);
+    trace(step);
     for (const auto& [phase, mark] : step.marks) marks_->release(mark);
     ended_.pop_front();
   }
@@ -95,6 +97,29 @@ void DeviceStepTimer::charge(const Step& step) {
   if (!step.steady) return;
   steady_ += times;
   ++steady_steps_;
+}
+
+void DeviceStepTimer::trace_from_here(TraceSink sink) {
+  if (trace_sink_) marks_->release(origin_);
+  origin_ = marks_->record();
+  marks_->wait(origin_);
+  trace_sink_ = std::move(sink);
+}
+
+void DeviceStepTimer::trace(const Step& step) {
+  if (step.traced_step < 0 || !trace_sink_) return;
+  // The step's start from the origin, and each mark from the step's start: the events' float
+  // milliseconds keep microseconds inside a step however far it is from the origin.
+  const size_t first = step.marks.front().second;
+  const double start = marks_->seconds(origin_, first);
+  std::vector<Span> spans;
+  for (size_t i = 0; i + 1 < step.marks.size(); ++i) {
+    const double begin = start + marks_->seconds(first, step.marks[i].second);
+    const double end = start + marks_->seconds(first, step.marks[i + 1].second);
+    if (end > begin) spans.push_back({step.marks[i].first, begin, end});
+  }
+  trace_sink_(step.traced_step, start, start + marks_->seconds(first, step.marks.back().second),
+              spans);
 }
 
 }  // namespace loom::profile

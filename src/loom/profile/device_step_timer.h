@@ -7,7 +7,9 @@
 // device starved by its input shows it as data_wait).
 //
 // The marks are read late, once the device has passed them, so the timer never makes the host
-// wait in a step; the run's last steps are read at its end (read(true)).
+// wait in a step; the run's last steps are read at its end (read(true)). Traced steps (the
+// profile.trace window) also give their phases as spans from an origin mark, which the caller
+// places on the host's time axis (the Chrome trace's track of the device).
 //
 // Threading: one timer per training loop.
 #pragma once
@@ -17,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -49,8 +52,23 @@ class DeviceStepTimer {
 
   void begin_step();  // in kOther until the first enter()
   void enter(Phase phase);
-  // `steady`: the step counts in the steady-state sums once read.
-  void end_step(bool steady);
+  // `steady`: the step counts in the steady-state sums once read. `traced_step` (>= 0): its
+  // spans go to the trace sink once read, under that number.
+  void end_step(bool steady, int64_t traced_step = -1);
+
+  // A traced step's phase on the device's clock, in seconds from the origin.
+  struct Span {
+    Phase phase;
+    double begin, end;
+  };
+  // Receives a traced step once read: its number, and its phases' spans in order (a span the
+  // device passed in no time is left out; the step runs from the first's begin to the last's end).
+  using TraceSink =
+      std::function<void(int64_t step, double begin, double end, const std::vector<Span>& spans)>;
+  // Records the origin here and waits for the device to pass it, so that the host's clock read
+  // just after is the origin's time (one wait, between steps; the device's queue is drained of
+  // what came before). Traced steps go to `sink` from now on.
+  void trace_from_here(TraceSink sink);
   // Reads the ended steps the device has passed, oldest first; with `wait`, all of them.
   void read(bool wait);
 
@@ -70,8 +88,10 @@ class DeviceStepTimer {
   struct Step {
     std::vector<std::pair<Phase, size_t>> marks;  // the phase entered at each mark, in order
     bool steady = false;
+    int64_t traced_step = -1;
   };
   void charge(const Step& step);
+  void trace(const Step& step);
 
   std::unique_ptr<StepMarks> marks_;
   Step current_;  // its last mark's phase is the one it is in
@@ -79,6 +99,8 @@ class DeviceStepTimer {
   StepTimes steady_;
   int64_t steady_steps_ = 0;
   Window window_;
+  TraceSink trace_sink_;
+  size_t origin_ = 0;  // the traced spans' origin mark, kept while tracing
 };
 
 }  // namespace loom::profile

@@ -15,6 +15,8 @@ namespace loom::profile {
 namespace {
 
 constexpr char kHead[] = "{\"traceEvents\":[\n";
+// Tracks of no thread take ids above any thread id Linux gives (at most 2^22).
+constexpr int kFirstTrack = 1 << 30;
 constexpr char kTail[] = "\n]}\n";
 
 }  // namespace
@@ -75,13 +77,34 @@ void TraceWriter::append(const std::string& event) {
 
 void TraceWriter::complete(const std::string& name, const char* category, Clock::time_point begin,
                            Clock::time_point end, const std::string& args_json) {
+  add_complete(thread_id(), name, category, begin, end, args_json);
+}
+
+int TraceWriter::add_track(const std::string& name) {
+  int track;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    track = kFirstTrack + tracks_++;
+  }
+  name_track(track, name);
+  return track;
+}
+
+void TraceWriter::complete_on(int track, const std::string& name, const char* category,
+                              Clock::time_point begin, Clock::time_point end) {
+  add_complete(track, name, category, begin, end, "");
+}
+
+void TraceWriter::add_complete(int tid, const std::string& name, const char* category,
+                               Clock::time_point begin, Clock::time_point end,
+                               const std::string& args_json) {
   nlohmann::json e = {{"ph", "X"},
                       {"name", name},
                       {"cat", category},
                       {"ts", micros(begin)},
                       {"dur", micros(end) - micros(begin)},
                       {"pid", pid_},
-                      {"tid", thread_id()}};
+                      {"tid", tid}};
   if (!args_json.empty()) e["args"] = nlohmann::json::parse(args_json);
   append(e.dump());
 }
@@ -92,11 +115,13 @@ void TraceWriter::counter(const std::string& name, Clock::time_point at, double 
   append(e.dump());
 }
 
-void TraceWriter::name_thread(const std::string& name) {
+void TraceWriter::name_thread(const std::string& name) { name_track(thread_id(), name); }
+
+void TraceWriter::name_track(int tid, const std::string& name) {
   nlohmann::json e = {{"ph", "M"},
                       {"name", "thread_name"},
                       {"pid", pid_},
-                      {"tid", thread_id()},
+                      {"tid", tid},
                       {"args", {{"name", name}}}};
   append(e.dump());
 }

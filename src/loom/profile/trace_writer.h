@@ -27,6 +27,12 @@ class TraceWriter {
   // A slice [begin, end) on the calling thread's track. `args_json` is an object or empty.
   void complete(const std::string& name, const char* category, Clock::time_point begin,
                 Clock::time_point end, const std::string& args_json = "");
+  // A track of its own, named `name`, for what no thread of this process does (a GPU's queue):
+  // returns its id for complete_on().
+  int add_track(const std::string& name);
+  // A slice on the track `track` (add_track's).
+  void complete_on(int track, const std::string& name, const char* category,
+                   Clock::time_point begin, Clock::time_point end);
   void counter(const std::string& name, Clock::time_point at, double value);
   // Names the calling thread's track (once per thread is enough).
   void name_thread(const std::string& name);
@@ -38,6 +44,9 @@ class TraceWriter {
 
  private:
   void append(const std::string& event);
+  void add_complete(int tid, const std::string& name, const char* category, Clock::time_point begin,
+                    Clock::time_point end, const std::string& args_json);
+  void name_track(int tid, const std::string& name);
   int64_t micros(Clock::time_point t) const;
   static int thread_id();
 
@@ -47,6 +56,7 @@ class TraceWriter {
   std::mutex mutex_;
   int64_t offset_ = 0;  // where the next event goes (over the closing tail)
   bool first_ = true;
+  int tracks_ = 0;  // added with add_track
 };
 
 }  // namespace loom::profile

@@ -62,6 +62,17 @@ void StepTelemetry::device_timing_failed(const c10::Error& e) {
 void StepTelemetry::time_on_device(c10::Device device) {
   if (device.is_cpu()) return;
   device_timer_ = std::make_unique<profile::DeviceStepTimer>(profile::device_event_marks(device));
+  if (trace_) {
+    // The device's own phases, beside the host's: the origin's time is when the host saw the
+    // device pass it, which puts the device's clock on the host's axis.
+    const int track = trace_->add_track(device.str() + " (the device's clock)");
+    with_device_timer([&](profile::DeviceStepTimer& t) {
+      t.trace_from_here([this, track](int64_t step, double begin, double end, const auto& spans) {
+        trace_device_step(track, step, begin, end, spans);
+      });
+    });
+    device_origin_ = profile::TraceWriter::Clock::now();
+  }
   if (!device.is_cuda()) return;
   sync_counter_ = std::make_unique<profile::HostSyncCounter>(
       [](bool on) { return set_cuda_sync_warnings(on); });
@@ -70,8 +81,8 @@ void StepTelemetry::time_on_device(c10::Device device) {
 
 profile::StepTimes StepTelemetry::end_step(int64_t step, bool steady) {
   const profile::StepTimes times = timer_.end_step();
-  with_device_timer([steady](profile::DeviceStepTimer& t) {
-    t.end_step(steady);
+  with_device_timer([steady, step, traced = tracing_->load()](profile::DeviceStepTimer& t) {
+    t.end_step(steady, traced ? step : -1);
     t.read(/*wait=*/false);  // the steps the device has passed: no waiting here
   });
   if (sync_counter_) {
@@ -110,6 +121,19 @@ void StepTelemetry::trace_step(int64_t step) {
   }
   last_cpu_seconds_ = cpu;
   last_build_seconds_ = built;
+}
+
+void StepTelemetry::trace_device_step(int track, int64_t step, double begin, double end,
+                                      const std::vector<profile::DeviceStepTimer::Span>& spans) {
+  const auto at = [this](double seconds) {
+    return device_origin_ + std::chrono::duration_cast<profile::TraceWriter::Clock::duration>(
+                                std::chrono::duration<double>(seconds));
+  };
+  trace_->complete_on(track, "step " + std::to_string(step), "device step", at(begin), at(end));
+  for (const auto& span : spans) {
+    trace_->complete_on(track, profile::phase_name(span.phase), "device phase", at(span.begin),
+                        at(span.end));
+  }
 }
 
 nlohmann::ordered_json StepTelemetry::log_window(int64_t step, int64_t steps, double loss,

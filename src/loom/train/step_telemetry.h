@@ -50,9 +50,9 @@ class StepTelemetry {
     if (watchdog_) watchdog_->enter(phase);
   }
   // The steps compute on `device`: where it is not the CPU, their phases are also timed on its
-  // clock (profile/device_step_timer.h), and on a GPU the first kSyncCountedSteps steady steps'
-  // host synchronisations are counted (profile/host_sync_counter.h). Before the first step, on
-  // the thread that runs the steps.
+  // clock (profile/device_step_timer.h), drawn in the trace on a track of the device's own, and
+  // on a GPU the first kSyncCountedSteps steady steps' host synchronisations are counted
+  // (profile/host_sync_counter.h). Before the first step, on the thread that runs the steps.
   void time_on_device(c10::Device device);
   static constexpr int64_t kSyncCountedSteps = 20;
   // What was counted (steps 0: nothing, as on the CPU). Counting stops at the run's end.
@@ -87,6 +87,9 @@ class StepTelemetry {
 
  private:
   void trace_step(int64_t step);
+  // A traced step's phases on the device's clock, on the device's track (`track`).
+  void trace_device_step(int track, int64_t step, double begin, double end,
+                         const std::vector<profile::DeviceStepTimer::Span>& spans);
   // Runs `use` on the device timer, if there is one. Timing is not worth a run: an error from the
   // device's events turns it off, with a warning, and the run goes on.
   template <typename Use>
@@ -108,6 +111,8 @@ class StepTelemetry {
   data::BatchSource* train_;
   profile::StepTimer timer_;
   std::unique_ptr<profile::DeviceStepTimer> device_timer_;  // null on the CPU
+  // Where the device's traced spans start from on the host's clock.
+  profile::TraceWriter::Clock::time_point device_origin_;
   // Null on the CPU, where torch's switch cannot be reached, and once enough steps are counted.
   std::unique_ptr<profile::HostSyncCounter> sync_counter_;
   profile::HostSyncs host_syncs_;

@@ -114,5 +114,51 @@ TEST(DeviceStepTimer, TheEndWaitsForTheStepsLeftAndOnlySteadyOnesCount) {
   EXPECT_EQ(timer.take_window().steps, 0);
 }
 
+// Traced steps give their phases as spans from the origin, which was waited for once; a span the
+// device passed in no time is left out, and untraced steps are not given (but still charged).
+TEST(DeviceStepTimer, TracedStepsGiveTheirPhasesAsSpansFromTheOrigin) {
+  ScriptedMarks::State device;
+  DeviceStepTimer timer(std::make_unique<ScriptedMarks>(device));
+  struct Traced {
+    int64_t step;
+    double begin, end;
+    std::vector<DeviceStepTimer::Span> spans;
+  };
+  std::vector<Traced> traced;
+  device.clock = 10;
+  timer.trace_from_here([&](int64_t step, double begin, double end, const auto& spans) {
+    traced.push_back({step, begin, end, spans});
+  });
+  EXPECT_EQ(device.waits, 1);
+  for (const int64_t step : {1, 2}) {
+    device.clock += 5;
+    timer.begin_step();
+    device.clock += 1;
+    timer.enter(Phase::kForward);
+    device.clock += 2;
+    timer.enter(Phase::kBackward);
+    device.clock += 3;
+    timer.enter(Phase::kOptimizer);  // and the step ends at once
+    timer.end_step(/*steady=*/true, step == 2 ? step : -1);
+  }
+  device.passed = device.times.size();
+  timer.read(false);
+  EXPECT_EQ(timer.steady_steps(), 2);
+  ASSERT_EQ(traced.size(), 1u);
+  const Traced& t = traced[0];
+  EXPECT_EQ(t.step, 2);
+  EXPECT_EQ(t.begin, 16);  // step 2 began at 26, the origin was at 10
+  EXPECT_EQ(t.end, 22);
+  ASSERT_EQ(t.spans.size(), 3u);
+  const Phase phases[] = {Phase::kOther, Phase::kForward, Phase::kBackward};
+  const double begins[] = {16, 17, 19}, ends[] = {17, 19, 22};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.spans[i].phase, phases[i]) << i;
+    EXPECT_EQ(t.spans[i].begin, begins[i]) << i;
+    EXPECT_EQ(t.spans[i].end, ends[i]) << i;
+  }
+  EXPECT_EQ(device.released, 10);  // the steps' marks; the origin stays while tracing
+}
+
 }  // namespace
 }  // namespace loom::profile
