@@ -53,7 +53,8 @@ class NcclWork : public Work {
 
   bool completed() const override { return work_->isCompleted(); }
 
-  // When the host learnt of it: NCCL's own end is on the device's clock.
+  // When the host queued the stream's wait for it (NCCL's own end is on the device's clock, which
+  // the host does not wait for): the data-parallel exchange's host times are the host's view.
   std::chrono::steady_clock::time_point finished_at() const override { return waited_at_; }
 
  private:

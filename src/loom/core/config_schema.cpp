@@ -288,7 +288,9 @@ void visit_config(Config& c, ConfigVisitor& v) {
          "CPU's backend: ranks sharing a GPU) or cuda:auto (nccl where each rank of a host has a "
          "GPU of its own), written beside the CPU's as c10d does: cpu:shm,cuda:nccl.");
   v.number("comm.timeout_s", c.comm.timeout_s, 1.0,
-           "Longest wait for another rank; the error names the rank that did not arrive.");
+           "Longest wait for another rank; the error names the rank that did not arrive. Under "
+           "NCCL, where waits are the GPU stream's, c10d's watchdog ends a rank whose collective "
+           "runs past it, naming the collective.");
   v.boolean("comm.check_calls", c.comm.check_calls,
             "Debug: compare every collective's sequence number, size and type across ranks and "
             "report the first mismatch (one small extra exchange per call).");

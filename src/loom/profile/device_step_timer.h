@@ -61,8 +61,8 @@ class DeviceStepTimer {
     Phase phase;
     double begin, end;
   };
-  // Receives a traced step once read: its number, and its phases' spans in order (a span the
-  // device passed in no time is left out; the step runs from the first's begin to the last's end).
+  // Receives a traced step once read: its number, its begin and end, and its phases' spans in
+  // order (a span the device passed in no time is left out).
   using TraceSink =
       std::function<void(int64_t step, double begin, double end, const std::vector<Span>& spans)>;
   // Records the origin here and waits for the device to pass it, so that the host's clock read

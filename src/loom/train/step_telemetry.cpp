@@ -48,9 +48,26 @@ void StepTelemetry::begin_step(int64_t index) {
   // profile.trace_wait steps, then trace_warmup, then trace_active steps are traced.
   const int64_t first = profile_.trace_wait + profile_.trace_warmup;
   *tracing_ = trace_ && index >= first && index < first + profile_.trace_active;
+  if (*tracing_ && device_timer_ && device_track_ < 0) start_device_track();
   timer_.begin_step(*tracing_);
   with_device_timer([](profile::DeviceStepTimer& t) { t.begin_step(); });
   if (sync_counter_) sync_counter_->begin_step();
+}
+
+void StepTelemetry::start_device_track() {
+  // Between steps, as the trace starts: the origin's time is when the host saw the device pass
+  // it, which puts the device's clock on the host's axis near the traced steps. The wait drains
+  // the device's queue once, so the first traced step starts without the host ahead.
+  bool anchored = false;
+  with_device_timer([&](profile::DeviceStepTimer& t) {
+    t.trace_from_here([this](int64_t step, double begin, double end, const auto& spans) {
+      trace_device_step(step, begin, end, spans);
+    });
+    anchored = true;
+  });
+  if (!anchored) return;
+  device_origin_ = profile::TraceWriter::Clock::now();
+  device_track_ = trace_->add_track(device_.str() + " (the device's clock)");
 }
 
 void StepTelemetry::device_timing_failed(const c10::Error& e) {
@@ -62,17 +79,7 @@ void StepTelemetry::device_timing_failed(const c10::Error& e) {
 void StepTelemetry::time_on_device(c10::Device device) {
   if (device.is_cpu()) return;
   device_timer_ = std::make_unique<profile::DeviceStepTimer>(profile::device_event_marks(device));
-  if (trace_) {
-    // The device's own phases, beside the host's: the origin's time is when the host saw the
-    // device pass it, which puts the device's clock on the host's axis.
-    const int track = trace_->add_track(device.str() + " (the device's clock)");
-    with_device_timer([&](profile::DeviceStepTimer& t) {
-      t.trace_from_here([this, track](int64_t step, double begin, double end, const auto& spans) {
-        trace_device_step(track, step, begin, end, spans);
-      });
-    });
-    device_origin_ = profile::TraceWriter::Clock::now();
-  }
+  device_ = device;
   if (!device.is_cuda()) return;
   sync_counter_ = std::make_unique<profile::HostSyncCounter>(
       [](bool on) { return set_cuda_sync_warnings(on); });
@@ -123,8 +130,9 @@ void StepTelemetry::trace_step(int64_t step) {
   last_build_seconds_ = built;
 }
 
-void StepTelemetry::trace_device_step(int track, int64_t step, double begin, double end,
+void StepTelemetry::trace_device_step(int64_t step, double begin, double end,
                                       const std::vector<profile::DeviceStepTimer::Span>& spans) {
+  const int track = device_track_;
   const auto at = [this](double seconds) {
     return device_origin_ + std::chrono::duration_cast<profile::TraceWriter::Clock::duration>(
                                 std::chrono::duration<double>(seconds));

@@ -38,6 +38,9 @@ class StepTelemetry {
   // `tensorboard`: write the event file (rank 0 of a run that asks for it).
   StepTelemetry(const ProfileConfig& profile, bool tensorboard, const std::string& out_dir,
                 data::BatchSource* train, int rank = 0, const std::string& what = "loom train");
+  // The device timer's trace sink refers to this object: it stays where it was made.
+  StepTelemetry(const StepTelemetry&) = delete;
+  StepTelemetry& operator=(const StepTelemetry&) = delete;
   // Rank 0, once every rank has stopped tracing: moves the other ranks' events into trace.json.
   void merge_rank_traces(const std::string& out_dir, int world);
 
@@ -87,8 +90,10 @@ class StepTelemetry {
 
  private:
   void trace_step(int64_t step);
-  // A traced step's phases on the device's clock, on the device's track (`track`).
-  void trace_device_step(int track, int64_t step, double begin, double end,
+  // The device's track, from the first traced step on (where the device is timed).
+  void start_device_track();
+  // A traced step's phases on the device's clock, on the device's track.
+  void trace_device_step(int64_t step, double begin, double end,
                          const std::vector<profile::DeviceStepTimer::Span>& spans);
   // Runs `use` on the device timer, if there is one. Timing is not worth a run: an error from the
   // device's events turns it off, with a warning, and the run goes on.
@@ -111,7 +116,10 @@ class StepTelemetry {
   data::BatchSource* train_;
   profile::StepTimer timer_;
   std::unique_ptr<profile::DeviceStepTimer> device_timer_;  // null on the CPU
-  // Where the device's traced spans start from on the host's clock.
+  c10::Device device_ = c10::kCPU;                          // time_on_device's
+  // The device's trace track (-1 until the first traced step) and where its spans start from
+  // on the host's clock.
+  int device_track_ = -1;
   profile::TraceWriter::Clock::time_point device_origin_;
   // Null on the CPU, where torch's switch cannot be reached, and once enough steps are counted.
   std::unique_ptr<profile::HostSyncCounter> sync_counter_;
