@@ -103,11 +103,16 @@ void print_layout(const train::TrainSummary& s) {
         "backward\n",
         layout.exchange.c_str(), plan.trainers, s.comm_bytes_per_step / 1e6, 100 * s.comm_overlap);
   } else if (plan.data.replicas > 1) {
-    std::printf(
-        "data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, %.0f%% "
-        "of it hidden behind backward\n",
-        plan.data.replicas, layout.backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6,
-        100 * s.comm_overlap);
+    std::printf("data parallel: %d ranks over %s, %d buckets, %.1f MB all-reduced per step, ",
+                plan.data.replicas, layout.backend.c_str(), s.buckets, s.comm_bytes_per_step / 1e6);
+    // Under NCCL the host never waits for an exchange (the GPU's stream does), so the host's
+    // overlap says nothing: the GPU's clock says how long the step waited for it.
+    if (layout.backend.find("nccl") != std::string::npos && s.device_step_times) {
+      std::printf("the GPU waiting for it %.0f%% of its step\n",
+                  100 * s.device_step_times->share(profile::Phase::kCommExposed));
+    } else {
+      std::printf("%.0f%% of it hidden behind backward\n", 100 * s.comm_overlap);
+    }
   }
   if (plan.pipeline) {
     std::string peaks;
