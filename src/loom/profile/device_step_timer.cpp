@@ -60,7 +60,7 @@ void DeviceStepTimer::end_step(bool steady, int64_t traced_step) {
   if (current_.marks.empty()) return;
   current_.marks.emplace_back(Phase::kOther, marks_->record());  // the step's end
   current_.steady = steady;
-  current_.traced_step = trace_sink_ ? traced_step : -1;
+  current_.traced_step = traced_step;
   ended_.push_back(std::move(current_));
   current_ = {};
 }
@@ -108,18 +108,17 @@ void DeviceStepTimer::trace_from_here(TraceSink sink) {
 
 void DeviceStepTimer::trace(const Step& step) {
   if (step.traced_step < 0 || !trace_sink_) return;
-  // The step's start from the origin, and each mark from the step's start: the events' float
-  // milliseconds keep microseconds inside a step however far it is from the origin.
+  // Each mark's time: the step's start from the origin, then the mark from the step's start (the
+  // events' float milliseconds keep microseconds inside a step however far it is from the origin).
   const size_t first = step.marks.front().second;
   const double start = marks_->seconds(origin_, first);
+  std::vector<double> at;
+  for (const auto& [phase, mark] : step.marks) at.push_back(start + marks_->seconds(first, mark));
   std::vector<Span> spans;
-  for (size_t i = 0; i + 1 < step.marks.size(); ++i) {
-    const double begin = start + marks_->seconds(first, step.marks[i].second);
-    const double end = start + marks_->seconds(first, step.marks[i + 1].second);
-    if (end > begin) spans.push_back({step.marks[i].first, begin, end});
+  for (size_t i = 0; i + 1 < at.size(); ++i) {
+    if (at[i + 1] > at[i]) spans.push_back({step.marks[i].first, at[i], at[i + 1]});
   }
-  trace_sink_(step.traced_step, start, start + marks_->seconds(first, step.marks.back().second),
-              spans);
+  trace_sink_(step.traced_step, at.front(), at.back(), spans);
 }
 
 }  // namespace loom::profile

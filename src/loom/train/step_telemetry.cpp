@@ -132,15 +132,15 @@ void StepTelemetry::trace_step(int64_t step) {
 
 void StepTelemetry::trace_device_step(int64_t step, double begin, double end,
                                       const std::vector<profile::DeviceStepTimer::Span>& spans) {
-  const int track = device_track_;
   const auto at = [this](double seconds) {
     return device_origin_ + std::chrono::duration_cast<profile::TraceWriter::Clock::duration>(
                                 std::chrono::duration<double>(seconds));
   };
-  trace_->complete_on(track, "step " + std::to_string(step), "device step", at(begin), at(end));
+  trace_->complete_on(device_track_, "step " + std::to_string(step), "device step", at(begin),
+                      at(end));
   for (const auto& span : spans) {
-    trace_->complete_on(track, profile::phase_name(span.phase), "device phase", at(span.begin),
-                        at(span.end));
+    trace_->complete_on(device_track_, profile::phase_name(span.phase), "device phase",
+                        at(span.begin), at(span.end));
   }
 }
 
